@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Optional packages the test suite uses when present (Debian). Best effort:
+# tests that need a missing program say so and are skipped by CTest.
+set -u
+[ "$(id -u)" = 0 ] || exit 0
+pkgs="valgrind lua5.4 sqlite3 electric-fence duma binutils"
+missing=""
+for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
+[ -z "$missing" ] && exit 0
+export DEBIAN_FRONTEND=noninteractive
+(apt-get update -qq && apt-get install -y -qq $missing) || echo "install-deps: could not install:$missing" >&2
+exit 0

@@ -1,0 +1,52 @@
+# Thin wrapper over CMake for the everyday verbs. See README.md.
+#   make                 release build in build/
+#   make demo            build and run the main demonstration
+#   make check           build and run the whole test suite (CTest)
+#   make check-sanitize  the whole suite built with address + undefined sanitizers (build-san/)
+#   make bench           build and run the benchmarks; writes build/bench/results.json
+#   make install         install into PREFIX (default /usr/local)
+#   make format          clang-format every C source in place
+BUILD ?= build
+SANBUILD ?= build-san
+PREFIX ?= /usr/local
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+# Warnings are errors in CI (CI=true is set there) or with WERROR=ON.
+ifneq ($(CI),)
+WERROR ?= ON
+endif
+WERROR ?= OFF
+CMAKE_FLAGS ?=
+BENCH_FLAGS ?=
+
+.PHONY: all build demo check check-sanitize bench install format clean
+
+all: build
+
+build:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DHEAPKIT_WERROR=$(WERROR) $(CMAKE_FLAGS)
+	cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	./$(BUILD)/examples/demo
+
+check: build
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+check-sanitize:
+	cmake -S . -B $(SANBUILD) -DCMAKE_BUILD_TYPE=Debug -DHEAPKIT_SANITIZE=ON -DHEAPKIT_WERROR=$(WERROR) $(CMAKE_FLAGS)
+	cmake --build $(SANBUILD) -j $(JOBS)
+	ctest --test-dir $(SANBUILD) --output-on-failure -j $(JOBS) -LE no-sanitize
+
+bench: build
+	-./bench/install-peers.sh
+	mkdir -p $(BUILD)/bench
+	./$(BUILD)/bench/heapkit-bench --out $(BUILD)/bench/results.json $(BENCH_FLAGS)
+
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf $(BUILD) $(SANBUILD)

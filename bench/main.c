@@ -1,0 +1,84 @@
+/*
+ * bench/main.c - heapkit-bench: runs the suites found in bench/suite_*.c.
+ *
+ *   heapkit-bench [--suite NAME]... [--quick] [--reps N] [--out FILE] [--list]
+ */
+#include "harness.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int hkb__write_json(const char *path);
+
+#define HKB_SUITE(name) void hkb_suite_##name(hkb_ctx *ctx);
+#include "suites.inc"
+#undef HKB_SUITE
+
+typedef struct suite {
+    const char *name;
+    void (*run)(hkb_ctx *);
+} suite;
+
+static const suite k_suites[] = {
+#define HKB_SUITE(name) {#name, hkb_suite_##name},
+#include "suites.inc"
+#undef HKB_SUITE
+};
+
+static void usage(void) {
+    printf("usage: heapkit-bench [--suite NAME]... [--quick] [--reps N] [--out FILE] [--list]\n");
+    printf("suites:");
+    for (size_t i = 0; i < sizeof k_suites / sizeof k_suites[0]; i++) printf(" %s", k_suites[i].name);
+    printf("\n");
+}
+
+int main(int argc, char **argv) {
+    hkb_ctx ctx = {5, 0, 0x9E3779B97F4A7C15ull};
+    const char *out = "results.json";
+    const char *only[16];
+    int nonly = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--suite") && i + 1 < argc && nonly < 16) only[nonly++] = argv[++i];
+        else if (!strcmp(argv[i], "--quick")) ctx.quick = 1;
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) ctx.reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
+        else if (!strcmp(argv[i], "--list")) {
+            usage();
+            return 0;
+        } else {
+            usage();
+            return 2;
+        }
+    }
+    if (ctx.quick && ctx.reps > 3) ctx.reps = 3;
+    if (ctx.reps < 1) ctx.reps = 1;
+
+    const hkb_allocator *peers;
+    int np = hkb_peers(&peers);
+    const char **miss, **why;
+    int nm = hkb_missing_peers(&miss, &why);
+    printf("heapkit-bench: %d repetitions per figure (medians), peers:", ctx.reps);
+    for (int i = 0; i < np; i++) printf(" %s", peers[i].name);
+    printf("\n");
+    for (int i = 0; i < nm; i++) printf("  peer %s skipped: %s\n", miss[i], why[i]);
+
+    int ran = 0;
+    for (size_t i = 0; i < sizeof k_suites / sizeof k_suites[0]; i++) {
+        int want = nonly == 0;
+        for (int j = 0; j < nonly; j++)
+            if (!strcmp(only[j], k_suites[i].name)) want = 1;
+        if (!want) continue;
+        printf("\n######## suite %s\n", k_suites[i].name);
+        k_suites[i].run(&ctx);
+        ran++;
+    }
+    if (ran == 0) {
+        fprintf(stderr, "heapkit-bench: no suite matched\n");
+        usage();
+        return 2;
+    }
+    if (hkb__write_json(out) != 0) return 1;
+    printf("\nresults written to %s\n", out);
+    return 0;
+}

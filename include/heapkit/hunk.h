@@ -1,0 +1,142 @@
+/*
+ * heapkit/hunk.h - Quake's hunk: one region allocated from both ends, like
+ * two stacks growing toward each other, with named blocks, marks, and a
+ * temp block on the high end.
+ *
+ *   low end                                              high end
+ *   [hdr|block|canary][hdr|block|canary] ...free... [hdr|block|canary]
+ *   ^ base             low_used ->        <- high_used           base+size ^
+ *
+ * Every block carries a 48-byte header (sentinel, size, sequence number,
+ * name) and at least 8 canary bytes followed by a 16-byte tail (size,
+ * sentinel); all are verified by hk_hunk_check. A block of n bytes takes
+ * round_up(48 + n + 8, 16) + 16 bytes of the hunk (Quake's took 16 + n). Blocks are freed
+ * only in stack order: everything allocated after a mark on one end goes at
+ * once with hk_hunk_free_to_low_mark / hk_hunk_free_to_high_mark.
+ *
+ * Complexity: every call is O(1) except walk, check, print (O(blocks)) and
+ * the zero fill (O(size)).
+ * Thread-safety: an instance is not thread-safe unless the desc carries lock
+ * hooks, in which case every call below takes the lock.
+ * Errors: reported through desc.on_error (or the default handler), see
+ * heapkit.h. Nothing here aborts.
+ */
+#ifndef HEAPKIT_HUNK_H
+#define HEAPKIT_HUNK_H
+
+#include "heapkit/heapkit.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct hk_hunk hk_hunk;
+
+/* Hunk-specific flags (in addition to HK_FLAG_ZERO, HK_FLAG_FILL,
+ * HK_FLAG_PARANOID, HK_FLAG_QUIET). Canaries are always on in the hunk. */
+
+#define HK_HUNK_NAME_MAX 16 /* names are truncated to this many bytes (NUL excluded) */
+#define HK_HUNK_DEFAULT_ALIGN 16
+
+/* Zero-initialisable. */
+typedef struct hk_hunk_desc {
+    void *memory;        /* caller memory for the whole hunk (control block included); NULL: reserve from the OS */
+    size_t size;         /* bytes of `memory`, or bytes to reserve (0 with memory NULL: 64 MiB) */
+    uint32_t flags;      /* HK_FLAG_* */
+    const char *name;    /* instance name for reports ("hunk" when NULL); the pointer is kept */
+    hk_error_fn on_error;
+    void *error_user;
+    hk_lock_hooks lock;
+} hk_hunk_desc;
+
+/* A position on one end of the hunk, as returned by the mark queries.
+ * Opaque; compare only with ==. */
+typedef struct hk_hunk_mark {
+    size_t offset;     /* bytes used on that end when the mark was taken */
+    size_t user_bytes; /* bytes requested on that end then (restored by free-to-mark) */
+    size_t blocks;     /* blocks on that end then */
+    uint32_t end;      /* 0 low, 1 high */
+    uint32_t seq;      /* sequence number of the block at the mark's edge: detects stale marks */
+} hk_hunk_mark;
+
+/* Creates a hunk. With desc->memory the control block lives at the start of
+ * that memory (so the usable capacity is a little smaller than size) and the
+ * OS is never called. Returns NULL when desc is NULL, the memory is too small
+ * (under 256 bytes), or the OS refuses the reservation. O(1). */
+hk_hunk *hk_hunk_create(const hk_hunk_desc *desc);
+
+/* Destroys the hunk; OS memory is released, caller memory is left alone.
+ * All blocks become invalid. NULL is ignored. O(1). */
+void hk_hunk_destroy(hk_hunk *h);
+
+/* Allocates `size` bytes from the low end, 16-byte aligned, named `name`
+ * (NULL gives "unknown"; truncated to HK_HUNK_NAME_MAX bytes). size 0 is allowed
+ * and returns a unique, valid pointer. Returns NULL and reports HK_EK_NOMEM
+ * ("asked N, low L, high H, capacity C") when the block does not fit, or
+ * HK_EK_OVERFLOW for sizes near SIZE_MAX. A low-end allocation that does
+ * not fit while a temp block exists releases the temp block and retries once.
+ * O(1) (plus O(size) for zero or fill). */
+void *hk_hunk_alloc(hk_hunk *h, size_t size, const char *name);
+
+/* Same, from the high end. Releases the temp block first. */
+void *hk_hunk_alloc_high(hk_hunk *h, size_t size, const char *name);
+
+/* Low/high allocation with alignment `align` (a power of two; values below
+ * 16 mean 16). Non-power-of-two alignment reports HK_EK_INVALID_ARG and
+ * returns NULL. */
+void *hk_hunk_alloc_aligned(hk_hunk *h, size_t size, size_t align, const char *name);
+void *hk_hunk_alloc_high_aligned(hk_hunk *h, size_t size, size_t align, const char *name);
+
+/* The temp block (Quake Hunk_TempAlloc): one block on the high end that is
+ * released automatically by the next hk_hunk_alloc_temp, high-end allocation,
+ * high-mark query or free to a high mark. NULL on exhaustion (reported).
+ * Its contents are not preserved. */
+void *hk_hunk_alloc_temp(hk_hunk *h, size_t size);
+
+/* Releases the temp block now, if there is one. O(1). */
+void hk_hunk_free_temp(hk_hunk *h);
+
+/* Current marks. The high-mark query releases the temp block first (Quake). */
+hk_hunk_mark hk_hunk_low_mark(hk_hunk *h);
+hk_hunk_mark hk_hunk_high_mark(hk_hunk *h);
+
+/* Frees every block allocated on that end after the mark was taken.
+ * Returns HK_ERR_INVALID (and reports) for a mark from the other end, a
+ * mark beyond the current top, or a stale mark (one taken above a position
+ * that was freed since). A mark equal to the current top is a no-op. O(1). */
+hk_result hk_hunk_free_to_low_mark(hk_hunk *h, hk_hunk_mark mark);
+hk_result hk_hunk_free_to_high_mark(hk_hunk *h, hk_hunk_mark mark);
+
+/* Frees everything on both ends (and the temp block). O(1). */
+void hk_hunk_reset(hk_hunk *h);
+
+/* Bytes used on each end (headers and canaries included) and the capacity. */
+size_t hk_hunk_low_used(const hk_hunk *h);
+size_t hk_hunk_high_used(const hk_hunk *h);
+size_t hk_hunk_capacity(const hk_hunk *h);
+
+/* The free middle between the two ends: [*start, *start + *size).
+ * Used by a cache that lives inside a hunk (heapkit/cache.h). O(1). */
+void hk_hunk_free_range(const hk_hunk *h, void **start, size_t *size);
+
+/* Introspection (see heapkit.h): stats O(1); walk visits low blocks from the
+ * bottom up, then high blocks from the top down; check verifies every
+ * sentinel, size and canary and reports the first damaged block by name and
+ * address, returning HK_ERR_CORRUPT. */
+hk_result hk_hunk_stats(const hk_hunk *h, hk_stats *out);
+int hk_hunk_walk(hk_hunk *h, hk_walk_fn fn, void *user);
+hk_result hk_hunk_check(hk_hunk *h);
+
+/* Finds the block containing `addr` (its user bytes, header or canary).
+ * Returns HK_OK and fills *info, or HK_ERR_FOREIGN when no block holds it. */
+hk_result hk_hunk_where(hk_hunk *h, const void *addr, hk_block_info *info);
+
+/* Prints every block and then totals per name (Quake Hunk_Print) to `out`
+ * (a FILE*; NULL means stdout). */
+void hk_hunk_print(hk_hunk *h, void *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HEAPKIT_HUNK_H */

@@ -1,0 +1,15 @@
+/*
+ * src/all.c - the whole library as one translation unit. Add this file to
+ * your own build (with include/ on the include path) instead of linking
+ * libheapkit: nothing else is needed. The test suite checks that every
+ * source of the library is listed here and that the result links.
+ *
+ * Static names are unique across the sources so that they can share this
+ * one translation unit.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
+#include "core.c"
+#include "os_posix.c"
+#include "hunk.c"

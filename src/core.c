@@ -1,0 +1,141 @@
+/*
+ * src/core.c - results, error kinds, the error reporter, fill patterns.
+ *
+ * Invariant: hk__report never allocates and never fails; a message longer
+ * than its buffer is truncated, not dropped.
+ */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+int hk_version(void) { return HK_VERSION; }
+
+const char *hk_result_str(hk_result r) {
+    switch (r) {
+    case HK_OK: return "ok";
+    case HK_ERR_INVALID: return "invalid argument";
+    case HK_ERR_NOMEM: return "out of memory";
+    case HK_ERR_CORRUPT: return "heap corrupted";
+    case HK_ERR_STALE: return "stale ID or handle";
+    case HK_ERR_FOREIGN: return "foreign pointer, ID or handle";
+    case HK_ERR_DOUBLE_FREE: return "double free";
+    case HK_ERR_LOCKED: return "block is locked";
+    case HK_ERR_OVERFLOW: return "size overflow";
+    case HK_ERR_UNSUPPORTED: return "unsupported";
+    case HK_ERR_STATE: return "not allowed in this state";
+    }
+    return "unknown result";
+}
+
+const char *hk_error_kind_str(hk_error_kind kind) {
+    static const char *const names[HK_EK_COUNT] = {
+        [HK_EK_NONE] = "no error",
+        [HK_EK_NOMEM] = "out of memory",
+        [HK_EK_INVALID_ARG] = "invalid argument",
+        [HK_EK_OVERFLOW] = "size overflow",
+        [HK_EK_DOUBLE_FREE] = "double free",
+        [HK_EK_FOREIGN_PTR] = "foreign pointer",
+        [HK_EK_INTERIOR_PTR] = "interior pointer",
+        [HK_EK_STALE] = "stale ID or handle",
+        [HK_EK_CORRUPT_HEADER] = "damaged header",
+        [HK_EK_CORRUPT_CANARY] = "damaged canary",
+        [HK_EK_CORRUPT_FREE] = "write after free",
+        [HK_EK_CORRUPT_STRUCTURE] = "damaged structure",
+        [HK_EK_LOCKED] = "block is locked",
+        [HK_EK_STATE] = "invalid state",
+        [HK_EK_HEAP_OVERFLOW] = "heap overflow",
+        [HK_EK_HEAP_UNDERFLOW] = "heap underflow",
+        [HK_EK_USE_AFTER_FREE] = "use after free",
+        [HK_EK_LEAK] = "leak",
+    };
+    if ((unsigned)kind >= (unsigned)HK_EK_COUNT || !names[kind]) return "unknown error";
+    return names[kind];
+}
+
+static hk_error_fn g_default_fn;
+static void *g_default_user;
+
+void hk_set_default_error_handler(hk_error_fn fn, void *user) {
+    g_default_fn = fn;
+    g_default_user = user;
+}
+
+static void print_error(const hk_error *err) {
+    /* One write so concurrent reports do not interleave mid-line. */
+    fprintf(stderr, "heapkit: %s\n", err->message);
+    fflush(stderr);
+}
+
+hk_result hk__report(hk__reporter *rep, hk_result result, hk_error_kind kind, const void *address,
+                     size_t size, const char *block_name, const char *fmt, ...) {
+    char msg[512];
+    int n;
+    const char *alloc = rep && rep->allocator ? rep->allocator : "heapkit";
+    if (rep && rep->instance)
+        n = snprintf(msg, sizeof msg, "%s '%s': %s", alloc, rep->instance, hk_error_kind_str(kind));
+    else
+        n = snprintf(msg, sizeof msg, "%s: %s", alloc, hk_error_kind_str(kind));
+    if (n < 0) n = 0;
+    if ((size_t)n < sizeof msg && fmt && fmt[0]) {
+        va_list ap;
+        va_start(ap, fmt);
+        msg[n++] = ':';
+        if ((size_t)n < sizeof msg) msg[n++] = ' ';
+        if ((size_t)n < sizeof msg) vsnprintf(msg + n, sizeof msg - (size_t)n, fmt, ap);
+        else msg[sizeof msg - 1] = 0;
+        va_end(ap);
+    }
+    msg[sizeof msg - 1] = 0;
+
+    hk_error err;
+    err.result = result;
+    err.kind = kind;
+    err.allocator = alloc;
+    err.instance = rep ? rep->instance : NULL;
+    err.address = address;
+    err.size = size;
+    err.block_name = block_name;
+    err.message = msg;
+    if (rep) rep->error_count++;
+    if (rep && rep->fn)
+        rep->fn(&err, rep->user);
+    else if (!rep || !(rep->flags & HK_FLAG_QUIET)) {
+        if (g_default_fn)
+            g_default_fn(&err, g_default_user);
+        else
+            print_error(&err);
+    }
+    return result;
+}
+
+void hk__assert_fail(const char *expr, const char *file, int line) {
+    fprintf(stderr, "heapkit: internal assertion failed: %s (%s:%d)\n", expr, file, line);
+    abort();
+}
+
+void hk_fill(void *p, size_t n, unsigned b) { memset(p, (int)(b & 0xffu), n); }
+
+size_t hk_fill_check(const void *p, size_t n, unsigned b) {
+    const unsigned char *c = (const unsigned char *)p;
+    const unsigned char want = (unsigned char)(b & 0xffu);
+    size_t i = 0;
+    /* Word-at-a-time for the aligned middle; the pattern check runs on every
+     * free in debug modes, so it is worth not being byte-by-byte. */
+    uint64_t pat = 0x0101010101010101ull * want;
+    while (i < n && ((uintptr_t)(c + i) & 7u)) {
+        if (c[i] != want) return i;
+        i++;
+    }
+    while (i + 8 <= n) {
+        uint64_t w;
+        memcpy(&w, c + i, 8);
+        if (w != pat) break;
+        i += 8;
+    }
+    while (i < n) {
+        if (c[i] != want) return i;
+        i++;
+    }
+    return n;
+}

@@ -1,0 +1,170 @@
+/*
+ * src/internal.h - machinery shared by heapkit's allocators and not part of
+ * the public API: error reporting, lock hooks, sanitizer awareness and
+ * internal assertions. Names here use the `hk__` prefix.
+ */
+#ifndef HEAPKIT_INTERNAL_H
+#define HEAPKIT_INTERNAL_H
+
+#include "heapkit/heapkit.h"
+
+#include <stdarg.h>
+#include <string.h>
+
+#if defined(__GNUC__) || defined(__clang__)
+#define HK__LIKELY(x) __builtin_expect(!!(x), 1)
+#define HK__UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define HK__PRINTF(f, a) __attribute__((format(printf, f, a)))
+#define HK__NOINLINE __attribute__((noinline))
+#define HK__UNUSED __attribute__((unused))
+#else
+#define HK__LIKELY(x) (x)
+#define HK__UNLIKELY(x) (x)
+#define HK__PRINTF(f, a)
+#define HK__NOINLINE
+#define HK__UNUSED
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Error reporting                                                           */
+/* ------------------------------------------------------------------------ */
+
+/* What an instance needs to report misuse: its hook, its names, its flags,
+ * and a counter to bump (the error_count of its stats). */
+typedef struct hk__reporter {
+    hk_error_fn fn;
+    void *user;
+    const char *allocator;
+    const char *instance;
+    uint32_t flags;
+    uint64_t error_count;
+} hk__reporter;
+
+/* Builds the one-line message from fmt (the detail, after the common
+ * "<allocator> '<instance>': <kind>" prefix), bumps error_count and calls
+ * the instance's hook, or the default handler unless HK_FLAG_QUIET.
+ * Does not allocate. Returns `result` so callers can `return hk__report(...)`. */
+hk_result hk__report(hk__reporter *rep, hk_result result, hk_error_kind kind, const void *address,
+                     size_t size, const char *block_name, const char *fmt, ...) HK__PRINTF(7, 8);
+
+/* ------------------------------------------------------------------------ */
+/* Lock hooks                                                                */
+/* ------------------------------------------------------------------------ */
+
+static inline void hk__lock(const hk_lock_hooks *h) {
+    if (h->lock) h->lock(h->user);
+}
+static inline void hk__unlock(const hk_lock_hooks *h) {
+    if (h->unlock) h->unlock(h->user);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Assertions                                                                */
+/* ------------------------------------------------------------------------ */
+
+void hk__assert_fail(const char *expr, const char *file, int line);
+#if HK_DEBUG >= 2
+#define HK__ASSERT(e) ((e) ? (void)0 : hk__assert_fail(#e, __FILE__, __LINE__))
+#else
+#define HK__ASSERT(e) ((void)0)
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Sanitizer awareness                                                       */
+/* ------------------------------------------------------------------------ */
+/*
+ * Allocators call these so AddressSanitizer and Valgrind keep working on
+ * programs that use heapkit:
+ *   hk__san_alloc(p, n, zeroed)  a user block [p, p+n) was handed out
+ *   hk__san_free(p, n)           the user block at p was given back
+ *   hk__san_noaccess(p, n)       bytes the user must not touch (free space, padding)
+ *   hk__san_access(p, n)         the allocator itself is about to use these bytes
+ *                                (free-list links inside free space, fill checks)
+ * Without a sanitizer they compile to nothing.
+ */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define HK__ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) && !defined(HK__ASAN)
+#define HK__ASAN 1
+#endif
+
+#ifdef HK__ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+
+#if !defined(HK_NO_VALGRIND) && defined(__has_include)
+#if __has_include(<valgrind/memcheck.h>)
+#include <valgrind/memcheck.h>
+#define HK__VALGRIND 1
+#endif
+#endif
+
+static inline void hk__san_alloc(const void *p, size_t n, int zeroed) {
+#ifdef HK__ASAN
+    ASAN_UNPOISON_MEMORY_REGION(p, n);
+#endif
+#ifdef HK__VALGRIND
+    VALGRIND_MALLOCLIKE_BLOCK(p, n, 0, zeroed);
+#endif
+    (void)p;
+    (void)n;
+    (void)zeroed;
+}
+static inline void hk__san_free(const void *p, size_t n) {
+#ifdef HK__ASAN
+    ASAN_POISON_MEMORY_REGION(p, n);
+#endif
+#ifdef HK__VALGRIND
+    VALGRIND_FREELIKE_BLOCK(p, 0);
+#endif
+    (void)p;
+    (void)n;
+}
+static inline void hk__san_resize(const void *p, size_t old_n, size_t new_n) {
+#ifdef HK__ASAN
+    if (new_n > old_n)
+        ASAN_UNPOISON_MEMORY_REGION((const char *)p + old_n, new_n - old_n);
+    else
+        ASAN_POISON_MEMORY_REGION((const char *)p + new_n, old_n - new_n);
+#endif
+#ifdef HK__VALGRIND
+    VALGRIND_RESIZEINPLACE_BLOCK(p, old_n, new_n, 0);
+#endif
+    (void)p;
+    (void)old_n;
+    (void)new_n;
+}
+static inline void hk__san_noaccess(const void *p, size_t n) {
+#ifdef HK__ASAN
+    ASAN_POISON_MEMORY_REGION(p, n);
+#endif
+#ifdef HK__VALGRIND
+    VALGRIND_MAKE_MEM_NOACCESS(p, n);
+#endif
+    (void)p;
+    (void)n;
+}
+static inline void hk__san_access(const void *p, size_t n) {
+#ifdef HK__ASAN
+    ASAN_UNPOISON_MEMORY_REGION(p, n);
+#endif
+#ifdef HK__VALGRIND
+    VALGRIND_MAKE_MEM_DEFINED(p, n);
+#endif
+    (void)p;
+    (void)n;
+}
+
+/* True when built with AddressSanitizer (tests use it to skip what ASan owns). */
+static inline int hk__asan_enabled(void) {
+#ifdef HK__ASAN
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+#endif /* HEAPKIT_INTERNAL_H */

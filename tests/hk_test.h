@@ -1,0 +1,144 @@
+/*
+ * tests/hk_test.h - the small test framework every tests/test_*.c uses.
+ *
+ *   HKT_TEST(name) { ... CHECK(cond); CHECK_EQ(a, b); REQUIRE(cond); ... }
+ *
+ * Tests register themselves; main() (provided here, once per program) runs
+ * them all, or those whose name contains argv[1], and ends with the line
+ * "N passed, M failed". CHECK records a failure and goes on; REQUIRE
+ * records it and ends the current test.
+ *
+ * hkt_errors collects on_error reports so tests can assert what was
+ * reported: pass hkt_on_error / &errs as the desc's on_error / error_user.
+ */
+#ifndef HK_TEST_H
+#define HK_TEST_H
+
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "heapkit/heapkit.h"
+
+typedef void (*hkt_fn)(void);
+typedef struct hkt_case {
+    const char *name;
+    hkt_fn fn;
+} hkt_case;
+
+#define HKT_MAX_CASES 512
+static hkt_case hkt_cases[HKT_MAX_CASES];
+static int hkt_ncases;
+static int hkt_cur_failed;
+static int hkt_total_checks;
+static jmp_buf hkt_jmp;
+
+static void hkt_register(const char *name, hkt_fn fn) {
+    if (hkt_ncases < HKT_MAX_CASES) {
+        hkt_cases[hkt_ncases].name = name;
+        hkt_cases[hkt_ncases].fn = fn;
+        hkt_ncases++;
+    }
+}
+
+#define HKT_TEST(name)                                                                                       \
+    static void name(void);                                                                                  \
+    __attribute__((constructor)) static void name##_hkt_reg(void) { hkt_register(#name, name); }             \
+    static void name(void)
+
+static void hkt_fail(const char *file, int line, const char *what) {
+    printf("    FAIL %s:%d: %s\n", file, line, what);
+    fflush(stdout);
+    hkt_cur_failed++;
+}
+
+#define CHECK(c)                                                                                             \
+    do {                                                                                                     \
+        hkt_total_checks++;                                                                                  \
+        if (!(c)) hkt_fail(__FILE__, __LINE__, #c);                                                          \
+    } while (0)
+#define REQUIRE(c)                                                                                           \
+    do {                                                                                                     \
+        hkt_total_checks++;                                                                                  \
+        if (!(c)) {                                                                                          \
+            hkt_fail(__FILE__, __LINE__, #c);                                                                \
+            longjmp(hkt_jmp, 1);                                                                             \
+        }                                                                                                    \
+    } while (0)
+#define CHECK_EQ(a, b)                                                                                       \
+    do {                                                                                                     \
+        hkt_total_checks++;                                                                                  \
+        long long hkt_a_ = (long long)(a), hkt_b_ = (long long)(b);                                          \
+        if (hkt_a_ != hkt_b_) {                                                                              \
+            char hkt_buf_[256];                                                                              \
+            snprintf(hkt_buf_, sizeof hkt_buf_, "%s == %s (%lld != %lld)", #a, #b, hkt_a_, hkt_b_);          \
+            hkt_fail(__FILE__, __LINE__, hkt_buf_);                                                          \
+        }                                                                                                    \
+    } while (0)
+#define CHECK_STR_CONTAINS(hay, needle)                                                                      \
+    do {                                                                                                     \
+        hkt_total_checks++;                                                                                  \
+        const char *hkt_h_ = (hay);                                                                          \
+        if (!hkt_h_ || !strstr(hkt_h_, (needle))) {                                                          \
+            char hkt_buf_[1400];                                                                             \
+            snprintf(hkt_buf_, sizeof hkt_buf_, "\"%.600s\" contains \"%.600s\"", hkt_h_ ? hkt_h_ : "(null)",  \
+                     (needle));                                                                              \
+            hkt_fail(__FILE__, __LINE__, hkt_buf_);                                                          \
+        }                                                                                                    \
+    } while (0)
+
+/* ---- error collection -------------------------------------------------- */
+
+typedef struct hkt_errors {
+    int count;
+    hk_result last_result;
+    hk_error_kind last_kind;
+    const void *last_address;
+    size_t last_size;
+    char last_message[600];
+    int quiet; /* do not print messages */
+} hkt_errors;
+
+static void hkt_on_error(const hk_error *e, void *user) {
+    hkt_errors *c = (hkt_errors *)user;
+    c->count++;
+    c->last_result = e->result;
+    c->last_kind = e->kind;
+    c->last_address = e->address;
+    c->last_size = e->size;
+    snprintf(c->last_message, sizeof c->last_message, "%s", e->message);
+    if (!c->quiet && getenv("HKT_VERBOSE")) printf("    [report] %s\n", e->message);
+}
+
+static inline void hkt_errors_reset(hkt_errors *c) {
+    int q = c->quiet;
+    memset(c, 0, sizeof *c);
+    c->quiet = q;
+}
+
+/* ---- runner ------------------------------------------------------------ */
+
+static int hkt_run_all(int argc, char **argv) {
+    volatile int passed = 0, failed = 0;
+    const char *filter = argc > 1 ? argv[1] : NULL;
+    for (volatile int i = 0; i < hkt_ncases; i++) {
+        if (filter && !strstr(hkt_cases[i].name, filter)) continue;
+        hkt_cur_failed = 0;
+        printf("  %s\n", hkt_cases[i].name);
+        fflush(stdout);
+        if (setjmp(hkt_jmp) == 0) hkt_cases[i].fn();
+        if (hkt_cur_failed) failed++;
+        else passed++;
+    }
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
+
+#ifndef HKT_NO_MAIN
+int main(int argc, char **argv);
+int main(int argc, char **argv) { return hkt_run_all(argc, argv); }
+#endif
+
+#endif /* HK_TEST_H */
