@@ -54,10 +54,20 @@ static void load_peers(void) {
     for (size_t i = 0; i < sizeof k_specs / sizeof k_specs[0]; i++) {
         const peer_spec *s = &k_specs[i];
         void *h = NULL;
-        for (int j = 0; j < 3 && s->libs[j] && !h; j++) h = dlopen(s->libs[j], RTLD_NOW | RTLD_LOCAL);
+        char errbuf[160] = "";
+        const char *err = NULL;
+        for (int j = 0; j < 3 && s->libs[j] && !h; j++) {
+            h = dlopen(s->libs[j], RTLD_NOW | RTLD_LOCAL);
+            const char *e = h ? NULL : dlerror();
+            if (e && !err) {
+                snprintf(errbuf, sizeof errbuf, "%s", e);
+                err = errbuf;
+            }
+        }
         if (!h) {
             snprintf(g_missing_buf[g_nmissing], sizeof g_missing_buf[0],
-                     "%s not installed (bench/install-peers.sh installs %s)", s->libs[0], s->package);
+                     "%s could not be loaded (%s); bench/install-peers.sh installs %s", s->libs[0],
+                     err ? err : "not found", s->package);
             g_missing[g_nmissing] = s->name;
             g_missing_why[g_nmissing] = g_missing_buf[g_nmissing];
             g_nmissing++;

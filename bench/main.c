@@ -3,11 +3,13 @@
  *
  *   heapkit-bench [--suite NAME]... [--quick] [--reps N] [--out FILE] [--list]
  */
+#define _POSIX_C_SOURCE 200809L
 #include "harness.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int hkb__write_json(const char *path);
 
@@ -33,7 +35,23 @@ static void usage(void) {
     printf("\n");
 }
 
+/* jemalloc (and other peers built with initial-exec TLS) cannot be
+ * dlopen'ed with glibc's default reserve of static TLS ("cannot allocate
+ * memory in static TLS block"). Raise the reserve through the documented
+ * glibc tunable and re-execute once, before anything is loaded. */
+static void ensure_static_tls(char **argv) {
+    const char *t = getenv("GLIBC_TUNABLES");
+    if (getenv("HKB_REEXECED") || (t && strstr(t, "optional_static_tls"))) return;
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s%sglibc.rtld.optional_static_tls=65536", t ? t : "", t ? ":" : "");
+    setenv("GLIBC_TUNABLES", buf, 1);
+    setenv("HKB_REEXECED", "1", 1);
+    execv("/proc/self/exe", argv);
+    /* exec failed: go on; the peer will be reported as skipped with the reason. */
+}
+
 int main(int argc, char **argv) {
+    ensure_static_tls(argv);
     hkb_ctx ctx = {5, 0, 0x9E3779B97F4A7C15ull};
     const char *out = "results.json";
     const char *only[16];

@@ -236,7 +236,9 @@ static void *hunk_alloc_low(hk_hunk *h, size_t size, size_t align, const char *n
             !hk_size_align(body, HUNK_MIN_ALIGN, &total) || !hk_size_add(total, sizeof(hunk_tail), &total))
             return hunk_fail_overflow(h, size);
         if (total > h->cap - hunk_total_used(h)) {
-            if (h->temp_active && attempt == 0) {
+            /* Drop the temp block only when that makes room. */
+            if (h->temp_active && attempt == 0 &&
+                total <= h->cap - h->low.used - h->temp_mark.used) {
                 hk_hunk_free_temp(h);
                 continue;
             }
@@ -273,13 +275,14 @@ static void *hunk_alloc_high(hk_hunk *h, size_t size, size_t align, uint32_t fla
 }
 
 static int hunk_check_align(hk_hunk *h, size_t *align) {
-    if (*align < HUNK_MIN_ALIGN) *align = HUNK_MIN_ALIGN;
+    if (*align == 0) *align = HUNK_MIN_ALIGN;
     if (!hk_is_pow2(*align) || *align > ((size_t)1 << 30)) {
         h->fail_count++;
         hk__report(&h->rep, HK_ERR_INVALID, HK_EK_INVALID_ARG, NULL, *align, NULL,
                    "alignment %zu is not a power of two up to 1 GiB", *align);
         return 0;
     }
+    if (*align < HUNK_MIN_ALIGN) *align = HUNK_MIN_ALIGN;
     return 1;
 }
 

@@ -74,7 +74,8 @@ void hk_hunk_destroy(hk_hunk *h);
  * and returns a unique, valid pointer. Returns NULL and reports HK_EK_NOMEM
  * ("asked N, low L, high H, capacity C") when the block does not fit, or
  * HK_EK_OVERFLOW for sizes near SIZE_MAX. A low-end allocation that does
- * not fit while a temp block exists releases the temp block and retries once.
+ * not fit while a temp block exists releases the temp block and retries, when
+ * that makes room (otherwise the temp block is kept).
  * O(1) (plus O(size) for zero or fill). */
 void *hk_hunk_alloc(hk_hunk *h, size_t size, const char *name);
 

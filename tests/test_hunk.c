@@ -1,0 +1,661 @@
+/* The hunk: both ends, alignment, names, marks, temp block, stats, walk,
+ * check, print, and every bad input the header lists. */
+#include "hk_test.h"
+#include "heapkit/hunk.h"
+#include "internal.h"
+
+#include <pthread.h>
+
+static hkt_errors g_errs;
+
+static hk_hunk *make(size_t size, uint32_t flags) {
+    hkt_errors_reset(&g_errs);
+    hk_hunk_desc d = {0};
+    d.size = size;
+    d.flags = flags;
+    d.name = "test";
+    d.on_error = hkt_on_error;
+    d.error_user = &g_errs;
+    return hk_hunk_create(&d);
+}
+
+HKT_TEST(create_from_os_and_caller_memory) {
+    hk_hunk *h = make(1 << 20, 0);
+    REQUIRE(h != NULL);
+    CHECK(hk_hunk_capacity(h) >= (1 << 20));
+    CHECK_EQ(hk_hunk_low_used(h), 0);
+    CHECK_EQ(hk_hunk_high_used(h), 0);
+    CHECK_EQ(hk_hunk_check(h), HK_OK);
+    hk_hunk_destroy(h);
+
+    static _Alignas(16) unsigned char mem[8192];
+    hk_hunk_desc d = {0};
+    d.memory = mem;
+    d.size = sizeof mem;
+    h = hk_hunk_create(&d);
+    REQUIRE(h != NULL);
+    CHECK(hk_hunk_capacity(h) < sizeof mem);
+    CHECK(hk_hunk_capacity(h) > sizeof mem - 512);
+    unsigned char *p = hk_hunk_alloc(h, 100, "a");
+    CHECK(p >= mem && p < mem + sizeof mem);
+    hk_hunk_destroy(h); /* caller memory is left alone */
+    mem[0] = 1;
+
+    CHECK(hk_hunk_create(NULL) == NULL);
+    d.size = 100; /* too small */
+    CHECK(hk_hunk_create(&d) == NULL);
+    hk_hunk_destroy(NULL);
+}
+
+HKT_TEST(default_size_is_64_mib) {
+    hk_hunk_desc d = {0};
+    hk_hunk *h = hk_hunk_create(&d);
+    REQUIRE(h != NULL);
+    CHECK(hk_hunk_capacity(h) >= ((size_t)64 << 20));
+    hk_hunk_destroy(h);
+}
+
+HKT_TEST(low_and_high_allocations_are_aligned_and_disjoint) {
+    hk_hunk *h = make(1 << 20, 0);
+    REQUIRE(h);
+    unsigned char *lo[50], *hi[50];
+    for (int i = 0; i < 50; i++) {
+        size_t n = (size_t)(i * 37 + 1);
+        lo[i] = hk_hunk_alloc(h, n, "low");
+        hi[i] = hk_hunk_alloc_high(h, n, "high");
+        REQUIRE(lo[i] && hi[i]);
+        CHECK(((uintptr_t)lo[i] & 15) == 0);
+        CHECK(((uintptr_t)hi[i] & 15) == 0);
+        memset(lo[i], 0x11, n);
+        memset(hi[i], 0x22, n);
+    }
+    for (int i = 1; i < 50; i++) {
+        CHECK(lo[i] > lo[i - 1]); /* low grows up */
+        CHECK(hi[i] < hi[i - 1]); /* high grows down */
+    }
+    CHECK(lo[49] < hi[49]);
+    CHECK_EQ(hk_hunk_check(h), HK_OK);
+    hk_stats st;
+    CHECK_EQ(hk_hunk_stats(h, &st), HK_OK);
+    CHECK_EQ(st.live_blocks, 100);
+    CHECK_EQ(st.size, sizeof(hk_stats));
+    CHECK_EQ(st.version, HK_STATS_VERSION);
+    size_t want = 0;
+    for (int i = 0; i < 50; i++) want += 2 * (size_t)(i * 37 + 1);
+    CHECK_EQ(st.used, want);
+    CHECK_EQ(st.used_blocks_bytes, hk_hunk_low_used(h) + hk_hunk_high_used(h));
+    CHECK_EQ(st.free, st.capacity - st.used_blocks_bytes);
+    CHECK_EQ(g_errs.count, 0);
+    hk_hunk_destroy(h);
+}
+
+HKT_TEST(zero_size_allocations_are_unique) {
+    hk_hunk *h = make(1 << 16, 0);
+    void *a = hk_hunk_alloc(h, 0, "z");
+    void *b = hk_hunk_alloc(h, 0, "z");
+    void *c = hk_hunk_alloc_high(h, 0, "z");
+    CHECK(a && b && c && a != b && b != c);
+    CHECK_EQ(hk_hunk_check(h), HK_OK);
+    hk_hunk_destroy(h);
+}
+
+HKT_TEST(any_power_of_two_alignment) {
+    hk_hunk *h = make(4 << 20, 0);
+    for (size_t a = 1; a <= 65536; a <<= 1) {
+        unsigned char *p = hk_hunk_alloc_aligned(h, 33, a, "al");
+        unsigned char *q = hk_hunk_alloc_high_aligned(h, 33, a, "ah");
+        REQUIRE(p && q);
+        size_t eff = a < 16 ? 16 : a;
+        CHECK(((uintptr_t)p % eff) == 0);
+        CHECK(((uintptr_t)q % eff) == 0);
+        memset(p, 1, 33);
+        memset(q, 2, 33);
+    }
+    CHECK_EQ(hk_hunk_check(h), HK_OK);
+    CHECK(hk_hunk_alloc_aligned(h, 8, 24, "bad") == NULL);
+    CHECK_EQ(g_errs.last_kind, HK_EK_INVALID_ARG);
+    CHECK(hk_hunk_alloc_high_aligned(h, 8, 3, "bad") == NULL);
+    CHECK_EQ(g_errs.last_kind, HK_EK_INVALID_ARG);
+    CHECK_EQ(hk_hunk_check(h), HK_OK);
+    hk_hunk_destroy(h);
+}
+
+HKT_TEST(zero_and_fill_flags) {
+    hk_hunk *h = make(1 << 16, HK_FLAG_ZERO);
+    hk_hunk_mark m = hk_hunk_low_mark(h);
+    unsigned char *p = hk_hunk_alloc(h, 500, "z");
+    memset(p, 0x77, 500);
+    hk_hunk_free_to_low_mark(h, m);
+    p = hk_hunk_alloc(h, 500, "z");
+    CHECK_EQ(hk_fill_check(p, 500, 0), 500);
+    hk_hunk_destroy(h);
+
+    h = make(1 << 16, HK_FLAG_FILL);
+    p = hk_hunk_alloc(h, 300, "f");
+    CHECK_EQ(hk_fill_check(p, 300, HK_FILL_ALLOC), 300);
+    hk_hunk_destroy(h);
+
+    h = make(1 << 16, 0); /* no flag: no fill cost, contents unspecified */
+    p = hk_hunk_alloc(h, 10, "n");
+    CHECK(p != NULL);
+    hk_hunk_destroy(h);
+}
+
+HKT_TEST(fill_flag_marks_freed_memory) {
+    if (hk__asan_enabled()) return; /* freed hunk memory is poisoned under ASan */
+    hk_hunk *h = make(1 << 16, HK_FLAG_FILL);
+    hk_hunk_mark m = hk_hunk_low_mark(h);
+    unsigned char *p = hk_hunk_alloc(h, 64, "f");
+    hk_hunk_free_to_low_mark(h, m);
+    CHECK_EQ(hk_fill_check(p, 64, HK_FILL_FREE), 64);
+    hk_hunk_destroy(h);
+}
+
+HKT_TEST(names_are_kept_and_truncated) {
+    hk_hunk *h = make(1 << 16, 0);
+    void *a = hk_hunk_alloc(h, 10, "sound");
+    void *b = hk_hunk_alloc(h, 10, "a-very-long-name-that-is-truncated");
+    void *c = hk_hunk_alloc(h, 10, NULL);
+    hk_block_info info;
+    CHECK_EQ(hk_hunk_where(h, a, &info), HK_OK);
+    CHECK(strcmp(info.name, "sound") == 0);
+    CHECK_EQ(info.requested, 10);
+    CHECK(info.address == a);
+    CHECK_EQ(hk_hunk_where(h, (char *)b + 5, &info), HK_OK);
+    CHECK_EQ(strlen(info.name), HK_HUNK_NAME_MAX);
+    CHECK(strncmp(info.name, "a-very-long-name", HK_HUNK_NAME_MAX) == 0);
+    CHECK_EQ(hk_hunk_where(h, c, &info), HK_OK);
+    CHECK(strcmp(info.name, "unknown") == 0);
+    int local;
+    CHECK_EQ(hk_hunk_where(h, &local, &info), HK_ERR_FOREIGN);
+    void *start;
+    size_t sz;
+    hk_hunk_free_range(h, &start, &sz);
+    CHECK_EQ(hk_hunk_where(h, start, &info), HK_ERR_FOREIGN); /* free middle */
+    hk_hunk_destroy(h);
+}
+
+HKT_TEST(marks_free_everything_after_them) {
+    hk_hunk *h = make(1 << 20, 0);
+    hk_hunk_alloc(h, 100, "base");
+    hk_hunk_mark m = hk_hunk_low_mark(h);
+    size_t low_at_mark = hk_hunk_low_used(h);
+    hk_stats before;
+    hk_hunk_stats(h, &before);
+    for (int i = 0; i < 100; i++) hk_hunk_alloc(h, 1000, "level");
+    CHECK(hk_hunk_low_used(h) > low_at_mark);
+    CHECK_EQ(hk_hunk_free_to_low_mark(h, m), HK_OK);
+    CHECK_EQ(hk_hunk_low_used(h), low_at_mark);
+    hk_stats after;
+    hk_hunk_stats(h, &after);
+    CHECK_EQ(after.used, before.used);
+    CHECK_EQ(after.live_blocks, before.live_blocks);
+    CHECK_EQ(after.free_count, 100);
+    CHECK_EQ(hk_hunk_check(h), HK_OK);
+    /* Freeing to the current top is a no-op. */
+    CHECK_EQ(hk_hunk_free_to_low_mark(h, m), HK_OK);
+
+    hk_hunk_mark hm = hk_hunk_high_mark(h);
+    for (int i = 0; i < 10; i++) hk_hunk_alloc_high(h, 64, "hi");
+    CHECK_EQ(hk_hunk_free_to_high_mark(h, hm), HK_OK);
+    CHECK_EQ(hk_hunk_high_used(h), 0);
+    CHECK_EQ(g_errs.count, 0);
+    CHECK_EQ(hk_hunk_check(h), HK_OK);
+    hk_hunk_destroy(h);
+}
+
+HKT_TEST(nested_marks) {
+    hk_hunk *h = make(1 << 20, 0);
+    hk_hunk_mark m0 = hk_hunk_low_mark(h);
+    hk_hunk_alloc(h, 10, "a");
+    hk_hunk_mark m1 = hk_hunk_low_mark(h);
+    hk_hunk_alloc(h, 10, "b");
+    hk_hunk_mark m2 = hk_hunk_low_mark(h);
+    hk_hunk_alloc(h, 10, "c");
+    CHECK_EQ(hk_hunk_free_to_low_mark(h, m2), HK_OK);
+    CHECK_EQ(hk_hunk_free_to_low_mark(h, m1), HK_OK);
+    CHECK_EQ(hk_hunk_free_to_low_mark(h, m0), HK_OK);
+    CHECK_EQ(hk_hunk_low_used(h), 0);
+    CHECK_EQ(g_errs.count, 0);
+    hk_hunk_destroy(h);
+}
+
+HKT_TEST(bad_marks_are_refused) {
+    hk_hunk *h = make(1 << 20, 0);
+    hk_hunk_alloc(h, 10, "a");
+    hk_hunk_mark low = hk_hunk_low_mark(h);
+    hk_hunk_mark high = hk_hunk_high_mark(h);
+
+    /* A mark from the other end. */
+    CHECK_EQ(hk_hunk_free_to_high_mark(h, low), HK_ERR_INVALID);
+    CHECK_EQ(g_errs.last_kind, HK_EK_INVALID_ARG);
+    CHECK_STR_CONTAINS(g_errs.last_message, "other end");
+    CHECK_EQ(hk_hunk_free_to_low_mark(h, high), HK_ERR_INVALID);
+
+    /* A mark beyond the current top. */
+    hk_hunk_alloc(h, 10, "b");
+    hk_hunk_mark above = hk_hunk_low_mark(h);
+    CHECK_EQ(hk_hunk_free_to_low_mark(h, low), HK_OK);
+    hkt_errors_reset(&g_errs);
+    CHECK_EQ(hk_hunk_free_to_low_mark(h, above), HK_ERR_INVALID);
+    CHECK_STR_CONTAINS(g_errs.last_message, "beyond the current top");
+
+    /* A stale mark: taken above a position freed since, the hunk grown back. */
+    hk_hunk_alloc(h, 10, "c");
+    hk_hunk_alloc(h, 10, "d");
+    CHECK(hk_hunk_low_used(h) > above.offset);
+    hkt_errors_reset(&g_errs);
+    CHECK_EQ(hk_hunk_free_to_low_mark(h, above), HK_ERR_INVALID);
+    CHECK_STR_CONTAINS(g_errs.last_message, "stale");
+    CHECK(hk_hunk_low_used(h) > above.offset); /* nothing was freed */
+
+    /* Same on the high end. */
+    hk_hunk_mark h0 = hk_hunk_high_mark(h);
+    hk_hunk_alloc_high(h, 32, "x");
+    hk_hunk_mark h1 = hk_hunk_high_mark(h);
+    hk_hunk_alloc_high(h, 32, "y");
+    CHECK_EQ(hk_hunk_free_to_high_mark(h, h0), HK_OK);
+    hk_hunk_alloc_high(h, 32, "z");
+    hk_hunk_alloc_high(h, 32, "w");
+    hkt_errors_reset(&g_errs);
+    CHECK_EQ(hk_hunk_free_to_high_mark(h, h1), HK_ERR_INVALID);
+    CHECK_STR_CONTAINS(g_errs.last_message, "stale");
+
+    /* A forged mark that is not block-aligned. */
+    hk_hunk_mark forged = hk_hunk_low_mark(h);
+    forged.offset -= 8;
+    CHECK_EQ(hk_hunk_free_to_low_mark(h, forged), HK_ERR_INVALID);
+
+    CHECK_EQ(hk_hunk_check(h), HK_OK);
+    CHECK_EQ(hk_hunk_free_to_low_mark(NULL, low), HK_ERR_INVALID);
+    hk_hunk_destroy(h);
+}
+
+HKT_TEST(temp_block_released_by_high_alloc_and_mark_query) {
+    hk_hunk *h = make(1 << 20, 0);
+    void *t = hk_hunk_alloc_temp(h, 5000);
+    REQUIRE(t);
+    size_t with_temp = hk_hunk_high_used(h);
+    CHECK(with_temp >= 5000);
+    hk_block_info info;
+    CHECK_EQ(hk_hunk_where(h, t, &info), HK_OK);
+    CHECK(info.flags & HK_BLOCK_TEMP);
+    CHECK(strcmp(info.name, "temp") == 0);
+
+    /* A second temp replaces the first. */
+    void *t2 = hk_hunk_alloc_temp(h, 100);
+    CHECK(t2 != NULL);
+    CHECK(hk_hunk_high_used(h) < with_temp);
+
+    /* A high allocation releases it. */
+    void *hi = hk_hunk_alloc_high(h, 64, "video");
+    CHECK(hi != NULL);
+    hk_stats st;
+    hk_hunk_stats(h, &st);
+    CHECK_EQ(st.live_blocks, 1);
+
+    /* The high-mark query releases it. */
+    hk_hunk_alloc_temp(h, 100);
+    hk_hunk_mark m = hk_hunk_high_mark(h);
+    hk_hunk_stats(h, &st);
+    CHECK_EQ(st.live_blocks, 1);
+    CHECK_EQ(m.offset, hk_hunk_high_used(h));
+
+    /* Low allocations keep it (Quake). */
+    t = hk_hunk_alloc_temp(h, 100);
+    hk_hunk_alloc(h, 100, "low");
+    CHECK_EQ(hk_hunk_where(h, t, &info), HK_OK);
+    hk_hunk_free_temp(h);
+    CHECK_EQ(hk_hunk_where(h, t, &info), HK_ERR_FOREIGN);
+    hk_hunk_free_temp(h); /* no temp: no-op */
+    CHECK_EQ(hk_hunk_check(h), HK_OK);
+    CHECK_EQ(g_errs.count, 0);
+    hk_hunk_destroy(h);
+}
+
+HKT_TEST(low_alloc_that_does_not_fit_releases_temp) {
+    hk_hunk *h = make(1 << 16, 0);
+    size_t cap = hk_hunk_capacity(h);
+    void *t = hk_hunk_alloc_temp(h, cap / 2);
+    REQUIRE(t);
+    void *big = hk_hunk_alloc(h, cap * 2 / 3, "big");
+    CHECK(big != NULL);
+    CHECK_EQ(hk_hunk_high_used(h), 0);
+    CHECK_EQ(g_errs.count, 0);
+    hk_hunk_destroy(h);
+}
+
+HKT_TEST(exhaustion_reports_and_returns_null) {
+    hk_hunk *h = make(1 << 16, 0);
+    size_t cap = hk_hunk_capacity(h);
+    hk_hunk_alloc(h, 1000, "a");
+    hk_hunk_alloc_high(h, 2000, "b");
+    CHECK(hk_hunk_alloc(h, cap, "toobig") == NULL);
+    CHECK_EQ(g_errs.count, 1);
+    CHECK_EQ(g_errs.last_kind, HK_EK_NOMEM);
+    CHECK_EQ(g_errs.last_result, HK_ERR_NOMEM);
+    CHECK_EQ(g_errs.last_size, cap);
+    char want[128];
+    snprintf(want, sizeof want, "asked %zu, low %zu, high %zu, capacity %zu", cap, hk_hunk_low_used(h),
+             hk_hunk_high_used(h), cap);
+    CHECK_STR_CONTAINS(g_errs.last_message, want);
+    CHECK_STR_CONTAINS(g_errs.last_message, "hunk 'test'");
+    CHECK(hk_hunk_alloc_high(h, cap, "toobig") == NULL);
+    CHECK(hk_hunk_alloc_temp(h, cap) == NULL);
+    hk_stats st;
+    hk_hunk_stats(h, &st);
+    CHECK_EQ(st.fail_count, 3);
+    CHECK_EQ(st.error_count, 3);
+    /* Fill it exactly: allocate until failure, everything still consistent. */
+    int n = 0;
+    while (hk_hunk_alloc(h, 100, "fill")) n++;
+    CHECK(n > 100);
+    CHECK_EQ(hk_hunk_check(h), HK_OK);
+    hk_hunk_stats(h, &st);
+    CHECK(st.free < 200);
+    hk_hunk_destroy(h);
+}
+
+HKT_TEST(sizes_near_size_max_fail_cleanly) {
+    hk_hunk *h = make(1 << 16, 0);
+    size_t sizes[] = {SIZE_MAX, SIZE_MAX - 1, SIZE_MAX - 15, SIZE_MAX - 64, SIZE_MAX / 2 + 1};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        hkt_errors_reset(&g_errs);
+        CHECK(hk_hunk_alloc(h, sizes[i], "huge") == NULL);
+        CHECK(g_errs.last_kind == HK_EK_OVERFLOW || g_errs.last_kind == HK_EK_NOMEM);
+        CHECK(hk_hunk_alloc_high(h, sizes[i], "huge") == NULL);
+        CHECK(g_errs.last_kind == HK_EK_OVERFLOW || g_errs.last_kind == HK_EK_NOMEM);
+        CHECK(hk_hunk_alloc_aligned(h, sizes[i], 4096, "huge") == NULL);
+        CHECK(hk_hunk_alloc_high_aligned(h, sizes[i], 4096, "huge") == NULL);
+        CHECK(hk_hunk_alloc_temp(h, sizes[i]) == NULL);
+    }
+    CHECK_EQ(hk_hunk_low_used(h), 0);
+    CHECK_EQ(hk_hunk_high_used(h), 0);
+    CHECK_EQ(hk_hunk_check(h), HK_OK);
+    hk_hunk_destroy(h);
+}
+
+/* Damage tests write outside user bytes on purpose: ASan would stop them. */
+HKT_TEST(check_reports_damaged_canary_by_name) {
+    if (hk__asan_enabled()) return;
+    hk_hunk *h = make(1 << 16, 0);
+    hk_hunk_alloc(h, 10, "fine");
+    unsigned char *p = hk_hunk_alloc(h, 20, "overrun");
+    hk_hunk_alloc(h, 10, "after");
+    CHECK_EQ(hk_hunk_check(h), HK_OK);
+    p[20] = 0; /* one byte past the end */
+    CHECK_EQ(hk_hunk_check(h), HK_ERR_CORRUPT);
+    CHECK_EQ(g_errs.last_kind, HK_EK_CORRUPT_CANARY);
+    CHECK_STR_CONTAINS(g_errs.last_message, "'overrun'");
+    char addr[32];
+    snprintf(addr, sizeof addr, "%p", (void *)p);
+    CHECK_STR_CONTAINS(g_errs.last_message, addr);
+    p[20] = HK_FILL_PAD; /* repaired */
+    CHECK_EQ(hk_hunk_check(h), HK_OK);
+    hk_hunk_destroy(h);
+}
+
+HKT_TEST(check_reports_damaged_sentinel) {
+    if (hk__asan_enabled()) return;
+    hk_hunk *h = make(1 << 16, 0);
+    unsigned char *a = hk_hunk_alloc(h, 16, "victim");
+    unsigned char saved[4];
+    memcpy(saved, a - 48, 4);
+    memset(a - 48, 0, 4); /* header sentinel */
+    CHECK_EQ(hk_hunk_check(h), HK_ERR_CORRUPT);
+    CHECK_EQ(g_errs.last_kind, HK_EK_CORRUPT_HEADER);
+    CHECK_STR_CONTAINS(g_errs.last_message, "sentinel");
+    memcpy(a - 48, saved, 4);
+    CHECK_EQ(hk_hunk_check(h), HK_OK);
+
+    /* High end: an overrun that reaches the tail of the block. */
+    unsigned char *b = hk_hunk_alloc_high(h, 16, "hvictim");
+    hkt_errors_reset(&g_errs);
+    memset(b + 16, 0x41, 40); /* canary and tail */
+    CHECK_EQ(hk_hunk_check(h), HK_ERR_CORRUPT);
+    CHECK(g_errs.last_kind == HK_EK_CORRUPT_HEADER || g_errs.last_kind == HK_EK_CORRUPT_CANARY);
+    /* walk and print stop at damage without crashing */
+    hk_hunk_print(h, stdout);
+    hk_hunk_destroy(h);
+}
+
+typedef struct walk_acc {
+    int n, low, high;
+    size_t bytes;
+    int stop_at;
+} walk_acc;
+
+static int walk_cb(const hk_block_info *bi, void *u) {
+    walk_acc *a = (walk_acc *)u;
+    a->n++;
+    if (bi->flags & HK_BLOCK_HIGH) a->high++;
+    else a->low++;
+    a->bytes += bi->requested;
+    return (a->stop_at && a->n == a->stop_at) ? 42 : 0;
+}
+
+HKT_TEST(walk_visits_every_block) {
+    hk_hunk *h = make(1 << 18, 0);
+    for (int i = 0; i < 7; i++) hk_hunk_alloc(h, 100, "l");
+    for (int i = 0; i < 5; i++) hk_hunk_alloc_high(h, 50, "h");
+    walk_acc a = {0};
+    CHECK_EQ(hk_hunk_walk(h, walk_cb, &a), 0);
+    CHECK_EQ(a.n, 12);
+    CHECK_EQ(a.low, 7);
+    CHECK_EQ(a.high, 5);
+    CHECK_EQ(a.bytes, 950);
+    walk_acc b = {0, 0, 0, 0, 3};
+    CHECK_EQ(hk_hunk_walk(h, walk_cb, &b), 42);
+    CHECK_EQ(b.n, 3);
+    CHECK_EQ(hk_hunk_walk(h, NULL, NULL), -1);
+    hk_hunk_destroy(h);
+}
+
+HKT_TEST(print_totals_per_name) {
+    hk_hunk *h = make(1 << 18, 0);
+    for (int i = 0; i < 3; i++) hk_hunk_alloc(h, 100, "models");
+    hk_hunk_alloc(h, 7, "sounds");
+    hk_hunk_alloc_high(h, 64, "video");
+    hk_hunk_alloc_temp(h, 10);
+    FILE *f = tmpfile();
+    REQUIRE(f);
+    hk_hunk_print(h, f);
+    rewind(f);
+    char buf[8192];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    CHECK_STR_CONTAINS(buf, "hunk 'test'");
+    CHECK_STR_CONTAINS(buf, "temp block active");
+    CHECK_STR_CONTAINS(buf, "models                3 blocks          300 bytes");
+    CHECK_STR_CONTAINS(buf, "sounds                1 blocks            7 bytes");
+    CHECK_STR_CONTAINS(buf, "(temp)");
+    CHECK_STR_CONTAINS(buf, "(all)                 6 blocks          381 bytes");
+    hk_hunk_destroy(h);
+}
+
+HKT_TEST(reset_frees_both_ends) {
+    hk_hunk *h = make(1 << 16, 0);
+    hk_hunk_alloc(h, 100, "a");
+    hk_hunk_alloc_high(h, 100, "b");
+    hk_hunk_alloc_temp(h, 100);
+    hk_hunk_reset(h);
+    CHECK_EQ(hk_hunk_low_used(h), 0);
+    CHECK_EQ(hk_hunk_high_used(h), 0);
+    CHECK_EQ(hk_hunk_check(h), HK_OK);
+    CHECK(hk_hunk_alloc_high(h, 10, "c") != NULL);
+    hk_hunk_destroy(h);
+}
+
+HKT_TEST(paranoid_mode_reports_damage_at_next_call) {
+    if (hk__asan_enabled()) return;
+    hk_hunk *h = make(1 << 16, HK_FLAG_PARANOID);
+    unsigned char *p = hk_hunk_alloc(h, 8, "p");
+    CHECK_EQ(g_errs.count, 0);
+    p[8] = 0;
+    hk_hunk_alloc(h, 8, "q");
+    CHECK(g_errs.count >= 1);
+    CHECK_EQ(g_errs.last_kind, HK_EK_CORRUPT_CANARY);
+    hk_hunk_destroy(h);
+}
+
+HKT_TEST(null_instance_is_harmless) {
+    CHECK(hk_hunk_alloc(NULL, 1, "x") == NULL);
+    CHECK(hk_hunk_alloc_high(NULL, 1, "x") == NULL);
+    CHECK(hk_hunk_alloc_temp(NULL, 1) == NULL);
+    CHECK_EQ(hk_hunk_check(NULL), HK_ERR_INVALID);
+    hk_stats st;
+    CHECK_EQ(hk_hunk_stats(NULL, &st), HK_ERR_INVALID);
+    hk_hunk_free_temp(NULL);
+    hk_hunk_reset(NULL);
+    CHECK_EQ(hk_hunk_capacity(NULL), 0);
+}
+
+/* Lock hooks make one hunk usable from several threads. */
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static int g_lock_calls;
+static void mu_lock(void *u) {
+    (void)u;
+    pthread_mutex_lock(&g_mu);
+    g_lock_calls++;
+}
+static void mu_unlock(void *u) {
+    (void)u;
+    pthread_mutex_unlock(&g_mu);
+}
+static void *thread_body(void *arg) {
+    hk_hunk *h = (hk_hunk *)arg;
+    for (int i = 0; i < 2000; i++) {
+        unsigned char *p = (i & 1) ? hk_hunk_alloc(h, 24, "t") : hk_hunk_alloc_high(h, 24, "t");
+        if (p) memset(p, 0x5a, 24);
+    }
+    return NULL;
+}
+
+HKT_TEST(lock_hooks_serialize_threads) {
+    hk_hunk_desc d = {0};
+    d.size = 4 << 20;
+    d.lock.lock = mu_lock;
+    d.lock.unlock = mu_unlock;
+    hk_hunk *h = hk_hunk_create(&d);
+    REQUIRE(h);
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++) pthread_create(&t[i], NULL, thread_body, h);
+    for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+    hk_stats st;
+    hk_hunk_stats(h, &st);
+    CHECK_EQ(st.live_blocks, 8000);
+    CHECK(g_lock_calls >= 8000);
+    CHECK_EQ(hk_hunk_check(h), HK_OK);
+    hk_hunk_destroy(h);
+}
+
+/* Randomized operations against a model that predicts every block's size,
+ * whether it fits, when the temp block goes, and what marks restore; check
+ * after every step. */
+typedef struct hmodel {
+    size_t cap, lo_used, hi_used, lo_bytes, hi_bytes, lo_blocks, hi_blocks;
+    int temp;
+    size_t temp_total, temp_bytes;
+} hmodel;
+
+static size_t model_block(size_t n) { return 64 + ((n + 8 + 15) & ~(size_t)15); }
+
+static void model_drop_temp(hmodel *m) {
+    if (!m->temp) return;
+    m->temp = 0;
+    m->hi_used -= m->temp_total;
+    m->hi_bytes -= m->temp_bytes;
+    m->hi_blocks--;
+}
+
+typedef struct mmark {
+    hk_hunk_mark mark;
+    size_t used, bytes, blocks;
+} mmark;
+
+HKT_TEST(randomized_against_model) {
+    hk_hunk *h = make(1 << 19, HK_FLAG_QUIET);
+    REQUIRE(h);
+    hmodel m = {0};
+    m.cap = hk_hunk_capacity(h);
+    mmark marks[64];
+    int nmarks = 0;
+    uint64_t s = 12345;
+    for (int step = 0; step < 5000; step++) {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        int op = (int)(s % 10);
+        size_t n = (size_t)((s >> 8) % 6000);
+        size_t t = model_block(n);
+        if (op < 4) {
+            int fits = t <= m.cap - m.lo_used - m.hi_used;
+            if (!fits && m.temp && t <= m.cap - m.lo_used - (m.hi_used - m.temp_total)) {
+                model_drop_temp(&m);
+                fits = 1;
+            }
+            unsigned char *p = hk_hunk_alloc(h, n, "r");
+            CHECK_EQ(p != NULL, fits);
+            if (p) {
+                memset(p, 0xab, n);
+                m.lo_used += t;
+                m.lo_bytes += n;
+                m.lo_blocks++;
+            }
+        } else if (op < 6 || op == 8) {
+            model_drop_temp(&m);
+            int fits = t <= m.cap - m.lo_used - m.hi_used;
+            unsigned char *p = op == 8 ? hk_hunk_alloc_temp(h, n) : hk_hunk_alloc_high(h, n, "r");
+            CHECK_EQ(p != NULL, fits);
+            if (p) {
+                memset(p, 0xcd, n);
+                m.hi_used += t;
+                m.hi_bytes += n;
+                m.hi_blocks++;
+                if (op == 8) {
+                    m.temp = 1;
+                    m.temp_total = t;
+                    m.temp_bytes = n;
+                }
+            }
+        } else if (op == 6) {
+            if (nmarks < 64) {
+                mmark *k = &marks[nmarks++];
+                if (s & 1) {
+                    k->mark = hk_hunk_low_mark(h);
+                    k->used = m.lo_used, k->bytes = m.lo_bytes, k->blocks = m.lo_blocks;
+                } else {
+                    model_drop_temp(&m);
+                    k->mark = hk_hunk_high_mark(h);
+                    k->used = m.hi_used, k->bytes = m.hi_bytes, k->blocks = m.hi_blocks;
+                }
+                CHECK_EQ(k->mark.offset, k->used);
+            }
+        } else if (op == 7 && nmarks > 0) {
+            /* Marks are popped LIFO, so every mark is still valid. */
+            mmark *k = &marks[--nmarks];
+            if (k->mark.end) {
+                model_drop_temp(&m);
+                CHECK_EQ(hk_hunk_free_to_high_mark(h, k->mark), HK_OK);
+                m.hi_used = k->used, m.hi_bytes = k->bytes, m.hi_blocks = k->blocks;
+            } else {
+                CHECK_EQ(hk_hunk_free_to_low_mark(h, k->mark), HK_OK);
+                m.lo_used = k->used, m.lo_bytes = k->bytes, m.lo_blocks = k->blocks;
+            }
+        } else if ((s & 0x3f) == 0) {
+            hk_hunk_reset(h);
+            memset(&m.lo_used, 0, sizeof m - sizeof m.cap);
+            nmarks = 0;
+        }
+        REQUIRE(hk_hunk_check(h) == HK_OK);
+        hk_stats st;
+        hk_hunk_stats(h, &st);
+        CHECK_EQ(hk_hunk_low_used(h), m.lo_used);
+        CHECK_EQ(hk_hunk_high_used(h), m.hi_used);
+        CHECK_EQ(st.used, m.lo_bytes + m.hi_bytes);
+        CHECK_EQ(st.live_blocks, m.lo_blocks + m.hi_blocks);
+        if (hkt_cur_failed) break;
+    }
+    hk_hunk_destroy(h);
+}
