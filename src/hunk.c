@@ -1,26 +1,35 @@
 /*
  * src/hunk.c - Quake's hunk: a region allocated from both ends.
  *
- * Layout of every block (low or high end), all offsets multiples of 16:
+ * Layout of a block (all offsets multiples of 16):
  *
- *   [hunk_hdr 48][lead padding][user bytes][canary >= 8 bytes][hunk_tail 16]
- *   ^ block start               ^ start + user_off                ^ end - 16
+ *   [hunk_hdr 16][user bytes n][canary: 8..23 bytes of HK_FILL_PAD]
+ *   ^ start      ^ start + 16                        ^ start + 16 + round16(n + 8)
+ *
+ * A padding block (flag HUNK_F_PAD) is a header followed by `requested`
+ * bytes of HK_FILL_PAD; it fills the gap that an alignment above 16 leaves
+ * (below the block on the low end, above it on the high end), so that every
+ * header sits right before its user bytes and the region stays a plain
+ * sequence of headers.
  *
  * Invariants (verified by hk_hunk_check):
- *  - low blocks tile [base, base + low_used) from the bottom; high blocks
- *    tile [base + cap - high_used, base + cap) from the top; the two never
- *    overlap (low_used + high_used <= cap).
- *  - hdr.sentinel == HUNK_SENTINEL, tail.sentinel == HUNK_TAIL_SENTINEL,
- *    hdr.size == tail.size == block length, hdr.seq == tail.seq.
- *  - every byte between the user bytes and the tail is HK_FILL_PAD.
+ *  - low blocks tile [base, base + low.used) from the bottom; high blocks
+ *    tile [base + cap - high.used, base + cap); low.used + high.used <= cap.
+ *  - every header has the sentinel, a name index in the table, flags that
+ *    match its end, and a length that stays inside its end.
+ *  - every canary and padding byte is HK_FILL_PAD.
+ *  - low.last is the offset of the header of the last non-padding low block
+ *    (it ends at low.used); the lowest high block is never padding.
+ *  - blocks/user_bytes per end equal the counts and sums over that end's
+ *    non-padding blocks; marks carry them so freeing to a mark restores
+ *    them in O(1).
  *  - the temp block, when active, is the lowest high block and temp_mark is
- *    the high_used before it was allocated.
- *  - used/live counts per end equal the sums over that end's blocks; marks
- *    carry those sums so freeing to a mark restores them in O(1).
+ *    the high end as it was before the temp block.
  *
- * Marks are validated without walking: the block just below a low mark (or
- * just above a high mark) must still carry the sequence number it had when
- * the mark was taken; freeing below a mark and allocating again changes it.
+ * Marks are validated without walking: the block at a mark's edge (the last
+ * low block below it, or the lowest high block above it) must still carry
+ * the sequence number it had when the mark was taken; freeing below a mark
+ * and allocating again changes it.
  */
 #include "heapkit/hunk.h"
 #include "internal.h"
@@ -29,63 +38,84 @@
 #include <string.h>
 
 #define HUNK_SENTINEL 0x1df001edu /* "id fooled", as in Quake */
-#define HUNK_TAIL_SENTINEL 0xfd1edf00u
-#define HUNK_NAME_LEN 16
-#define HUNK_MIN_ALIGN 16u
+#define HUNK_NAME_LEN HK_HUNK_NAME_MAX
+#define HUNK_NAMES HK_HUNK_NAMES
+#define HUNK_NAME_OTHER (HUNK_NAMES - 1)
+#define HUNK_ALIGN 16u
+#define HUNK_HDR 16u
 #define HUNK_MIN_CANARY 8u
+#define HUNK_REQ_BITS 48
+#define HUNK_MAX_REQ (((uint64_t)1 << HUNK_REQ_BITS) - 64)
+#define HUNK_F_HIGH 1u
+#define HUNK_F_TEMP 2u
+#define HUNK_F_PAD 4u
+#define HUNK_PAD64 0xFDFDFDFDFDFDFDFDull
 
 typedef struct hunk_hdr {
     uint32_t sentinel;
     uint32_t seq;
-    uint64_t size;      /* whole block, header and tail included */
-    uint64_t requested; /* user bytes asked for */
-    uint32_t user_off;  /* user pointer - block start */
-    uint32_t flags;     /* HK_BLOCK_HIGH, HK_BLOCK_TEMP */
-    char name[HUNK_NAME_LEN];
+    uint64_t word; /* requested (48 bits) | name index (12) << 48 | flags (4) << 60 */
 } hunk_hdr;
 
-typedef struct hunk_tail {
-    uint64_t size;
-    uint32_t seq;
-    uint32_t sentinel;
-} hunk_tail;
+_Static_assert(sizeof(hunk_hdr) == HUNK_HDR, "hunk header is 16 bytes");
+_Static_assert(HUNK_NAMES <= 4096, "name index has 12 bits");
 
-_Static_assert(sizeof(hunk_hdr) == 48, "hunk header is 48 bytes");
-_Static_assert(sizeof(hunk_tail) == 16, "hunk tail is 16 bytes");
+static inline uint64_t hunk_word(size_t req, uint32_t name, uint32_t flags) {
+    return (uint64_t)req | ((uint64_t)name << 48) | ((uint64_t)flags << 60);
+}
+static inline size_t hunk_req(uint64_t w) { return (size_t)(w & (((uint64_t)1 << 48) - 1)); }
+static inline uint32_t hunk_name_of(uint64_t w) { return (uint32_t)((w >> 48) & 0xfffu); }
+static inline uint32_t hunk_flags_of(uint64_t w) { return (uint32_t)(w >> 60); }
+/* Length of a block from its header fields (requested must be sane). */
+static inline size_t hunk_len(size_t req, uint32_t flags) {
+    return (flags & HUNK_F_PAD) ? HUNK_HDR + req : HUNK_HDR + ((req + HUNK_MIN_CANARY + 15) & ~(size_t)15);
+}
 
 typedef struct hunk_end {
     size_t used;       /* bytes taken from this end */
     size_t user_bytes; /* sum of requested sizes */
-    size_t blocks;
+    size_t blocks;     /* non-padding blocks */
+    size_t last;       /* low end: offset of the last block's header */
 } hunk_end;
+
+typedef struct hunk_name_cache {
+    const char *ptr;
+    uint32_t idx;
+    uint64_t mask[2]; /* the bytes of the name that must match: its text and NUL */
+} hunk_name_cache;
 
 struct hk_hunk {
     unsigned char *base; /* 16-aligned start of the block area */
     size_t cap;          /* bytes of the block area (multiple of 16) */
     hunk_end low, high;
-    uint32_t seq;        /* next block sequence number (never 0) */
+    uint64_t allocs; /* blocks ever allocated (their seq is the low 32 bits) */
+    uint64_t frees;
+    uint64_t fail_count;
+    size_t peak_used; /* updated lazily: before every decrease, and by stats */
     int temp_active;
-    hunk_end temp_mark; /* high end before the temp block */
-    size_t peak_used;
-    uint64_t alloc_count, free_count, fail_count;
+    hunk_end temp_mark;
     uint32_t flags;
     int running_on_valgrind;
-    void *os_base; /* reservation to release, or NULL for caller memory */
+    int slow; /* lock hooks, zero/fill/paranoid flags, a sanitizer or Valgrind: no fast path */
+    void *os_base; /* the OS mapping to release, or NULL for caller memory */
     size_t os_size;
     hk__reporter rep;
     hk_lock_hooks lock;
+    uint32_t nnames;
+    hunk_name_cache name_cache[8];
+    char names[HUNK_NAMES][HUNK_NAME_LEN];
 };
 
-/* ---- sanitizer helpers: headers, padding and free space are off limits -- */
+/* ---- sanitizer helpers: headers, canaries and free space are off limits -- */
 
-static void hunk_poison(const void *p, size_t n) {
+static inline void hunk_poison(const void *p, size_t n) {
 #ifdef HK__ASAN
     ASAN_POISON_MEMORY_REGION(p, n);
 #endif
     (void)p;
     (void)n;
 }
-static void hunk_unpoison(const void *p, size_t n) {
+static inline void hunk_unpoison(const void *p, size_t n) {
 #ifdef HK__ASAN
     ASAN_UNPOISON_MEMORY_REGION(p, n);
 #endif
@@ -93,23 +123,79 @@ static void hunk_unpoison(const void *p, size_t n) {
     (void)n;
 }
 
-/* ---- small helpers ------------------------------------------------------- */
-
 static inline size_t hunk_total_used(const hk_hunk *h) { return h->low.used + h->high.used; }
 
-static inline void hunk_set_name(hunk_hdr *hdr, const char *name) {
-    size_t i = 0;
-    if (!name) name = "unknown";
-    for (; i < HUNK_NAME_LEN && name[i]; i++) hdr->name[i] = name[i];
-    for (; i < HUNK_NAME_LEN; i++) hdr->name[i] = 0;
-}
-
-static void hunk_name_copy(char out[HUNK_NAME_LEN + 1], const hunk_hdr *hdr) {
-    memcpy(out, hdr->name, HUNK_NAME_LEN);
-    out[HUNK_NAME_LEN] = 0;
+static inline void hunk_note_peak(hk_hunk *h) {
+    size_t u = hunk_total_used(h);
+    if (u > h->peak_used) h->peak_used = u;
 }
 
 static void hunk_after_op(hk_hunk *h);
+
+/* ---- names ------------------------------------------------------------- */
+
+static inline int hunk_name_eq(const char stored[HUNK_NAME_LEN], const char *name) {
+    for (unsigned i = 0; i < HUNK_NAME_LEN; i++) {
+        if (stored[i] != name[i]) return 0;
+        if (name[i] == 0) return 1;
+    }
+    return 1; /* equal in the first HUNK_NAME_LEN bytes: the same truncated name */
+}
+
+static HK__NOINLINE uint32_t hunk_name_slow(hk_hunk *h, const char *name, unsigned slot) {
+    uint32_t i;
+    for (i = 1; i < h->nnames; i++)
+        if (hunk_name_eq(h->names[i], name)) break;
+    if (i == h->nnames) {
+        if (h->nnames >= HUNK_NAME_OTHER) return HUNK_NAME_OTHER;
+        size_t k = 0;
+        for (; k < HUNK_NAME_LEN && name[k]; k++) h->names[i][k] = name[k];
+        for (; k < HUNK_NAME_LEN; k++) h->names[i][k] = 0;
+        h->nnames++;
+    }
+    hunk_name_cache *c = &h->name_cache[slot];
+    c->ptr = name;
+    c->idx = i;
+    size_t len = 0;
+    while (len < HUNK_NAME_LEN && h->names[i][len]) len++;
+    size_t cmp = len < HUNK_NAME_LEN ? len + 1 : len; /* text, and its NUL unless truncated */
+    c->mask[0] = cmp >= 8 ? ~(uint64_t)0 : (((uint64_t)1 << (cmp * 8)) - 1);
+    c->mask[1] = cmp <= 8 ? 0 : cmp >= 16 ? ~(uint64_t)0 : (((uint64_t)1 << ((cmp - 8) * 8)) - 1);
+    return i;
+}
+
+/* Is `name` still the text cached for its pointer? Two 8-byte loads when
+ * they stay inside the name's page (so they cannot fault; this path is
+ * never taken under a sanitizer or Valgrind, see `slow`), else bytewise. */
+static inline int hunk_name_cached(const hk_hunk *h, const hunk_name_cache *c, const char *name) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (HK__LIKELY(((uintptr_t)name & 4095u) <= 4096u - 16u)) {
+        uint64_t a, b, x, y;
+        memcpy(&a, name, 8);
+        memcpy(&b, name + 8, 8);
+        memcpy(&x, h->names[c->idx], 8);
+        memcpy(&y, h->names[c->idx] + 8, 8);
+        return (((a ^ x) & c->mask[0]) | ((b ^ y) & c->mask[1])) == 0;
+    }
+#endif
+    return hunk_name_eq(h->names[c->idx], name);
+}
+
+/* Name to table index: a pointer-keyed cache, confirmed by comparing the
+ * text (a reused buffer with new text must not get the old name). */
+static inline uint32_t hunk_name_index(hk_hunk *h, const char *name) {
+    if (!name) return 0;
+    unsigned slot = (unsigned)(((uintptr_t)name >> 3) & 7u);
+    const hunk_name_cache *c = &h->name_cache[slot];
+    if (HK__LIKELY(c->ptr == name && hunk_name_eq(h->names[c->idx], name))) return c->idx;
+    return hunk_name_slow(h, name, slot);
+}
+
+static void hunk_name_text(const hk_hunk *h, uint32_t idx, char out[HUNK_NAME_LEN + 1]) {
+    if (idx >= h->nnames && idx != HUNK_NAME_OTHER) idx = 0;
+    memcpy(out, h->names[idx], HUNK_NAME_LEN);
+    out[HUNK_NAME_LEN] = 0;
+}
 
 /* ---- create / destroy -------------------------------------------------- */
 
@@ -122,30 +208,26 @@ hk_hunk *hk_hunk_create(const hk_hunk_desc *desc) {
     if (desc->memory) {
         mem = (unsigned char *)desc->memory;
         size = desc->size;
-        if (size < 256) return NULL;
+        if (size < 4096) return NULL;
     } else {
-        size = desc->size ? desc->size : (size_t)64 << 20;
-        size_t ctl;
-        if (!hk_size_add(size, sizeof(hk_hunk) + 64, &ctl)) return NULL;
-        os_base = hk_os_alloc(ctl);
+        size_t want = desc->size ? desc->size : (size_t)64 << 20;
+        if (!hk_size_add(want, sizeof(hk_hunk) + 64, &size)) return NULL;
+        os_base = hk_os_alloc(size);
         if (!os_base) return NULL;
-        os_size = ctl;
+        os_size = size;
         mem = (unsigned char *)os_base;
-        size = ctl;
     }
     uintptr_t start = hk_align_ptr((uintptr_t)mem, _Alignof(hk_hunk));
-    if (start - (uintptr_t)mem + sizeof(hk_hunk) + 64 > size) return NULL;
-    hk_hunk *h = (hk_hunk *)start;
-    memset(h, 0, sizeof *h);
-    uintptr_t area = hk_align_ptr(start + sizeof(hk_hunk), HUNK_MIN_ALIGN);
-    uintptr_t end = ((uintptr_t)mem + size) & ~(uintptr_t)(HUNK_MIN_ALIGN - 1);
-    if (end <= area || end - area < 64) {
+    uintptr_t area = hk_align_ptr(start + sizeof(hk_hunk), HUNK_ALIGN);
+    uintptr_t end = ((uintptr_t)mem + size) & ~(uintptr_t)(HUNK_ALIGN - 1);
+    if (area >= end || end - area < 256) {
         if (os_base) hk_os_release(os_base, os_size);
         return NULL;
     }
+    hk_hunk *h = (hk_hunk *)start;
+    memset(h, 0, sizeof *h);
     h->base = (unsigned char *)area;
     h->cap = end - area;
-    h->seq = 1;
     h->flags = desc->flags;
     h->os_base = os_base;
     h->os_size = os_size;
@@ -155,9 +237,14 @@ hk_hunk *hk_hunk_create(const hk_hunk_desc *desc) {
     h->rep.instance = desc->name ? desc->name : "hunk";
     h->rep.flags = desc->flags;
     h->lock = desc->lock;
+    memcpy(h->names[0], "unknown", 8);
+    memcpy(h->names[HUNK_NAME_OTHER], "(other)", 8);
+    h->nnames = 1;
 #ifdef HK__VALGRIND
     h->running_on_valgrind = RUNNING_ON_VALGRIND ? 1 : 0;
 #endif
+    h->slow = h->lock.lock || h->lock.unlock || (h->flags & (HK_FLAG_ZERO | HK_FLAG_FILL | HK_FLAG_PARANOID)) ||
+              h->running_on_valgrind || hk__asan_enabled() || HK_DEBUG >= 3;
     hunk_poison(h->base, h->cap);
     return h;
 }
@@ -170,8 +257,7 @@ void hk_hunk_destroy(hk_hunk *h) {
 
 /* ---- allocation ---------------------------------------------------------- */
 
-/* Reports exhaustion in Quake's words plus the numbers needed to act on it. */
-static void *hunk_fail_nomem(hk_hunk *h, size_t size, int high) {
+static HK__NOINLINE void *hunk_fail_nomem(hk_hunk *h, size_t size, int high) {
     h->fail_count++;
     hk__report(&h->rep, HK_ERR_NOMEM, HK_EK_NOMEM, NULL, size, NULL,
                "%s allocation failed: asked %zu, low %zu, high %zu, capacity %zu", high ? "high" : "low", size,
@@ -179,111 +265,171 @@ static void *hunk_fail_nomem(hk_hunk *h, size_t size, int high) {
     return NULL;
 }
 
-static void *hunk_fail_overflow(hk_hunk *h, size_t size) {
+static HK__NOINLINE void *hunk_fail_overflow(hk_hunk *h, size_t size) {
     h->fail_count++;
     hk__report(&h->rep, HK_ERR_OVERFLOW, HK_EK_OVERFLOW, NULL, size, NULL,
-               "asked %zu bytes, which overflows with the block overhead (capacity %zu)", size, h->cap);
+               "asked %zu bytes, more than a hunk block can describe (capacity %zu)", size, h->cap);
     return NULL;
 }
 
-/* Writes header, canary and tail, and prepares the user bytes. */
-static inline void *hunk_finish_block(hk_hunk *h, unsigned char *start, size_t total, size_t user_off,
-                                      size_t size, uint32_t flags, const char *name) {
+/* Writes header and canary of a block of `total` bytes at start. The
+ * canary is written with three 8-byte stores: one right after the user
+ * bytes and two ending at the block end (the canary is 8..23 bytes, so they
+ * cover it; user bytes they may touch are fresh and unspecified anyway). */
+static inline void *hunk_fast_put(hk_hunk *h, unsigned char *start, size_t total, size_t n, uint32_t idx,
+                                  uint32_t flags) {
+    hunk_hdr *hdr = (hunk_hdr *)start;
+    hdr->sentinel = HUNK_SENTINEL;
+    hdr->seq = (uint32_t)++h->allocs;
+    hdr->word = hunk_word(n, idx, flags);
+    const uint64_t pad = HUNK_PAD64;
+    memcpy(start + HUNK_HDR + n, &pad, 8);
+    memcpy(start + total - 16, &pad, 8);
+    memcpy(start + total - 8, &pad, 8);
+    return start + HUNK_HDR;
+}
+
+/* The general block writer: header and canary, then the user bytes zeroed
+ * or filled as the flags ask, with sanitizer and Valgrind annotations. */
+static inline void *hunk_put_block(hk_hunk *h, unsigned char *start, size_t total, size_t n, uint32_t flags,
+                                   uint32_t name) {
     hunk_unpoison(start, total);
 #ifdef HK__VALGRIND
     if (h->running_on_valgrind) VALGRIND_MAKE_MEM_UNDEFINED(start, total);
 #endif
-    hunk_hdr *hdr = (hunk_hdr *)start;
-    uint32_t seq = h->seq++;
-    if (h->seq == 0) h->seq = 1;
-    hdr->sentinel = HUNK_SENTINEL;
-    hdr->seq = seq;
-    hdr->size = total;
-    hdr->requested = size;
-    hdr->user_off = (uint32_t)user_off;
-    hdr->flags = flags;
-    hunk_set_name(hdr, name);
-    unsigned char *user = start + user_off;
-    unsigned char *tail_p = start + total - sizeof(hunk_tail);
-    if (user_off > sizeof(hunk_hdr)) memset(start + sizeof(hunk_hdr), HK_FILL_PAD, user_off - sizeof(hunk_hdr));
-    memset(user + size, HK_FILL_PAD, (size_t)(tail_p - (user + size)));
-    hunk_tail *tail = (hunk_tail *)tail_p;
-    tail->size = total;
-    tail->seq = seq;
-    tail->sentinel = HUNK_TAIL_SENTINEL;
-    if (h->flags & HK_FLAG_ZERO) memset(user, 0, size);
-    else if (h->flags & HK_FLAG_FILL) memset(user, HK_FILL_ALLOC, size);
-    hunk_poison(start, user_off);
-    hunk_poison(user + size, (size_t)(start + total - (user + size)));
-#ifdef HK__VALGRIND
-    if (h->running_on_valgrind) VALGRIND_MALLOCLIKE_BLOCK(user, size, 0, (h->flags & HK_FLAG_ZERO) != 0);
+    unsigned char *user = hunk_fast_put(h, start, total, n, name, flags);
+    if (HK__UNLIKELY(h->flags & (HK_FLAG_ZERO | HK_FLAG_FILL)))
+        memset(user, (h->flags & HK_FLAG_ZERO) ? 0 : HK_FILL_ALLOC, n);
+#ifdef HK__ASAN
+    hunk_poison(start, HUNK_HDR);
+    hunk_poison(user + n, (size_t)(start + total - (user + n)));
 #endif
-    h->alloc_count++;
-    size_t u = hunk_total_used(h);
-    if (u > h->peak_used) h->peak_used = u;
+#ifdef HK__VALGRIND
+    if (h->running_on_valgrind) VALGRIND_MALLOCLIKE_BLOCK(user, n, 0, (h->flags & HK_FLAG_ZERO) != 0);
+#endif
     return user;
 }
 
-/* Low end: block starts at base + low.used. */
-static void *hunk_alloc_low(hk_hunk *h, size_t size, size_t align, const char *name) {
-    for (int attempt = 0; attempt < 2; attempt++) {
-        size_t start_off = h->low.used;
-        uintptr_t start = (uintptr_t)h->base + start_off;
-        size_t user_off = sizeof(hunk_hdr);
-        if (align > HUNK_MIN_ALIGN) user_off = hk_align_ptr(start + sizeof(hunk_hdr), align) - start;
-        size_t body, total;
-        if (!hk_size_add(user_off, size, &body) || !hk_size_add(body, HUNK_MIN_CANARY, &body) ||
-            !hk_size_align(body, HUNK_MIN_ALIGN, &total) || !hk_size_add(total, sizeof(hunk_tail), &total))
-            return hunk_fail_overflow(h, size);
-        if (total > h->cap - hunk_total_used(h)) {
-            /* Drop the temp block only when that makes room. */
-            if (h->temp_active && attempt == 0 &&
-                total <= h->cap - h->low.used - h->temp_mark.used) {
-                hk_hunk_free_temp(h);
-                continue;
-            }
-            return hunk_fail_nomem(h, size, 0);
-        }
-        h->low.used += total;
-        h->low.user_bytes += size;
-        h->low.blocks++;
-        return hunk_finish_block(h, (unsigned char *)start, total, user_off, size, 0, name);
-    }
-    return NULL;
+/* A padding block of `len` bytes (len >= 16, multiple of 16). */
+static void hunk_put_pad(unsigned char *start, size_t len, uint32_t high) {
+    hunk_unpoison(start, len);
+    hunk_hdr *hdr = (hunk_hdr *)start;
+    hdr->sentinel = HUNK_SENTINEL;
+    hdr->seq = 0;
+    hdr->word = hunk_word(len - HUNK_HDR, 0, HUNK_F_PAD | high);
+    memset(start + HUNK_HDR, HK_FILL_PAD, len - HUNK_HDR);
+    hunk_poison(start, len);
 }
 
-/* High end: block ends at base + cap - high.used; the user bytes sit as high
- * as alignment allows, right below the canary and tail. */
-static void *hunk_alloc_high(hk_hunk *h, size_t size, size_t align, uint32_t flags, const char *name) {
-    size_t need;
-    if (!hk_size_add(size, sizeof(hunk_hdr) + HUNK_MIN_CANARY + sizeof(hunk_tail), &need) ||
-        !hk_size_add(need, align, &need))
-        return hunk_fail_overflow(h, size);
-    size_t avail = h->cap - hunk_total_used(h);
-    if (need - align > avail) return hunk_fail_nomem(h, size, 1);
+/* Block length for n user bytes; 0 when n is too large to describe. */
+static inline size_t hunk_block_len(size_t n) {
+    if (HK__UNLIKELY((uint64_t)n > HUNK_MAX_REQ)) return 0;
+    return HUNK_HDR + ((n + HUNK_MIN_CANARY + 15) & ~(size_t)15);
+}
+
+static void hunk_release_temp(hk_hunk *h);
+
+static inline size_t hunk_free_bytes(const hk_hunk *h) { return h->cap - hunk_total_used(h); }
+
+/* Low end, any alignment (>= 16, power of two). */
+static void *hunk_alloc_low(hk_hunk *h, size_t n, size_t align, const char *name) {
+    size_t body = hunk_block_len(n);
+    if (!body) return hunk_fail_overflow(h, n);
+    size_t lead = 0;
+    if (HK__UNLIKELY(align > HUNK_ALIGN)) {
+        uintptr_t start = (uintptr_t)h->base + h->low.used;
+        lead = hk_align_ptr(start + HUNK_HDR, align) - HUNK_HDR - start;
+    }
+    size_t total = body + lead;
+    if (HK__UNLIKELY(total < body || total > hunk_free_bytes(h))) {
+        /* Drop the temp block only when that makes room. */
+        if (h->temp_active && total >= body && total <= h->cap - h->low.used - h->temp_mark.used)
+            hunk_release_temp(h);
+        else
+            return hunk_fail_nomem(h, n, 0);
+    }
+    unsigned char *start = h->base + h->low.used;
+    if (lead) hunk_put_pad(start, lead, 0);
+    h->low.last = h->low.used + lead;
+    h->low.used += total;
+    h->low.user_bytes += n;
+    h->low.blocks++;
+    return hunk_put_block(h, start + lead, body, n, 0, hunk_name_index(h, name));
+}
+
+/* High end: the block ends at the current top; with alignment above 16,
+ * a padding block fills the gap between the block and the top. */
+static void *hunk_alloc_high(hk_hunk *h, size_t n, size_t align, uint32_t flags, const char *name) {
+    size_t body = hunk_block_len(n);
+    if (!body) return hunk_fail_overflow(h, n);
     uintptr_t top = (uintptr_t)h->base + h->cap - h->high.used;
-    uintptr_t floor = (uintptr_t)h->base + h->low.used;
-    uintptr_t user = (top - sizeof(hunk_tail) - HUNK_MIN_CANARY - size) & ~(uintptr_t)(align - 1);
-    if (user < floor + sizeof(hunk_hdr)) return hunk_fail_nomem(h, size, 1);
-    uintptr_t start = user - sizeof(hunk_hdr);
-    size_t total = top - start;
+    size_t trail = 0;
+    if (HK__UNLIKELY(align > HUNK_ALIGN)) {
+        size_t room = hunk_free_bytes(h);
+        if (body > room) return hunk_fail_nomem(h, n, 1);
+        uintptr_t user = (top - (body - HUNK_HDR)) & ~(uintptr_t)(align - 1);
+        trail = (size_t)(top - (user + body - HUNK_HDR));
+    }
+    size_t total = body + trail;
+    if (HK__UNLIKELY(total < body || total > hunk_free_bytes(h))) return hunk_fail_nomem(h, n, 1);
+    unsigned char *start = (unsigned char *)top - total;
+    if (trail) hunk_put_pad(start + body, trail, HUNK_F_HIGH);
     h->high.used += total;
-    h->high.user_bytes += size;
+    h->high.user_bytes += n;
     h->high.blocks++;
-    return hunk_finish_block(h, (unsigned char *)start, total, sizeof(hunk_hdr), size, HK_BLOCK_HIGH | flags,
-                             name);
+    return hunk_put_block(h, start, body, n, HUNK_F_HIGH | flags, hunk_name_index(h, name));
 }
 
 static int hunk_check_align(hk_hunk *h, size_t *align) {
-    if (*align == 0) *align = HUNK_MIN_ALIGN;
+    if (*align == 0) *align = HUNK_ALIGN;
     if (!hk_is_pow2(*align) || *align > ((size_t)1 << 30)) {
         h->fail_count++;
         hk__report(&h->rep, HK_ERR_INVALID, HK_EK_INVALID_ARG, NULL, *align, NULL,
                    "alignment %zu is not a power of two up to 1 GiB", *align);
         return 0;
     }
-    if (*align < HUNK_MIN_ALIGN) *align = HUNK_MIN_ALIGN;
+    if (*align < HUNK_ALIGN) *align = HUNK_ALIGN;
     return 1;
+}
+
+/* The common case, kept small so it inlines into hk_hunk_alloc and
+ * hk_hunk_alloc_high: no hooks, no debug flags, 16-byte alignment, a name
+ * already in the cache, and the block fits. Returns the block length, or 0
+ * to send the call down the general path. */
+static inline size_t hunk_fast_fit(const hk_hunk *h, size_t n, const char *name, uint32_t *idx) {
+    size_t total = HUNK_HDR + ((n + HUNK_MIN_CANARY + 15) & ~(size_t)15);
+    if (HK__UNLIKELY((uint64_t)n > HUNK_MAX_REQ || total > h->cap - h->low.used - h->high.used)) return 0;
+    *idx = 0;
+    if (name) {
+        unsigned slot = (unsigned)(((uintptr_t)name >> 3) & 7u);
+        const hunk_name_cache *c = &h->name_cache[slot];
+        if (HK__UNLIKELY(c->ptr != name || !hunk_name_cached(h, c, name))) return 0;
+        *idx = c->idx;
+    }
+    return total;
+}
+
+static HK__NOINLINE void *hunk_alloc_low_locked(hk_hunk *h, size_t size, const char *name) {
+    hk__lock(&h->lock);
+    void *p = hunk_alloc_low(h, size, HUNK_ALIGN, name);
+    hunk_after_op(h);
+    hk__unlock(&h->lock);
+    return p;
+}
+
+void *hk_hunk_alloc(hk_hunk *h, size_t size, const char *name) {
+    if (!h) return NULL;
+    uint32_t idx;
+    size_t total;
+    if (HK__LIKELY(!h->slow) && HK__LIKELY((total = hunk_fast_fit(h, size, name, &idx)) != 0)) {
+        unsigned char *start = h->base + h->low.used;
+        h->low.last = h->low.used;
+        h->low.used += total;
+        h->low.user_bytes += size;
+        h->low.blocks++;
+        return hunk_fast_put(h, start, total, size, idx, 0);
+    }
+    return hunk_alloc_low_locked(h, size, name);
 }
 
 void *hk_hunk_alloc_aligned(hk_hunk *h, size_t size, size_t align, const char *name) {
@@ -295,24 +441,30 @@ void *hk_hunk_alloc_aligned(hk_hunk *h, size_t size, size_t align, const char *n
     return p;
 }
 
-void *hk_hunk_alloc(hk_hunk *h, size_t size, const char *name) {
+void *hk_hunk_alloc_high(hk_hunk *h, size_t size, const char *name) {
     if (!h) return NULL;
+    uint32_t idx;
+    size_t total;
+    if (HK__LIKELY(!h->slow && !h->temp_active) && HK__LIKELY((total = hunk_fast_fit(h, size, name, &idx)) != 0)) {
+        h->high.used += total;
+        h->high.user_bytes += size;
+        h->high.blocks++;
+        return hunk_fast_put(h, h->base + h->cap - h->high.used, total, size, idx, HUNK_F_HIGH);
+    }
     hk__lock(&h->lock);
-    void *p = hunk_alloc_low(h, size, HUNK_MIN_ALIGN, name);
+    if (h->temp_active) hunk_release_temp(h);
+    void *p = hunk_alloc_high(h, size, HUNK_ALIGN, 0, name);
     hunk_after_op(h);
     hk__unlock(&h->lock);
     return p;
 }
-
-/* Drops the temp block, if any (lock held). */
-static void hunk_release_temp(hk_hunk *h);
 
 void *hk_hunk_alloc_high_aligned(hk_hunk *h, size_t size, size_t align, const char *name) {
     if (!h) return NULL;
     hk__lock(&h->lock);
     void *p = NULL;
     if (hunk_check_align(h, &align)) {
-        hunk_release_temp(h);
+        if (h->temp_active) hunk_release_temp(h);
         p = hunk_alloc_high(h, size, align, 0, name);
     }
     hunk_after_op(h);
@@ -320,16 +472,12 @@ void *hk_hunk_alloc_high_aligned(hk_hunk *h, size_t size, size_t align, const ch
     return p;
 }
 
-void *hk_hunk_alloc_high(hk_hunk *h, size_t size, const char *name) {
-    return hk_hunk_alloc_high_aligned(h, size, HUNK_MIN_ALIGN, name);
-}
-
 void *hk_hunk_alloc_temp(hk_hunk *h, size_t size) {
     if (!h) return NULL;
     hk__lock(&h->lock);
     hunk_release_temp(h);
     hunk_end before = h->high;
-    void *p = hunk_alloc_high(h, size, HUNK_MIN_ALIGN, HK_BLOCK_TEMP, "temp");
+    void *p = hunk_alloc_high(h, size, HUNK_ALIGN, HUNK_F_TEMP, "temp");
     if (p) {
         h->temp_mark = before;
         h->temp_active = 1;
@@ -342,15 +490,17 @@ void *hk_hunk_alloc_temp(hk_hunk *h, size_t size) {
 /* ---- freeing ------------------------------------------------------------- */
 
 /* Announces to Valgrind that the blocks in [lo, hi) are gone (only when
- * running under it: the walk is O(blocks)). */
+ * running under it: this walk is O(blocks)). */
 static void hunk_vg_free_range(hk_hunk *h, unsigned char *lo, unsigned char *hi) {
 #ifdef HK__VALGRIND
     if (!h->running_on_valgrind) return;
-    for (unsigned char *p = lo; p < hi;) {
+    for (unsigned char *p = lo; p + HUNK_HDR <= hi;) {
         hunk_hdr *hdr = (hunk_hdr *)p;
-        if (hdr->sentinel != HUNK_SENTINEL || hdr->size == 0 || hdr->size > (size_t)(hi - p)) break;
-        VALGRIND_FREELIKE_BLOCK(p + hdr->user_off, 0);
-        p += hdr->size;
+        if (hdr->sentinel != HUNK_SENTINEL) break;
+        size_t len = hunk_len(hunk_req(hdr->word), hunk_flags_of(hdr->word));
+        if (len > (size_t)(hi - p)) break;
+        if (!(hunk_flags_of(hdr->word) & HUNK_F_PAD)) VALGRIND_FREELIKE_BLOCK(p + HUNK_HDR, 0);
+        p += len;
     }
     VALGRIND_MAKE_MEM_NOACCESS(lo, (size_t)(hi - lo));
 #else
@@ -360,10 +510,10 @@ static void hunk_vg_free_range(hk_hunk *h, unsigned char *lo, unsigned char *hi)
 #endif
 }
 
-/* Frees the range [lo, hi) of the block area that just left an end. */
+/* [lo, hi) just left an end, holding `blocks` blocks. */
 static void hunk_release_range(hk_hunk *h, unsigned char *lo, unsigned char *hi, size_t blocks) {
     if (hi <= lo) return;
-    h->free_count += blocks;
+    h->frees += blocks;
     hunk_vg_free_range(h, lo, hi);
     if (h->flags & HK_FLAG_FILL) {
         hunk_unpoison(lo, (size_t)(hi - lo));
@@ -374,6 +524,7 @@ static void hunk_release_range(hk_hunk *h, unsigned char *lo, unsigned char *hi,
 
 static void hunk_release_temp(hk_hunk *h) {
     if (!h->temp_active) return;
+    hunk_note_peak(h);
     unsigned char *lo = h->base + h->cap - h->high.used;
     unsigned char *hi = h->base + h->cap - h->temp_mark.used;
     size_t blocks = h->high.blocks - h->temp_mark.blocks;
@@ -390,58 +541,77 @@ void hk_hunk_free_temp(hk_hunk *h) {
     hk__unlock(&h->lock);
 }
 
-/* The sequence number of the block whose edge is at `off` on that end:
- * for the low end the block ending at off, for the high end the block
- * starting at cap - off. 0 for an empty end. Reads a tail or header that
- * may be gone; callers treat a mismatch as a stale mark. */
-static uint32_t hunk_edge_seq(hk_hunk *h, size_t off, int high) {
-    if (off == 0) return 0;
-    uint32_t seq = 0;
-    if (!high) {
-        hunk_tail *t = (hunk_tail *)(h->base + off - sizeof(hunk_tail));
-        hunk_unpoison(t, sizeof *t);
-        if (t->sentinel == HUNK_TAIL_SENTINEL) seq = t->seq;
-        hunk_poison(t, sizeof *t);
-    } else {
-        hunk_hdr *hd = (hunk_hdr *)(h->base + h->cap - off);
-        hunk_unpoison(hd, sizeof *hd);
-        if (hd->sentinel == HUNK_SENTINEL) seq = hd->seq;
-        hunk_poison(hd, sizeof *hd);
-    }
-    return seq;
+/* Reads the header at `p` (which may be poisoned) into *out. */
+static void hunk_read_hdr(const unsigned char *p, hunk_hdr *out) {
+    hunk_unpoison(p, HUNK_HDR);
+    memcpy(out, p, HUNK_HDR);
+    hunk_poison(p, HUNK_HDR);
 }
 
 hk_hunk_mark hk_hunk_low_mark(hk_hunk *h) {
-    hk_hunk_mark m = {0, 0, 0, 0, 0};
+    hk_hunk_mark m;
+    memset(&m, 0, sizeof m);
     if (!h) return m;
     hk__lock(&h->lock);
     m.offset = h->low.used;
     m.user_bytes = h->low.user_bytes;
     m.blocks = h->low.blocks;
+    m.edge = h->low.last;
     m.end = 0;
-    m.seq = hunk_edge_seq(h, h->low.used, 0);
+    if (h->low.blocks) {
+        hunk_hdr hd;
+        hunk_read_hdr(h->base + h->low.last, &hd);
+        m.seq = hd.seq;
+    }
     hk__unlock(&h->lock);
     return m;
 }
 
 hk_hunk_mark hk_hunk_high_mark(hk_hunk *h) {
-    hk_hunk_mark m = {0, 0, 0, 1, 0};
+    hk_hunk_mark m;
+    memset(&m, 0, sizeof m);
+    m.end = 1;
     if (!h) return m;
     hk__lock(&h->lock);
     hunk_release_temp(h);
     m.offset = h->high.used;
     m.user_bytes = h->high.user_bytes;
     m.blocks = h->high.blocks;
-    m.end = 1;
-    m.seq = hunk_edge_seq(h, h->high.used, 1);
+    if (h->high.used) {
+        hunk_hdr hd;
+        hunk_read_hdr(h->base + h->cap - h->high.used, &hd);
+        m.seq = hd.seq;
+    }
     hk__unlock(&h->lock);
     return m;
 }
 
 static hk_result hunk_bad_mark(hk_hunk *h, hk_hunk_mark m, int high, const char *why) {
-    return hk__report(&h->rep, HK_ERR_INVALID, HK_EK_INVALID_ARG, h->base + (high ? h->cap - m.offset : m.offset),
-                      m.offset, NULL, "free to %s mark %zu refused: %s (low %zu, high %zu)",
-                      high ? "high" : "low", m.offset, why, h->low.used, h->high.used);
+    return hk__report(&h->rep, HK_ERR_INVALID, HK_EK_INVALID_ARG, NULL, m.offset, NULL,
+                      "free to %s mark %zu refused: %s (low %zu, high %zu)", high ? "high" : "low", m.offset, why,
+                      h->low.used, h->high.used);
+}
+
+/* Is the block at the mark's edge the one that was there when it was taken? */
+static int hunk_mark_edge_ok(hk_hunk *h, hk_hunk_mark m, int high) {
+    if (m.offset == 0) return m.blocks == 0 && m.user_bytes == 0;
+    if (m.blocks == 0) return 0;
+    hunk_hdr hd;
+    size_t at;
+    if (high) {
+        at = h->cap - m.offset;
+    } else {
+        if (m.edge > m.offset - HUNK_HDR || (m.edge & (HUNK_ALIGN - 1))) return 0;
+        at = m.edge;
+    }
+    hunk_read_hdr(h->base + at, &hd);
+    if (hd.sentinel != HUNK_SENTINEL || hd.seq != m.seq) return 0;
+    uint32_t f = hunk_flags_of(hd.word);
+    if ((f & HUNK_F_PAD) || ((f & HUNK_F_HIGH) != 0) != (high != 0)) return 0;
+    size_t req = hunk_req(hd.word);
+    if ((uint64_t)req > HUNK_MAX_REQ) return 0;
+    if (!high && m.edge + hunk_len(req, f) != m.offset) return 0;
+    return 1;
 }
 
 static hk_result hunk_free_to_mark(hk_hunk *h, hk_hunk_mark m, int high) {
@@ -449,10 +619,11 @@ static hk_result hunk_free_to_mark(hk_hunk *h, hk_hunk_mark m, int high) {
     if (high) hunk_release_temp(h);
     hunk_end *e = high ? &h->high : &h->low;
     if (m.offset > e->used) return hunk_bad_mark(h, m, high, "the mark is beyond the current top");
-    if ((m.offset & (HUNK_MIN_ALIGN - 1)) != 0 || m.blocks > e->blocks || m.user_bytes > e->user_bytes ||
-        hunk_edge_seq(h, m.offset, high) != m.seq)
+    if ((m.offset & (HUNK_ALIGN - 1)) != 0 || m.blocks > e->blocks || m.user_bytes > e->user_bytes ||
+        !hunk_mark_edge_ok(h, m, high))
         return hunk_bad_mark(h, m, high, "the mark is stale (the blocks under it were freed since)");
     if (m.offset == e->used) return HK_OK;
+    hunk_note_peak(h);
     unsigned char *lo, *hi;
     if (high) {
         lo = h->base + h->cap - e->used;
@@ -465,6 +636,7 @@ static hk_result hunk_free_to_mark(hk_hunk *h, hk_hunk_mark m, int high) {
     e->used = m.offset;
     e->user_bytes = m.user_bytes;
     e->blocks = m.blocks;
+    if (!high) e->last = m.edge;
     hunk_release_range(h, lo, hi, blocks);
     return HK_OK;
 }
@@ -490,6 +662,7 @@ hk_result hk_hunk_free_to_high_mark(hk_hunk *h, hk_hunk_mark mark) {
 void hk_hunk_reset(hk_hunk *h) {
     if (!h) return;
     hk__lock(&h->lock);
+    hunk_note_peak(h);
     h->temp_active = 0;
     hunk_release_range(h, h->base, h->base + h->low.used, h->low.blocks);
     hunk_release_range(h, h->base + h->cap - h->high.used, h->base + h->cap, h->high.blocks);
@@ -505,13 +678,8 @@ size_t hk_hunk_high_used(const hk_hunk *h) { return h ? h->high.used : 0; }
 size_t hk_hunk_capacity(const hk_hunk *h) { return h ? h->cap : 0; }
 
 void hk_hunk_free_range(const hk_hunk *h, void **start, size_t *size) {
-    if (!h) {
-        if (start) *start = NULL;
-        if (size) *size = 0;
-        return;
-    }
-    if (start) *start = h->base + h->low.used;
-    if (size) *size = h->cap - hunk_total_used(h);
+    if (start) *start = h ? h->base + h->low.used : NULL;
+    if (size) *size = h ? hunk_free_bytes(h) : 0;
 }
 
 hk_result hk_hunk_stats(const hk_hunk *h, hk_stats *out) {
@@ -523,19 +691,15 @@ hk_result hk_hunk_stats(const hk_hunk *h, hk_stats *out) {
     out->capacity = h->cap;
     out->used = h->low.user_bytes + h->high.user_bytes;
     out->used_blocks_bytes = hunk_total_used(h);
-    out->free = h->cap - hunk_total_used(h);
-    {
-        /* The largest low-end request that fits the free middle now. */
-        size_t f = out->free, ovh = sizeof(hunk_hdr) + HUNK_MIN_CANARY + sizeof(hunk_tail);
-        size_t lf = f > ovh ? ((f - sizeof(hunk_tail)) & ~(size_t)(HUNK_MIN_ALIGN - 1)) : 0;
-        out->largest_free = lf > sizeof(hunk_hdr) + HUNK_MIN_CANARY ? lf - sizeof(hunk_hdr) - HUNK_MIN_CANARY : 0;
-    }
-    out->peak_used = h->peak_used;
+    out->free = hunk_free_bytes(h);
+    /* The largest low-end request that fits the free middle now. */
+    out->largest_free = out->free >= HUNK_HDR + 16 ? out->free - HUNK_HDR - HUNK_MIN_CANARY : 0;
+    out->peak_used = h->peak_used > hunk_total_used(h) ? h->peak_used : hunk_total_used(h);
     out->overhead = out->used_blocks_bytes - out->used;
     out->live_blocks = h->low.blocks + h->high.blocks;
     out->free_blocks = out->free ? 1 : 0;
-    out->alloc_count = h->alloc_count;
-    out->free_count = h->free_count;
+    out->alloc_count = h->allocs;
+    out->free_count = h->frees;
     out->fail_count = h->fail_count;
     out->error_count = h->rep.error_count;
     return HK_OK;
@@ -545,215 +709,146 @@ hk_result hk_hunk_stats(const hk_hunk *h, hk_stats *out) {
 
 typedef struct hunk_block {
     unsigned char *start;
-    hunk_hdr hdr;  /* copies: the originals may be poisoned */
-    hunk_tail tail;
+    hunk_hdr hdr; /* a copy: the original may be poisoned */
+    size_t req, len;
+    uint32_t flags;
 } hunk_block;
 
-/* Reads the block at start (low: start given; high: found from its end).
- * Returns 0 and describes what is wrong in `why` when the block is damaged. */
-static int hunk_read_block(hk_hunk *h, unsigned char *lo_bound, unsigned char *hi_bound, unsigned char *edge,
-                           int from_end, hunk_block *b, const char **why) {
-    unsigned char *start = edge, *end = edge;
-    if (!from_end) {
-        if ((size_t)(hi_bound - start) < sizeof(hunk_hdr) + sizeof(hunk_tail)) {
-            *why = "block header runs past the end";
-            return 0;
-        }
-        hunk_unpoison(start, sizeof(hunk_hdr));
-        memcpy(&b->hdr, start, sizeof b->hdr);
-        hunk_poison(start, sizeof(hunk_hdr));
-        b->start = start;
-        if (b->hdr.sentinel != HUNK_SENTINEL) {
-            *why = "header sentinel damaged";
-            return 0;
-        }
-        if (b->hdr.size < sizeof(hunk_hdr) + sizeof(hunk_tail) + HUNK_MIN_CANARY ||
-            b->hdr.size > (size_t)(hi_bound - start) || (b->hdr.size & (HUNK_MIN_ALIGN - 1))) {
-            *why = "header size damaged";
-            return 0;
-        }
-        end = start + b->hdr.size;
-        hunk_unpoison(end - sizeof(hunk_tail), sizeof(hunk_tail));
-        memcpy(&b->tail, end - sizeof(hunk_tail), sizeof b->tail);
-        hunk_poison(end - sizeof(hunk_tail), sizeof(hunk_tail));
-    } else {
-        if ((size_t)(end - lo_bound) < sizeof(hunk_hdr) + sizeof(hunk_tail)) {
-            *why = "block tail runs past the end";
-            return 0;
-        }
-        hunk_unpoison(end - sizeof(hunk_tail), sizeof(hunk_tail));
-        memcpy(&b->tail, end - sizeof(hunk_tail), sizeof b->tail);
-        hunk_poison(end - sizeof(hunk_tail), sizeof(hunk_tail));
-        if (b->tail.sentinel != HUNK_TAIL_SENTINEL) {
-            *why = "tail sentinel damaged (overrun of the block below?)";
-            b->start = NULL;
-            return 0;
-        }
-        if (b->tail.size > (size_t)(end - lo_bound) || b->tail.size < sizeof(hunk_hdr) + sizeof(hunk_tail) ||
-            (b->tail.size & (HUNK_MIN_ALIGN - 1))) {
-            *why = "tail size damaged";
-            b->start = NULL;
-            return 0;
-        }
-        start = end - b->tail.size;
-        b->start = start;
-        hunk_unpoison(start, sizeof(hunk_hdr));
-        memcpy(&b->hdr, start, sizeof b->hdr);
-        hunk_poison(start, sizeof(hunk_hdr));
-        if (b->hdr.sentinel != HUNK_SENTINEL) {
-            *why = "header sentinel damaged";
-            return 0;
-        }
-    }
-    if (b->tail.sentinel != HUNK_TAIL_SENTINEL) {
-        *why = "tail sentinel damaged (overrun past the canary)";
+/* Reads and validates the block at p, which must end by `limit`. */
+static int hunk_read_block(hk_hunk *h, unsigned char *p, unsigned char *limit, int high, hunk_block *b,
+                           const char **why) {
+    b->start = p;
+    if ((size_t)(limit - p) < HUNK_HDR) {
+        *why = "block header runs past the end of its region";
         return 0;
     }
-    if (b->tail.size != b->hdr.size || b->tail.seq != b->hdr.seq) {
-        *why = "header and tail disagree";
+    hunk_read_hdr(p, &b->hdr);
+    if (b->hdr.sentinel != HUNK_SENTINEL) {
+        *why = "header sentinel damaged (overrun of the block below?)";
         return 0;
     }
-    if (b->hdr.user_off < sizeof(hunk_hdr) ||
-        b->hdr.requested > b->hdr.size - b->hdr.user_off - sizeof(hunk_tail) - HUNK_MIN_CANARY + 0 ||
-        b->hdr.user_off + b->hdr.requested + HUNK_MIN_CANARY + sizeof(hunk_tail) > b->hdr.size) {
-        *why = "header layout damaged";
+    b->req = hunk_req(b->hdr.word);
+    b->flags = hunk_flags_of(b->hdr.word);
+    if ((uint64_t)b->req > HUNK_MAX_REQ || (b->flags & ~(HUNK_F_HIGH | HUNK_F_TEMP | HUNK_F_PAD)) ||
+        ((b->flags & HUNK_F_PAD) && (b->req & 15))) {
+        *why = "header size or flags damaged";
         return 0;
     }
-    (void)h;
+    if (((b->flags & HUNK_F_HIGH) != 0) != (high != 0)) {
+        *why = high ? "low-end block found on the high end" : "high-end block found on the low end";
+        return 0;
+    }
+    uint32_t name = hunk_name_of(b->hdr.word);
+    if (name >= h->nnames && name != HUNK_NAME_OTHER) {
+        *why = "header name index damaged";
+        return 0;
+    }
+    b->len = hunk_len(b->req, b->flags);
+    if (b->len > (size_t)(limit - p)) {
+        *why = "header size runs past the end of its region";
+        return 0;
+    }
     return 1;
 }
 
-/* The canary: padding before the user bytes and after them up to the tail. */
+/* The canary bytes after the user bytes, or a padding block's bytes. */
 static int hunk_canary_ok(const hunk_block *b) {
-    unsigned char *user = b->start + b->hdr.user_off;
-    unsigned char *pad = user + b->hdr.requested;
-    size_t n = (size_t)(b->start + b->hdr.size - sizeof(hunk_tail) - pad);
-    size_t lead = b->hdr.user_off - sizeof(hunk_hdr);
-    int ok;
-    hunk_unpoison(pad, n);
-    ok = hk_fill_check(pad, n, HK_FILL_PAD) == n;
-    hunk_poison(pad, n);
-    if (ok && lead) {
-        hunk_unpoison(b->start + sizeof(hunk_hdr), lead);
-        ok = hk_fill_check(b->start + sizeof(hunk_hdr), lead, HK_FILL_PAD) == lead;
-        hunk_poison(b->start + sizeof(hunk_hdr), lead);
-    }
+    unsigned char *from = b->start + HUNK_HDR + ((b->flags & HUNK_F_PAD) ? 0 : b->req);
+    size_t n = (size_t)(b->start + b->len - from);
+    hunk_unpoison(from, n);
+    int ok = hk_fill_check(from, n, HK_FILL_PAD) == n;
+    hunk_poison(from, n);
     return ok;
 }
 
 static void hunk_info(const hk_hunk *h, const hunk_block *b, hk_block_info *info, char name[HUNK_NAME_LEN + 1]) {
     memset(info, 0, sizeof *info);
-    hunk_name_copy(name, &b->hdr);
-    info->address = b->start + b->hdr.user_off;
-    info->requested = (size_t)b->hdr.requested;
-    info->size = (size_t)(b->hdr.size - b->hdr.user_off - sizeof(hunk_tail));
-    info->overhead = (size_t)b->hdr.size - info->requested;
-    info->flags = HK_BLOCK_USED | b->hdr.flags;
+    hunk_name_text(h, hunk_name_of(b->hdr.word), name);
+    info->address = b->start + HUNK_HDR;
+    info->requested = b->req;
+    info->size = b->req;
+    info->overhead = b->len - b->req;
+    info->flags = HK_BLOCK_USED;
+    if (b->flags & HUNK_F_HIGH) info->flags |= HK_BLOCK_HIGH;
+    if (b->flags & HUNK_F_TEMP) info->flags |= HK_BLOCK_TEMP;
     info->name = name;
-    (void)h;
 }
 
 typedef int (*hunk_visit_fn)(hk_hunk *h, const hunk_block *b, void *user);
 
-/* Visits every block: low end bottom-up, then high end top-down. Stops at
- * the first damaged block, reporting it when `report` is set. Returns the
- * visitor's non-zero value, -1 for damage, 0 when done. */
-static int hunk_visit(hk_hunk *h, hunk_visit_fn fn, void *user, int report) {
-    unsigned char *low_top = h->base + h->low.used;
-    unsigned char *high_bot = h->base + h->cap - h->high.used;
-    size_t count = 0;
-    const char *why = NULL;
-    hunk_block b;
-    for (unsigned char *p = h->base; p < low_top;) {
-        if (!hunk_read_block(h, h->base, low_top, p, 0, &b, &why)) goto damaged;
-        if ((b.hdr.flags & HK_BLOCK_HIGH) != 0) {
-            why = "high-end block found on the low end";
-            goto damaged;
-        }
-        if (!hunk_canary_ok(&b)) {
-            why = "canary damaged (write past the end of the block)";
-            goto damaged_canary;
-        }
-        count++;
-        if (fn) {
-            int r = fn(h, &b, user);
-            if (r) return r;
-        }
-        p += b.hdr.size;
-    }
-    if (count != h->low.blocks) {
-        b.start = low_top;
-        why = "low-end block count disagrees with the blocks found";
-        goto damaged;
-    }
-    count = 0;
-    for (unsigned char *e = h->base + h->cap; e > high_bot;) {
-        if (!hunk_read_block(h, high_bot, e, e, 1, &b, &why)) {
-            if (!b.start) b.start = e - sizeof(hunk_tail);
-            goto damaged;
-        }
-        if ((b.hdr.flags & HK_BLOCK_HIGH) == 0) {
-            why = "low-end block found on the high end";
-            goto damaged;
-        }
-        if (!hunk_canary_ok(&b)) {
-            why = "canary damaged (write past the end of the block)";
-            goto damaged_canary;
-        }
-        count++;
-        if (fn) {
-            int r = fn(h, &b, user);
-            if (r) return r;
-        }
-        e = b.start;
-    }
-    if (count != h->high.blocks) {
-        b.start = high_bot;
-        why = "high-end block count disagrees with the blocks found";
-        goto damaged;
-    }
-    return 0;
-damaged_canary:
-    if (report) {
-        char name[HUNK_NAME_LEN + 1];
-        hunk_name_copy(name, &b.hdr);
-        hk__report(&h->rep, HK_ERR_CORRUPT, HK_EK_CORRUPT_CANARY, b.start + b.hdr.user_off, (size_t)b.hdr.requested,
-                   name, "block '%s' at %p (%zu bytes): %s", name, (void *)(b.start + b.hdr.user_off),
-                   (size_t)b.hdr.requested, why);
-    }
-    return -1;
-damaged:
-    if (report) {
-        char name[HUNK_NAME_LEN + 1] = "?";
-        if (b.start && b.hdr.sentinel == HUNK_SENTINEL) hunk_name_copy(name, &b.hdr);
-        hk__report(&h->rep, HK_ERR_CORRUPT, HK_EK_CORRUPT_HEADER, b.start, 0, name,
-                   "block '%s' with header at %p: %s", name, (void *)b.start, why);
-    }
+static int hunk_damaged(hk_hunk *h, const hunk_block *b, int canary, const char *why) {
+    char name[HUNK_NAME_LEN + 1] = "?";
+    if (b->start && b->hdr.sentinel == HUNK_SENTINEL) hunk_name_text(h, hunk_name_of(b->hdr.word), name);
+    if (canary)
+        hk__report(&h->rep, HK_ERR_CORRUPT, HK_EK_CORRUPT_CANARY, b->start + HUNK_HDR, b->req, name,
+                   "block '%s' at %p (%zu bytes): %s", name, (void *)(b->start + HUNK_HDR), b->req, why);
+    else
+        hk__report(&h->rep, HK_ERR_CORRUPT, HK_EK_CORRUPT_HEADER, b->start, 0, name,
+                   "block '%s' with header at %p: %s", name, (void *)b->start, why);
     return -1;
 }
 
-static int hunk_check_usage(hk_hunk *h) {
-    if (h->low.used + h->high.used > h->cap || (h->low.used & 15) || (h->high.used & 15)) {
-        hk__report(&h->rep, HK_ERR_CORRUPT, HK_EK_CORRUPT_STRUCTURE, h, h->cap, NULL,
-                   "control block damaged: low %zu + high %zu exceed capacity %zu", h->low.used, h->high.used,
-                   h->cap);
-        return 0;
+/* Visits one end's region [p, limit), padding blocks skipped. */
+static int hunk_visit_end(hk_hunk *h, unsigned char *p, unsigned char *limit, int high, hunk_visit_fn fn,
+                          void *user, int report, const hunk_end *e) {
+    size_t count = 0, bytes = 0;
+    const char *why = NULL;
+    hunk_block b;
+    unsigned char *last = NULL;
+    while (p < limit) {
+        if (!hunk_read_block(h, p, limit, high, &b, &why)) return report ? hunk_damaged(h, &b, 0, why) : -1;
+        if (!hunk_canary_ok(&b)) {
+            why = (b.flags & HUNK_F_PAD) ? "alignment padding damaged" : "canary damaged (write past the end of the block)";
+            return report ? hunk_damaged(h, &b, !(b.flags & HUNK_F_PAD), why) : -1;
+        }
+        if (!(b.flags & HUNK_F_PAD)) {
+            count++;
+            bytes += b.req;
+            last = p;
+            if (fn) {
+                int r = fn(h, &b, user);
+                if (r) return r;
+            }
+        } else if (high && p == h->base + h->cap - h->high.used) {
+            return report ? hunk_damaged(h, &b, 0, "padding block at the bottom of the high end") : -1;
+        }
+        p += b.len;
     }
-    return 1;
+    if (count != e->blocks || bytes != e->user_bytes || (!high && count && last != h->base + e->last)) {
+        b.start = limit;
+        b.hdr.sentinel = 0;
+        return report ? hunk_damaged(h, &b, 0, "block counts in the control block disagree with the blocks found")
+                      : -1;
+    }
+    return 0;
+}
+
+/* Visits every non-padding block: low end bottom-up, then the high end from
+ * its lowest block up. Stops at the first damaged block (reported when
+ * `report`). Returns the visitor's non-zero value, -1 for damage, else 0. */
+static int hunk_visit(hk_hunk *h, hunk_visit_fn fn, void *user, int report) {
+    if (h->low.used + h->high.used > h->cap || (h->low.used & 15) || (h->high.used & 15)) {
+        if (report)
+            hk__report(&h->rep, HK_ERR_CORRUPT, HK_EK_CORRUPT_STRUCTURE, h, h->cap, NULL,
+                       "control block damaged: low %zu + high %zu exceed capacity %zu", h->low.used,
+                       h->high.used, h->cap);
+        return -1;
+    }
+    int r = hunk_visit_end(h, h->base, h->base + h->low.used, 0, fn, user, report, &h->low);
+    if (r) return r;
+    return hunk_visit_end(h, h->base + h->cap - h->high.used, h->base + h->cap, 1, fn, user, report, &h->high);
 }
 
 hk_result hk_hunk_check(hk_hunk *h) {
     if (!h) return HK_ERR_INVALID;
     hk__lock(&h->lock);
-    hk_result r = (hunk_check_usage(h) && hunk_visit(h, NULL, NULL, 1) == 0) ? HK_OK : HK_ERR_CORRUPT;
+    hk_result r = hunk_visit(h, NULL, NULL, 1) == 0 ? HK_OK : HK_ERR_CORRUPT;
     hk__unlock(&h->lock);
     return r;
 }
 
 static void hunk_after_op(hk_hunk *h) {
-    if (HK__UNLIKELY(h->flags & HK_FLAG_PARANOID) || HK_DEBUG >= 3) {
-        if (hunk_check_usage(h)) (void)hunk_visit(h, NULL, NULL, 1);
-    }
+    if (HK__UNLIKELY(h->flags & HK_FLAG_PARANOID) || HK_DEBUG >= 3) (void)hunk_visit(h, NULL, NULL, 1);
 }
 
 typedef struct hunk_walk_ctx {
@@ -773,7 +868,7 @@ int hk_hunk_walk(hk_hunk *h, hk_walk_fn fn, void *user) {
     if (!h || !fn) return -1;
     hk__lock(&h->lock);
     hunk_walk_ctx c = {fn, user};
-    int r = hunk_check_usage(h) ? hunk_visit(h, hunk_walk_visit, &c, 1) : -1;
+    int r = hunk_visit(h, hunk_walk_visit, &c, 1);
     hk__unlock(&h->lock);
     return r;
 }
@@ -786,7 +881,7 @@ typedef struct hunk_where_ctx {
 
 static int hunk_where_visit(hk_hunk *h, const hunk_block *b, void *user) {
     hunk_where_ctx *c = (hunk_where_ctx *)user;
-    if (c->addr >= b->start && c->addr < b->start + b->hdr.size) {
+    if (c->addr >= b->start && c->addr < b->start + b->len) {
         hunk_info(h, b, c->info, c->name);
         return 1;
     }
@@ -808,68 +903,44 @@ hk_result hk_hunk_where(hk_hunk *h, const void *addr, hk_block_info *info) {
 
 /* ---- Hunk_Print -------------------------------------------------------- */
 
-#define HUNK_PRINT_NAMES 64
-
 typedef struct hunk_print_ctx {
     FILE *out;
-    struct {
-        char name[HUNK_NAME_LEN + 1];
-        size_t blocks, bytes, total;
-    } names[HUNK_PRINT_NAMES];
-    int nnames;
-    size_t other_blocks, other_bytes, other_total;
+    size_t blocks[HUNK_NAMES], bytes[HUNK_NAMES], total[HUNK_NAMES];
 } hunk_print_ctx;
 
 static int hunk_print_visit(hk_hunk *h, const hunk_block *b, void *user) {
     hunk_print_ctx *c = (hunk_print_ctx *)user;
     char name[HUNK_NAME_LEN + 1];
-    hunk_name_copy(name, &b->hdr);
-    fprintf(c->out, "  %-4s %p %10zu %10zu  %-16s%s\n", (b->hdr.flags & HK_BLOCK_HIGH) ? "high" : "low",
-            (void *)(b->start + b->hdr.user_off), (size_t)b->hdr.requested, (size_t)b->hdr.size, name,
-            (b->hdr.flags & HK_BLOCK_TEMP) ? " (temp)" : "");
-    int i = 0;
-    for (; i < c->nnames; i++)
-        if (strcmp(c->names[i].name, name) == 0) break;
-    if (i == c->nnames) {
-        if (c->nnames == HUNK_PRINT_NAMES) {
-            c->other_blocks++;
-            c->other_bytes += (size_t)b->hdr.requested;
-            c->other_total += (size_t)b->hdr.size;
-            return 0;
-        }
-        memcpy(c->names[i].name, name, sizeof name);
-        c->names[i].blocks = c->names[i].bytes = c->names[i].total = 0;
-        c->nnames++;
-    }
-    c->names[i].blocks++;
-    c->names[i].bytes += (size_t)b->hdr.requested;
-    c->names[i].total += (size_t)b->hdr.size;
-    (void)h;
+    uint32_t idx = hunk_name_of(b->hdr.word);
+    hunk_name_text(h, idx, name);
+    fprintf(c->out, "  %-4s %p %10zu %10zu  %-16s%s\n", (b->flags & HUNK_F_HIGH) ? "high" : "low",
+            (void *)(b->start + HUNK_HDR), b->req, b->len, name, (b->flags & HUNK_F_TEMP) ? " (temp)" : "");
+    c->blocks[idx]++;
+    c->bytes[idx] += b->req;
+    c->total[idx] += b->len;
     return 0;
 }
 
 void hk_hunk_print(hk_hunk *h, void *out) {
     if (!h) return;
     FILE *f = out ? (FILE *)out : stdout;
+    hunk_print_ctx c; /* on the stack: printing must not allocate */
+    memset(&c, 0, sizeof c);
+    c.out = f;
     hk__lock(&h->lock);
-    hunk_print_ctx *c = NULL;
-    hunk_print_ctx storage; /* on the stack: printing must not allocate */
-    c = &storage;
-    c->out = f;
-    c->nnames = 0;
-    c->other_blocks = c->other_bytes = c->other_total = 0;
     fprintf(f, "hunk '%s': capacity %zu, low %zu, high %zu, free %zu%s\n", h->rep.instance, h->cap, h->low.used,
-            h->high.used, h->cap - hunk_total_used(h), h->temp_active ? ", temp block active" : "");
+            h->high.used, hunk_free_bytes(h), h->temp_active ? ", temp block active" : "");
     fprintf(f, "  %-4s %-14s %10s %10s  %s\n", "end", "address", "bytes", "with hdr", "name");
-    int r = hunk_visit(h, hunk_print_visit, c, 1);
-    if (r < 0) fprintf(f, "  (walk stopped: the hunk is damaged, see the report)\n");
+    if (hunk_visit(h, hunk_print_visit, &c, 1) < 0)
+        fprintf(f, "  (walk stopped: the hunk is damaged, see the report)\n");
     fprintf(f, "totals per name:\n");
-    for (int i = 0; i < c->nnames; i++)
-        fprintf(f, "  %-16s %6zu blocks %12zu bytes %12zu with headers\n", c->names[i].name, c->names[i].blocks,
-                c->names[i].bytes, c->names[i].total);
-    if (c->other_blocks)
-        fprintf(f, "  %-16s %6zu blocks %12zu bytes %12zu with headers\n", "(other names)", c->other_blocks,
-                c->other_bytes, c->other_total);
+    for (uint32_t i = 0; i < HUNK_NAMES; i++) {
+        if (!c.blocks[i]) continue;
+        char name[HUNK_NAME_LEN + 1];
+        hunk_name_text(h, i, name);
+        fprintf(f, "  %-16s %6zu blocks %12zu bytes %12zu with headers\n", name, c.blocks[i], c.bytes[i],
+                c.total[i]);
+    }
     fprintf(f, "  %-16s %6zu blocks %12zu bytes %12zu with headers\n", "(all)", h->low.blocks + h->high.blocks,
             h->low.user_bytes + h->high.user_bytes, hunk_total_used(h));
     hk__unlock(&h->lock);

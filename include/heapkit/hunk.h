@@ -7,12 +7,19 @@
  *   [hdr|block|canary][hdr|block|canary] ...free... [hdr|block|canary]
  *   ^ base             low_used ->        <- high_used           base+size ^
  *
- * Every block carries a 48-byte header (sentinel, size, sequence number,
- * name) and at least 8 canary bytes followed by a 16-byte tail (size,
- * sentinel); all are verified by hk_hunk_check. A block of n bytes takes
- * round_up(48 + n + 8, 16) + 16 bytes of the hunk (Quake's took 16 + n). Blocks are freed
- * only in stack order: everything allocated after a mark on one end goes at
- * once with hk_hunk_free_to_low_mark / hk_hunk_free_to_high_mark.
+ * Every block carries a 16-byte header right before its user bytes: the
+ * sentinel 0x1df001ed ("id fooled", as in Quake), a sequence number, the
+ * requested size, the name (as an index into the hunk's name table) and
+ * flags. After the user bytes come 8 to 23 canary bytes filled with
+ * HK_FILL_PAD, up to the next 16-byte boundary. A block of n bytes takes
+ * 16 + round_up(n + 8, 16) bytes of the hunk (Quake's took 16 + n, rounded
+ * to 16, with no canary). Alignment above 16 adds a padding block of its own.
+ * hk_hunk_check verifies every sentinel, size and canary.
+ *
+ * Names: the hunk keeps a table of up to HK_HUNK_NAMES distinct names of up
+ * to HK_HUNK_NAME_MAX bytes (copied, so the caller's string need not
+ * outlive the call); a block records its name's index. Once the table is
+ * full, further new names show as "(other)". NULL shows as "unknown".
  *
  * Complexity: every call is O(1) except walk, check, print (O(blocks)) and
  * the zero fill (O(size)).
@@ -36,6 +43,7 @@ typedef struct hk_hunk hk_hunk;
  * HK_FLAG_PARANOID, HK_FLAG_QUIET). Canaries are always on in the hunk. */
 
 #define HK_HUNK_NAME_MAX 16 /* names are truncated to this many bytes (NUL excluded) */
+#define HK_HUNK_NAMES 128   /* distinct names a hunk remembers, "unknown" and "(other)" included */
 #define HK_HUNK_DEFAULT_ALIGN 16
 
 /* Zero-initialisable. */
@@ -55,14 +63,16 @@ typedef struct hk_hunk_mark {
     size_t offset;     /* bytes used on that end when the mark was taken */
     size_t user_bytes; /* bytes requested on that end then (restored by free-to-mark) */
     size_t blocks;     /* blocks on that end then */
+    size_t edge;       /* low end: offset of the last block's header then */
     uint32_t end;      /* 0 low, 1 high */
     uint32_t seq;      /* sequence number of the block at the mark's edge: detects stale marks */
 } hk_hunk_mark;
 
 /* Creates a hunk. With desc->memory the control block lives at the start of
  * that memory (so the usable capacity is a little smaller than size) and the
- * OS is never called. Returns NULL when desc is NULL, the memory is too small
- * (under 256 bytes), or the OS refuses the reservation. O(1). */
+ * OS is never called. The control block (with the name table) takes about
+ * 2.3 KiB. Returns NULL when desc is NULL, the memory is too small (under
+ * 4 KiB), or the OS refuses the reservation. O(1). */
 hk_hunk *hk_hunk_create(const hk_hunk_desc *desc);
 
 /* Destroys the hunk; OS memory is released, caller memory is left alone.
@@ -121,7 +131,8 @@ size_t hk_hunk_capacity(const hk_hunk *h);
 void hk_hunk_free_range(const hk_hunk *h, void **start, size_t *size);
 
 /* Introspection (see heapkit.h): stats O(1); walk visits low blocks from the
- * bottom up, then high blocks from the top down; check verifies every
+ * bottom up, then high blocks from the most recent (lowest) up, O(blocks);
+ * check (O(bytes of canaries + blocks)) verifies every
  * sentinel, size and canary and reports the first damaged block by name and
  * address, returning HK_ERR_CORRUPT. */
 hk_result hk_hunk_stats(const hk_hunk *h, hk_stats *out);
