@@ -18,12 +18,15 @@ WERROR ?= OFF
 CMAKE_FLAGS ?=
 BENCH_FLAGS ?=
 
+MAKEFLAGS += --no-print-directory
+CMAKE_QUIET = --log-level=WARNING
+
 .PHONY: all build demo check check-sanitize bench install format clean
 
 all: build
 
 build:
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DHEAPKIT_WERROR=$(WERROR) $(CMAKE_FLAGS)
+	cmake $(CMAKE_QUIET) -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DHEAPKIT_WERROR=$(WERROR) $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j $(JOBS)
 
 demo: build
@@ -33,7 +36,7 @@ check: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 check-sanitize:
-	cmake -S . -B $(SANBUILD) -DCMAKE_BUILD_TYPE=Debug -DHEAPKIT_SANITIZE=ON -DHEAPKIT_WERROR=$(WERROR) $(CMAKE_FLAGS)
+	cmake $(CMAKE_QUIET) -S . -B $(SANBUILD) -DCMAKE_BUILD_TYPE=Debug -DHEAPKIT_SANITIZE=ON -DHEAPKIT_WERROR=$(WERROR) $(CMAKE_FLAGS)
 	cmake --build $(SANBUILD) -j $(JOBS)
 	ctest --test-dir $(SANBUILD) --output-on-failure -j $(JOBS) -LE no-sanitize
 

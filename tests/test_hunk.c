@@ -659,3 +659,91 @@ HKT_TEST(randomized_against_model) {
     }
     hk_hunk_destroy(h);
 }
+
+HKT_TEST(reused_name_buffer_records_the_new_text) {
+    /* Quake passed one global buffer (loadname) for every model: the same
+     * pointer with new text must give the new name. */
+    hk_hunk *h = make(1 << 16, 0);
+    char buf[32];
+    snprintf(buf, sizeof buf, "%s", "progs/player");
+    void *a = hk_hunk_alloc(h, 8, buf);
+    void *a2 = hk_hunk_alloc(h, 8, buf); /* cached pointer, same text */
+    snprintf(buf, sizeof buf, "%s", "progs/ogre");
+    void *b = hk_hunk_alloc(h, 8, buf);
+    snprintf(buf, sizeof buf, "%s", "progs/ogre.mdl-long-name");
+    void *c = hk_hunk_alloc_high(h, 8, buf);
+    hk_block_info info;
+    CHECK_EQ(hk_hunk_where(h, a, &info), HK_OK);
+    CHECK(strcmp(info.name, "progs/player") == 0);
+    CHECK_EQ(hk_hunk_where(h, a2, &info), HK_OK);
+    CHECK(strcmp(info.name, "progs/player") == 0);
+    CHECK_EQ(hk_hunk_where(h, b, &info), HK_OK);
+    CHECK(strcmp(info.name, "progs/ogre") == 0);
+    CHECK_EQ(hk_hunk_where(h, c, &info), HK_OK);
+    CHECK(strcmp(info.name, "progs/ogre.mdl-l") == 0);
+    hk_hunk_destroy(h);
+}
+
+HKT_TEST(name_at_the_end_of_a_page) {
+    /* The fast name check reads 16 bytes at once only when they stay in the
+     * name's page; a name ending right before an inaccessible page works. */
+    size_t ps = hk_os_page_size();
+    unsigned char *pages = hk_os_alloc(2 * ps);
+    REQUIRE(pages);
+    REQUIRE(hk_os_protect(pages + ps, ps, HK_PROT_NONE) == HK_OK);
+    char *name = (char *)pages + ps - 4;
+    memcpy(name, "abc", 4);
+    hk_hunk *h = make(1 << 16, 0);
+    void *a = hk_hunk_alloc(h, 8, name);
+    void *b = hk_hunk_alloc(h, 8, name);
+    void *c = hk_hunk_alloc_high(h, 8, name);
+    hk_block_info info;
+    CHECK_EQ(hk_hunk_where(h, b, &info), HK_OK);
+    CHECK(strcmp(info.name, "abc") == 0);
+    CHECK(a && c);
+    hk_hunk_destroy(h);
+    hk_os_release(pages, 2 * ps);
+}
+
+HKT_TEST(name_table_full_shows_other) {
+    hk_hunk *h = make(1 << 20, 0);
+    char buf[32];
+    void *last = NULL;
+    for (int i = 0; i < HK_HUNK_NAMES + 10; i++) {
+        snprintf(buf, sizeof buf, "name%d", i);
+        last = hk_hunk_alloc(h, 4, buf);
+        REQUIRE(last);
+    }
+    hk_block_info info;
+    CHECK_EQ(hk_hunk_where(h, last, &info), HK_OK);
+    CHECK(strcmp(info.name, "(other)") == 0);
+    void *known = hk_hunk_alloc(h, 4, "name5"); /* names already known still resolve */
+    CHECK_EQ(hk_hunk_where(h, known, &info), HK_OK);
+    CHECK(strcmp(info.name, "name5") == 0);
+    CHECK_EQ(hk_hunk_check(h), HK_OK);
+    hk_hunk_destroy(h);
+}
+
+HKT_TEST(aligned_blocks_pad_and_still_walk) {
+    hk_hunk *h = make(1 << 20, 0);
+    hk_hunk_alloc(h, 3, "a");
+    void *p = hk_hunk_alloc_aligned(h, 100, 4096, "page");
+    hk_hunk_alloc(h, 3, "b");
+    void *q = hk_hunk_alloc_high_aligned(h, 100, 4096, "hpage");
+    hk_hunk_alloc_high(h, 3, "c");
+    REQUIRE(p && q);
+    walk_acc a = {0};
+    CHECK_EQ(hk_hunk_walk(h, walk_cb, &a), 0);
+    CHECK_EQ(a.n, 5); /* padding is not a block */
+    hk_stats st;
+    hk_hunk_stats(h, &st);
+    CHECK_EQ(st.live_blocks, 5);
+    CHECK_EQ(st.used, 209);
+    CHECK(st.overhead >= 4096); /* the padding is overhead */
+    /* Marks across padding. */
+    hk_hunk_mark m = hk_hunk_low_mark(h);
+    hk_hunk_alloc_aligned(h, 10, 1024, "x");
+    CHECK_EQ(hk_hunk_free_to_low_mark(h, m), HK_OK);
+    CHECK_EQ(hk_hunk_check(h), HK_OK);
+    hk_hunk_destroy(h);
+}
