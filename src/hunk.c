@@ -106,23 +106,6 @@ struct hk_hunk {
     char names[HUNK_NAMES][HUNK_NAME_LEN];
 };
 
-/* ---- sanitizer helpers: headers, canaries and free space are off limits -- */
-
-static inline void hunk_poison(const void *p, size_t n) {
-#ifdef HK__ASAN
-    ASAN_POISON_MEMORY_REGION(p, n);
-#endif
-    (void)p;
-    (void)n;
-}
-static inline void hunk_unpoison(const void *p, size_t n) {
-#ifdef HK__ASAN
-    ASAN_UNPOISON_MEMORY_REGION(p, n);
-#endif
-    (void)p;
-    (void)n;
-}
-
 static inline size_t hunk_total_used(const hk_hunk *h) { return h->low.used + h->high.used; }
 
 static inline void hunk_note_peak(hk_hunk *h) {
@@ -245,13 +228,13 @@ hk_hunk *hk_hunk_create(const hk_hunk_desc *desc) {
 #endif
     h->slow = h->lock.lock || h->lock.unlock || (h->flags & (HK_FLAG_ZERO | HK_FLAG_FILL | HK_FLAG_PARANOID)) ||
               h->running_on_valgrind || hk__asan_enabled() || HK_DEBUG >= 3;
-    hunk_poison(h->base, h->cap);
+    hk__asan_poison(h->base, h->cap);
     return h;
 }
 
 void hk_hunk_destroy(hk_hunk *h) {
     if (!h) return;
-    hunk_unpoison(h->base, h->cap);
+    hk__asan_unpoison(h->base, h->cap);
     if (h->os_base) hk_os_release(h->os_base, h->os_size);
 }
 
@@ -293,7 +276,7 @@ static inline void *hunk_fast_put(hk_hunk *h, unsigned char *start, size_t total
  * or filled as the flags ask, with sanitizer and Valgrind annotations. */
 static inline void *hunk_put_block(hk_hunk *h, unsigned char *start, size_t total, size_t n, uint32_t flags,
                                    uint32_t name) {
-    hunk_unpoison(start, total);
+    hk__asan_unpoison(start, total);
 #ifdef HK__VALGRIND
     if (h->running_on_valgrind) VALGRIND_MAKE_MEM_UNDEFINED(start, total);
 #endif
@@ -301,8 +284,8 @@ static inline void *hunk_put_block(hk_hunk *h, unsigned char *start, size_t tota
     if (HK__UNLIKELY(h->flags & (HK_FLAG_ZERO | HK_FLAG_FILL)))
         memset(user, (h->flags & HK_FLAG_ZERO) ? 0 : HK_FILL_ALLOC, n);
 #ifdef HK__ASAN
-    hunk_poison(start, HUNK_HDR);
-    hunk_poison(user + n, (size_t)(start + total - (user + n)));
+    hk__asan_poison(start, HUNK_HDR);
+    hk__asan_poison(user + n, (size_t)(start + total - (user + n)));
 #endif
 #ifdef HK__VALGRIND
     if (h->running_on_valgrind) VALGRIND_MALLOCLIKE_BLOCK(user, n, 0, (h->flags & HK_FLAG_ZERO) != 0);
@@ -312,13 +295,13 @@ static inline void *hunk_put_block(hk_hunk *h, unsigned char *start, size_t tota
 
 /* A padding block of `len` bytes (len >= 16, multiple of 16). */
 static void hunk_put_pad(unsigned char *start, size_t len, uint32_t high) {
-    hunk_unpoison(start, len);
+    hk__asan_unpoison(start, len);
     hunk_hdr *hdr = (hunk_hdr *)start;
     hdr->sentinel = HUNK_SENTINEL;
     hdr->seq = 0;
     hdr->word = hunk_word(len - HUNK_HDR, 0, HUNK_F_PAD | high);
     memset(start + HUNK_HDR, HK_FILL_PAD, len - HUNK_HDR);
-    hunk_poison(start, len);
+    hk__asan_poison(start, len);
 }
 
 /* Block length for n user bytes; 0 when n is too large to describe. */
@@ -516,10 +499,10 @@ static void hunk_release_range(hk_hunk *h, unsigned char *lo, unsigned char *hi,
     h->frees += blocks;
     hunk_vg_free_range(h, lo, hi);
     if (h->flags & HK_FLAG_FILL) {
-        hunk_unpoison(lo, (size_t)(hi - lo));
+        hk__asan_unpoison(lo, (size_t)(hi - lo));
         memset(lo, HK_FILL_FREE, (size_t)(hi - lo));
     }
-    hunk_poison(lo, (size_t)(hi - lo));
+    hk__asan_poison(lo, (size_t)(hi - lo));
 }
 
 static void hunk_release_temp(hk_hunk *h) {
@@ -543,9 +526,9 @@ void hk_hunk_free_temp(hk_hunk *h) {
 
 /* Reads the header at `p` (which may be poisoned) into *out. */
 static void hunk_read_hdr(const unsigned char *p, hunk_hdr *out) {
-    hunk_unpoison(p, HUNK_HDR);
+    hk__asan_unpoison(p, HUNK_HDR);
     memcpy(out, p, HUNK_HDR);
-    hunk_poison(p, HUNK_HDR);
+    hk__asan_poison(p, HUNK_HDR);
 }
 
 hk_hunk_mark hk_hunk_low_mark(hk_hunk *h) {
@@ -755,9 +738,9 @@ static int hunk_read_block(hk_hunk *h, unsigned char *p, unsigned char *limit, i
 static int hunk_canary_ok(const hunk_block *b) {
     unsigned char *from = b->start + HUNK_HDR + ((b->flags & HUNK_F_PAD) ? 0 : b->req);
     size_t n = (size_t)(b->start + b->len - from);
-    hunk_unpoison(from, n);
+    hk__asan_unpoison(from, n);
     int ok = hk_fill_check(from, n, HK_FILL_PAD) == n;
-    hunk_poison(from, n);
+    hk__asan_poison(from, n);
     return ok;
 }
 

@@ -158,6 +158,23 @@ static inline void hk__san_access(const void *p, size_t n) {
     (void)n;
 }
 
+/* ASan-only poisoning, for allocator metadata (headers, canaries) that
+ * Valgrind should keep treating as ordinary memory. */
+static inline void hk__asan_poison(const void *p, size_t n) {
+#ifdef HK__ASAN
+    ASAN_POISON_MEMORY_REGION(p, n);
+#endif
+    (void)p;
+    (void)n;
+}
+static inline void hk__asan_unpoison(const void *p, size_t n) {
+#ifdef HK__ASAN
+    ASAN_UNPOISON_MEMORY_REGION(p, n);
+#endif
+    (void)p;
+    (void)n;
+}
+
 /* True when built with AddressSanitizer (tests use it to skip what ASan owns). */
 static inline int hk__asan_enabled(void) {
 #ifdef HK__ASAN
