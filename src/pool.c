@@ -60,7 +60,8 @@ typedef struct pool_meta {
     uint32_t next; /* free queue, pending queue or overflow free list */
     uint32_t parent, first_child, last_child, next_sib, prev_sib;
     uint32_t nchildren;
-    uint16_t state, mflags;
+    uint8_t state, mflags;
+    uint16_t nlinked; /* lists the object is on (any link slot) */
 } pool_meta;
 
 typedef struct pool_link {
@@ -125,6 +126,7 @@ struct hk_pool {
     /* scopes */
     uint32_t defer_depth;
     int flushing;
+    int slow; /* lock hooks, on_destroy, FILL or PARANOID: no fast free path */
     pool_iter *iters;
     /* counters and host */
     uint64_t alloc_count, free_count, fail_count;
@@ -370,6 +372,8 @@ hk_pool *hk_pool_create(const hk_pool_desc *desc) {
     p->rep.flags = desc->flags;
     p->lock = desc->lock;
     p->table_bytes = L.off_base;
+    p->slow = desc->lock.lock || desc->on_destroy || (desc->flags & (HK_FLAG_FILL | HK_FLAG_PARANOID)) ||
+              HK_DEBUG >= 3;
     if (p->flags & HK_FLAG_FILL) hk_fill(p->base, (size_t)L.cap * L.stride, HK_FILL_FREE);
     hk__san_noaccess(p->base, (size_t)L.cap * L.stride);
     return p;
@@ -457,6 +461,7 @@ static void pool_list_unlink(hk_pool *p, uint32_t li, uint32_t s) {
     l->prev = l->next = POOL_NIL;
     l->list = 0;
     L->count--;
+    pool_m(p, s)->nlinked--;
 }
 
 static void pool_list_link(hk_pool *p, uint32_t li, uint32_t s, int front) {
@@ -478,6 +483,7 @@ static void pool_list_link(hk_pool *p, uint32_t li, uint32_t s, int front) {
         L->tail = s;
     }
     L->count++;
+    pool_m(p, s)->nlinked++;
 }
 
 /* Returns the list index of a valid handle, or reports and returns POOL_NIL. */
@@ -531,14 +537,17 @@ static void pool_attach(hk_pool *p, uint32_t s, uint32_t parent) {
 
 /* ---- allocation ------------------------------------------------------------ */
 
-static void pool_init_slot(hk_pool *p, uint32_t s, uint32_t id) {
+/* A FREE slot is already on no list and in no tree (kill took it out), so
+ * only the identity changes; the overflow path re-checks the links since its
+ * tables may be fresh. */
+static inline void pool_init_slot(hk_pool *p, uint32_t s, uint32_t id) {
     pool_meta *m = pool_m(p, s);
+    HK__ASSERT(m->parent == POOL_NIL && m->first_child == POOL_NIL && m->nlinked == 0);
     m->id = id;
     m->state = POOL_ALIVE;
     m->mflags = 0;
     m->next = POOL_NIL;
-    m->parent = m->first_child = m->last_child = m->next_sib = m->prev_sib = POOL_NIL;
-    m->nchildren = 0;
+    if (s < p->cap) return;
     for (uint32_t k = 0; k < p->links; k++) {
         pool_link *l = pool_l(p, s, k);
         l->prev = l->next = POOL_NIL;
@@ -798,6 +807,27 @@ static void pool_flush(hk_pool *p) {
 
 hk_result hk_pool_free(hk_pool *p, hk_pool_id id, hk_pool_children children) {
     if (!p) return HK_ERR_INVALID;
+    /* Fast path: a live fast-slot object on no list and in no tree, outside
+     * any scope, in a pool without hooks: straight to the free queue. */
+    uint32_t v = id.value, fs = v & p->imask;
+    if (HK__LIKELY(fs < p->cap && p->ids[fs] == v && !p->slow && !p->defer_depth)) {
+        pool_meta *m = &p->meta[fs];
+        if (m->parent == POOL_NIL && m->first_child == POOL_NIL && m->nlinked == 0 &&
+            (m->uses < p->gmax || (p->flags & HK_POOL_WRAP))) {
+            p->ids[fs] = POOL_ID_DEAD;
+            m->state = POOL_FREE;
+            m->next = POOL_NIL;
+            if (p->free_tail != POOL_NIL) p->meta[p->free_tail].next = fs;
+            else p->free_head = fs;
+            p->free_tail = fs;
+            p->nfree++;
+            p->fast_live--;
+            p->live--;
+            p->free_count++;
+            hk__san_free(p->base + (size_t)fs * p->stride, p->stride);
+            return HK_OK;
+        }
+    }
     hk__lock(&p->lock);
     hk_result r = HK_OK;
     uint32_t s = pool_resolve(p, id, "free", &r);
@@ -824,6 +854,19 @@ void *hk_pool_get(const hk_pool *p, hk_pool_id id) {
 }
 
 bool hk_pool_is_alive(const hk_pool *p, hk_pool_id id) { return hk_pool_get(p, id) != NULL; }
+
+hk_pool_view hk_pool_get_view(const hk_pool *p) {
+    hk_pool_view v;
+    memset(&v, 0, sizeof v);
+    if (!p) return v;
+    v.ids = p->ids;
+    v.base = p->base;
+    v.stride = p->stride;
+    v.cap = p->cap;
+    v.index_mask = p->imask;
+    v.pool = p;
+    return v;
+}
 
 hk_pool_id hk_pool_id_of(const hk_pool *p, const void *obj) {
     hk_pool_id id = {0};
@@ -1387,6 +1430,10 @@ static int pool_check_slots(hk_pool *p) {
         }
         if (!fast && m->state == POOL_FREE && p->oobj[s - p->cap].raw)
             POOL_BAD("free overflow slot %u still holds memory", s - p->cap);
+        uint32_t nl = 0;
+        for (uint32_t k = 0; k < p->links; k++) nl += pool_l(p, s, k)->list != 0;
+        if (nl != m->nlinked)
+            POOL_BAD("object 0x%08x at %p is on %u lists, its count says %u", m->id, pool_obj(p, s), nl, m->nlinked);
         for (uint32_t k = 0; k < p->links; k++) {
             pool_link *l = pool_l(p, s, k);
             if (l->list && m->state != POOL_ALIVE)

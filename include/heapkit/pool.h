@@ -221,6 +221,30 @@ hk_result hk_pool_free(hk_pool *p, hk_pool_id id, hk_pool_children children);
  * or never-issued ID. Never reports. O(1) (overflow: expected O(1)). */
 void *hk_pool_get(const hk_pool *p, hk_pool_id id);
 
+/* An inline lookup for hot loops: the fast-slot tables, which never move
+ * for the pool's lifetime. hk_pool_view_get is hk_pool_get without the call:
+ * a fast ID costs one load and one compare in the caller's code; overflow IDs
+ * fall back to hk_pool_get. The view stays valid until hk_pool_destroy. It
+ * reads without taking the lock hooks: with threads, use it only while no
+ * other thread changes the pool. */
+typedef struct hk_pool_view {
+    const uint32_t *ids;  /* per fast slot: the live ID, or 0xFFFFFFFF */
+    unsigned char *base;  /* fast slot 0 */
+    size_t stride;        /* bytes between fast slots */
+    uint32_t cap;         /* fast slots */
+    uint32_t index_mask;  /* 2^index_bits - 1 */
+    const hk_pool *pool;
+} hk_pool_view;
+
+/* Fills a view of the pool (all zero for NULL). O(1). */
+hk_pool_view hk_pool_get_view(const hk_pool *p);
+
+static inline void *hk_pool_view_get(const hk_pool_view *v, hk_pool_id id) {
+    uint32_t s = id.value & v->index_mask;
+    if (s < v->cap) return v->ids[s] == id.value ? (void *)(v->base + (size_t)s * v->stride) : (void *)0;
+    return hk_pool_get(v->pool, id);
+}
+
 /* true when get(id) would return an object. O(1). */
 bool hk_pool_is_alive(const hk_pool *p, hk_pool_id id);
 
