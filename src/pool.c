@@ -127,6 +127,7 @@ struct hk_pool {
     uint32_t defer_depth;
     int flushing;
     int slow; /* lock hooks, on_destroy, FILL or PARANOID: no fast free path */
+    int san;  /* announce blocks to ASan / Valgrind (client requests cost time: only when running under it) */
     pool_iter *iters;
     /* counters and host */
     uint64_t alloc_count, free_count, fail_count;
@@ -164,7 +165,9 @@ static inline pool_link *pool_l(const hk_pool *p, uint32_t s, uint32_t link) {
 static inline void *pool_obj(const hk_pool *p, uint32_t s) {
     return s < p->cap ? (void *)(p->base + (size_t)s * p->stride) : p->oobj[s - p->cap].obj;
 }
-static inline uint32_t pool_gen_next(const hk_pool *p, uint32_t gen) { return gen == 0 ? p->gbase : gen % p->gmax + 1; }
+static inline uint32_t pool_gen_next(const hk_pool *p, uint32_t gen) {
+    return gen == 0 ? p->gbase : gen >= p->gmax ? 1u : gen + 1u; /* no division on the hot path */
+}
 static inline uint32_t pool_gen_ord(const hk_pool *p, uint32_t gen) { return (gen + p->gmax - p->gbase) % p->gmax; }
 
 /* ---- hash tables (overflow path) ----------------------------------------- */
@@ -372,6 +375,11 @@ hk_pool *hk_pool_create(const hk_pool_desc *desc) {
     p->rep.flags = desc->flags;
     p->lock = desc->lock;
     p->table_bytes = L.off_base;
+#ifdef HK__ASAN
+    p->san = 1;
+#elif defined(HK__VALGRIND)
+    p->san = RUNNING_ON_VALGRIND ? 1 : 0;
+#endif
     p->slow = desc->lock.lock || desc->on_destroy || (desc->flags & (HK_FLAG_FILL | HK_FLAG_PARANOID)) ||
               HK_DEBUG >= 3;
     if (p->flags & HK_FLAG_FILL) hk_fill(p->base, (size_t)L.cap * L.stride, HK_FILL_FREE);
@@ -652,7 +660,7 @@ static hk_pool_id pool_alloc_locked(hk_pool *p, void **obj) {
         p->ids[s] = id.value;
         p->fast_live++;
         o = p->base + (size_t)s * p->stride;
-        hk__san_alloc(o, p->elem_size, (p->flags & HK_FLAG_ZERO) != 0);
+        if (p->san) hk__san_alloc(o, p->elem_size, (p->flags & HK_FLAG_ZERO) != 0);
     } else {
         s = (p->flags & HK_POOL_NO_OVERFLOW) ? POOL_NIL : pool_alloc_overflow(p, &o);
         if (s == POOL_NIL) {
@@ -679,6 +687,31 @@ hk_pool_id hk_pool_alloc(hk_pool *p, void **obj) {
     if (!p) {
         if (obj) *obj = NULL;
         return (hk_pool_id){0};
+    }
+    /* Fast path: a free fast slot, no hooks, no fill: pop, stamp, return. */
+    uint32_t s = p->free_head;
+    if (HK__LIKELY(s != POOL_NIL && !p->slow && !(p->flags & HK_FLAG_ZERO))) {
+        pool_meta *m = &p->meta[s];
+        p->free_head = m->next;
+        if (p->free_head == POOL_NIL) p->free_tail = POOL_NIL;
+        p->nfree--;
+        uint32_t g = pool_gen_next(p, m->gen);
+        uint32_t v = (g << p->index_bits) | s;
+        m->gen = g;
+        m->uses += m->uses < p->gmax;
+        m->id = v;
+        m->state = POOL_ALIVE;
+        m->mflags = 0;
+        m->next = POOL_NIL;
+        p->ids[s] = v;
+        p->fast_live++;
+        p->live++;
+        p->alloc_count++;
+        if (p->live > p->peak_held) pool_note_held(p);
+        unsigned char *o = p->base + (size_t)s * p->stride;
+        if (p->san) hk__san_alloc(o, p->elem_size, 0);
+        if (obj) *obj = o;
+        return (hk_pool_id){v};
     }
     hk__lock(&p->lock);
     hk_pool_id id = pool_alloc_locked(p, obj);
@@ -756,7 +789,7 @@ static void pool_release(hk_pool *p, uint32_t s) {
             hk__san_access(o, p->stride);
             hk_fill(o, p->stride, HK_FILL_FREE);
         }
-        hk__san_free(o, p->stride);
+        if (p->san) hk__san_free(o, p->stride);
         if (!(p->flags & HK_POOL_WRAP) && m->uses >= p->gmax) {
             m->state = POOL_RETIRED;
             p->nretired++;
@@ -824,7 +857,7 @@ hk_result hk_pool_free(hk_pool *p, hk_pool_id id, hk_pool_children children) {
             p->fast_live--;
             p->live--;
             p->free_count++;
-            hk__san_free(p->base + (size_t)fs * p->stride, p->stride);
+            if (p->san) hk__san_free(p->base + (size_t)fs * p->stride, p->stride);
             return HK_OK;
         }
     }
