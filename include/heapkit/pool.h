@@ -1,0 +1,379 @@
+/*
+ * heapkit/pool.h - fixed-size objects addressed by generational 32-bit IDs,
+ * with live lists, parent/child trees and deferred destruction.
+ *
+ * The Touhou AnmManager design (a preallocated array of VMs, 32-bit IDs made
+ * of a slot index and a discriminator, FIFO slot reuse, a malloc fallback when
+ * the array is full) with its two slow or unsafe parts replaced:
+ *
+ *  - the fallback ("overflow") path keeps O(1) expected lookup by ID through a
+ *    hash table instead of scanning every live object;
+ *  - objects sit on intrusive DOUBLY-linked lists and in a doubly-linked
+ *    sibling list under their parent, all kept by the pool itself, so freeing
+ *    an object takes it off every list and out of its parent at once. A
+ *    freed child can never be found on a draw list, and a child can never
+ *    write into a parent that is gone (the seed's two crashes).
+ *
+ * IDs
+ * ---
+ *   bit 31 ........................ index_bits | index_bits-1 ........ 0
+ *   [            generation (never 0)          |        index          ]
+ *
+ * index_bits is configurable (2..24, default 14 as in TH17 1.00b); the
+ * generation takes the rest (default 18 bits). ID value 0 is "none" and is
+ * never issued, because no generation is 0. The all-ones index
+ * (2^index_bits - 1) is reserved for the overflow path, so the fast capacity
+ * is at most 2^index_bits - 1 slots (16383 by default).
+ *
+ * Generations: each slot issues the generations of a per-pool sequence
+ * (every pool starts at a different point, so an ID handed to the wrong pool
+ * is very likely reported as foreign rather than silently accepted). Every
+ * reuse of a slot issues the next generation, so a stale ID never resolves.
+ *
+ * Wraparound policy: RETIRE (default). A slot may be issued
+ * HK_POOL_SLOT_USES(index_bits) = 2^(32 - index_bits) - 1 generations
+ * (262,143 by default). After the last one is freed the slot is retired: it
+ * is never reused, so no old ID can ever resolve to a new object, until
+ * hk_pool_recycle() is called at a point where the program holds no stale IDs
+ * (a level load); recycle restarts those slots' sequences. With the flag
+ * HK_POOL_WRAP the sequence wraps instead (generation 2^gen - 1 is followed
+ * by generation 1, never 0): slots are never retired, and an ID kept across
+ * 262,143 reuses of its slot could alias a new object.
+ * Overflow IDs always wrap: they carry the overflow index and a per-pool key
+ * taken from the same-sized sequence (skipping keys still live), so an
+ * overflow ID may alias only after 2^gen - 1 further overflow allocations,
+ * and at most 2^gen - 1 overflow objects can be live at once.
+ *
+ * Slot reuse is FIFO: a freed slot goes to the back of the free queue, so it
+ * is reused as late as possible. That keeps a just-freed object's memory and
+ * generation untouched for the longest time (a dangling pointer or ID is most
+ * likely to hit a dead slot that get() rejects and ASan has poisoned, not a
+ * new object), and it spreads generation wear evenly over all slots, which
+ * delays retirement.
+ *
+ * Lists
+ * -----
+ * A list is created by the pool (hk_pool_list_create) on one of the object's
+ * `links` link slots (desc.links, default 2: e.g. a tick list and a draw
+ * layer). An object is on at most one list per link slot, so it can be on
+ * `links` lists at once. Insertion and removal are O(1) at any time.
+ *
+ * Deferred destruction
+ * --------------------
+ * While a defer scope is open (hk_pool_defer_begin .. hk_pool_defer_end, and
+ * implicitly during hk_pool_each / hk_pool_list_each and the on_destroy
+ * hook), hk_pool_free makes the objects dead AT ONCE (get() returns NULL,
+ * is_alive is false, they leave every list and their parent, iterations skip
+ * them) but keeps their memory valid and their slots unused until the
+ * outermost scope ends; then on_destroy runs for each and the slots are
+ * released. Pointers held by code running inside the scope stay valid.
+ * Outside any scope hk_pool_free does all of that immediately.
+ *
+ * Complexity: every call is O(1) (expected O(1) on the overflow path) except
+ * where noted: freeing a subtree is O(subtree), freeing with detach is
+ * O(children), set_parent is O(depth) (cycle check), list_destroy/list_clear
+ * are O(members), each/walk/check/recycle/clear are O(capacity + overflow).
+ * Thread-safety: an instance is not thread-safe. With desc.lock hooks every
+ * call takes the lock; since callbacks (on_destroy, visitors) may re-enter
+ * the pool, the lock must then be recursive.
+ * Ownership: the pool owns every object's memory; pointers from
+ * hk_pool_alloc / hk_pool_get are valid until the object is released (see
+ * deferred destruction) or the pool is destroyed.
+ * Errors: misuse is reported through desc.on_error (or the default handler):
+ * double free, stale ID, foreign ID, bad list. The pool stays consistent and
+ * hk_pool_check passes afterwards. Nothing here aborts.
+ */
+#ifndef HEAPKIT_POOL_H
+#define HEAPKIT_POOL_H
+
+#include "heapkit/heapkit.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct hk_pool hk_pool;
+
+/* A typed object ID: generation and slot index packed in 32 bits. 0 = none. */
+typedef struct hk_pool_id {
+    uint32_t value;
+} hk_pool_id;
+
+/* A list of the pool (see "Lists"). 0 = none. */
+typedef struct hk_pool_list {
+    uint32_t value;
+} hk_pool_list;
+
+#define HK_POOL_DEFAULT_INDEX_BITS 14
+#define HK_POOL_MIN_INDEX_BITS 2
+#define HK_POOL_MAX_INDEX_BITS 24
+#define HK_POOL_MAX_LINKS 8
+#define HK_POOL_DEFAULT_LINKS 2
+#define HK_POOL_DEFAULT_MAX_LISTS 64
+#define HK_POOL_MAX_LISTS 65535
+/* Generations a slot can issue before it is retired (RETIRE policy). */
+#define HK_POOL_SLOT_USES(index_bits) ((uint32_t)((1ull << (32 - (index_bits))) - 1u))
+
+/* Pool flags, in addition to HK_FLAG_ZERO, HK_FLAG_FILL, HK_FLAG_PARANOID,
+ * HK_FLAG_QUIET. */
+enum {
+    HK_POOL_WRAP = 1u << 16,        /* generations wrap instead of retiring slots */
+    HK_POOL_NO_OVERFLOW = 1u << 17  /* no overflow path: alloc fails when the slots are exhausted */
+};
+
+/* What hk_pool_free does with the object's children. */
+typedef enum hk_pool_children {
+    HK_POOL_FREE_SUBTREE = 0, /* free the whole subtree with the object */
+    HK_POOL_DETACH = 1        /* children become roots and stay alive */
+} hk_pool_children;
+
+/* Called for every object when it is released (after any defer scope), with
+ * the memory still valid. May call any pool function; frees it makes are
+ * deferred and processed in the same release pass. */
+typedef void (*hk_pool_destroy_fn)(hk_pool *p, hk_pool_id id, void *obj, void *user);
+
+/* Visitor for hk_pool_each / hk_pool_list_each: return 0 to go on, non-zero
+ * to stop (the each call returns that value). */
+typedef int (*hk_pool_visit_fn)(hk_pool *p, hk_pool_id id, void *obj, void *user);
+
+/* Zero-initialisable: every zero field means the default in brackets. */
+typedef struct hk_pool_desc {
+    size_t elem_size;       /* bytes per object (required, > 0) */
+    size_t align;           /* object alignment, a power of two <= 4096 [16] */
+    uint32_t capacity;      /* fast slots, <= 2^index_bits - 1 [2^index_bits - 1] */
+    uint32_t index_bits;    /* bits of the ID that hold the slot index, 2..24 [14] */
+    uint32_t links;         /* link slots per object (lists it can be on at once), <= 8 [2] */
+    uint32_t max_lists;     /* lists the pool can hold, <= 65535 [64] */
+    void *memory;           /* caller memory for everything but the overflow path (see hk_pool_memory_size); NULL: OS */
+    size_t size;            /* bytes of memory */
+    uint32_t flags;         /* HK_FLAG_* | HK_POOL_* */
+    const char *name;       /* instance name for reports ["pool"]; the pointer is kept */
+    hk_error_fn on_error;
+    void *error_user;
+    hk_lock_hooks lock;
+    /* Backing allocator for overflow objects and overflow tables [malloc/free]. */
+    void *(*alloc)(size_t size, void *user);
+    void (*free)(void *ptr, size_t size, void *user);
+    void *alloc_user;
+    hk_pool_destroy_fn on_destroy; /* [none] */
+    void *destroy_user;
+} hk_pool_desc;
+
+/* Pool-specific counters (hk_pool_stats gives the common ones). O(1). */
+typedef struct hk_pool_info {
+    size_t live;             /* objects alive (not counting those pending release) */
+    size_t fast_live;        /* of which in fast slots */
+    size_t overflow_live;    /* of which on the overflow path */
+    size_t overflow_peak;    /* high-water mark of overflow_live */
+    size_t pending;          /* freed during a defer scope, released at its end */
+    size_t free_slots;       /* fast slots ready for reuse */
+    size_t retired_slots;    /* fast slots waiting for hk_pool_recycle */
+    size_t lists;            /* lists in use */
+    uint32_t capacity;       /* fast slots */
+    uint32_t index_bits;
+    uint32_t slot_uses;      /* generations per slot before retirement */
+    uint32_t defer_depth;    /* open defer scopes (iterations included) */
+    uint64_t overflow_allocs;/* objects ever allocated on the overflow path */
+} hk_pool_info;
+
+/* Bytes of caller memory a pool with this desc needs (control block, tables
+ * and fast objects), or 0 when the desc is invalid or the size overflows. O(1). */
+size_t hk_pool_memory_size(const hk_pool_desc *desc);
+
+/* Creates a pool. Returns NULL when desc is NULL or invalid (elem_size 0,
+ * bad align, index_bits out of range, capacity too large, links > 8,
+ * lock hooks half set, alloc/free hooks half set), when desc->memory is
+ * smaller than hk_pool_memory_size(desc), or when the OS refuses memory.
+ * O(1) with caller memory; O(capacity) otherwise (the OS zeroes the pages). */
+hk_pool *hk_pool_create(const hk_pool_desc *desc);
+
+/* Frees every live object (on_destroy runs for each, parents before their
+ * children), releases overflow memory and OS memory. Caller memory is left
+ * alone. NULL is ignored. Must not be called from inside a callback of the
+ * same pool. O(live + capacity). */
+void hk_pool_destroy(hk_pool *p);
+
+/* ---- objects ------------------------------------------------------------- */
+
+/* Allocates one object (elem_size bytes, aligned; zeroed with HK_FLAG_ZERO,
+ * filled with HK_FILL_ALLOC with HK_FLAG_FILL, otherwise unspecified) and
+ * returns its ID; stores its address in *obj when obj is not NULL. Takes the
+ * oldest free fast slot; when none is left the object comes from the desc's
+ * alloc hook (overflow path). Returns the none ID (and reports HK_EK_NOMEM)
+ * when the slots are exhausted and the overflow path is disabled or its
+ * allocation fails. O(1) (overflow: expected O(1), amortised table growth). */
+hk_pool_id hk_pool_alloc(hk_pool *p, void **obj);
+
+/* hk_pool_alloc, then hk_pool_set_parent(new, parent). A bad parent is
+ * reported and gives the none ID (nothing is allocated). */
+hk_pool_id hk_pool_alloc_child(hk_pool *p, hk_pool_id parent, void **obj);
+
+/* Frees an object, and its subtree or not (`children`). See "Deferred
+ * destruction" for what happens inside a defer scope. Errors (reported, the
+ * pool unchanged): HK_ERR_INVALID for the none ID, HK_ERR_DOUBLE_FREE when
+ * the object was already freed (still pending or released, as long as its
+ * slot has not been reused), HK_ERR_STALE for an older generation,
+ * HK_ERR_FOREIGN for an ID this pool never issued. O(1) + O(subtree) or
+ * O(children). */
+hk_result hk_pool_free(hk_pool *p, hk_pool_id id, hk_pool_children children);
+
+/* The object's address, or NULL for the none ID or a stale, freed, foreign
+ * or never-issued ID. Never reports. O(1) (overflow: expected O(1)). */
+void *hk_pool_get(const hk_pool *p, hk_pool_id id);
+
+/* An inline lookup for hot loops: the fast-slot tables, which never move
+ * for the pool's lifetime. hk_pool_view_get is hk_pool_get without the call:
+ * a fast ID costs one load and one compare in the caller's code; overflow IDs
+ * fall back to hk_pool_get. The view stays valid until hk_pool_destroy. It
+ * reads without taking the lock hooks: with threads, use it only while no
+ * other thread changes the pool. */
+typedef struct hk_pool_view {
+    const uint32_t *ids;  /* per fast slot: the live ID, or 0xFFFFFFFF */
+    unsigned char *base;  /* fast slot 0 */
+    size_t stride;        /* bytes between fast slots */
+    uint32_t cap;         /* fast slots */
+    uint32_t index_mask;  /* 2^index_bits - 1 */
+    const hk_pool *pool;
+} hk_pool_view;
+
+/* Fills a view of the pool (all zero for NULL). O(1). */
+hk_pool_view hk_pool_get_view(const hk_pool *p);
+
+static inline void *hk_pool_view_get(const hk_pool_view *v, hk_pool_id id) {
+    uint32_t s = id.value & v->index_mask;
+    if (s < v->cap) return v->ids[s] == id.value ? (void *)(v->base + (size_t)s * v->stride) : (void *)0;
+    return hk_pool_get(v->pool, id);
+}
+
+/* true when get(id) would return an object. O(1). */
+bool hk_pool_is_alive(const hk_pool *p, hk_pool_id id);
+
+/* The ID of the live object that starts at `obj`, or the none ID for NULL,
+ * interior, freed or foreign pointers. Never reports. O(1) (overflow:
+ * expected O(1)). */
+hk_pool_id hk_pool_id_of(const hk_pool *p, const void *obj);
+
+/* Slot index and generation of an ID (no validity check). O(1). */
+uint32_t hk_pool_id_index(const hk_pool *p, hk_pool_id id);
+uint32_t hk_pool_id_generation(const hk_pool *p, hk_pool_id id);
+
+/* ---- parent / child ------------------------------------------------------ */
+
+/* Makes `parent` the parent of `child` (the none ID detaches it). The child
+ * leaves its previous parent and becomes the parent's LAST child. Errors
+ * (reported): HK_ERR_STALE / HK_ERR_FOREIGN / HK_ERR_INVALID for dead or bad
+ * IDs, HK_ERR_INVALID when parent == child or parent is in child's subtree
+ * (a cycle). O(depth of parent). */
+hk_result hk_pool_set_parent(hk_pool *p, hk_pool_id child, hk_pool_id parent);
+
+/* Tree navigation for live objects; the none ID when there is none or the
+ * ID is not alive. O(1). */
+hk_pool_id hk_pool_parent(const hk_pool *p, hk_pool_id id);
+hk_pool_id hk_pool_first_child(const hk_pool *p, hk_pool_id id);
+hk_pool_id hk_pool_next_sibling(const hk_pool *p, hk_pool_id id);
+/* Number of direct children. O(1). */
+uint32_t hk_pool_child_count(const hk_pool *p, hk_pool_id id);
+
+/* ---- lists --------------------------------------------------------------- */
+
+/* Creates an empty list on link slot `link` (< desc.links). `name` is kept
+ * (not copied) for reports. Returns the none list (and reports) when link
+ * is out of range or max_lists lists exist. O(1). */
+hk_pool_list hk_pool_list_create(hk_pool *p, uint32_t link, const char *name);
+
+/* Takes every member off the list and deletes the list (its handle becomes
+ * stale). Members stay alive. HK_ERR_STALE/HK_ERR_INVALID for a bad list
+ * (reported). O(members). */
+hk_result hk_pool_list_destroy(hk_pool *p, hk_pool_list list);
+
+/* Appends / prepends a live object. An object on another list of the same
+ * link slot is moved (it is on at most one list per link). Objects added
+ * while the list is being iterated are not visited by that iteration.
+ * Errors (reported): bad list, dead or bad ID. O(1). */
+hk_result hk_pool_list_push_back(hk_pool *p, hk_pool_list list, hk_pool_id id);
+hk_result hk_pool_list_push_front(hk_pool *p, hk_pool_list list, hk_pool_id id);
+
+/* Takes the object off the list. HK_ERR_INVALID (reported) when it is not on
+ * it; bad list or ID reported as above. Safe during any iteration. O(1). */
+hk_result hk_pool_list_remove(hk_pool *p, hk_pool_list list, hk_pool_id id);
+
+/* Takes every member off the list. O(members). */
+hk_result hk_pool_list_clear(hk_pool *p, hk_pool_list list);
+
+/* Members of the list (0 for a bad list). O(1). */
+size_t hk_pool_list_count(const hk_pool *p, hk_pool_list list);
+
+/* The list the live object is on for `link`, or the none list. O(1). */
+hk_pool_list hk_pool_list_of(const hk_pool *p, hk_pool_id id, uint32_t link);
+
+/* First member, and the member after `id` on `list`; the none ID at the end
+ * or for bad arguments. For loops that do not change the list; use
+ * hk_pool_list_each when the loop may remove or free objects. O(1). */
+hk_pool_id hk_pool_list_first(const hk_pool *p, hk_pool_list list);
+hk_pool_id hk_pool_list_next(const hk_pool *p, hk_pool_list list, hk_pool_id id);
+
+/* ---- iteration and defer scopes ------------------------------------------ */
+
+/* Calls fn for every member of `list`, front to back, inside a defer scope.
+ * The members visited are those on the list when the call starts and still
+ * on it (not freed, removed or moved) when their turn comes; fn may free,
+ * remove, add or move any object, the current one included, and objects
+ * added during the call are not visited (so the call always ends). Nested
+ * iterations of the same list are allowed. Returns fn's non-zero value, 0 when done, -1 for a bad list
+ * (reported). O(members). */
+int hk_pool_list_each(hk_pool *p, hk_pool_list list, hk_pool_visit_fn fn, void *user);
+
+/* Calls fn for every live object (fast slots by index, then the overflow
+ * path) inside a defer scope; fn may free any object. Objects allocated
+ * during the call may or may not be visited. O(capacity + overflow). */
+int hk_pool_each(hk_pool *p, hk_pool_visit_fn fn, void *user);
+
+/* Opens / closes a defer scope (nestable; e.g. around a whole tick). When
+ * the outermost scope closes, the objects freed inside are released. end
+ * without begin is reported (HK_ERR_STATE). O(1) + O(released). */
+void hk_pool_defer_begin(hk_pool *p);
+hk_result hk_pool_defer_end(hk_pool *p);
+
+/* ---- maintenance --------------------------------------------------------- */
+
+/* Returns retired slots (RETIRE policy) to the free queue with fresh
+ * generation sequences. Call it only when no stale ID of this pool is kept
+ * anywhere. Returns the number of slots recycled; HK_ERR_STATE (negative,
+ * reported) inside a defer scope. O(capacity). */
+long hk_pool_recycle(hk_pool *p);
+
+/* Frees every live object (as hk_pool_free with HK_POOL_FREE_SUBTREE on each
+ * root). Lists stay, empty. O(live + capacity). */
+void hk_pool_clear(hk_pool *p);
+
+/* ---- introspection (see heapkit.h) --------------------------------------- */
+
+/* Stats: capacity/free are fast-slot bytes plus overflow bytes in use;
+ * live_blocks counts live and pending objects. O(1). */
+hk_result hk_pool_stats(const hk_pool *p, hk_stats *out);
+hk_result hk_pool_get_info(const hk_pool *p, hk_pool_info *out);
+
+/* Visits every fast slot in address order (live objects with HK_BLOCK_USED
+ * and their ID, free and retired slots without), then every overflow object
+ * (HK_BLOCK_USED | HK_BLOCK_OVERFLOW). Returns fn's non-zero value or 0.
+ * fn must not change the pool. O(capacity + overflow). */
+int hk_pool_walk(hk_pool *p, hk_walk_fn fn, void *user);
+
+/* Verifies every invariant: the free queue (sound, no cycles, only free
+ * slots, count), every live ID resolves to its object, the overflow tables,
+ * every list (links both ways, counts, membership), the parent/child links
+ * (both ways, child counts, no cycles), the pending queue, the counters, and
+ * with HK_FLAG_FILL the free fill of free slots. Reports the first broken
+ * invariant and returns HK_ERR_CORRUPT. O(capacity * links + overflow). */
+hk_result hk_pool_check(hk_pool *p);
+
+/* Finds the object (live, pending or free fast slot) containing `addr`:
+ * HK_OK and *info filled, or HK_ERR_FOREIGN. O(1) for fast slots and exact
+ * overflow object addresses, O(overflow) for interior overflow addresses. */
+hk_result hk_pool_where(hk_pool *p, const void *addr, hk_block_info *info);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HEAPKIT_POOL_H */

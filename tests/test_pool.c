@@ -1,0 +1,1140 @@
+/* Pool: IDs, generations, FIFO reuse, wraparound, overflow path, lists,
+ * iteration, parent/child, deferred free, introspection and misuse. */
+#include "hk_test.h"
+#include "internal.h"
+
+#include "heapkit/pool.h"
+
+typedef struct obj {
+    uint32_t magic;
+    uint32_t n;
+    char pad[56];
+} obj;
+
+static hkt_errors g_errs;
+
+static hk_pool *mk(uint32_t cap, uint32_t flags) {
+    hkt_errors_reset(&g_errs);
+    g_errs.quiet = 1;
+    hk_pool_desc d = {0};
+    d.elem_size = sizeof(obj);
+    d.capacity = cap;
+    d.flags = flags;
+    d.name = "vms";
+    d.on_error = hkt_on_error;
+    d.error_user = &g_errs;
+    return hk_pool_create(&d);
+}
+
+HKT_TEST(pool_create_defaults_and_invalid) {
+    hk_pool_desc d = {0};
+    CHECK(hk_pool_create(NULL) == NULL);
+    CHECK(hk_pool_create(&d) == NULL); /* elem_size 0 */
+    d.elem_size = 100;
+    hk_pool *p = hk_pool_create(&d);
+    REQUIRE(p != NULL);
+    hk_pool_info info;
+    CHECK_EQ(hk_pool_get_info(p, &info), HK_OK);
+    CHECK_EQ(info.capacity, 16383);
+    CHECK_EQ(info.index_bits, 14);
+    CHECK_EQ(info.slot_uses, 262143);
+    CHECK_EQ(info.free_slots, 16383);
+    hk_stats st;
+    CHECK_EQ(hk_pool_stats(p, &st), HK_OK);
+    CHECK(strcmp(st.allocator, "pool") == 0);
+    CHECK_EQ(st.capacity, 16383 * 112);
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    hk_pool_destroy(p);
+    hk_pool_destroy(NULL);
+
+    hk_pool_desc bad = d;
+    bad.align = 24;
+    CHECK(hk_pool_create(&bad) == NULL);
+    bad = d;
+    bad.index_bits = 1;
+    CHECK(hk_pool_create(&bad) == NULL);
+    bad.index_bits = 25;
+    CHECK(hk_pool_create(&bad) == NULL);
+    bad = d;
+    bad.index_bits = 4;
+    bad.capacity = 16; /* index 15 is reserved for the overflow path */
+    CHECK(hk_pool_create(&bad) == NULL);
+    bad.capacity = 15;
+    p = hk_pool_create(&bad);
+    CHECK(p != NULL);
+    hk_pool_destroy(p);
+    bad = d;
+    bad.links = HK_POOL_MAX_LINKS + 1;
+    CHECK(hk_pool_create(&bad) == NULL);
+    bad = d;
+    bad.max_lists = HK_POOL_MAX_LISTS + 1;
+    CHECK(hk_pool_create(&bad) == NULL);
+    bad = d;
+    bad.lock.lock = (void (*)(void *))abort; /* half-set lock hooks */
+    CHECK(hk_pool_create(&bad) == NULL);
+    bad = d;
+    bad.alloc = NULL;
+    bad.free = (void (*)(void *, size_t, void *))abort;
+    CHECK(hk_pool_create(&bad) == NULL);
+}
+
+HKT_TEST(pool_size_overflow_fails_cleanly) {
+    hk_pool_desc d = {0};
+    d.elem_size = SIZE_MAX;
+    CHECK_EQ(hk_pool_memory_size(&d), 0);
+    CHECK(hk_pool_create(&d) == NULL);
+    d.elem_size = SIZE_MAX / 4;
+    d.capacity = 100;
+    CHECK_EQ(hk_pool_memory_size(&d), 0);
+    CHECK(hk_pool_create(&d) == NULL);
+    d.elem_size = SIZE_MAX - 8; /* aligning up to 16 overflows */
+    CHECK_EQ(hk_pool_memory_size(&d), 0);
+}
+
+HKT_TEST(pool_caller_memory) {
+    static unsigned char mem[64 * 1024];
+    hk_pool_desc d = {0};
+    d.elem_size = 48;
+    d.capacity = 100;
+    d.align = 64;
+    size_t need = hk_pool_memory_size(&d);
+    CHECK(need > 100 * 64 && need < sizeof mem);
+    d.memory = mem;
+    d.size = need - 1;
+    CHECK(hk_pool_create(&d) == NULL);
+    d.size = need;
+    hk_pool *p = hk_pool_create(&d);
+    REQUIRE(p != NULL);
+    CHECK((unsigned char *)p >= mem && (unsigned char *)p < mem + need);
+    for (int i = 0; i < 100; i++) {
+        void *o;
+        hk_pool_id id = hk_pool_alloc(p, &o);
+        CHECK(id.value != 0);
+        CHECK(((uintptr_t)o % 64) == 0);
+        CHECK((unsigned char *)o >= mem && (unsigned char *)o + 48 <= mem + need);
+        memset(o, i, 48);
+    }
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    hk_pool_destroy(p);
+}
+
+HKT_TEST(pool_alloc_get_id_of) {
+    hk_pool *p = mk(64, 0);
+    REQUIRE(p != NULL);
+    void *o = NULL;
+    hk_pool_id a = hk_pool_alloc(p, &o);
+    CHECK(a.value != 0);
+    CHECK(o != NULL);
+    CHECK(((uintptr_t)o % 16) == 0);
+    CHECK(hk_pool_get(p, a) == o);
+    CHECK(hk_pool_is_alive(p, a));
+    CHECK_EQ(hk_pool_id_of(p, o).value, a.value);
+    CHECK_EQ(hk_pool_id_of(p, (char *)o + 1).value, 0); /* interior */
+    CHECK_EQ(hk_pool_id_of(p, &a).value, 0);            /* foreign */
+    CHECK_EQ(hk_pool_id_of(p, NULL).value, 0);
+    CHECK(hk_pool_get(p, (hk_pool_id){0}) == NULL);
+    CHECK(!hk_pool_is_alive(p, (hk_pool_id){0}));
+    CHECK(hk_pool_get(NULL, a) == NULL);
+    CHECK_EQ(hk_pool_id_index(p, a), 0);
+    CHECK(hk_pool_id_generation(p, a) != 0);
+    hk_pool_id b = hk_pool_alloc(p, NULL);
+    CHECK_EQ(hk_pool_id_index(p, b), 1);
+    CHECK(hk_pool_get(p, b) == (char *)o + 64);
+    CHECK_EQ(hk_pool_free(p, a, HK_POOL_FREE_SUBTREE), HK_OK);
+    CHECK(hk_pool_get(p, a) == NULL);
+    CHECK(!hk_pool_is_alive(p, a));
+    CHECK_EQ(hk_pool_id_of(p, o).value, 0);
+    CHECK_EQ(g_errs.count, 0);
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    hk_pool_destroy(p);
+}
+
+HKT_TEST(pool_zero_and_fill_flags) {
+    hk_pool *p = mk(4, HK_FLAG_ZERO);
+    obj *o;
+    hk_pool_id a = hk_pool_alloc(p, (void **)&o);
+    memset(o, 0x77, sizeof *o);
+    hk_pool_free(p, a, HK_POOL_FREE_SUBTREE);
+    for (int i = 0; i < 4; i++) {
+        hk_pool_alloc(p, (void **)&o);
+        CHECK_EQ(hk_fill_check(o, sizeof *o, 0), sizeof *o);
+    }
+    hk_pool_destroy(p);
+    p = mk(4, HK_FLAG_FILL);
+    hk_pool_alloc(p, (void **)&o);
+    CHECK_EQ(hk_fill_check(o, sizeof *o, HK_FILL_ALLOC), sizeof *o);
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    hk_pool_destroy(p);
+}
+
+HKT_TEST(pool_fill_detects_write_after_free) {
+    if (hk__asan_enabled()) return; /* ASan owns this: the freed slot is poisoned */
+    hk_pool *p = mk(4, HK_FLAG_FILL);
+    obj *o;
+    hk_pool_id a = hk_pool_alloc(p, (void **)&o);
+    hk_pool_free(p, a, HK_POOL_FREE_SUBTREE);
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    o->n = 5; /* write after free */
+    CHECK_EQ(hk_pool_check(p), HK_ERR_CORRUPT);
+    CHECK_EQ(g_errs.last_kind, HK_EK_CORRUPT_FREE);
+    CHECK_STR_CONTAINS(g_errs.last_message, "written after free");
+    hk_fill(o, sizeof *o, HK_FILL_FREE);
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    hk_pool_destroy(p);
+}
+
+HKT_TEST(pool_freed_slot_is_poisoned_under_asan) {
+#ifdef HK__ASAN
+    hk_pool *p = mk(4, 0);
+    void *o;
+    hk_pool_id a = hk_pool_alloc(p, &o);
+    CHECK(!__asan_address_is_poisoned(o));
+    hk_pool_free(p, a, HK_POOL_FREE_SUBTREE);
+    CHECK(__asan_address_is_poisoned(o));
+    hk_pool_destroy(p);
+#endif
+}
+
+HKT_TEST(pool_fifo_reuse) {
+    hk_pool *p = mk(4, HK_POOL_NO_OVERFLOW);
+    hk_pool_id id[4];
+    for (int i = 0; i < 4; i++) id[i] = hk_pool_alloc(p, NULL);
+    hk_pool_free(p, id[2], HK_POOL_FREE_SUBTREE);
+    hk_pool_free(p, id[0], HK_POOL_FREE_SUBTREE);
+    hk_pool_id x = hk_pool_alloc(p, NULL), y = hk_pool_alloc(p, NULL);
+    CHECK_EQ(hk_pool_id_index(p, x), 2); /* oldest free slot first */
+    CHECK_EQ(hk_pool_id_index(p, y), 0);
+    CHECK(x.value != id[2].value);
+    CHECK_EQ(hk_pool_id_generation(p, x), hk_pool_id_generation(p, id[2]) % HK_POOL_SLOT_USES(14) + 1);
+    CHECK(hk_pool_get(p, id[2]) == NULL); /* stale */
+    CHECK(hk_pool_get(p, x) != NULL);
+    hk_pool_id z = hk_pool_alloc(p, NULL); /* full, no overflow */
+    CHECK_EQ(z.value, 0);
+    CHECK_EQ(g_errs.last_kind, HK_EK_NOMEM);
+    CHECK_STR_CONTAINS(g_errs.last_message, "all 4 fast slots in use");
+    hk_stats st;
+    hk_pool_stats(p, &st);
+    CHECK_EQ(st.fail_count, 1);
+    CHECK_EQ(st.largest_free, 0);
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    hk_pool_destroy(p);
+}
+
+/* index_bits 24 leaves 8 generation bits: 255 uses per slot. */
+static hk_pool *mk_small_gen(uint32_t flags) {
+    hkt_errors_reset(&g_errs);
+    g_errs.quiet = 1;
+    hk_pool_desc d = {0};
+    d.elem_size = 8;
+    d.capacity = 1;
+    d.index_bits = 24;
+    d.flags = flags | HK_POOL_NO_OVERFLOW;
+    d.on_error = hkt_on_error;
+    d.error_user = &g_errs;
+    return hk_pool_create(&d);
+}
+
+HKT_TEST(pool_generation_retire_and_recycle) {
+    hk_pool *p = mk_small_gen(0);
+    REQUIRE(p != NULL);
+    hk_pool_info info;
+    hk_pool_get_info(p, &info);
+    CHECK_EQ(info.slot_uses, 255);
+    unsigned char seen[256] = {0};
+    hk_pool_id first = {0}, prev = {0};
+    for (int i = 0; i < 255; i++) {
+        hk_pool_id id = hk_pool_alloc(p, NULL);
+        REQUIRE(id.value != 0);
+        uint32_t g = hk_pool_id_generation(p, id);
+        CHECK(g >= 1 && g <= 255);
+        CHECK(!seen[g]);
+        seen[g] = 1;
+        if (i == 0) first = id;
+        if (prev.value) CHECK(hk_pool_get(p, prev) == NULL);
+        prev = id;
+        CHECK_EQ(hk_pool_free(p, id, HK_POOL_FREE_SUBTREE), HK_OK);
+    }
+    hk_pool_get_info(p, &info);
+    CHECK_EQ(info.retired_slots, 1);
+    CHECK_EQ(info.free_slots, 0);
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    /* the retired slot is never reused: every old ID stays dead */
+    CHECK_EQ(hk_pool_alloc(p, NULL).value, 0);
+    CHECK_EQ(g_errs.last_kind, HK_EK_NOMEM);
+    CHECK_STR_CONTAINS(g_errs.last_message, "1 retired");
+    CHECK(hk_pool_get(p, first) == NULL);
+    /* recycle at a safe point */
+    hk_pool_defer_begin(p);
+    CHECK_EQ(hk_pool_recycle(p), HK_ERR_STATE);
+    CHECK_EQ(g_errs.last_kind, HK_EK_STATE);
+    hk_pool_defer_end(p);
+    CHECK_EQ(hk_pool_recycle(p), 1);
+    hk_pool_get_info(p, &info);
+    CHECK_EQ(info.retired_slots, 0);
+    CHECK_EQ(info.free_slots, 1);
+    hk_pool_id again = hk_pool_alloc(p, NULL);
+    CHECK_EQ(again.value, first.value); /* the sequence restarts */
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    hk_pool_destroy(p);
+}
+
+HKT_TEST(pool_generation_wrap_flag) {
+    hk_pool *p = mk_small_gen(HK_POOL_WRAP);
+    hk_pool_id first = {0};
+    for (int i = 0; i < 600; i++) {
+        hk_pool_id id = hk_pool_alloc(p, NULL);
+        REQUIRE(id.value != 0);
+        CHECK(hk_pool_id_generation(p, id) != 0);
+        if (i == 0) first = id;
+        if (i == 255) CHECK_EQ(id.value, first.value); /* wrapped after 255 uses */
+        hk_pool_free(p, id, HK_POOL_FREE_SUBTREE);
+    }
+    hk_pool_info info;
+    hk_pool_get_info(p, &info);
+    CHECK_EQ(info.retired_slots, 0);
+    CHECK_EQ(g_errs.count, 0);
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    hk_pool_destroy(p);
+}
+
+typedef struct hook_counts {
+    int allocs, frees, fail_after;
+    size_t bytes;
+} hook_counts;
+static void *count_alloc(size_t n, void *u) {
+    hook_counts *c = (hook_counts *)u;
+    if (c->fail_after >= 0 && c->allocs >= c->fail_after) return NULL;
+    c->allocs++;
+    c->bytes += n;
+    return malloc(n);
+}
+static void count_free(void *ptr, size_t n, void *u) {
+    hook_counts *c = (hook_counts *)u;
+    c->frees++;
+    c->bytes -= n;
+    free(ptr);
+}
+
+HKT_TEST(pool_overflow_path) {
+    hook_counts hc = {0, 0, -1, 0};
+    hkt_errors_reset(&g_errs);
+    g_errs.quiet = 1;
+    hk_pool_desc d = {0};
+    d.elem_size = sizeof(obj);
+    d.capacity = 8;
+    d.on_error = hkt_on_error;
+    d.error_user = &g_errs;
+    d.alloc = count_alloc;
+    d.free = count_free;
+    d.alloc_user = &hc;
+    hk_pool *p = hk_pool_create(&d);
+    REQUIRE(p != NULL);
+    enum { N = 300 };
+    hk_pool_id ids[N];
+    obj *ptrs[N];
+    for (int i = 0; i < N; i++) {
+        ids[i] = hk_pool_alloc(p, (void **)&ptrs[i]);
+        REQUIRE(ids[i].value != 0);
+        ptrs[i]->n = (uint32_t)i;
+    }
+    hk_pool_info info;
+    hk_pool_get_info(p, &info);
+    CHECK_EQ(info.overflow_live, N - 8);
+    CHECK_EQ(info.fast_live, 8);
+    CHECK_EQ(info.overflow_allocs, N - 8);
+    CHECK(hc.allocs > N - 8);
+    for (int i = 0; i < N; i++) {
+        CHECK(hk_pool_get(p, ids[i]) == ptrs[i]);
+        CHECK_EQ(hk_pool_id_of(p, ptrs[i]).value, ids[i].value);
+        if (i >= 8) CHECK_EQ(hk_pool_id_index(p, ids[i]), 16383); /* the overflow index */
+    }
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    hk_block_info bi;
+    CHECK_EQ(hk_pool_where(p, ptrs[100], &bi), HK_OK);
+    CHECK(bi.flags & HK_BLOCK_OVERFLOW);
+    CHECK_EQ(bi.id, ids[100].value);
+    CHECK_EQ(hk_pool_where(p, (char *)ptrs[100] + 10, &bi), HK_OK);
+    CHECK(bi.address == ptrs[100]);
+    /* free half of the overflow objects: lookups stay exact */
+    for (int i = 8; i < N; i += 2) CHECK_EQ(hk_pool_free(p, ids[i], HK_POOL_FREE_SUBTREE), HK_OK);
+    for (int i = 0; i < N; i++) CHECK(hk_pool_get(p, ids[i]) == ((i < 8 || i % 2) ? ptrs[i] : NULL));
+    hk_pool_get_info(p, &info);
+    CHECK_EQ(info.overflow_live, (N - 8) / 2);
+    CHECK_EQ(info.overflow_peak, N - 8);
+    /* a freed overflow ID is reported as stale */
+    CHECK_EQ(hk_pool_free(p, ids[8], HK_POOL_FREE_SUBTREE), HK_ERR_STALE);
+    CHECK_STR_CONTAINS(g_errs.last_message, "stale ID");
+    /* a never-issued overflow key is foreign */
+    hk_pool_id never = {(hk_pool_id_generation(p, ids[N - 1]) + 1000u) << 14 | 16383u};
+    CHECK_EQ(hk_pool_free(p, never, HK_POOL_FREE_SUBTREE), HK_ERR_FOREIGN);
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    /* freeing fast objects makes the fast path usable again */
+    hk_pool_free(p, ids[3], HK_POOL_FREE_SUBTREE);
+    hk_pool_id f = hk_pool_alloc(p, NULL);
+    CHECK_EQ(hk_pool_id_index(p, f), 3);
+    /* the backing allocator failing: NULL, reported, consistent */
+    hc.fail_after = hc.allocs;
+    hk_pool_alloc(p, NULL); /* may still succeed if a slot is free: the fast path is full now */
+    hk_pool_id z = hk_pool_alloc(p, NULL);
+    CHECK_EQ(z.value, 0);
+    CHECK_EQ(g_errs.last_kind, HK_EK_NOMEM);
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    hc.fail_after = -1;
+    hk_stats st;
+    hk_pool_stats(p, &st);
+    CHECK(st.live_blocks == (size_t)((N - 8) / 2 + 8));
+    CHECK(st.fail_count >= 1);
+    hk_pool_destroy(p);
+    CHECK_EQ(hc.frees, hc.allocs); /* everything given back */
+    CHECK_EQ(hc.bytes, 0);
+}
+
+HKT_TEST(pool_overflow_table_failure_injection) {
+    /* fail the Nth backing allocation for N = 0, 1, ... until the overflow
+     * allocation succeeds; every failure leaves the pool consistent */
+    for (int n = 0; n < 8; n++) {
+        hook_counts hc = {0, 0, n, 0};
+        hkt_errors_reset(&g_errs);
+        g_errs.quiet = 1;
+        hk_pool_desc d = {0};
+        d.elem_size = 24;
+        d.capacity = 1;
+        d.on_error = hkt_on_error;
+        d.error_user = &g_errs;
+        d.alloc = count_alloc;
+        d.free = count_free;
+        d.alloc_user = &hc;
+        hk_pool *p = hk_pool_create(&d);
+        REQUIRE(p != NULL);
+        hk_pool_alloc(p, NULL);
+        hk_pool_id id = hk_pool_alloc(p, NULL);
+        CHECK_EQ(hk_pool_check(p), HK_OK);
+        if (id.value == 0) CHECK_EQ(g_errs.last_kind, HK_EK_NOMEM);
+        else CHECK(hk_pool_get(p, id) != NULL);
+        hk_pool_destroy(p);
+        CHECK_EQ(hc.bytes, 0);
+    }
+}
+
+HKT_TEST(pool_misuse_reports) {
+    hk_pool *p = mk(16, 0);
+    hk_pool_id a = hk_pool_alloc(p, NULL);
+    CHECK_EQ(hk_pool_free(p, a, HK_POOL_FREE_SUBTREE), HK_OK);
+    /* double free */
+    CHECK_EQ(hk_pool_free(p, a, HK_POOL_FREE_SUBTREE), HK_ERR_DOUBLE_FREE);
+    CHECK_EQ(g_errs.last_kind, HK_EK_DOUBLE_FREE);
+    CHECK_STR_CONTAINS(g_errs.last_message, "pool 'vms': double free");
+    CHECK_STR_CONTAINS(g_errs.last_message, "already freed");
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    /* stale: the slot was reused */
+    hk_pool_id b[16];
+    for (int i = 0; i < 16; i++) b[i] = hk_pool_alloc(p, NULL);
+    CHECK_EQ(hk_pool_id_index(p, b[15]), 0);
+    CHECK_EQ(hk_pool_free(p, a, HK_POOL_FREE_SUBTREE), HK_ERR_STALE);
+    CHECK_EQ(g_errs.last_kind, HK_EK_STALE);
+    CHECK_STR_CONTAINS(g_errs.last_message, "stale ID");
+    CHECK(hk_pool_get(p, b[15]) != NULL); /* untouched */
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    /* none ID */
+    CHECK_EQ(hk_pool_free(p, (hk_pool_id){0}, HK_POOL_FREE_SUBTREE), HK_ERR_INVALID);
+    CHECK_STR_CONTAINS(g_errs.last_message, "none ID");
+    /* index beyond capacity */
+    hk_pool_id beyond = {(1u << 14) | 100u};
+    CHECK_EQ(hk_pool_free(p, beyond, HK_POOL_FREE_SUBTREE), HK_ERR_FOREIGN);
+    CHECK_STR_CONTAINS(g_errs.last_message, "beyond the capacity");
+    /* generation 0 */
+    CHECK_EQ(hk_pool_free(p, (hk_pool_id){5}, HK_POOL_FREE_SUBTREE), HK_ERR_FOREIGN);
+    /* an ID from another pool */
+    hk_pool *q = mk(16, 0);
+    hkt_errors_reset(&g_errs);
+    g_errs.quiet = 1;
+    hk_pool_id other = hk_pool_alloc(q, NULL);
+    CHECK(hk_pool_get(p, other) == NULL);
+    CHECK_EQ(hk_pool_free(p, other, HK_POOL_FREE_SUBTREE), HK_ERR_FOREIGN);
+    CHECK_EQ(g_errs.count, 1);
+    CHECK_STR_CONTAINS(g_errs.last_message, "foreign ID");
+    CHECK_STR_CONTAINS(g_errs.last_message, "never issued");
+    CHECK(hk_pool_get(q, other) != NULL);
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    CHECK_EQ(hk_pool_check(q), HK_OK);
+    hk_stats st;
+    hk_pool_stats(p, &st);
+    CHECK(st.error_count >= 6);
+    hk_pool_destroy(q);
+    hk_pool_destroy(p);
+}
+
+HKT_TEST(pool_double_free_while_pending) {
+    hk_pool *p = mk(16, 0);
+    hk_pool_id a = hk_pool_alloc(p, NULL);
+    hk_pool_defer_begin(p);
+    CHECK_EQ(hk_pool_free(p, a, HK_POOL_FREE_SUBTREE), HK_OK);
+    CHECK_EQ(hk_pool_free(p, a, HK_POOL_FREE_SUBTREE), HK_ERR_DOUBLE_FREE);
+    CHECK_STR_CONTAINS(g_errs.last_message, "release pending");
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    CHECK_EQ(hk_pool_defer_end(p), HK_OK);
+    CHECK_EQ(hk_pool_defer_end(p), HK_ERR_STATE);
+    CHECK_EQ(g_errs.last_kind, HK_EK_STATE);
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    hk_pool_destroy(p);
+}
+
+HKT_TEST(pool_check_reports_damage) {
+    /* caller memory lets the test reach the tables: damage the lookup
+     * entry of a live object and check must name it */
+    static uint32_t mem[16384];
+    hkt_errors_reset(&g_errs);
+    g_errs.quiet = 1;
+    hk_pool_desc d = {0};
+    d.elem_size = 16;
+    d.capacity = 32;
+    d.memory = mem;
+    d.size = sizeof mem;
+    d.on_error = hkt_on_error;
+    d.error_user = &g_errs;
+    REQUIRE(hk_pool_memory_size(&d) <= sizeof mem);
+    hk_pool *p = hk_pool_create(&d);
+    REQUIRE(p != NULL);
+    hk_pool_alloc(p, NULL);
+    hk_pool_id b = hk_pool_alloc(p, NULL);
+    size_t i = 0;
+    while (i < sizeof mem / 4 && mem[i] != b.value) i++; /* ids[] comes before meta[] */
+    REQUIRE(i < sizeof mem / 4);
+    mem[i] ^= 0x40000u;
+    CHECK_EQ(hk_pool_check(p), HK_ERR_CORRUPT);
+    CHECK_EQ(g_errs.last_result, HK_ERR_CORRUPT);
+    CHECK_STR_CONTAINS(g_errs.last_message, "slot 1");
+    mem[i] ^= 0x40000u;
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    hk_pool_destroy(p);
+}
+
+/* ---- lists ---------------------------------------------------------------- */
+
+static int collect_fn(hk_pool *p, hk_pool_id id, void *o, void *user) {
+    (void)p;
+    (void)o;
+    uint32_t *out = (uint32_t *)user;
+    out[++out[0]] = id.value;
+    return 0;
+}
+
+static int list_equals(hk_pool *p, hk_pool_list l, const hk_pool_id *ids, int n) {
+    uint32_t got[64] = {0};
+    hk_pool_list_each(p, l, collect_fn, got);
+    if (got[0] != (uint32_t)n || hk_pool_list_count(p, l) != (size_t)n) return 0;
+    for (int i = 0; i < n; i++)
+        if (got[i + 1] != ids[i].value) return 0;
+    /* the plain walk agrees */
+    hk_pool_id x = hk_pool_list_first(p, l);
+    for (int i = 0; i < n; i++, x = hk_pool_list_next(p, l, x))
+        if (x.value != ids[i].value) return 0;
+    return x.value == 0;
+}
+
+HKT_TEST(pool_lists_basic) {
+    hk_pool *p = mk(16, 0);
+    hk_pool_list tick = hk_pool_list_create(p, 0, "tick");
+    hk_pool_list layer1 = hk_pool_list_create(p, 1, "layer1");
+    hk_pool_list layer2 = hk_pool_list_create(p, 1, "layer2");
+    CHECK(tick.value && layer1.value && layer2.value);
+    hk_pool_id a = hk_pool_alloc(p, NULL), b = hk_pool_alloc(p, NULL), c = hk_pool_alloc(p, NULL);
+    CHECK_EQ(hk_pool_list_push_back(p, tick, a), HK_OK);
+    CHECK_EQ(hk_pool_list_push_back(p, tick, b), HK_OK);
+    CHECK_EQ(hk_pool_list_push_front(p, tick, c), HK_OK);
+    CHECK(list_equals(p, tick, (hk_pool_id[]){c, a, b}, 3));
+    /* on two lists at once (different link slots) */
+    hk_pool_list_push_back(p, layer1, a);
+    hk_pool_list_push_back(p, layer1, b);
+    CHECK_EQ(hk_pool_list_of(p, a, 0).value, tick.value);
+    CHECK_EQ(hk_pool_list_of(p, a, 1).value, layer1.value);
+    CHECK_EQ(hk_pool_list_of(p, c, 1).value, 0);
+    /* moving between lists of the same link */
+    CHECK_EQ(hk_pool_list_push_back(p, layer2, a), HK_OK);
+    CHECK(list_equals(p, layer1, (hk_pool_id[]){b}, 1));
+    CHECK(list_equals(p, layer2, (hk_pool_id[]){a}, 1));
+    CHECK(list_equals(p, tick, (hk_pool_id[]){c, a, b}, 3));
+    /* removal in the middle */
+    CHECK_EQ(hk_pool_list_remove(p, tick, a), HK_OK);
+    CHECK(list_equals(p, tick, (hk_pool_id[]){c, b}, 2));
+    /* not a member */
+    CHECK_EQ(hk_pool_list_remove(p, tick, a), HK_ERR_INVALID);
+    CHECK_STR_CONTAINS(g_errs.last_message, "is not on list 'tick'");
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    /* freeing takes an object off every list at once */
+    hk_pool_free(p, b, HK_POOL_FREE_SUBTREE);
+    CHECK(list_equals(p, tick, (hk_pool_id[]){c}, 1));
+    CHECK(list_equals(p, layer1, NULL, 0));
+    /* dead IDs cannot be added */
+    CHECK_EQ(hk_pool_list_push_back(p, tick, b), HK_ERR_DOUBLE_FREE);
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    /* clear and destroy */
+    hk_pool_list_push_back(p, tick, a);
+    CHECK_EQ(hk_pool_list_clear(p, tick), HK_OK);
+    CHECK_EQ(hk_pool_list_count(p, tick), 0);
+    CHECK(hk_pool_is_alive(p, a));
+    hk_pool_list_push_back(p, tick, a);
+    CHECK_EQ(hk_pool_list_destroy(p, tick), HK_OK);
+    CHECK_EQ(hk_pool_list_of(p, a, 0).value, 0);
+    CHECK_EQ(hk_pool_list_push_back(p, tick, a), HK_ERR_STALE);
+    CHECK_STR_CONTAINS(g_errs.last_message, "stale");
+    CHECK_EQ(hk_pool_list_count(p, tick), 0);
+    CHECK_EQ(hk_pool_list_push_back(p, (hk_pool_list){0}, a), HK_ERR_INVALID);
+    hk_pool_list again = hk_pool_list_create(p, 0, "again"); /* reuses the entry, new handle */
+    CHECK(again.value != tick.value);
+    CHECK_EQ(hk_pool_list_destroy(p, tick), HK_ERR_STALE);
+    /* bad link slot */
+    CHECK_EQ(hk_pool_list_create(p, 2, "bad").value, 0);
+    CHECK_STR_CONTAINS(g_errs.last_message, "link slot 2 out of range");
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    hk_pool_destroy(p);
+}
+
+HKT_TEST(pool_lists_exhausted) {
+    hkt_errors_reset(&g_errs);
+    g_errs.quiet = 1;
+    hk_pool_desc d = {0};
+    d.elem_size = 8;
+    d.capacity = 4;
+    d.max_lists = 3;
+    d.on_error = hkt_on_error;
+    d.error_user = &g_errs;
+    hk_pool *p = hk_pool_create(&d);
+    for (int i = 0; i < 3; i++) CHECK(hk_pool_list_create(p, 0, "l").value != 0);
+    CHECK_EQ(hk_pool_list_create(p, 0, "l").value, 0);
+    CHECK_EQ(g_errs.last_kind, HK_EK_NOMEM);
+    hk_pool_info info;
+    hk_pool_get_info(p, &info);
+    CHECK_EQ(info.lists, 3);
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    hk_pool_destroy(p);
+}
+
+/* ---- iteration under removal ------------------------------------------------ */
+
+typedef struct iter_ctx {
+    hk_pool_list list;
+    hk_pool_id ids[16];
+    int visits[16];
+    int mode;
+    int calls;
+} iter_ctx;
+
+static int which(iter_ctx *c, hk_pool_id id) {
+    for (int i = 0; i < 16; i++)
+        if (c->ids[i].value == id.value) return i;
+    return -1;
+}
+
+static int iter_fn(hk_pool *p, hk_pool_id id, void *o, void *user) {
+    iter_ctx *c = (iter_ctx *)user;
+    int i = which(c, id);
+    c->calls++;
+    if (i < 0) return 1;
+    c->visits[i]++;
+    ((obj *)o)->n++; /* the memory is valid */
+    switch (c->mode) {
+    case 0: /* free the current object */
+        hk_pool_free(p, id, HK_POOL_FREE_SUBTREE);
+        ((obj *)o)->n++; /* still valid: release is deferred */
+        CHECK(hk_pool_get(p, id) == NULL);
+        break;
+    case 1: /* free the next one */
+        if (i + 1 < 8) hk_pool_free(p, c->ids[i + 1], HK_POOL_FREE_SUBTREE);
+        break;
+    case 2: /* remove current and next from the list, and move one to the back */
+        hk_pool_list_remove(p, c->list, id);
+        if (i + 1 < 8 && hk_pool_list_of(p, c->ids[i + 1], 0).value) hk_pool_list_remove(p, c->list, c->ids[i + 1]);
+        break;
+    case 3: /* add new objects and move the current one to the back */
+        hk_pool_list_push_back(p, c->list, hk_pool_alloc(p, NULL));
+        hk_pool_list_push_back(p, c->list, id);
+        break;
+    case 4: /* free the last member first */
+        if (i == 0) hk_pool_free(p, c->ids[7], HK_POOL_FREE_SUBTREE);
+        if (i == 1) hk_pool_list_remove(p, c->list, c->ids[6]);
+        break;
+    case 5: /* stop early */
+        return i == 2 ? 42 : 0;
+    case 6: /* destroy the list itself */
+        if (i == 1) hk_pool_list_destroy(p, c->list);
+        break;
+    }
+    return 0;
+}
+
+static void iter_setup(hk_pool **pp, iter_ctx *c, int mode) {
+    *pp = mk(64, 0);
+    memset(c, 0, sizeof *c);
+    c->mode = mode;
+    c->list = hk_pool_list_create(*pp, 0, "tick");
+    for (int i = 0; i < 8; i++) {
+        c->ids[i] = hk_pool_alloc(*pp, NULL);
+        hk_pool_list_push_back(*pp, c->list, c->ids[i]);
+    }
+}
+
+HKT_TEST(pool_iterate_free_current) {
+    hk_pool *p;
+    iter_ctx c;
+    iter_setup(&p, &c, 0);
+    CHECK_EQ(hk_pool_list_each(p, c.list, iter_fn, &c), 0);
+    for (int i = 0; i < 8; i++) CHECK_EQ(c.visits[i], 1);
+    CHECK_EQ(hk_pool_list_count(p, c.list), 0);
+    hk_pool_info info;
+    hk_pool_get_info(p, &info);
+    CHECK_EQ(info.live, 0);
+    CHECK_EQ(info.pending, 0);
+    CHECK_EQ(g_errs.count, 0);
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    hk_pool_destroy(p);
+}
+
+HKT_TEST(pool_iterate_free_next) {
+    hk_pool *p;
+    iter_ctx c;
+    iter_setup(&p, &c, 1);
+    hk_pool_list_each(p, c.list, iter_fn, &c);
+    /* 0 frees 1, 2 frees 3, ... */
+    for (int i = 0; i < 8; i++) CHECK_EQ(c.visits[i], i % 2 == 0 ? 1 : 0);
+    CHECK_EQ(hk_pool_list_count(p, c.list), 4);
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    hk_pool_destroy(p);
+}
+
+HKT_TEST(pool_iterate_remove_current_and_next) {
+    hk_pool *p;
+    iter_ctx c;
+    iter_setup(&p, &c, 2);
+    hk_pool_list_each(p, c.list, iter_fn, &c);
+    for (int i = 0; i < 8; i++) CHECK_EQ(c.visits[i], i % 2 == 0 ? 1 : 0);
+    CHECK_EQ(hk_pool_list_count(p, c.list), 0);
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    hk_pool_destroy(p);
+}
+
+HKT_TEST(pool_iterate_additions_not_visited) {
+    hk_pool *p;
+    iter_ctx c;
+    iter_setup(&p, &c, 3);
+    hk_pool_list_each(p, c.list, iter_fn, &c);
+    CHECK_EQ(c.calls, 8); /* ends: new and moved objects are not visited again */
+    for (int i = 0; i < 8; i++) CHECK_EQ(c.visits[i], 1);
+    CHECK_EQ(hk_pool_list_count(p, c.list), 16);
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    hk_pool_destroy(p);
+}
+
+HKT_TEST(pool_iterate_remove_last) {
+    hk_pool *p;
+    iter_ctx c;
+    iter_setup(&p, &c, 4);
+    hk_pool_list_each(p, c.list, iter_fn, &c);
+    CHECK_EQ(c.visits[7], 0);
+    CHECK_EQ(c.visits[6], 0);
+    CHECK_EQ(c.visits[5], 1);
+    CHECK_EQ(c.calls, 6);
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    hk_pool_destroy(p);
+}
+
+HKT_TEST(pool_iterate_stop_and_destroy_list) {
+    hk_pool *p;
+    iter_ctx c;
+    iter_setup(&p, &c, 5);
+    CHECK_EQ(hk_pool_list_each(p, c.list, iter_fn, &c), 42);
+    CHECK_EQ(c.calls, 3);
+    hk_pool_destroy(p);
+    iter_setup(&p, &c, 6);
+    CHECK_EQ(hk_pool_list_each(p, c.list, iter_fn, &c), 0);
+    CHECK_EQ(c.calls, 2);
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    CHECK_EQ(hk_pool_list_each(p, c.list, iter_fn, &c), -1); /* stale list, reported */
+    CHECK_EQ(g_errs.last_kind, HK_EK_STALE);
+    hk_pool_destroy(p);
+}
+
+typedef struct nest_ctx {
+    hk_pool_list list;
+    int outer, inner;
+    hk_pool_id victim;
+} nest_ctx;
+
+static int nest_inner(hk_pool *p, hk_pool_id id, void *o, void *user) {
+    nest_ctx *c = (nest_ctx *)user;
+    (void)o;
+    c->inner++;
+    if (id.value == c->victim.value) hk_pool_free(p, id, HK_POOL_FREE_SUBTREE);
+    return 0;
+}
+static int nest_outer(hk_pool *p, hk_pool_id id, void *o, void *user) {
+    nest_ctx *c = (nest_ctx *)user;
+    (void)o;
+    (void)id;
+    c->outer++;
+    if (c->outer == 1) hk_pool_list_each(p, c->list, nest_inner, c);
+    return 0;
+}
+
+HKT_TEST(pool_iterate_nested) {
+    hk_pool *p = mk(16, 0);
+    nest_ctx c = {hk_pool_list_create(p, 0, "l"), 0, 0, {0}};
+    hk_pool_id ids[5];
+    for (int i = 0; i < 5; i++) {
+        ids[i] = hk_pool_alloc(p, NULL);
+        hk_pool_list_push_back(p, c.list, ids[i]);
+    }
+    c.victim = ids[3];
+    hk_pool_list_each(p, c.list, nest_outer, &c);
+    CHECK_EQ(c.inner, 5);
+    CHECK_EQ(c.outer, 4); /* the inner loop freed ids[3] before the outer reached it */
+    CHECK(!hk_pool_is_alive(p, ids[3]));
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    hk_pool_destroy(p);
+}
+
+static int each_free_odd(hk_pool *p, hk_pool_id id, void *o, void *user) {
+    int *n = (int *)user;
+    (*n)++;
+    if (((obj *)o)->n % 2) hk_pool_free(p, id, HK_POOL_FREE_SUBTREE);
+    return 0;
+}
+
+HKT_TEST(pool_each_all_objects) {
+    hk_pool *p = mk(8, 0);
+    for (uint32_t i = 0; i < 20; i++) { /* 12 on the overflow path */
+        obj *o;
+        hk_pool_alloc(p, (void **)&o);
+        o->n = i;
+    }
+    int n = 0;
+    CHECK_EQ(hk_pool_each(p, each_free_odd, &n), 0);
+    CHECK_EQ(n, 20);
+    hk_pool_info info;
+    hk_pool_get_info(p, &info);
+    CHECK_EQ(info.live, 10);
+    n = 0;
+    hk_pool_each(p, each_free_odd, &n);
+    CHECK_EQ(n, 10);
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    hk_pool_destroy(p);
+}
+
+/* ---- parent / child ----------------------------------------------------------- */
+
+HKT_TEST(pool_tree_basic) {
+    hk_pool *p = mk(32, 0);
+    hk_pool_id root = hk_pool_alloc(p, NULL);
+    hk_pool_id c1 = hk_pool_alloc_child(p, root, NULL);
+    hk_pool_id c2 = hk_pool_alloc_child(p, root, NULL);
+    hk_pool_id g1 = hk_pool_alloc_child(p, c1, NULL);
+    CHECK_EQ(hk_pool_parent(p, c1).value, root.value);
+    CHECK_EQ(hk_pool_parent(p, root).value, 0);
+    CHECK_EQ(hk_pool_first_child(p, root).value, c1.value);
+    CHECK_EQ(hk_pool_next_sibling(p, c1).value, c2.value);
+    CHECK_EQ(hk_pool_next_sibling(p, c2).value, 0);
+    CHECK_EQ(hk_pool_child_count(p, root), 2);
+    CHECK_EQ(hk_pool_child_count(p, c1), 1);
+    /* reparent */
+    CHECK_EQ(hk_pool_set_parent(p, g1, c2), HK_OK);
+    CHECK_EQ(hk_pool_child_count(p, c1), 0);
+    CHECK_EQ(hk_pool_first_child(p, c2).value, g1.value);
+    /* cycles refused */
+    CHECK_EQ(hk_pool_set_parent(p, root, g1), HK_ERR_INVALID);
+    CHECK_STR_CONTAINS(g_errs.last_message, "cycle");
+    CHECK_EQ(hk_pool_set_parent(p, root, root), HK_ERR_INVALID);
+    CHECK_STR_CONTAINS(g_errs.last_message, "itself");
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    /* detach with the none ID */
+    CHECK_EQ(hk_pool_set_parent(p, c2, (hk_pool_id){0}), HK_OK);
+    CHECK_EQ(hk_pool_parent(p, c2).value, 0);
+    CHECK_EQ(hk_pool_child_count(p, root), 1);
+    /* bad parent for alloc_child */
+    hk_pool_id dead = hk_pool_alloc(p, NULL);
+    hk_pool_free(p, dead, HK_POOL_FREE_SUBTREE);
+    CHECK_EQ(hk_pool_alloc_child(p, dead, NULL).value, 0);
+    CHECK_EQ(g_errs.last_kind, HK_EK_DOUBLE_FREE);
+    CHECK_EQ(hk_pool_set_parent(p, c1, dead), HK_ERR_DOUBLE_FREE);
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    hk_pool_destroy(p);
+}
+
+HKT_TEST(pool_free_subtree_and_detach) {
+    hk_pool *p = mk(32, 0);
+    hk_pool_id root = hk_pool_alloc(p, NULL);
+    hk_pool_id a = hk_pool_alloc_child(p, root, NULL), b = hk_pool_alloc_child(p, root, NULL);
+    hk_pool_id aa = hk_pool_alloc_child(p, a, NULL), ab = hk_pool_alloc_child(p, a, NULL);
+    hk_pool_id aaa = hk_pool_alloc_child(p, aa, NULL);
+    /* detach: a goes, its children become roots */
+    CHECK_EQ(hk_pool_free(p, a, HK_POOL_DETACH), HK_OK);
+    CHECK(!hk_pool_is_alive(p, a));
+    CHECK(hk_pool_is_alive(p, aa) && hk_pool_is_alive(p, ab) && hk_pool_is_alive(p, aaa));
+    CHECK_EQ(hk_pool_parent(p, aa).value, 0);
+    CHECK_EQ(hk_pool_parent(p, aaa).value, aa.value);
+    CHECK_EQ(hk_pool_child_count(p, root), 1);
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    /* subtree */
+    hk_pool_set_parent(p, aa, b);
+    CHECK_EQ(hk_pool_free(p, root, HK_POOL_FREE_SUBTREE), HK_OK);
+    CHECK(!hk_pool_is_alive(p, root) && !hk_pool_is_alive(p, b) && !hk_pool_is_alive(p, aa) &&
+          !hk_pool_is_alive(p, aaa));
+    CHECK(hk_pool_is_alive(p, ab));
+    hk_pool_info info;
+    hk_pool_get_info(p, &info);
+    CHECK_EQ(info.live, 1);
+    CHECK_EQ(g_errs.count, 0);
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    hk_pool_destroy(p);
+}
+
+HKT_TEST(pool_free_deep_tree_no_recursion) {
+    hk_pool *p = mk(0, 0);
+    hk_pool_id root = hk_pool_alloc(p, NULL), x = root;
+    for (int i = 0; i < 20000; i++) x = hk_pool_alloc_child(p, x, NULL); /* also spills to overflow */
+    hk_pool_info info;
+    hk_pool_get_info(p, &info);
+    CHECK_EQ(info.live, 20001);
+    CHECK(info.overflow_live > 0);
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    CHECK_EQ(hk_pool_free(p, root, HK_POOL_FREE_SUBTREE), HK_OK);
+    hk_pool_get_info(p, &info);
+    CHECK_EQ(info.live, 0);
+    CHECK_EQ(info.overflow_live, 0);
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    hk_pool_destroy(p);
+}
+
+/* ---- deferred free and on_destroy ------------------------------------------------ */
+
+typedef struct destroy_log {
+    uint32_t ids[64];
+    int n;
+    hk_pool_id chain; /* freed from inside the hook */
+    int bad_memory;
+} destroy_log;
+
+static void on_destroy(hk_pool *p, hk_pool_id id, void *o, void *user) {
+    destroy_log *l = (destroy_log *)user;
+    if (((obj *)o)->magic != 0xA11Eu) l->bad_memory++;
+    ((obj *)o)->magic = 0xDEADu;
+    if (l->n < 64) l->ids[l->n++] = id.value;
+    CHECK(hk_pool_get(p, id) == NULL);
+    if (l->chain.value) {
+        hk_pool_id c = l->chain;
+        l->chain.value = 0;
+        CHECK_EQ(hk_pool_free(p, c, HK_POOL_FREE_SUBTREE), HK_OK);
+    }
+}
+
+static hk_pool *mk_destroy(destroy_log *log) {
+    hkt_errors_reset(&g_errs);
+    g_errs.quiet = 1;
+    memset(log, 0, sizeof *log);
+    hk_pool_desc d = {0};
+    d.elem_size = sizeof(obj);
+    d.capacity = 4;
+    d.on_error = hkt_on_error;
+    d.error_user = &g_errs;
+    d.on_destroy = on_destroy;
+    d.destroy_user = log;
+    return hk_pool_create(&d);
+}
+
+static hk_pool_id alloc_magic(hk_pool *p, hk_pool_id parent) {
+    obj *o;
+    hk_pool_id id = parent.value ? hk_pool_alloc_child(p, parent, (void **)&o) : hk_pool_alloc(p, (void **)&o);
+    o->magic = 0xA11Eu;
+    return id;
+}
+
+HKT_TEST(pool_deferred_free_keeps_memory) {
+    destroy_log log;
+    hk_pool *p = mk_destroy(&log);
+    hk_pool_id root = alloc_magic(p, (hk_pool_id){0});
+    hk_pool_id kid = alloc_magic(p, root);
+    obj *ko = (obj *)hk_pool_get(p, kid);
+    hk_pool_defer_begin(p);
+    hk_pool_defer_begin(p); /* nested */
+    CHECK_EQ(hk_pool_free(p, root, HK_POOL_FREE_SUBTREE), HK_OK);
+    CHECK(!hk_pool_is_alive(p, root) && !hk_pool_is_alive(p, kid));
+    CHECK_EQ(log.n, 0);
+    hk_pool_info info;
+    hk_pool_get_info(p, &info);
+    CHECK_EQ(info.pending, 2);
+    CHECK_EQ(info.defer_depth, 2);
+    CHECK_EQ(ko->magic, 0xA11Eu); /* memory valid until the scope ends */
+    hk_pool_id fresh = hk_pool_alloc(p, NULL); /* does not reuse the pending slots */
+    CHECK(hk_pool_id_index(p, fresh) >= 2);
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    hk_pool_defer_end(p);
+    CHECK_EQ(log.n, 0);
+    hk_pool_defer_end(p);
+    CHECK_EQ(log.n, 2);
+    CHECK_EQ(log.ids[0], root.value); /* parents before their children */
+    CHECK_EQ(log.ids[1], kid.value);
+    CHECK_EQ(log.bad_memory, 0);
+    hk_pool_get_info(p, &info);
+    CHECK_EQ(info.pending, 0);
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    hk_pool_destroy(p);
+}
+
+HKT_TEST(pool_on_destroy_may_free_more) {
+    destroy_log log;
+    hk_pool *p = mk_destroy(&log);
+    hk_pool_id a = alloc_magic(p, (hk_pool_id){0});
+    hk_pool_id b = alloc_magic(p, (hk_pool_id){0});
+    hk_pool_id bc = alloc_magic(p, b);
+    log.chain = b; /* a's destructor frees b (and its child) */
+    CHECK_EQ(hk_pool_free(p, a, HK_POOL_FREE_SUBTREE), HK_OK);
+    CHECK_EQ(log.n, 3);
+    CHECK_EQ(log.ids[1], b.value);
+    CHECK_EQ(log.ids[2], bc.value);
+    CHECK(!hk_pool_is_alive(p, b) && !hk_pool_is_alive(p, bc));
+    CHECK_EQ(log.bad_memory, 0);
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    hk_pool_destroy(p);
+}
+
+HKT_TEST(pool_destroy_runs_destructors) {
+    destroy_log log;
+    hk_pool *p = mk_destroy(&log);
+    hk_pool_id r = alloc_magic(p, (hk_pool_id){0});
+    for (int i = 0; i < 10; i++) alloc_magic(p, r); /* 7 on the overflow path */
+    alloc_magic(p, (hk_pool_id){0});
+    hk_pool_clear(p);
+    CHECK_EQ(log.n, 12);
+    CHECK_EQ(log.ids[0], r.value);
+    CHECK_EQ(log.bad_memory, 0);
+    hk_pool_info info;
+    hk_pool_get_info(p, &info);
+    CHECK_EQ(info.live, 0);
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    for (int i = 0; i < 6; i++) alloc_magic(p, (hk_pool_id){0});
+    log.n = 0;
+    hk_pool_destroy(p);
+    CHECK_EQ(log.n, 6);
+    CHECK_EQ(log.bad_memory, 0);
+}
+
+/* ---- introspection ------------------------------------------------------------- */
+
+typedef struct walk_sum {
+    int used, free_, ovf, n;
+    uint32_t ids[64];
+} walk_sum;
+
+static int walk_fn(const hk_block_info *b, void *u) {
+    walk_sum *w = (walk_sum *)u;
+    if (b->flags & HK_BLOCK_USED) {
+        w->used++;
+        if (w->n < 64) w->ids[w->n++] = b->id;
+        CHECK(b->id != 0);
+    } else {
+        w->free_++;
+    }
+    if (b->flags & HK_BLOCK_OVERFLOW) w->ovf++;
+    CHECK_EQ(b->size, sizeof(obj));
+    return 0;
+}
+static int walk_stop(const hk_block_info *b, void *u) {
+    (void)b;
+    (void)u;
+    return 7;
+}
+
+HKT_TEST(pool_stats_walk_where) {
+    hk_pool *p = mk(8, 0);
+    hk_pool_id ids[12];
+    void *ptr[12];
+    for (int i = 0; i < 12; i++) ids[i] = hk_pool_alloc(p, &ptr[i]);
+    hk_pool_free(p, ids[1], HK_POOL_FREE_SUBTREE);
+    hk_stats st;
+    CHECK_EQ(hk_pool_stats(p, &st), HK_OK);
+    CHECK_EQ(st.live_blocks, 11);
+    CHECK_EQ(st.used, 11 * sizeof(obj));
+    CHECK_EQ(st.free_blocks, 1);
+    CHECK_EQ(st.free, sizeof(obj));
+    CHECK_EQ(st.alloc_count, 12);
+    CHECK_EQ(st.free_count, 1);
+    CHECK_EQ(st.peak_used, 12 * sizeof(obj));
+    CHECK(st.overhead > 0);
+    CHECK(st.capacity >= 12 * sizeof(obj));
+    walk_sum w;
+    memset(&w, 0, sizeof w);
+    CHECK_EQ(hk_pool_walk(p, walk_fn, &w), 0);
+    CHECK_EQ(w.used, 11);
+    CHECK_EQ(w.free_, 1);
+    CHECK_EQ(w.ovf, 4);
+    CHECK_EQ(w.ids[0], ids[0].value);
+    CHECK_EQ(hk_pool_walk(p, walk_stop, NULL), 7);
+    hk_block_info bi;
+    CHECK_EQ(hk_pool_where(p, (char *)ptr[2] + 5, &bi), HK_OK);
+    CHECK(bi.address == ptr[2]);
+    CHECK_EQ(bi.id, ids[2].value);
+    CHECK(bi.flags & HK_BLOCK_USED);
+    CHECK(strcmp(bi.name, "vms") == 0);
+    CHECK_EQ(hk_pool_where(p, ptr[1], &bi), HK_OK); /* a free slot */
+    CHECK(!(bi.flags & HK_BLOCK_USED));
+    CHECK_EQ(hk_pool_where(p, &bi, &bi), HK_ERR_FOREIGN);
+    CHECK_EQ(hk_pool_where(p, NULL, &bi), HK_ERR_FOREIGN);
+    CHECK_EQ(hk_pool_stats(NULL, &st), HK_ERR_INVALID);
+    CHECK_EQ(hk_pool_check(NULL), HK_ERR_INVALID);
+    hk_pool_destroy(p);
+}
+
+static int g_lock_depth, g_lock_max, g_lock_calls;
+static void t_lock(void *u) {
+    (void)u;
+    g_lock_calls++;
+    if (++g_lock_depth > g_lock_max) g_lock_max = g_lock_depth;
+}
+static void t_unlock(void *u) {
+    (void)u;
+    g_lock_depth--;
+}
+static int lock_visit(hk_pool *p, hk_pool_id id, void *o, void *u) {
+    (void)o;
+    (void)u;
+    hk_pool_free(p, id, HK_POOL_FREE_SUBTREE); /* re-enters: recursive lock */
+    return 0;
+}
+
+HKT_TEST(pool_lock_hooks_balanced) {
+    hk_pool_desc d = {0};
+    d.elem_size = 32;
+    d.capacity = 4;
+    d.lock.lock = t_lock;
+    d.lock.unlock = t_unlock;
+    d.flags = HK_FLAG_PARANOID;
+    hk_pool *p = hk_pool_create(&d);
+    hk_pool_list l = hk_pool_list_create(p, 0, "l");
+    for (int i = 0; i < 6; i++) hk_pool_list_push_back(p, l, hk_pool_alloc(p, NULL));
+    hk_pool_id x = hk_pool_list_first(p, l);
+    CHECK(hk_pool_get(p, x) != NULL);
+    hk_pool_list_each(p, l, lock_visit, NULL);
+    CHECK_EQ(g_lock_depth, 0);
+    CHECK(g_lock_calls > 20);
+    CHECK_EQ(g_lock_max, 2);
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    hk_pool_destroy(p);
+    CHECK_EQ(g_lock_depth, 0);
+}
+
+HKT_TEST(pool_paranoid_and_null_args) {
+    hk_pool *p = mk(4, HK_FLAG_PARANOID | HK_FLAG_FILL);
+    hk_pool_list l = hk_pool_list_create(p, 1, "l");
+    hk_pool_id r = hk_pool_alloc(p, NULL);
+    for (int i = 0; i < 8; i++) hk_pool_list_push_front(p, l, hk_pool_alloc_child(p, r, NULL));
+    hk_pool_free(p, r, HK_POOL_FREE_SUBTREE);
+    CHECK_EQ(g_errs.count, 0); /* no check failure was reported along the way */
+    CHECK_EQ(hk_pool_list_count(p, l), 0);
+    hk_pool_destroy(p);
+    void *o = (void *)1;
+    CHECK_EQ(hk_pool_alloc(NULL, &o).value, 0);
+    CHECK(o == NULL);
+    CHECK_EQ(hk_pool_free(NULL, r, HK_POOL_FREE_SUBTREE), HK_ERR_INVALID);
+    CHECK_EQ(hk_pool_list_count(NULL, l), 0);
+    CHECK_EQ(hk_pool_list_each(NULL, l, collect_fn, NULL), -1);
+    CHECK_EQ(hk_pool_memory_size(NULL), 0);
+}
