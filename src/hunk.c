@@ -15,6 +15,10 @@
  *  - every byte between the user bytes and the tail is HK_FILL_PAD.
  *  - the temp block, when active, is the lowest high block and temp_mark is
  *    the high_used before it was allocated.
+ *  - a tenant's claim, when non-empty, lies inside the free middle:
+ *    base + low_used <= tenant_start and tenant_start + tenant_size <=
+ *    base + cap - high_used; allocations that would enter it first ask the
+ *    tenant to give the bytes back (hunk_tenant_room).
  *  - used/live counts per end equal the sums over that end's blocks; marks
  *    carry those sums so freeing to a mark restores them in O(1).
  *
@@ -74,6 +78,11 @@ struct hk_hunk {
     size_t os_size;
     hk__reporter rep;
     hk_lock_hooks lock;
+    /* tenant (hk_hunk_set_tenant): a claim inside the free middle */
+    hk_hunk_reclaim_fn tenant_fn;
+    void *tenant_user;
+    unsigned char *tenant_start;
+    size_t tenant_size;
 };
 
 /* ---- sanitizer helpers: headers, padding and free space are off limits -- */
@@ -224,6 +233,26 @@ static inline void *hunk_finish_block(hk_hunk *h, unsigned char *start, size_t t
     return user;
 }
 
+/* Makes sure an allocation whose low-end block ends at `edge` (high == 0)
+ * or whose high-end block starts at `edge` (high == 1) stays out of the
+ * tenant's claim, asking the tenant for the bytes when it does not. Returns
+ * 1 when the allocation may proceed. */
+static int hunk_tenant_room(hk_hunk *h, int high, uintptr_t edge) {
+    if (!h->tenant_fn || !h->tenant_size) return 1;
+    uintptr_t cs = (uintptr_t)h->tenant_start, ce = cs + h->tenant_size;
+    if (!high ? edge <= cs : edge >= ce) return 1;
+    size_t want = !high ? (size_t)(edge - cs) : (size_t)(ce - edge);
+    size_t got = h->tenant_fn(h->tenant_user, high, want);
+    if (got >= h->tenant_size) {
+        h->tenant_start = NULL;
+        h->tenant_size = 0;
+        return 1;
+    }
+    if (!high) h->tenant_start += got;
+    h->tenant_size -= got;
+    return got >= want;
+}
+
 /* Low end: block starts at base + low.used. */
 static void *hunk_alloc_low(hk_hunk *h, size_t size, size_t align, const char *name) {
     for (int attempt = 0; attempt < 2; attempt++) {
@@ -242,6 +271,7 @@ static void *hunk_alloc_low(hk_hunk *h, size_t size, size_t align, const char *n
             }
             return hunk_fail_nomem(h, size, 0);
         }
+        if (!hunk_tenant_room(h, 0, start + total)) return hunk_fail_nomem(h, size, 0);
         h->low.used += total;
         h->low.user_bytes += size;
         h->low.blocks++;
@@ -264,6 +294,7 @@ static void *hunk_alloc_high(hk_hunk *h, size_t size, size_t align, uint32_t fla
     uintptr_t user = (top - sizeof(hunk_tail) - HUNK_MIN_CANARY - size) & ~(uintptr_t)(align - 1);
     if (user < floor + sizeof(hunk_hdr)) return hunk_fail_nomem(h, size, 1);
     uintptr_t start = user - sizeof(hunk_hdr);
+    if (!hunk_tenant_room(h, 1, start)) return hunk_fail_nomem(h, size, 1);
     size_t total = top - start;
     h->high.used += total;
     h->high.user_bytes += size;
@@ -511,6 +542,55 @@ void hk_hunk_free_range(const hk_hunk *h, void **start, size_t *size) {
     if (size) *size = h->cap - hunk_total_used(h);
 }
 
+/* ---- tenant ---------------------------------------------------------------- */
+
+static hk_result hunk_tenant_check_range(hk_hunk *h, void *start, size_t size) {
+    unsigned char *s = (unsigned char *)start;
+    if (size == 0) return HK_OK;
+    if (((uintptr_t)s & 15) || (size & 15) || s < h->base + h->low.used ||
+        size > (size_t)(h->base + h->cap - h->high.used - s))
+        return hk__report(&h->rep, HK_ERR_INVALID, HK_EK_INVALID_ARG, start, size, NULL,
+                          "tenant claim %p + %zu is not a 16-aligned range of the free middle %p..%p", start, size,
+                          (void *)(h->base + h->low.used), (void *)(h->base + h->cap - h->high.used));
+    return HK_OK;
+}
+
+hk_result hk_hunk_set_tenant(hk_hunk *h, hk_hunk_reclaim_fn fn, void *user, void *start, size_t size) {
+    if (!h) return HK_ERR_INVALID;
+    hk__lock(&h->lock);
+    hk_result r = HK_OK;
+    if (!fn) {
+        h->tenant_fn = NULL;
+        h->tenant_user = NULL;
+        h->tenant_start = NULL;
+        h->tenant_size = 0;
+    } else if (h->tenant_fn) {
+        r = hk__report(&h->rep, HK_ERR_STATE, HK_EK_STATE, start, size, NULL,
+                       "a tenant is already installed (claim %p + %zu)", (void *)h->tenant_start, h->tenant_size);
+    } else if ((r = hunk_tenant_check_range(h, start, size)) == HK_OK) {
+        h->tenant_fn = fn;
+        h->tenant_user = user;
+        h->tenant_start = size ? (unsigned char *)start : NULL;
+        h->tenant_size = size;
+    }
+    hk__unlock(&h->lock);
+    return r;
+}
+
+hk_result hk_hunk_set_tenant_range(hk_hunk *h, void *start, size_t size) {
+    if (!h) return HK_ERR_INVALID;
+    hk__lock(&h->lock);
+    hk_result r;
+    if (!h->tenant_fn)
+        r = hk__report(&h->rep, HK_ERR_STATE, HK_EK_STATE, start, size, NULL, "no tenant is installed");
+    else if ((r = hunk_tenant_check_range(h, start, size)) == HK_OK) {
+        h->tenant_start = size ? (unsigned char *)start : NULL;
+        h->tenant_size = size;
+    }
+    hk__unlock(&h->lock);
+    return r;
+}
+
 hk_result hk_hunk_stats(const hk_hunk *h, hk_stats *out) {
     if (!h || !out) return HK_ERR_INVALID;
     memset(out, 0, sizeof *out);
@@ -734,6 +814,14 @@ static int hunk_check_usage(hk_hunk *h) {
         hk__report(&h->rep, HK_ERR_CORRUPT, HK_EK_CORRUPT_STRUCTURE, h, h->cap, NULL,
                    "control block damaged: low %zu + high %zu exceed capacity %zu", h->low.used, h->high.used,
                    h->cap);
+        return 0;
+    }
+    if (h->tenant_size && (h->tenant_start < h->base + h->low.used ||
+                           h->tenant_start + h->tenant_size > h->base + h->cap - h->high.used)) {
+        hk__report(&h->rep, HK_ERR_CORRUPT, HK_EK_CORRUPT_STRUCTURE, h->tenant_start, h->tenant_size, NULL,
+                   "tenant claim %p..%p is outside the free middle %p..%p", (void *)h->tenant_start,
+                   (void *)(h->tenant_start + h->tenant_size), (void *)(h->base + h->low.used),
+                   (void *)(h->base + h->cap - h->high.used));
         return 0;
     }
     return 1;
