@@ -237,6 +237,8 @@ static cache_blk *cache_carve(hk_cache *c, cache_blk *f, uint32_t need16, int hi
             cache_next(u)->prev16 = need16;
             f->size16 = rem;
             cache_bin_insert(c, f);
+            /* f is now followed by an unlocked block: compaction must see it */
+            if ((unsigned char *)f < (unsigned char *)c->hint) c->hint = f;
         }
     }
     cache_unpoison(u, cache_bytes(u));
@@ -1338,6 +1340,7 @@ static hk_result cache_move_high_locked(hk_cache *c, hk__cache_slot *s, const ch
     memcpy(cache_user(nb), cache_user(b), cache_bytes(b) - CACHE_HDR);
     s->data = cache_user(nb);
     c->moved_bytes += cache_bytes(b);
+    c->used_bytes += cache_bytes(nb) - cache_bytes(b); /* nb may have taken a sliver more */
     cache_release(c, b);
     cache_fill_pad(nb, s->requested);
     return HK_OK;
