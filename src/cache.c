@@ -142,6 +142,15 @@ static inline hk__cache_slot *cache_slot_of_blk(hk_cache *c, const cache_blk *b)
 static inline unsigned cache_log2(uint32_t x) { return 31u - (unsigned)__builtin_clz(x); }
 static inline const char *cache_nm(const char *n) { return n ? n : "(unnamed)"; }
 
+/* Marks slot s most recently used. The clock then moves on once more, so
+ * that hk_cache_deref_fast (which stamps with the clock's current value and
+ * does not advance it: an increment per access would chain every access
+ * through memory) stamps later uses as newer than this one. */
+static inline void cache_stamp(hk_cache *c, hk__cache_slot *s) {
+    s->stamp = ++c->v.tick;
+    c->v.tick++;
+}
+
 /* Block size in 16-byte units for a request, 0 on overflow. */
 static uint32_t cache_need16(size_t size) {
     size_t t;
@@ -341,7 +350,7 @@ static uint32_t cache_slot_new(hk_cache *c) {
     s->lock = 0;
     s->flags = 0;
     s->link = 0;
-    s->stamp = ++c->v.tick;
+    cache_stamp(c, s);
     c->live++;
     return idx;
 }
@@ -859,7 +868,7 @@ static void cache_place(hk_cache *c, hk__cache_slot *s, cache_blk *f, uint32_t n
     cache_fill_pad(b, size);
     s->data = u;
     s->requested = size;
-    s->stamp = ++c->v.tick;
+    cache_stamp(c, s);
     c->used_bytes += cache_bytes(b);
     c->requested_bytes += size;
     if (c->requested_bytes > c->peak_requested) c->peak_requested = c->requested_bytes;
@@ -1077,7 +1086,7 @@ void *hk_cache_deref(hk_cache *c, hk_cache_handle h) {
     void *p = NULL;
     hk__cache_slot *s = cache_lookup(c, h, "deref", NULL);
     if (s) {
-        s->stamp = ++c->v.tick;
+        cache_stamp(c, s);
         p = s->data;
     }
     hk__unlock(&c->lock);
@@ -1089,7 +1098,7 @@ hk_result hk_cache_touch(hk_cache *c, hk_cache_handle h) {
     hk__lock(&c->lock);
     hk_result r = HK_OK;
     hk__cache_slot *s = cache_lookup(c, h, "touch", &r);
-    if (s) s->stamp = ++c->v.tick;
+    if (s) cache_stamp(c, s);
     hk__unlock(&c->lock);
     return r;
 }

@@ -689,6 +689,7 @@ HKT_TEST(check_finds_damage_and_free_reports_canary) {
     CHECK_EQ(g_errs.last_kind, HK_EK_CORRUPT_CANARY);
     CHECK_STR_CONTAINS(g_errs.last_message, "'victim'");
     CHECK_STR_CONTAINS(g_errs.last_message, "1 bytes past the end");
+    hk__san_access(p + 20, 4); /* check poisoned the canary again */
     p[21] = saved;
     CHECK_EQ(hk_cache_check(c), HK_OK);
     /* header damage */
@@ -700,6 +701,7 @@ HKT_TEST(check_finds_damage_and_free_reports_canary) {
     hdr[0] = m;
     CHECK_EQ(hk_cache_check(c), HK_OK);
     /* free with a damaged canary: reported and freed anyway */
+    hk__san_access(p + 20, 4);
     p[20] = 1;
     hkt_errors_reset(&g_errs);
     CHECK_EQ(hk_cache_free(c, a), HK_ERR_CORRUPT);
@@ -747,6 +749,7 @@ HKT_TEST(paranoid_mode_checks_each_operation) {
     CHECK(b.value != 0);
     CHECK(g_errs.count >= 1);
     CHECK_EQ(g_errs.last_kind, HK_EK_CORRUPT_CANARY);
+    hk__san_access(p + 10, 1);
     p[10] = HK_FILL_PAD;
     CHECK_EQ(hk_cache_check(c), HK_OK);
     hk_cache_destroy(c);

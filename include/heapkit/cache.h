@@ -271,8 +271,12 @@ void hk_cache_dump(hk_cache *c, void *out);
 /* ---- inline deref -----------------------------------------------------------
  * hk_cache_deref_fast is hk_cache_deref inlined for the common case (live,
  * resident handle, no lock hooks, not paranoid); every other case calls
- * hk_cache_deref, so reports and results are the same. The types below are
- * the part of the cache it reads: internal, do not use them. */
+ * hk_cache_deref, so reports and results are the same. One difference: for
+ * speed it stamps the block with the LRU clock without advancing it, so
+ * blocks reached with deref_fast between two other cache calls share one LRU
+ * rank (they are all newer than anything stamped before). `c` must not be
+ * NULL. With lock hooks it always takes hk_cache_deref (and the lock). The types below are the part of
+ * the cache it reads: internal, do not use them. */
 typedef struct hk__cache_slot {
     void *data;          /* block address, NULL when empty or unused */
     uint64_t stamp;      /* LRU clock at the last use */
@@ -300,7 +304,7 @@ static inline void *hk_cache_deref_fast(hk_cache *c, hk_cache_handle h) {
     if (i < v->nslots && !v->slow) {
         hk__cache_slot *s = &v->slots[i];
         if (s->handle == h.value && s->data) {
-            s->stamp = ++v->tick;
+            s->stamp = v->tick;
             return s->data;
         }
     }
