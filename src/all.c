@@ -14,3 +14,4 @@
 #include "os_posix.c"
 #include "hunk.c"
 #include "pool.c"
+#include "cache.c"

@@ -25,6 +25,10 @@
  *    them in O(1).
  *  - the temp block, when active, is the lowest high block and temp_mark is
  *    the high end as it was before the temp block.
+ *  - a tenant's claim, when non-empty, lies inside the free middle:
+ *    base + low.used <= tenant_start and tenant_start + tenant_size <=
+ *    base + cap - high.used; allocations that would enter it first ask the
+ *    tenant to give the bytes back (hunk_tenant_room).
  *
  * Marks are validated without walking: the block at a mark's edge (the last
  * low block below it, or the lowest high block above it) must still carry
@@ -96,11 +100,17 @@ struct hk_hunk {
     hunk_end temp_mark;
     uint32_t flags;
     int running_on_valgrind;
-    int slow; /* lock hooks, zero/fill/paranoid flags, a sanitizer or Valgrind: no fast path */
+    int slow; /* lock hooks, zero/fill/paranoid flags, a sanitizer, Valgrind or a tenant: no fast path */
     void *os_base; /* the OS mapping to release, or NULL for caller memory */
     size_t os_size;
     hk__reporter rep;
     hk_lock_hooks lock;
+    int slow_base; /* `slow` without the tenant */
+    /* tenant (hk_hunk_set_tenant): a claim inside the free middle */
+    hk_hunk_reclaim_fn tenant_fn;
+    void *tenant_user;
+    unsigned char *tenant_start;
+    size_t tenant_size;
     uint32_t nnames;
     hunk_name_cache name_cache[8];
     char names[HUNK_NAMES][HUNK_NAME_LEN];
@@ -226,8 +236,10 @@ hk_hunk *hk_hunk_create(const hk_hunk_desc *desc) {
 #ifdef HK__VALGRIND
     h->running_on_valgrind = RUNNING_ON_VALGRIND ? 1 : 0;
 #endif
-    h->slow = h->lock.lock || h->lock.unlock || (h->flags & (HK_FLAG_ZERO | HK_FLAG_FILL | HK_FLAG_PARANOID)) ||
-              h->running_on_valgrind || hk__asan_enabled() || HK_DEBUG >= 3;
+    h->slow_base = h->lock.lock || h->lock.unlock ||
+                   (h->flags & (HK_FLAG_ZERO | HK_FLAG_FILL | HK_FLAG_PARANOID)) || h->running_on_valgrind ||
+                   hk__asan_enabled() || HK_DEBUG >= 3;
+    h->slow = h->slow_base;
     hk__asan_poison(h->base, h->cap);
     return h;
 }
@@ -312,6 +324,26 @@ static inline size_t hunk_block_len(size_t n) {
 
 static void hunk_release_temp(hk_hunk *h);
 
+/* Makes sure an allocation whose low-end block ends at `edge` (high == 0)
+ * or whose high-end block starts at `edge` (high == 1) stays out of the
+ * tenant's claim, asking the tenant for the bytes when it does not. Returns
+ * 1 when the allocation may proceed. */
+static int hunk_tenant_room(hk_hunk *h, int high, uintptr_t edge) {
+    if (!h->tenant_fn || !h->tenant_size) return 1;
+    uintptr_t cs = (uintptr_t)h->tenant_start, ce = cs + h->tenant_size;
+    if (!high ? edge <= cs : edge >= ce) return 1;
+    size_t want = !high ? (size_t)(edge - cs) : (size_t)(ce - edge);
+    size_t got = h->tenant_fn(h->tenant_user, high, want);
+    if (got >= h->tenant_size) {
+        h->tenant_start = NULL;
+        h->tenant_size = 0;
+        return 1;
+    }
+    if (!high) h->tenant_start += got;
+    h->tenant_size -= got;
+    return got >= want;
+}
+
 static inline size_t hunk_free_bytes(const hk_hunk *h) { return h->cap - hunk_total_used(h); }
 
 /* Low end, any alignment (>= 16, power of two). */
@@ -332,6 +364,7 @@ static void *hunk_alloc_low(hk_hunk *h, size_t n, size_t align, const char *name
             return hunk_fail_nomem(h, n, 0);
     }
     unsigned char *start = h->base + h->low.used;
+    if (!hunk_tenant_room(h, 0, (uintptr_t)(start + total))) return hunk_fail_nomem(h, n, 0);
     if (lead) hunk_put_pad(start, lead, 0);
     h->low.last = h->low.used + lead;
     h->low.used += total;
@@ -356,6 +389,7 @@ static void *hunk_alloc_high(hk_hunk *h, size_t n, size_t align, uint32_t flags,
     size_t total = body + trail;
     if (HK__UNLIKELY(total < body || total > hunk_free_bytes(h))) return hunk_fail_nomem(h, n, 1);
     unsigned char *start = (unsigned char *)top - total;
+    if (!hunk_tenant_room(h, 1, (uintptr_t)start)) return hunk_fail_nomem(h, n, 1);
     if (trail) hunk_put_pad(start + body, trail, HUNK_F_HIGH);
     h->high.used += total;
     h->high.user_bytes += n;
@@ -665,6 +699,56 @@ void hk_hunk_free_range(const hk_hunk *h, void **start, size_t *size) {
     if (size) *size = h ? hunk_free_bytes(h) : 0;
 }
 
+/* ---- tenant ---------------------------------------------------------------- */
+
+static hk_result hunk_tenant_check_range(hk_hunk *h, void *start, size_t size) {
+    unsigned char *s = (unsigned char *)start;
+    if (size == 0) return HK_OK;
+    if (((uintptr_t)s & 15) || (size & 15) || s < h->base + h->low.used ||
+        size > (size_t)(h->base + h->cap - h->high.used - s))
+        return hk__report(&h->rep, HK_ERR_INVALID, HK_EK_INVALID_ARG, start, size, NULL,
+                          "tenant claim %p + %zu is not a 16-aligned range of the free middle %p..%p", start, size,
+                          (void *)(h->base + h->low.used), (void *)(h->base + h->cap - h->high.used));
+    return HK_OK;
+}
+
+hk_result hk_hunk_set_tenant(hk_hunk *h, hk_hunk_reclaim_fn fn, void *user, void *start, size_t size) {
+    if (!h) return HK_ERR_INVALID;
+    hk__lock(&h->lock);
+    hk_result r = HK_OK;
+    if (!fn) {
+        h->tenant_fn = NULL;
+        h->tenant_user = NULL;
+        h->tenant_start = NULL;
+        h->tenant_size = 0;
+    } else if (h->tenant_fn) {
+        r = hk__report(&h->rep, HK_ERR_STATE, HK_EK_STATE, start, size, NULL,
+                       "a tenant is already installed (claim %p + %zu)", (void *)h->tenant_start, h->tenant_size);
+    } else if ((r = hunk_tenant_check_range(h, start, size)) == HK_OK) {
+        h->tenant_fn = fn;
+        h->tenant_user = user;
+        h->tenant_start = size ? (unsigned char *)start : NULL;
+        h->tenant_size = size;
+    }
+    h->slow = h->slow_base || h->tenant_fn != NULL;
+    hk__unlock(&h->lock);
+    return r;
+}
+
+hk_result hk_hunk_set_tenant_range(hk_hunk *h, void *start, size_t size) {
+    if (!h) return HK_ERR_INVALID;
+    hk__lock(&h->lock);
+    hk_result r;
+    if (!h->tenant_fn)
+        r = hk__report(&h->rep, HK_ERR_STATE, HK_EK_STATE, start, size, NULL, "no tenant is installed");
+    else if ((r = hunk_tenant_check_range(h, start, size)) == HK_OK) {
+        h->tenant_start = size ? (unsigned char *)start : NULL;
+        h->tenant_size = size;
+    }
+    hk__unlock(&h->lock);
+    return r;
+}
+
 hk_result hk_hunk_stats(const hk_hunk *h, hk_stats *out) {
     if (!h || !out) return HK_ERR_INVALID;
     memset(out, 0, sizeof *out);
@@ -815,6 +899,15 @@ static int hunk_visit(hk_hunk *h, hunk_visit_fn fn, void *user, int report) {
             hk__report(&h->rep, HK_ERR_CORRUPT, HK_EK_CORRUPT_STRUCTURE, h, h->cap, NULL,
                        "control block damaged: low %zu + high %zu exceed capacity %zu", h->low.used,
                        h->high.used, h->cap);
+        return -1;
+    }
+    if (h->tenant_size && (h->tenant_start < h->base + h->low.used ||
+                           h->tenant_start + h->tenant_size > h->base + h->cap - h->high.used)) {
+        if (report)
+            hk__report(&h->rep, HK_ERR_CORRUPT, HK_EK_CORRUPT_STRUCTURE, h->tenant_start, h->tenant_size, NULL,
+                       "tenant claim %p..%p is outside the free middle %p..%p", (void *)h->tenant_start,
+                       (void *)(h->tenant_start + h->tenant_size), (void *)(h->base + h->low.used),
+                       (void *)(h->base + h->cap - h->high.used));
         return -1;
     }
     int r = hunk_visit_end(h, h->base, h->base + h->low.used, 0, fn, user, report, &h->low);

@@ -130,6 +130,44 @@ size_t hk_hunk_capacity(const hk_hunk *h);
  * Used by a cache that lives inside a hunk (heapkit/cache.h). O(1). */
 void hk_hunk_free_range(const hk_hunk *h, void **start, size_t *size);
 
+/* ---- tenant: a cache living in the free middle (heapkit/cache.h) ----------
+ *
+ * A tenant (one at most per hunk) claims the range [start, start + size) of
+ * the free middle. The hunk keeps its allocations out of the claim: when a
+ * low allocation would end above the claim's start, or a high allocation
+ * would begin below the claim's end, the hunk first calls
+ *
+ *     released = reclaim(user, high, bytes)
+ *
+ * asking the tenant to give up `bytes` bytes of its claim from the bottom
+ * (high == 0) or the top (high == 1). The tenant moves or discards what lies
+ * there and returns how many bytes it gave up from that side (0 to the whole
+ * claim; more than asked is allowed, a multiple of 16 is expected). The hunk
+ * shrinks the claim by that amount; a claim shrunk to nothing is forgotten
+ * (the tenant then holds no memory). If the tenant gave up less than asked,
+ * the allocation fails as out of memory. The callback runs with the hunk's
+ * lock held and must not call the hunk.
+ *
+ * The claim never grows by itself: when the middle widens (free to a mark,
+ * reset), the tenant takes more with hk_hunk_set_tenant_range. Stats, marks,
+ * walks and hk_hunk_free_range ignore the claim (to the hunk it is free
+ * space); hk_hunk_check verifies it lies inside the free middle. Destroy the
+ * tenant before the hunk. Thread-safety: when both are shared between
+ * threads, give them the same recursive lock (the hunk calls the tenant under
+ * its lock, and the tenant calls hk_hunk_set_tenant_range under its own). */
+typedef size_t (*hk_hunk_reclaim_fn)(void *user, int high, size_t bytes);
+
+/* Installs the tenant with its first claim, or removes it when fn is NULL
+ * (start and size are then ignored). The claim must lie inside the free
+ * middle and start and size must be multiples of 16. Returns HK_ERR_INVALID
+ * (reported) for a bad range, HK_ERR_STATE (reported) when another tenant is
+ * installed. O(1). */
+hk_result hk_hunk_set_tenant(hk_hunk *h, hk_hunk_reclaim_fn fn, void *user, void *start, size_t size);
+
+/* Replaces the installed tenant's claim (size 0 forgets it). Same range
+ * rules; HK_ERR_STATE when there is no tenant. O(1). */
+hk_result hk_hunk_set_tenant_range(hk_hunk *h, void *start, size_t size);
+
 /* Introspection (see heapkit.h): stats O(1); walk visits low blocks from the
  * bottom up, then high blocks from the most recent (lowest) up, O(blocks);
  * check (O(bytes of canaries + blocks)) verifies every

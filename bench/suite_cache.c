@@ -1,0 +1,413 @@
+/*
+ * bench/suite_cache.c - the cache's three workloads (issue 5):
+ *
+ *  1. deref: reaching 64-byte blocks through handles in a tight loop, against
+ *     the same loop over raw pointers (target: within 1.2x).
+ *  2. compact: bytes moved per second by a full compaction of a fragmented
+ *     cache, against memmove replaying exactly the same moves, and against one
+ *     memmove of the same byte count (target: at least 0.5x of memmove).
+ *  3. fragmentation: a mixed-lifetime workload that fills a heap of N bytes
+ *     until the first allocation fails; the occupancy (live requested bytes /
+ *     N) at that point, for the cache (with compaction) and for glibc held to
+ *     the same N (target: the cache reaches at least 95%).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
+#include "harness.h"
+#include "heapkit/cache.h"
+
+#include <malloc.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void hkb_suite_cache(hkb_ctx *ctx);
+
+#define S "cache"
+
+static void quiet_errors(const hk_error *e, void *u) {
+    (void)e;
+    (void)u;
+}
+
+static hk_cache *bench_cache(size_t size, uint32_t handles) {
+    return hk_cache_create(&(hk_cache_desc){.size = size, .max_handles = handles, .flags = HK_FLAG_QUIET,
+                                            .on_error = quiet_errors, .name = "bench"});
+}
+
+/* ---- 1. deref ---------------------------------------------------------------- */
+
+#define DEREF_N 4096
+
+static uint64_t sum64(const uint64_t *p) { return p[0] + p[1] + p[2] + p[3] + p[4] + p[5] + p[6] + p[7]; }
+
+static void bench_deref(hkb_ctx *ctx) {
+    hkb_section(S, "deref_sequential", "ns per access of a 64-byte block: raw pointer vs handle (lower is better)");
+    hk_cache *c = bench_cache(4u << 20, DEREF_N);
+    hk_cache_handle *hs = malloc(DEREF_N * sizeof *hs);
+    uint64_t **ptrs = malloc(DEREF_N * sizeof *ptrs);
+    uint32_t *order = malloc(DEREF_N * sizeof *order);
+    uint64_t seed = ctx->seed;
+    for (int i = 0; i < DEREF_N; i++) {
+        hs[i] = hk_cache_alloc(c, 64, "d");
+        ptrs[i] = hk_cache_deref(c, hs[i]);
+        for (int k = 0; k < 8; k++) ptrs[i][k] = (uint64_t)(i + k);
+        order[i] = (uint32_t)i;
+    }
+    for (int pass = 0; pass < 2; pass++) {
+    const char *wl = pass ? "deref_random" : "deref_sequential";
+    if (pass) hkb_section(S, wl, "the same, visiting the blocks in a random order");
+    if (pass) {
+        for (int i = DEREF_N - 1; i > 0; i--) { /* the same order for all three */
+            uint32_t j = (uint32_t)(hkb_rand(&seed) % (uint64_t)(i + 1)), t = order[i];
+            order[i] = order[j];
+            order[j] = t;
+        }
+    }
+    int rounds = ctx->quick ? 100 : 500;
+    double raw[16], fast[16], call[16];
+    int reps = ctx->reps > 16 ? 16 : ctx->reps;
+    uint64_t sink = 0;
+    for (int r = 0; r < reps; r++) {
+        uint64_t t0 = hkb_now_ns();
+        for (int k = 0; k < rounds; k++)
+            for (int i = 0; i < DEREF_N; i++) sink += sum64(ptrs[order[i]]);
+        uint64_t t1 = hkb_now_ns();
+        for (int k = 0; k < rounds; k++)
+            for (int i = 0; i < DEREF_N; i++) sink += sum64(hk_cache_deref_fast(c, hs[order[i]]));
+        uint64_t t2 = hkb_now_ns();
+        for (int k = 0; k < rounds; k++)
+            for (int i = 0; i < DEREF_N; i++) sink += sum64(hk_cache_deref(c, hs[order[i]]));
+        uint64_t t3 = hkb_now_ns();
+        double n = (double)rounds * DEREF_N;
+        raw[r] = (double)(t1 - t0) / n;
+        fast[r] = (double)(t2 - t1) / n;
+        call[r] = (double)(t3 - t2) / n;
+    }
+    hkb_sink(&sink);
+    double mr = hkb_median(raw, reps), mf = hkb_median(fast, reps), mc = hkb_median(call, reps);
+    hkb_record(S, wl, "raw pointer", "ns_per_access", mr, "ns");
+    hkb_record(S, wl, "heapkit deref_fast", "ns_per_access", mf, "ns");
+    hkb_record(S, wl, "heapkit deref", "ns_per_access", mc, "ns");
+    hkb_record(S, wl, "heapkit deref_fast", "ratio_vs_raw", mf / mr, "x");
+    hkb_record(S, wl, "heapkit deref", "ratio_vs_raw", mc / mr, "x");
+    hkb_skip(S, wl, "malloc peers", "handles have no malloc counterpart: the baseline is the raw pointer");
+    }
+    hk_cache_destroy(c);
+    free(hs);
+    free(ptrs);
+    free(order);
+}
+
+/* ---- 2. compaction throughput ---------------------------------------------------- */
+
+typedef struct move_rec {
+    size_t src, dst, len;
+} move_rec;
+
+typedef struct layout_rec {
+    unsigned char *lo;
+    size_t n, cap;
+    move_rec *m;
+} layout_rec;
+
+static int record_block(const hk_block_info *bi, void *user) {
+    layout_rec *l = (layout_rec *)user;
+    if (!(bi->flags & HK_BLOCK_USED)) return 0;
+    if (!l->lo) l->lo = (unsigned char *)bi->address;
+    if (l->n < l->cap) {
+        l->m[l->n].src = (size_t)((unsigned char *)bi->address - l->lo);
+        l->m[l->n].len = bi->size + 16; /* the whole block moves, header included */
+        l->m[l->n].dst = bi->id;        /* temporarily: the handle */
+        l->n++;
+    }
+    return 0;
+}
+
+/* Builds a fragmented cache: blocks of 64..4096 bytes filling it, then every
+ * other one freed. */
+static hk_cache *fragmented(size_t size, uint64_t *seed, hk_cache_handle *hs, int max, int *n_out) {
+    hk_cache *c = bench_cache(size + 4096, (uint32_t)max);
+    int n = 0;
+    for (; n < max; n++) {
+        size_t sz = 64 + (size_t)(hkb_rand(seed) % 4033);
+        hs[n] = hk_cache_alloc(c, sz, "blk");
+        if (!hs[n].value) break;
+        memset(hk_cache_deref(c, hs[n]), n & 0xFF, sz);
+    }
+    for (int i = 0; i < n; i += 2) hk_cache_free(c, hs[i]);
+    *n_out = n;
+    return c;
+}
+
+static void bench_compact(hkb_ctx *ctx) {
+    hkb_section(S, "compact", "bytes moved per second by a full compaction (higher is better)");
+    size_t size = ctx->quick ? (8u << 20) : (32u << 20);
+    int max = (int)(size / 64);
+    hk_cache_handle *hs = malloc((size_t)max * sizeof *hs);
+    move_rec *moves = malloc((size_t)max * sizeof *moves);
+    unsigned char *buf = malloc(size + 4096);
+    memset(buf, 1, size + 4096);
+    int reps = ctx->reps > 16 ? 16 : ctx->reps;
+    double cache_bps[16], replay_bps[16], one_bps[16], step_bps[16];
+    size_t moved_bytes = 0;
+    for (int r = 0; r < reps; r++) {
+        uint64_t seed = ctx->seed + (uint64_t)r;
+        int n;
+        hk_cache *c = fragmented(size, &seed, hs, max, &n);
+        /* where every live block is before, to replay the same moves */
+        layout_rec before = {NULL, 0, (size_t)max, moves};
+        hk_cache_walk(c, record_block, &before);
+        size_t moved = 0;
+        uint64_t t0 = hkb_now_ns();
+        hk_cache_compact_step(c, 0, 0, &moved);
+        uint64_t t1 = hkb_now_ns();
+        /* destinations: the new addresses; offsets from the lowest address seen */
+        unsigned char *base = before.lo;
+        for (size_t i = 0; i < before.n; i++) {
+            hk_cache_handle h = {(uint32_t)moves[i].dst};
+            unsigned char *d = (unsigned char *)hk_cache_deref(c, h) - 16;
+            moves[i].dst = (size_t)(uintptr_t)d;
+            if (d < base) base = d;
+        }
+        for (size_t i = 0; i < before.n; i++) {
+            moves[i].src += (size_t)(before.lo - base);
+            moves[i].dst -= (size_t)(uintptr_t)base;
+        }
+        size_t replayed = 0;
+        uint64_t t2 = hkb_now_ns();
+        for (size_t i = 0; i < before.n; i++)
+            if (moves[i].dst != moves[i].src) {
+                memmove(buf + moves[i].dst, buf + moves[i].src, moves[i].len);
+                replayed += moves[i].len;
+            }
+        uint64_t t3 = hkb_now_ns();
+        memmove(buf, buf + 4096, moved);
+        uint64_t t4 = hkb_now_ns();
+        hkb_sink(buf);
+        cache_bps[r] = (double)moved / ((double)(t1 - t0) / 1e9);
+        replay_bps[r] = (double)replayed / ((double)(t3 - t2) / 1e9);
+        one_bps[r] = (double)moved / ((double)(t4 - t3) / 1e9);
+        moved_bytes = moved;
+        hk_cache_destroy(c);
+        /* the same work in 256 KiB slices */
+        seed = ctx->seed + (uint64_t)r;
+        c = fragmented(size, &seed, hs, max, &n);
+        size_t smoved = 0;
+        uint64_t t5 = hkb_now_ns();
+        while (hk_cache_compact_step(c, 256u << 10, 0, &smoved)) {
+        }
+        uint64_t t6 = hkb_now_ns();
+        step_bps[r] = (double)smoved / ((double)(t6 - t5) / 1e9);
+        hk_cache_destroy(c);
+    }
+    double mc = hkb_median(cache_bps, reps), mrp = hkb_median(replay_bps, reps), mo = hkb_median(one_bps, reps),
+           ms = hkb_median(step_bps, reps);
+    hkb_record(S, "compact", "heapkit compact", "bytes_moved", (double)moved_bytes, "B");
+    hkb_record(S, "compact", "heapkit compact", "throughput", mc / 1e6, "MB/s");
+    hkb_record(S, "compact", "heapkit compact_step 256K", "throughput", ms / 1e6, "MB/s");
+    hkb_record(S, "compact", "memmove same moves", "throughput", mrp / 1e6, "MB/s");
+    hkb_record(S, "compact", "memmove one call", "throughput", mo / 1e6, "MB/s");
+    hkb_record(S, "compact", "heapkit compact", "ratio_vs_memmove_same_moves", mc / mrp, "x");
+    hkb_record(S, "compact", "heapkit compact", "ratio_vs_memmove_one_call", mc / mo, "x");
+    hkb_record(S, "compact", "heapkit compact_step 256K", "ratio_vs_memmove_same_moves", ms / mrp, "x");
+    hkb_skip(S, "compact", "malloc peers", "no malloc moves blocks: the baseline is memmove");
+    free(hs);
+    free(moves);
+    free(buf);
+}
+
+/* ---- 3. allocation under fragmentation ------------------------------------------------ */
+
+/* The workload: each step allocates one block (sizes: half 32..512, a third
+ * 512..8K, the rest 8K..64K) with a lifetime: short (75%: freed 20..400
+ * steps later), medium (20%: 1000..20000) or long (5%: never), so the heap
+ * fills slowly while it churns. Runs until the first allocation that fails. */
+typedef struct frag_op {
+    size_t size;
+    int64_t death; /* step at which it is freed, -1 never */
+} frag_op;
+
+static frag_op frag_next(uint64_t *seed, int64_t step) {
+    frag_op o;
+    uint64_t k = hkb_rand(seed) % 100;
+    o.size = k < 50 ? 32 + hkb_rand(seed) % 481 : k < 85 ? 512 + hkb_rand(seed) % 7681 : 8192 + hkb_rand(seed) % 57345;
+    uint64_t l = hkb_rand(seed) % 100;
+    o.death = l < 75 ? step + 20 + (int64_t)(hkb_rand(seed) % 381)
+              : l < 95 ? step + 1000 + (int64_t)(hkb_rand(seed) % 19001)
+                       : -1;
+    return o;
+}
+
+typedef struct frag_live {
+    void *p;
+    uint32_t h;
+    size_t size;
+    int64_t death;
+} frag_live;
+
+/* A tiny binary heap of deaths keeps the workload itself O(log n). */
+typedef struct frag_state {
+    frag_live *v;
+    size_t n, cap;
+    size_t live_bytes;
+} frag_state;
+
+static void fs_push(frag_state *s, frag_live x) {
+    if (s->n == s->cap) {
+        s->cap = s->cap ? s->cap * 2 : 1024;
+        s->v = realloc(s->v, s->cap * sizeof *s->v);
+    }
+    size_t i = s->n++;
+    s->v[i] = x;
+    while (i && s->v[(i - 1) / 2].death > s->v[i].death) {
+        frag_live t = s->v[i];
+        s->v[i] = s->v[(i - 1) / 2];
+        s->v[(i - 1) / 2] = t;
+        i = (i - 1) / 2;
+    }
+}
+
+static frag_live fs_pop(frag_state *s) {
+    frag_live top = s->v[0];
+    s->v[0] = s->v[--s->n];
+    size_t i = 0;
+    for (;;) {
+        size_t l = 2 * i + 1, m = i;
+        if (l < s->n && s->v[l].death < s->v[m].death) m = l;
+        if (l + 1 < s->n && s->v[l + 1].death < s->v[m].death) m = l + 1;
+        if (m == i) break;
+        frag_live t = s->v[i];
+        s->v[i] = s->v[m];
+        s->v[m] = t;
+        i = m;
+    }
+    return top;
+}
+
+#define NEVER INT64_MAX
+
+static double frag_cache(size_t limit, uint64_t seed, double *with_table, int64_t *steps_out) {
+    uint32_t handles = (uint32_t)(limit / 2048); /* about twice the blocks live at the end */
+    hk_cache *c = bench_cache(limit, handles);
+    hk_stats st;
+    hk_cache_stats(c, &st);
+    size_t region = st.capacity;
+    frag_state s = {0};
+    int64_t step = 0;
+    for (;; step++) {
+        while (s.n && s.v[0].death <= step) {
+            frag_live x = fs_pop(&s);
+            hk_cache_free(c, (hk_cache_handle){x.h});
+            s.live_bytes -= x.size;
+        }
+        frag_op o = frag_next(&seed, step);
+        hk_cache_handle h = hk_cache_alloc(c, o.size, "w");
+        if (!h.value) break;
+        memset(hk_cache_deref(c, h), 0x5A, o.size < 64 ? o.size : 64);
+        fs_push(&s, (frag_live){NULL, h.value, o.size, o.death < 0 ? NEVER : o.death});
+        s.live_bytes += o.size;
+    }
+    hk_cache_stats(c, &st);
+    double occ = (double)s.live_bytes / (double)region;
+    /* the handle table lives apart from the region: count it too */
+    *with_table = (double)s.live_bytes /
+                  (double)(region + (size_t)handles * (sizeof(hk__cache_slot) + 2 * sizeof(uint32_t)));
+    *steps_out = step;
+    hk_cache_destroy(c);
+    free(s.v);
+    return occ;
+}
+
+typedef struct glibc_job {
+    size_t limit;
+    uint64_t seed;
+    double occ;
+    int64_t steps;
+} glibc_job;
+
+/* glibc held to `limit`: an allocation "fails" when the heap span it needs
+ * (from the first block's address to the end of the highest live block)
+ * passes the limit. Runs in its own thread so glibc gives it a fresh arena. */
+static void *glibc_frag(void *arg) {
+    glibc_job *j = (glibc_job *)arg;
+    frag_state s = {0};
+    uintptr_t base = 0, top = 0;
+    uint64_t seed = j->seed;
+    int64_t step = 0;
+    for (;; step++) {
+        while (s.n && s.v[0].death <= step) {
+            frag_live x = fs_pop(&s);
+            free(x.p);
+            s.live_bytes -= x.size;
+        }
+        frag_op o = frag_next(&seed, step);
+        void *p = malloc(o.size);
+        if (!p) break;
+        uintptr_t a = (uintptr_t)p, e = a + malloc_usable_size(p);
+        if (!base) base = a;
+        if (a < base) base = a;
+        if (e > top) top = e;
+        if (top - base > j->limit) {
+            free(p);
+            break;
+        }
+        memset(p, 0x5A, o.size < 64 ? o.size : 64);
+        fs_push(&s, (frag_live){p, 0, o.size, o.death < 0 ? NEVER : o.death});
+        s.live_bytes += o.size;
+        /* the top only falls when the highest blocks die: recompute rarely */
+        if ((step & 1023) == 0) {
+            uintptr_t t = 0;
+            for (size_t i = 0; i < s.n; i++) {
+                uintptr_t x = (uintptr_t)s.v[i].p + malloc_usable_size(s.v[i].p);
+                if (x > t) t = x;
+            }
+            top = t;
+        }
+    }
+    j->occ = (double)s.live_bytes / (double)j->limit;
+    j->steps = step;
+    for (size_t i = 0; i < s.n; i++) free(s.v[i].p);
+    free(s.v);
+    return NULL;
+}
+
+static void bench_fragmentation(hkb_ctx *ctx) {
+    hkb_section(S, "fragmentation", "occupancy (live requested bytes / heap size) at the first failed allocation");
+    size_t limit = ctx->quick ? (8u << 20) : (32u << 20);
+    int reps = ctx->reps > 16 ? 16 : ctx->reps;
+    double occ_c[16], occ_ct[16], occ_g[16], steps_c[16], steps_g[16];
+    for (int r = 0; r < reps; r++) {
+        uint64_t seed = ctx->seed * 31u + (uint64_t)r;
+        int64_t st;
+        occ_c[r] = frag_cache(limit, seed, &occ_ct[r], &st);
+        steps_c[r] = (double)st;
+        glibc_job j = {limit, seed, 0, 0};
+        pthread_t t;
+        if (pthread_create(&t, NULL, glibc_frag, &j) == 0) pthread_join(t, NULL);
+        else glibc_frag(&j);
+        occ_g[r] = j.occ;
+        steps_g[r] = (double)j.steps;
+    }
+    double oc = hkb_median(occ_c, reps), oct = hkb_median(occ_ct, reps), og = hkb_median(occ_g, reps);
+    hkb_record(S, "fragmentation", "heapkit cache", "occupancy", oc * 100, "%");
+    hkb_record(S, "fragmentation", "heapkit cache", "occupancy_incl_handle_table", oct * 100, "%");
+    hkb_record(S, "fragmentation", "heapkit cache", "steps_to_failure", hkb_median(steps_c, reps), "allocs");
+    hkb_record(S, "fragmentation", "glibc", "occupancy", og * 100, "%");
+    hkb_record(S, "fragmentation", "glibc", "steps_to_failure", hkb_median(steps_g, reps), "allocs");
+    hkb_record(S, "fragmentation", "heapkit cache", "ratio_vs_glibc", oc / og, "x");
+    /* ---- ZONE: wire the zone in here after merge (same workload, a zone of
+     * `limit` bytes given as caller memory; record "occupancy" and
+     * "ratio_vs_zone" for the cache). */
+    hkb_skip(S, "fragmentation", "zone", "zone module not merged in this build");
+    hkb_skip(S, "fragmentation", "mimalloc/jemalloc/tcmalloc",
+             "no way to hold them to a byte limit: they spread size classes over separate pages");
+}
+
+void hkb_suite_cache(hkb_ctx *ctx) {
+    bench_deref(ctx);
+    bench_compact(ctx);
+    bench_fragmentation(ctx);
+}

@@ -1,0 +1,771 @@
+/* Cache: handles, lock/purge, LRU, allocation order, compaction, scramble,
+ * introspection and misuse reports. Hunk coexistence: test_cache_hunk.c;
+ * randomized model: test_cache_model.c. */
+#define _GNU_SOURCE 1 /* open_memstream */
+#include "heapkit/cache.h"
+#include "hk_test.h"
+#include "internal.h"
+
+static hkt_errors g_errs;
+
+static hk_cache *mk(size_t size, uint32_t flags) {
+    hkt_errors_reset(&g_errs);
+    return hk_cache_create(&(hk_cache_desc){.size = size, .flags = flags, .name = "test", .max_handles = 1024,
+                                            .on_error = hkt_on_error, .error_user = &g_errs});
+}
+
+static void fill(hk_cache *c, hk_cache_handle h, unsigned char v) {
+    unsigned char *p = hk_cache_deref(c, h);
+    memset(p, v, hk_cache_size(c, h));
+}
+
+static int holds(hk_cache *c, hk_cache_handle h, unsigned char v) {
+    unsigned char *p = hk_cache_deref(c, h);
+    size_t n = hk_cache_size(c, h);
+    return p && hk_fill_check(p, n, v) == n;
+}
+
+HKT_TEST(create_variants) {
+    CHECK(hk_cache_create(NULL) == NULL);
+    hk_cache *c = hk_cache_create(&(hk_cache_desc){0});
+    REQUIRE(c != NULL);
+    hk_stats st;
+    CHECK_EQ(hk_cache_stats(c, &st), HK_OK);
+    CHECK(st.capacity >= ((size_t)16 << 20));
+    CHECK_STR_CONTAINS(st.allocator, "cache");
+    CHECK_EQ(hk_cache_check(c), HK_OK);
+    hk_cache_destroy(c);
+    static unsigned char mem[64 * 1024] __attribute__((aligned(16)));
+    c = hk_cache_create(&(hk_cache_desc){.memory = mem, .size = sizeof mem, .max_handles = 64});
+    REQUIRE(c != NULL);
+    CHECK_EQ(hk_cache_stats(c, &st), HK_OK);
+    CHECK(st.capacity > 50000 && st.capacity < sizeof mem);
+    CHECK(st.free + 16 == st.capacity);
+    hk_cache_handle h = hk_cache_alloc(c, 100, "x");
+    CHECK(h.value != 0);
+    CHECK((unsigned char *)hk_cache_deref(c, h) > mem && (unsigned char *)hk_cache_deref(c, h) < mem + sizeof mem);
+    hk_cache_destroy(c);
+    CHECK(hk_cache_create(&(hk_cache_desc){.memory = mem, .size = 200}) == NULL); /* table does not fit */
+    CHECK(hk_cache_create(&(hk_cache_desc){.max_handles = 1u << 24}) == NULL);
+    hk_cache_destroy(NULL);
+}
+
+HKT_TEST(alloc_deref_free) {
+    hk_cache *c = mk(1 << 20, 0);
+    hk_cache_handle a = hk_cache_alloc(c, 100, "a"), b = hk_cache_alloc(c, 0, "zero"), d = hk_cache_alloc(c, 5000, NULL);
+    REQUIRE(a.value && b.value && d.value);
+    CHECK(a.value != b.value && b.value != d.value);
+    void *pa = hk_cache_deref(c, a), *pb = hk_cache_deref(c, b), *pd = hk_cache_deref(c, d);
+    CHECK(pa && pb && pd && pa != pb && pb != pd);
+    CHECK(((uintptr_t)pa & 15) == 0 && ((uintptr_t)pb & 15) == 0 && ((uintptr_t)pd & 15) == 0);
+    CHECK(hk_cache_deref_fast(c, a) == pa);
+    CHECK_EQ(hk_cache_size(c, a), 100);
+    CHECK_EQ(hk_cache_size(c, b), 0);
+    fill(c, a, 0x11);
+    fill(c, d, 0x22);
+    CHECK(holds(c, a, 0x11) && holds(c, d, 0x22));
+    hk_stats st;
+    hk_cache_stats(c, &st);
+    CHECK_EQ(st.used, 5100);
+    CHECK_EQ(st.live_blocks, 3);
+    CHECK_EQ(st.alloc_count, 3);
+    CHECK_EQ(hk_cache_check(c), HK_OK);
+    CHECK_EQ(hk_cache_free(c, a), HK_OK);
+    CHECK_EQ(hk_cache_free(c, b), HK_OK);
+    CHECK_EQ(hk_cache_free(c, d), HK_OK);
+    hk_cache_stats(c, &st);
+    CHECK_EQ(st.used, 0);
+    CHECK_EQ(st.live_blocks, 0);
+    CHECK_EQ(st.free_blocks, 1);
+    CHECK_EQ(st.free_count, 3);
+    CHECK_EQ(g_errs.count, 0);
+    CHECK_EQ(hk_cache_check(c), HK_OK);
+    hk_cache_destroy(c);
+}
+
+HKT_TEST(zero_and_fill_flags) {
+    hk_cache *c = mk(1 << 16, HK_FLAG_FILL);
+    hk_cache_handle a = hk_cache_alloc(c, 64, "f");
+    CHECK(holds(c, a, HK_FILL_ALLOC));
+    hk_cache_destroy(c);
+    c = mk(1 << 16, HK_FLAG_ZERO);
+    a = hk_cache_alloc(c, 64, "z");
+    fill(c, a, 0x77);
+    hk_cache_free(c, a);
+    a = hk_cache_alloc(c, 64, "z");
+    CHECK(holds(c, a, 0));
+    CHECK_EQ(hk_cache_resize(c, a, 200), HK_OK);
+    CHECK(holds(c, a, 0));
+    CHECK_EQ(hk_cache_check(c), HK_OK);
+    hk_cache_destroy(c);
+}
+
+HKT_TEST(stale_foreign_and_none_handles) {
+    hk_cache *c = mk(1 << 16, 0);
+    hk_cache *other = hk_cache_create(&(hk_cache_desc){.size = 1 << 16});
+    hk_cache_handle a = hk_cache_alloc(c, 10, "a");
+    hk_cache_handle o = hk_cache_alloc(other, 10, "o");
+    hk_cache_free(c, a);
+    hkt_errors_reset(&g_errs);
+    CHECK(hk_cache_deref(c, a) == NULL);
+    CHECK_EQ(g_errs.count, 1);
+    CHECK_EQ(g_errs.last_kind, HK_EK_STALE);
+    CHECK_STR_CONTAINS(g_errs.last_message, "cache 'test'");
+    CHECK_STR_CONTAINS(g_errs.last_message, "stale");
+    CHECK(hk_cache_deref_fast(c, a) == NULL);
+    CHECK_EQ(g_errs.count, 2);
+    CHECK_EQ(hk_cache_free(c, a), HK_ERR_STALE);
+    CHECK_EQ(hk_cache_lock(c, a), HK_ERR_STALE);
+    CHECK_EQ(hk_cache_resize(c, a, 20), HK_ERR_STALE);
+    CHECK_EQ(hk_cache_check(c), HK_OK);
+    hkt_errors_reset(&g_errs);
+    CHECK(hk_cache_deref(c, o) == NULL);
+    CHECK_EQ(g_errs.last_result, HK_ERR_FOREIGN);
+    CHECK_STR_CONTAINS(g_errs.last_message, "does not belong");
+    CHECK_EQ(hk_cache_free(c, (hk_cache_handle){0xFFFFFFFFu}), HK_ERR_FOREIGN);
+    CHECK_EQ(hk_cache_free(c, (hk_cache_handle){0}), HK_ERR_INVALID);
+    CHECK(hk_cache_deref(c, (hk_cache_handle){0}) == NULL);
+    CHECK_EQ(g_errs.last_kind, HK_EK_INVALID_ARG);
+    CHECK(!hk_cache_is_purged(c, a));
+    CHECK_EQ(hk_cache_check(c), HK_OK);
+    hk_stats st;
+    hk_cache_stats(c, &st);
+    CHECK(st.error_count >= 6);
+    hk_cache_destroy(c);
+    hk_cache_destroy(other);
+}
+
+HKT_TEST(handle_slots_reused_late_and_never_equal) {
+    hkt_errors_reset(&g_errs);
+    hk_cache *c = hk_cache_create(&(hk_cache_desc){.size = 1 << 16, .max_handles = 8, .on_error = hkt_on_error,
+                                                   .error_user = &g_errs});
+    hk_cache_handle first = hk_cache_alloc(c, 8, NULL);
+    hk_cache_free(c, first);
+    /* the 7 fresh slots are used before the freed one comes back */
+    hk_cache_handle hs[8];
+    for (int i = 0; i < 7; i++) {
+        hs[i] = hk_cache_alloc(c, 8, NULL);
+        CHECK((hs[i].value & 0xF) != (first.value & 0xF));
+    }
+    hs[7] = hk_cache_alloc(c, 8, NULL);
+    CHECK((hs[7].value & 0xF) == (first.value & 0xF));
+    CHECK(hs[7].value != first.value);
+    /* table full: reported */
+    hk_cache_handle none = hk_cache_alloc(c, 8, "ninth");
+    CHECK_EQ(none.value, 0);
+    CHECK_EQ(g_errs.last_kind, HK_EK_NOMEM);
+    /* cycling one slot many times never repeats a value */
+    hk_cache_free(c, hs[0]);
+    uint32_t prev = hs[0].value;
+    for (int i = 0; i < 1000; i++) {
+        hk_cache_handle h = hk_cache_alloc(c, 8, NULL);
+        CHECK(h.value != prev && h.value != 0);
+        prev = h.value;
+        hk_cache_free(c, h);
+    }
+    CHECK_EQ(hk_cache_check(c), HK_OK);
+    hk_cache_destroy(c);
+}
+
+HKT_TEST(handle_table_full_reported) {
+    hkt_errors_reset(&g_errs);
+    hk_cache *c = hk_cache_create(&(hk_cache_desc){.size = 1 << 16, .max_handles = 2, .on_error = hkt_on_error,
+                                                   .error_user = &g_errs});
+    CHECK(hk_cache_alloc(c, 8, NULL).value && hk_cache_alloc(c, 8, NULL).value);
+    CHECK_EQ(hk_cache_alloc(c, 8, "third").value, 0);
+    CHECK_EQ(g_errs.last_kind, HK_EK_NOMEM);
+    CHECK_STR_CONTAINS(g_errs.last_message, "handle table is full");
+    CHECK_EQ(hk_cache_check(c), HK_OK);
+    hk_cache_destroy(c);
+}
+
+HKT_TEST(overflow_sizes_fail_cleanly) {
+    hk_cache *c = mk(1 << 16, 0);
+    CHECK_EQ(hk_cache_alloc(c, SIZE_MAX, "big").value, 0);
+    CHECK_EQ(g_errs.last_kind, HK_EK_OVERFLOW);
+    CHECK_EQ(hk_cache_alloc(c, SIZE_MAX - 20, "big").value, 0);
+    CHECK_EQ(hk_cache_alloc(c, (size_t)1 << 30, "huge").value, 0);
+    CHECK_EQ(g_errs.last_kind, HK_EK_NOMEM);
+    hk_cache_handle a = hk_cache_alloc(c, 10, "a");
+    CHECK_EQ(hk_cache_resize(c, a, SIZE_MAX), HK_ERR_OVERFLOW);
+    CHECK_EQ(hk_cache_reallocate(c, a, SIZE_MAX - 8), HK_ERR_OVERFLOW);
+    CHECK_EQ(hk_cache_size(c, a), 10);
+    hk_stats st;
+    hk_cache_stats(c, &st);
+    CHECK_EQ(st.fail_count, 5);
+    CHECK_EQ(hk_cache_check(c), HK_OK);
+    hk_cache_destroy(c);
+}
+
+HKT_TEST(lock_counts_and_misuse) {
+    hk_cache *c = mk(1 << 16, 0);
+    hk_cache_handle a = hk_cache_alloc(c, 32, "pinned");
+    CHECK_EQ(hk_cache_lock(c, a), HK_OK);
+    CHECK_EQ(hk_cache_lock(c, a), HK_OK);
+    CHECK_EQ(hk_cache_lock_count(c, a), 2);
+    hkt_errors_reset(&g_errs);
+    CHECK_EQ(hk_cache_free(c, a), HK_ERR_LOCKED);
+    CHECK_EQ(g_errs.last_kind, HK_EK_LOCKED);
+    CHECK_STR_CONTAINS(g_errs.last_message, "'pinned'");
+    CHECK(hk_cache_deref(c, a) != NULL);
+    CHECK_EQ(hk_cache_purge(c, a), HK_ERR_LOCKED);
+    CHECK_EQ(hk_cache_move_high(c, a), HK_ERR_LOCKED);
+    CHECK_EQ(hk_cache_check(c), HK_OK);
+    CHECK_EQ(hk_cache_unlock(c, a), HK_OK);
+    CHECK_EQ(hk_cache_unlock(c, a), HK_OK);
+    hkt_errors_reset(&g_errs);
+    CHECK_EQ(hk_cache_unlock(c, a), HK_ERR_STATE);
+    CHECK_EQ(g_errs.last_kind, HK_EK_STATE);
+    CHECK_STR_CONTAINS(g_errs.last_message, "not locked");
+    CHECK_EQ(hk_cache_check(c), HK_OK);
+    for (int i = 0; i < 65535; i++) hk_cache_lock(c, a);
+    CHECK_EQ(hk_cache_lock(c, a), HK_ERR_OVERFLOW);
+    CHECK_EQ(hk_cache_lock_count(c, a), 65535);
+    CHECK_EQ(hk_cache_check(c), HK_OK);
+    hk_cache_destroy(c);
+}
+
+static int g_purged;
+static hk_cache_handle g_purged_last;
+static unsigned char g_purged_byte;
+static void on_purge(hk_cache *c, hk_cache_handle h, void *data, size_t size, void *user) {
+    (void)c;
+    (void)user;
+    g_purged++;
+    g_purged_last = h;
+    g_purged_byte = size ? *(unsigned char *)data : 0;
+}
+
+static hk_cache *mk_purging(size_t size, uint32_t flags) {
+    hkt_errors_reset(&g_errs);
+    g_purged = 0;
+    return hk_cache_create(&(hk_cache_desc){.size = size, .flags = flags, .name = "test", .max_handles = 1024,
+                                            .on_error = hkt_on_error, .error_user = &g_errs, .on_purge = on_purge});
+}
+
+HKT_TEST(purge_keeps_handle_and_reallocate_refills) {
+    hk_cache *c = mk_purging(1 << 16, 0);
+    hk_cache_handle a = hk_cache_alloc(c, 300, "sound");
+    fill(c, a, 0x5A);
+    CHECK_EQ(hk_cache_purge(c, a), HK_OK);
+    CHECK_EQ(g_purged, 1);
+    CHECK_EQ(g_purged_last.value, a.value);
+    CHECK_EQ(g_purged_byte, 0x5A);
+    CHECK(hk_cache_is_purged(c, a));
+    hkt_errors_reset(&g_errs);
+    CHECK(hk_cache_deref(c, a) == NULL);
+    CHECK(hk_cache_deref_fast(c, a) == NULL);
+    CHECK_EQ(g_errs.count, 0); /* empty is not an error */
+    CHECK_EQ(hk_cache_size(c, a), 0);
+    CHECK_EQ(hk_cache_touch(c, a), HK_OK);
+    CHECK_EQ(hk_cache_purge(c, a), HK_OK); /* already empty */
+    CHECK_EQ(hk_cache_resize(c, a, 10), HK_ERR_STATE);
+    CHECK_EQ(g_errs.last_kind, HK_EK_STATE);
+    CHECK_EQ(hk_cache_move_high(c, a), HK_ERR_STATE);
+    CHECK_EQ(hk_cache_check(c), HK_OK);
+    CHECK_EQ(hk_cache_reallocate(c, a, 500), HK_OK);
+    CHECK(!hk_cache_is_purged(c, a));
+    CHECK_EQ(hk_cache_size(c, a), 500);
+    fill(c, a, 0x33);
+    /* reallocate of a resident block replaces it */
+    CHECK_EQ(hk_cache_reallocate(c, a, 40), HK_OK);
+    CHECK_EQ(hk_cache_size(c, a), 40);
+    hk_cache_lock(c, a);
+    CHECK_EQ(hk_cache_reallocate(c, a, 40), HK_ERR_LOCKED);
+    hk_cache_unlock(c, a);
+    /* an empty handle can be locked; it can be freed once unlocked */
+    hk_cache_purge(c, a);
+    CHECK_EQ(hk_cache_lock(c, a), HK_OK);
+    CHECK_EQ(hk_cache_free(c, a), HK_ERR_LOCKED);
+    CHECK_EQ(hk_cache_unlock(c, a), HK_OK);
+    CHECK_EQ(hk_cache_free(c, a), HK_OK);
+    CHECK_EQ(hk_cache_check(c), HK_OK);
+    hk_cache_destroy(c);
+}
+
+HKT_TEST(purge_all_respects_locks) {
+    hk_cache *c = mk_purging(1 << 16, 0);
+    hk_cache_handle h[6];
+    for (int i = 0; i < 6; i++) {
+        h[i] = hk_cache_alloc(c, 100, "p");
+        if (i != 5) hk_cache_set_purgeable(c, h[i], true);
+    }
+    hk_cache_lock(c, h[0]);
+    hk_cache_set_purgeable(c, h[1], false);
+    CHECK_EQ(hk_cache_purge_all(c), 3);
+    CHECK(!hk_cache_is_purged(c, h[0]) && !hk_cache_is_purged(c, h[1]) && !hk_cache_is_purged(c, h[5]));
+    CHECK(hk_cache_is_purged(c, h[2]) && hk_cache_is_purged(c, h[3]) && hk_cache_is_purged(c, h[4]));
+    CHECK_EQ(hk_cache_check(c), HK_OK);
+    hk_cache_destroy(c);
+}
+
+/* Fills a small cache with n blocks of `size` bytes, each filled with its index. */
+static int fill_up(hk_cache *c, hk_cache_handle *hs, int max, size_t size) {
+    int n = 0;
+    hk_cache_space sp;
+    while (n < max) {
+        hk_cache_max_block(c, &sp);
+        if (sp.now < size) break;
+        hs[n] = hk_cache_alloc(c, size, "blk");
+        if (!hs[n].value) break;
+        fill(c, hs[n], (unsigned char)(n + 1));
+        n++;
+    }
+    return n;
+}
+
+HKT_TEST(allocation_compacts_before_purging) {
+    hk_cache *c = mk_purging(64 * 1024, 0);
+    hk_cache_handle hs[512];
+    int n = fill_up(c, hs, 512, 1000);
+    CHECK(n > 50);
+    for (int i = 0; i < n; i++) hk_cache_set_purgeable(c, hs[i], true);
+    for (int i = 0; i < n; i += 2) hk_cache_free(c, hs[i]);
+    hk_cache_space sp;
+    hk_cache_max_block(c, &sp);
+    CHECK(sp.now < 3000);
+    CHECK(sp.compacted > 20000);
+    CHECK(sp.purged > sp.compacted);
+    /* a block bigger than any hole: compaction, no purge */
+    hk_cache_handle big = hk_cache_alloc(c, 20000, "big");
+    CHECK(big.value != 0);
+    CHECK_EQ(g_purged, 0);
+    for (int i = 1; i < n; i += 2) CHECK(holds(c, hs[i], (unsigned char)(i + 1)));
+    CHECK_EQ(hk_cache_check(c), HK_OK);
+    hk_cache_destroy(c);
+}
+
+HKT_TEST(allocation_purges_least_recently_used) {
+    hk_cache *c = mk_purging(64 * 1024, 0);
+    hk_cache_handle hs[512];
+    int n = fill_up(c, hs, 512, 1000);
+    for (int i = 0; i < n; i++) hk_cache_set_purgeable(c, hs[i], true);
+    /* use the first half again: the second half is now least recently used */
+    for (int i = 0; i < n / 2; i++) CHECK(hk_cache_deref(c, hs[i]) != NULL);
+    hk_cache_touch(c, hs[n - 1]);
+    hk_cache_lock(c, hs[n - 2]);
+    hk_cache_handle big = hk_cache_alloc(c, 5000, "big");
+    CHECK(big.value != 0);
+    CHECK(g_purged >= 5 && g_purged <= 7);
+    for (int i = 0; i < n / 2; i++) CHECK(holds(c, hs[i], (unsigned char)(i + 1)));
+    CHECK(!hk_cache_is_purged(c, hs[n - 1]));
+    CHECK(!hk_cache_is_purged(c, hs[n - 2]));
+    CHECK(hk_cache_is_purged(c, hs[n / 2]));
+    CHECK_EQ(hk_cache_check(c), HK_OK);
+    hk_cache_destroy(c);
+}
+
+typedef struct grow_ctx {
+    int calls;
+    hk_cache_handle victim;
+    int give_up;
+} grow_ctx;
+
+static size_t grow_cb(hk_cache *c, size_t needed, void *user) {
+    grow_ctx *g = (grow_ctx *)user;
+    g->calls++;
+    (void)needed;
+    if (g->give_up || !g->victim.value) return 0;
+    CHECK_EQ(hk_cache_free(c, g->victim), HK_OK); /* the callback may call the cache */
+    g->victim.value = 0;
+    return 1;
+}
+
+HKT_TEST(allocation_calls_grow_then_fails_cleanly) {
+    grow_ctx g = {0};
+    hkt_errors_reset(&g_errs);
+    hk_cache *c = hk_cache_create(&(hk_cache_desc){.size = 32 * 1024, .grow = grow_cb, .grow_user = &g,
+                                                   .on_error = hkt_on_error, .error_user = &g_errs});
+    hk_cache_handle hs[512];
+    int n = fill_up(c, hs, 512, 2000);
+    CHECK(n > 5);
+    g.victim = hs[3];
+    hk_cache_handle x = hk_cache_alloc(c, 1500, "x");
+    CHECK(x.value != 0);
+    CHECK_EQ(g.calls, 1);
+    CHECK(hk_cache_deref(c, hs[3]) == NULL); /* freed by the callback: stale now */
+    hkt_errors_reset(&g_errs);
+    hk_cache_handle y = hk_cache_alloc(c, 10000, "y");
+    CHECK_EQ(y.value, 0);
+    CHECK_EQ(g.calls, 2);
+    CHECK_EQ(g_errs.last_kind, HK_EK_NOMEM);
+    CHECK_STR_CONTAINS(g_errs.last_message, "'y'");
+    for (int i = 0; i < n; i++)
+        if (i != 3) CHECK(holds(c, hs[i], (unsigned char)(i + 1)));
+    CHECK_EQ(hk_cache_check(c), HK_OK);
+    hk_cache_destroy(c);
+}
+
+HKT_TEST(max_block_reports_now_compacted_purged) {
+    hk_cache *c = mk(64 * 1024, 0);
+    hk_cache_space sp;
+    CHECK_EQ(hk_cache_max_block(c, &sp), HK_OK);
+    hk_stats st;
+    hk_cache_stats(c, &st);
+    CHECK_EQ(sp.now, st.largest_free);
+    CHECK(sp.now == sp.compacted && sp.compacted == sp.purged);
+    hk_cache_handle h = hk_cache_alloc(c, sp.now, "all");
+    CHECK(h.value != 0);
+    hk_cache_max_block(c, &sp);
+    CHECK_EQ(sp.now, 0);
+    hk_cache_free(c, h);
+    CHECK_EQ(hk_cache_max_block(c, NULL), HK_ERR_INVALID);
+    hk_cache_destroy(c);
+}
+
+HKT_TEST(compaction_moves_around_locked_blocks) {
+    hk_cache *c = mk(64 * 1024, 0);
+    hk_cache_handle hs[512];
+    int n = fill_up(c, hs, 512, 700);
+    void *pinned = hk_cache_deref(c, hs[n / 2]);
+    hk_cache_lock(c, hs[n / 2]);
+    for (int i = 0; i < n; i += 3)
+        if (i != n / 2) hk_cache_free(c, hs[i]);
+    hk_stats before, after;
+    hk_cache_stats(c, &before);
+    CHECK(before.free_blocks > 10);
+    CHECK_EQ(hk_cache_compact(c), HK_OK);
+    hk_cache_stats(c, &after);
+    CHECK(after.free_blocks <= 2);
+    CHECK_EQ(after.free, before.free);
+    CHECK(hk_cache_deref(c, hs[n / 2]) == pinned);
+    for (int i = 0; i < n; i++)
+        if (i % 3 || i == n / 2) CHECK(holds(c, hs[i], (unsigned char)(i + 1)));
+    CHECK_EQ(hk_cache_check(c), HK_OK);
+    /* compacting a compacted heap moves nothing */
+    size_t moved = 0;
+    CHECK_EQ(hk_cache_compact_step(c, 0, 0, &moved), 0);
+    CHECK_EQ(moved, 0);
+    hk_cache_destroy(c);
+}
+
+HKT_TEST(incremental_compaction_with_budgets) {
+    hk_cache *c = mk(64 * 1024, 0);
+    hk_cache_handle hs[512];
+    int n = fill_up(c, hs, 512, 500);
+    for (int i = 0; i < n; i += 2) hk_cache_free(c, hs[i]);
+    hk_cache_lock(c, hs[n / 2 + 1]);
+    size_t moved = 0, total = 0;
+    int steps = 0;
+    while (hk_cache_compact_step(c, 1, 0, &moved)) {
+        steps++;
+        CHECK(moved - total <= 1024); /* one block per step with a 1-byte budget */
+        total = moved;
+        CHECK_EQ(hk_cache_check(c), HK_OK);
+        /* other calls may run between slices */
+        if (steps == 5) {
+            hk_cache_handle t = hk_cache_alloc(c, 100, "between");
+            CHECK(t.value != 0);
+            hk_cache_free(c, t);
+        }
+        if (steps > 1000) break;
+    }
+    CHECK(steps > 10);
+    hk_stats st;
+    hk_cache_stats(c, &st);
+    CHECK(st.free_blocks <= 2);
+    for (int i = 1; i < n; i += 2) CHECK(holds(c, hs[i], (unsigned char)(i + 1)));
+    /* a time budget also ends a slice (1 ns: at least a block per call) */
+    for (int i = 1; i < n; i += 4)
+        if (i != n / 2 + 1) hk_cache_free(c, hs[i]);
+    steps = 0;
+    while (hk_cache_compact_step(c, 0, 1, NULL) && steps < 1000) steps++;
+    CHECK(steps >= 1);
+    CHECK_EQ(hk_cache_check(c), HK_OK);
+    hk_cache_destroy(c);
+}
+
+HKT_TEST(move_high_and_lock_high) {
+    hk_cache *c = mk(64 * 1024, 0);
+    hk_cache_handle a = hk_cache_alloc(c, 200, "a"), b = hk_cache_alloc(c, 200, "b");
+    fill(c, a, 0xA1);
+    void *pa = hk_cache_deref(c, a);
+    CHECK_EQ(hk_cache_move_high(c, a), HK_OK);
+    void *pa2 = hk_cache_deref(c, a);
+    CHECK(pa2 > pa);
+    CHECK(holds(c, a, 0xA1));
+    hk_stats st;
+    hk_cache_stats(c, &st);
+    CHECK_EQ(hk_cache_move_high(c, a), HK_OK); /* already on top: stays */
+    CHECK(hk_cache_deref(c, a) == pa2);
+    CHECK_EQ(hk_cache_lock_high(c, b), HK_OK);
+    CHECK(hk_cache_deref(c, b) > pa);
+    CHECK_EQ(hk_cache_lock_count(c, b), 1);
+    CHECK(holds(c, a, 0xA1));
+    /* the free space is no longer split by the pinned block */
+    hk_cache_space sp;
+    hk_cache_max_block(c, &sp);
+    CHECK(sp.now > 60000);
+    CHECK_EQ(hk_cache_lock_high(c, b), HK_OK); /* already locked: just counts */
+    CHECK_EQ(hk_cache_lock_count(c, b), 2);
+    CHECK_EQ(hk_cache_check(c), HK_OK);
+    hk_cache_destroy(c);
+}
+
+HKT_TEST(resize_in_place_and_moving) {
+    hk_cache *c = mk(64 * 1024, 0);
+    hk_cache_handle a = hk_cache_alloc(c, 100, "a");
+    fill(c, a, 0x42);
+    void *p = hk_cache_deref(c, a);
+    CHECK_EQ(hk_cache_resize(c, a, 1000), HK_OK); /* next block is free: in place */
+    CHECK(hk_cache_deref(c, a) == p);
+    CHECK_EQ(hk_cache_size(c, a), 1000);
+    unsigned char *q = p;
+    CHECK(q[0] == 0x42 && q[99] == 0x42);
+    hk_cache_handle b = hk_cache_alloc(c, 100, "b");
+    fill(c, a, 0x43);
+    CHECK_EQ(hk_cache_resize(c, a, 50), HK_OK); /* shrink: in place */
+    CHECK(hk_cache_deref(c, a) == p);
+    CHECK(holds(c, a, 0x43));
+    CHECK_EQ(hk_cache_resize(c, a, 900), HK_OK); /* fits the hole it left */
+    CHECK(hk_cache_deref(c, a) == p);
+    CHECK_EQ(hk_cache_resize(c, a, 5000), HK_OK); /* must move past b */
+    CHECK(hk_cache_deref(c, a) != p);
+    q = hk_cache_deref(c, a);
+    CHECK(q[0] == 0x43 && q[49] == 0x43);
+    CHECK_EQ(hk_cache_check(c), HK_OK);
+    /* a locked block grows in place when it can, and refuses otherwise */
+    (void)b;
+    hk_cache_handle d = hk_cache_alloc(c, 100, "d");
+    hk_cache_lock(c, d);
+    void *pd = hk_cache_deref(c, d);
+    CHECK_EQ(hk_cache_resize(c, d, 700), HK_OK);
+    CHECK(hk_cache_deref(c, d) == pd);
+    CHECK_EQ(hk_cache_size(c, d), 700);
+    hk_cache_handle wall = hk_cache_alloc(c, 64, "wall");
+    CHECK(wall.value != 0);
+    hkt_errors_reset(&g_errs);
+    CHECK_EQ(hk_cache_resize(c, d, 10000), HK_ERR_LOCKED);
+    CHECK_EQ(g_errs.last_kind, HK_EK_LOCKED);
+    CHECK_STR_CONTAINS(g_errs.last_message, "cannot grow in place");
+    CHECK_EQ(hk_cache_size(c, d), 700);
+    CHECK_EQ(hk_cache_check(c), HK_OK);
+    /* too big for the cache: reported, block unchanged */
+    CHECK_EQ(hk_cache_resize(c, a, 1 << 20), HK_ERR_NOMEM);
+    CHECK_EQ(hk_cache_size(c, a), 5000);
+    CHECK_EQ(hk_cache_check(c), HK_OK);
+    hk_cache_destroy(c);
+}
+
+HKT_TEST(scramble_catches_a_held_raw_address) {
+    hk_cache *c = mk(64 * 1024, HK_CACHE_SCRAMBLE);
+    hk_cache_handle a = hk_cache_alloc(c, 256, "mesh");
+    fill(c, a, 0x5C);
+    unsigned char *raw = hk_cache_deref(c, a); /* held across an allocation: a bug */
+    hk_cache_handle b = hk_cache_alloc(c, 256, "other");
+    CHECK(b.value != 0);
+    unsigned char *now = hk_cache_deref(c, a);
+    CHECK(now != raw);
+    CHECK(holds(c, a, 0x5C)); /* the handle still finds the data */
+    CHECK(raw[0] != 0x5C);   /* the raw address reads garbage at once */
+    if (!hk__asan_enabled()) CHECK_EQ(raw[40], HK_FILL_FREE); /* (under ASan the read itself is reported) */
+    CHECK_EQ(hk_cache_check(c), HK_OK);
+    hk_cache_destroy(c);
+    /* every allocation moves an unlocked block again; a locked block stays */
+    c = mk(64 * 1024, HK_CACHE_SCRAMBLE);
+    hk_cache_handle l = hk_cache_alloc(c, 128, "locked");
+    hk_cache_lock(c, l);
+    void *pl = hk_cache_deref(c, l);
+    a = hk_cache_alloc(c, 256, "mesh");
+    fill(c, a, 0x5D);
+    for (int i = 0; i < 6; i++) {
+        void *before = hk_cache_deref(c, a);
+        hk_cache_handle t = hk_cache_alloc(c, 32, "t");
+        CHECK(hk_cache_deref(c, a) != before);
+        CHECK(hk_cache_deref(c, l) == pl);
+        CHECK(holds(c, a, 0x5D));
+        hk_cache_free(c, t);
+        CHECK_EQ(hk_cache_check(c), HK_OK);
+    }
+    /* resize and reallocate scramble too */
+    void *before = hk_cache_deref(c, a);
+    hk_cache_handle t = hk_cache_alloc(c, 32, "t");
+    before = hk_cache_deref(c, a);
+    CHECK_EQ(hk_cache_resize(c, t, 3000), HK_OK);
+    CHECK(hk_cache_deref(c, a) != before);
+    before = hk_cache_deref(c, a);
+    CHECK_EQ(hk_cache_reallocate(c, t, 100), HK_OK);
+    CHECK(hk_cache_deref(c, a) != before);
+    CHECK(holds(c, a, 0x5D));
+    CHECK_EQ(hk_cache_check(c), HK_OK);
+    hk_cache_destroy(c);
+}
+
+typedef struct walk_acc {
+    int used, freeb, purged, locked, purgeable;
+    uint32_t rank_of_a;
+    uint32_t a;
+    size_t bytes;
+    void *last;
+    int ordered;
+} walk_acc;
+
+static int walk_cb(const hk_block_info *bi, void *user) {
+    walk_acc *w = (walk_acc *)user;
+    if (bi->flags & HK_BLOCK_PURGED) {
+        w->purged++;
+        CHECK(bi->address == NULL);
+        return 0;
+    }
+    if (w->last && bi->address <= w->last) w->ordered = 0;
+    w->last = bi->address;
+    w->bytes += bi->size + 16;
+    if (!(bi->flags & HK_BLOCK_USED)) {
+        w->freeb++;
+        return 0;
+    }
+    w->used++;
+    if (bi->flags & HK_BLOCK_LOCKED) w->locked++;
+    if (bi->flags & HK_BLOCK_PURGEABLE) w->purgeable++;
+    if (bi->id == w->a) w->rank_of_a = bi->rank;
+    return 0;
+}
+
+static int walk_stop(const hk_block_info *bi, void *user) {
+    (void)bi;
+    return ++*(int *)user == 2 ? 7 : 0;
+}
+
+HKT_TEST(walk_where_and_dump) {
+    hk_cache *c = mk(64 * 1024, 0);
+    hk_cache_handle h[5];
+    for (int i = 0; i < 5; i++) h[i] = hk_cache_alloc(c, 100 * (size_t)(i + 1), i == 2 ? "sky" : "thing");
+    hk_cache_free(c, h[1]);
+    hk_cache_lock(c, h[0]);
+    hk_cache_set_purgeable(c, h[3], true);
+    hk_cache_purge(c, h[4]);
+    hk_cache_deref(c, h[2]); /* most recently used */
+    walk_acc w = {0};
+    w.a = h[2].value;
+    w.rank_of_a = 99;
+    w.ordered = 1;
+    CHECK_EQ(hk_cache_walk(c, walk_cb, &w), 0);
+    CHECK_EQ(w.used, 3);
+    CHECK_EQ(w.freeb, 2);
+    CHECK_EQ(w.purged, 1);
+    CHECK_EQ(w.locked, 1);
+    CHECK_EQ(w.purgeable, 1);
+    CHECK_EQ(w.rank_of_a, 0);
+    CHECK(w.ordered);
+    hk_stats st;
+    hk_cache_stats(c, &st);
+    CHECK_EQ(w.bytes + 16, st.capacity);
+    int count = 0;
+    CHECK_EQ(hk_cache_walk(c, walk_stop, &count), 7);
+    hk_block_info bi;
+    unsigned char *p = hk_cache_deref(c, h[2]);
+    CHECK_EQ(hk_cache_where(c, p + 150, &bi), HK_OK);
+    CHECK(bi.address == p);
+    CHECK_EQ(bi.id, h[2].value);
+    CHECK_STR_CONTAINS(bi.name, "sky");
+    CHECK_EQ(hk_cache_where(c, p - 8, &bi), HK_OK); /* its header */
+    CHECK(bi.address == p);
+    CHECK_EQ(hk_cache_where(c, &bi, &bi), HK_ERR_FOREIGN);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    hk_cache_dump(c, f);
+    fclose(f);
+    CHECK_STR_CONTAINS(buf, "Displaying cache 'test'");
+    CHECK_STR_CONTAINS(buf, "sky");
+    CHECK_STR_CONTAINS(buf, " R ");
+    CHECK_STR_CONTAINS(buf, " F");
+    CHECK_STR_CONTAINS(buf, "Empty (purged) handles");
+    CHECK_STR_CONTAINS(buf, "Total blocks: 5");
+    if (getenv("HKT_VERBOSE")) fputs(buf, stdout);
+    free(buf);
+    hk_cache_destroy(c);
+}
+
+HKT_TEST(check_finds_damage_and_free_reports_canary) {
+    hk_cache *c = mk(64 * 1024, 0);
+    hk_cache_handle a = hk_cache_alloc(c, 20, "victim"), b = hk_cache_alloc(c, 20, "next");
+    unsigned char *p = hk_cache_deref(c, a);
+    hk__san_access(p + 20, 4); /* step past ASan's poison: we mean to damage the canary */
+    unsigned char saved = p[21];
+    p[21] = 0;
+    hkt_errors_reset(&g_errs);
+    CHECK_EQ(hk_cache_check(c), HK_ERR_CORRUPT);
+    CHECK_EQ(g_errs.last_kind, HK_EK_CORRUPT_CANARY);
+    CHECK_STR_CONTAINS(g_errs.last_message, "'victim'");
+    CHECK_STR_CONTAINS(g_errs.last_message, "1 bytes past the end");
+    hk__san_access(p + 20, 4); /* check poisoned the canary again */
+    p[21] = saved;
+    CHECK_EQ(hk_cache_check(c), HK_OK);
+    /* header damage */
+    uint32_t *hdr = (uint32_t *)(void *)(p - 16);
+    uint32_t m = hdr[0];
+    hdr[0] = 0x12345678u;
+    CHECK_EQ(hk_cache_check(c), HK_ERR_CORRUPT);
+    CHECK_EQ(g_errs.last_kind, HK_EK_CORRUPT_HEADER);
+    hdr[0] = m;
+    CHECK_EQ(hk_cache_check(c), HK_OK);
+    /* free with a damaged canary: reported and freed anyway */
+    hk__san_access(p + 20, 4);
+    p[20] = 1;
+    hkt_errors_reset(&g_errs);
+    CHECK_EQ(hk_cache_free(c, a), HK_ERR_CORRUPT);
+    CHECK_EQ(g_errs.last_kind, HK_EK_CORRUPT_CANARY);
+    CHECK_EQ(hk_cache_check(c), HK_OK);
+    CHECK(hk_cache_deref(c, b) != NULL);
+    hk_cache_destroy(c);
+}
+
+static int g_locks, g_unlocks;
+static void lk(void *u) {
+    (void)u;
+    g_locks++;
+}
+static void ulk(void *u) {
+    (void)u;
+    g_unlocks++;
+}
+
+HKT_TEST(lock_hooks_wrap_every_call) {
+    hk_cache *c = hk_cache_create(&(hk_cache_desc){.size = 1 << 16, .lock = {lk, ulk, NULL}});
+    g_locks = g_unlocks = 0;
+    hk_cache_handle a = hk_cache_alloc(c, 10, "a");
+    CHECK(hk_cache_deref_fast(c, a) != NULL); /* takes the slow path with the lock */
+    hk_cache_lock(c, a);
+    hk_cache_unlock(c, a);
+    hk_cache_compact(c);
+    hk_stats st;
+    hk_cache_stats(c, &st);
+    hk_cache_check(c);
+    hk_cache_free(c, a);
+    CHECK_EQ(g_locks, 8);
+    CHECK_EQ(g_unlocks, 8);
+    hk_cache_destroy(c);
+}
+
+HKT_TEST(paranoid_mode_checks_each_operation) {
+    hk_cache *c = mk(1 << 16, HK_FLAG_PARANOID);
+    hk_cache_handle a = hk_cache_alloc(c, 10, "a");
+    unsigned char *p = hk_cache_deref(c, a);
+    hk__san_access(p + 10, 1);
+    p[10] = 0;
+    hkt_errors_reset(&g_errs);
+    hk_cache_handle b = hk_cache_alloc(c, 10, "b"); /* the check after it notices */
+    CHECK(b.value != 0);
+    CHECK(g_errs.count >= 1);
+    CHECK_EQ(g_errs.last_kind, HK_EK_CORRUPT_CANARY);
+    hk__san_access(p + 10, 1);
+    p[10] = HK_FILL_PAD;
+    CHECK_EQ(hk_cache_check(c), HK_OK);
+    hk_cache_destroy(c);
+}
+
+HKT_TEST(null_arguments) {
+    hk_cache_handle h = {1};
+    CHECK_EQ(hk_cache_alloc(NULL, 1, NULL).value, 0);
+    CHECK_EQ(hk_cache_free(NULL, h), HK_ERR_INVALID);
+    CHECK(hk_cache_deref(NULL, h) == NULL);
+    CHECK_EQ(hk_cache_check(NULL), HK_ERR_INVALID);
+    CHECK_EQ(hk_cache_stats(NULL, NULL), HK_ERR_INVALID);
+    CHECK_EQ(hk_cache_walk(NULL, walk_cb, NULL), -1);
+    CHECK_EQ(hk_cache_compact(NULL), HK_ERR_INVALID);
+    CHECK_EQ(hk_cache_compact_step(NULL, 0, 0, NULL), 0);
+    CHECK_EQ(hk_cache_purge_all(NULL), 0);
+    CHECK(!hk_cache_is_purged(NULL, h));
+    hk_cache_dump(NULL, NULL);
+}
