@@ -13,3 +13,4 @@
 #include "core.c"
 #include "os_posix.c"
 #include "hunk.c"
+#include "gc.c"
