@@ -842,12 +842,17 @@ size_t hk_gc_step(hk_gc *gc, uint64_t budget_ns) {
         hk_gc_obj *o;
         gc->draining++;
         /* The cursor is the queue head: every object examined leaves the
-         * queue, and the first is examined before the clock is consulted. */
+         * queue, and the first is examined before the clock is consulted.
+         * After that the step stops when the deadline has passed or when
+         * one more object of the step's average cost would pass it, so an
+         * overshoot needs an object dearer than the average so far. */
         while (n < gc->step_max && (o = gc_list_pop(&gc->backlog)) != NULL) {
             gc_reclaim(gc, o);
             n++;
             t = gc_now(gc);
             if (t >= deadline) break;
+            uint64_t avg = t > t0 ? (t - t0) / n : 0;
+            if (avg >= deadline - t) break;
         }
         gc->draining--;
     }

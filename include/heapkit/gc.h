@@ -217,9 +217,10 @@ hk_result hk_gc_assign(hk_gc *gc, hk_gc_obj **field, hk_gc_obj *value);
 /* One incremental step: reclaims backlog objects from the head of the queue
  * (cascades join its tail) until `budget_ns` has passed on the collector's
  * clock, `step_max_objects` objects were examined, or the backlog is empty.
- * The clock is read after each object, and at least one object is examined
- * whenever the backlog is not empty (even with budget 0), so the cursor
- * advances on every call. In immediate mode the step ignores budget and cap
+ * The clock is read after each object; the step also stops early when one
+ * more object of the step's average cost so far would pass the deadline.
+ * At least one object is examined whenever the backlog is not empty (even
+ * with budget 0), so the cursor advances on every call. In immediate mode the step ignores budget and cap
  * and drains the backlog. Cycles are not looked for (hk_gc_collect does).
  * Returns the number of objects reclaimed. The step's duration feeds the
  * step statistics. O(objects examined + their references). */
