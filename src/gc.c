@@ -45,6 +45,8 @@
 #include "heapkit/gc.h"
 #include "internal.h"
 
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -634,10 +636,10 @@ static hk_gc_obj *gc_alloc_impl(hk_gc *gc, const hk_gc_type *type, size_t size) 
         return NULL;
     }
     size_t cost;
-    if (!hk_size_add(size, sizeof(hk_gc_obj), &cost)) {
+    if (!hk_size_add(size, sizeof(hk_gc_obj), &cost) || cost > (size_t)PTRDIFF_MAX) {
         gc->fail_count++;
         hk__report(&gc->rep, HK_ERR_OVERFLOW, HK_EK_OVERFLOW, NULL, size, type->name,
-                   "asked %zu data bytes for a %s, which overflows with the object header", size,
+                   "asked %zu data bytes for a %s: with the object header it passes PTRDIFF_MAX", size,
                    type->name ? type->name : "object");
         return NULL;
     }

@@ -171,7 +171,7 @@ void hk_gc_destroy(hk_gc *gc);
 /* Allocates an object of `type` with type->size zeroed data bytes and count
  * 1 (owned by the caller). Size 0 is allowed (hk_gc_data returns NULL).
  * Returns NULL and reports: HK_EK_INVALID_ARG for a NULL gc/type,
- * HK_EK_OVERFLOW for sizes near SIZE_MAX, HK_EK_NOMEM when the alloc hook
+ * HK_EK_OVERFLOW for sizes past PTRDIFF_MAX, HK_EK_NOMEM when the alloc hook
  * fails, HK_EK_STATE from a callback. In incremental mode with pacing, the
  * call may first reclaim garbage (bounded by the debt). O(1) amortised
  * (+ O(size) zeroing, + the paced work). */
