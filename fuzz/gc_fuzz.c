@@ -50,7 +50,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     hk_gc_obj *foreign = hk_gc_alloc(other, &k_fz);
     hk_gc_obj *held[FZ_HELD]; /* one counted reference each */
     int nheld = 0;
-    if (size > 600) size = 600; /* 300 operations per input keep the smoke run short */
+    if (size > 300) size = 300; /* 150 operations per input keep the smoke run short */
     for (size_t i = 0; i + 1 < size; i += 2) {
         unsigned op = data[i] % 12, arg = data[i + 1];
         switch (op) {
