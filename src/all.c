@@ -15,3 +15,4 @@
 #include "hunk.c"
 #include "pool.c"
 #include "cache.c"
+#include "gc.c"
