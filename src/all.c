@@ -13,3 +13,5 @@
 #include "core.c"
 #include "os_posix.c"
 #include "hunk.c"
+#include "zone.c"
+#include "zone_check.c"
