@@ -138,6 +138,7 @@ static int zone_region_add(hk_zone *z, void *mem, size_t size, void *os_base, si
     r->end = (unsigned char *)end;
     r->os_base = os_base;
     r->os_size = os_size;
+    r->dedicated = 0;
     z->nregions++;
     zone_bounds(z);
     size_t bsize = end - base;
@@ -163,18 +164,18 @@ static void zone_region_drop(hk_zone *z, uint32_t i) {
     if (r.os_base) hk_os_release(r.os_base, r.os_size);
 }
 
-/* Returns an OS region that is one free block to the OS when the zone keeps
- * at least as many free bytes elsewhere. */
+/* Returns a dedicated OS region (grown for one large request) to the OS
+ * when it is one free block again. Other grown regions are kept: giving them
+ * back and faulting them in again on the next growth costs more than it
+ * saves (like glibc, which returns only its mmapped chunks). */
 static void zone_maybe_release(hk_zone *z, zone_blk *b) {
     if (z->bulk || z->nregions < 2) return;
     int i = zone_region_index(z, b);
     if (i < 0) return;
     zone_region *r = &z->regions[i];
     size_t size = zone_bsize(b);
-    if (!r->os_base || (unsigned char *)b != r->base || r->base + size != r->end) return;
-    if (z->free_bytes - size < size) return;
+    if (!r->os_base || !r->dedicated || (unsigned char *)b != r->base || r->base + size != r->end) return;
     zone_remove(z, b);
-    z->os_grown -= r->os_size;
     zone_region_drop(z, (uint32_t)i);
 }
 
@@ -196,6 +197,7 @@ static int zone_grow(hk_zone *z, size_t need) {
     size_t want, chunk = z->grow_size > z->os_grown ? z->grow_size : z->os_grown;
     if (chunk > ZONE_GROW_CHUNK_MAX) chunk = ZONE_GROW_CHUNK_MAX;
     if (!hk_size_add(need, ZONE_HDR + 64, &want) || !hk_size_align(want, page, &want)) return 0;
+    int dedicated = want > chunk;
     if (want < chunk) want = chunk;
     if (z->max_size) {
         if (z->capacity >= z->max_size) return 0;
@@ -205,11 +207,13 @@ static int zone_grow(hk_zone *z, size_t need) {
     }
     void *m = hk_os_alloc(want);
     if (!m) return 0;
-    if (zone_region_add(z, m, want, m, want, 0) < 0) {
+    int ri = zone_region_add(z, m, want, m, want, 0);
+    if (ri < 0) {
         hk_os_release(m, want);
         return 0;
     }
-    z->os_grown += want;
+    z->regions[ri].dedicated = dedicated;
+    if (!dedicated) z->os_grown += want;
     z->grow_count++;
     return 1;
 }
@@ -233,6 +237,7 @@ static inline void zone_tag_append(hk_zone *z, zone_blk *b, unsigned tag) {
         he->prev = b;
     }
     z->tag_count[tag]++;
+    if (e->owner) z->tag_owned[tag]++;
 }
 
 static inline void zone_tag_unlink(hk_zone *z, zone_blk *b, unsigned tag) {
@@ -246,6 +251,7 @@ static inline void zone_tag_unlink(hk_zone *z, zone_blk *b, unsigned tag) {
         if (z->tag_head[tag] == b) z->tag_head[tag] = e->next;
     }
     z->tag_count[tag]--;
+    if (e->owner) z->tag_owned[tag]--;
 }
 
 /* Next tag >= t (up to hi) whose list is non-empty, or -1. */
@@ -1021,6 +1027,7 @@ size_t hk_zone_free_tags(hk_zone *z, int lo, int hi) {
      * may live inside another block being freed). */
     for (int t = zone_next_tag(z, lo, hi); t >= 0; t = zone_next_tag(z, t + 1, hi)) {
         zone_blk *h = z->tag_head[t], *b = h;
+        if (!z->tag_owned[t]) continue; /* nobody to tell: skip the extra pass */
         do {
             zone_ext *e = zone_ext_of(b);
             if (e->owner) *e->owner = NULL;
@@ -1030,7 +1037,9 @@ size_t hk_zone_free_tags(hk_zone *z, int lo, int hi) {
     /* Pass 2: free. */
     for (int t = zone_next_tag(z, lo, hi); t >= 0; t = zone_next_tag(z, t + 1, hi)) {
         while (z->tag_head[t]) {
-            zone_release(z, z->tag_head[t], 0);
+            zone_blk *b = z->tag_head[t];
+            __builtin_prefetch(zone_ext_of(b)->next);
+            zone_release(z, b, 0);
             n++;
         }
     }

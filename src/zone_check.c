@@ -177,7 +177,7 @@ static hk_result zone_check_tag_lists(hk_zone *z, const zone_tally *t) {
             continue;
         }
         if (tag == 0) ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "tag 0 has a list");
-        size_t cnt = 0;
+        size_t cnt = 0, owned = 0;
         zone_blk *b = h, *prev = NULL;
         uint32_t prev_seq = 0;
         do {
@@ -197,10 +197,14 @@ static hk_result zone_check_tag_lists(hk_zone *z, const zone_tally *t) {
             prev = b;
             prev_seq = e->seq;
             cnt++;
+            if (e->owner) owned++;
             b = e->next;
         } while (b != h);
         if (zone_ext_of(h)->prev != prev)
             ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, zone_user(h), "tag %u list: head's back link is not the tail", tag);
+        if (owned != z->tag_owned[tag])
+            ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "tag %u list has %zu blocks with owners, its count says %u",
+                         tag, owned, z->tag_owned[tag]);
         if (cnt != z->tag_count[tag])
             ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "tag %u list has %zu blocks, its count says %u", tag, cnt,
                          z->tag_count[tag]);

@@ -62,6 +62,7 @@ typedef struct zone_region {
     unsigned char *end;  /* epilogue header */
     void *os_base;       /* mapping to release on destroy/shrink, or NULL */
     size_t os_size;
+    int dedicated; /* grown for one request larger than the growth chunk */
 } zone_region;
 
 struct hk_zone {
@@ -71,6 +72,7 @@ struct hk_zone {
     uint64_t tag_map[ZONE_NTAGS / 64];
     zone_blk *tag_head[ZONE_NTAGS];
     uint32_t tag_count[ZONE_NTAGS];
+    uint32_t tag_owned[ZONE_NTAGS]; /* blocks of that tag with an owner pointer */
     zone_region regions[HK_ZONE_MAX_REGIONS]; /* sorted by base */
     uint32_t nregions;
     uintptr_t lo, hi; /* bounds of all regions */

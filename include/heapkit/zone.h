@@ -106,9 +106,10 @@ typedef struct hk_zone_desc {
     size_t size;
     /* Growth from the OS when a request cannot be met (after purging):
      * 0 never grows; otherwise new regions are at least grow_size bytes,
-     * doubling with the OS memory taken so far, each up to 256 MiB (or the
-     * request). A grown region that becomes entirely free is returned to the
-     * OS when the zone holds at least as many free bytes elsewhere. */
+     * doubling with the OS memory taken so far, each up to 256 MiB. A request
+     * larger than that chunk gets a region of its own, returned to the OS as
+     * soon as it is entirely free again; the other grown regions are kept for
+     * reuse until destroy. */
     size_t grow_size;
     size_t max_size;     /* cap on the total capacity when growing (0: no cap) */
     int purge_level;     /* tags >= this are purgeable (0: HK_TAG_PURGELEVEL) */
