@@ -336,6 +336,10 @@ static zone_blk *zone_merge_insert(hk_zone *z, zone_blk *b) {
         if (z->flags & HK_FLAG_FILL) {
             zone_unpoison(b, sizeof(zone_blk));
             memset(b, HK_FILL_FREE, sizeof(zone_blk));
+        } else {
+            /* the old header stays readable inside the merged block: make it
+             * say "free" so a second free of it is caught as a double free */
+            zone_set_hdr(b, zone_bsize(b), 0, 0, 0);
         }
         b = p;
     }
