@@ -577,9 +577,11 @@ void hkb_suite_zone(hkb_ctx *ctx) {
     trace_make(&t, ctx->quick, ctx->seed);
     printf("zone: frame trace of %zu operations (%zu allocations), peak live %zu bytes\n", t.n, t.allocs,
            t.peak_live);
-    workload_fragment(ctx, &t);
-    workload_frame(ctx, &t);
-    workload_level(ctx);
-    workload_latency(ctx);
+    /* HKB_ZONE_WORKLOADS=frame,level (say) runs only those: for profiling */
+    const char *only = getenv("HKB_ZONE_WORKLOADS");
+    if (!only || strstr(only, "fragment")) workload_fragment(ctx, &t);
+    if (!only || strstr(only, "frame")) workload_frame(ctx, &t);
+    if (!only || strstr(only, "level")) workload_level(ctx);
+    if (!only || strstr(only, "latency")) workload_latency(ctx);
     free(t.ev);
 }

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #define ZF_SLOTS 32
+#define ZF_MAX_OPS 300
 
 typedef struct zf_slot {
     unsigned char *p;
@@ -63,6 +64,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     zf_slot sl[ZF_SLOTS];
     memset(sl, 0, sizeof sl);
     int op = 0;
+    /* at most ZF_MAX_OPS operations per input: each is followed by a full check */
+    if (size > 1 + 3 * ZF_MAX_OPS) size = 1 + 3 * ZF_MAX_OPS;
     for (size_t i = 1; i + 3 <= size; i += 3, op++) {
         unsigned kind = data[i] >> 4;
         zf_slot *s = &sl[(data[i] & 0x0f) | ((data[i + 1] & 1u) << 4)];

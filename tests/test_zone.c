@@ -457,6 +457,7 @@ HKT_TEST(paranoid_and_lock_hooks) {
     CHECK(q != NULL);
     CHECK(errs.count >= 1);
     CHECK_EQ(errs.last_kind, HK_EK_CORRUPT_CANARY);
+    hk__san_access(p + 20, 1);
     p[20] = HK_FILL_PAD;
     CHECK_EQ(hk_zone_check(z), HK_OK);
     hk_zone_destroy(z);

@@ -218,6 +218,7 @@ HKT_TEST(write_after_free) {
     CHECK_EQ(hk_zone_check(z), HK_ERR_CORRUPT);
     CHECK_EQ(errs.last_kind, HK_EK_CORRUPT_FREE);
     CHECK_STR_CONTAINS(errs.last_message, "written after free");
+    hk__san_access(p + 100, 1);
     p[100] = HK_FILL_FREE;
     CHECK_EQ(hk_zone_check(z), HK_OK);
     hk_zone_destroy(z);
