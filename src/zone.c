@@ -556,7 +556,15 @@ static hk_result zone_classify_bad(hk_zone *z, const void *p, int ri, const char
 
 /* Finds the used block whose user pointer is p, or reports why not. */
 static zone_blk *zone_lookup(hk_zone *z, const void *p, const char *op, hk_result *res) {
-    int ri = zone_region_index(z, p);
+    int ri;
+    const zone_region *hr = &z->regions[z->region_hint];
+    if (HK__LIKELY(z->region_hint < z->nregions && (const unsigned char *)p >= hr->base &&
+                   (const unsigned char *)p < hr->end + ZONE_HDR)) {
+        ri = (int)z->region_hint;
+    } else {
+        ri = zone_region_index(z, p);
+        if (ri >= 0) z->region_hint = (uint32_t)ri;
+    }
     if (HK__UNLIKELY(ri < 0)) {
         *res = hk__report(&z->rep, HK_ERR_FOREIGN, HK_EK_FOREIGN_PTR, p, 0, NULL,
                           "%s(%p): pointer does not belong to this zone", op, p);
@@ -759,7 +767,10 @@ hk_result hk_zone_free(hk_zone *z, void *p) {
     if (HK__LIKELY(b != NULL)) {
         if (HK__UNLIKELY((z->flags & HK_FLAG_CANARY) && !zone_canary_ok(z, b, "free of"))) res = HK_ERR_CORRUPT;
         zone_blk *m = zone_release(z, b, 1);
-        if (HK__UNLIKELY(z->nregions > 1)) zone_maybe_release(z, m);
+        /* a block spanning a whole region starts with PREV_USED set and ends
+         * at the region's end marker (size 0): only then look further */
+        if (HK__UNLIKELY(z->nregions > 1) && (m->bits & ZB_PREV_USED) && zone_next(m)->size16 == 0)
+            zone_maybe_release(z, m);
     }
     zone_check_after(z);
     hk__unlock(&z->lock);

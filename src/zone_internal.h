@@ -75,6 +75,7 @@ struct hk_zone {
     uint32_t tag_owned[ZONE_NTAGS]; /* blocks of that tag with an owner pointer */
     zone_region regions[HK_ZONE_MAX_REGIONS]; /* sorted by base */
     uint32_t nregions;
+    uint32_t region_hint; /* the region of the last pointer looked up */
     uintptr_t lo, hi; /* bounds of all regions */
     size_t capacity, free_bytes, free_blocks;
     size_t used_req, used_bytes, peak_used, live, untracked_live;
