@@ -80,6 +80,14 @@ static inline void zone_remove(hk_zone *z, zone_blk *b) {
 /* A free block of at least `size` bytes, or NULL. O(1). */
 static inline zone_blk *zone_find(const hk_zone *z, size_t size) {
     unsigned fl, sl;
+    if (size >= ZONE_SMALL) {
+        /* Good fit first: the head of the request's own class often fits
+         * (the rounded-up search skips that class entirely), and using it
+         * spares a split of a bigger block. One extra load. */
+        zone_mapping(size, &fl, &sl);
+        zone_blk *h = fl < ZONE_FL_COUNT ? z->heads[fl][sl] : NULL;
+        if (h && zone_bsize(h) >= size) return h;
+    }
     zone_mapping_search(size, &fl, &sl);
     if (fl >= ZONE_FL_COUNT) return NULL;
     uint32_t slm = z->sl_map[fl] & (~0u << sl);
