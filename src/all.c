@@ -16,3 +16,5 @@
 #include "pool.c"
 #include "cache.c"
 #include "gc.c"
+#include "zone.c"
+#include "zone_check.c"

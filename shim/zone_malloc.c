@@ -1,0 +1,141 @@
+/*
+ * shim/zone_malloc.c - libheapkit.so as a malloc replacement: every malloc
+ * entry point served by one zone grown from the OS.
+ *
+ *   LD_PRELOAD=libheapkit.so program ...
+ *
+ * Design:
+ *  - One zone, created on the first call with its control block and first
+ *    1 MiB region in one mmap; it grows by regions of at least 1 MiB,
+ *    doubling with the memory taken so far (up to 256 MiB a region, or the
+ *    request), and gives an entirely free grown region back to the OS when
+ *    as many free bytes remain elsewhere.
+ *  - Thread safety: one pthread mutex, taken by the zone's lock hooks around
+ *    every call (a statically initialised mutex: no allocation).
+ *  - Start-up: the zone is created under pthread_once with nothing but mmap.
+ *    pthread_atfork, which may itself call malloc, is registered afterwards
+ *    by the first thread to get there; a nested malloc from inside it finds
+ *    the zone ready.
+ *  - fork: the mutex is held across fork() (atfork prepare/parent/child), so
+ *    the child never inherits a zone in the middle of an operation.
+ *  - Bad pointers (a free of memory this zone never returned, a double free)
+ *    are reported on stderr as "heapkit: zone 'malloc': ..." and ignored;
+ *    the program goes on. Out of memory is not reported (malloc returns NULL
+ *    with errno ENOMEM, as programs expect).
+ *
+ * Environment: HEAPKIT_QUIET=1 silences the reports; HEAPKIT_STATS=1 prints
+ * the zone's statistics to stderr at exit.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
+#include "heapkit/zone.h"
+#include "internal.h"
+
+#include <malloc.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static pthread_mutex_t g_shim_mutex = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t g_shim_once = PTHREAD_ONCE_INIT;
+static hk_zone *g_shim_zone;
+static int g_shim_quiet;
+static int g_shim_atfork; /* claimed with an atomic exchange */
+
+static void shim_lock(void *u) {
+    (void)u;
+    pthread_mutex_lock(&g_shim_mutex);
+}
+static void shim_unlock(void *u) {
+    (void)u;
+    pthread_mutex_unlock(&g_shim_mutex);
+}
+
+static void shim_write_all(const char *s, size_t n) {
+    while (n) {
+        ssize_t w = write(2, s, n);
+        if (w <= 0) return;
+        s += w;
+        n -= (size_t)w;
+    }
+}
+
+/* Reports without allocating: one write(2) per line. */
+static void shim_on_error(const hk_error *e, void *user) {
+    (void)user;
+    if (g_shim_quiet || e->kind == HK_EK_NOMEM || e->kind == HK_EK_OVERFLOW) return;
+    char line[600];
+    int n = snprintf(line, sizeof line, "heapkit: %s\n", e->message);
+    if (n > 0) shim_write_all(line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+}
+
+static void shim_atfork_prepare(void) { pthread_mutex_lock(&g_shim_mutex); }
+static void shim_atfork_parent(void) { pthread_mutex_unlock(&g_shim_mutex); }
+static void shim_atfork_child(void) { pthread_mutex_init(&g_shim_mutex, NULL); }
+
+static void shim_create(void) {
+    const char *q = getenv("HEAPKIT_QUIET");
+    g_shim_quiet = q && q[0] && q[0] != '0';
+    hk_zone_desc d;
+    memset(&d, 0, sizeof d);
+    d.size = (size_t)1 << 20;
+    d.grow_size = (size_t)1 << 20;
+    d.name = "malloc";
+    d.flags = HK_FLAG_QUIET;
+    d.on_error = shim_on_error;
+    d.lock.lock = shim_lock;
+    d.lock.unlock = shim_unlock;
+    g_shim_zone = hk_zone_create(&d);
+}
+
+static inline hk_zone *shim_zone(void) {
+    hk_zone *z = __atomic_load_n(&g_shim_zone, __ATOMIC_ACQUIRE);
+    if (HK__LIKELY(z != NULL && __atomic_load_n(&g_shim_atfork, __ATOMIC_RELAXED))) return z;
+    pthread_once(&g_shim_once, shim_create);
+    if (!__atomic_exchange_n(&g_shim_atfork, 1, __ATOMIC_ACQ_REL))
+        pthread_atfork(shim_atfork_prepare, shim_atfork_parent, shim_atfork_child);
+    return g_shim_zone;
+}
+
+static void *shim_malloc(size_t n) {
+    hk_zone *z = shim_zone();
+    return z ? hk_zone_alloc(z, n) : NULL;
+}
+
+static void shim_free(void *p) {
+    hk_zone *z = shim_zone();
+    if (z) (void)hk_zone_free(z, p);
+}
+
+static void *shim_realloc(void *p, size_t n) {
+    hk_zone *z = shim_zone();
+    return z ? hk_zone_realloc(z, p, n) : NULL;
+}
+
+static void *shim_memalign(size_t a, size_t n) {
+    hk_zone *z = shim_zone();
+    return z ? hk_zone_memalign(z, a, n) : NULL;
+}
+
+static size_t shim_usable_size(void *p) {
+    hk_zone *z = shim_zone();
+    return z ? hk_zone_usable_size(z, p) : 0;
+}
+
+__attribute__((destructor)) static void shim_report_stats(void) {
+    const char *s = getenv("HEAPKIT_STATS");
+    if (!g_shim_zone || !s || !s[0] || s[0] == '0') return;
+    hk_stats st;
+    hk_zone_stats(g_shim_zone, &st);
+    char line[400];
+    int n = snprintf(line, sizeof line,
+                     "heapkit: zone 'malloc': %llu allocations, %llu frees, %zu live blocks (%zu bytes), peak %zu "
+                     "bytes, capacity %zu, %llu misuse reports\n",
+                     (unsigned long long)st.alloc_count, (unsigned long long)st.free_count, st.live_blocks, st.used,
+                     st.peak_used, st.capacity, (unsigned long long)st.error_count);
+    if (n > 0) shim_write_all(line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+}
+
+#include "override.inc"

@@ -1,0 +1,466 @@
+/* Zone: allocation, free, merging, alignment, realloc, regions, growth,
+ * stats, walk, where, dump, debug flags. Misuse and tags are in
+ * test_zone_misuse.c and test_zone_tags.c; the randomized model in
+ * test_zone_model.c. */
+#define _GNU_SOURCE 1
+#include "heapkit/zone.h"
+#include "hk_test.h"
+#include "internal.h"
+
+static unsigned char g_mem[1 << 20] __attribute__((aligned(64)));
+
+static hk_zone *mk(hkt_errors *errs, uint32_t flags) {
+    hk_zone_desc d;
+    memset(&d, 0, sizeof d);
+    d.memory = g_mem;
+    d.size = sizeof g_mem;
+    d.flags = flags;
+    d.name = "test";
+    d.on_error = hkt_on_error;
+    d.error_user = errs;
+    return hk_zone_create(&d);
+}
+
+HKT_TEST(create_caller_memory_and_os) {
+    hkt_errors errs = {0};
+    hk_zone *z = mk(&errs, 0);
+    REQUIRE(z != NULL);
+    hk_stats s;
+    CHECK_EQ(hk_zone_stats(z, &s), HK_OK);
+    CHECK(strcmp(s.allocator, "zone") == 0);
+    CHECK(s.capacity > (sizeof g_mem) - 16384 && s.capacity < sizeof g_mem);
+    CHECK_EQ(s.free, s.capacity);
+    CHECK_EQ(s.free_blocks, 1);
+    CHECK_EQ(s.live_blocks, 0);
+    CHECK(s.largest_free > s.capacity - s.capacity / 16);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    hk_zone_destroy(z);
+
+    hk_zone *o = hk_zone_create(&(hk_zone_desc){.size = 1 << 16});
+    REQUIRE(o != NULL);
+    void *p = hk_zone_alloc(o, 1000);
+    CHECK(p != NULL);
+    CHECK_EQ(hk_zone_check(o), HK_OK);
+    hk_zone_destroy(o);
+
+    unsigned char small[512];
+    CHECK(hk_zone_create(&(hk_zone_desc){.memory = small, .size = sizeof small}) == NULL);
+    CHECK(hk_zone_create(NULL) == NULL);
+    CHECK_EQ(errs.count, 0);
+}
+
+HKT_TEST(alloc_free_alignment_and_overhead) {
+    hkt_errors errs = {0};
+    hk_zone *z = mk(&errs, 0);
+    REQUIRE(z != NULL);
+    void *ps[100];
+    for (int i = 0; i < 100; i++) {
+        size_t n = (size_t)i * 7;
+        ps[i] = hk_zone_alloc(z, n);
+        REQUIRE(ps[i] != NULL);
+        CHECK(((uintptr_t)ps[i] & 15) == 0);
+        CHECK(hk_zone_usable_size(z, ps[i]) >= n);
+        CHECK(hk_zone_usable_size(z, ps[i]) < n + 32);
+        memset(ps[i], 0xAB, n);
+        CHECK(hk_zone_owns(z, ps[i]));
+        CHECK_EQ(hk_zone_tag(z, ps[i]), HK_TAG_STATIC);
+    }
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    hk_stats s;
+    hk_zone_stats(z, &s);
+    CHECK_EQ(s.live_blocks, 100);
+    /* Measured overhead: block bytes minus requested bytes, per block. Each
+     * block pays 8 bytes of header plus rounding to 16 (below 16 on average). */
+    size_t asked = 0;
+    for (int i = 0; i < 100; i++) asked += (size_t)i * 7;
+    CHECK_EQ(s.used, asked);
+    CHECK((s.used_blocks_bytes - s.used) / 100 <= 24);
+    for (int i = 0; i < 100; i += 2) CHECK_EQ(hk_zone_free(z, ps[i]), HK_OK);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    for (int i = 1; i < 100; i += 2) CHECK_EQ(hk_zone_free(z, ps[i]), HK_OK);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    hk_zone_stats(z, &s);
+    CHECK_EQ(s.free_blocks, 1); /* everything merged back */
+    CHECK_EQ(s.used, 0);
+    CHECK_EQ(s.alloc_count, 100);
+    CHECK_EQ(s.free_count, 100);
+    CHECK_EQ(hk_zone_free(z, NULL), HK_OK);
+    CHECK_EQ(errs.count, 0);
+    hk_zone_destroy(z);
+}
+
+/* Sizes at the 8-byte overhead target: a 24-byte request fits a 32-byte
+ * block, a 40-byte request a 48-byte one. */
+HKT_TEST(overhead_is_eight_bytes_untracked) {
+    hkt_errors errs = {0};
+    hk_zone *z = mk(&errs, 0);
+    REQUIRE(z != NULL);
+    hk_stats a, b;
+    for (size_t n = 8; n <= 4096; n += 8) {
+        hk_zone_stats(z, &a);
+        void *p = hk_zone_alloc(z, n);
+        REQUIRE(p != NULL);
+        hk_zone_stats(z, &b);
+        size_t block = b.used_blocks_bytes - a.used_blocks_bytes;
+        if ((n + 8) % 16 == 0 && n >= 24) CHECK_EQ(block - n, 8);
+        CHECK(block - n <= 24);
+        CHECK_EQ(hk_zone_usable_size(z, p), block - 8);
+        hk_zone_free(z, p);
+    }
+    hk_zone_destroy(z);
+}
+
+HKT_TEST(merging_both_neighbours) {
+    hkt_errors errs = {0};
+    hk_zone *z = mk(&errs, 0);
+    REQUIRE(z != NULL);
+    void *a = hk_zone_alloc(z, 100), *b = hk_zone_alloc(z, 100), *c = hk_zone_alloc(z, 100);
+    void *guard = hk_zone_alloc(z, 100);
+    REQUIRE(a && b && c && guard);
+    hk_stats s;
+    hk_zone_free(z, a);
+    hk_zone_free(z, c);
+    hk_zone_stats(z, &s);
+    CHECK_EQ(s.free_blocks, 3); /* a, c, tail */
+    hk_zone_free(z, b);         /* merges a+b+c */
+    hk_zone_stats(z, &s);
+    CHECK_EQ(s.free_blocks, 2);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    /* the merged hole is reused for a request that fits it exactly */
+    void *d = hk_zone_alloc(z, 300);
+    CHECK(d == a);
+    hk_zone_destroy(z);
+}
+
+HKT_TEST(calloc_and_overflow) {
+    hkt_errors errs = {0};
+    hk_zone *z = mk(&errs, HK_FLAG_FILL);
+    REQUIRE(z != NULL);
+    unsigned char *p = hk_zone_calloc(z, 10, 30);
+    REQUIRE(p != NULL);
+    for (int i = 0; i < 300; i++) CHECK_EQ(p[i], 0);
+    CHECK(hk_zone_calloc(z, SIZE_MAX / 2, 3) == NULL);
+    CHECK_EQ(errs.last_kind, HK_EK_OVERFLOW);
+    CHECK(hk_zone_alloc(z, SIZE_MAX) == NULL);
+    CHECK_EQ(errs.last_kind, HK_EK_OVERFLOW);
+    CHECK(hk_zone_alloc(z, SIZE_MAX - 8) == NULL);
+    CHECK(hk_zone_alloc(z, (size_t)1 << 40) == NULL);
+    CHECK(hk_zone_alloc(z, 2 << 20) == NULL);
+    CHECK_EQ(errs.last_kind, HK_EK_NOMEM);
+    CHECK_EQ(errs.last_size, 2 << 20);
+    CHECK_STR_CONTAINS(errs.last_message, "cannot allocate 2097152 bytes");
+    hk_stats s;
+    hk_zone_stats(z, &s);
+    CHECK_EQ(s.fail_count, 5);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    hk_zone_destroy(z);
+}
+
+HKT_TEST(memalign_every_power_of_two) {
+    hkt_errors errs = {0};
+    hk_zone *z = mk(&errs, HK_FLAG_FILL | HK_FLAG_CANARY);
+    REQUIRE(z != NULL);
+    void *keep[20];
+    for (int k = 0; k < 17; k++) {
+        size_t al = (size_t)1 << k;
+        void *filler = hk_zone_alloc(z, (size_t)k * 3 + 1); /* shift the free space around */
+        void *p = hk_zone_memalign(z, al, 100);
+        REQUIRE(p != NULL);
+        CHECK(((uintptr_t)p & (al - 1)) == 0);
+        CHECK(((uintptr_t)p & 15) == 0);
+        keep[k] = p;
+        hk_zone_free(z, filler);
+        CHECK_EQ(hk_zone_check(z), HK_OK);
+    }
+    for (int k = 0; k < 17; k++) hk_zone_free(z, keep[k]);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    CHECK(hk_zone_memalign(z, 48, 10) == NULL);
+    CHECK_EQ(errs.last_kind, HK_EK_INVALID_ARG);
+    CHECK(hk_zone_memalign(z, (size_t)1 << 40, 10) == NULL);
+    CHECK_EQ(errs.last_kind, HK_EK_INVALID_ARG);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    hk_zone_destroy(z);
+}
+
+HKT_TEST(realloc_in_place_and_moving) {
+    hkt_errors errs = {0};
+    hk_zone *z = mk(&errs, HK_FLAG_FILL);
+    REQUIRE(z != NULL);
+    unsigned char *p = hk_zone_alloc(z, 100);
+    for (int i = 0; i < 100; i++) p[i] = (unsigned char)i;
+    /* grows in place into the free tail */
+    unsigned char *q = hk_zone_realloc(z, p, 5000);
+    CHECK(q == p);
+    for (int i = 0; i < 100; i++) CHECK_EQ(q[i], i);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    /* shrinks in place; the surplus becomes free */
+    hk_stats a, b;
+    hk_zone_stats(z, &a);
+    q = hk_zone_realloc(z, q, 50);
+    CHECK(q == p);
+    hk_zone_stats(z, &b);
+    CHECK(b.free > a.free + 4000);
+    CHECK_EQ(b.used, 50);
+    for (int i = 0; i < 50; i++) CHECK_EQ(q[i], i);
+    /* blocked by a neighbour: moves, and the data follows */
+    void *wall = hk_zone_alloc(z, 16);
+    REQUIRE(wall != NULL);
+    unsigned char *r = hk_zone_realloc(z, q, 3000);
+    REQUIRE(r != NULL);
+    CHECK(r != q);
+    for (int i = 0; i < 50; i++) CHECK_EQ(r[i], i);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    /* failure leaves the block alone */
+    CHECK(hk_zone_realloc(z, r, 4 << 20) == NULL);
+    CHECK_EQ(errs.last_kind, HK_EK_NOMEM);
+    for (int i = 0; i < 50; i++) CHECK_EQ(r[i], i);
+    CHECK(hk_zone_realloc(z, r, SIZE_MAX) == NULL);
+    CHECK_EQ(errs.last_kind, HK_EK_OVERFLOW);
+    /* size 0 keeps a minimal block */
+    void *m = hk_zone_realloc(z, r, 0);
+    CHECK(m == r);
+    CHECK(hk_zone_owns(z, m));
+    /* NULL acts as alloc */
+    void *n = hk_zone_realloc(z, NULL, 10);
+    CHECK(n != NULL);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    hk_zone_destroy(z);
+}
+
+HKT_TEST(realloc_keeps_alignment) {
+    hkt_errors errs = {0};
+    hk_zone *z = mk(&errs, 0);
+    REQUIRE(z != NULL);
+    void *p = hk_zone_memalign(z, 4096, 100);
+    REQUIRE(p && ((uintptr_t)p & 4095) == 0);
+    memset(p, 7, 100);
+    void *wall = hk_zone_alloc(z, 10);
+    (void)wall;
+    for (size_t n = 200; n < 100000; n *= 3) {
+        p = hk_zone_realloc(z, p, n);
+        REQUIRE(p != NULL);
+        CHECK(((uintptr_t)p & 4095) == 0);
+        CHECK_EQ(((unsigned char *)p)[99], 7);
+        void *w = hk_zone_alloc(z, 10); /* block the in-place path next time */
+        (void)w;
+    }
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    hk_zone_destroy(z);
+}
+
+HKT_TEST(zero_size_allocations_are_unique) {
+    hkt_errors errs = {0};
+    hk_zone *z = mk(&errs, HK_FLAG_CANARY);
+    REQUIRE(z != NULL);
+    void *a = hk_zone_alloc(z, 0), *b = hk_zone_alloc(z, 0);
+    CHECK(a && b && a != b);
+    CHECK_EQ(hk_zone_usable_size(z, a), 0); /* exact size with canaries */
+    CHECK_EQ(hk_zone_free(z, a), HK_OK);
+    CHECK_EQ(hk_zone_free(z, b), HK_OK);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    hk_zone_destroy(z);
+}
+
+HKT_TEST(regions_caller_memory) {
+    hkt_errors errs = {0};
+    static unsigned char r1[65536] __attribute__((aligned(16))), r2[4096] __attribute__((aligned(16)));
+    hk_zone *z = hk_zone_create(&(hk_zone_desc){.memory = r1, .size = sizeof r1, .on_error = hkt_on_error,
+                                               .error_user = &errs});
+    REQUIRE(z != NULL);
+    void *big = hk_zone_alloc(z, 40000);
+    CHECK(big != NULL);
+    CHECK(hk_zone_alloc(z, 20000) == NULL);
+    CHECK_EQ(hk_zone_add_region(z, g_mem, sizeof g_mem), HK_OK);
+    void *p = hk_zone_alloc(z, 20000);
+    CHECK(p != NULL);
+    CHECK((unsigned char *)p >= g_mem && (unsigned char *)p < g_mem + sizeof g_mem);
+    CHECK_EQ(hk_zone_add_region(z, g_mem + 100, 1000), HK_ERR_INVALID); /* overlap */
+    CHECK_EQ(errs.last_kind, HK_EK_INVALID_ARG);
+    CHECK_EQ(hk_zone_add_region(z, r2, 100), HK_ERR_INVALID); /* too small */
+    CHECK_EQ(hk_zone_add_region(z, NULL, 100000), HK_ERR_INVALID);
+    CHECK_EQ(hk_zone_add_region(z, r2, sizeof r2), HK_OK);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    CHECK_EQ(hk_zone_free(z, p), HK_OK);
+    CHECK_EQ(hk_zone_free(z, big), HK_OK);
+    hk_stats s;
+    hk_zone_stats(z, &s);
+    CHECK_EQ(s.free_blocks, 3); /* caller regions are never released */
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    hk_zone_destroy(z);
+}
+
+HKT_TEST(region_limit) {
+    hkt_errors errs = {0};
+    hk_zone *z = mk(&errs, 0);
+    REQUIRE(z != NULL);
+    static unsigned char pool[HK_ZONE_MAX_REGIONS][512] __attribute__((aligned(16)));
+    int ok = 0;
+    for (int i = 0; i < HK_ZONE_MAX_REGIONS; i++) ok += hk_zone_add_region(z, pool[i], sizeof pool[i]) == HK_OK;
+    CHECK_EQ(ok, HK_ZONE_MAX_REGIONS - 1);
+    CHECK_EQ(errs.last_result, HK_ERR_NOMEM);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    hk_zone_destroy(z);
+}
+
+HKT_TEST(growth_from_os_and_release) {
+    hkt_errors errs = {0};
+    hk_zone *z = hk_zone_create(&(hk_zone_desc){.size = 64 << 10, .grow_size = 64 << 10, .on_error = hkt_on_error,
+                                               .error_user = &errs});
+    REQUIRE(z != NULL);
+    void *ps[200];
+    for (int i = 0; i < 200; i++) {
+        ps[i] = hk_zone_alloc(z, 3000);
+        REQUIRE(ps[i] != NULL);
+    }
+    hk_stats s;
+    hk_zone_stats(z, &s);
+    CHECK(s.capacity >= 600000);
+    void *big = hk_zone_alloc(z, 3 << 20); /* larger than any chunk: its own region */
+    REQUIRE(big != NULL);
+    memset(big, 1, 3 << 20);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    for (int i = 0; i < 200; i++) hk_zone_free(z, ps[i]);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    hk_zone_free(z, big);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    hk_stats t;
+    hk_zone_stats(z, &t);
+    CHECK(t.capacity < s.capacity + (3 << 20)); /* the big block's own region went back to the OS */
+    CHECK_EQ(t.live_blocks, 0);
+    CHECK_EQ(errs.count, 0);
+    /* a cap on growth */
+    hk_zone *c = hk_zone_create(&(hk_zone_desc){.size = 64 << 10, .grow_size = 64 << 10, .max_size = 200 << 10,
+                                               .on_error = hkt_on_error, .error_user = &errs});
+    REQUIRE(c != NULL);
+    CHECK(hk_zone_alloc(c, 100 << 10) != NULL);
+    CHECK(hk_zone_alloc(c, 150 << 10) == NULL);
+    CHECK_EQ(errs.last_kind, HK_EK_NOMEM);
+    CHECK_EQ(hk_zone_check(c), HK_OK);
+    hk_zone_destroy(c);
+    hk_zone_destroy(z);
+}
+
+static int count_walk(const hk_block_info *i, void *user) {
+    size_t *c = (size_t *)user;
+    if (i->flags & HK_BLOCK_USED) c[0]++;
+    else c[1]++;
+    c[2] += i->requested;
+    return 0;
+}
+
+static int stop_walk(const hk_block_info *i, void *user) {
+    (void)i;
+    return ++*(int *)user == 2 ? 42 : 0;
+}
+
+HKT_TEST(walk_where_dump) {
+    hkt_errors errs = {0};
+    hk_zone *z = mk(&errs, HK_FLAG_RECORD_SITE);
+    REQUIRE(z != NULL);
+    void *a = HK_ZONE_ALLOC(z, 100);
+    void *owner = NULL;
+    void *b = hk_zone_alloc_tagged(z, 200, HK_TAG_CACHE, &owner, "sprite");
+    void *c = hk_zone_alloc(z, 300);
+    hk_zone_free(z, c);
+    size_t cnt[3] = {0, 0, 0};
+    CHECK_EQ(hk_zone_walk(z, count_walk, cnt), 0);
+    CHECK_EQ(cnt[0], 2);
+    CHECK_EQ(cnt[1], 1);
+    CHECK_EQ(cnt[2], 300);
+    int calls = 0;
+    CHECK_EQ(hk_zone_walk(z, stop_walk, &calls), 42);
+    hk_block_info info;
+    CHECK_EQ(hk_zone_where(z, (char *)b + 150, &info), HK_OK);
+    CHECK(info.address == b);
+    CHECK_EQ(info.requested, 200);
+    CHECK_EQ(info.tag, HK_TAG_CACHE);
+    CHECK(info.owner == (void *)&owner);
+    CHECK(info.flags & HK_BLOCK_PURGEABLE);
+    CHECK(strcmp(info.name, "sprite") == 0);
+    CHECK_EQ(hk_zone_where(z, a, &info), HK_OK);
+    CHECK(info.site_file && strstr(info.site_file, "test_zone.c"));
+    CHECK(info.site_line > 0);
+    CHECK_EQ(hk_zone_where(z, (char *)b - 3, &info), HK_OK); /* a header belongs to its block */
+    CHECK(info.address == b);
+    int x;
+    CHECK_EQ(hk_zone_where(z, &x, &info), HK_ERR_FOREIGN);
+    char buf[8192];
+    FILE *f = fmemopen(buf, sizeof buf, "w");
+    REQUIRE(f != NULL);
+    hk_zone_dump(z, f);
+    fclose(f);
+    CHECK_STR_CONTAINS(buf, "zone 'test'");
+    CHECK_STR_CONTAINS(buf, "sprite");
+    CHECK_STR_CONTAINS(buf, "tag 101 (purgeable)");
+    CHECK_STR_CONTAINS(buf, "test_zone.c:");
+    CHECK_STR_CONTAINS(buf, "free");
+    CHECK_EQ(errs.count, 0);
+    hk_zone_destroy(z);
+}
+
+HKT_TEST(fill_patterns_on_alloc_and_free) {
+    hkt_errors errs = {0};
+    hk_zone *z = mk(&errs, HK_FLAG_FILL);
+    REQUIRE(z != NULL);
+    unsigned char *p = hk_zone_alloc(z, 64);
+    REQUIRE(p != NULL);
+    CHECK_EQ(hk_fill_check(p, 64, HK_FILL_ALLOC), 64);
+    hk_zone_free(z, p);
+    if (!hk__asan_enabled()) CHECK_EQ(hk_fill_check(p + 16, 48, HK_FILL_FREE), 48);
+    hk_zone *zz = mk(&errs, HK_FLAG_ZERO);
+    unsigned char *q = hk_zone_alloc(zz, 64);
+    memset(q, 1, 64);
+    hk_zone_free(zz, q);
+    q = hk_zone_alloc(zz, 64);
+    CHECK_EQ(hk_fill_check(q, 64, 0), 64);
+    hk_zone_destroy(zz);
+}
+
+/* Paranoid mode runs the check after every call; with a lock the zone is
+ * shared by threads. */
+static int g_lock_depth, g_lock_calls;
+static void t_lock(void *u) {
+    (void)u;
+    g_lock_depth++;
+    g_lock_calls++;
+}
+static void t_unlock(void *u) {
+    (void)u;
+    g_lock_depth--;
+}
+
+HKT_TEST(paranoid_and_lock_hooks) {
+    hkt_errors errs = {0};
+    hk_zone_desc d;
+    memset(&d, 0, sizeof d);
+    d.memory = g_mem;
+    d.size = sizeof g_mem;
+    d.flags = HK_FLAG_PARANOID | HK_FLAG_CANARY | HK_FLAG_FILL;
+    d.on_error = hkt_on_error;
+    d.error_user = &errs;
+    d.lock.lock = t_lock;
+    d.lock.unlock = t_unlock;
+    hk_zone *z = hk_zone_create(&d);
+    REQUIRE(z != NULL);
+    void *ps[50];
+    for (int i = 0; i < 50; i++) ps[i] = hk_zone_alloc(z, (size_t)i * 13);
+    for (int i = 0; i < 50; i += 3) ps[i] = hk_zone_realloc(z, ps[i], (size_t)i * 40);
+    for (int i = 0; i < 50; i++) hk_zone_free(z, ps[i]);
+    CHECK_EQ(errs.count, 0);
+    CHECK_EQ(g_lock_depth, 0);
+    CHECK(g_lock_calls >= 117);
+    /* paranoid mode catches damage at the next call */
+    unsigned char *p = hk_zone_alloc(z, 20);
+    hk__san_access(p + 20, 1);
+    p[20] = 0; /* into the canary */
+    void *q = hk_zone_alloc(z, 10);
+    CHECK(q != NULL);
+    CHECK(errs.count >= 1);
+    CHECK_EQ(errs.last_kind, HK_EK_CORRUPT_CANARY);
+    hk__san_access(p + 20, 1);
+    p[20] = HK_FILL_PAD;
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    hk_zone_destroy(z);
+    d.lock.unlock = NULL;
+    CHECK(hk_zone_create(&d) == NULL); /* both hooks or neither */
+}
