@@ -498,13 +498,25 @@ HKT_TEST(pool_check_reports_damage) {
     hk_pool_alloc(p, NULL);
     hk_pool_id b = hk_pool_alloc(p, NULL);
     size_t i = 0;
-    while (i < sizeof mem / 4 && mem[i] != b.value) i++; /* ids[] comes before meta[] */
+    while (i < sizeof mem / 4 && mem[i] != b.value) i++; /* ids[] comes first */
     REQUIRE(i < sizeof mem / 4);
-    mem[i] ^= 0x40000u;
+    /* ids[] is the only record of a fast slot's generation, so the damage
+     * check can see is to the index bits */
+    mem[i] ^= 0x2u;
     CHECK_EQ(hk_pool_check(p), HK_ERR_CORRUPT);
     CHECK_EQ(g_errs.last_result, HK_ERR_CORRUPT);
     CHECK_STR_CONTAINS(g_errs.last_message, "slot 1");
-    mem[i] ^= 0x40000u;
+    mem[i] ^= 0x2u;
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    /* the free ring follows ids[]: queue a free slot twice */
+    uint32_t *ring = &mem[i + 31];
+    while (ring < mem + 16384 && *ring != 2u) ring++; /* the entry naming slot 2, next to pop */
+    REQUIRE(ring < mem + 16384);
+    uint32_t saved = ring[1]; /* the entry after it names slot 2 too */
+    ring[1] = 2u;
+    CHECK_EQ(hk_pool_check(p), HK_ERR_CORRUPT);
+    CHECK_STR_CONTAINS(g_errs.last_message, "queued twice");
+    ring[1] = saved;
     CHECK_EQ(hk_pool_check(p), HK_OK);
     hk_pool_destroy(p);
 }
