@@ -189,10 +189,15 @@ static inline int pool_state(const hk_pool *p, uint32_t s) {
 /* Generations a fast slot has issued since creation or recycle (saturating). */
 static uint32_t pool_uses(const hk_pool *p, uint32_t s) {
     uint32_t g = pool_gen(p, s);
-    if (g == 0) return 0;
     if (p->meta[s].mflags & POOL_MF_WRAPPED) return p->gmax;
+    if (g == 0 || (g == p->gbase - 1u && pool_state(p, s) == POOL_FREE)) return 0; /* fresh */
     return pool_gen_ord(p, g) + 1u;
 }
+/* ids[] of a slot that never issued an ID: "generation gbase - 1", so that
+ * ids[s] + 1 (the inline alloc) gives generation gbase. A FREE slot with that
+ * generation and without POOL_MF_WRAPPED is fresh (a slot that issued
+ * gbase - 1 == gen_last is retired, or WRAPPED under HK_POOL_WRAP). */
+#define POOL_FRESH(p) (((p)->gbase - 1u) << (p)->index_bits | (p)->imask)
 #define POOL_NFREE(p) ((uint32_t)((p)->hot.tail - (p)->hot.head))
 static inline size_t pool_fast_live(const hk_pool *p) {
     return (size_t)p->cap - POOL_NFREE(p) - p->nretired - p->fpending;
@@ -416,14 +421,11 @@ hk_pool *hk_pool_create(const hk_pool_desc *desc) {
     h->stride = p->stride;
     h->ring_mask = L.ring_size - 1u;
     h->index_mask = p->imask;
-    h->index_bits = p->index_bits;
-    h->gen_base = p->gbase;
-    h->gen_max = p->gmax;
-    h->gen_last = p->gen_last;
+    h->last_dead = (p->gen_last << p->index_bits) | p->imask;
     memset(p->busy, 0, L.cap);
     for (uint32_t s = 0; s < L.cap; s++) {
         pool_meta *m = &p->meta[s];
-        p->ids[s] = p->imask; /* not alive, generation 0 (never issued) */
+        p->ids[s] = POOL_FRESH(p); /* not alive, never issued */
         memset(m, 0, sizeof *m);
         m->next = POOL_NIL;
         m->parent = m->first_child = m->last_child = m->next_sib = m->prev_sib = POOL_NIL;
@@ -1242,7 +1244,7 @@ long hk_pool_recycle(hk_pool *p) {
             m->state = POOL_FREE;
             m->mflags = 0;
             m->next = POOL_NIL;
-            p->ids[s] = p->imask; /* generation 0: the sequence restarts */
+            p->ids[s] = POOL_FRESH(p); /* the sequence restarts */
             pool_ring_push(p, s);
             p->nretired--;
             n++;

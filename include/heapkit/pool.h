@@ -214,7 +214,9 @@ uint32_t hk_pool_id_generation(const hk_pool *p, hk_pool_id id);
 /* PRIVATE: the first member of every pool, read and written by the inline
  * functions below. Do not touch it; it may change in any release.
  * ids[s] is the live ID of fast slot s, or (generation << index_bits) |
- * index_mask when the slot is not alive (never equal to any fast ID). busy[s]
+ * index_mask when the slot is not alive (never equal to any fast ID), so
+ * ids[s] + 1 is the next generation's ID bits (0 when the generation field
+ * wraps, which the full path handles). busy[s]
  * is non-zero while the object is on a list or in a tree. ring holds the free
  * fast slots, FIFO: ring[head & ring_mask] .. ring[(tail - 1) & ring_mask]. */
 typedef struct hk_pool__hot {
@@ -227,11 +229,11 @@ typedef struct hk_pool__hot {
     size_t hold_base;      /* objects held (live + pending) = hold_base - free slots */
     size_t peak;           /* high-water mark of objects held */
     uint32_t ring_mask;
-    uint32_t index_mask, index_bits;
+    uint32_t index_mask;
     uint32_t get_cap;      /* capacity, or 0 when lookups must take the lock */
     uint32_t free_cap;     /* capacity, or 0 when frees must take the full path */
     uint32_t alloc_ok;     /* 0 when allocations must take the full path */
-    uint32_t gen_base, gen_max, gen_last; /* generation sequence (see "IDs") */
+    uint32_t last_dead;    /* ids[] of a slot whose occupant had the last generation of the sequence */
 } hk_pool__hot;
 
 /* The full (out-of-line) paths behind the inline functions. Same contracts. */
@@ -260,18 +262,19 @@ static inline hk_pool_id hk_pool_alloc(hk_pool *p, void **obj) {
     hk_pool__hot *h = (hk_pool__hot *)p;
     if (HK_POOL__LIKELY(p && h->alloc_ok && h->head != h->tail)) {
         uint32_t s = h->ring[(uint32_t)h->head & h->ring_mask];
-        h->head++;
-        uint32_t g = h->ids[s] >> h->index_bits;
-        g = g == 0 ? h->gen_base : g >= h->gen_max ? 1u : g + 1u;
-        uint32_t v = (g << h->index_bits) | s;
-        h->ids[s] = v;
-        size_t held = h->hold_base - (size_t)(h->tail - h->head);
-        if (held > h->peak) h->peak = held;
-        unsigned char *o = h->base + (size_t)s * h->stride;
-        if (obj) *obj = o;
-        hk_pool_id id;
-        id.value = v;
-        return id;
+        uint32_t x = h->ids[s];
+        if (HK_POOL__LIKELY(x != 0xFFFFFFFFu)) {
+            uint32_t v = (x + 1u) | s; /* next generation, same slot */
+            h->head++;
+            h->ids[s] = v;
+            size_t held = h->hold_base - (size_t)(h->tail - h->head);
+            if (held > h->peak) h->peak = held;
+            unsigned char *o = h->base + (size_t)s * h->stride;
+            if (obj) *obj = o;
+            hk_pool_id id;
+            id.value = v;
+            return id;
+        }
     }
     return hk_pool__alloc(p, obj);
 }
@@ -289,9 +292,9 @@ static inline hk_pool_id hk_pool_alloc(hk_pool *p, void **obj) {
 static inline hk_result hk_pool_free(hk_pool *p, hk_pool_id id, hk_pool_children children) {
     hk_pool__hot *h = (hk_pool__hot *)p;
     if (HK_POOL__LIKELY(p != 0)) {
-        uint32_t v = id.value, s = v & h->index_mask;
-        if (HK_POOL__LIKELY(s < h->free_cap && h->ids[s] == v && !h->busy[s] && (v >> h->index_bits) != h->gen_last)) {
-            h->ids[s] = v | h->index_mask;
+        uint32_t v = id.value, s = v & h->index_mask, dead = v | h->index_mask;
+        if (HK_POOL__LIKELY(s < h->free_cap && h->ids[s] == v && !h->busy[s] && dead != h->last_dead)) {
+            h->ids[s] = dead;
             h->ring[(uint32_t)h->tail & h->ring_mask] = s;
             h->tail++;
             return HK_OK;
