@@ -421,6 +421,7 @@ hk_pool *hk_pool_create(const hk_pool_desc *desc) {
     h->stride = p->stride;
     h->ring_mask = L.ring_size - 1u;
     h->index_mask = p->imask;
+    h->view_cap = p->cap;
     h->last_dead = (p->gen_last << p->index_bits) | p->imask;
     memset(p->busy, 0, L.cap);
     for (uint32_t s = 0; s < L.cap; s++) {
@@ -904,6 +905,8 @@ hk_result hk_pool__free(hk_pool *p, hk_pool_id id, hk_pool_children children) {
 
 /* ---- lookups ---------------------------------------------------------------- */
 
+const hk_pool__hot hk_pool__none = {0};
+
 /* The full path behind the inline hk_pool_get (pool.h). */
 void *hk_pool__get(const hk_pool *p, hk_pool_id id) {
     if (HK__UNLIKELY(!p)) return NULL;
@@ -912,19 +915,6 @@ void *hk_pool__get(const hk_pool *p, hk_pool_id id) {
     void *r = o == POOL_NIL ? NULL : pool_obj(p, o);
     hk__unlock(&p->lock);
     return r;
-}
-
-hk_pool_view hk_pool_get_view(const hk_pool *p) {
-    hk_pool_view v;
-    memset(&v, 0, sizeof v);
-    if (!p) return v;
-    v.ids = p->ids;
-    v.base = p->base;
-    v.stride = p->stride;
-    v.cap = p->cap;
-    v.index_mask = p->imask;
-    v.pool = p;
-    return v;
 }
 
 hk_pool_id hk_pool_id_of(const hk_pool *p, const void *obj) {

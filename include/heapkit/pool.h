@@ -231,21 +231,29 @@ typedef struct hk_pool__hot {
     uint32_t ring_mask;
     uint32_t index_mask;
     uint32_t get_cap;      /* capacity, or 0 when lookups must take the lock */
+    uint32_t view_cap;     /* capacity (views never lock) */
     uint32_t free_cap;     /* capacity, or 0 when frees must take the full path */
     uint32_t alloc_ok;     /* 0 when allocations must take the full path */
     uint32_t last_dead;    /* ids[] of a slot whose occupant had the last generation of the sequence */
 } hk_pool__hot;
 
-/* The full (out-of-line) paths behind the inline functions. Same contracts. */
-hk_pool_id hk_pool__alloc(hk_pool *p, void **obj);
-hk_result hk_pool__free(hk_pool *p, hk_pool_id id, hk_pool_children children);
-void *hk_pool__get(const hk_pool *p, hk_pool_id id);
-
 #if defined(__GNUC__) || defined(__clang__)
 #define HK_POOL__LIKELY(x) __builtin_expect(!!(x), 1)
+#define HK_POOL__PURE __attribute__((pure))
 #else
 #define HK_POOL__LIKELY(x) (x)
+#define HK_POOL__PURE
 #endif
+
+/* The full (out-of-line) paths behind the inline functions. Same contracts.
+ * hk_pool__get changes no memory the caller can see (with lock hooks it
+ * takes and releases the lock), so it is declared pure: a loop of lookups
+ * keeps the pool's table addresses in registers. */
+hk_pool_id hk_pool__alloc(hk_pool *p, void **obj);
+hk_result hk_pool__free(hk_pool *p, hk_pool_id id, hk_pool_children children);
+void *hk_pool__get(const hk_pool *p, hk_pool_id id) HK_POOL__PURE;
+/* The hot block of "no pool" (every capacity 0), read in place of NULL. */
+extern const hk_pool__hot hk_pool__none;
 
 /* Allocates one object (elem_size bytes, aligned; zeroed with HK_FLAG_ZERO,
  * filled with HK_FILL_ALLOC with HK_FLAG_FILL, otherwise unspecified) and
@@ -308,13 +316,16 @@ static inline hk_result hk_pool_free(hk_pool *p, hk_pool_id id, hk_pool_children
  * Inline: a live fast ID costs a mask, one load and one compare in the
  * caller's code (pools with lock hooks and overflow IDs call hk_pool__get). */
 static inline void *hk_pool_get(const hk_pool *p, hk_pool_id id) {
-    const hk_pool__hot *h = (const hk_pool__hot *)p;
-    if (HK_POOL__LIKELY(p != 0)) {
-        uint32_t s = id.value & h->index_mask;
-        /* a miss calls out of line, so the compiler keeps a predicted branch
-         * here rather than making the object address wait for the compare */
-        if (HK_POOL__LIKELY(s < h->get_cap && h->ids[s] == id.value)) return h->base + (size_t)s * h->stride;
-    }
+    /* Every field is read unconditionally (a NULL pool reads an empty
+     * stand-in), so in a loop the compiler hoists them into registers; a
+     * miss calls out of line, so the compiler keeps a predicted branch here
+     * rather than making the object address wait for the compare. */
+    const hk_pool__hot *h = p ? (const hk_pool__hot *)p : &hk_pool__none;
+    const uint32_t *ids = h->ids;
+    unsigned char *base = h->base;
+    size_t stride = h->stride;
+    uint32_t s = id.value & h->index_mask, cap = h->get_cap;
+    if (HK_POOL__LIKELY(s < cap && ids[s] == id.value)) return base + (size_t)s * stride;
     return hk_pool__get(p, id);
 }
 
@@ -336,8 +347,19 @@ typedef struct hk_pool_view {
     const hk_pool *pool;
 } hk_pool_view;
 
-/* Fills a view of the pool (all zero for NULL). O(1). */
-hk_pool_view hk_pool_get_view(const hk_pool *p);
+/* Fills a view of the pool (all zero for NULL). O(1). Inline, so the view's
+ * fields can live in registers. */
+static inline hk_pool_view hk_pool_get_view(const hk_pool *p) {
+    hk_pool_view v;
+    const hk_pool__hot *h = (const hk_pool__hot *)p;
+    v.ids = p ? h->ids : 0;
+    v.base = p ? h->base : 0;
+    v.stride = p ? h->stride : 0;
+    v.cap = p ? h->view_cap : 0;
+    v.index_mask = p ? h->index_mask : 0;
+    v.pool = p;
+    return v;
+}
 
 static inline void *hk_pool_view_get(const hk_pool_view *v, hk_pool_id id) {
     uint32_t s = id.value & v->index_mask;
