@@ -52,12 +52,12 @@
 enum { POOL_FREE = 0, POOL_ALIVE = 1, POOL_DYING = 2, POOL_RETIRED = 3 };
 #define POOL_MF_SUBTREE 1u  /* DYING: its children die with it */
 #define POOL_MF_NOTIFIED 2u /* DYING: on_destroy has run */
+#define POOL_MF_WRAPPED 4u  /* fast: has issued the last generation of its sequence (uses saturate) */
+#define POOL_MF_SEEN 8u     /* check(): met on the free ring */
 
 typedef struct pool_meta {
-    uint32_t id;   /* ID of the current (or, when free, last) occupant */
-    uint32_t gen;  /* fast: generation of that ID (0: never issued) */
-    uint32_t uses; /* fast: generations issued, saturating at gmax */
-    uint32_t next; /* free queue, pending queue or overflow free list */
+    uint32_t id;   /* overflow: ID of the current occupant (fast slots: see ids[]) */
+    uint32_t next; /* pending queue or overflow free list */
     uint32_t parent, first_child, last_child, next_sib, prev_sib;
     uint32_t nchildren;
     uint8_t state, mflags;
@@ -100,20 +100,23 @@ typedef struct pool_iter {
 } pool_iter;
 
 struct hk_pool {
+    hk_pool__hot hot; /* first: the inline fast paths of pool.h read it */
     unsigned char *base; /* fast objects */
     size_t stride, elem_size, align;
     uint32_t cap, index_bits, imask, mark;
     uint32_t gmax;  /* generations per sequence: 2^(32-index_bits) - 1 */
     uint32_t gbase; /* first generation of every sequence of this pool */
     uint32_t links;
-    uint32_t *ids;
+    uint32_t *ids;       /* == hot.ids */
+    unsigned char *busy; /* == hot.busy */
+    uint32_t gen_last;   /* last generation of a sequence (a slot issuing it has used them all) */
     pool_meta *meta;
     pool_link *lk;
     pool_lst *lists;
     uint32_t max_lists, nlists;
-    uint32_t free_head, free_tail, nfree, nretired;
-    uint32_t pend_head, pend_tail, npending;
-    size_t live, fast_live, ovf_live, ovf_peak, peak_held;
+    uint32_t nretired;
+    uint32_t pend_head, pend_tail, npending, fpending; /* fpending: pending fast slots */
+    size_t ovf_live, ovf_peak;
     /* overflow path */
     pool_meta *ometa;
     pool_link *olk;
@@ -130,7 +133,7 @@ struct hk_pool {
     int san;  /* announce blocks to ASan / Valgrind (client requests cost time: only when running under it) */
     pool_iter *iters;
     /* counters and host */
-    uint64_t alloc_count, free_count, fail_count;
+    uint64_t fail_count;
     uint32_t flags;
     void *(*halloc)(size_t, void *);
     void (*hfree)(void *, size_t, void *);
@@ -169,6 +172,59 @@ static inline uint32_t pool_gen_next(const hk_pool *p, uint32_t gen) {
     return gen == 0 ? p->gbase : gen >= p->gmax ? 1u : gen + 1u; /* no division on the hot path */
 }
 static inline uint32_t pool_gen_ord(const hk_pool *p, uint32_t gen) { return (gen + p->gmax - p->gbase) % p->gmax; }
+
+/* Fast slots keep their hot state in ids[] (see the invariants): an ids[]
+ * value whose index bits are all ones is "not alive" and still carries the
+ * generation of the last occupant. meta[s].state is FREE, DYING or RETIRED;
+ * ALIVE is never stored for a fast slot, it is read from ids[]. */
+static inline int pool_ids_alive(const hk_pool *p, uint32_t x) { return (x & p->imask) != p->imask; }
+static inline uint32_t pool_gen(const hk_pool *p, uint32_t s) { return p->ids[s] >> p->index_bits; }
+static inline uint32_t pool_id(const hk_pool *p, uint32_t s) {
+    return s < p->cap ? (p->ids[s] & ~p->imask) | s : p->ometa[s - p->cap].id;
+}
+static inline int pool_state(const hk_pool *p, uint32_t s) {
+    if (s < p->cap) return pool_ids_alive(p, p->ids[s]) ? POOL_ALIVE : p->meta[s].state;
+    return p->ometa[s - p->cap].state;
+}
+/* Generations a fast slot has issued since creation or recycle (saturating). */
+static uint32_t pool_uses(const hk_pool *p, uint32_t s) {
+    uint32_t g = pool_gen(p, s);
+    if (p->meta[s].mflags & POOL_MF_WRAPPED) return p->gmax;
+    if (g == 0 || (g == p->gbase - 1u && pool_state(p, s) == POOL_FREE)) return 0; /* fresh */
+    return pool_gen_ord(p, g) + 1u;
+}
+/* ids[] of a slot that never issued an ID: "generation gbase - 1", so that
+ * ids[s] + 1 (the inline alloc) gives generation gbase. A FREE slot with that
+ * generation and without POOL_MF_WRAPPED is fresh (a slot that issued
+ * gbase - 1 == gen_last is retired, or WRAPPED under HK_POOL_WRAP). */
+#define POOL_FRESH(p) (((p)->gbase - 1u) << (p)->index_bits | (p)->imask)
+#define POOL_NFREE(p) ((uint32_t)((p)->hot.tail - (p)->hot.head))
+static inline size_t pool_fast_live(const hk_pool *p) {
+    return (size_t)p->cap - POOL_NFREE(p) - p->nretired - p->fpending;
+}
+static inline size_t pool_live(const hk_pool *p) { return pool_fast_live(p) + p->ovf_live; }
+static inline void pool_ring_push(hk_pool *p, uint32_t s) {
+    p->hot.ring[(uint32_t)p->hot.tail & p->hot.ring_mask] = s;
+    p->hot.tail++;
+}
+/* busy[s]: the inline free must leave this object to the full path. */
+static inline void pool_busy_update(hk_pool *p, uint32_t s) {
+    if (s >= p->cap) return;
+    const pool_meta *m = &p->meta[s];
+    p->busy[s] = (unsigned char)(m->parent != POOL_NIL || m->first_child != POOL_NIL || m->nlinked != 0);
+}
+/* Recomputes what the inline paths may do and the held-objects base; called
+ * after every full-path operation and whenever a defer scope opens. */
+static void pool_hot_update(hk_pool *p) {
+    hk_pool__hot *h = &p->hot;
+    int plain = !p->slow && !p->san;
+    h->alloc_ok = plain && !(p->flags & HK_FLAG_ZERO);
+    h->free_cap = plain && !p->defer_depth && !p->flushing ? p->cap : 0;
+    h->get_cap = p->lock.lock ? 0 : p->cap;
+    h->hold_base = (size_t)p->cap - p->nretired + p->ovf_live + (p->npending - p->fpending);
+    size_t held = pool_live(p) + p->npending;
+    if (held > h->peak) h->peak = held;
+}
 
 /* ---- hash tables (overflow path) ----------------------------------------- */
 
@@ -259,7 +315,8 @@ static void pool_hash_release(hk_pool *p, pool_hash *h) {
 typedef struct pool_layout {
     size_t elem_size, align, stride;
     uint32_t cap, index_bits, links, max_lists;
-    size_t off_lists, off_ids, off_meta, off_lk, off_base, total;
+    uint32_t ring_size; /* power of two >= cap */
+    size_t off_lists, off_ids, off_ring, off_busy, off_meta, off_lk, off_base, total;
 } pool_layout;
 
 static int pool_plan(const hk_pool_desc *d, pool_layout *L) {
@@ -284,6 +341,12 @@ static int pool_plan(const hk_pool_desc *d, pool_layout *L) {
     L->off_ids = off;
     if (!hk_size_mul(L->cap, sizeof(uint32_t), &n) || !hk_size_add(off, n, &off)) return 0;
     if (!hk_size_align(off, 16, &off)) return 0;
+    L->ring_size = 1;
+    while (L->ring_size < L->cap) L->ring_size *= 2; /* cap < 2^24 */
+    L->off_ring = off;
+    if (!hk_size_mul(L->ring_size, sizeof(uint32_t), &n) || !hk_size_add(off, n, &off)) return 0;
+    L->off_busy = off;
+    if (!hk_size_add(off, L->cap, &off) || !hk_size_align(off, 16, &off)) return 0;
     L->off_meta = off;
     if (!hk_size_mul(L->cap, sizeof(pool_meta), &n) || !hk_size_add(off, n, &off)) return 0;
     if (!hk_size_align(off, 16, &off)) return 0;
@@ -342,22 +405,35 @@ hk_pool *hk_pool_create(const hk_pool_desc *desc) {
     p->max_lists = L.max_lists;
     p->lists = (pool_lst *)(start + L.off_lists);
     p->ids = (uint32_t *)(start + L.off_ids);
+    p->busy = start + L.off_busy;
+    p->gen_last = p->gbase == 1 ? p->gmax : p->gbase - 1u;
     p->meta = (pool_meta *)(start + L.off_meta);
     p->lk = (pool_link *)(start + L.off_lk);
     p->base = start + L.off_base;
     memset(p->lists, 0, (size_t)L.max_lists * sizeof(pool_lst));
     for (uint32_t i = 0; i < L.max_lists; i++) p->lists[i].head = p->lists[i].tail = POOL_NIL;
     memset(p->lk, 0, (size_t)L.cap * L.links * sizeof(pool_link));
+    hk_pool__hot *h = &p->hot;
+    h->ids = p->ids;
+    h->busy = p->busy;
+    h->ring = (uint32_t *)(start + L.off_ring);
+    h->base = p->base;
+    h->stride = p->stride;
+    h->ring_mask = L.ring_size - 1u;
+    h->index_mask = p->imask;
+    h->view_cap = p->cap;
+    h->last_dead = (p->gen_last << p->index_bits) | p->imask;
+    memset(p->busy, 0, L.cap);
     for (uint32_t s = 0; s < L.cap; s++) {
         pool_meta *m = &p->meta[s];
-        p->ids[s] = POOL_ID_DEAD;
+        p->ids[s] = POOL_FRESH(p); /* not alive, never issued */
         memset(m, 0, sizeof *m);
-        m->next = s + 1 < L.cap ? s + 1 : POOL_NIL;
+        m->next = POOL_NIL;
         m->parent = m->first_child = m->last_child = m->next_sib = m->prev_sib = POOL_NIL;
+        h->ring[s] = s;
     }
-    p->free_head = L.cap ? 0 : POOL_NIL;
-    p->free_tail = L.cap ? L.cap - 1 : POOL_NIL;
-    p->nfree = L.cap;
+    h->head = 0;
+    h->tail = L.cap;
     p->pend_head = p->pend_tail = POOL_NIL;
     p->ofree_head = POOL_NIL;
     p->flags = desc->flags;
@@ -384,6 +460,7 @@ hk_pool *hk_pool_create(const hk_pool_desc *desc) {
               HK_DEBUG >= 3;
     if (p->flags & HK_FLAG_FILL) hk_fill(p->base, (size_t)L.cap * L.stride, HK_FILL_FREE);
     hk__san_noaccess(p->base, (size_t)L.cap * L.stride);
+    pool_hot_update(p);
     return p;
 }
 
@@ -411,19 +488,20 @@ static uint32_t pool_resolve(hk_pool *p, hk_pool_id id, const char *what, hk_res
         return POOL_NIL;
     }
     if (idx < p->cap) {
-        pool_meta *m = &p->meta[idx];
+        uint32_t uses = pool_uses(p, idx), mgen = pool_gen(p, idx);
+        int st = pool_state(p, idx);
         void *obj = p->base + (size_t)idx * p->stride;
         if (g == 0) {
             *res = hk__report(&p->rep, HK_ERR_FOREIGN, HK_EK_STALE, obj, p->elem_size, NULL,
                               "%s of foreign ID 0x%08x (slot %u): generation 0 is never issued", what, v, idx);
-        } else if (m->uses && m->gen == g) {
+        } else if (uses && mgen == g) {
             *res = hk__report(&p->rep, HK_ERR_DOUBLE_FREE, HK_EK_DOUBLE_FREE, obj, p->elem_size, NULL,
                               "%s of ID 0x%08x: object at %p (slot %u, generation %u) was already freed%s", what, v,
-                              obj, idx, g, m->state == POOL_DYING ? " (release pending)" : "");
-        } else if (m->uses && (m->uses >= p->gmax || pool_gen_ord(p, g) < pool_gen_ord(p, m->gen))) {
+                              obj, idx, g, st == POOL_DYING ? " (release pending)" : "");
+        } else if (uses && (uses >= p->gmax || pool_gen_ord(p, g) < pool_gen_ord(p, mgen))) {
             *res = hk__report(&p->rep, HK_ERR_STALE, HK_EK_STALE, obj, p->elem_size, NULL,
                               "%s of stale ID 0x%08x: slot %u at %p is at generation %u (%s), the ID has %u", what,
-                              v, idx, obj, m->gen, m->state == POOL_ALIVE ? "alive" : "free", g);
+                              v, idx, obj, mgen, st == POOL_ALIVE ? "alive" : "free", g);
         } else {
             *res = hk__report(&p->rep, HK_ERR_FOREIGN, HK_EK_STALE, obj, p->elem_size, NULL,
                               "%s of foreign ID 0x%08x: generation %u was never issued for slot %u (another pool's ID?)",
@@ -470,6 +548,7 @@ static void pool_list_unlink(hk_pool *p, uint32_t li, uint32_t s) {
     l->list = 0;
     L->count--;
     pool_m(p, s)->nlinked--;
+    pool_busy_update(p, s);
 }
 
 static void pool_list_link(hk_pool *p, uint32_t li, uint32_t s, int front) {
@@ -492,6 +571,7 @@ static void pool_list_link(hk_pool *p, uint32_t li, uint32_t s, int front) {
     }
     L->count++;
     pool_m(p, s)->nlinked++;
+    pool_busy_update(p, s);
 }
 
 /* Returns the list index of a valid handle, or reports and returns POOL_NIL. */
@@ -529,7 +609,10 @@ static void pool_detach(hk_pool *p, uint32_t s) {
     if (m->next_sib != POOL_NIL) pool_m(p, m->next_sib)->prev_sib = m->prev_sib;
     else pm->last_child = m->prev_sib;
     pm->nchildren--;
+    uint32_t ps = m->parent;
     m->parent = m->next_sib = m->prev_sib = POOL_NIL;
+    pool_busy_update(p, s);
+    pool_busy_update(p, ps);
 }
 
 static void pool_attach(hk_pool *p, uint32_t s, uint32_t parent) {
@@ -541,6 +624,8 @@ static void pool_attach(hk_pool *p, uint32_t s, uint32_t parent) {
     else pm->first_child = s;
     pm->last_child = s;
     pm->nchildren++;
+    pool_busy_update(p, s);
+    pool_busy_update(p, parent);
 }
 
 /* ---- allocation ------------------------------------------------------------ */
@@ -551,21 +636,20 @@ static void pool_attach(hk_pool *p, uint32_t s, uint32_t parent) {
 static inline void pool_init_slot(hk_pool *p, uint32_t s, uint32_t id) {
     pool_meta *m = pool_m(p, s);
     HK__ASSERT(m->parent == POOL_NIL && m->first_child == POOL_NIL && m->nlinked == 0);
+    m->next = POOL_NIL;
+    if (s < p->cap) { /* state stays FREE: ALIVE lives in ids[] */
+        m->mflags &= POOL_MF_WRAPPED;
+        p->ids[s] = id;
+        return;
+    }
     m->id = id;
     m->state = POOL_ALIVE;
     m->mflags = 0;
-    m->next = POOL_NIL;
-    if (s < p->cap) return;
     for (uint32_t k = 0; k < p->links; k++) {
         pool_link *l = pool_l(p, s, k);
         l->prev = l->next = POOL_NIL;
         l->list = 0;
     }
-}
-
-static void pool_note_held(hk_pool *p) {
-    size_t held = p->live + p->npending;
-    if (held > p->peak_held) p->peak_held = held;
 }
 
 /* Grows the overflow tables so that a free overflow slot exists. */
@@ -646,19 +730,12 @@ static uint32_t pool_alloc_overflow(hk_pool *p, void **obj_out) {
 static hk_pool_id pool_alloc_locked(hk_pool *p, void **obj) {
     hk_pool_id id = {0};
     void *o;
-    uint32_t s = p->free_head;
-    if (HK__LIKELY(s != POOL_NIL)) {
-        pool_meta *m = &p->meta[s];
-        p->free_head = m->next;
-        if (p->free_head == POOL_NIL) p->free_tail = POOL_NIL;
-        p->nfree--;
-        uint32_t g = pool_gen_next(p, m->gen);
-        m->gen = g;
-        if (m->uses < p->gmax) m->uses++;
-        id.value = (g << p->index_bits) | s;
+    uint32_t s;
+    if (HK__LIKELY(p->hot.head != p->hot.tail)) {
+        s = p->hot.ring[(uint32_t)p->hot.head & p->hot.ring_mask];
+        p->hot.head++;
+        id.value = (pool_gen_next(p, pool_gen(p, s)) << p->index_bits) | s;
         pool_init_slot(p, s, id.value);
-        p->ids[s] = id.value;
-        p->fast_live++;
         o = p->base + (size_t)s * p->stride;
         if (p->san) hk__san_alloc(o, p->elem_size, (p->flags & HK_FLAG_ZERO) != 0);
     } else {
@@ -676,42 +753,15 @@ static hk_pool_id pool_alloc_locked(hk_pool *p, void **obj) {
     }
     if (p->flags & HK_FLAG_ZERO) memset(o, 0, p->elem_size);
     else if (p->flags & HK_FLAG_FILL) memset(o, HK_FILL_ALLOC, p->elem_size);
-    p->live++;
-    p->alloc_count++;
-    pool_note_held(p);
     if (obj) *obj = o;
     return id;
 }
 
-hk_pool_id hk_pool_alloc(hk_pool *p, void **obj) {
+/* The full path behind the inline hk_pool_alloc (pool.h). */
+hk_pool_id hk_pool__alloc(hk_pool *p, void **obj) {
     if (!p) {
         if (obj) *obj = NULL;
         return (hk_pool_id){0};
-    }
-    /* Fast path: a free fast slot, no hooks, no fill: pop, stamp, return. */
-    uint32_t s = p->free_head;
-    if (HK__LIKELY(s != POOL_NIL && !p->slow && !(p->flags & HK_FLAG_ZERO))) {
-        pool_meta *m = &p->meta[s];
-        p->free_head = m->next;
-        if (p->free_head == POOL_NIL) p->free_tail = POOL_NIL;
-        p->nfree--;
-        uint32_t g = pool_gen_next(p, m->gen);
-        uint32_t v = (g << p->index_bits) | s;
-        m->gen = g;
-        m->uses += m->uses < p->gmax;
-        m->id = v;
-        m->state = POOL_ALIVE;
-        m->mflags = 0;
-        m->next = POOL_NIL;
-        p->ids[s] = v;
-        p->fast_live++;
-        p->live++;
-        p->alloc_count++;
-        if (p->live > p->peak_held) pool_note_held(p);
-        unsigned char *o = p->base + (size_t)s * p->stride;
-        if (p->san) hk__san_alloc(o, p->elem_size, 0);
-        if (obj) *obj = o;
-        return (hk_pool_id){v};
     }
     hk__lock(&p->lock);
     hk_pool_id id = pool_alloc_locked(p, obj);
@@ -743,10 +793,10 @@ hk_pool_id hk_pool_alloc_child(hk_pool *p, hk_pool_id parent, void **obj) {
 static void pool_kill(hk_pool *p, uint32_t s, int subtree) {
     pool_meta *m = pool_m(p, s);
     m->state = POOL_DYING;
-    m->mflags = subtree ? POOL_MF_SUBTREE : 0;
+    m->mflags = (uint8_t)((m->mflags & POOL_MF_WRAPPED) | (subtree ? POOL_MF_SUBTREE : 0));
     if (s < p->cap) {
-        p->ids[s] = POOL_ID_DEAD;
-        p->fast_live--;
+        p->ids[s] |= p->imask; /* dead; the generation stays */
+        p->fpending++;
     } else {
         p->ovf_live--;
     }
@@ -761,7 +811,6 @@ static void pool_kill(hk_pool *p, uint32_t s, int subtree) {
     if (p->pend_tail != POOL_NIL) pool_m(p, p->pend_tail)->next = s;
     else p->pend_head = s;
     p->pend_tail = s;
-    p->live--;
     p->npending++;
 }
 
@@ -779,27 +828,28 @@ static void pool_kill_tree(hk_pool *p, uint32_t s, int subtree) {
 static void pool_release(hk_pool *p, uint32_t s) {
     pool_meta *m = pool_m(p, s);
     HK__ASSERT(m->state == POOL_DYING);
-    m->mflags = 0;
+    m->mflags &= POOL_MF_WRAPPED;
     m->next = POOL_NIL;
     p->npending--;
-    p->free_count++;
     if (s < p->cap) {
+        p->fpending--;
         void *o = p->base + (size_t)s * p->stride;
         if (p->flags & HK_FLAG_FILL) {
             hk__san_access(o, p->stride);
             hk_fill(o, p->stride, HK_FILL_FREE);
         }
         if (p->san) hk__san_free(o, p->stride);
-        if (!(p->flags & HK_POOL_WRAP) && m->uses >= p->gmax) {
-            m->state = POOL_RETIRED;
-            p->nretired++;
-            return;
+        if (pool_gen(p, s) == p->gen_last && !(m->mflags & POOL_MF_WRAPPED)) {
+            /* the slot has issued every generation of its sequence */
+            if (!(p->flags & HK_POOL_WRAP)) {
+                m->state = POOL_RETIRED;
+                p->nretired++;
+                return;
+            }
+            m->mflags |= POOL_MF_WRAPPED;
         }
         m->state = POOL_FREE;
-        if (p->free_tail != POOL_NIL) p->meta[p->free_tail].next = s;
-        else p->free_head = s;
-        p->free_tail = s;
-        p->nfree++;
+        pool_ring_push(p, s);
     } else {
         pool_ovf *o = &p->oobj[s - p->cap];
         pool_hash_del(&p->oid, m->id);
@@ -825,7 +875,7 @@ static void pool_flush(hk_pool *p) {
             pool_meta *m = pool_m(p, q);
             if (m->mflags & POOL_MF_NOTIFIED) continue;
             m->mflags |= POOL_MF_NOTIFIED;
-            p->on_destroy(p, (hk_pool_id){m->id}, pool_obj(p, q), p->destroy_user);
+            p->on_destroy(p, (hk_pool_id){pool_id(p, q)}, pool_obj(p, q), p->destroy_user);
         }
     }
     while (p->pend_head != POOL_NIL) {
@@ -838,29 +888,9 @@ static void pool_flush(hk_pool *p) {
     p->flushing = 0;
 }
 
-hk_result hk_pool_free(hk_pool *p, hk_pool_id id, hk_pool_children children) {
+/* The full path behind the inline hk_pool_free (pool.h). */
+hk_result hk_pool__free(hk_pool *p, hk_pool_id id, hk_pool_children children) {
     if (!p) return HK_ERR_INVALID;
-    /* Fast path: a live fast-slot object on no list and in no tree, outside
-     * any scope, in a pool without hooks: straight to the free queue. */
-    uint32_t v = id.value, fs = v & p->imask;
-    if (HK__LIKELY(fs < p->cap && p->ids[fs] == v && !p->slow && !p->defer_depth)) {
-        pool_meta *m = &p->meta[fs];
-        if (m->parent == POOL_NIL && m->first_child == POOL_NIL && m->nlinked == 0 &&
-            (m->uses < p->gmax || (p->flags & HK_POOL_WRAP))) {
-            p->ids[fs] = POOL_ID_DEAD;
-            m->state = POOL_FREE;
-            m->next = POOL_NIL;
-            if (p->free_tail != POOL_NIL) p->meta[p->free_tail].next = fs;
-            else p->free_head = fs;
-            p->free_tail = fs;
-            p->nfree++;
-            p->fast_live--;
-            p->live--;
-            p->free_count++;
-            if (p->san) hk__san_free(p->base + (size_t)fs * p->stride, p->stride);
-            return HK_OK;
-        }
-    }
     hk__lock(&p->lock);
     hk_result r = HK_OK;
     uint32_t s = pool_resolve(p, id, "free", &r);
@@ -875,30 +905,16 @@ hk_result hk_pool_free(hk_pool *p, hk_pool_id id, hk_pool_children children) {
 
 /* ---- lookups ---------------------------------------------------------------- */
 
-void *hk_pool_get(const hk_pool *p, hk_pool_id id) {
+const hk_pool__hot hk_pool__none = {0};
+
+/* The full path behind the inline hk_pool_get (pool.h). */
+void *hk_pool__get(const hk_pool *p, hk_pool_id id) {
     if (HK__UNLIKELY(!p)) return NULL;
-    uint32_t v = id.value, s = v & p->imask;
-    if (HK__LIKELY(s < p->cap && !p->lock.lock)) return p->ids[s] == v ? p->base + (size_t)s * p->stride : NULL;
     hk__lock(&p->lock);
-    uint32_t o = pool_alive_slot_nolock(p, v);
+    uint32_t o = pool_alive_slot_nolock(p, id.value);
     void *r = o == POOL_NIL ? NULL : pool_obj(p, o);
     hk__unlock(&p->lock);
     return r;
-}
-
-bool hk_pool_is_alive(const hk_pool *p, hk_pool_id id) { return hk_pool_get(p, id) != NULL; }
-
-hk_pool_view hk_pool_get_view(const hk_pool *p) {
-    hk_pool_view v;
-    memset(&v, 0, sizeof v);
-    if (!p) return v;
-    v.ids = p->ids;
-    v.base = p->base;
-    v.stride = p->stride;
-    v.cap = p->cap;
-    v.index_mask = p->imask;
-    v.pool = p;
-    return v;
 }
 
 hk_pool_id hk_pool_id_of(const hk_pool *p, const void *obj) {
@@ -909,7 +925,7 @@ hk_pool_id hk_pool_id_of(const hk_pool *p, const void *obj) {
     if (a >= b && a - b < (uintptr_t)p->cap * p->stride) {
         size_t off = (size_t)(a - b);
         uint32_t s = (uint32_t)(off / p->stride);
-        if (off % p->stride == 0 && p->ids[s] != POOL_ID_DEAD) id.value = p->ids[s];
+        if (off % p->stride == 0 && pool_ids_alive(p, p->ids[s])) id.value = p->ids[s];
     } else {
         uint32_t s = pool_hash_find(&p->optr, (uint64_t)a);
         if (s != POOL_NIL && pool_m(p, s)->state == POOL_ALIVE) id.value = pool_m(p, s)->id;
@@ -957,7 +973,7 @@ static hk_pool_id pool_tree_query(const hk_pool *p, hk_pool_id id, int which) {
     if (s != POOL_NIL) {
         const pool_meta *m = pool_m(p, s);
         uint32_t t = which == 0 ? m->parent : which == 1 ? m->first_child : m->next_sib;
-        if (t != POOL_NIL) out.value = pool_m(p, t)->id;
+        if (t != POOL_NIL) out.value = pool_id(p, t);
     }
     hk__unlock(&p->lock);
     return out;
@@ -1110,7 +1126,7 @@ hk_pool_id hk_pool_list_first(const hk_pool *p, hk_pool_list list) {
     if (!p) return out;
     hk__lock(&p->lock);
     uint32_t li = pool_list_index_nolock(p, list);
-    if (li != POOL_NIL && p->lists[li].head != POOL_NIL) out.value = pool_m(p, p->lists[li].head)->id;
+    if (li != POOL_NIL && p->lists[li].head != POOL_NIL) out.value = pool_id(p, p->lists[li].head);
     hk__unlock(&p->lock);
     return out;
 }
@@ -1123,7 +1139,7 @@ hk_pool_id hk_pool_list_next(const hk_pool *p, hk_pool_list list, hk_pool_id id)
     uint32_t s = li == POOL_NIL ? POOL_NIL : pool_alive_slot_nolock(p, id.value);
     if (s != POOL_NIL) {
         const pool_link *l = pool_l(p, s, p->lists[li].link);
-        if (l->list == li + 1 && l->next != POOL_NIL) out.value = pool_m(p, l->next)->id;
+        if (l->list == li + 1 && l->next != POOL_NIL) out.value = pool_id(p, l->next);
     }
     hk__unlock(&p->lock);
     return out;
@@ -1135,6 +1151,7 @@ void hk_pool_defer_begin(hk_pool *p) {
     if (!p) return;
     hk__lock(&p->lock);
     p->defer_depth++;
+    pool_hot_update(p);
     hk__unlock(&p->lock);
 }
 
@@ -1169,11 +1186,12 @@ int hk_pool_list_each(hk_pool *p, hk_pool_list list, hk_pool_visit_fn fn, void *
     it.up = p->iters;
     p->iters = &it;
     p->defer_depth++;
+    pool_hot_update(p);
     int ret = 0;
     while (it.next != POOL_NIL) {
         uint32_t cur = it.next;
         it.next = cur == it.last ? POOL_NIL : pool_l(p, cur, p->lists[li].link)->next;
-        ret = fn(p, (hk_pool_id){pool_m(p, cur)->id}, pool_obj(p, cur), user);
+        ret = fn(p, (hk_pool_id){pool_id(p, cur)}, pool_obj(p, cur), user);
         if (ret) break;
     }
     p->iters = it.up;
@@ -1187,11 +1205,11 @@ int hk_pool_each(hk_pool *p, hk_pool_visit_fn fn, void *user) {
     if (!p || !fn) return -1;
     hk__lock(&p->lock);
     p->defer_depth++;
+    pool_hot_update(p);
     int ret = 0;
     for (uint32_t s = 0; s < p->cap + p->ocap && !ret; s++) {
-        pool_meta *m = pool_m(p, s);
-        if (m->state != POOL_ALIVE) continue;
-        ret = fn(p, (hk_pool_id){m->id}, pool_obj(p, s), user);
+        if (pool_state(p, s) != POOL_ALIVE) continue;
+        ret = fn(p, (hk_pool_id){pool_id(p, s)}, pool_obj(p, s), user);
     }
     if (--p->defer_depth == 0) pool_flush(p);
     pool_after_op(p);
@@ -1214,13 +1232,10 @@ long hk_pool_recycle(hk_pool *p) {
             pool_meta *m = &p->meta[s];
             if (m->state != POOL_RETIRED) continue;
             m->state = POOL_FREE;
-            m->uses = 0;
-            m->gen = 0;
+            m->mflags = 0;
             m->next = POOL_NIL;
-            if (p->free_tail != POOL_NIL) p->meta[p->free_tail].next = s;
-            else p->free_head = s;
-            p->free_tail = s;
-            p->nfree++;
+            p->ids[s] = POOL_FRESH(p); /* the sequence restarts */
+            pool_ring_push(p, s);
             p->nretired--;
             n++;
         }
@@ -1232,9 +1247,9 @@ long hk_pool_recycle(hk_pool *p) {
 
 static void pool_clear_locked(hk_pool *p) {
     p->defer_depth++;
+    pool_hot_update(p);
     for (uint32_t s = 0; s < p->cap + p->ocap; s++) {
-        pool_meta *m = pool_m(p, s);
-        if (m->state != POOL_ALIVE || m->parent != POOL_NIL) continue;
+        if (pool_state(p, s) != POOL_ALIVE || pool_m(p, s)->parent != POOL_NIL) continue;
         pool_kill_tree(p, s, 1);
     }
     if (--p->defer_depth == 0) pool_flush(p);
@@ -1282,19 +1297,21 @@ hk_result hk_pool_stats(const hk_pool *p, hk_stats *out) {
     out->version = HK_STATS_VERSION;
     out->allocator = "pool";
     size_t fast_bytes = (size_t)p->cap * p->stride;
-    size_t fast_held = (size_t)p->cap - p->nfree - p->nretired;
-    size_t held = p->live + p->npending;
+    uint32_t nfree = POOL_NFREE(p);
+    size_t fast_held = (size_t)p->cap - nfree - p->nretired;
+    size_t held = pool_live(p) + p->npending;
+    uint64_t allocs = p->hot.head + p->ovf_allocs;
     out->capacity = fast_bytes + p->ovf_bytes;
     out->used = held * p->elem_size;
     out->used_blocks_bytes = fast_held * p->stride + p->ovf_bytes;
-    out->free = (size_t)p->nfree * p->stride;
-    out->largest_free = (p->nfree || !(p->flags & HK_POOL_NO_OVERFLOW)) ? p->elem_size : 0;
-    out->peak_used = p->peak_held * p->elem_size;
+    out->free = (size_t)nfree * p->stride;
+    out->largest_free = (nfree || !(p->flags & HK_POOL_NO_OVERFLOW)) ? p->elem_size : 0;
+    out->peak_used = (held > p->hot.peak ? held : p->hot.peak) * p->elem_size;
     out->overhead = p->table_bytes;
     out->live_blocks = held;
-    out->free_blocks = p->nfree;
-    out->alloc_count = p->alloc_count;
-    out->free_count = p->free_count;
+    out->free_blocks = nfree;
+    out->alloc_count = allocs;
+    out->free_count = allocs - held;
     out->fail_count = p->fail_count;
     out->error_count = p->rep.error_count;
     hk__unlock(&p->lock);
@@ -1305,12 +1322,12 @@ hk_result hk_pool_get_info(const hk_pool *p, hk_pool_info *out) {
     if (!p || !out) return HK_ERR_INVALID;
     hk__lock(&p->lock);
     memset(out, 0, sizeof *out);
-    out->live = p->live;
-    out->fast_live = p->fast_live;
+    out->live = pool_live(p);
+    out->fast_live = pool_fast_live(p);
     out->overflow_live = p->ovf_live;
     out->overflow_peak = p->ovf_peak;
     out->pending = p->npending;
-    out->free_slots = p->nfree;
+    out->free_slots = POOL_NFREE(p);
     out->retired_slots = p->nretired;
     out->lists = p->nlists;
     out->capacity = p->cap;
@@ -1323,23 +1340,24 @@ hk_result hk_pool_get_info(const hk_pool *p, hk_pool_info *out) {
 }
 
 static void pool_info_of(const hk_pool *p, uint32_t s, hk_block_info *info) {
-    const pool_meta *m = pool_m(p, s);
     memset(info, 0, sizeof *info);
     info->address = pool_obj(p, s);
     info->size = p->elem_size;
     info->name = p->rep.instance;
     if (s < p->cap) {
         info->address = p->base + (size_t)s * p->stride;
-        info->overhead = p->stride - p->elem_size + sizeof(pool_meta) + sizeof(uint32_t) + p->links * sizeof(pool_link);
+        info->overhead = p->stride - p->elem_size + sizeof(pool_meta) + 2 * sizeof(uint32_t) + 1 +
+                         p->links * sizeof(pool_link);
     } else {
         info->flags |= HK_BLOCK_OVERFLOW;
         info->overhead = p->oobj[s - p->cap].raw_size - p->elem_size + sizeof(pool_meta) + sizeof(pool_ovf) +
                          p->links * sizeof(pool_link);
     }
-    if (m->state == POOL_ALIVE || m->state == POOL_DYING) {
+    int st = pool_state(p, s);
+    if (st == POOL_ALIVE || st == POOL_DYING) {
         info->flags |= HK_BLOCK_USED;
         info->requested = p->elem_size;
-        info->id = m->id;
+        info->id = pool_id(p, s);
     }
 }
 
@@ -1394,7 +1412,7 @@ static int pool_check_queue(hk_pool *p, uint32_t head, uint32_t tail, uint32_t e
     for (uint32_t s = head; s != POOL_NIL; s = pool_m(p, s)->next) {
         if (s >= total) POOL_BAD("%s queue: slot %u out of range after slot %u", what, s, last);
         if (++n > expect) POOL_BAD("%s queue: longer than its count %u (cycle?)", what, expect);
-        if (pool_m(p, s)->state != state) POOL_BAD("%s queue: slot %u is in state %u", what, s, pool_m(p, s)->state);
+        if (pool_state(p, s) != state) POOL_BAD("%s queue: slot %u is in state %u", what, s, pool_state(p, s));
         last = s;
     }
     if (n != expect) POOL_BAD("%s queue: %u slots found, count says %u", what, n, expect);
@@ -1402,23 +1420,49 @@ static int pool_check_queue(hk_pool *p, uint32_t head, uint32_t tail, uint32_t e
     return 1;
 }
 
+/* The free ring: nfree distinct FREE fast slots. */
+static int pool_check_ring(hk_pool *p) {
+    uint32_t nfree = POOL_NFREE(p), bad = POOL_NIL, n = 0;
+    if (nfree > p->cap) POOL_BAD("free ring: %u entries for %u slots (head/tail damaged)", nfree, p->cap);
+    for (uint64_t i = p->hot.head; i != p->hot.tail; i++, n++) {
+        uint32_t s = p->hot.ring[(uint32_t)i & p->hot.ring_mask];
+        if (s >= p->cap || pool_state(p, s) != POOL_FREE || (p->meta[s].mflags & POOL_MF_SEEN)) {
+            bad = s;
+            break;
+        }
+        p->meta[s].mflags |= POOL_MF_SEEN;
+    }
+    for (uint64_t i = p->hot.head; i != p->hot.tail; i++) {
+        uint32_t s = p->hot.ring[(uint32_t)i & p->hot.ring_mask];
+        if (s < p->cap) p->meta[s].mflags &= (uint8_t)~POOL_MF_SEEN;
+    }
+    if (bad != POOL_NIL)
+        POOL_BAD("free ring entry %u: slot %u is %s", n, bad,
+                 bad >= p->cap ? "out of range" : pool_state(p, bad) != POOL_FREE ? "not free" : "queued twice");
+    return 1;
+}
+
 static int pool_check_slots(hk_pool *p) {
-    uint32_t nfree = 0, nret = 0, nalive = 0, ndying = 0, nofree = 0;
+    uint32_t nfree = 0, nret = 0, nalive = 0, ndying = 0, nfdying = 0, nofree = 0;
     size_t fl = 0, ol = 0;
     for (uint32_t s = 0; s < p->cap + p->ocap; s++) {
         pool_meta *m = pool_m(p, s);
-        int fast = s < p->cap;
-        if (m->state > POOL_RETIRED || (!fast && m->state == POOL_RETIRED))
+        int fast = s < p->cap, st = pool_state(p, s);
+        uint32_t id = pool_id(p, s);
+        if (m->state > POOL_RETIRED || (!fast && m->state == POOL_RETIRED) || (fast && m->state == POOL_ALIVE))
             POOL_BAD("slot %u: bad state %u", s, m->state);
-        if (m->state == POOL_ALIVE || m->state == POOL_DYING) {
-            if (fast) {
-                if (m->id != ((m->gen << p->index_bits) | s) || m->gen == 0)
-                    POOL_BAD("slot %u at %p: ID 0x%08x does not match generation %u", s, pool_obj(p, s), m->id,
-                             m->gen);
-                if (p->ids[s] != (m->state == POOL_ALIVE ? m->id : POOL_ID_DEAD))
-                    POOL_BAD("slot %u at %p: lookup table holds 0x%08x for ID 0x%08x (%s)", s, pool_obj(p, s),
-                             p->ids[s], m->id, m->state == POOL_ALIVE ? "alive" : "dying");
-            } else {
+        if (fast) {
+            uint32_t x = p->ids[s];
+            if (pool_ids_alive(p, x) && ((x & p->imask) != s || m->state != POOL_FREE))
+                POOL_BAD("slot %u at %p: lookup table holds 0x%08x (state %u)", s, pool_obj(p, s), x, m->state);
+            if ((st == POOL_ALIVE || st == POOL_DYING) && pool_gen(p, s) == 0)
+                POOL_BAD("slot %u at %p: object 0x%08x has generation 0", s, pool_obj(p, s), id);
+            unsigned char busy = (unsigned char)(m->parent != POOL_NIL || m->first_child != POOL_NIL || m->nlinked);
+            if (p->busy[s] != busy)
+                POOL_BAD("slot %u at %p: busy flag %u, links say %u", s, pool_obj(p, s), p->busy[s], busy);
+        }
+        if (st == POOL_ALIVE || st == POOL_DYING) {
+            if (!fast) {
                 if ((m->id & p->imask) != p->mark || m->id >> p->index_bits == 0)
                     POOL_BAD("overflow slot %u: bad ID 0x%08x", s - p->cap, m->id);
                 if (pool_hash_find(&p->oid, m->id) != s)
@@ -1429,27 +1473,26 @@ static int pool_check_slots(hk_pool *p) {
                     POOL_BAD("overflow object 0x%08x at %p is missing from the address table", m->id,
                              pool_obj(p, s));
             }
-            if (m->state == POOL_ALIVE) {
+            if (st == POOL_ALIVE) {
                 nalive++;
                 if (fast) fl++;
                 else ol++;
             } else {
                 ndying++;
+                if (fast) nfdying++;
                 if (m->parent != POOL_NIL || m->first_child != POOL_NIL)
-                    POOL_BAD("pending object 0x%08x at %p is still in a tree", m->id, pool_obj(p, s));
+                    POOL_BAD("pending object 0x%08x at %p is still in a tree", id, pool_obj(p, s));
             }
         } else {
-            if (fast && p->ids[s] != POOL_ID_DEAD)
-                POOL_BAD("free slot %u resolves to ID 0x%08x", s, p->ids[s]);
             if (m->parent != POOL_NIL || m->first_child != POOL_NIL || m->nchildren)
                 POOL_BAD("free slot %u still has tree links", s);
-            if (m->state == POOL_FREE) {
+            if (st == POOL_FREE) {
                 if (fast) nfree++;
                 else nofree++;
             } else {
                 nret++;
             }
-            if (fast && m->state == POOL_FREE && (p->flags & HK_FLAG_FILL)) {
+            if (fast && st == POOL_FREE && (p->flags & HK_FLAG_FILL)) {
                 unsigned char *o = p->base + (size_t)s * p->stride;
                 hk__san_access(o, p->stride);
                 size_t bad = hk_fill_check(o, p->stride, HK_FILL_FREE);
@@ -1466,23 +1509,28 @@ static int pool_check_slots(hk_pool *p) {
         uint32_t nl = 0;
         for (uint32_t k = 0; k < p->links; k++) nl += pool_l(p, s, k)->list != 0;
         if (nl != m->nlinked)
-            POOL_BAD("object 0x%08x at %p is on %u lists, its count says %u", m->id, pool_obj(p, s), nl, m->nlinked);
+            POOL_BAD("object 0x%08x at %p is on %u lists, its count says %u", id, pool_obj(p, s), nl, m->nlinked);
         for (uint32_t k = 0; k < p->links; k++) {
             pool_link *l = pool_l(p, s, k);
-            if (l->list && m->state != POOL_ALIVE)
-                POOL_BAD("slot %u (state %u) is still on list %u", s, m->state, l->list - 1);
+            if (l->list && st != POOL_ALIVE)
+                POOL_BAD("slot %u (state %u) is still on list %u", s, st, l->list - 1);
             if (l->list && (l->list > p->max_lists || !p->lists[l->list - 1].used ||
                             p->lists[l->list - 1].link != k))
-                POOL_BAD("object 0x%08x at %p names list %u on link %u, which is not such a list", m->id,
+                POOL_BAD("object 0x%08x at %p names list %u on link %u, which is not such a list", id,
                          pool_obj(p, s), l->list - 1, k);
         }
     }
-    if (nalive != p->live || fl != p->fast_live || ol != p->ovf_live)
+    if (nalive != pool_live(p) || fl != pool_fast_live(p) || ol != p->ovf_live)
         POOL_BAD("counters: %u alive found (%zu fast, %zu overflow), counters say %zu (%zu, %zu)", nalive, fl, ol,
-                 p->live, p->fast_live, p->ovf_live);
-    if (ndying != p->npending) POOL_BAD("counters: %u pending found, count says %u", ndying, p->npending);
+                 pool_live(p), pool_fast_live(p), p->ovf_live);
+    if (ndying != p->npending || nfdying != p->fpending)
+        POOL_BAD("counters: %u pending found (%u fast), counts say %u (%u)", ndying, nfdying, p->npending, p->fpending);
     if (nret != p->nretired) POOL_BAD("counters: %u retired slots found, count says %u", nret, p->nretired);
-    if (nfree != p->nfree) POOL_BAD("counters: %u free slots found, count says %u", nfree, p->nfree);
+    if (nfree != POOL_NFREE(p)) POOL_BAD("counters: %u free slots found, the free ring holds %u", nfree, POOL_NFREE(p));
+    size_t base = (size_t)p->cap - p->nretired + p->ovf_live + (p->npending - p->fpending);
+    if (p->hot.hold_base != base) POOL_BAD("counters: held-objects base %zu, expected %zu", p->hot.hold_base, base);
+    if (pool_live(p) + p->npending > p->hot.peak)
+        POOL_BAD("counters: %zu objects held, above the peak %zu", pool_live(p) + p->npending, p->hot.peak);
     if (p->oid.count != p->ocap - nofree)
         POOL_BAD("overflow ID table holds %u keys for %u overflow objects", p->oid.count, p->ocap - nofree);
     if (p->optr.count != p->ocap - nofree)
@@ -1513,7 +1561,7 @@ static int pool_check_lists(hk_pool *p) {
             pool_link *l = pool_l(p, s, L->link);
             if (l->list != li + 1) POOL_BAD("list '%s': member slot %u names list %u", nm, s, l->list);
             if (l->prev != prev) POOL_BAD("list '%s': slot %u's back link is %u, expected %u", nm, s, l->prev, prev);
-            if (pool_m(p, s)->state != POOL_ALIVE) POOL_BAD("list '%s': member slot %u is not alive", nm, s);
+            if (pool_state(p, s) != POOL_ALIVE) POOL_BAD("list '%s': member slot %u is not alive", nm, s);
             if (++n > L->count) POOL_BAD("list '%s': more members than its count %u (cycle?)", nm, L->count);
             prev = s;
         }
@@ -1538,33 +1586,35 @@ static int pool_check_tree(hk_pool *p) {
     uint32_t total = p->cap + p->ocap;
     for (uint32_t s = 0; s < total; s++) {
         pool_meta *m = pool_m(p, s);
-        if (m->state != POOL_ALIVE) continue;
+        if (pool_state(p, s) != POOL_ALIVE) continue;
+        uint32_t id = pool_id(p, s);
         if (m->parent != POOL_NIL) {
-            if (m->parent >= total || pool_m(p, m->parent)->state != POOL_ALIVE)
-                POOL_BAD("object 0x%08x at %p has a dead parent (slot %u)", m->id, pool_obj(p, s), m->parent);
+            if (m->parent >= total || pool_state(p, m->parent) != POOL_ALIVE)
+                POOL_BAD("object 0x%08x at %p has a dead parent (slot %u)", id, pool_obj(p, s), m->parent);
         }
         uint32_t n = 0, prev = POOL_NIL;
         for (uint32_t c = m->first_child; c != POOL_NIL; c = pool_m(p, c)->next_sib) {
-            if (c >= total) POOL_BAD("object 0x%08x: child slot %u out of range", m->id, c);
+            if (c >= total) POOL_BAD("object 0x%08x: child slot %u out of range", id, c);
             pool_meta *cm = pool_m(p, c);
             if (cm->parent != s || cm->prev_sib != prev)
-                POOL_BAD("object 0x%08x at %p: child slot %u links back wrongly", m->id, pool_obj(p, s), c);
-            if (++n > m->nchildren) POOL_BAD("object 0x%08x: more children than its count %u", m->id, m->nchildren);
+                POOL_BAD("object 0x%08x at %p: child slot %u links back wrongly", id, pool_obj(p, s), c);
+            if (++n > m->nchildren) POOL_BAD("object 0x%08x: more children than its count %u", id, m->nchildren);
             prev = c;
         }
         if (n != m->nchildren || prev != m->last_child)
-            POOL_BAD("object 0x%08x at %p: %u children found, count %u", m->id, pool_obj(p, s), n, m->nchildren);
+            POOL_BAD("object 0x%08x at %p: %u children found, count %u", id, pool_obj(p, s), n, m->nchildren);
         uint32_t depth = 0;
         for (uint32_t x = m->parent; x != POOL_NIL; x = pool_m(p, x)->parent)
-            if (++depth > total) POOL_BAD("object 0x%08x: its parent chain has a cycle", m->id);
+            if (++depth > total) POOL_BAD("object 0x%08x: its parent chain has a cycle", id);
     }
     return 1;
 }
 
 static int pool_check_all(hk_pool *p) {
-    if (p->nfree + p->nretired > p->cap) POOL_BAD("control block damaged: %u free + %u retired > %u slots",
-                                                  p->nfree, p->nretired, p->cap);
-    return pool_check_queue(p, p->free_head, p->free_tail, p->nfree, POOL_FREE, "free") &&
+    if ((uint64_t)POOL_NFREE(p) + p->nretired + p->fpending > p->cap)
+        POOL_BAD("control block damaged: %u free + %u retired + %u pending > %u slots", POOL_NFREE(p), p->nretired,
+                 p->fpending, p->cap);
+    return pool_check_ring(p) &&
            pool_check_queue(p, p->pend_head, p->pend_tail, p->npending, POOL_DYING, "pending") &&
            pool_check_slots(p) && pool_check_lists(p) && pool_check_tree(p);
 }
@@ -1578,5 +1628,6 @@ hk_result hk_pool_check(hk_pool *p) {
 }
 
 static void pool_after_op(hk_pool *p) {
+    pool_hot_update(p);
     if (HK__UNLIKELY(p->flags & HK_FLAG_PARANOID) || HK_DEBUG >= 3) (void)pool_check_all(p);
 }

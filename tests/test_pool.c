@@ -498,13 +498,25 @@ HKT_TEST(pool_check_reports_damage) {
     hk_pool_alloc(p, NULL);
     hk_pool_id b = hk_pool_alloc(p, NULL);
     size_t i = 0;
-    while (i < sizeof mem / 4 && mem[i] != b.value) i++; /* ids[] comes before meta[] */
+    while (i < sizeof mem / 4 && mem[i] != b.value) i++; /* ids[] comes first */
     REQUIRE(i < sizeof mem / 4);
-    mem[i] ^= 0x40000u;
+    /* ids[] is the only record of a fast slot's generation, so the damage
+     * check can see is to the index bits */
+    mem[i] ^= 0x2u;
     CHECK_EQ(hk_pool_check(p), HK_ERR_CORRUPT);
     CHECK_EQ(g_errs.last_result, HK_ERR_CORRUPT);
     CHECK_STR_CONTAINS(g_errs.last_message, "slot 1");
-    mem[i] ^= 0x40000u;
+    mem[i] ^= 0x2u;
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    /* the free ring follows ids[]: queue a free slot twice */
+    uint32_t *ring = &mem[i + 31];
+    while (ring < mem + 16384 && *ring != 2u) ring++; /* the entry naming slot 2, next to pop */
+    REQUIRE(ring < mem + 16384);
+    uint32_t saved = ring[1]; /* the entry after it names slot 2 too */
+    ring[1] = 2u;
+    CHECK_EQ(hk_pool_check(p), HK_ERR_CORRUPT);
+    CHECK_STR_CONTAINS(g_errs.last_message, "queued twice");
+    ring[1] = saved;
     CHECK_EQ(hk_pool_check(p), HK_OK);
     hk_pool_destroy(p);
 }
@@ -1137,4 +1149,104 @@ HKT_TEST(pool_paranoid_and_null_args) {
     CHECK_EQ(hk_pool_list_count(NULL, l), 0);
     CHECK_EQ(hk_pool_list_each(NULL, l, collect_fn, NULL), -1);
     CHECK_EQ(hk_pool_memory_size(NULL), 0);
+}
+
+/* ---- inline fast paths ------------------------------------------------------ */
+
+HKT_TEST(pool_inline_paths_null_and_views) {
+    hk_pool_id some = {0x12345u};
+    CHECK(hk_pool_get(NULL, some) == NULL);
+    CHECK(!hk_pool_is_alive(NULL, some));
+    hk_pool_view v = hk_pool_get_view(NULL);
+    CHECK(v.ids == NULL && v.cap == 0 && v.pool == NULL);
+    CHECK(hk_pool_view_get(&v, some) == NULL);
+    hk_pool *p = mk(4, 0);
+    obj *o;
+    hk_pool_id a = hk_pool_alloc(p, (void **)&o);
+    v = hk_pool_get_view(p);
+    CHECK(hk_pool_view_get(&v, a) == o);
+    CHECK(hk_pool_get(p, (hk_pool_id){0}) == NULL);
+    CHECK(hk_pool_view_get(&v, (hk_pool_id){0}) == NULL);
+    CHECK(hk_pool_get(p, (hk_pool_id){(a.value & ~0x3FFFu) | 5u}) == NULL); /* slot beyond capacity */
+    CHECK(hk_pool_get(p, (hk_pool_id){0x3FFFu}) == NULL);                  /* overflow mark, key 0 */
+    CHECK(hk_pool_view_get(&v, (hk_pool_id){a.value + (1u << 14)}) == NULL); /* next generation */
+    CHECK_EQ(hk_pool_free(p, a, HK_POOL_FREE_SUBTREE), HK_OK);
+    CHECK(hk_pool_view_get(&v, a) == NULL);
+    CHECK_EQ(g_errs.count, 0);
+    hk_pool_destroy(p);
+}
+
+/* Objects that were on a list or in a tree, and left it, free on the inline
+ * path again; objects freed inside a scope are deferred; counters and the
+ * peak stay exact across both paths. */
+HKT_TEST(pool_inline_and_full_paths_agree) {
+    hk_pool *p = mk(8, 0);
+    hk_pool_list l = hk_pool_list_create(p, 0, "l");
+    hk_pool_id id[8];
+    for (int i = 0; i < 6; i++) id[i] = hk_pool_alloc(p, NULL);
+    CHECK_EQ(hk_pool_list_push_back(p, l, id[0]), HK_OK);
+    CHECK_EQ(hk_pool_set_parent(p, id[1], id[2]), HK_OK);
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    CHECK_EQ(hk_pool_list_remove(p, l, id[0]), HK_OK);
+    CHECK_EQ(hk_pool_set_parent(p, id[1], (hk_pool_id){0}), HK_OK);
+    CHECK_EQ(hk_pool_check(p), HK_OK); /* busy flags cleared again */
+    for (int i = 0; i < 3; i++) CHECK_EQ(hk_pool_free(p, id[i], HK_POOL_FREE_SUBTREE), HK_OK);
+    hk_pool_defer_begin(p);
+    CHECK_EQ(hk_pool_free(p, id[3], HK_POOL_FREE_SUBTREE), HK_OK);
+    CHECK(!hk_pool_is_alive(p, id[3]));
+    hk_pool_info info;
+    hk_pool_get_info(p, &info);
+    CHECK_EQ(info.pending, 1);
+    CHECK_EQ(info.live, 2);
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    CHECK_EQ(hk_pool_defer_end(p), HK_OK);
+    CHECK_EQ(hk_pool_free(p, id[4], HK_POOL_FREE_SUBTREE), HK_OK); /* inline again */
+    CHECK_EQ(hk_pool_free(p, id[4], HK_POOL_FREE_SUBTREE), HK_ERR_DOUBLE_FREE);
+    hk_stats st;
+    hk_pool_stats(p, &st);
+    CHECK_EQ(st.alloc_count, 6);
+    CHECK_EQ(st.free_count, 5);
+    CHECK_EQ(st.live_blocks, 1);
+    CHECK_EQ(st.peak_used, 6 * sizeof(obj));
+    CHECK_EQ(st.free_blocks, 7);
+    for (int i = 0; i < 7; i++) id[i] = hk_pool_alloc(p, NULL); /* 8 live: a new peak */
+    hk_pool_stats(p, &st);
+    CHECK_EQ(st.peak_used, 8 * sizeof(obj));
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    hk_pool_destroy(p);
+}
+
+/* The inline alloc computes the next ID as ids[s] + 1; the generation field
+ * wrapping (and the last generation, which retires or marks the slot) goes
+ * to the full path. One slot, 8-bit generations, many reuses. */
+HKT_TEST(pool_inline_generation_wrap_and_retire) {
+    for (int wrap = 0; wrap < 2; wrap++) {
+        hk_pool *p = mk_small_gen(HK_POOL_NO_OVERFLOW | (wrap ? HK_POOL_WRAP : 0u));
+        REQUIRE(p != NULL);
+        hk_pool_info info;
+        hk_pool_get_info(p, &info);
+        uint32_t uses = info.slot_uses, prev = 0, n = 0;
+        for (uint32_t i = 0; i < 2 * uses + 3; i++) {
+            hk_pool_id a = hk_pool_alloc(p, NULL);
+            if (!a.value) break;
+            n++;
+            CHECK(hk_pool_id_generation(p, a) != 0);
+            CHECK(a.value != prev);
+            CHECK(!prev || !hk_pool_is_alive(p, (hk_pool_id){prev}));
+            CHECK_EQ(hk_pool_free(p, a, HK_POOL_FREE_SUBTREE), HK_OK);
+            prev = a.value;
+        }
+        hk_pool_get_info(p, &info);
+        if (wrap) {
+            CHECK_EQ(n, 2 * uses + 3);
+            CHECK_EQ(info.retired_slots, 0);
+        } else {
+            CHECK_EQ(n, uses * info.capacity);
+            CHECK_EQ(info.retired_slots, info.capacity);
+            CHECK_EQ(hk_pool_recycle(p), (long)info.capacity);
+            CHECK(hk_pool_alloc(p, NULL).value != 0);
+        }
+        CHECK_EQ(hk_pool_check(p), HK_OK);
+        hk_pool_destroy(p);
+    }
 }

@@ -195,58 +195,10 @@ void hk_pool_destroy(hk_pool *p);
 
 /* ---- objects ------------------------------------------------------------- */
 
-/* Allocates one object (elem_size bytes, aligned; zeroed with HK_FLAG_ZERO,
- * filled with HK_FILL_ALLOC with HK_FLAG_FILL, otherwise unspecified) and
- * returns its ID; stores its address in *obj when obj is not NULL. Takes the
- * oldest free fast slot; when none is left the object comes from the desc's
- * alloc hook (overflow path). Returns the none ID (and reports HK_EK_NOMEM)
- * when the slots are exhausted and the overflow path is disabled or its
- * allocation fails. O(1) (overflow: expected O(1), amortised table growth). */
-hk_pool_id hk_pool_alloc(hk_pool *p, void **obj);
-
 /* hk_pool_alloc, then hk_pool_set_parent(new, parent). A bad parent is
  * reported and gives the none ID (nothing is allocated). */
 hk_pool_id hk_pool_alloc_child(hk_pool *p, hk_pool_id parent, void **obj);
 
-/* Frees an object, and its subtree or not (`children`). See "Deferred
- * destruction" for what happens inside a defer scope. Errors (reported, the
- * pool unchanged): HK_ERR_INVALID for the none ID, HK_ERR_DOUBLE_FREE when
- * the object was already freed (still pending or released, as long as its
- * slot has not been reused), HK_ERR_STALE for an older generation,
- * HK_ERR_FOREIGN for an ID this pool never issued. O(1) + O(subtree) or
- * O(children). */
-hk_result hk_pool_free(hk_pool *p, hk_pool_id id, hk_pool_children children);
-
-/* The object's address, or NULL for the none ID or a stale, freed, foreign
- * or never-issued ID. Never reports. O(1) (overflow: expected O(1)). */
-void *hk_pool_get(const hk_pool *p, hk_pool_id id);
-
-/* An inline lookup for hot loops: the fast-slot tables, which never move
- * for the pool's lifetime. hk_pool_view_get is hk_pool_get without the call:
- * a fast ID costs one load and one compare in the caller's code; overflow IDs
- * fall back to hk_pool_get. The view stays valid until hk_pool_destroy. It
- * reads without taking the lock hooks: with threads, use it only while no
- * other thread changes the pool. */
-typedef struct hk_pool_view {
-    const uint32_t *ids;  /* per fast slot: the live ID, or 0xFFFFFFFF */
-    unsigned char *base;  /* fast slot 0 */
-    size_t stride;        /* bytes between fast slots */
-    uint32_t cap;         /* fast slots */
-    uint32_t index_mask;  /* 2^index_bits - 1 */
-    const hk_pool *pool;
-} hk_pool_view;
-
-/* Fills a view of the pool (all zero for NULL). O(1). */
-hk_pool_view hk_pool_get_view(const hk_pool *p);
-
-static inline void *hk_pool_view_get(const hk_pool_view *v, hk_pool_id id) {
-    uint32_t s = id.value & v->index_mask;
-    if (s < v->cap) return v->ids[s] == id.value ? (void *)(v->base + (size_t)s * v->stride) : (void *)0;
-    return hk_pool_get(v->pool, id);
-}
-
-/* true when get(id) would return an object. O(1). */
-bool hk_pool_is_alive(const hk_pool *p, hk_pool_id id);
 
 /* The ID of the live object that starts at `obj`, or the none ID for NULL,
  * interior, freed or foreign pointers. Never reports. O(1) (overflow:
@@ -256,6 +208,164 @@ hk_pool_id hk_pool_id_of(const hk_pool *p, const void *obj);
 /* Slot index and generation of an ID (no validity check). O(1). */
 uint32_t hk_pool_id_index(const hk_pool *p, hk_pool_id id);
 uint32_t hk_pool_id_generation(const hk_pool *p, hk_pool_id id);
+
+/* ---- inline fast paths ----------------------------------------------------- */
+
+/* PRIVATE: the first member of every pool, read and written by the inline
+ * functions below. Do not touch it; it may change in any release.
+ * ids[s] is the live ID of fast slot s, or (generation << index_bits) |
+ * index_mask when the slot is not alive (never equal to any fast ID), so
+ * ids[s] + 1 is the next generation's ID bits (0 when the generation field
+ * wraps, which the full path handles). busy[s]
+ * is non-zero while the object is on a list or in a tree. ring holds the free
+ * fast slots, FIFO: ring[head & ring_mask] .. ring[(tail - 1) & ring_mask]. */
+typedef struct hk_pool__hot {
+    uint32_t *ids;
+    const unsigned char *busy;
+    uint32_t *ring;
+    unsigned char *base;
+    size_t stride;
+    uint64_t head, tail;   /* ring pops and pushes ever made */
+    size_t hold_base;      /* objects held (live + pending) = hold_base - free slots */
+    size_t peak;           /* high-water mark of objects held */
+    uint32_t ring_mask;
+    uint32_t index_mask;
+    uint32_t get_cap;      /* capacity, or 0 when lookups must take the lock */
+    uint32_t view_cap;     /* capacity (views never lock) */
+    uint32_t free_cap;     /* capacity, or 0 when frees must take the full path */
+    uint32_t alloc_ok;     /* 0 when allocations must take the full path */
+    uint32_t last_dead;    /* ids[] of a slot whose occupant had the last generation of the sequence */
+} hk_pool__hot;
+
+#if defined(__GNUC__) || defined(__clang__)
+#define HK_POOL__LIKELY(x) __builtin_expect(!!(x), 1)
+#define HK_POOL__PURE __attribute__((pure))
+#else
+#define HK_POOL__LIKELY(x) (x)
+#define HK_POOL__PURE
+#endif
+
+/* The full (out-of-line) paths behind the inline functions. Same contracts.
+ * hk_pool__get changes no memory the caller can see (with lock hooks it
+ * takes and releases the lock), so it is declared pure: a loop of lookups
+ * keeps the pool's table addresses in registers. */
+hk_pool_id hk_pool__alloc(hk_pool *p, void **obj);
+hk_result hk_pool__free(hk_pool *p, hk_pool_id id, hk_pool_children children);
+void *hk_pool__get(const hk_pool *p, hk_pool_id id) HK_POOL__PURE;
+/* The hot block of "no pool" (every capacity 0), read in place of NULL. */
+extern const hk_pool__hot hk_pool__none;
+
+/* Allocates one object (elem_size bytes, aligned; zeroed with HK_FLAG_ZERO,
+ * filled with HK_FILL_ALLOC with HK_FLAG_FILL, otherwise unspecified) and
+ * returns its ID; stores its address in *obj when obj is not NULL. Takes the
+ * oldest free fast slot; when none is left the object comes from the desc's
+ * alloc hook (overflow path). Returns the none ID (and reports HK_EK_NOMEM)
+ * when the slots are exhausted and the overflow path is disabled or its
+ * allocation fails. O(1) (overflow: expected O(1), amortised table growth).
+ * Inline: with a free fast slot in a pool without lock hooks, on_destroy,
+ * HK_FLAG_ZERO/FILL/PARANOID (and not under a sanitizer), it is a ring pop,
+ * a generation bump and a store, in the caller's code; anything else calls
+ * hk_pool__alloc. */
+static inline hk_pool_id hk_pool_alloc(hk_pool *p, void **obj) {
+    hk_pool__hot *h = (hk_pool__hot *)p;
+    if (HK_POOL__LIKELY(p && h->alloc_ok && h->head != h->tail)) {
+        uint32_t s = h->ring[(uint32_t)h->head & h->ring_mask];
+        uint32_t x = h->ids[s];
+        if (HK_POOL__LIKELY(x != 0xFFFFFFFFu)) {
+            uint32_t v = (x + 1u) | s; /* next generation, same slot */
+            h->head++;
+            h->ids[s] = v;
+            size_t held = h->hold_base - (size_t)(h->tail - h->head);
+            if (held > h->peak) h->peak = held;
+            unsigned char *o = h->base + (size_t)s * h->stride;
+            if (obj) *obj = o;
+            hk_pool_id id;
+            id.value = v;
+            return id;
+        }
+    }
+    return hk_pool__alloc(p, obj);
+}
+
+/* Frees an object, and its subtree or not (`children`). See "Deferred
+ * destruction" for what happens inside a defer scope. Errors (reported, the
+ * pool unchanged): HK_ERR_INVALID for the none ID, HK_ERR_DOUBLE_FREE when
+ * the object was already freed (still pending or released, as long as its
+ * slot has not been reused), HK_ERR_STALE for an older generation,
+ * HK_ERR_FOREIGN for an ID this pool never issued. O(1) + O(subtree) or
+ * O(children). Inline: a live fast object on no list and in no tree, freed
+ * outside any defer scope in a pool without hooks or debug flags, is a
+ * compare, a store and a ring push in the caller's code; anything else
+ * (including every error) calls hk_pool__free. */
+static inline hk_result hk_pool_free(hk_pool *p, hk_pool_id id, hk_pool_children children) {
+    hk_pool__hot *h = (hk_pool__hot *)p;
+    if (HK_POOL__LIKELY(p != 0)) {
+        uint32_t v = id.value, s = v & h->index_mask, dead = v | h->index_mask;
+        if (HK_POOL__LIKELY(s < h->free_cap && h->ids[s] == v && !h->busy[s] && dead != h->last_dead)) {
+            h->ids[s] = dead;
+            h->ring[(uint32_t)h->tail & h->ring_mask] = s;
+            h->tail++;
+            return HK_OK;
+        }
+    }
+    return hk_pool__free(p, id, children);
+}
+
+/* The object's address, or NULL for the none ID or a stale, freed, foreign
+ * or never-issued ID. Never reports. O(1) (overflow: expected O(1)).
+ * Inline: a live fast ID costs a mask, one load and one compare in the
+ * caller's code (pools with lock hooks and overflow IDs call hk_pool__get). */
+static inline void *hk_pool_get(const hk_pool *p, hk_pool_id id) {
+    /* Every field is read unconditionally (a NULL pool reads an empty
+     * stand-in), so in a loop the compiler hoists them into registers; a
+     * miss calls out of line, so the compiler keeps a predicted branch here
+     * rather than making the object address wait for the compare. */
+    const hk_pool__hot *h = p ? (const hk_pool__hot *)p : &hk_pool__none;
+    const uint32_t *ids = h->ids;
+    unsigned char *base = h->base;
+    size_t stride = h->stride;
+    uint32_t s = id.value & h->index_mask, cap = h->get_cap;
+    if (HK_POOL__LIKELY(s < cap && ids[s] == id.value)) return base + (size_t)s * stride;
+    return hk_pool__get(p, id);
+}
+
+/* true when get(id) would return an object. O(1). */
+static inline bool hk_pool_is_alive(const hk_pool *p, hk_pool_id id) { return hk_pool_get(p, id) != 0; }
+
+/* A lookup view: the fast-slot tables, which never move for the pool's
+ * lifetime. Kept for code written against it; hk_pool_get is now as cheap
+ * (both are inline). hk_pool_view_get is hk_pool_get on the copied fields;
+ * overflow IDs and misses fall back to hk_pool__get. The view stays valid
+ * until hk_pool_destroy. It reads without taking the lock hooks: with
+ * threads, use it only while no other thread changes the pool. */
+typedef struct hk_pool_view {
+    const uint32_t *ids;  /* per fast slot: the live ID, or a value no ID equals */
+    unsigned char *base;  /* fast slot 0 */
+    size_t stride;        /* bytes between fast slots */
+    uint32_t cap;         /* fast slots */
+    uint32_t index_mask;  /* 2^index_bits - 1 */
+    const hk_pool *pool;
+} hk_pool_view;
+
+/* Fills a view of the pool (all zero for NULL). O(1). Inline, so the view's
+ * fields can live in registers. */
+static inline hk_pool_view hk_pool_get_view(const hk_pool *p) {
+    hk_pool_view v;
+    const hk_pool__hot *h = (const hk_pool__hot *)p;
+    v.ids = p ? h->ids : 0;
+    v.base = p ? h->base : 0;
+    v.stride = p ? h->stride : 0;
+    v.cap = p ? h->view_cap : 0;
+    v.index_mask = p ? h->index_mask : 0;
+    v.pool = p;
+    return v;
+}
+
+static inline void *hk_pool_view_get(const hk_pool_view *v, hk_pool_id id) {
+    uint32_t s = id.value & v->index_mask;
+    if (HK_POOL__LIKELY(s < v->cap && v->ids[s] == id.value)) return v->base + (size_t)s * v->stride;
+    return hk_pool__get(v->pool, id);
+}
 
 /* ---- parent / child ------------------------------------------------------ */
 
