@@ -446,7 +446,16 @@ static size_t cache_purge_candidates(hk_cache *c) {
 /* ---- compaction ----------------------------------------------------------------- */
 
 /* Slides unlocked blocks down from the hint (or the bottom), around locked
- * blocks, until the budget is spent. Returns 1 when work remains. */
+ * blocks, until the budget is spent. Returns 1 when work remains.
+ *
+ * Adjacent movable blocks form a run that moves with ONE memmove: the scan
+ * reads each block's header (size, handle, lock), points its slot at the
+ * block's address-to-be and, for the first block of a run, writes the new
+ * prev16 into the header before it moves (the prev16 links inside a run stay
+ * right as they are); a free block, a locked block, the end or the budget
+ * flushes the run. The moved bytes are touched once, by memmove: no canary
+ * checks, and no fills of the vacated space unless HK_FLAG_FILL or scramble
+ * asks for them (cache_add_free). */
 static int cache_slide_down(hk_cache *c, int from_bottom, size_t max_bytes, uint64_t max_ns, size_t *moved_out) {
     if (!c->lo) return 0;
     cache_san_open(c);
@@ -459,6 +468,8 @@ static int cache_slide_down(hk_cache *c, int from_bottom, size_t max_bytes, uint
         return 0;
     }
     unsigned char *dst = (unsigned char *)cur;
+    unsigned char *run = NULL; /* source of the pending run, whose bytes go to dst */
+    size_t run_len = 0;
     uint32_t prevsize = cur->prev16;
     size_t moved = 0;
     uint64_t t0 = max_ns ? hk_os_now_ns() : 0;
@@ -467,12 +478,24 @@ static int cache_slide_down(hk_cache *c, int from_bottom, size_t max_bytes, uint
     while ((unsigned char *)cur < end) {
         cache_blk *nx = cache_next(cur);
         if (cur->magic == CACHE_MAGIC_FREE) {
+            if (run_len) {
+                memmove(dst, run, run_len);
+                dst += run_len;
+                moved += run_len;
+                run_len = 0;
+            }
             cache_bin_remove(c, cur);
             cur = nx;
             continue;
         }
         hk__cache_slot *s = cache_slot_of_blk(c, cur);
         if (s->lock) {
+            if (run_len) {
+                memmove(dst, run, run_len);
+                dst += run_len;
+                moved += run_len;
+                run_len = 0;
+            }
             if (dst < (unsigned char *)cur) {
                 cache_blk *f = (cache_blk *)dst;
                 f->size16 = (uint32_t)(((unsigned char *)cur - dst) / 16u);
@@ -487,20 +510,32 @@ static int cache_slide_down(hk_cache *c, int from_bottom, size_t max_bytes, uint
             continue;
         }
         size_t sz = cache_bytes(cur);
-        if (moved && ((max_bytes && moved + sz > max_bytes) ||
-                      (max_ns && (++nb & 7u) == 0 && hk_os_now_ns() - t0 >= max_ns))) {
+        if (dst == (unsigned char *)cur) { /* in place (right after a locked block) */
+            cur->prev16 = prevsize;
+            prevsize = cur->size16;
+            dst = (unsigned char *)nx;
+            cur = nx;
+            continue;
+        }
+        size_t pending = moved + run_len;
+        if (pending && ((max_bytes && pending + sz > max_bytes) ||
+                        (max_ns && (++nb & 7u) == 0 && hk_os_now_ns() - t0 >= max_ns))) {
             stopped = 1;
             break;
         }
-        if (dst != (unsigned char *)cur) {
-            memmove(dst, cur, sz);
-            s->data = dst + CACHE_HDR;
-            moved += sz;
+        if (!run_len) {
+            run = (unsigned char *)cur;
+            cur->prev16 = prevsize; /* travels with the header */
         }
-        ((cache_blk *)dst)->prev16 = prevsize;
-        prevsize = ((cache_blk *)dst)->size16;
-        dst += sz;
+        s->data = dst + run_len + CACHE_HDR;
+        run_len += sz;
+        prevsize = cur->size16;
         cur = nx;
+    }
+    if (run_len) {
+        memmove(dst, run, run_len);
+        dst += run_len;
+        moved += run_len;
     }
     if (dst < (unsigned char *)cur) {
         cache_blk *f = (cache_blk *)dst;

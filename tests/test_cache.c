@@ -439,6 +439,91 @@ HKT_TEST(compaction_moves_around_locked_blocks) {
     hk_cache_destroy(c);
 }
 
+/* Compaction moves runs of adjacent unlocked blocks with one memmove each;
+ * runs are cut by holes, locked blocks and the budget. Every block keeps its
+ * bytes, the locked ones their address, at every step. */
+static void runs_layout(hk_cache *c, hk_cache_handle *hs, int n, void **pinned) {
+    for (int i = 0; i < n; i++) {
+        hs[i] = hk_cache_alloc(c, 40 + (size_t)(i * 37) % 500, "run");
+        REQUIRE(hs[i].value != 0);
+        fill(c, hs[i], (unsigned char)(i + 1));
+    }
+    /* runs of 1..6 blocks between holes of 1..3 blocks; some blocks locked,
+     * at the start, the middle and the end of runs */
+    for (int i = 0, k = 0; i < n; k++) {
+        int run = 1 + k % 6, hole = 1 + k % 3;
+        if (k % 4 == 1) hk_cache_lock(c, hs[i]);                      /* first of the run */
+        if (k % 5 == 2 && run > 2) hk_cache_lock(c, hs[i + run / 2]);  /* middle */
+        if (k % 7 == 3 && i + run - 1 < n) hk_cache_lock(c, hs[i + run - 1]); /* last */
+        i += run;
+        for (int j = 0; j < hole && i < n; j++, i++) {
+            hk_cache_free(c, hs[i]);
+            hs[i].value = 0;
+        }
+    }
+    for (int i = 0; i < n; i++)
+        pinned[i] = hs[i].value && hk_cache_lock_count(c, hs[i]) ? hk_cache_deref(c, hs[i]) : NULL;
+}
+
+static void runs_verify(hk_cache *c, hk_cache_handle *hs, int n, void **pinned) {
+    for (int i = 0; i < n; i++) {
+        if (!hs[i].value) continue;
+        CHECK(holds(c, hs[i], (unsigned char)(i + 1)));
+        if (pinned[i]) CHECK(hk_cache_deref(c, hs[i]) == pinned[i]);
+    }
+    CHECK_EQ(hk_cache_check(c), HK_OK);
+}
+
+HKT_TEST(compaction_moves_runs_around_locked_blocks) {
+    enum { N = 300 };
+    hk_cache_handle hs[N];
+    void *pinned[N];
+    /* full compaction */
+    hk_cache *c = mk(256 * 1024, 0);
+    runs_layout(c, hs, N, pinned);
+    hk_stats before, after;
+    hk_cache_stats(c, &before);
+    size_t moved = 0;
+    CHECK_EQ(hk_cache_compact_step(c, 0, 0, &moved), 0);
+    CHECK(moved > 0);
+    hk_cache_stats(c, &after);
+    CHECK_EQ(after.free, before.free);
+    CHECK(after.free_blocks < before.free_blocks);
+    runs_verify(c, hs, N, pinned);
+    /* nothing movable is left below a hole: only holes right below locked blocks, and the top */
+    moved = 0;
+    CHECK_EQ(hk_cache_compact_step(c, 0, 0, &moved), 0);
+    CHECK_EQ(moved, 0);
+    hk_cache_destroy(c);
+    /* the same in slices whose byte budget cuts runs in the middle */
+    static const size_t budgets[] = {1, 100, 700, 2000, 5000};
+    for (size_t b = 0; b < sizeof budgets / sizeof budgets[0]; b++) {
+        c = mk(256 * 1024, 0);
+        runs_layout(c, hs, N, pinned);
+        size_t total = 0, last = 0;
+        int steps = 0;
+        while (hk_cache_compact_step(c, budgets[b], 0, &total) && steps < 10000) {
+            steps++;
+            /* at most the budget, or one block (at most 576 bytes here) when smaller */
+            CHECK(total - last <= (budgets[b] > 576 ? budgets[b] : 576));
+            last = total;
+            runs_verify(c, hs, N, pinned);
+        }
+        CHECK(steps > 0);
+        runs_verify(c, hs, N, pinned);
+        moved = 0;
+        CHECK_EQ(hk_cache_compact_step(c, 0, 0, &moved), 0);
+        CHECK_EQ(moved, 0);
+        hk_cache_destroy(c);
+    }
+    /* with the fill flag, the vacated space holds the freed pattern */
+    c = mk(256 * 1024, HK_FLAG_FILL);
+    runs_layout(c, hs, N, pinned);
+    CHECK_EQ(hk_cache_compact(c), HK_OK);
+    runs_verify(c, hs, N, pinned);
+    hk_cache_destroy(c);
+}
+
 HKT_TEST(incremental_compaction_with_budgets) {
     hk_cache *c = mk(64 * 1024, 0);
     hk_cache_handle hs[512];
