@@ -3,13 +3,17 @@
  *
  * Two structures, kept apart so that blocks can move:
  *
- *  - The handle table: slots[nslots] (cache_slot). A live handle's value
- *    is (gen << idx_bits) | (index + 1); the slot stores that value, the
- *    block's user address (NULL when the handle is empty, i.e. purged), its
- *    requested size, name, lock count, flags and LRU stamp. Unused slots
- *    have handle 0 and wait in a FIFO queue; slots never used are preferred
- *    (high_water), so a freed handle's slot is reused as late as possible;
- *    a slot whose generation would wrap is retired for good.
+ *  - The handle table, in two arrays indexed by slot: v.hot[] (16-byte
+ *    hk__cache_hot: key = handle value | LRU stamp << 32, block address;
+ *    2^idx_bits entries, so handle & idx_mask always lands in the array) and
+ *    slots[nslots] (cache_slot: requested size, name, generation, lock
+ *    count, flags, free-queue link). A live handle's value is
+ *    (gen << idx_bits) | index with gen >= 1 (never 0). The address is NULL
+ *    when the handle is empty, i.e. purged. Unused entries have key 0 and
+ *    wait in a FIFO queue; slots never used are preferred (high_water), so a
+ *    freed handle's slot is reused as late as possible; a slot whose
+ *    generation would wrap is retired for good. The LRU clock: see
+ *    cache_stamp.
  *
  *  - The data region [lo, end + 16): 16-byte aligned blocks tiling [lo, end)
  *    in address order, then a 16-byte end sentinel at `end`. Every block
@@ -29,14 +33,17 @@
  *    block bytes; the bytes from requested to the block's end are
  *    HK_FILL_PAD (the canary).
  *  - a live slot with data != NULL has exactly one block; live slots with
- *    data == NULL are the empty (purged) handles.
+ *    data == NULL are the empty (purged) handles; unused entries (also past
+ *    nslots) have key 0 and data NULL; no stamp is ahead of the tick, which
+ *    is even and non-zero.
  *  - counters (free_bytes, free_blocks, used_bytes, requested_bytes,
  *    resident, live) equal the sums over blocks and slots.
  *  - `hint` is a block boundary in [lo, end]; every free block below it is
  *    followed by a locked block (so incremental compaction resumes at hint).
  *
  * Moving: a block moves only by memmove of the whole block (header, bytes,
- * canary) followed by an update of its slot's data pointer. Compaction
+ * canary), or of a run of adjacent blocks, with its slot's data pointer
+ * updated. Compaction
  * slides unlocked blocks down (cache_slide_down, budgeted) or up
  * (cache_slide_up: scramble and hunk reclaim from the low side).
  *
