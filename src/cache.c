@@ -3,13 +3,17 @@
  *
  * Two structures, kept apart so that blocks can move:
  *
- *  - The handle table: slots[nslots] (hk__cache_slot). A live handle's value
- *    is (gen << idx_bits) | (index + 1); the slot stores that value, the
- *    block's user address (NULL when the handle is empty, i.e. purged), its
- *    requested size, name, lock count, flags and LRU stamp. Unused slots
- *    have handle 0 and wait in a FIFO queue; slots never used are preferred
- *    (high_water), so a freed handle's slot is reused as late as possible;
- *    a slot whose generation would wrap is retired for good.
+ *  - The handle table, in two arrays indexed by slot: v.hot[] (16-byte
+ *    hk__cache_hot: key = handle value | LRU stamp << 32, block address;
+ *    2^idx_bits entries, so handle & idx_mask always lands in the array) and
+ *    slots[nslots] (cache_slot: requested size, name, generation, lock
+ *    count, flags, free-queue link). A live handle's value is
+ *    (gen << idx_bits) | index with gen >= 1 (never 0). The address is NULL
+ *    when the handle is empty, i.e. purged. Unused entries have key 0 and
+ *    wait in a FIFO queue; slots never used are preferred (high_water), so a
+ *    freed handle's slot is reused as late as possible; a slot whose
+ *    generation would wrap is retired for good. The LRU clock: see
+ *    cache_stamp.
  *
  *  - The data region [lo, end + 16): 16-byte aligned blocks tiling [lo, end)
  *    in address order, then a 16-byte end sentinel at `end`. Every block
@@ -29,14 +33,17 @@
  *    block bytes; the bytes from requested to the block's end are
  *    HK_FILL_PAD (the canary).
  *  - a live slot with data != NULL has exactly one block; live slots with
- *    data == NULL are the empty (purged) handles.
+ *    data == NULL are the empty (purged) handles; unused entries (also past
+ *    nslots) have key 0 and data NULL; no stamp is ahead of the tick, which
+ *    is even and non-zero.
  *  - counters (free_bytes, free_blocks, used_bytes, requested_bytes,
  *    resident, live) equal the sums over blocks and slots.
  *  - `hint` is a block boundary in [lo, end]; every free block below it is
  *    followed by a locked block (so incremental compaction resumes at hint).
  *
  * Moving: a block moves only by memmove of the whole block (header, bytes,
- * canary) followed by an update of its slot's data pointer. Compaction
+ * canary), or of a run of adjacent blocks, with its slot's data pointer
+ * updated. Compaction
  * slides unlocked blocks down (cache_slide_down, budgeted) or up
  * (cache_slide_up: scramble and hunk reclaim from the low side).
  *
@@ -51,16 +58,16 @@
 #include <stdio.h>
 #include <string.h>
 
-#define CACHE_HDR 16u
-#define CACHE_MIN_CANARY 8u
-#define CACHE_MIN_FREE 32u
-#define CACHE_NBINS 32
-#define CACHE_SCAN_LIMIT 64
-#define CACHE_MAGIC_USED 0xCAC4EB10u
-#define CACHE_MAGIC_FREE 0xCAC4EF4Eu
-#define CACHE_MAGIC_END 0xCAC4E4D0u
-#define CACHE_LOCK_MAX 65535u
-#define CACHE_GROW_ROUNDS 64
+#define CACHE_HDR          16u
+#define CACHE_MIN_CANARY   8u
+#define CACHE_MIN_FREE     32u
+#define CACHE_NBINS        32
+#define CACHE_SCAN_LIMIT   64
+#define CACHE_MAGIC_USED   0xCAC4EB10u
+#define CACHE_MAGIC_FREE   0xCAC4EF4Eu
+#define CACHE_MAGIC_END    0xCAC4E4D0u
+#define CACHE_LOCK_MAX     65535u
+#define CACHE_GROW_ROUNDS  64
 #define CACHE_DEFAULT_SIZE ((size_t)16 << 20)
 
 enum { CACHE_SLOT_PURGEABLE = 1, CACHE_SLOT_RETIRED = 2, CACHE_SLOT_BUSY = 4 };
@@ -79,8 +86,27 @@ typedef struct cache_links {
 _Static_assert(sizeof(cache_blk) == CACHE_HDR, "cache header is 16 bytes");
 _Static_assert(sizeof(cache_links) <= CACHE_MIN_FREE - CACHE_HDR, "free links fit a minimal free block");
 
+/* The cold part of a handle's slot (the hot part, hk__cache_hot, holds the
+ * handle value, LRU stamp and block address). */
+typedef struct cache_slot {
+    size_t requested; /* bytes asked for */
+    const char *name;
+    uint32_t gen;  /* generation of the live (or next) handle */
+    uint16_t lock; /* lock count */
+    uint16_t flags;
+    uint32_t link; /* free-slot queue */
+    uint32_t reserved;
+} cache_slot;
+
+_Static_assert(sizeof(cache_slot) == 32, "cold slot is 32 bytes");
+_Static_assert(sizeof(hk__cache_hot) == 16, "hot entry is 16 bytes");
+_Static_assert(sizeof(hk__cache_hot) + sizeof(cache_slot) + 2 * sizeof(uint32_t) == HK_CACHE_HANDLE_BYTES,
+               "HK_CACHE_HANDLE_BYTES is the table's cost per handle");
+
 struct hk_cache {
     hk__cache_view v; /* first: read by hk_cache_deref_fast */
+    cache_slot *slots;
+    uint32_t nslots;
     uint32_t idx_bits, gen_base, gen_max;
     uint32_t high_water;       /* slots ever used */
     uint32_t fq_head, fq_tail; /* free-slot FIFO (index + 1, 0 = none) */
@@ -92,6 +118,7 @@ struct hk_cache {
     cache_blk *bins[CACHE_NBINS];
     uint32_t bin_map;
     int scramble_dir, in_grow;
+    uint32_t slow; /* lock hooks or paranoid: deref_fast always misses */
     size_t free_bytes, free_blocks, used_bytes, requested_bytes, peak_requested, table_bytes;
     uint64_t alloc_count, free_count, fail_count, purge_count, moved_bytes;
     uint32_t flags;
@@ -126,29 +153,60 @@ static void cache_unpoison(const void *p, size_t n) {
 /* ---- small helpers --------------------------------------------------------- */
 
 static inline size_t cache_bytes(const cache_blk *b) { return (size_t)b->size16 * 16u; }
-static inline cache_blk *cache_next(cache_blk *b) { return (cache_blk *)((unsigned char *)b + cache_bytes(b)); }
+static inline cache_blk *cache_next(cache_blk *b) {
+    return (cache_blk *)((unsigned char *)b + cache_bytes(b));
+}
 static inline cache_blk *cache_prev(const hk_cache *c, cache_blk *b) {
     return (unsigned char *)b == c->lo ? NULL : (cache_blk *)((unsigned char *)b - (size_t)b->prev16 * 16u);
 }
 static inline unsigned char *cache_user(cache_blk *b) { return (unsigned char *)b + CACHE_HDR; }
 static inline cache_blk *cache_blk_of(void *data) { return (cache_blk *)((unsigned char *)data - CACHE_HDR); }
 static inline cache_links *cache_links_of(cache_blk *b) { return (cache_links *)(void *)cache_user(b); }
-static inline uint32_t cache_slot_index(const hk_cache *c, uint32_t handle) {
-    return (handle & c->v.idx_mask) - 1u;
+static inline uint32_t cache_slot_index(const hk_cache *c, uint32_t handle) { return handle & c->v.idx_mask; }
+static inline hk__cache_hot *cache_hot_at(const hk_cache *c, uint32_t idx) { return &c->v.hot[idx]; }
+static inline hk__cache_hot *cache_hot(const hk_cache *c, const cache_slot *s) {
+    return &c->v.hot[(size_t)(s - c->slots)];
 }
-static inline hk__cache_slot *cache_slot_of_blk(hk_cache *c, const cache_blk *b) {
-    return &c->v.slots[cache_slot_index(c, b->handle)];
+static inline uint32_t cache_handle(const hk_cache *c, const cache_slot *s) {
+    return (uint32_t)cache_hot(c, s)->key;
+}
+static inline uint32_t cache_stamp_at(const hk_cache *c, uint32_t idx) {
+    return (uint32_t)(c->v.hot[idx].key >> 32);
+}
+static inline uint32_t cache_tick(const hk_cache *c) { return (uint32_t)(c->v.tick_key >> 32); }
+static inline void cache_set_tick(hk_cache *c, uint32_t t) {
+    c->v.tick_key = ((uint64_t)t << 32) | (c->slow ? 0xFFFFFFFFu : 0u);
+}
+static inline cache_slot *cache_slot_of_blk(hk_cache *c, const cache_blk *b) {
+    return &c->slots[cache_slot_index(c, b->handle)];
 }
 static inline unsigned cache_log2(uint32_t x) { return 31u - (unsigned)__builtin_clz(x); }
 static inline const char *cache_nm(const char *n) { return n ? n : "(unnamed)"; }
 
-/* Marks slot s most recently used. The clock then moves on once more, so
- * that hk_cache_deref_fast (which stamps with the clock's current value and
- * does not advance it: an increment per access would chain every access
- * through memory) stamps later uses as newer than this one. */
-static inline void cache_stamp(hk_cache *c, hk__cache_slot *s) {
-    s->stamp = ++c->v.tick;
-    c->v.tick++;
+/* The LRU clock: a 32-bit tick kept in the view's tick_key (high half) and
+ * stamps in the hot entries' keys (high half). Slow stamps (alloc, deref,
+ * touch, reallocate) are odd: tick + 1, and the tick then moves on by 2, so
+ * the tick is always even. hk_cache_deref_fast hits only entries stamped
+ * with the current (even) tick and hk__cache_deref_miss stamps with it
+ * without advancing it: an increment per access would chain every access
+ * through memory, and a stamp written only when it changes dirties nothing
+ * on repeated accesses. Before the tick would wrap, the stamps of live
+ * slots are renumbered in order (cache_renumber). Unused entries have key
+ * 0 and the tick is never 0, so they never hit. */
+#define CACHE_TICK_LIMIT 0xFFFFFF00u
+static void cache_renumber(hk_cache *c);
+
+static inline void cache_set_stamp(hk_cache *c, uint32_t idx, uint32_t stamp) {
+    hk__cache_hot *e = cache_hot_at(c, idx);
+    e->key = (uint32_t)e->key | ((uint64_t)stamp << 32);
+}
+
+/* Marks slot s most recently used. */
+static inline void cache_stamp(hk_cache *c, cache_slot *s) {
+    if (HK__UNLIKELY(cache_tick(c) >= CACHE_TICK_LIMIT)) cache_renumber(c);
+    uint32_t t = cache_tick(c);
+    cache_set_stamp(c, (uint32_t)(s - c->slots), t + 1u);
+    cache_set_tick(c, t + 2u);
 }
 
 /* Block size in 16-byte units for a request, 0 on overflow. */
@@ -187,8 +245,10 @@ static void cache_bin_insert(hk_cache *c, cache_blk *b) {
 static void cache_bin_remove(hk_cache *c, cache_blk *b) {
     unsigned i = cache_log2(b->size16);
     cache_links *l = cache_links_of(b);
-    if (l->prev) cache_links_of(l->prev)->next = l->next;
-    else c->bins[i] = l->next;
+    if (l->prev)
+        cache_links_of(l->prev)->next = l->next;
+    else
+        c->bins[i] = l->next;
     if (l->next) cache_links_of(l->next)->prev = l->prev;
     if (!c->bins[i]) c->bin_map &= ~(1u << i);
     c->free_bytes -= cache_bytes(b);
@@ -294,7 +354,7 @@ static void cache_san_close(hk_cache *c) {
         if (b->magic == CACHE_MAGIC_FREE)
             cache_poison((unsigned char *)b + CACHE_MIN_FREE, cache_bytes(b) - CACHE_MIN_FREE);
         else if (b->magic == CACHE_MAGIC_USED) {
-            hk__cache_slot *s = cache_slot_of_blk(c, b);
+            cache_slot *s = cache_slot_of_blk(c, b);
             cache_poison(cache_user(b) + s->requested, cache_bytes(b) - CACHE_HDR - s->requested);
         }
         if (b->size16 == 0) break;
@@ -308,23 +368,25 @@ static void cache_san_close(hk_cache *c) {
 
 static hk_result cache_bad_handle(hk_cache *c, hk_cache_handle h, const char *op) {
     if (h.value == 0)
-        return hk__report(&c->rep, HK_ERR_INVALID, HK_EK_INVALID_ARG, NULL, 0, NULL, "%s: the none handle (0)", op);
+        return hk__report(&c->rep, HK_ERR_INVALID, HK_EK_INVALID_ARG, NULL, 0, NULL,
+                          "%s: the none handle (0)", op);
     uint32_t idx = cache_slot_index(c, h.value), g = h.value >> c->idx_bits;
-    if (idx < c->high_water && g >= c->gen_base && g < c->v.slots[idx].gen) {
-        const hk__cache_slot *s = &c->v.slots[idx];
-        return hk__report(&c->rep, HK_ERR_STALE, HK_EK_STALE, (const void *)(uintptr_t)h.value, 0, NULL,
-                          "%s: handle 0x%08x is stale: its block was freed (slot %u is now at generation %u%s)",
-                          op, h.value, idx + 1, s->gen, (s->flags & CACHE_SLOT_RETIRED) ? ", retired" : "");
+    if (idx < c->high_water && g >= c->gen_base && g < c->slots[idx].gen) {
+        const cache_slot *s = &c->slots[idx];
+        return hk__report(
+            &c->rep, HK_ERR_STALE, HK_EK_STALE, (const void *)(uintptr_t)h.value, 0, NULL,
+            "%s: handle 0x%08x is stale: its block was freed (slot %u is now at generation %u%s)", op,
+            h.value, idx + 1, s->gen, (s->flags & CACHE_SLOT_RETIRED) ? ", retired" : "");
     }
     return hk__report(&c->rep, HK_ERR_FOREIGN, HK_EK_FOREIGN_PTR, (const void *)(uintptr_t)h.value, 0, NULL,
-                      "%s: handle 0x%08x does not belong to this cache (slot %u, generation %u never issued)", op,
-                      h.value, idx + 1, g);
+                      "%s: handle 0x%08x does not belong to this cache (slot %u, generation %u never issued)",
+                      op, h.value, idx + 1, g);
 }
 
 /* The live slot of h, or NULL after a report. */
-static hk__cache_slot *cache_lookup(hk_cache *c, hk_cache_handle h, const char *op, hk_result *err) {
+static cache_slot *cache_lookup(hk_cache *c, hk_cache_handle h, const char *op, hk_result *err) {
     uint32_t idx = cache_slot_index(c, h.value);
-    if (h.value && idx < c->v.nslots && c->v.slots[idx].handle == h.value) return &c->v.slots[idx];
+    if (h.value && idx < c->nslots && (uint32_t)cache_hot_at(c, idx)->key == h.value) return &c->slots[idx];
     hk_result r = cache_bad_handle(c, h, op);
     if (err) *err = r;
     return NULL;
@@ -332,19 +394,20 @@ static hk__cache_slot *cache_lookup(hk_cache *c, hk_cache_handle h, const char *
 
 static uint32_t cache_slot_new(hk_cache *c) {
     uint32_t idx;
-    if (c->high_water < c->v.nslots) {
+    if (c->high_water < c->nslots) {
         idx = c->high_water++;
-        c->v.slots[idx].gen = c->gen_base;
+        c->slots[idx].gen = c->gen_base;
     } else if (c->fq_head) {
         idx = c->fq_head - 1u;
-        c->fq_head = c->v.slots[idx].link;
+        c->fq_head = c->slots[idx].link;
         if (!c->fq_head) c->fq_tail = 0;
     } else {
         return UINT32_MAX;
     }
-    hk__cache_slot *s = &c->v.slots[idx];
-    s->handle = (s->gen << c->idx_bits) | (idx + 1u);
-    s->data = NULL;
+    cache_slot *s = &c->slots[idx];
+    hk__cache_hot *e = cache_hot_at(c, idx);
+    e->key = (s->gen << c->idx_bits) | idx;
+    e->data = NULL;
     s->requested = 0;
     s->name = NULL;
     s->lock = 0;
@@ -355,10 +418,10 @@ static uint32_t cache_slot_new(hk_cache *c) {
     return idx;
 }
 
-static void cache_slot_release(hk_cache *c, hk__cache_slot *s) {
-    uint32_t idx = (uint32_t)(s - c->v.slots);
-    s->handle = 0;
-    s->data = NULL;
+static void cache_slot_release(hk_cache *c, cache_slot *s) {
+    uint32_t idx = (uint32_t)(s - c->slots);
+    cache_hot_at(c, idx)->key = 0;
+    cache_hot_at(c, idx)->data = NULL;
     s->lock = 0;
     s->name = NULL;
     s->requested = 0;
@@ -372,15 +435,17 @@ static void cache_slot_release(hk_cache *c, hk__cache_slot *s) {
     s->gen++;
     s->flags = 0;
     s->link = 0;
-    if (c->fq_tail) c->v.slots[c->fq_tail - 1u].link = idx + 1u;
-    else c->fq_head = idx + 1u;
+    if (c->fq_tail)
+        c->slots[c->fq_tail - 1u].link = idx + 1u;
+    else
+        c->fq_head = idx + 1u;
     c->fq_tail = idx + 1u;
 }
 
 /* Sorts order[0..n) by slot stamp, ascending (oldest first) or descending.
  * Heap sort: no allocation, O(n log n). */
 static int cache_stamp_before(const hk_cache *c, uint32_t a, uint32_t b, int desc) {
-    uint64_t x = c->v.slots[a].stamp, y = c->v.slots[b].stamp;
+    uint32_t x = cache_stamp_at(c, a), y = cache_stamp_at(c, b);
     return desc ? x > y : x < y;
 }
 static void cache_sift(hk_cache *c, uint32_t *o, size_t i, size_t n, int desc) {
@@ -410,35 +475,59 @@ static void cache_sort(hk_cache *c, size_t n, int desc) {
 static void cache_compute_ranks(hk_cache *c) {
     size_t n = 0;
     for (uint32_t i = 0; i < c->high_water; i++)
-        if (c->v.slots[i].handle && c->v.slots[i].data) c->order[n++] = i;
+        if (cache_hot_at(c, i)->key && cache_hot_at(c, i)->data) c->order[n++] = i;
     cache_sort(c, n, 1);
-    for (size_t k = 0; k < n; k++) c->rank[c->order[k]] = (uint32_t)k;
+    /* rank = how many blocks are newer: blocks with one stamp share a rank */
+    for (size_t k = 0; k < n; k++)
+        c->rank[c->order[k]] = k && cache_stamp_at(c, c->order[k]) == cache_stamp_at(c, c->order[k - 1])
+                                   ? c->rank[c->order[k - 1]]
+                                   : (uint32_t)k;
+}
+
+/* Renumbers the stamps of the live slots 1, 3, 5, ... in their order (equal
+ * stamps stay equal) and sets the tick above them, before it would wrap. */
+static void cache_renumber(hk_cache *c) {
+    size_t n = 0;
+    for (uint32_t i = 0; i < c->high_water; i++)
+        if (cache_hot_at(c, i)->key) c->order[n++] = i;
+    cache_sort(c, n, 0);
+    uint32_t next = 1, prev = 0;
+    for (size_t k = 0; k < n; k++) {
+        uint32_t st = cache_stamp_at(c, c->order[k]);
+        if (k && st != prev) next += 2;
+        prev = st;
+        cache_set_stamp(c, c->order[k], next);
+    }
+    cache_set_tick(c, next + 1u);
 }
 
 /* ---- purging ------------------------------------------------------------------ */
 
-static void cache_purge_slot(hk_cache *c, hk__cache_slot *s) {
-    cache_blk *b = cache_blk_of(s->data);
-    if (c->on_purge) c->on_purge(c, (hk_cache_handle){s->handle}, s->data, s->requested, c->purge_user);
+static void cache_purge_slot(hk_cache *c, cache_slot *s) {
+    cache_blk *b = cache_blk_of(cache_hot(c, s)->data);
+    if (c->on_purge)
+        c->on_purge(c, (hk_cache_handle){cache_handle(c, s)}, cache_hot(c, s)->data, s->requested,
+                    c->purge_user);
     c->used_bytes -= cache_bytes(b);
     c->requested_bytes -= s->requested;
     c->resident--;
     c->purge_count++;
     c->free_count++;
-    s->data = NULL;
+    cache_hot(c, s)->data = NULL;
     s->requested = 0;
     cache_release(c, b);
 }
 
-static int cache_purgeable(const hk__cache_slot *s) {
-    return s->handle && s->data && !s->lock && (s->flags & CACHE_SLOT_PURGEABLE) && !(s->flags & CACHE_SLOT_BUSY);
+static int cache_purgeable(const hk_cache *c, const cache_slot *s) {
+    return cache_handle(c, s) && cache_hot(c, s)->data && !s->lock && (s->flags & CACHE_SLOT_PURGEABLE) &&
+           !(s->flags & CACHE_SLOT_BUSY);
 }
 
 /* Collects the purgeable unlocked resident slots into order[], oldest first. */
 static size_t cache_purge_candidates(hk_cache *c) {
     size_t n = 0;
     for (uint32_t i = 0; i < c->high_water; i++)
-        if (cache_purgeable(&c->v.slots[i])) c->order[n++] = i;
+        if (cache_purgeable(c, &c->slots[i])) c->order[n++] = i;
     cache_sort(c, n, 0);
     return n;
 }
@@ -446,8 +535,18 @@ static size_t cache_purge_candidates(hk_cache *c) {
 /* ---- compaction ----------------------------------------------------------------- */
 
 /* Slides unlocked blocks down from the hint (or the bottom), around locked
- * blocks, until the budget is spent. Returns 1 when work remains. */
-static int cache_slide_down(hk_cache *c, int from_bottom, size_t max_bytes, uint64_t max_ns, size_t *moved_out) {
+ * blocks, until the budget is spent. Returns 1 when work remains.
+ *
+ * Adjacent movable blocks form a run that moves with ONE memmove: the scan
+ * reads each block's header (size, handle, lock), points its slot at the
+ * block's address-to-be and, for the first block of a run, writes the new
+ * prev16 into the header before it moves (the prev16 links inside a run stay
+ * right as they are); a free block, a locked block, the end or the budget
+ * flushes the run. The moved bytes are touched once, by memmove: no canary
+ * checks, and no fills of the vacated space unless HK_FLAG_FILL or scramble
+ * asks for them (cache_add_free). */
+static int cache_slide_down(hk_cache *c, int from_bottom, size_t max_bytes, uint64_t max_ns,
+                            size_t *moved_out) {
     if (!c->lo) return 0;
     cache_san_open(c);
     unsigned char *end = (unsigned char *)c->end;
@@ -459,6 +558,8 @@ static int cache_slide_down(hk_cache *c, int from_bottom, size_t max_bytes, uint
         return 0;
     }
     unsigned char *dst = (unsigned char *)cur;
+    unsigned char *run = NULL; /* source of the pending run, whose bytes go to dst */
+    size_t run_len = 0;
     uint32_t prevsize = cur->prev16;
     size_t moved = 0;
     uint64_t t0 = max_ns ? hk_os_now_ns() : 0;
@@ -467,12 +568,24 @@ static int cache_slide_down(hk_cache *c, int from_bottom, size_t max_bytes, uint
     while ((unsigned char *)cur < end) {
         cache_blk *nx = cache_next(cur);
         if (cur->magic == CACHE_MAGIC_FREE) {
+            if (run_len) {
+                memmove(dst, run, run_len);
+                dst += run_len;
+                moved += run_len;
+                run_len = 0;
+            }
             cache_bin_remove(c, cur);
             cur = nx;
             continue;
         }
-        hk__cache_slot *s = cache_slot_of_blk(c, cur);
+        cache_slot *s = cache_slot_of_blk(c, cur);
         if (s->lock) {
+            if (run_len) {
+                memmove(dst, run, run_len);
+                dst += run_len;
+                moved += run_len;
+                run_len = 0;
+            }
             if (dst < (unsigned char *)cur) {
                 cache_blk *f = (cache_blk *)dst;
                 f->size16 = (uint32_t)(((unsigned char *)cur - dst) / 16u);
@@ -487,20 +600,32 @@ static int cache_slide_down(hk_cache *c, int from_bottom, size_t max_bytes, uint
             continue;
         }
         size_t sz = cache_bytes(cur);
-        if (moved && ((max_bytes && moved + sz > max_bytes) ||
-                      (max_ns && (++nb & 7u) == 0 && hk_os_now_ns() - t0 >= max_ns))) {
+        if (dst == (unsigned char *)cur) { /* in place (right after a locked block) */
+            cur->prev16 = prevsize;
+            prevsize = cur->size16;
+            dst = (unsigned char *)nx;
+            cur = nx;
+            continue;
+        }
+        size_t pending = moved + run_len;
+        if (pending && ((max_bytes && pending + sz > max_bytes) ||
+                        (max_ns && (++nb & 7u) == 0 && hk_os_now_ns() - t0 >= max_ns))) {
             stopped = 1;
             break;
         }
-        if (dst != (unsigned char *)cur) {
-            memmove(dst, cur, sz);
-            s->data = dst + CACHE_HDR;
-            moved += sz;
+        if (!run_len) {
+            run = (unsigned char *)cur;
+            cur->prev16 = prevsize; /* travels with the header */
         }
-        ((cache_blk *)dst)->prev16 = prevsize;
-        prevsize = ((cache_blk *)dst)->size16;
-        dst += sz;
+        cache_hot(c, s)->data = dst + run_len + CACHE_HDR;
+        run_len += sz;
+        prevsize = cur->size16;
         cur = nx;
+    }
+    if (run_len) {
+        memmove(dst, run, run_len);
+        dst += run_len;
+        moved += run_len;
     }
     if (dst < (unsigned char *)cur) {
         cache_blk *f = (cache_blk *)dst;
@@ -535,7 +660,7 @@ static void cache_slide_up(hk_cache *c) {
             cur = pv;
             continue;
         }
-        hk__cache_slot *s = cache_slot_of_blk(c, cur);
+        cache_slot *s = cache_slot_of_blk(c, cur);
         if (s->lock) {
             unsigned char *ce = (unsigned char *)cur + sz;
             if (ce < dst_end) {
@@ -555,7 +680,7 @@ static void cache_slide_up(hk_cache *c) {
         unsigned char *nd = dst_end - sz;
         if (nd != (unsigned char *)cur) {
             memmove(nd, cur, sz);
-            s->data = nd + CACHE_HDR;
+            cache_hot(c, s)->data = nd + CACHE_HDR;
             c->moved_bytes += sz;
         }
         above->prev16 = ((cache_blk *)nd)->size16;
@@ -581,8 +706,10 @@ static void cache_slide_up(hk_cache *c) {
 static void cache_scramble(hk_cache *c) {
     if (!c->lo) return;
     uint64_t before = c->moved_bytes;
-    if (c->scramble_dir) (void)cache_slide_down(c, 1, 0, 0, NULL);
-    else cache_slide_up(c);
+    if (c->scramble_dir)
+        (void)cache_slide_down(c, 1, 0, 0, NULL);
+    else
+        cache_slide_up(c);
     /* Turn round only when something moved (an empty heap has nothing to
      * scramble). New blocks are then placed next to the packed ones (see
      * cache_place_high) so the next slide, the other way, moves them too. */
@@ -706,8 +833,8 @@ static size_t cache_purge_range(hk_cache *c, unsigned char *a, unsigned char *b)
         cache_blk *nx = cache_next(x);
         unsigned char *xs = (unsigned char *)x, *xe = (unsigned char *)nx;
         if (xe > a && xs < b && x->magic == CACHE_MAGIC_USED) {
-            hk__cache_slot *s = cache_slot_of_blk(c, x);
-            if (cache_purgeable(s)) {
+            cache_slot *s = cache_slot_of_blk(c, x);
+            if (cache_purgeable(c, s)) {
                 cache_blk *p = cache_prev(c, x);
                 cache_purge_slot(c, s);
                 n++;
@@ -721,11 +848,11 @@ static size_t cache_purge_range(hk_cache *c, unsigned char *a, unsigned char *b)
 
 static size_t cache_release_all(hk_cache *c) {
     for (uint32_t i = 0; i < c->high_water; i++) {
-        hk__cache_slot *s = &c->v.slots[i];
-        if (s->handle && s->data && !cache_purgeable(s)) return 0;
+        cache_slot *s = &c->slots[i];
+        if (cache_handle(c, s) && cache_hot(c, s)->data && !cache_purgeable(c, s)) return 0;
     }
     for (uint32_t i = 0; i < c->high_water; i++)
-        if (cache_purgeable(&c->v.slots[i])) cache_purge_slot(c, &c->v.slots[i]);
+        if (cache_purgeable(c, &c->slots[i])) cache_purge_slot(c, &c->slots[i]);
     size_t n = cache_claim_size(c);
     cache_unpoison(c->lo, n);
     cache_poison(c->lo, n);
@@ -803,12 +930,14 @@ static size_t cache_hunk_reclaim(void *user, int high, size_t bytes) {
             size_t n = cache_purge_candidates(c);
             if (!n) break;
             for (size_t k = 0; k < n; k++) {
-                cache_purge_slot(c, &c->v.slots[c->order[k]]);
+                cache_purge_slot(c, &c->slots[c->order[k]]);
                 if (c->free_bytes >= need + CACHE_MIN_FREE) break;
             }
         }
-        if (high) (void)cache_slide_down(c, 1, 0, 0, NULL);
-        else cache_slide_up(c);
+        if (high)
+            (void)cache_slide_down(c, 1, 0, 0, NULL);
+        else
+            cache_slide_up(c);
     }
     c->hint = c->lo ? (cache_blk *)c->lo : NULL;
 out:
@@ -834,7 +963,7 @@ static cache_blk *cache_make_room(hk_cache *c, uint32_t need16) {
         {
             size_t n = cache_purge_candidates(c);
             for (size_t k = 0; k < n; k++) {
-                cache_purge_slot(c, &c->v.slots[c->order[k]]);
+                cache_purge_slot(c, &c->slots[c->order[k]]);
                 if (c->free_bytes < need) continue;
                 if ((f = cache_fit(c, need16)) != NULL) return f;
                 (void)cache_slide_down(c, 0, 0, 0, NULL);
@@ -858,15 +987,17 @@ static cache_blk *cache_make_room(hk_cache *c, uint32_t need16) {
 static int cache_place_high(const hk_cache *c) { return (c->flags & HK_CACHE_SCRAMBLE) && c->scramble_dir; }
 
 /* Gives slot s a block of `size` bytes (need16 units) from room f. */
-static void cache_place(hk_cache *c, hk__cache_slot *s, cache_blk *f, uint32_t need16, size_t size) {
+static void cache_place(hk_cache *c, cache_slot *s, cache_blk *f, uint32_t need16, size_t size) {
     cache_blk *b = cache_carve(c, f, need16, cache_place_high(c));
     b->magic = CACHE_MAGIC_USED;
-    b->handle = s->handle;
+    b->handle = cache_handle(c, s);
     unsigned char *u = cache_user(b);
-    if (c->flags & HK_FLAG_ZERO) memset(u, 0, size);
-    else if (c->flags & HK_FLAG_FILL) memset(u, HK_FILL_ALLOC, size);
+    if (c->flags & HK_FLAG_ZERO)
+        memset(u, 0, size);
+    else if (c->flags & HK_FLAG_FILL)
+        memset(u, HK_FILL_ALLOC, size);
     cache_fill_pad(b, size);
-    s->data = u;
+    cache_hot(c, s)->data = u;
     s->requested = size;
     cache_stamp(c, s);
     c->used_bytes += cache_bytes(b);
@@ -878,9 +1009,10 @@ static void cache_place(hk_cache *c, hk__cache_slot *s, cache_blk *f, uint32_t n
 
 static void cache_fail_nomem(hk_cache *c, size_t size, const char *name, const char *why) {
     c->fail_count++;
-    hk__report(&c->rep, HK_ERR_NOMEM, HK_EK_NOMEM, NULL, size, name,
-               "allocation of %zu bytes for '%s' failed: %s (region %zu, free %zu in %zu blocks, %u handles live)",
-               size, cache_nm(name), why, cache_claim_size(c), c->free_bytes, c->free_blocks, c->live);
+    hk__report(
+        &c->rep, HK_ERR_NOMEM, HK_EK_NOMEM, NULL, size, name,
+        "allocation of %zu bytes for '%s' failed: %s (region %zu, free %zu in %zu blocks, %u handles live)",
+        size, cache_nm(name), why, cache_claim_size(c), c->free_bytes, c->free_blocks, c->live);
 }
 
 static void cache_fail_overflow(hk_cache *c, size_t size, const char *name) {
@@ -901,7 +1033,8 @@ static uint32_t cache_instances;
 
 hk_cache *hk_cache_create(const hk_cache_desc *desc) {
     if (!desc) return NULL;
-    size_t data_size = desc->hunk ? 0 : (desc->memory ? desc->size : (desc->size ? desc->size : CACHE_DEFAULT_SIZE));
+    size_t data_size =
+        desc->hunk ? 0 : (desc->memory ? desc->size : (desc->size ? desc->size : CACHE_DEFAULT_SIZE));
     uint32_t nslots = desc->max_handles;
     if (!nslots) {
         size_t est = desc->hunk ? 0 : data_size / 1024u;
@@ -911,10 +1044,15 @@ hk_cache *hk_cache_create(const hk_cache_desc *desc) {
             est = mn / 1024u;
         }
         nslots = (uint32_t)(est < 64 ? 64 : est > ((size_t)1 << 20) ? ((size_t)1 << 20) : est);
+        nslots = 1u << cache_log2(nslots); /* a power of two: no hot entry is wasted */
     }
     if (nslots > (1u << 24) - 1u) return NULL;
+    uint32_t idx_bits = 1;
+    while ((1u << idx_bits) < nslots) idx_bits++;
+    size_t nhot = (size_t)1 << idx_bits; /* every handle & idx_mask lands in the table */
     size_t ctl = (sizeof(hk_cache) + 63u) & ~(size_t)63u;
-    size_t table = (size_t)nslots * (sizeof(hk__cache_slot) + 2u * sizeof(uint32_t));
+    size_t table =
+        nhot * sizeof(hk__cache_hot) + (size_t)nslots * (sizeof(cache_slot) + 2u * sizeof(uint32_t));
     size_t head = ctl + table, total;
     if (!hk_size_add(head, 16u, &total)) return NULL;
     if (!desc->hunk && !desc->memory && !hk_size_add(total, data_size, &total)) return NULL;
@@ -934,20 +1072,21 @@ hk_cache *hk_cache_create(const hk_cache_desc *desc) {
     if (start - (uintptr_t)mem > mem_size || mem_size - (start - (uintptr_t)mem) < head) goto fail;
     hk_cache *c = (hk_cache *)start;
     memset(c, 0, sizeof *c);
-    c->v.slots = (hk__cache_slot *)(start + ctl);
-    memset(c->v.slots, 0, table);
-    c->order = (uint32_t *)(void *)(c->v.slots + nslots);
+    c->v.hot = (hk__cache_hot *)(start + ctl);
+    memset(c->v.hot, 0, table);
+    c->slots = (cache_slot *)(void *)(c->v.hot + nhot);
+    c->order = (uint32_t *)(void *)(c->slots + nslots);
     c->rank = c->order + nslots;
-    c->v.nslots = nslots;
-    c->idx_bits = 1;
-    while (((1u << c->idx_bits) - 1u) < nslots) c->idx_bits++;
+    c->nslots = nslots;
+    c->idx_bits = idx_bits;
     c->v.idx_mask = (1u << c->idx_bits) - 1u;
     c->gen_max = (uint32_t)((1ull << (32u - c->idx_bits)) - 2u);
     {
         uint32_t k = __atomic_fetch_add(&cache_instances, 1u, __ATOMIC_RELAXED);
         c->gen_base = 1u + (uint32_t)(((uint64_t)k * 2654435761u) % ((uint64_t)c->gen_max / 4u + 1u));
     }
-    c->v.slow = (desc->lock.lock || (desc->flags & HK_FLAG_PARANOID)) ? 1u : 0u;
+    c->slow = (desc->lock.lock || (desc->flags & HK_FLAG_PARANOID)) ? 1u : 0u;
+    cache_set_tick(c, 2u);
     c->table_bytes = table;
     c->flags = desc->flags;
     c->on_purge = desc->on_purge;
@@ -967,7 +1106,8 @@ hk_cache *hk_cache_create(const hk_cache_desc *desc) {
         size_t mn;
         hk_hunk_free_range(desc->hunk, &ms, &mn);
         int usable = mn >= CACHE_HDR + CACHE_MIN_FREE;
-        if (hk_hunk_set_tenant(desc->hunk, cache_hunk_reclaim, c, usable ? ms : NULL, usable ? mn : 0) != HK_OK)
+        if (hk_hunk_set_tenant(desc->hunk, cache_hunk_reclaim, c, usable ? ms : NULL, usable ? mn : 0) !=
+            HK_OK)
             goto fail;
         c->hunk = desc->hunk;
         if (usable) cache_region_init(c, (unsigned char *)ms, (unsigned char *)ms + mn);
@@ -1014,7 +1154,7 @@ hk_cache_handle hk_cache_alloc(hk_cache *c, size_t size, const char *name) {
         cache_fail_nomem(c, size, name, "the handle table is full");
         goto out;
     }
-    hk__cache_slot *s = &c->v.slots[idx];
+    cache_slot *s = &c->slots[idx];
     s->name = name;
     s->flags |= CACHE_SLOT_BUSY;
     if (c->flags & HK_CACHE_SCRAMBLE) cache_scramble(c);
@@ -1026,7 +1166,7 @@ hk_cache_handle hk_cache_alloc(hk_cache *c, size_t size, const char *name) {
         goto out;
     }
     cache_place(c, s, f, need16, size);
-    h.value = s->handle;
+    h.value = cache_handle(c, s);
 out:
     cache_after_op(c);
     hk__unlock(&c->lock);
@@ -1034,20 +1174,20 @@ out:
 }
 
 /* Releases slot s's block (used-bytes counters included). */
-static void cache_drop_block(hk_cache *c, hk__cache_slot *s) {
-    cache_blk *b = cache_blk_of(s->data);
+static void cache_drop_block(hk_cache *c, cache_slot *s) {
+    cache_blk *b = cache_blk_of(cache_hot(c, s)->data);
     c->used_bytes -= cache_bytes(b);
     c->requested_bytes -= s->requested;
     c->resident--;
     c->free_count++;
-    s->data = NULL;
+    cache_hot(c, s)->data = NULL;
     s->requested = 0;
     cache_release(c, b);
 }
 
 /* Verifies the canary of slot s's block; reports and returns 0 if damaged. */
-static int cache_canary_ok(hk_cache *c, hk__cache_slot *s, int report) {
-    cache_blk *b = cache_blk_of(s->data);
+static int cache_canary_ok(hk_cache *c, cache_slot *s, int report) {
+    cache_blk *b = cache_blk_of(cache_hot(c, s)->data);
     unsigned char *pad = cache_user(b) + s->requested;
     size_t n = cache_bytes(b) - CACHE_HDR - s->requested;
     cache_unpoison(pad, n);
@@ -1055,9 +1195,10 @@ static int cache_canary_ok(hk_cache *c, hk__cache_slot *s, int report) {
     cache_poison(pad, n);
     if (at == n) return 1;
     if (report)
-        hk__report(&c->rep, HK_ERR_CORRUPT, HK_EK_CORRUPT_CANARY, s->data, s->requested, s->name,
+        hk__report(&c->rep, HK_ERR_CORRUPT, HK_EK_CORRUPT_CANARY, cache_hot(c, s)->data, s->requested,
+                   s->name,
                    "block '%s' at %p (handle 0x%08x, %zu bytes): canary damaged %zu bytes past the end",
-                   cache_nm(s->name), s->data, s->handle, s->requested, at);
+                   cache_nm(s->name), cache_hot(c, s)->data, cache_handle(c, s), s->requested, at);
     return 0;
 }
 
@@ -1065,14 +1206,14 @@ hk_result hk_cache_free(hk_cache *c, hk_cache_handle h) {
     if (!c) return HK_ERR_INVALID;
     hk__lock(&c->lock);
     hk_result r = HK_OK;
-    hk__cache_slot *s = cache_lookup(c, h, "free", &r);
+    cache_slot *s = cache_lookup(c, h, "free", &r);
     if (s && s->lock) {
-        r = hk__report(&c->rep, HK_ERR_LOCKED, HK_EK_LOCKED, s->data, s->requested, s->name,
-                       "free of locked block '%s' at %p (handle 0x%08x, lock count %u) refused", cache_nm(s->name),
-                       s->data, s->handle, (unsigned)s->lock);
+        r = hk__report(&c->rep, HK_ERR_LOCKED, HK_EK_LOCKED, cache_hot(c, s)->data, s->requested, s->name,
+                       "free of locked block '%s' at %p (handle 0x%08x, lock count %u) refused",
+                       cache_nm(s->name), cache_hot(c, s)->data, cache_handle(c, s), (unsigned)s->lock);
     } else if (s) {
-        if (s->data && !cache_canary_ok(c, s, 1)) r = HK_ERR_CORRUPT;
-        if (s->data) cache_drop_block(c, s);
+        if (cache_hot(c, s)->data && !cache_canary_ok(c, s, 1)) r = HK_ERR_CORRUPT;
+        if (cache_hot(c, s)->data) cache_drop_block(c, s);
         cache_slot_release(c, s);
     }
     cache_after_op(c);
@@ -1084,20 +1225,36 @@ void *hk_cache_deref(hk_cache *c, hk_cache_handle h) {
     if (!c) return NULL;
     hk__lock(&c->lock);
     void *p = NULL;
-    hk__cache_slot *s = cache_lookup(c, h, "deref", NULL);
+    cache_slot *s = cache_lookup(c, h, "deref", NULL);
     if (s) {
         cache_stamp(c, s);
-        p = s->data;
+        p = cache_hot(c, s)->data;
     }
     hk__unlock(&c->lock);
     return p;
+}
+
+/* hk_cache_deref_fast's miss: a live resident handle whose stamp is not the
+ * current tick gets it (one write per tick value); everything else goes to
+ * hk_cache_deref. Lock-free only when the cache has no lock hooks (then it
+ * is not thread-safe anyway): with hooks, `slow` sends every call there. */
+void *hk__cache_deref_miss(hk_cache *c, hk_cache_handle h) {
+    if (c && !c->slow) {
+        uint32_t idx = cache_slot_index(c, h.value);
+        hk__cache_hot *e = cache_hot_at(c, idx);
+        if (h.value && idx < c->nslots && (uint32_t)e->key == h.value && e->data) {
+            e->key = c->v.tick_key | h.value;
+            return e->data;
+        }
+    }
+    return hk_cache_deref(c, h);
 }
 
 hk_result hk_cache_touch(hk_cache *c, hk_cache_handle h) {
     if (!c) return HK_ERR_INVALID;
     hk__lock(&c->lock);
     hk_result r = HK_OK;
-    hk__cache_slot *s = cache_lookup(c, h, "touch", &r);
+    cache_slot *s = cache_lookup(c, h, "touch", &r);
     if (s) cache_stamp(c, s);
     hk__unlock(&c->lock);
     return r;
@@ -1106,7 +1263,7 @@ hk_result hk_cache_touch(hk_cache *c, hk_cache_handle h) {
 size_t hk_cache_size(hk_cache *c, hk_cache_handle h) {
     if (!c) return 0;
     hk__lock(&c->lock);
-    hk__cache_slot *s = cache_lookup(c, h, "size", NULL);
+    cache_slot *s = cache_lookup(c, h, "size", NULL);
     size_t n = s ? s->requested : 0;
     hk__unlock(&c->lock);
     return n;
@@ -1116,7 +1273,8 @@ bool hk_cache_is_purged(hk_cache *c, hk_cache_handle h) {
     if (!c) return false;
     hk__lock(&c->lock);
     uint32_t idx = cache_slot_index(c, h.value);
-    bool r = h.value && idx < c->v.nslots && c->v.slots[idx].handle == h.value && !c->v.slots[idx].data;
+    bool r = h.value && idx < c->nslots && (uint32_t)cache_hot_at(c, idx)->key == h.value &&
+             !cache_hot_at(c, idx)->data;
     hk__unlock(&c->lock);
     return r;
 }
@@ -1152,13 +1310,15 @@ static int cache_grow_in_place(hk_cache *c, cache_blk *b, uint32_t need16) {
     return 1;
 }
 
-static void cache_set_requested(hk_cache *c, hk__cache_slot *s, size_t size) {
-    cache_blk *b = cache_blk_of(s->data);
+static void cache_set_requested(hk_cache *c, cache_slot *s, size_t size) {
+    cache_blk *b = cache_blk_of(cache_hot(c, s)->data);
     if (size > s->requested) {
         unsigned char *u = cache_user(b);
         cache_unpoison(u + s->requested, size - s->requested);
-        if (c->flags & HK_FLAG_ZERO) memset(u + s->requested, 0, size - s->requested);
-        else if (c->flags & HK_FLAG_FILL) memset(u + s->requested, HK_FILL_ALLOC, size - s->requested);
+        if (c->flags & HK_FLAG_ZERO)
+            memset(u + s->requested, 0, size - s->requested);
+        else if (c->flags & HK_FLAG_FILL)
+            memset(u + s->requested, HK_FILL_ALLOC, size - s->requested);
     }
     c->requested_bytes = c->requested_bytes - s->requested + size;
     if (c->requested_bytes > c->peak_requested) c->peak_requested = c->requested_bytes;
@@ -1170,23 +1330,25 @@ hk_result hk_cache_resize(hk_cache *c, hk_cache_handle h, size_t size) {
     if (!c) return HK_ERR_INVALID;
     hk__lock(&c->lock);
     hk_result r = HK_OK;
-    hk__cache_slot *s = cache_lookup(c, h, "resize", &r);
+    cache_slot *s = cache_lookup(c, h, "resize", &r);
     if (!s) goto out;
-    if (!s->data) {
+    if (!cache_hot(c, s)->data) {
         r = hk__report(&c->rep, HK_ERR_STATE, HK_EK_STATE, NULL, size, s->name,
-                       "resize of empty (purged) handle 0x%08x '%s': use reallocate", s->handle, cache_nm(s->name));
+                       "resize of empty (purged) handle 0x%08x '%s': use reallocate", cache_handle(c, s),
+                       cache_nm(s->name));
         goto out;
     }
     uint32_t need16 = cache_need16(size);
     if (!need16) {
         c->fail_count++;
-        r = hk__report(&c->rep, HK_ERR_OVERFLOW, HK_EK_OVERFLOW, s->data, size, s->name,
-                       "resize of '%s' to %zu bytes overflows with the block overhead", cache_nm(s->name), size);
+        r = hk__report(&c->rep, HK_ERR_OVERFLOW, HK_EK_OVERFLOW, cache_hot(c, s)->data, size, s->name,
+                       "resize of '%s' to %zu bytes overflows with the block overhead", cache_nm(s->name),
+                       size);
         goto out;
     }
-    cache_blk *b = cache_blk_of(s->data);
+    cache_blk *b = cache_blk_of(cache_hot(c, s)->data);
     if (need16 <= b->size16) {
-        if (size < s->requested) cache_unpoison(s->data, s->requested);
+        if (size < s->requested) cache_unpoison(cache_hot(c, s)->data, s->requested);
         cache_set_requested(c, s, size);
         cache_shrink_in_place(c, b, need16);
         cache_fill_pad(b, size);
@@ -1197,15 +1359,16 @@ hk_result hk_cache_resize(hk_cache *c, hk_cache_handle h, size_t size) {
         goto out;
     }
     if (s->lock) {
-        r = hk__report(&c->rep, HK_ERR_LOCKED, HK_EK_LOCKED, s->data, size, s->name,
-                       "resize of locked block '%s' at %p (handle 0x%08x) from %zu to %zu bytes: it cannot grow in "
-                       "place and a locked block does not move",
-                       cache_nm(s->name), s->data, s->handle, s->requested, size);
+        r = hk__report(
+            &c->rep, HK_ERR_LOCKED, HK_EK_LOCKED, cache_hot(c, s)->data, size, s->name,
+            "resize of locked block '%s' at %p (handle 0x%08x) from %zu to %zu bytes: it cannot grow in "
+            "place and a locked block does not move",
+            cache_nm(s->name), cache_hot(c, s)->data, cache_handle(c, s), s->requested, size);
         goto out;
     }
     s->flags |= CACHE_SLOT_BUSY;
     if (c->flags & HK_CACHE_SCRAMBLE) cache_scramble(c);
-    b = cache_blk_of(s->data);
+    b = cache_blk_of(cache_hot(c, s)->data);
     if (cache_grow_in_place(c, b, need16)) {
         s->flags &= (uint16_t)~CACHE_SLOT_BUSY;
         cache_set_requested(c, s, size);
@@ -1215,25 +1378,28 @@ hk_result hk_cache_resize(hk_cache *c, hk_cache_handle h, size_t size) {
     s->flags &= (uint16_t)~CACHE_SLOT_BUSY;
     if (!f) {
         c->fail_count++;
-        r = hk__report(&c->rep, HK_ERR_NOMEM, HK_EK_NOMEM, s->data, size, s->name,
-                       "resize of '%s' from %zu to %zu bytes failed: no room even after compacting and purging "
-                       "(the block is unchanged)",
-                       cache_nm(s->name), s->requested, size);
+        r = hk__report(
+            &c->rep, HK_ERR_NOMEM, HK_EK_NOMEM, cache_hot(c, s)->data, size, s->name,
+            "resize of '%s' from %zu to %zu bytes failed: no room even after compacting and purging "
+            "(the block is unchanged)",
+            cache_nm(s->name), s->requested, size);
         goto out;
     }
-    b = cache_blk_of(s->data); /* compaction may have moved it */
+    b = cache_blk_of(cache_hot(c, s)->data); /* compaction may have moved it */
     {
         size_t keep = s->requested;
         cache_blk *nb = cache_carve(c, f, need16, cache_place_high(c));
         nb->magic = CACHE_MAGIC_USED;
-        nb->handle = s->handle;
+        nb->handle = cache_handle(c, s);
         memcpy(cache_user(nb), cache_user(b), keep);
         c->used_bytes += cache_bytes(nb);
         c->used_bytes -= cache_bytes(b);
         cache_release(c, b);
-        s->data = cache_user(nb);
-        if (c->flags & HK_FLAG_ZERO) memset(cache_user(nb) + keep, 0, size - keep);
-        else if (c->flags & HK_FLAG_FILL) memset(cache_user(nb) + keep, HK_FILL_ALLOC, size - keep);
+        cache_hot(c, s)->data = cache_user(nb);
+        if (c->flags & HK_FLAG_ZERO)
+            memset(cache_user(nb) + keep, 0, size - keep);
+        else if (c->flags & HK_FLAG_FILL)
+            memset(cache_user(nb) + keep, HK_FILL_ALLOC, size - keep);
         c->requested_bytes = c->requested_bytes - keep + size;
         if (c->requested_bytes > c->peak_requested) c->peak_requested = c->requested_bytes;
         s->requested = size;
@@ -1249,28 +1415,30 @@ hk_result hk_cache_reallocate(hk_cache *c, hk_cache_handle h, size_t size) {
     if (!c) return HK_ERR_INVALID;
     hk__lock(&c->lock);
     hk_result r = HK_OK;
-    hk__cache_slot *s = cache_lookup(c, h, "reallocate", &r);
+    cache_slot *s = cache_lookup(c, h, "reallocate", &r);
     if (!s) goto out;
     uint32_t need16 = cache_need16(size);
     if (!need16) {
         c->fail_count++;
-        r = hk__report(&c->rep, HK_ERR_OVERFLOW, HK_EK_OVERFLOW, s->data, size, s->name,
-                       "reallocate of '%s' to %zu bytes overflows with the block overhead", cache_nm(s->name), size);
+        r = hk__report(&c->rep, HK_ERR_OVERFLOW, HK_EK_OVERFLOW, cache_hot(c, s)->data, size, s->name,
+                       "reallocate of '%s' to %zu bytes overflows with the block overhead", cache_nm(s->name),
+                       size);
         goto out;
     }
-    if (s->data && s->lock) {
-        r = hk__report(&c->rep, HK_ERR_LOCKED, HK_EK_LOCKED, s->data, size, s->name,
-                       "reallocate of locked block '%s' at %p (handle 0x%08x) refused", cache_nm(s->name), s->data,
-                       s->handle);
+    if (cache_hot(c, s)->data && s->lock) {
+        r = hk__report(&c->rep, HK_ERR_LOCKED, HK_EK_LOCKED, cache_hot(c, s)->data, size, s->name,
+                       "reallocate of locked block '%s' at %p (handle 0x%08x) refused", cache_nm(s->name),
+                       cache_hot(c, s)->data, cache_handle(c, s));
         goto out;
     }
-    if (s->data) cache_drop_block(c, s);
+    if (cache_hot(c, s)->data) cache_drop_block(c, s);
     s->flags |= CACHE_SLOT_BUSY;
     if (c->flags & HK_CACHE_SCRAMBLE) cache_scramble(c);
     cache_blk *f = cache_make_room(c, need16);
     s->flags &= (uint16_t)~CACHE_SLOT_BUSY;
     if (!f) {
-        cache_fail_nomem(c, size, s->name, "no room even after compacting and purging (the handle stays empty)");
+        cache_fail_nomem(c, size, s->name,
+                         "no room even after compacting and purging (the handle stays empty)");
         r = HK_ERR_NOMEM;
         goto out;
     }
@@ -1287,11 +1455,11 @@ hk_result hk_cache_lock(hk_cache *c, hk_cache_handle h) {
     if (!c) return HK_ERR_INVALID;
     hk__lock(&c->lock);
     hk_result r = HK_OK;
-    hk__cache_slot *s = cache_lookup(c, h, "lock", &r);
+    cache_slot *s = cache_lookup(c, h, "lock", &r);
     if (s && s->lock >= CACHE_LOCK_MAX)
-        r = hk__report(&c->rep, HK_ERR_OVERFLOW, HK_EK_OVERFLOW, s->data, s->lock, s->name,
-                       "lock of '%s' (handle 0x%08x): lock count would pass %u", cache_nm(s->name), s->handle,
-                       CACHE_LOCK_MAX);
+        r = hk__report(&c->rep, HK_ERR_OVERFLOW, HK_EK_OVERFLOW, cache_hot(c, s)->data, s->lock, s->name,
+                       "lock of '%s' (handle 0x%08x): lock count would pass %u", cache_nm(s->name),
+                       cache_handle(c, s), CACHE_LOCK_MAX);
     else if (s)
         s->lock++;
     hk__unlock(&c->lock);
@@ -1302,16 +1470,16 @@ hk_result hk_cache_unlock(hk_cache *c, hk_cache_handle h) {
     if (!c) return HK_ERR_INVALID;
     hk__lock(&c->lock);
     hk_result r = HK_OK;
-    hk__cache_slot *s = cache_lookup(c, h, "unlock", &r);
+    cache_slot *s = cache_lookup(c, h, "unlock", &r);
     if (s && s->lock == 0) {
-        r = hk__report(&c->rep, HK_ERR_STATE, HK_EK_STATE, s->data, s->requested, s->name,
-                       "unlock of block '%s' at %p (handle 0x%08x) that is not locked", cache_nm(s->name), s->data,
-                       s->handle);
+        r = hk__report(&c->rep, HK_ERR_STATE, HK_EK_STATE, cache_hot(c, s)->data, s->requested, s->name,
+                       "unlock of block '%s' at %p (handle 0x%08x) that is not locked", cache_nm(s->name),
+                       cache_hot(c, s)->data, cache_handle(c, s));
     } else if (s) {
         s->lock--;
-        if (!s->lock && s->data) {
+        if (!s->lock && cache_hot(c, s)->data) {
             /* blocks below the hint may now slide: resume compaction before it */
-            cache_blk *b = cache_blk_of(s->data), *p = cache_prev(c, b);
+            cache_blk *b = cache_blk_of(cache_hot(c, s)->data), *p = cache_prev(c, b);
             cache_blk *lowest = p ? p : b;
             if ((unsigned char *)lowest < (unsigned char *)c->hint) c->hint = lowest;
         }
@@ -1323,31 +1491,32 @@ hk_result hk_cache_unlock(hk_cache *c, hk_cache_handle h) {
 uint32_t hk_cache_lock_count(hk_cache *c, hk_cache_handle h) {
     if (!c) return 0;
     hk__lock(&c->lock);
-    hk__cache_slot *s = cache_lookup(c, h, "lock_count", NULL);
+    cache_slot *s = cache_lookup(c, h, "lock_count", NULL);
     uint32_t n = s ? s->lock : 0;
     hk__unlock(&c->lock);
     return n;
 }
 
-static hk_result cache_move_high_locked(hk_cache *c, hk__cache_slot *s, const char *op) {
-    if (!s->data)
+static hk_result cache_move_high_locked(hk_cache *c, cache_slot *s, const char *op) {
+    if (!cache_hot(c, s)->data)
         return hk__report(&c->rep, HK_ERR_STATE, HK_EK_STATE, NULL, 0, s->name,
-                          "%s of empty (purged) handle 0x%08x '%s'", op, s->handle, cache_nm(s->name));
+                          "%s of empty (purged) handle 0x%08x '%s'", op, cache_handle(c, s),
+                          cache_nm(s->name));
     if (s->lock)
-        return hk__report(&c->rep, HK_ERR_LOCKED, HK_EK_LOCKED, s->data, s->requested, s->name,
+        return hk__report(&c->rep, HK_ERR_LOCKED, HK_EK_LOCKED, cache_hot(c, s)->data, s->requested, s->name,
                           "%s of locked block '%s' at %p (handle 0x%08x): a locked block does not move", op,
-                          cache_nm(s->name), s->data, s->handle);
-    cache_blk *b = cache_blk_of(s->data), *best = NULL;
+                          cache_nm(s->name), cache_hot(c, s)->data, cache_handle(c, s));
+    cache_blk *b = cache_blk_of(cache_hot(c, s)->data), *best = NULL;
     for (cache_blk *x = cache_next(b); x != c->end; x = cache_next(x))
         if (x->magic == CACHE_MAGIC_FREE && x->size16 >= b->size16) best = x;
     if (!best) return HK_OK;
     uint32_t n16 = b->size16;
     cache_blk *nb = cache_carve(c, best, n16, 1);
     nb->magic = CACHE_MAGIC_USED;
-    nb->handle = s->handle;
+    nb->handle = cache_handle(c, s);
     cache_unpoison(b, cache_bytes(b));
     memcpy(cache_user(nb), cache_user(b), cache_bytes(b) - CACHE_HDR);
-    s->data = cache_user(nb);
+    cache_hot(c, s)->data = cache_user(nb);
     c->moved_bytes += cache_bytes(b);
     c->used_bytes += cache_bytes(nb) - cache_bytes(b); /* nb may have taken a sliver more */
     cache_release(c, b);
@@ -1359,7 +1528,7 @@ hk_result hk_cache_move_high(hk_cache *c, hk_cache_handle h) {
     if (!c) return HK_ERR_INVALID;
     hk__lock(&c->lock);
     hk_result r = HK_OK;
-    hk__cache_slot *s = cache_lookup(c, h, "move_high", &r);
+    cache_slot *s = cache_lookup(c, h, "move_high", &r);
     if (s) r = cache_move_high_locked(c, s, "move_high");
     cache_after_op(c);
     hk__unlock(&c->lock);
@@ -1370,11 +1539,11 @@ hk_result hk_cache_lock_high(hk_cache *c, hk_cache_handle h) {
     if (!c) return HK_ERR_INVALID;
     hk__lock(&c->lock);
     hk_result r = HK_OK;
-    hk__cache_slot *s = cache_lookup(c, h, "lock_high", &r);
-    if (s && s->lock == 0 && s->data) r = cache_move_high_locked(c, s, "lock_high");
+    cache_slot *s = cache_lookup(c, h, "lock_high", &r);
+    if (s && s->lock == 0 && cache_hot(c, s)->data) r = cache_move_high_locked(c, s, "lock_high");
     if (s && r == HK_OK) {
         if (s->lock >= CACHE_LOCK_MAX)
-            r = hk__report(&c->rep, HK_ERR_OVERFLOW, HK_EK_OVERFLOW, s->data, s->lock, s->name,
+            r = hk__report(&c->rep, HK_ERR_OVERFLOW, HK_EK_OVERFLOW, cache_hot(c, s)->data, s->lock, s->name,
                            "lock_high of '%s': lock count would pass %u", cache_nm(s->name), CACHE_LOCK_MAX);
         else
             s->lock++;
@@ -1388,10 +1557,12 @@ hk_result hk_cache_set_purgeable(hk_cache *c, hk_cache_handle h, bool purgeable)
     if (!c) return HK_ERR_INVALID;
     hk__lock(&c->lock);
     hk_result r = HK_OK;
-    hk__cache_slot *s = cache_lookup(c, h, "set_purgeable", &r);
+    cache_slot *s = cache_lookup(c, h, "set_purgeable", &r);
     if (s) {
-        if (purgeable) s->flags |= CACHE_SLOT_PURGEABLE;
-        else s->flags &= (uint16_t)~CACHE_SLOT_PURGEABLE;
+        if (purgeable)
+            s->flags |= CACHE_SLOT_PURGEABLE;
+        else
+            s->flags &= (uint16_t)~CACHE_SLOT_PURGEABLE;
     }
     hk__unlock(&c->lock);
     return r;
@@ -1401,12 +1572,12 @@ hk_result hk_cache_purge(hk_cache *c, hk_cache_handle h) {
     if (!c) return HK_ERR_INVALID;
     hk__lock(&c->lock);
     hk_result r = HK_OK;
-    hk__cache_slot *s = cache_lookup(c, h, "purge", &r);
-    if (s && s->data && s->lock)
-        r = hk__report(&c->rep, HK_ERR_LOCKED, HK_EK_LOCKED, s->data, s->requested, s->name,
-                       "purge of locked block '%s' at %p (handle 0x%08x) refused", cache_nm(s->name), s->data,
-                       s->handle);
-    else if (s && s->data)
+    cache_slot *s = cache_lookup(c, h, "purge", &r);
+    if (s && cache_hot(c, s)->data && s->lock)
+        r = hk__report(&c->rep, HK_ERR_LOCKED, HK_EK_LOCKED, cache_hot(c, s)->data, s->requested, s->name,
+                       "purge of locked block '%s' at %p (handle 0x%08x) refused", cache_nm(s->name),
+                       cache_hot(c, s)->data, cache_handle(c, s));
+    else if (s && cache_hot(c, s)->data)
         cache_purge_slot(c, s);
     cache_after_op(c);
     hk__unlock(&c->lock);
@@ -1418,8 +1589,8 @@ size_t hk_cache_purge_all(hk_cache *c) {
     hk__lock(&c->lock);
     size_t n = 0;
     for (uint32_t i = 0; i < c->high_water; i++)
-        if (cache_purgeable(&c->v.slots[i])) {
-            cache_purge_slot(c, &c->v.slots[i]);
+        if (cache_purgeable(c, &c->slots[i])) {
+            cache_purge_slot(c, &c->slots[i]);
             n++;
         }
     cache_after_op(c);
@@ -1466,9 +1637,9 @@ hk_result hk_cache_max_block(hk_cache *c, hk_cache_space *out) {
                 continue;
             }
             if (!boundary) {
-                hk__cache_slot *s = cache_slot_of_blk(c, b);
+                cache_slot *s = cache_slot_of_blk(c, b);
                 if (!s->lock) {
-                    if (cache_purgeable(s)) run_purge += cache_bytes(b);
+                    if (cache_purgeable(c, s)) run_purge += cache_bytes(b);
                     continue;
                 }
             }
@@ -1527,22 +1698,22 @@ static void cache_info_blk(hk_cache *c, cache_blk *b, hk_block_info *info) {
         info->overhead = CACHE_HDR;
         return;
     }
-    hk__cache_slot *s = cache_slot_of_blk(c, b);
+    cache_slot *s = cache_slot_of_blk(c, b);
     info->requested = s->requested;
     info->overhead = cache_bytes(b) - s->requested;
     info->flags = HK_BLOCK_USED | (s->lock ? HK_BLOCK_LOCKED : 0u) |
                   ((s->flags & CACHE_SLOT_PURGEABLE) ? HK_BLOCK_PURGEABLE : 0u);
-    info->id = s->handle;
+    info->id = cache_handle(c, s);
     info->lock_count = s->lock;
-    info->rank = c->rank[s - c->v.slots];
+    info->rank = c->rank[s - c->slots];
     info->name = s->name;
 }
 
-static void cache_info_empty(hk__cache_slot *s, hk_block_info *info) {
+static void cache_info_empty(const hk_cache *c, const cache_slot *s, hk_block_info *info) {
     memset(info, 0, sizeof *info);
     info->flags = HK_BLOCK_PURGED | (s->lock ? HK_BLOCK_LOCKED : 0u) |
                   ((s->flags & CACHE_SLOT_PURGEABLE) ? HK_BLOCK_PURGEABLE : 0u);
-    info->id = s->handle;
+    info->id = cache_handle(c, s);
     info->lock_count = s->lock;
     info->name = s->name;
 }
@@ -1563,9 +1734,9 @@ int hk_cache_walk(hk_cache *c, hk_walk_fn fn, void *user) {
             r = fn(&info, user);
         }
     for (uint32_t i = 0; i < c->high_water && !r; i++) {
-        hk__cache_slot *s = &c->v.slots[i];
-        if (!s->handle || s->data) continue;
-        cache_info_empty(s, &info);
+        cache_slot *s = &c->slots[i];
+        if (!cache_handle(c, s) || cache_hot(c, s)->data) continue;
+        cache_info_empty(c, s, &info);
         r = fn(&info, user);
     }
 out:
@@ -1610,22 +1781,26 @@ static hk_result cache_check_region(hk_cache *c) {
             return cache_corrupt(c, b, "block header runs past the end of the region", HK_EK_CORRUPT_HEADER);
         if (b == c->hint) hint_seen = 1;
         if (b->magic != CACHE_MAGIC_USED && b->magic != CACHE_MAGIC_FREE)
-            return cache_corrupt(c, b, "block header magic damaged (underrun, or overrun of the block before)",
+            return cache_corrupt(c, b,
+                                 "block header magic damaged (underrun, or overrun of the block before)",
                                  HK_EK_CORRUPT_HEADER);
         if (b->size16 < 2 || cache_bytes(b) > (size_t)(end - (unsigned char *)b))
             return cache_corrupt(c, b, "block size damaged", HK_EK_CORRUPT_HEADER);
         if (b->prev16 != prev16)
-            return cache_corrupt(c, b, "previous-size link disagrees with the block before", HK_EK_CORRUPT_HEADER);
+            return cache_corrupt(c, b, "previous-size link disagrees with the block before",
+                                 HK_EK_CORRUPT_HEADER);
         if (b->magic == CACHE_MAGIC_FREE) {
-            if (prev_free) return cache_corrupt(c, b, "two adjacent free blocks (not coalesced)", HK_EK_CORRUPT_STRUCTURE);
+            if (prev_free)
+                return cache_corrupt(c, b, "two adjacent free blocks (not coalesced)",
+                                     HK_EK_CORRUPT_STRUCTURE);
             nfree++;
             free_bytes += cache_bytes(b);
             prev_free = 1;
             if (!hint_seen && b != c->hint) after_free = b;
         } else {
             uint32_t idx = cache_slot_index(c, b->handle);
-            hk__cache_slot *s = idx < c->high_water ? &c->v.slots[idx] : NULL;
-            if (!s || s->handle != b->handle || s->data != cache_user(b))
+            cache_slot *s = idx < c->high_water ? &c->slots[idx] : NULL;
+            if (!s || cache_handle(c, s) != b->handle || cache_hot(c, s)->data != cache_user(b))
                 return cache_corrupt(c, b, "block's handle back-pointer and the handle table disagree",
                                      HK_EK_CORRUPT_STRUCTURE);
             if (s->requested + CACHE_HDR + CACHE_MIN_CANARY > cache_bytes(b))
@@ -1633,7 +1808,8 @@ static hk_result cache_check_region(hk_cache *c) {
             if (!cache_canary_ok(c, s, 1)) return HK_ERR_CORRUPT;
             /* a free block below the hint must be followed by a locked block */
             if (after_free && !s->lock)
-                return cache_corrupt(c, after_free, "free block below the compaction hint is not before a locked block",
+                return cache_corrupt(c, after_free,
+                                     "free block below the compaction hint is not before a locked block",
                                      HK_EK_CORRUPT_STRUCTURE);
             after_free = NULL;
             nused++;
@@ -1644,27 +1820,31 @@ static hk_result cache_check_region(hk_cache *c) {
         prev16 = b->size16;
         b = cache_next(b);
     }
-    if ((unsigned char *)b != end) return cache_corrupt(c, b, "blocks do not tile the region", HK_EK_CORRUPT_STRUCTURE);
+    if ((unsigned char *)b != end)
+        return cache_corrupt(c, b, "blocks do not tile the region", HK_EK_CORRUPT_STRUCTURE);
     if (after_free)
-        return cache_corrupt(c, after_free, "free block below the compaction hint is last", HK_EK_CORRUPT_STRUCTURE);
+        return cache_corrupt(c, after_free, "free block below the compaction hint is last",
+                             HK_EK_CORRUPT_STRUCTURE);
     if (c->end->magic != CACHE_MAGIC_END || c->end->size16 != 1 || c->end->prev16 != prev16)
         return cache_corrupt(c, c->end, "end sentinel damaged", HK_EK_CORRUPT_HEADER);
     if (!hint_seen && c->hint != c->end)
         return cache_corrupt(c, c->hint, "compaction hint is not a block boundary", HK_EK_CORRUPT_STRUCTURE);
     if (nfree != c->free_blocks || free_bytes != c->free_bytes || used_bytes != c->used_bytes ||
         nused != c->resident || req != c->requested_bytes) {
-        hk__report(&c->rep, HK_ERR_CORRUPT, HK_EK_CORRUPT_STRUCTURE, lo, 0, NULL,
-                   "counters disagree with the blocks: free %zu/%zu blocks %zu/%zu bytes, used %zu/%zu bytes, "
-                   "resident %zu/%u, requested %zu/%zu",
-                   nfree, c->free_blocks, free_bytes, c->free_bytes, used_bytes, c->used_bytes, nused, c->resident,
-                   req, c->requested_bytes);
+        hk__report(
+            &c->rep, HK_ERR_CORRUPT, HK_EK_CORRUPT_STRUCTURE, lo, 0, NULL,
+            "counters disagree with the blocks: free %zu/%zu blocks %zu/%zu bytes, used %zu/%zu bytes, "
+            "resident %zu/%u, requested %zu/%zu",
+            nfree, c->free_blocks, free_bytes, c->free_bytes, used_bytes, c->used_bytes, nused, c->resident,
+            req, c->requested_bytes);
         return HK_ERR_CORRUPT;
     }
     /* the free index: every listed block is a free block of that class */
     size_t listed = 0;
     for (unsigned i = 0; i < CACHE_NBINS; i++) {
         if (((c->bin_map >> i) & 1u) != (c->bins[i] != NULL))
-            return cache_corrupt(c, c->bins[i], "size-class bitmap disagrees with the lists", HK_EK_CORRUPT_STRUCTURE);
+            return cache_corrupt(c, c->bins[i], "size-class bitmap disagrees with the lists",
+                                 HK_EK_CORRUPT_STRUCTURE);
         cache_blk *prevb = NULL;
         for (cache_blk *f = c->bins[i]; f; f = cache_links_of(f)->next) {
             if ((unsigned char *)f < lo || (unsigned char *)f >= end || ((uintptr_t)f & 15) ||
@@ -1674,7 +1854,8 @@ static hk_result cache_check_region(hk_cache *c) {
             prevb = f;
         }
     }
-    if (listed != nfree) return cache_corrupt(c, lo, "a free block is missing from the free lists", HK_EK_CORRUPT_FREE);
+    if (listed != nfree)
+        return cache_corrupt(c, lo, "a free block is missing from the free lists", HK_EK_CORRUPT_FREE);
     return HK_OK;
 }
 
@@ -1687,29 +1868,44 @@ static hk_result cache_check_locked(hk_cache *c) {
     }
     uint32_t live = 0, resident = 0, queued = 0, retired = 0;
     for (uint32_t i = 0; i < c->high_water; i++) {
-        hk__cache_slot *s = &c->v.slots[i];
-        if (s->handle) {
-            if (cache_slot_index(c, s->handle) != i || (s->handle >> c->idx_bits) != s->gen || s->gen < c->gen_base)
+        cache_slot *s = &c->slots[i];
+        if (cache_handle(c, s)) {
+            if (cache_slot_index(c, cache_handle(c, s)) != i ||
+                (cache_handle(c, s) >> c->idx_bits) != s->gen || s->gen < c->gen_base)
                 return cache_corrupt(c, s, "handle table entry damaged (index or generation)",
                                      HK_EK_CORRUPT_STRUCTURE);
+            if (cache_stamp_at(c, i) > cache_tick(c))
+                return cache_corrupt(c, cache_hot(c, s), "handle's LRU stamp is ahead of the clock",
+                                     HK_EK_CORRUPT_STRUCTURE);
             live++;
-            if (s->data) {
-                if (!c->lo || (unsigned char *)s->data < c->lo + CACHE_HDR ||
-                    (unsigned char *)s->data >= (unsigned char *)c->end || cache_blk_of(s->data)->handle != s->handle)
-                    return cache_corrupt(c, s->data, "handle points outside its block", HK_EK_CORRUPT_STRUCTURE);
+            if (cache_hot(c, s)->data) {
+                if (!c->lo || (unsigned char *)cache_hot(c, s)->data < c->lo + CACHE_HDR ||
+                    (unsigned char *)cache_hot(c, s)->data >= (unsigned char *)c->end ||
+                    cache_blk_of(cache_hot(c, s)->data)->handle != cache_handle(c, s))
+                    return cache_corrupt(c, cache_hot(c, s)->data, "handle points outside its block",
+                                         HK_EK_CORRUPT_STRUCTURE);
                 resident++;
             }
         } else {
-            if (s->data || s->lock) return cache_corrupt(c, s, "unused handle slot holds a block", HK_EK_CORRUPT_STRUCTURE);
+            if (cache_hot(c, s)->key || cache_hot(c, s)->data || s->lock)
+                return cache_corrupt(c, s, "unused handle slot holds a block", HK_EK_CORRUPT_STRUCTURE);
             if (s->flags & CACHE_SLOT_RETIRED) retired++;
         }
     }
-    for (uint32_t q = c->fq_head; q; q = c->v.slots[q - 1u].link) {
-        if (q > c->high_water || c->v.slots[q - 1u].handle || ++queued > c->high_water)
-            return cache_corrupt(c, c->v.slots, "free handle queue damaged", HK_EK_CORRUPT_STRUCTURE);
+    /* entries no handle has used (up to the index mask) must never match */
+    for (uint32_t i = c->high_water; i <= c->v.idx_mask; i++)
+        if (cache_hot_at(c, i)->key || cache_hot_at(c, i)->data)
+            return cache_corrupt(c, cache_hot_at(c, i), "unused handle table entry damaged",
+                                 HK_EK_CORRUPT_STRUCTURE);
+    if ((uint32_t)c->v.tick_key != (c->slow ? 0xFFFFFFFFu : 0u) || (cache_tick(c) & 1u) || !cache_tick(c))
+        return cache_corrupt(c, c, "control block damaged: LRU clock", HK_EK_CORRUPT_STRUCTURE);
+    for (uint32_t q = c->fq_head; q; q = c->slots[q - 1u].link) {
+        if (q > c->high_water || cache_hot_at(c, q - 1u)->key || ++queued > c->high_water)
+            return cache_corrupt(c, c->slots, "free handle queue damaged", HK_EK_CORRUPT_STRUCTURE);
     }
-    if (live != c->live || resident != c->resident || retired != c->retired || live + queued + retired != c->high_water)
-        return cache_corrupt(c, c->v.slots, "handle counts disagree with the table", HK_EK_CORRUPT_STRUCTURE);
+    if (live != c->live || resident != c->resident || retired != c->retired ||
+        live + queued + retired != c->high_water)
+        return cache_corrupt(c, c->slots, "handle counts disagree with the table", HK_EK_CORRUPT_STRUCTURE);
     return HK_OK;
 }
 
@@ -1730,8 +1926,8 @@ void hk_cache_dump(hk_cache *c, void *out) {
     cache_compute_ranks(c);
     size_t nrel = 0, nlocked = 0, npurge = 0, nfree = 0, freeb = 0, largest = 0, nempty = 0;
     fprintf(f, "Displaying cache '%s'  region %p..%p (%zu bytes)  handles %u/%u\n", c->rep.instance,
-            (void *)c->lo, c->lo ? (void *)((unsigned char *)c->end + CACHE_HDR) : NULL, cache_claim_size(c), c->live,
-            c->v.nslots);
+            (void *)c->lo, c->lo ? (void *)((unsigned char *)c->end + CACHE_HDR) : NULL, cache_claim_size(c),
+            c->live, c->nslots);
     fprintf(f, "   Start            Length          Tag Mstr Ptr  Lock Prg  LRU  Name\n");
     if (c->lo)
         for (cache_blk *b = (cache_blk *)c->lo; b != c->end; b = cache_next(b)) {
@@ -1742,26 +1938,26 @@ void hk_cache_dump(hk_cache *c, void *out) {
                 if (cache_bytes(b) > largest) largest = cache_bytes(b);
                 continue;
             }
-            hk__cache_slot *s = cache_slot_of_blk(c, b);
+            cache_slot *s = cache_slot_of_blk(c, b);
             nrel++;
             if (s->lock) nlocked++;
             if (s->flags & CACHE_SLOT_PURGEABLE) npurge++;
             fprintf(f, "   %p %08zx+%04zx   R   %08x   %s    %s  %5u  %s\n", (void *)b, s->requested,
-                    cache_bytes(b) - s->requested, s->handle, s->lock ? "L" : " ",
-                    (s->flags & CACHE_SLOT_PURGEABLE) ? "P" : " ", c->rank[s - c->v.slots], cache_nm(s->name));
+                    cache_bytes(b) - s->requested, cache_handle(c, s), s->lock ? "L" : " ",
+                    (s->flags & CACHE_SLOT_PURGEABLE) ? "P" : " ", c->rank[s - c->slots], cache_nm(s->name));
         }
     for (uint32_t i = 0; i < c->high_water; i++) {
-        hk__cache_slot *s = &c->v.slots[i];
-        if (!s->handle || s->data) continue;
+        cache_slot *s = &c->slots[i];
+        if (!cache_handle(c, s) || cache_hot(c, s)->data) continue;
         if (!nempty) fprintf(f, "Empty (purged) handles:\n");
         nempty++;
-        fprintf(f, "   %-16s %-15s R   %08x   %s    %s         %s\n", "(nil)", "", s->handle, s->lock ? "L" : " ",
-                (s->flags & CACHE_SLOT_PURGEABLE) ? "P" : " ", cache_nm(s->name));
+        fprintf(f, "   %-16s %-15s R   %08x   %s    %s         %s\n", "(nil)", "", cache_handle(c, s),
+                s->lock ? "L" : " ", (s->flags & CACHE_SLOT_PURGEABLE) ? "P" : " ", cache_nm(s->name));
     }
     fprintf(f,
             "Total blocks: %zu  relocatable %zu (locked %zu, purgeable %zu), free %zu; empty handles %zu\n"
             "Bytes: used %zu (requested %zu), free %zu, largest free %zu; moved by compaction %llu\n",
-            nrel + nfree, nrel, nlocked, npurge, nfree, nempty, c->used_bytes, c->requested_bytes, freeb, largest,
-            (unsigned long long)c->moved_bytes);
+            nrel + nfree, nrel, nlocked, npurge, nfree, nempty, c->used_bytes, c->requested_bytes, freeb,
+            largest, (unsigned long long)c->moved_bytes);
     hk__unlock(&c->lock);
 }

@@ -10,8 +10,12 @@ static hkt_errors g_errs;
 
 static hk_cache *mk(size_t size, uint32_t flags) {
     hkt_errors_reset(&g_errs);
-    return hk_cache_create(&(hk_cache_desc){.size = size, .flags = flags, .name = "test", .max_handles = 1024,
-                                            .on_error = hkt_on_error, .error_user = &g_errs});
+    return hk_cache_create(&(hk_cache_desc){.size = size,
+                                            .flags = flags,
+                                            .name = "test",
+                                            .max_handles = 1024,
+                                            .on_error = hkt_on_error,
+                                            .error_user = &g_errs});
 }
 
 static void fill(hk_cache *c, hk_cache_handle h, unsigned char v) {
@@ -43,7 +47,8 @@ HKT_TEST(create_variants) {
     CHECK(st.free + 16 == st.capacity);
     hk_cache_handle h = hk_cache_alloc(c, 100, "x");
     CHECK(h.value != 0);
-    CHECK((unsigned char *)hk_cache_deref(c, h) > mem && (unsigned char *)hk_cache_deref(c, h) < mem + sizeof mem);
+    CHECK((unsigned char *)hk_cache_deref(c, h) > mem &&
+          (unsigned char *)hk_cache_deref(c, h) < mem + sizeof mem);
     hk_cache_destroy(c);
     CHECK(hk_cache_create(&(hk_cache_desc){.memory = mem, .size = 200}) == NULL); /* table does not fit */
     CHECK(hk_cache_create(&(hk_cache_desc){.max_handles = 1u << 24}) == NULL);
@@ -52,7 +57,8 @@ HKT_TEST(create_variants) {
 
 HKT_TEST(alloc_deref_free) {
     hk_cache *c = mk(1 << 20, 0);
-    hk_cache_handle a = hk_cache_alloc(c, 100, "a"), b = hk_cache_alloc(c, 0, "zero"), d = hk_cache_alloc(c, 5000, NULL);
+    hk_cache_handle a = hk_cache_alloc(c, 100, "a"), b = hk_cache_alloc(c, 0, "zero"),
+                    d = hk_cache_alloc(c, 5000, NULL);
     REQUIRE(a.value && b.value && d.value);
     CHECK(a.value != b.value && b.value != d.value);
     void *pa = hk_cache_deref(c, a), *pb = hk_cache_deref(c, b), *pd = hk_cache_deref(c, d);
@@ -137,18 +143,19 @@ HKT_TEST(stale_foreign_and_none_handles) {
 
 HKT_TEST(handle_slots_reused_late_and_never_equal) {
     hkt_errors_reset(&g_errs);
-    hk_cache *c = hk_cache_create(&(hk_cache_desc){.size = 1 << 16, .max_handles = 8, .on_error = hkt_on_error,
-                                                   .error_user = &g_errs});
+    hk_cache *c = hk_cache_create(
+        &(hk_cache_desc){.size = 1 << 16, .max_handles = 8, .on_error = hkt_on_error, .error_user = &g_errs});
     hk_cache_handle first = hk_cache_alloc(c, 8, NULL);
     hk_cache_free(c, first);
-    /* the 7 fresh slots are used before the freed one comes back */
+    /* the 7 fresh slots are used before the freed one comes back (8 slots:
+     * the handle's low 3 bits are the slot index) */
     hk_cache_handle hs[8];
     for (int i = 0; i < 7; i++) {
         hs[i] = hk_cache_alloc(c, 8, NULL);
-        CHECK((hs[i].value & 0xF) != (first.value & 0xF));
+        CHECK((hs[i].value & 0x7) != (first.value & 0x7));
     }
     hs[7] = hk_cache_alloc(c, 8, NULL);
-    CHECK((hs[7].value & 0xF) == (first.value & 0xF));
+    CHECK((hs[7].value & 0x7) == (first.value & 0x7));
     CHECK(hs[7].value != first.value);
     /* table full: reported */
     hk_cache_handle none = hk_cache_alloc(c, 8, "ninth");
@@ -167,10 +174,102 @@ HKT_TEST(handle_slots_reused_late_and_never_equal) {
     hk_cache_destroy(c);
 }
 
+typedef struct rank_rec {
+    uint32_t id[8], rank[8];
+    int n;
+} rank_rec;
+
+static int rank_cb(const hk_block_info *bi, void *user) {
+    rank_rec *r = (rank_rec *)user;
+    if ((bi->flags & HK_BLOCK_USED) && r->n < 8) {
+        r->id[r->n] = bi->id;
+        r->rank[r->n++] = bi->rank;
+    }
+    return 0;
+}
+
+static uint32_t rank_of(hk_cache *c, hk_cache_handle h) {
+    rank_rec r = {{0}, {0}, 0};
+    hk_cache_walk(c, rank_cb, &r);
+    for (int i = 0; i < r.n; i++)
+        if (r.id[i] == h.value) return r.rank[i];
+    return 999;
+}
+
+/* deref_fast: a hit writes nothing; a miss stamps once with the current
+ * clock; blocks reached between two clock steps share a rank; empty, stale
+ * and none handles go through hk_cache_deref (same results and reports). */
+HKT_TEST(deref_fast_stamps_once_per_clock_value) {
+    hk_cache *c = mk(1 << 16, 0);
+    hk_cache_handle a = hk_cache_alloc(c, 64, "a"), b = hk_cache_alloc(c, 64, "b"),
+                    d = hk_cache_alloc(c, 64, "d");
+    const hk__cache_view *v = (const hk__cache_view *)(const void *)c;
+    const hk__cache_hot *ea = &v->hot[a.value & v->idx_mask];
+    CHECK(ea->key != (v->tick_key | a.value)); /* stamped by alloc (odd): the first deref_fast misses */
+    void *pa = hk_cache_deref_fast(c, a);
+    CHECK(pa == hk_cache_deref(c, a));
+    CHECK(hk_cache_deref_fast(c, a) == pa);
+    CHECK(ea->key == (v->tick_key | a.value)); /* now a hit */
+    uint64_t key = ea->key;
+    for (int i = 0; i < 100; i++) CHECK(hk_cache_deref_fast(c, a) == pa);
+    CHECK(ea->key == key); /* repeated hits write nothing */
+    CHECK(hk_cache_deref_fast(c, b) != NULL);
+    CHECK_EQ(rank_of(c, a), 0); /* a and b share the newest rank */
+    CHECK_EQ(rank_of(c, b), 0);
+    CHECK_EQ(rank_of(c, d), 2);
+    hk_cache_touch(c, d); /* the clock moves on */
+    CHECK_EQ(rank_of(c, d), 0);
+    CHECK(hk_cache_deref_fast(c, b) != NULL);
+    CHECK_EQ(rank_of(c, b), 0);
+    CHECK_EQ(rank_of(c, d), 1);
+    CHECK_EQ(rank_of(c, a), 2);
+    /* empty, stale, none: as hk_cache_deref */
+    hk_cache_purge(c, d);
+    CHECK(hk_cache_deref_fast(c, d) == NULL);
+    CHECK_EQ(g_errs.count, 0);
+    hk_cache_free(c, b);
+    CHECK(hk_cache_deref_fast(c, b) == NULL);
+    CHECK_EQ(g_errs.last_kind, HK_EK_STALE);
+    CHECK(hk_cache_deref_fast(c, (hk_cache_handle){0}) == NULL);
+    CHECK_EQ(g_errs.last_kind, HK_EK_INVALID_ARG);
+    CHECK(hk_cache_deref_fast(c, (hk_cache_handle){0xFFFFFFFFu}) == NULL);
+    CHECK_EQ(g_errs.last_kind, HK_EK_FOREIGN_PTR);
+    CHECK_EQ(hk_cache_check(c), HK_OK);
+    hk_cache_destroy(c);
+}
+
+/* The 32-bit LRU clock renumbers the stamps before it wraps: the order is
+ * kept (ties too) and deref_fast keeps working. */
+HKT_TEST(lru_clock_renumbers_before_wrapping) {
+    hk_cache *c = mk(1 << 16, 0);
+    hk_cache_handle a = hk_cache_alloc(c, 64, "a"), b = hk_cache_alloc(c, 64, "b"),
+                    d = hk_cache_alloc(c, 64, "d");
+    hk__cache_view *v = (hk__cache_view *)(void *)c;
+    /* test hook: move the clock close to the limit (stamps stay older) */
+    v->tick_key = ((uint64_t)0xFFFFFE00u << 32) | (uint32_t)v->tick_key;
+    hk_cache_touch(c, d);
+    hk_cache_deref_fast(c, a);
+    hk_cache_deref_fast(c, b);      /* a and b tie, newer than d */
+    for (int i = 0; i < 300; i++) { /* the clock passes the limit: renumbered */
+        hk_cache_handle t = hk_cache_alloc(c, 16, "t");
+        hk_cache_free(c, t);
+    }
+    CHECK((uint32_t)(v->tick_key >> 32) < 0x1000u);
+    CHECK_EQ(rank_of(c, a), 0);
+    CHECK_EQ(rank_of(c, b), 0);
+    CHECK_EQ(rank_of(c, d), 2);
+    void *pd = hk_cache_deref(c, d);
+    CHECK(hk_cache_deref_fast(c, d) == pd);
+    CHECK(hk_cache_deref_fast(c, d) == pd);
+    CHECK_EQ(rank_of(c, d), 0);
+    CHECK_EQ(hk_cache_check(c), HK_OK);
+    hk_cache_destroy(c);
+}
+
 HKT_TEST(handle_table_full_reported) {
     hkt_errors_reset(&g_errs);
-    hk_cache *c = hk_cache_create(&(hk_cache_desc){.size = 1 << 16, .max_handles = 2, .on_error = hkt_on_error,
-                                                   .error_user = &g_errs});
+    hk_cache *c = hk_cache_create(
+        &(hk_cache_desc){.size = 1 << 16, .max_handles = 2, .on_error = hkt_on_error, .error_user = &g_errs});
     CHECK(hk_cache_alloc(c, 8, NULL).value && hk_cache_alloc(c, 8, NULL).value);
     CHECK_EQ(hk_cache_alloc(c, 8, "third").value, 0);
     CHECK_EQ(g_errs.last_kind, HK_EK_NOMEM);
@@ -239,8 +338,13 @@ static void on_purge(hk_cache *c, hk_cache_handle h, void *data, size_t size, vo
 static hk_cache *mk_purging(size_t size, uint32_t flags) {
     hkt_errors_reset(&g_errs);
     g_purged = 0;
-    return hk_cache_create(&(hk_cache_desc){.size = size, .flags = flags, .name = "test", .max_handles = 1024,
-                                            .on_error = hkt_on_error, .error_user = &g_errs, .on_purge = on_purge});
+    return hk_cache_create(&(hk_cache_desc){.size = size,
+                                            .flags = flags,
+                                            .name = "test",
+                                            .max_handles = 1024,
+                                            .on_error = hkt_on_error,
+                                            .error_user = &g_errs,
+                                            .on_purge = on_purge});
 }
 
 HKT_TEST(purge_keeps_handle_and_reallocate_refills) {
@@ -374,8 +478,11 @@ static size_t grow_cb(hk_cache *c, size_t needed, void *user) {
 HKT_TEST(allocation_calls_grow_then_fails_cleanly) {
     grow_ctx g = {0};
     hkt_errors_reset(&g_errs);
-    hk_cache *c = hk_cache_create(&(hk_cache_desc){.size = 32 * 1024, .grow = grow_cb, .grow_user = &g,
-                                                   .on_error = hkt_on_error, .error_user = &g_errs});
+    hk_cache *c = hk_cache_create(&(hk_cache_desc){.size = 32 * 1024,
+                                                   .grow = grow_cb,
+                                                   .grow_user = &g,
+                                                   .on_error = hkt_on_error,
+                                                   .error_user = &g_errs});
     hk_cache_handle hs[512];
     int n = fill_up(c, hs, 512, 2000);
     CHECK(n > 5);
@@ -436,6 +543,91 @@ HKT_TEST(compaction_moves_around_locked_blocks) {
     size_t moved = 0;
     CHECK_EQ(hk_cache_compact_step(c, 0, 0, &moved), 0);
     CHECK_EQ(moved, 0);
+    hk_cache_destroy(c);
+}
+
+/* Compaction moves runs of adjacent unlocked blocks with one memmove each;
+ * runs are cut by holes, locked blocks and the budget. Every block keeps its
+ * bytes, the locked ones their address, at every step. */
+static void runs_layout(hk_cache *c, hk_cache_handle *hs, int n, void **pinned) {
+    for (int i = 0; i < n; i++) {
+        hs[i] = hk_cache_alloc(c, 40 + (size_t)(i * 37) % 500, "run");
+        REQUIRE(hs[i].value != 0);
+        fill(c, hs[i], (unsigned char)(i + 1));
+    }
+    /* runs of 1..6 blocks between holes of 1..3 blocks; some blocks locked,
+     * at the start, the middle and the end of runs */
+    for (int i = 0, k = 0; i < n; k++) {
+        int run = 1 + k % 6, hole = 1 + k % 3;
+        if (k % 4 == 1) hk_cache_lock(c, hs[i]);                              /* first of the run */
+        if (k % 5 == 2 && run > 2) hk_cache_lock(c, hs[i + run / 2]);         /* middle */
+        if (k % 7 == 3 && i + run - 1 < n) hk_cache_lock(c, hs[i + run - 1]); /* last */
+        i += run;
+        for (int j = 0; j < hole && i < n; j++, i++) {
+            hk_cache_free(c, hs[i]);
+            hs[i].value = 0;
+        }
+    }
+    for (int i = 0; i < n; i++)
+        pinned[i] = hs[i].value && hk_cache_lock_count(c, hs[i]) ? hk_cache_deref(c, hs[i]) : NULL;
+}
+
+static void runs_verify(hk_cache *c, hk_cache_handle *hs, int n, void **pinned) {
+    for (int i = 0; i < n; i++) {
+        if (!hs[i].value) continue;
+        CHECK(holds(c, hs[i], (unsigned char)(i + 1)));
+        if (pinned[i]) CHECK(hk_cache_deref(c, hs[i]) == pinned[i]);
+    }
+    CHECK_EQ(hk_cache_check(c), HK_OK);
+}
+
+HKT_TEST(compaction_moves_runs_around_locked_blocks) {
+    enum { N = 300 };
+    hk_cache_handle hs[N];
+    void *pinned[N];
+    /* full compaction */
+    hk_cache *c = mk(256 * 1024, 0);
+    runs_layout(c, hs, N, pinned);
+    hk_stats before, after;
+    hk_cache_stats(c, &before);
+    size_t moved = 0;
+    CHECK_EQ(hk_cache_compact_step(c, 0, 0, &moved), 0);
+    CHECK(moved > 0);
+    hk_cache_stats(c, &after);
+    CHECK_EQ(after.free, before.free);
+    CHECK(after.free_blocks < before.free_blocks);
+    runs_verify(c, hs, N, pinned);
+    /* nothing movable is left below a hole: only holes right below locked blocks, and the top */
+    moved = 0;
+    CHECK_EQ(hk_cache_compact_step(c, 0, 0, &moved), 0);
+    CHECK_EQ(moved, 0);
+    hk_cache_destroy(c);
+    /* the same in slices whose byte budget cuts runs in the middle */
+    static const size_t budgets[] = {1, 100, 700, 2000, 5000};
+    for (size_t b = 0; b < sizeof budgets / sizeof budgets[0]; b++) {
+        c = mk(256 * 1024, 0);
+        runs_layout(c, hs, N, pinned);
+        size_t total = 0, last = 0;
+        int steps = 0;
+        while (hk_cache_compact_step(c, budgets[b], 0, &total) && steps < 10000) {
+            steps++;
+            /* at most the budget, or one block (at most 576 bytes here) when smaller */
+            CHECK(total - last <= (budgets[b] > 576 ? budgets[b] : 576));
+            last = total;
+            runs_verify(c, hs, N, pinned);
+        }
+        CHECK(steps > 0);
+        runs_verify(c, hs, N, pinned);
+        moved = 0;
+        CHECK_EQ(hk_cache_compact_step(c, 0, 0, &moved), 0);
+        CHECK_EQ(moved, 0);
+        hk_cache_destroy(c);
+    }
+    /* with the fill flag, the vacated space holds the freed pattern */
+    c = mk(256 * 1024, HK_FLAG_FILL);
+    runs_layout(c, hs, N, pinned);
+    CHECK_EQ(hk_cache_compact(c), HK_OK);
+    runs_verify(c, hs, N, pinned);
     hk_cache_destroy(c);
 }
 
@@ -556,8 +748,8 @@ HKT_TEST(scramble_catches_a_held_raw_address) {
     CHECK(b.value != 0);
     unsigned char *now = hk_cache_deref(c, a);
     CHECK(now != raw);
-    CHECK(holds(c, a, 0x5C)); /* the handle still finds the data */
-    CHECK(raw[0] != 0x5C);   /* the raw address reads garbage at once */
+    CHECK(holds(c, a, 0x5C));                                 /* the handle still finds the data */
+    CHECK(raw[0] != 0x5C);                                    /* the raw address reads garbage at once */
     if (!hk__asan_enabled()) CHECK_EQ(raw[40], HK_FILL_FREE); /* (under ASan the read itself is reported) */
     CHECK_EQ(hk_cache_check(c), HK_OK);
     hk_cache_destroy(c);

@@ -37,7 +37,10 @@
  * in address order, each with a 16-byte header (magic, handle back-pointer,
  * size, size of the previous block) and an 8-byte (at least) canary after
  * the user bytes; free blocks are coalesced. A block of n bytes takes
- * round_up(16 + n + 8, 16) bytes. The handle table costs 56 bytes per handle.
+ * round_up(16 + n + 8, 16) bytes. The handle table costs 56 bytes per handle:
+ * a 16-byte hot entry (handle, LRU stamp, address: all hk_cache_deref_fast
+ * reads), 32 bytes for the rest and 8 of scratch; the hot entries are
+ * counted in a power of two, so a power of two for max_handles wastes none.
  *
  * Thread-safety: an instance is not thread-safe unless its desc carries lock
  * hooks; every call then takes the lock (hk_cache_deref_fast defers to
@@ -56,6 +59,10 @@ extern "C" {
 #endif
 
 typedef struct hk_cache hk_cache;
+
+/* Handle table bytes per handle when max_handles is a power of two (see
+ * Layout above). */
+#define HK_CACHE_HANDLE_BYTES 56u
 
 /* A block's handle: generational (a freed handle is detected as stale and
  * its slot is not reused while fresh slots remain, then only in FIFO order),
@@ -112,8 +119,8 @@ typedef struct hk_cache_desc {
     /* Handle table capacity (0: data bytes / 1024, at least 64, at most
      * 2^20; at most 2^24 - 1). */
     uint32_t max_handles;
-    uint32_t flags;      /* HK_FLAG_* and HK_CACHE_* */
-    const char *name;    /* instance name for reports ("cache" when NULL); the pointer is kept */
+    uint32_t flags;   /* HK_FLAG_* and HK_CACHE_* */
+    const char *name; /* instance name for reports ("cache" when NULL); the pointer is kept */
     hk_cache_purge_fn on_purge;
     void *purge_user;
     hk_cache_grow_fn grow;
@@ -249,7 +256,7 @@ hk_result hk_cache_max_block(hk_cache *c, hk_cache_space *out);
  * walk: every block in address order (free space included, HK_BLOCK_USED
  * clear), each used block with its handle (id), lock count, flags
  * (HK_BLOCK_LOCKED, HK_BLOCK_PURGEABLE) and LRU rank (0 = most recently
- * used), then every empty handle (HK_BLOCK_PURGED, address NULL). O(blocks +
+ * used; the number of newer blocks, so blocks stamped together share one), then every empty handle (HK_BLOCK_PURGED, address NULL). O(blocks +
  * handles log handles). The callback must not call the cache.
  * check: the handle table and the blocks agree (back-pointers, addresses,
  * sizes, counts), headers and the previous-size chain are intact, free
@@ -269,46 +276,39 @@ hk_result hk_cache_where(hk_cache *c, const void *addr, hk_block_info *info);
 void hk_cache_dump(hk_cache *c, void *out);
 
 /* ---- inline deref -----------------------------------------------------------
- * hk_cache_deref_fast is hk_cache_deref inlined for the common case (live,
- * resident handle, no lock hooks, not paranoid); every other case calls
- * hk_cache_deref, so reports and results are the same. One difference: for
- * speed it stamps the block with the LRU clock without advancing it, so
- * blocks reached with deref_fast between two other cache calls share one LRU
- * rank (they are all newer than anything stamped before). `c` must not be
- * NULL. With lock hooks it always takes hk_cache_deref (and the lock). The types below are the part of
- * the cache it reads: internal, do not use them. */
-typedef struct hk__cache_slot {
-    void *data;          /* block address, NULL when empty or unused */
-    uint64_t stamp;      /* LRU clock at the last use */
-    size_t requested;    /* bytes asked for */
-    const char *name;
-    uint32_t handle;     /* the live handle's value, 0 when the slot is unused */
-    uint32_t gen;        /* generation of the live (or next) handle */
-    uint16_t lock;       /* lock count */
-    uint16_t flags;
-    uint32_t link;       /* free-slot queue */
-} hk__cache_slot;
+ * hk_cache_deref_fast is hk_cache_deref inlined for the common case: one
+ * load of the handle's 16-byte hot entry and one compare. It returns the
+ * address at once when the handle is live, its block resident, and the
+ * block already stamped with the LRU clock's current value; otherwise it
+ * calls hk__cache_deref_miss, which stamps a live resident block with the
+ * current value (writing the entry once per clock value, so repeated
+ * accesses dirty nothing) and defers every other case (empty, stale,
+ * foreign, none, lock hooks, paranoid) to hk_cache_deref, so reports and
+ * results are the same. LRU: deref_fast marks the block most recently used
+ * like hk_cache_deref, except that blocks reached with deref_fast between
+ * two calls that advance the clock (alloc, reallocate, deref, touch) share
+ * one rank, newer than anything stamped before. `c` must not be NULL. With
+ * lock hooks it always takes hk_cache_deref (and the lock). The types below
+ * are the part of the cache it reads: internal, do not use them. */
+typedef struct hk__cache_hot {
+    uint64_t key; /* handle value | LRU stamp << 32; 0 for unused entries */
+    void *data;   /* block address, NULL when empty or unused */
+} hk__cache_hot;
 
 typedef struct hk__cache_view {
-    hk__cache_slot *slots;
-    uint64_t tick;
+    hk__cache_hot *hot; /* indexed by handle & idx_mask */
+    uint64_t tick_key;  /* LRU clock << 32, low 32 bits all ones: deref_fast always misses */
     uint32_t idx_mask;
-    uint32_t nslots;
-    uint32_t slow; /* non-zero: always take hk_cache_deref */
     uint32_t reserved;
 } hk__cache_view;
 
+void *hk__cache_deref_miss(hk_cache *c, hk_cache_handle h);
+
 static inline void *hk_cache_deref_fast(hk_cache *c, hk_cache_handle h) {
-    hk__cache_view *v = (hk__cache_view *)(void *)c;
-    uint32_t i = (h.value & v->idx_mask) - 1u;
-    if (i < v->nslots && !v->slow) {
-        hk__cache_slot *s = &v->slots[i];
-        if (s->handle == h.value && s->data) {
-            s->stamp = v->tick;
-            return s->data;
-        }
-    }
-    return hk_cache_deref(c, h);
+    const hk__cache_view *v = (const hk__cache_view *)(const void *)c;
+    const hk__cache_hot *e = &v->hot[h.value & v->idx_mask];
+    if (e->key == (v->tick_key | h.value)) return e->data;
+    return hk__cache_deref_miss(c, h);
 }
 
 #ifdef __cplusplus
