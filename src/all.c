@@ -13,3 +13,5 @@
 #include "core.c"
 #include "os_posix.c"
 #include "hunk.c"
+#include "guard.c"
+#include "guard_posix.c"
