@@ -128,8 +128,8 @@ struct hk_guard {
     size_t live_guarded, used_guarded, peak_used;
     uint64_t alloc_count, free_count, fail_count, over_cap, seq;
     /* counters (unguarded path, atomic) */
-    size_t live_unguarded, used_unguarded;
-    uint64_t fb_alloc_count, fb_free_count;
+    uint32_t ctr;       /* index in guard_ctrs (unguarded-path counters) */
+    uint64_t ctr_gen;
     uint64_t reports;
     hk__reporter rep;
     hk_lock_hooks lock;
@@ -146,10 +146,72 @@ static uintptr_t guard_own_base, guard_main_base;
 static int guard_report_busy;
 static char guard_report_buf[GUARD_REPORT_CAP];
 
+/* Unguarded-path counters. Atomic read-modify-writes on every malloc/free
+ * would cost more than the rest of that path, so each thread batches its
+ * deltas (up to GUARD_TL_BATCH operations) and adds them to the instance's
+ * counters in one go; stats() flushes the calling thread's batch and a
+ * thread's exit flushes its own. The counters live in a static table, not
+ * in the instance, so a late flush after hk_guard_destroy is harmless (the
+ * generation no longer matches and the deltas are dropped). */
+#define GUARD_MAX_CTRS 64
+#define GUARD_TL_BATCH 64
+typedef struct guard_ctr {
+    uint64_t gen;       /* 0: unused */
+    size_t live, used;
+    uint64_t allocs, frees;
+    char pad[24];
+} guard_ctr;
+static guard_ctr guard_ctrs[GUARD_MAX_CTRS];
+static uint64_t guard_ctr_gen;
+typedef struct guard_tl_batch {
+    uint32_t idx;
+    uint64_t gen;
+    int64_t live, used;
+    uint64_t allocs, frees;
+    uint32_t ops;
+} guard_tl_batch;
+static _Thread_local guard_tl_batch guard_tl_b __attribute__((tls_model("initial-exec")));
+static pthread_key_t guard_tl_key;
+static pthread_once_t guard_tl_once = PTHREAD_ONCE_INIT;
+
 static _Thread_local uint32_t guard_tl_countdown __attribute__((tls_model("initial-exec")));
 static _Thread_local uint64_t guard_tl_rng __attribute__((tls_model("initial-exec")));
 
 /* ---- small helpers -------------------------------------------------------------- */
+
+static void guard_tl_flush(void) {
+    guard_tl_batch *b = &guard_tl_b;
+    if (b->ops && b->gen && __atomic_load_n(&guard_ctrs[b->idx].gen, __ATOMIC_RELAXED) == b->gen) {
+        guard_ctr *c = &guard_ctrs[b->idx];
+        __atomic_add_fetch(&c->live, (size_t)b->live, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&c->used, (size_t)b->used, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&c->allocs, b->allocs, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&c->frees, b->frees, __ATOMIC_RELAXED);
+    }
+    b->live = b->used = 0;
+    b->allocs = b->frees = 0;
+    b->ops = 0;
+}
+static void guard_tl_exit(void *arg) {
+    (void)arg;
+    guard_tl_flush();
+}
+static void guard_tl_key_init(void) { (void)pthread_key_create(&guard_tl_key, guard_tl_exit); }
+
+static inline void guard_count(const hk_guard *g, int64_t live, int64_t used, int alloc) {
+    guard_tl_batch *b = &guard_tl_b;
+    if (HK__UNLIKELY(b->gen != g->ctr_gen || b->idx != g->ctr)) {
+        guard_tl_flush();
+        if (b->gen == 0) (void)pthread_setspecific(guard_tl_key, &guard_tl_b); /* first use in this thread */
+        b->idx = g->ctr;
+        b->gen = g->ctr_gen;
+    }
+    b->live += live;
+    b->used += used;
+    if (alloc > 0) b->allocs++;
+    else if (alloc < 0) b->frees++;
+    if (++b->ops >= GUARD_TL_BATCH) guard_tl_flush();
+}
 
 static void guard_lock(hk_guard *g) {
     if (g->lock.lock) g->lock.lock(g->lock.user);
@@ -633,7 +695,7 @@ static void guard_evict_one(hk_guard *g) {
     if (!g->q_head) g->q_tail = 0;
     g->q_blocks--;
     g->q_bytes -= guard_data_bytes(g, s);
-    (void)hk_os_decommit((void *)guard_data(g, s), guard_data_bytes(g, s));
+    if (g->flags & HK_GUARD_KEEP_FREED) (void)hk__guard_os_discard((void *)guard_data(g, s), guard_data_bytes(g, s));
     guard_push_free(g, id);
 }
 
@@ -693,6 +755,11 @@ static uint32_t guard_take_slot(hk_guard *g, uint32_t pages) {
 /* ---- unguarded blocks ------------------------------------------------------------- */
 
 static inline uint32_t guard_fb_key(const void *user) { return (uint32_t)((uintptr_t)user >> 4); }
+static inline bool guard_fb_canary_ok(const unsigned char *at) {
+    uint64_t c;
+    memcpy(&c, at, sizeof c);
+    return c == 0x0101010101010101ull * HK_FILL_PAD;
+}
 
 static void *guard_fb_alloc(hk_guard *g, size_t size, size_t align) {
     size_t total;
@@ -714,9 +781,7 @@ static void *guard_fb_alloc(hk_guard *g, size_t size, size_t align) {
     memcpy(user - GUARD_FB_HDR, &h, sizeof h);
     memset(user + size, (int)HK_FILL_PAD, GUARD_FB_CANARY);
     if (g->flags & HK_FLAG_ZERO) memset(user, 0, size);
-    __atomic_add_fetch(&g->live_unguarded, 1, __ATOMIC_RELAXED);
-    __atomic_add_fetch(&g->used_unguarded, size, __ATOMIC_RELAXED);
-    __atomic_add_fetch(&g->fb_alloc_count, 1, __ATOMIC_RELAXED);
+    guard_count(g, 1, (int64_t)size, 1);
     return user;
 }
 
@@ -746,7 +811,7 @@ static hk_result guard_fb_free(hk_guard *g, void *p, void *const *cur, int ncur)
                                            "foreign pointer)"));
     unsigned char *user = (unsigned char *)p;
     hk_result res = HK_OK;
-    size_t bad = hk_fill_check(user + h.size, GUARD_FB_CANARY, HK_FILL_PAD);
+    size_t bad = guard_fb_canary_ok(user + h.size) ? GUARD_FB_CANARY : hk_fill_check(user + h.size, GUARD_FB_CANARY, HK_FILL_PAD);
     if (bad != GUARD_FB_CANARY) {
         guard_blockinfo b = {1, (uintptr_t)p, (size_t)h.size, GUARD_STATE_LIVE, 0, 0};
         res = guard_misuse(g, HK_ERR_CORRUPT, HK_EK_HEAP_OVERFLOW, user + h.size + bad, (size_t)h.size, &b, cur,
@@ -754,11 +819,10 @@ static hk_result guard_fb_free(hk_guard *g, void *p, void *const *cur, int ncur)
                            guard_fmt_what(what, sizeof what, "write past the end found at free:", user + h.size + bad,
                                           &b, " (canary damaged)"));
     }
+    if (!(g->flags & HK_GUARD_NO_FILL)) hk_fill(user, (size_t)h.size < 64 ? (size_t)h.size : 64, HK_FILL_FREE);
     h.magic = GUARD_FB_DEAD ^ guard_fb_key(p);
     memcpy(user - GUARD_FB_HDR, &h, sizeof h);
-    __atomic_sub_fetch(&g->live_unguarded, 1, __ATOMIC_RELAXED);
-    __atomic_sub_fetch(&g->used_unguarded, (size_t)h.size, __ATOMIC_RELAXED);
-    __atomic_add_fetch(&g->fb_free_count, 1, __ATOMIC_RELAXED);
+    guard_count(g, -1, -(int64_t)h.size, -1);
     g->backing.free(user - h.off);
     return res;
 }
@@ -889,9 +953,13 @@ static hk_result guard_free_guarded(hk_guard *g, void *p, void *const *cur, int 
         uintptr_t at = 0;
         int dmg = guard_pads_damaged(g, s, &at);
         size_t dbytes = guard_data_bytes(g, s);
-        if (!(g->flags & HK_GUARD_NO_FILL)) hk_fill(p, s->requested, HK_FILL_FREE);
         hk__san_free(p, s->requested);
-        (void)hk_os_protect((void *)guard_data(g, s), dbytes, HK_PROT_NONE);
+        if (g->flags & HK_GUARD_KEEP_FREED) {
+            if (!(g->flags & HK_GUARD_NO_FILL)) hk_fill(p, s->requested, HK_FILL_FREE);
+            (void)hk_os_protect((void *)guard_data(g, s), dbytes, HK_PROT_NONE);
+        } else if (hk__guard_os_discard((void *)guard_data(g, s), dbytes) != HK_OK) {
+            (void)hk_os_protect((void *)guard_data(g, s), dbytes, HK_PROT_NONE);
+        }
         s->state = GUARD_STATE_QUAR;
         s->free_trace = guard_trace_put(g, cur, ncur);
         s->next = 0;
@@ -993,6 +1061,26 @@ hk_guard *hk_guard_create(const hk_guard_desc *desc) {
     g->rep.flags = desc->flags;
     g->lock = desc->lock;
     pthread_mutex_init(&g->mutex, NULL);
+    pthread_once(&guard_tl_once, guard_tl_key_init);
+    {
+        int got = 0;
+        uint64_t gen = __atomic_add_fetch(&guard_ctr_gen, 1, __ATOMIC_RELAXED);
+        for (uint32_t i = 0; i < GUARD_MAX_CTRS && !got; i++) {
+            uint64_t zero = 0;
+            if (__atomic_compare_exchange_n(&guard_ctrs[i].gen, &zero, gen, false, __ATOMIC_ACQ_REL,
+                                            __ATOMIC_RELAXED)) {
+                guard_ctrs[i].live = guard_ctrs[i].used = 0;
+                guard_ctrs[i].allocs = guard_ctrs[i].frees = 0;
+                g->ctr = i;
+                g->ctr_gen = gen;
+                got = 1;
+            }
+        }
+        if (!got) {
+            hk_os_release(g, self_size);
+            return NULL;
+        }
+    }
 
     size_t reserve = desc->reserve ? desc->reserve : HK_GUARD_DEFAULT_RESERVE;
     if (!hk_size_align(reserve, page, &reserve) || reserve < 4 * page) goto fail;
@@ -1040,6 +1128,7 @@ void hk_guard_destroy(hk_guard *g) {
     if (!g) return;
     for (int i = 0; i < GUARD_MAX_INSTANCES; i++)
         if (guard_instances[i] == g) guard_instances[i] = NULL;
+    if (g->ctr_gen) __atomic_store_n(&guard_ctrs[g->ctr].gen, 0, __ATOMIC_RELEASE);
     if (g->arena) hk_os_release(g->arena, g->arena_size);
     guard_region_free(&g->slot_reg);
     guard_region_free(&g->map_reg);
@@ -1100,7 +1189,8 @@ HK__NOINLINE hk_result hk_guard_free(hk_guard *g, void *p) {
         return guard_free_guarded(g, p, frames, n);
     }
     guard_fb_hdr h;
-    if (guard_fb_read(g, p, &h) == 1 && !(g->flags & HK_GUARD_REPORT)) return guard_fb_free(g, p, NULL, 0);
+    if (guard_fb_read(g, p, &h) == 1 && guard_fb_canary_ok((unsigned char *)p + h.size))
+        return guard_fb_free(g, p, NULL, 0); /* the common case: no stack needed */
     int n = guard_capture(g, frames);
     return guard_fb_free(g, p, frames, n);
 }
@@ -1159,7 +1249,7 @@ HK__NOINLINE void *hk_guard_realloc(hk_guard *g, void *p, size_t size) {
                            "realloc to %zu bytes overflows with the block overhead", size);
                 return NULL;
             }
-            if (hk_fill_check((unsigned char *)p + old, GUARD_FB_CANARY, HK_FILL_PAD) != GUARD_FB_CANARY) {
+            if (!guard_fb_canary_ok((unsigned char *)p + old)) {
                 (void)guard_fb_free(g, p, NULL, 0); /* reports the damage */
                 return NULL;
             }
@@ -1173,10 +1263,10 @@ HK__NOINLINE void *hk_guard_realloc(hk_guard *g, void *p, size_t size) {
             memcpy(raw, &nh, sizeof nh);
             memset(user + size, (int)HK_FILL_PAD, GUARD_FB_CANARY);
             if (size > old) {
-                __atomic_add_fetch(&g->used_unguarded, size - old, __ATOMIC_RELAXED);
+                guard_count(g, 0, (int64_t)(size - old), 0);
                 if (g->flags & HK_FLAG_ZERO) memset(user + old, 0, size - old);
             } else {
-                __atomic_sub_fetch(&g->used_unguarded, old - size, __ATOMIC_RELAXED);
+                guard_count(g, 0, -(int64_t)(old - size), 0);
             }
             return user;
         }
@@ -1246,8 +1336,10 @@ hk_result hk_guard_stats(const hk_guard *g, hk_stats *out) {
     out->size = (uint32_t)sizeof *out;
     out->version = HK_STATS_VERSION;
     out->allocator = "guard";
-    size_t lu = __atomic_load_n(&g->live_unguarded, __ATOMIC_RELAXED);
-    size_t uu = __atomic_load_n(&g->used_unguarded, __ATOMIC_RELAXED);
+    guard_tl_flush();
+    const guard_ctr *ctr = &guard_ctrs[g->ctr];
+    size_t lu = __atomic_load_n(&ctr->live, __ATOMIC_RELAXED);
+    size_t uu = __atomic_load_n(&ctr->used, __ATOMIC_RELAXED);
     out->capacity = g->arena_size;
     out->used = g->used_guarded + uu;
     out->used_blocks_bytes = g->live_guarded * g->page + uu + lu * (GUARD_FB_HDR + GUARD_FB_CANARY);
@@ -1258,8 +1350,8 @@ hk_result hk_guard_stats(const hk_guard *g, hk_stats *out) {
                     g->bucket_reg.committed + g->self_size + lu * (GUARD_FB_HDR + GUARD_FB_CANARY);
     out->live_blocks = g->live_guarded + lu;
     out->free_blocks = g->q_blocks;
-    out->alloc_count = g->alloc_count + __atomic_load_n(&g->fb_alloc_count, __ATOMIC_RELAXED);
-    out->free_count = g->free_count + __atomic_load_n(&g->fb_free_count, __ATOMIC_RELAXED);
+    out->alloc_count = g->alloc_count + __atomic_load_n(&ctr->allocs, __ATOMIC_RELAXED);
+    out->free_count = g->free_count + __atomic_load_n(&ctr->frees, __ATOMIC_RELAXED);
     out->fail_count = __atomic_load_n(&g->fail_count, __ATOMIC_RELAXED);
     out->error_count = g->rep.error_count;
     guard_unlock(mg);
@@ -1273,7 +1365,8 @@ void hk_guard_info_get(const hk_guard *g, hk_guard_info *out) {
     hk_guard *mg = (hk_guard *)(uintptr_t)g;
     guard_lock(mg);
     out->live_guarded = g->live_guarded;
-    out->live_unguarded = __atomic_load_n(&g->live_unguarded, __ATOMIC_RELAXED);
+    guard_tl_flush();
+    out->live_unguarded = __atomic_load_n(&guard_ctrs[g->ctr].live, __ATOMIC_RELAXED);
     out->max_guarded = g->max_guarded;
     out->quarantine_blocks = g->q_blocks;
     out->quarantine_bytes = g->q_bytes;

@@ -47,6 +47,12 @@ void hk__guard_os_abort(void) __attribute__((noreturn));
 
 int hk__guard_os_getpid(void);
 
+/* Gives the pages of [p, p+n) back to the OS and makes the range
+ * inaccessible in one call (mmap MAP_FIXED over it, with the reservation's
+ * flags so the kernel can merge it with its neighbours). Fresh pages read as
+ * zero when made accessible again. */
+hk_result hk__guard_os_discard(void *p, size_t n);
+
 /* vm.max_map_count (65530 when unknown) and the current mapping count of the
  * process (lines of /proc/self/maps; 0 when unknown). No malloc. */
 size_t hk__guard_os_max_map_count(void);

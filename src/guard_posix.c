@@ -62,6 +62,11 @@ void hk__guard_os_abort(void) {
 
 int hk__guard_os_getpid(void) { return (int)getpid(); }
 
+hk_result hk__guard_os_discard(void *p, size_t n) {
+    void *r = mmap(p, n, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    return r == p ? HK_OK : HK_ERR_NOMEM;
+}
+
 /* ---- /proc ----------------------------------------------------------------- */
 
 static size_t guard_posix_read_num(const char *path, size_t dflt) {

@@ -16,10 +16,14 @@
  * padding is still caught (late). Alignment 1 ("exact mode") leaves no
  * padding after the block: every overrun faults at once.
  *
- * Freed blocks are filled with HK_FILL_FREE, made inaccessible, and kept in
- * a FIFO quarantine bounded by bytes and by count; only the oldest leave it
- * (their pages are given back to the OS and the address range is reused).
- * Fresh blocks are filled with HK_FILL_ALLOC so uninitialized reads show.
+ * Freed blocks are made inaccessible and kept in a FIFO quarantine bounded
+ * by bytes and by count; only the oldest leave it, and their address range
+ * is then reused. By default a freed block's pages go back to the OS at the
+ * free (one mmap call discards and protects them), so the quarantine costs
+ * address space, not memory; with HK_GUARD_KEEP_FREED they stay resident,
+ * filled with HK_FILL_FREE, until they leave it. Unguarded blocks are filled
+ * with HK_FILL_FREE when freed. Fresh blocks are filled with HK_FILL_ALLOC so
+ * uninitialized reads show.
  *
  * Metadata (slot records, the page map, stack traces) lives in mappings of
  * its own, apart from user pages, behind uncommitted pages; every slot record
@@ -83,7 +87,9 @@ enum {
     HK_GUARD_FAULT_HANDLER = 1u << 18, /* install the process-wide SIGSEGV/SIGBUS reporter */
     HK_GUARD_NO_FILL = 1u << 19,       /* do not fill fresh and freed blocks */
     HK_GUARD_NO_TRACES = 1u << 20,     /* do not record allocation/free stacks (faster) */
-    HK_GUARD_NO_SYMBOLIZE_LINES = 1u << 21 /* never run addr2line for file:line */
+    HK_GUARD_NO_SYMBOLIZE_LINES = 1u << 21, /* never run addr2line for file:line */
+    HK_GUARD_KEEP_FREED = 1u << 22 /* keep quarantined pages resident, filled with HK_FILL_FREE
+                                      (for debuggers and core dumps; costs up to quarantine_bytes of RAM) */
 };
 
 /* Defaults, used where the desc field is zero. */
