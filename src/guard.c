@@ -66,6 +66,8 @@
 #define GUARD_COMMIT_CHUNK ((size_t)1 << 20)
 #define GUARD_MAX_INSTANCES 8
 #define GUARD_REPORT_CAP (1u << 16)
+#define GUARD_SCAN_WHOLE ((uintptr_t)1 << 30) /* roots larger than this: resident pages only */
+#define GUARD_SCAN_STEP ((uintptr_t)64 << 20)
 
 typedef struct guard_slot {
     uintptr_t base;     /* the slot's leading guard page */
@@ -175,6 +177,7 @@ static pthread_key_t guard_tl_key;
 static pthread_once_t guard_tl_once = PTHREAD_ONCE_INIT;
 
 static _Thread_local uint32_t guard_tl_countdown __attribute__((tls_model("initial-exec")));
+static _Thread_local uint64_t guard_tl_sample_gen __attribute__((tls_model("initial-exec")));
 static _Thread_local uint64_t guard_tl_rng __attribute__((tls_model("initial-exec")));
 
 /* ---- small helpers -------------------------------------------------------------- */
@@ -831,6 +834,10 @@ static hk_result guard_fb_free(hk_guard *g, void *p, void *const *cur, int ncur)
 
 static bool guard_sample(hk_guard *g) {
     if (g->sample_rate <= 1) return true;
+    if (HK__UNLIKELY(guard_tl_sample_gen != g->ctr_gen)) { /* another heap sampled last on this thread */
+        guard_tl_sample_gen = g->ctr_gen;
+        guard_tl_countdown = 0;
+    }
     if (guard_tl_countdown > 1) {
         guard_tl_countdown--;
         return false;
@@ -1734,9 +1741,27 @@ static void guard_leak_root(uintptr_t lo, uintptr_t hi, void *user) {
         if (c->excl_hi[i] < hi) guard_leak_root(c->excl_hi[i], hi, user);
         return;
     }
-    c->scan_lo = lo;
-    c->scan_hi = hi;
-    (void)hk__guard_os_protected_call(guard_leak_scan_range, c);
+    if (hi - lo <= GUARD_SCAN_WHOLE) {
+        c->scan_lo = lo;
+        c->scan_hi = hi;
+        (void)hk__guard_os_protected_call(guard_leak_scan_range, c);
+        return;
+    }
+    /* A huge writable mapping (a sanitizer's shadow, a runtime's arena
+     * reservation): scan only its resident pages. */
+    static unsigned char vec[GUARD_SCAN_STEP / 4096];
+    size_t ps = c->g->page;
+    for (uintptr_t at = lo; at < hi; at += GUARD_SCAN_STEP) {
+        uintptr_t end = hi - at > GUARD_SCAN_STEP ? at + GUARD_SCAN_STEP : hi;
+        size_t npages = (end - at) / ps;
+        if (npages > sizeof vec || hk__guard_os_resident((void *)at, end - at, vec) != 0) continue;
+        for (size_t i = 0; i < npages; i++) {
+            if (!(vec[i] & 1)) continue;
+            c->scan_lo = at + i * ps;
+            c->scan_hi = c->scan_lo + ps;
+            (void)hk__guard_os_protected_call(guard_leak_scan_range, c);
+        }
+    }
 }
 
 typedef struct guard_leak_group {

@@ -53,6 +53,10 @@ int hk__guard_os_getpid(void);
  * zero when made accessible again. */
 hk_result hk__guard_os_discard(void *p, size_t n);
 
+/* mincore(): one byte per page of [p, p+n) into vec, bit 0 = resident.
+ * Returns 0 on success. */
+int hk__guard_os_resident(void *p, size_t n, unsigned char *vec);
+
 /* vm.max_map_count (65530 when unknown) and the current mapping count of the
  * process (lines of /proc/self/maps; 0 when unknown). No malloc. */
 size_t hk__guard_os_max_map_count(void);

@@ -67,6 +67,8 @@ hk_result hk__guard_os_discard(void *p, size_t n) {
     return r == p ? HK_OK : HK_ERR_NOMEM;
 }
 
+int hk__guard_os_resident(void *p, size_t n, unsigned char *vec) { return mincore(p, n, vec); }
+
 /* ---- /proc ----------------------------------------------------------------- */
 
 static size_t guard_posix_read_num(const char *path, size_t dflt) {
