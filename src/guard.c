@@ -791,6 +791,10 @@ static void *guard_fb_alloc(hk_guard *g, size_t size, size_t align) {
 /* Reads the header of a would-be unguarded block. 1 live, 2 freed, 0 not ours. */
 static int guard_fb_read(const hk_guard *g, const void *p, guard_fb_hdr *h) {
     if (((uintptr_t)p & 7u) != 0) return 0;
+#ifdef HK__ASAN
+    /* a stack or global pointer: the bytes before it are ASan redzone */
+    if (__asan_region_is_poisoned((void *)((uintptr_t)p - GUARD_FB_HDR), GUARD_FB_HDR)) return 0;
+#endif
     if (((uintptr_t)p & (g->page - 1)) < GUARD_FB_HDR && !hk__guard_os_readable((const char *)p - GUARD_FB_HDR, GUARD_FB_HDR))
         return 0;
     memcpy(h, (const char *)p - GUARD_FB_HDR, sizeof *h);
@@ -916,6 +920,7 @@ static void *guard_alloc_guarded(hk_guard *g, size_t size, size_t align, void *c
     s->seq = ++g->seq;
     guard_seal(g, s);
     unsigned char *user = data + s->user_off;
+    hk__san_access(data, dbytes); /* a reused range may still be poisoned from its last free */
     /* fill: padding everywhere but the block; the block HK_FILL_ALLOC
      * (fresh pages read as zero, so HK_FLAG_ZERO costs nothing) */
     hk_fill(data, s->user_off, HK_FILL_PAD);
@@ -1136,7 +1141,13 @@ void hk_guard_destroy(hk_guard *g) {
     for (int i = 0; i < GUARD_MAX_INSTANCES; i++)
         if (guard_instances[i] == g) guard_instances[i] = NULL;
     if (g->ctr_gen) __atomic_store_n(&guard_ctrs[g->ctr].gen, 0, __ATOMIC_RELEASE);
-    if (g->arena) hk_os_release(g->arena, g->arena_size);
+    if (g->arena) {
+#ifdef HK__ASAN
+        /* freed blocks were poisoned; the shadow outlives the mapping */
+        if (g->bump) ASAN_UNPOISON_MEMORY_REGION(g->arena, g->bump);
+#endif
+        hk_os_release(g->arena, g->arena_size);
+    }
     guard_region_free(&g->slot_reg);
     guard_region_free(&g->map_reg);
     guard_region_free(&g->trace_reg);
