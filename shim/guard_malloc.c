@@ -8,8 +8,8 @@
  *
  *   HEAPKIT_GUARD_SIDE=end|start|random  block placement             [end]
  *   HEAPKIT_GUARD_ALIGN=N                alignment; 1 = exact mode    [16]
- *   HEAPKIT_GUARD_QUARANTINE=BYTES       freed bytes kept (k/m/g)     [64m]
- *   HEAPKIT_GUARD_QUARANTINE_BLOCKS=N    freed blocks kept            [16384]
+ *   HEAPKIT_GUARD_QUARANTINE=BYTES       freed bytes kept (k/m/g)     [32m]
+ *   HEAPKIT_GUARD_QUARANTINE_BLOCKS=N    freed blocks kept            [8192]
  *   HEAPKIT_GUARD_SAMPLE=N               guard one allocation in N    [1: all]
  *   HEAPKIT_GUARD_MAX_GUARDED=N          cap on live guarded blocks   [from vm.max_map_count]
  *   HEAPKIT_GUARD_LEAKS=0|1|all          leak report at exit: off, unreachable blocks, every live block [1]
@@ -19,6 +19,7 @@
  *   HEAPKIT_GUARD_EXITCODE=N             exit status after reports    [23]
  *   HEAPKIT_GUARD_SYMBOLIZE=0|1          file:line via addr2line      [1]
  *   HEAPKIT_GUARD_FILL=0|1               fill patterns                [1]
+ *   HEAPKIT_GUARD_DISCARD=0|1            freed pages back to the OS at free (less memory, slower) [0]
  *   HEAPKIT_GUARD_RESERVE=BYTES          address space for slots      [64g]
  *
  * Exit status: a fault or misuse report aborts (SIGABRT) by default; with
@@ -143,6 +144,7 @@ static void shim_create(void) {
     if (shim_env_size("HEAPKIT_GUARD_ABORT", 1)) d.flags |= HK_GUARD_ABORT;
     if (!shim_env_size("HEAPKIT_GUARD_SYMBOLIZE", 1)) d.flags |= HK_GUARD_NO_SYMBOLIZE_LINES;
     if (!shim_env_size("HEAPKIT_GUARD_FILL", 1)) d.flags |= HK_GUARD_NO_FILL;
+    if (shim_env_size("HEAPKIT_GUARD_DISCARD", 0)) d.flags |= HK_GUARD_DISCARD_FREED;
     const char *side = getenv("HEAPKIT_GUARD_SIDE");
     if (side && strcmp(side, "start") == 0) d.side = HK_GUARD_SIDE_START;
     else if (side && strcmp(side, "random") == 0) d.side = HK_GUARD_SIDE_RANDOM;

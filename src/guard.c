@@ -56,6 +56,8 @@
 #define GUARD_STATE_LIVE 1u
 #define GUARD_STATE_QUAR 2u
 #define GUARD_STATE_FREE 3u
+#define GUARD_SLOT_RESIDENT 1u
+#define GUARD_RESIDENT_POOL ((size_t)16 << 20) /* evicted pages kept for reuse without a page fault */
 #define GUARD_BINS 64
 #define GUARD_FB_HDR 16u
 #define GUARD_FB_CANARY 8u
@@ -72,7 +74,8 @@
 typedef struct guard_slot {
     uintptr_t base;     /* the slot's leading guard page */
     uint32_t pages;     /* data pages after the guard */
-    uint32_t state;     /* GUARD_STATE_* */
+    uint16_t state;     /* GUARD_STATE_* */
+    uint16_t sflags;    /* GUARD_SLOT_RESIDENT: the data pages hold memory (inaccessible unless LIVE) */
     size_t requested;   /* bytes asked for (LIVE, QUAR; kept while FREE for reports) */
     uint32_t user_off;  /* user pointer - first data page */
     uint32_t next;      /* free-list / quarantine link (slot id, 0 = none) */
@@ -123,6 +126,7 @@ struct hk_guard {
     uint32_t large;
     uint32_t q_head, q_tail;
     size_t q_blocks, q_bytes;
+    size_t resident_free; /* data bytes of FREE slots whose pages are kept resident */
     size_t trace_stride;
     uint32_t ntraces;
     uint32_t *buckets;
@@ -246,7 +250,7 @@ static uint64_t guard_rand(uint64_t *s) {
 static uint64_t guard_slot_hash(const hk_guard *g, const guard_slot *s) {
     uint64_t h = g->secret;
     h = guard_mix(h ^ (uint64_t)s->base);
-    h = guard_mix(h ^ ((uint64_t)s->pages << 32 | s->state));
+    h = guard_mix(h ^ ((uint64_t)s->pages << 32 | (uint64_t)s->sflags << 16 | s->state));
     h = guard_mix(h ^ (uint64_t)s->requested);
     h = guard_mix(h ^ ((uint64_t)s->user_off << 32 | s->next));
     h = guard_mix(h ^ ((uint64_t)s->alloc_trace << 32 | s->free_trace));
@@ -684,6 +688,8 @@ static void guard_split(hk_guard *g, uint32_t id, uint32_t pages) {
     memset(r, 0, sizeof *r);
     r->base = s->base + (size_t)(pages + 1) * g->page;
     r->pages = s->pages - pages - 1;
+    r->sflags = s->sflags;
+    if (s->sflags & GUARD_SLOT_RESIDENT) g->resident_free -= g->page; /* that page becomes r's guard */
     guard_map_range(g, r->base, r->pages + 1, rid);
     s->pages = pages;
     guard_seal(g, s);
@@ -698,7 +704,16 @@ static void guard_evict_one(hk_guard *g) {
     if (!g->q_head) g->q_tail = 0;
     g->q_blocks--;
     g->q_bytes -= guard_data_bytes(g, s);
-    if (g->flags & HK_GUARD_KEEP_FREED) (void)hk__guard_os_discard((void *)guard_data(g, s), guard_data_bytes(g, s));
+    if (s->sflags & GUARD_SLOT_RESIDENT) {
+        /* keep a bounded pool of evicted pages resident: reusing them costs
+         * one mprotect and no page fault */
+        if (g->resident_free + guard_data_bytes(g, s) <= GUARD_RESIDENT_POOL) {
+            g->resident_free += guard_data_bytes(g, s);
+        } else {
+            (void)hk__guard_os_discard((void *)guard_data(g, s), guard_data_bytes(g, s));
+            s->sflags = 0;
+        }
+    }
     guard_push_free(g, id);
 }
 
@@ -908,6 +923,11 @@ static void *guard_alloc_guarded(hk_guard *g, size_t size, size_t align, void *c
         guard_unlock(g);
         return guard_fb_alloc(g, size, align);
     }
+    bool was_resident = (s->sflags & GUARD_SLOT_RESIDENT) != 0;
+    if (was_resident) {
+        g->resident_free -= bytes;
+        s->sflags = 0;
+    }
     int at_start = g->side == HK_GUARD_SIDE_START ||
                    (g->side == HK_GUARD_SIDE_RANDOM && (guard_rand(&g->rng) & 1u));
     size_t dbytes = guard_data_bytes(g, s);
@@ -925,7 +945,11 @@ static void *guard_alloc_guarded(hk_guard *g, size_t size, size_t align, void *c
      * (fresh pages read as zero, so HK_FLAG_ZERO costs nothing) */
     hk_fill(data, s->user_off, HK_FILL_PAD);
     hk_fill(user + size, dbytes - s->user_off - size, HK_FILL_PAD);
-    if (!(g->flags & (HK_GUARD_NO_FILL | HK_FLAG_ZERO))) hk_fill(user, size, HK_FILL_ALLOC);
+    if (g->flags & HK_FLAG_ZERO) {
+        if (was_resident) memset(user, 0, size); /* fresh pages are zero already */
+    } else if (!(g->flags & HK_GUARD_NO_FILL)) {
+        hk_fill(user, size, HK_FILL_ALLOC);
+    }
     g->live_guarded++;
     g->used_guarded += size;
     if (g->used_guarded > g->peak_used) g->peak_used = g->used_guarded;
@@ -966,9 +990,10 @@ static hk_result guard_free_guarded(hk_guard *g, void *p, void *const *cur, int 
         int dmg = guard_pads_damaged(g, s, &at);
         size_t dbytes = guard_data_bytes(g, s);
         hk__san_free(p, s->requested);
-        if (g->flags & HK_GUARD_KEEP_FREED) {
+        if (!(g->flags & HK_GUARD_DISCARD_FREED)) {
             if (!(g->flags & HK_GUARD_NO_FILL)) hk_fill(p, s->requested, HK_FILL_FREE);
-            (void)hk_os_protect((void *)guard_data(g, s), dbytes, HK_PROT_NONE);
+            if (hk_os_protect((void *)guard_data(g, s), dbytes, HK_PROT_NONE) == HK_OK) s->sflags = GUARD_SLOT_RESIDENT;
+            else (void)hk__guard_os_discard((void *)guard_data(g, s), dbytes);
         } else if (hk__guard_os_discard((void *)guard_data(g, s), dbytes) != HK_OK) {
             (void)hk_os_protect((void *)guard_data(g, s), dbytes, HK_PROT_NONE);
         }
@@ -1451,7 +1476,7 @@ hk_result hk_guard_check(hk_guard *g) {
     if (!g) return HK_ERR_INVALID;
     guard_lock(g);
     hk_result res = HK_OK;
-    size_t npages = g->bump / g->page, live = 0, used = 0, quar = 0, qbytes = 0, nfree = 0;
+    size_t npages = g->bump / g->page, live = 0, used = 0, quar = 0, qbytes = 0, nfree = 0, resident = 0;
     for (size_t i = 0; i < npages;) {
         uint32_t id = g->pagemap[i];
         if (id == 0 || id >= g->nslots) {
@@ -1496,6 +1521,7 @@ hk_result hk_guard_check(hk_guard *g) {
             qbytes += guard_data_bytes(g, s);
         } else if (s->state == GUARD_STATE_FREE) {
             nfree++;
+            if (s->sflags & GUARD_SLOT_RESIDENT) resident += guard_data_bytes(g, s);
         } else {
             res = guard_corrupt(g, HK_EK_CORRUPT_HEADER, (void *)s->base, "bad slot state", id, s->state);
             goto out;
@@ -1504,6 +1530,10 @@ hk_result hk_guard_check(hk_guard *g) {
     }
     if (live != g->live_guarded || used != g->used_guarded) {
         res = guard_corrupt(g, HK_EK_CORRUPT_STRUCTURE, g, "live block count/bytes disagree", live, g->live_guarded);
+        goto out;
+    }
+    if (resident != g->resident_free || resident > GUARD_RESIDENT_POOL) {
+        res = guard_corrupt(g, HK_EK_CORRUPT_STRUCTURE, g, "resident free pages disagree", resident, g->resident_free);
         goto out;
     }
     if (quar != g->q_blocks || qbytes != g->q_bytes) {

@@ -190,7 +190,7 @@ HKT_TEST(guard_start_random_exact_zero) {
     CHECK_EQ(hk_guard_check(g), HK_OK);
     hk_guard_destroy(g);
 
-    g = mk((hk_guard_desc){.flags = HK_FLAG_ZERO});
+    g = mk((hk_guard_desc){.flags = HK_FLAG_ZERO, .quarantine_blocks = 1}); /* resident pages get reused */
     REQUIRE(g);
     for (int i = 0; i < 20; i++) {
         unsigned char *q = hk_guard_alloc(g, 300);
@@ -607,8 +607,10 @@ typedef struct shadow {
 } shadow;
 
 HKT_TEST(guard_random_vs_shadow) {
-    for (int cfg = 0; cfg < 4; cfg++) {
+    for (int cfg = 0; cfg < 6; cfg++) {
         hk_guard_desc d = {0};
+        if (cfg == 4) d.flags = HK_GUARD_DISCARD_FREED;
+        if (cfg == 5) d.quarantine_bytes = 1; /* no quarantine: evicted pages reused at once */
         d.side = (hk_guard_side)(cfg % 3);
         d.align = cfg == 3 ? 1 : 0;
         d.sample_rate = cfg == 2 ? 3 : 0;

@@ -97,8 +97,8 @@ static void help_guard(FILE *out) {
             "  --align N                block alignment            HEAPKIT_GUARD_ALIGN [16]\n"
             "  --exact                  alignment 1: every overrun faults at once\n"
             "  --quarantine BYTES       freed bytes kept inaccessible (k/m/g suffixes; 0: none)\n"
-            "                                                      HEAPKIT_GUARD_QUARANTINE [64m]\n"
-            "  --quarantine-blocks N    freed blocks kept          HEAPKIT_GUARD_QUARANTINE_BLOCKS [16384]\n"
+            "                                                      HEAPKIT_GUARD_QUARANTINE [32m]\n"
+            "  --quarantine-blocks N    freed blocks kept          HEAPKIT_GUARD_QUARANTINE_BLOCKS [8192]\n"
             "  --sample N               guard one allocation in N on average, the rest on\n"
             "                           glibc (production runs)    HEAPKIT_GUARD_SAMPLE [1]\n"
             "  --max-guarded N          cap on live guarded blocks HEAPKIT_GUARD_MAX_GUARDED\n"
@@ -113,6 +113,8 @@ static void help_guard(FILE *out) {
             "  --exitcode N             exit status after reports  HEAPKIT_GUARD_EXITCODE [23]\n"
             "  --no-lines               no file:line (skip addr2line) HEAPKIT_GUARD_SYMBOLIZE=0\n"
             "  --no-fill                no fill patterns           HEAPKIT_GUARD_FILL=0\n"
+            "  --discard-freed          give freed pages back at once (less memory,\n"
+            "                           slower)                    HEAPKIT_GUARD_DISCARD=1\n"
             "  --reserve BYTES          address space for slots    HEAPKIT_GUARD_RESERVE [64g]\n"
             "  --lib PATH               the preload library to use HEAPKIT_GUARD_LIB\n"
             "  -h, --help               this text\n"
@@ -227,6 +229,8 @@ static int cmd_guard(int argc, char **argv) {
             setenv("HEAPKIT_GUARD_ABORT", "0", 1);
         } else if (strcmp(a, "--no-lines") == 0) {
             setenv("HEAPKIT_GUARD_SYMBOLIZE", "0", 1);
+        } else if (strcmp(a, "--discard-freed") == 0) {
+            setenv("HEAPKIT_GUARD_DISCARD", "1", 1);
         } else if (strcmp(a, "--no-fill") == 0) {
             setenv("HEAPKIT_GUARD_FILL", "0", 1);
         } else if (strcmp(a, "--lib") == 0) {

@@ -16,14 +16,16 @@
  * padding is still caught (late). Alignment 1 ("exact mode") leaves no
  * padding after the block: every overrun faults at once.
  *
- * Freed blocks are made inaccessible and kept in a FIFO quarantine bounded
- * by bytes and by count; only the oldest leave it, and their address range
- * is then reused. By default a freed block's pages go back to the OS at the
- * free (one mmap call discards and protects them), so the quarantine costs
- * address space, not memory; with HK_GUARD_KEEP_FREED they stay resident,
- * filled with HK_FILL_FREE, until they leave it. Unguarded blocks are filled
- * with HK_FILL_FREE when freed. Fresh blocks are filled with HK_FILL_ALLOC so
- * uninitialized reads show.
+ * Freed blocks are filled with HK_FILL_FREE, made inaccessible and kept in
+ * a FIFO quarantine bounded by bytes and by count; only the oldest leave it,
+ * and their address range is then reused. Quarantined pages stay resident
+ * (like ASan's quarantine: up to quarantine_bytes of memory); up to 16 MiB of
+ * evicted pages are kept for reuse, the rest are given back to the OS. With
+ * HK_GUARD_DISCARD_FREED a freed block's pages go back to the OS at the free
+ * (one mmap call discards and protects them): the quarantine then costs
+ * address space only, at the price of a page fault per allocation.
+ * Unguarded blocks get HK_FILL_FREE over their first 64 bytes when freed.
+ * Fresh blocks are filled with HK_FILL_ALLOC so uninitialized reads show.
  *
  * Metadata (slot records, the page map, stack traces) lives in mappings of
  * its own, apart from user pages, behind uncommitted pages; every slot record
@@ -88,15 +90,15 @@ enum {
     HK_GUARD_NO_FILL = 1u << 19,       /* do not fill fresh and freed blocks */
     HK_GUARD_NO_TRACES = 1u << 20,     /* do not record allocation/free stacks (faster) */
     HK_GUARD_NO_SYMBOLIZE_LINES = 1u << 21, /* never run addr2line for file:line */
-    HK_GUARD_KEEP_FREED = 1u << 22 /* keep quarantined pages resident, filled with HK_FILL_FREE
-                                      (for debuggers and core dumps; costs up to quarantine_bytes of RAM) */
+    HK_GUARD_DISCARD_FREED = 1u << 22 /* give freed pages back to the OS at the free: the quarantine
+                                         costs no memory, but every allocation then takes a page fault */
 };
 
 /* Defaults, used where the desc field is zero. */
 #define HK_GUARD_DEFAULT_RESERVE ((size_t)64 << 30)        /* 64 GiB of address space */
 #define HK_GUARD_DEFAULT_ALIGN 16u                         /* malloc's alignment on x86-64 */
-#define HK_GUARD_DEFAULT_QUARANTINE_BYTES ((size_t)64 << 20) /* 64 MiB of freed pages */
-#define HK_GUARD_DEFAULT_QUARANTINE_BLOCKS ((size_t)16384)
+#define HK_GUARD_DEFAULT_QUARANTINE_BYTES ((size_t)32 << 20) /* 32 MiB of freed pages */
+#define HK_GUARD_DEFAULT_QUARANTINE_BLOCKS ((size_t)8192)
 #define HK_GUARD_DEFAULT_FRAMES 16
 #define HK_GUARD_MAX_FRAMES 32
 
@@ -119,8 +121,8 @@ typedef struct hk_guard_desc {
     hk_lock_hooks lock;        /* [internal mutex] */
     hk_guard_side side;        /* [HK_GUARD_SIDE_END] */
     size_t align;              /* block alignment, power of two; 1 = exact mode [16] */
-    size_t quarantine_bytes;   /* freed bytes (whole pages) kept inaccessible [64 MiB]; SIZE_MAX: unbounded */
-    size_t quarantine_blocks;  /* freed blocks kept inaccessible [16384]; SIZE_MAX: unbounded */
+    size_t quarantine_bytes;   /* freed bytes (whole pages) kept inaccessible [32 MiB]; SIZE_MAX: unbounded */
+    size_t quarantine_blocks;  /* freed blocks kept inaccessible [8192]; SIZE_MAX: unbounded */
     uint32_t sample_rate;      /* 0 or 1: guard every allocation; N: one in N on average */
     size_t max_guarded;        /* cap on live guarded blocks [(vm.max_map_count - 8192) / 2] */
     int frames;                /* stack frames kept per trace, 1..HK_GUARD_MAX_FRAMES [16] */
