@@ -1006,9 +1006,9 @@ static hk_result guard_free_guarded(hk_guard *g, void *p, void *const *cur, int 
         uintptr_t at = 0;
         int dmg = guard_pads_damaged(g, s, &at);
         size_t dbytes = guard_data_bytes(g, s);
+        if (!(g->flags & (HK_GUARD_DISCARD_FREED | HK_GUARD_NO_FILL))) hk_fill(p, s->requested, HK_FILL_FREE);
         hk__san_free(p, s->requested);
         if (!(g->flags & HK_GUARD_DISCARD_FREED)) {
-            if (!(g->flags & HK_GUARD_NO_FILL)) hk_fill(p, s->requested, HK_FILL_FREE);
             if (hk_os_protect((void *)guard_data(g, s), dbytes, HK_PROT_NONE) == HK_OK) s->sflags = GUARD_SLOT_RESIDENT;
             else (void)hk__guard_os_discard((void *)guard_data(g, s), dbytes);
         } else if (hk__guard_os_discard((void *)guard_data(g, s), dbytes) != HK_OK) {
