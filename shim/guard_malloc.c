@@ -22,6 +22,9 @@
  *   HEAPKIT_GUARD_DISCARD=0|1            freed pages back to the OS at free (less memory, slower) [0]
  *   HEAPKIT_GUARD_RESERVE=BYTES          address space for slots      [64g]
  *
+ * Leak check: at exit, in the process that loaded the library (a child
+ * forked without exec is not leak-checked; its blocks are its parent's).
+ *
  * Exit status: a fault or misuse report aborts (SIGABRT) by default; with
  * HEAPKIT_GUARD_ABORT=0, and always for leaks and damage found at exit, the
  * process ends with HEAPKIT_GUARD_EXITCODE instead of its own status.
@@ -63,6 +66,7 @@ static int shim_state;
 static hk_guard *shim_heap;
 static int shim_leaks = 1;
 static int shim_exitcode = 23;
+static pid_t shim_pid; /* the process that created the heap (forked children are not leak-checked) */
 static _Thread_local int shim_busy __attribute__((tls_model("initial-exec")));
 
 /* ---- bootstrap arena ------------------------------------------------------- */
@@ -172,6 +176,7 @@ static void shim_create(void) {
     else if (leaks && *leaks) shim_leaks = leaks[0] != '0';
     shim_exitcode = (int)shim_env_size("HEAPKIT_GUARD_EXITCODE", 23);
 
+    shim_pid = getpid();
     shim_heap = hk_guard_create(&d);
     if (!shim_heap) {
         static const char msg[] = "heapkit guard: cannot create the guard heap; running on glibc malloc\n";
@@ -207,7 +212,9 @@ static void shim_at_exit(void) {
     hk_guard *g = shim_get();
     if (!g) return;
     shim_busy = 1;
-    if (shim_leaks) hk_guard_leaks(g, shim_leaks == 2 ? HK_GUARD_LEAKS_ALL : HK_GUARD_LEAKS_UNREACHABLE, NULL);
+    /* A child forked without exec holds a copy of its parent's blocks: the
+     * parent reports those, not each child. */
+    if (shim_leaks && getpid() == shim_pid) hk_guard_leaks(g, shim_leaks == 2 ? HK_GUARD_LEAKS_ALL : HK_GUARD_LEAKS_UNREACHABLE, NULL);
     shim_busy = 0;
     if (hk_guard_report_count(g) > 0) {
         fflush(NULL);

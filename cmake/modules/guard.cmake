@@ -97,6 +97,7 @@ if(BUILD_TESTING AND HEAPKIT_BUILD_TESTS AND NOT HEAPKIT_SANITIZE)
   guard_case(ok_list              ${C}ok_list "" 0 "ok_list done")
   guard_case(ok_threads           ${C}ok_threads "" 0 "ok_threads done")
   guard_case(ok_uninit            ${C}ok_uninit "" 0 "ok_uninit done")
+  guard_case(ok_fork              ${C}ok_fork "" 0 "ok_fork done 0")
   guard_case(many_live            ${C}many_live "" 0 "many_live done 100000")
   guard_case(many_live_sampled    ${C}many_live "--sample;4" 0 "many_live done 100000")
 
