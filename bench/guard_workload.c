@@ -9,7 +9,8 @@
  *   guard_workload live N    N live 64-byte blocks at once, then all freed
  *   guard_workload strings N a growing string table: strdup, realloc, lookups
  *
- * Prints a checksum so the work cannot be optimized away.
+ * Prints a checksum so the work cannot be optimized away, and its peak RSS
+ * (VmHWM) for the suite.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -141,5 +142,14 @@ int main(int argc, char **argv) {
         return 2;
     }
     printf("%s %ld checksum %llu\n", argv[1], n, (unsigned long long)sum);
+    /* Peak RSS of this program since its exec (wait4's ru_maxrss would also
+     * count the forking parent's memory, which exec records as ours). */
+    FILE *f = fopen("/proc/self/status", "r");
+    if (f) {
+        char line[256];
+        while (fgets(line, sizeof line, f))
+            if (strncmp(line, "VmHWM:", 6) == 0) printf("vmhwm_kb %ld\n", atol(line + 6));
+        fclose(f);
+    }
     return 0;
 }
