@@ -71,18 +71,18 @@
 #define GUARD_SCAN_WHOLE ((uintptr_t)1 << 30) /* roots larger than this: resident pages only */
 #define GUARD_SCAN_STEP ((uintptr_t)64 << 20)
 
-typedef struct guard_slot {
-    uintptr_t base;     /* the slot's leading guard page */
-    uint32_t pages;     /* data pages after the guard */
-    uint16_t state;     /* GUARD_STATE_* */
-    uint16_t sflags;    /* GUARD_SLOT_RESIDENT: the data pages hold memory (inaccessible unless LIVE) */
+typedef struct guard_slot { /* 40 bytes: per live block, this and 8 bytes of page map */
     size_t requested;   /* bytes asked for (LIVE, QUAR; kept while FREE for reports) */
+    uint32_t base_page; /* arena page index of the slot's leading guard page */
+    uint32_t pages;     /* data pages after the guard */
     uint32_t user_off;  /* user pointer - first data page */
     uint32_t next;      /* free-list / quarantine link (slot id, 0 = none) */
     uint32_t alloc_trace, free_trace;
-    uint64_t seq;       /* allocation number */
-    uint64_t sum;       /* checksum of the fields above */
+    uint16_t state;     /* GUARD_STATE_* */
+    uint16_t sflags;    /* GUARD_SLOT_RESIDENT: the data pages hold memory (inaccessible unless LIVE) */
+    uint32_t sum;       /* keyed checksum of the fields above */
 } guard_slot;
+_Static_assert(sizeof(guard_slot) == 40, "slot records are 40 bytes");
 
 typedef struct guard_trace_hdr {
     uint32_t next; /* hash chain (trace id) */
@@ -132,7 +132,7 @@ struct hk_guard {
     uint32_t *buckets;
     /* counters (guarded path, under the lock) */
     size_t live_guarded, used_guarded, peak_used;
-    uint64_t alloc_count, free_count, fail_count, over_cap, seq;
+    uint64_t alloc_count, free_count, fail_count, over_cap;
     /* counters (unguarded path, atomic) */
     uint32_t ctr;       /* index in guard_ctrs (unguarded-path counters) */
     uint64_t ctr_gen;
@@ -247,15 +247,14 @@ static uint64_t guard_rand(uint64_t *s) {
     return x * 0x2545F4914F6CDD1Dull;
 }
 
-static uint64_t guard_slot_hash(const hk_guard *g, const guard_slot *s) {
+static uint32_t guard_slot_hash(const hk_guard *g, const guard_slot *s) {
     uint64_t h = g->secret;
-    h = guard_mix(h ^ (uint64_t)s->base);
-    h = guard_mix(h ^ ((uint64_t)s->pages << 32 | (uint64_t)s->sflags << 16 | s->state));
+    h = guard_mix(h ^ ((uint64_t)s->base_page << 32 | s->pages));
     h = guard_mix(h ^ (uint64_t)s->requested);
     h = guard_mix(h ^ ((uint64_t)s->user_off << 32 | s->next));
     h = guard_mix(h ^ ((uint64_t)s->alloc_trace << 32 | s->free_trace));
-    h = guard_mix(h ^ s->seq);
-    return h;
+    h = guard_mix(h ^ ((uint64_t)s->sflags << 16 | s->state));
+    return (uint32_t)(h ^ (h >> 32));
 }
 static void guard_seal(const hk_guard *g, guard_slot *s) { s->sum = guard_slot_hash(g, s); }
 static bool guard_slot_ok(const hk_guard *g, const guard_slot *s) { return s->sum == guard_slot_hash(g, s); }
@@ -263,7 +262,10 @@ static bool guard_slot_ok(const hk_guard *g, const guard_slot *s) { return s->su
 static inline bool guard_in_arena(const hk_guard *g, const void *p) {
     return (uintptr_t)p - (uintptr_t)g->arena < g->arena_size;
 }
-static inline uintptr_t guard_data(const hk_guard *g, const guard_slot *s) { return s->base + g->page; }
+static inline uintptr_t guard_base(const hk_guard *g, const guard_slot *s) {
+    return (uintptr_t)g->arena + (uintptr_t)s->base_page * g->page;
+}
+static inline uintptr_t guard_data(const hk_guard *g, const guard_slot *s) { return guard_base(g, s) + g->page; }
 static inline uintptr_t guard_user(const hk_guard *g, const guard_slot *s) {
     return guard_data(g, s) + s->user_off;
 }
@@ -686,11 +688,11 @@ static void guard_split(hk_guard *g, uint32_t id, uint32_t pages) {
     s = &g->slots[id];
     guard_slot *r = &g->slots[rid];
     memset(r, 0, sizeof *r);
-    r->base = s->base + (size_t)(pages + 1) * g->page;
+    r->base_page = s->base_page + pages + 1;
     r->pages = s->pages - pages - 1;
     r->sflags = s->sflags;
     if (s->sflags & GUARD_SLOT_RESIDENT) g->resident_free -= g->page; /* that page becomes r's guard */
-    guard_map_range(g, r->base, r->pages + 1, rid);
+    guard_map_range(g, guard_base(g, r), r->pages + 1, rid);
     s->pages = pages;
     guard_seal(g, s);
     guard_push_free(g, rid);
@@ -733,10 +735,10 @@ static uint32_t guard_pop_fit(hk_guard *g, uint32_t pages) {
         if (id) {
             guard_slot *s = &g->slots[id];
             memset(s, 0, sizeof *s);
-            s->base = (uintptr_t)g->arena + g->bump;
+            s->base_page = (uint32_t)(g->bump / g->page);
             s->pages = pages;
             g->bump += need;
-            guard_map_range(g, s->base, pages + 1, id);
+            guard_map_range(g, guard_base(g, s), pages + 1, id);
             return id;
         }
     }
@@ -954,7 +956,6 @@ static void *guard_alloc_guarded(hk_guard *g, size_t size, size_t align, void *c
     s->next = 0;
     s->alloc_trace = guard_trace_put(g, frames, nframes);
     s->free_trace = 0;
-    s->seq = ++g->seq;
     guard_seal(g, s);
     unsigned char *user = data + s->user_off;
     hk__san_access(data, dbytes); /* a reused range may still be poisoned from its last free */
@@ -1142,7 +1143,7 @@ hk_guard *hk_guard_create(const hk_guard_desc *desc) {
     if (!g->arena) goto fail;
     g->arena_size = reserve;
     size_t npages = reserve / page;
-    if (npages / 2 + 2 > UINT32_MAX) goto fail;
+    if (npages > UINT32_MAX) goto fail; /* slot records hold page indexes in 32 bits */
     if (!guard_region_init(&g->slot_reg, (npages / 2 + 2) * sizeof(guard_slot), page)) goto fail;
     if (!guard_region_init(&g->map_reg, npages * sizeof(uint32_t), page)) goto fail;
     g->trace_stride = sizeof(guard_trace_hdr) + (size_t)g->frames * sizeof(void *);
@@ -1502,7 +1503,7 @@ hk_result hk_guard_check(hk_guard *g) {
             goto out;
         }
         guard_slot *s = &g->slots[id];
-        if (!guard_slot_ok(g, s) || s->base != (uintptr_t)g->arena + i * g->page || s->pages == 0 ||
+        if (!guard_slot_ok(g, s) || s->base_page != i || s->pages == 0 ||
             i + s->pages + 1 > npages) {
             res = guard_corrupt(g, HK_EK_CORRUPT_HEADER, (void *)(g->arena + i * g->page),
                                 "slot record damaged (checksum, base or size)", id, i);
@@ -1540,7 +1541,7 @@ hk_result hk_guard_check(hk_guard *g) {
             nfree++;
             if (s->sflags & GUARD_SLOT_RESIDENT) resident += guard_data_bytes(g, s);
         } else {
-            res = guard_corrupt(g, HK_EK_CORRUPT_HEADER, (void *)s->base, "bad slot state", id, s->state);
+            res = guard_corrupt(g, HK_EK_CORRUPT_HEADER, (void *)guard_base(g, s), "bad slot state", id, s->state);
             goto out;
         }
         i += (size_t)s->pages + 1;

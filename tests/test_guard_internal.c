@@ -55,7 +55,7 @@ HKT_TEST(guard_slot_record_damage) {
     CHECK_EQ(hk_guard_check(g), HK_OK);
 
     uint32_t qid = guard_slot_of(g, q);
-    size_t page = (size_t)(g->slots[qid].base - (uintptr_t)g->arena) / g->page;
+    size_t page = g->slots[qid].base_page;
     g->pagemap[page + 1] = id;
     CHECK_EQ(hk_guard_check(g), HK_ERR_CORRUPT);
     CHECK_EQ(errs.last_kind, HK_EK_CORRUPT_STRUCTURE);
