@@ -1250,8 +1250,16 @@ HK__NOINLINE hk_result hk_guard_free(hk_guard *g, void *p) {
         return guard_free_guarded(g, p, frames, n);
     }
     guard_fb_hdr h;
-    if (guard_fb_read(g, p, &h) == 1 && guard_fb_canary_ok((unsigned char *)p + h.size))
-        return guard_fb_free(g, p, NULL, 0); /* the common case: no stack needed */
+    if (guard_fb_read(g, p, &h) == 1 && guard_fb_canary_ok((unsigned char *)p + h.size)) {
+        /* the common case: a sound unguarded block, no stack needed */
+        unsigned char *user = (unsigned char *)p;
+        if (!(g->flags & HK_GUARD_NO_FILL)) hk_fill(user, (size_t)h.size < 64 ? (size_t)h.size : 64, HK_FILL_FREE);
+        h.magic = GUARD_FB_DEAD ^ guard_fb_key(p);
+        memcpy(user - GUARD_FB_HDR, &h, sizeof h);
+        guard_count(g, -1, -(int64_t)h.size, -1);
+        g->backing.free(user - h.off);
+        return HK_OK;
+    }
     int n = guard_capture(g, frames);
     return guard_fb_free(g, p, frames, n);
 }
