@@ -18,3 +18,5 @@
 #include "gc.c"
 #include "zone.c"
 #include "zone_check.c"
+#include "guard.c"
+#include "guard_posix.c"

@@ -1,0 +1,245 @@
+/*
+ * heapkit/guard.h - the guard heap: a page-protected debug heap in the line
+ * of Electric Fence, DUMA, PageHeap and GWP-ASan.
+ *
+ * Every guarded block sits on its own page(s) between two inaccessible guard
+ * pages:
+ *
+ *   [guard][....pad.... user bytes pad][guard]      side END (default)
+ *   [guard][user bytes ......pad.......][guard]     side START
+ *
+ * With side END the block ends against the trailing guard, so an overrun
+ * past the (aligned) end faults at once; with side START an underrun faults
+ * at once; side RANDOM picks per allocation. The slack between the block and
+ * the page edges is filled with HK_FILL_PAD and checked on free, by
+ * hk_guard_check and at exit, so a 1-byte overrun hidden in the alignment
+ * padding is still caught (late). Alignment 1 ("exact mode") leaves no
+ * padding after the block: every overrun faults at once.
+ *
+ * Freed blocks are filled with HK_FILL_FREE, made inaccessible and kept in
+ * a FIFO quarantine bounded by bytes and by count; only the oldest leave it,
+ * and their address range is then reused. Quarantined pages stay resident
+ * (like ASan's quarantine: up to quarantine_bytes of memory); up to 16 MiB of
+ * evicted pages are kept for reuse, the rest are given back to the OS. With
+ * HK_GUARD_DISCARD_FREED a freed block's pages go back to the OS at the free
+ * (one mmap call discards and protects them): the quarantine then costs
+ * address space only, at the price of a page fault per allocation.
+ * Unguarded blocks get HK_FILL_FREE over their first 64 bytes when freed.
+ * Fresh blocks are filled with HK_FILL_ALLOC so uninitialized reads show.
+ *
+ * Metadata (slot records, the page map, stack traces) lives in mappings of
+ * its own, apart from user pages, behind uncommitted pages; every slot record
+ * carries a checksum verified on each use and by hk_guard_check.
+ *
+ * Mapping limit: a live guarded block costs two kernel mappings (its data
+ * pages and the guard after them; quarantined and free slots are
+ * inaccessible like the guards and merge with them). All slots are carved
+ * from ONE address-space reservation, so the heap itself adds no mappings,
+ * and the number of live guarded blocks is capped (desc.max_guarded,
+ * default (vm.max_map_count - 8192) / 2). Allocations beyond the cap, and the
+ * ones sampling passes over, are served unguarded by the backing allocator
+ * with a 16-byte header and an 8-byte canary (checked on free), so a program
+ * with 100,000 live blocks keeps running.
+ *
+ * Sampling mode (sample_rate N > 1): one allocation in N on average (random
+ * per-thread countdown, as GWP-ASan) is guarded; the rest go to the backing
+ * allocator. For long runs and production.
+ *
+ * Faults: with HK_GUARD_FAULT_HANDLER the heap installs a SIGSEGV/SIGBUS
+ * handler (on an alternate stack) that turns a fault in a guard, quarantine
+ * or freed page into a report: kind, read/write (x86-64), address, offset
+ * from the block, block size, the faulting stack, the allocation stack and
+ * for freed blocks the free stack, symbolized with dladdr and, when
+ * `addr2line` is on PATH, file:line. It then aborts.
+ *
+ * Complexity: alloc and free are O(1) plus the fill (O(pages)), one or two
+ * mprotect/madvise calls and the stack capture (O(frames)); walk and check
+ * are O(blocks); leak detection is O(scanned memory).
+ * Thread-safety: every call is thread-safe (an internal mutex, or the desc's
+ * lock hooks when given).
+ * Errors: misuse (double free, foreign/interior/stack/global pointer, realloc
+ * of a freed block, damaged padding) is reported through desc.on_error as
+ * one line; with HK_GUARD_REPORT a multi-line report with stack traces goes
+ * to report_fd as well; with HK_GUARD_ABORT the process then aborts.
+ * Otherwise the call does nothing and the heap stays consistent.
+ */
+#ifndef HEAPKIT_GUARD_H
+#define HEAPKIT_GUARD_H
+
+#include "heapkit/heapkit.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct hk_guard hk_guard;
+
+/* Which page edge a block is placed against. */
+typedef enum hk_guard_side {
+    HK_GUARD_SIDE_END = 0,   /* against the trailing guard: overruns fault at once (default) */
+    HK_GUARD_SIDE_START = 1, /* against the leading guard: underruns fault at once */
+    HK_GUARD_SIDE_RANDOM = 2 /* one or the other, at random per allocation */
+} hk_guard_side;
+
+/* Guard-specific desc flags, combined with HK_FLAG_ZERO, HK_FLAG_QUIET,
+ * HK_FLAG_PARANOID. Filling (HK_FLAG_FILL) is always on unless HK_GUARD_NO_FILL. */
+enum {
+    HK_GUARD_REPORT = 1u << 16,        /* write multi-line reports with stack traces to report_fd */
+    HK_GUARD_ABORT = 1u << 17,         /* abort() after any report */
+    HK_GUARD_FAULT_HANDLER = 1u << 18, /* install the process-wide SIGSEGV/SIGBUS reporter */
+    HK_GUARD_NO_FILL = 1u << 19,       /* do not fill fresh and freed blocks */
+    HK_GUARD_NO_TRACES = 1u << 20,     /* do not record allocation/free stacks (faster) */
+    HK_GUARD_NO_SYMBOLIZE_LINES = 1u << 21, /* never run addr2line for file:line */
+    HK_GUARD_DISCARD_FREED = 1u << 22 /* give freed pages back to the OS at the free: the quarantine
+                                         costs no memory, but every allocation then takes a page fault */
+};
+
+/* Defaults, used where the desc field is zero. */
+#define HK_GUARD_DEFAULT_RESERVE ((size_t)64 << 30)        /* 64 GiB of address space */
+#define HK_GUARD_DEFAULT_ALIGN 16u                         /* malloc's alignment on x86-64 */
+#define HK_GUARD_DEFAULT_QUARANTINE_BYTES ((size_t)32 << 20) /* 32 MiB of freed pages */
+#define HK_GUARD_DEFAULT_QUARANTINE_BLOCKS ((size_t)8192)
+#define HK_GUARD_DEFAULT_FRAMES 16
+#define HK_GUARD_MAX_FRAMES 32
+
+/* The allocator that serves unguarded blocks (sampling mode, over the cap).
+ * All four are set, or none (then the C library's malloc family is used). */
+typedef struct hk_guard_backing {
+    void *(*malloc)(size_t n);
+    void (*free)(void *p);
+    void *(*realloc)(void *p, size_t n);
+    void *(*memalign)(size_t align, size_t n);
+} hk_guard_backing;
+
+/* Zero-initialisable; every zero field means the default in brackets. */
+typedef struct hk_guard_desc {
+    size_t reserve;            /* address space for guarded slots [64 GiB] */
+    uint32_t flags;            /* HK_FLAG_* | HK_GUARD_* */
+    const char *name;          /* instance name for reports ["guard"]; pointer kept */
+    hk_error_fn on_error;      /* one-line reports [default handler] */
+    void *error_user;
+    hk_lock_hooks lock;        /* [internal mutex] */
+    hk_guard_side side;        /* [HK_GUARD_SIDE_END] */
+    size_t align;              /* block alignment, power of two; 1 = exact mode [16] */
+    size_t quarantine_bytes;   /* freed bytes (whole pages) kept inaccessible [32 MiB]; SIZE_MAX: unbounded */
+    size_t quarantine_blocks;  /* freed blocks kept inaccessible [8192]; SIZE_MAX: unbounded */
+    uint32_t sample_rate;      /* 0 or 1: guard every allocation; N: one in N on average */
+    size_t max_guarded;        /* cap on live guarded blocks [(vm.max_map_count - 8192) / 2] */
+    int frames;                /* stack frames kept per trace, 1..HK_GUARD_MAX_FRAMES [16] */
+    int report_fd;             /* where HK_GUARD_REPORT reports go; 0 means stderr (fd 2) */
+    int skip_frames;           /* innermost frames to drop from recorded stacks (wrappers) [0] */
+    hk_guard_backing backing;  /* allocator for unguarded blocks [C library] */
+    uint64_t seed;             /* randomness for side RANDOM and sampling [fixed] */
+} hk_guard_desc;
+
+/* Creates a guard heap. Returns NULL when desc is NULL, align is not a power
+ * of two (or exceeds the page size), backing is partly set, or the OS
+ * refuses the reservations. With HK_GUARD_FAULT_HANDLER the instance is
+ * registered with the process-wide fault reporter (up to 8 instances).
+ * Not thread-safe with hk_guard_destroy of another instance. */
+hk_guard *hk_guard_create(const hk_guard_desc *desc);
+
+/* Releases every page and record. Blocks still live become invalid; do not
+ * destroy a heap whose blocks may still be touched. NULL is ignored. */
+void hk_guard_destroy(hk_guard *g);
+
+/* Allocates `size` bytes aligned to the heap's alignment (at least).
+ * size 0 returns a unique pointer whose every byte is off limits. Returns
+ * NULL (reporting HK_EK_OVERFLOW or HK_EK_NOMEM) when the size overflows or
+ * neither the reservation nor the backing allocator can serve it. Fresh
+ * bytes are HK_FILL_ALLOC (zero with HK_FLAG_ZERO). O(1) + O(pages). */
+void *hk_guard_alloc(hk_guard *g, size_t size);
+
+/* Same with alignment `align` (power of two; below the heap's alignment
+ * means the heap's). Non power of two: HK_EK_INVALID_ARG, NULL. Alignments
+ * above the page size are served unguarded by the backing allocator. */
+void *hk_guard_alloc_aligned(hk_guard *g, size_t size, size_t align);
+
+/* Serves `size` bytes from the backing allocator (16-byte header, 8-byte
+ * canary, not page-protected) without taking the heap's lock: for reentrant
+ * calls (a preload's malloc called from inside the heap). Freed with
+ * hk_guard_free like any block. NULL on exhaustion or overflow. */
+void *hk_guard_alloc_unguarded(hk_guard *g, size_t size);
+
+/* Frees p (NULL is ignored). A guarded block's padding is checked (damage is
+ * reported as HK_EK_HEAP_OVERFLOW / HK_EK_HEAP_UNDERFLOW, result
+ * HK_ERR_CORRUPT, and the block is still freed), then it is filled, made
+ * inaccessible and quarantined. Returns HK_OK, or reports and returns
+ * HK_ERR_DOUBLE_FREE (block already freed), HK_ERR_FOREIGN (interior
+ * pointer, pointer into a guard page, stack/global or unknown address).
+ * O(1) + O(pages). */
+hk_result hk_guard_free(hk_guard *g, void *p);
+
+/* Resizes: a new block, the contents copied, the old block freed (and
+ * quarantined, so stale pointers to it fault). p NULL acts as alloc; size 0
+ * frees p and returns a fresh size-0 block. A freed or foreign p is
+ * reported (HK_EK_USE_AFTER_FREE "realloc of a freed block" /
+ * HK_EK_FOREIGN_PTR) and NULL returned, p untouched. NULL on exhaustion, p kept. */
+void *hk_guard_realloc(hk_guard *g, void *p, size_t size);
+
+/* Bytes usable at p: exactly the requested size (writing more is an
+ * overflow). 0 for NULL; foreign pointers report and return 0. O(1). */
+size_t hk_guard_usable_size(hk_guard *g, const void *p);
+
+/* True when p is the start of a live block of this heap (guarded or not). */
+bool hk_guard_owns(hk_guard *g, const void *p);
+
+/* Introspection (heapkit.h). stats is O(1) and counts guarded and unguarded
+ * blocks; walk visits guarded blocks, live and quarantined
+ * (HK_BLOCK_QUARANTINED), in address order of their slots, with
+ * site/name NULL; check verifies every slot record's checksum, every live
+ * block's padding, the quarantine and free lists and the counters, reporting
+ * the first problem and returning HK_ERR_CORRUPT. where finds the guarded
+ * slot holding addr (user bytes, padding or its leading guard page). */
+hk_result hk_guard_stats(const hk_guard *g, hk_stats *out);
+int hk_guard_walk(hk_guard *g, hk_walk_fn fn, void *user);
+hk_result hk_guard_check(hk_guard *g);
+hk_result hk_guard_where(hk_guard *g, const void *addr, hk_block_info *info);
+
+/* Guard-specific counters (O(1)). */
+typedef struct hk_guard_info {
+    size_t live_guarded;       /* live blocks between guard pages */
+    size_t live_unguarded;     /* live blocks served by the backing allocator */
+    size_t max_guarded;        /* the cap in force */
+    size_t quarantine_blocks;  /* blocks in quarantine */
+    size_t quarantine_bytes;   /* their pages' bytes */
+    size_t reserve_used;       /* bytes of the reservation carved into slots */
+    size_t traces;             /* distinct stack traces recorded */
+    uint64_t reports;          /* reports made (errors, faults, leaks) */
+    uint64_t over_cap;         /* allocations served unguarded because of the cap */
+} hk_guard_info;
+void hk_guard_info_get(const hk_guard *g, hk_guard_info *out);
+
+/* Leak detection. Mode HK_GUARD_LEAKS_ALL treats every live guarded block as
+ * a leak (for programs that free everything); HK_GUARD_LEAKS_UNREACHABLE
+ * reports only blocks no pointer reaches: it scans the process's writable
+ * private mappings (data segments, stacks, the backing heap) except the
+ * heap's own, then the reached blocks, conservatively (interior pointers
+ * count). Also checks every live block's padding. Writes the report (blocks
+ * grouped by allocation stack, counts and bytes, largest first) to
+ * report_fd when HK_GUARD_REPORT is set, and a one-line HK_EK_LEAK summary
+ * through on_error. Returns the number of leaked blocks; *bytes (may be NULL)
+ * gets their bytes. O(scanned bytes + blocks log blocks). Holds the lock:
+ * other threads' allocations wait. Unguarded blocks are not tracked. */
+typedef enum hk_guard_leak_mode {
+    HK_GUARD_LEAKS_UNREACHABLE = 0,
+    HK_GUARD_LEAKS_ALL = 1
+} hk_guard_leak_mode;
+size_t hk_guard_leaks(hk_guard *g, hk_guard_leak_mode mode, size_t *bytes);
+
+/* fork() support for processes whose threads share the heap: call prepare
+ * before fork (takes the lock), parent in the parent and child in the child
+ * afterwards (release it; the child re-creates its mutex). pthread_atfork
+ * hooks are the usual place. */
+void hk_guard_fork_prepare(hk_guard *g);
+void hk_guard_fork_parent(hk_guard *g);
+void hk_guard_fork_child(hk_guard *g);
+
+/* Number of reports this instance made (errors, faults, leaks). O(1). */
+uint64_t hk_guard_report_count(const hk_guard *g);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HEAPKIT_GUARD_H */

@@ -1,0 +1,303 @@
+/*
+ * shim/guard_malloc.c - libheapkit-guard.so: malloc, free, calloc, realloc,
+ * the aligned allocators and malloc_usable_size on the guard heap, for
+ * LD_PRELOAD (the `heapkit guard` command sets it up).
+ *
+ * Configuration comes from the environment (read once, at the first
+ * allocation or at load, whichever is first):
+ *
+ *   HEAPKIT_GUARD_SIDE=end|start|random  block placement             [end]
+ *   HEAPKIT_GUARD_ALIGN=N                alignment; 1 = exact mode    [16]
+ *   HEAPKIT_GUARD_QUARANTINE=BYTES       freed bytes kept (k/m/g)     [32m]
+ *   HEAPKIT_GUARD_QUARANTINE_BLOCKS=N    freed blocks kept            [8192]
+ *   HEAPKIT_GUARD_SAMPLE=N               guard one allocation in N    [1: all]
+ *   HEAPKIT_GUARD_MAX_GUARDED=N          cap on live guarded blocks   [from vm.max_map_count]
+ *   HEAPKIT_GUARD_LEAKS=0|1|all          leak report at exit: off, unreachable blocks, every live block [1]
+ *   HEAPKIT_GUARD_LOG=FILE               reports to FILE (%p = pid)    [stderr]
+ *   HEAPKIT_GUARD_FRAMES=N               stack frames per trace       [16]
+ *   HEAPKIT_GUARD_ABORT=0|1              abort at the first report    [1]
+ *   HEAPKIT_GUARD_EXITCODE=N             exit status after reports    [23]
+ *   HEAPKIT_GUARD_SYMBOLIZE=0|1          file:line via addr2line      [1]
+ *   HEAPKIT_GUARD_FILL=0|1               fill patterns                [1]
+ *   HEAPKIT_GUARD_DISCARD=0|1            freed pages back to the OS at free (less memory, slower) [0]
+ *   HEAPKIT_GUARD_RESERVE=BYTES          address space for slots      [64g]
+ *
+ * Leak check: at exit, in the process that loaded the library (a child
+ * forked without exec is not leak-checked; its blocks are its parent's).
+ *
+ * Exit status: a fault or misuse report aborts (SIGABRT) by default; with
+ * HEAPKIT_GUARD_ABORT=0, and always for leaks and damage found at exit, the
+ * process ends with HEAPKIT_GUARD_EXITCODE instead of its own status.
+ *
+ * Bootstrapping: malloc can be called before this library's constructor
+ * (by other constructors) and from inside its own initialization (the
+ * unwinder loading libgcc_s, dlsym). Calls made while this thread is
+ * initializing are served from a static bump arena; frees of those blocks
+ * are ignored. Calls that re-enter the heap from inside it are served
+ * unguarded (hk_guard_alloc_unguarded), which takes no lock.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
+#include "heapkit/guard.h"
+
+#include <fcntl.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+extern void *__libc_malloc(size_t n);
+extern void __libc_free(void *p);
+extern void *__libc_realloc(void *p, size_t n);
+extern void *__libc_memalign(size_t a, size_t n);
+
+#define SHIM_BOOT_SIZE (1u << 20)
+#define SHIM_UNINIT 0
+#define SHIM_INITIALIZING 1
+#define SHIM_READY 2
+#define SHIM_FAILED 3
+
+static _Alignas(64) unsigned char shim_boot[SHIM_BOOT_SIZE];
+static size_t shim_boot_used;
+static int shim_state;
+static hk_guard *shim_heap;
+static int shim_leaks = 1;
+static int shim_exitcode = 23;
+static pid_t shim_pid; /* the process that created the heap (forked children are not leak-checked) */
+static _Thread_local int shim_busy __attribute__((tls_model("initial-exec")));
+
+/* ---- bootstrap arena ------------------------------------------------------- */
+
+static int shim_is_boot(const void *p) {
+    return (const unsigned char *)p >= shim_boot && (const unsigned char *)p < shim_boot + SHIM_BOOT_SIZE;
+}
+
+static void *shim_boot_alloc(size_t n, size_t align) {
+    if (align < 16) align = 16;
+    if (n > SHIM_BOOT_SIZE) return NULL;
+    size_t cur = __atomic_load_n(&shim_boot_used, __ATOMIC_RELAXED);
+    for (;;) {
+        size_t start = (cur + 16 + align - 1) & ~(align - 1);
+        size_t end = start + ((n + 15) & ~(size_t)15);
+        if (end > SHIM_BOOT_SIZE) return NULL;
+        if (__atomic_compare_exchange_n(&shim_boot_used, &cur, end, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+            memcpy(shim_boot + start - sizeof(size_t), &n, sizeof n);
+            return shim_boot + start;
+        }
+    }
+}
+
+static size_t shim_boot_size(const void *p) {
+    size_t n;
+    memcpy(&n, (const unsigned char *)p - sizeof(size_t), sizeof n);
+    return n;
+}
+
+/* ---- configuration ------------------------------------------------------------- */
+
+static size_t shim_env_size(const char *name, size_t dflt) {
+    const char *v = getenv(name);
+    if (!v || !*v) return dflt;
+    size_t n = 0;
+    const char *s = v;
+    while (*s >= '0' && *s <= '9') n = n * 10 + (size_t)(*s++ - '0');
+    if (s == v) return dflt;
+    switch (*s) {
+    case 'k': case 'K': n <<= 10; break;
+    case 'm': case 'M': n <<= 20; break;
+    case 'g': case 'G': n <<= 30; break;
+    default: break;
+    }
+    return n;
+}
+
+static int shim_open_log(const char *path) {
+    char buf[512];
+    size_t o = 0;
+    for (const char *s = path; *s && o + 24 < sizeof buf; s++) {
+        if (s[0] == '%' && s[1] == 'p') {
+            char num[16];
+            int k = 0;
+            unsigned v = (unsigned)getpid();
+            do {
+                num[k++] = (char)('0' + v % 10);
+                v /= 10;
+            } while (v);
+            while (k) buf[o++] = num[--k];
+            s++;
+        } else {
+            buf[o++] = *s;
+        }
+    }
+    buf[o] = 0;
+    return open(buf, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+}
+
+static void shim_fork_prepare(void) { hk_guard_fork_prepare(shim_heap); }
+static void shim_fork_parent(void) { hk_guard_fork_parent(shim_heap); }
+static void shim_fork_child(void) { hk_guard_fork_child(shim_heap); }
+
+static void shim_create(void) {
+    hk_guard_desc d;
+    memset(&d, 0, sizeof d);
+    d.name = "preload";
+    d.flags = HK_GUARD_REPORT | HK_GUARD_FAULT_HANDLER | HK_FLAG_QUIET;
+    if (shim_env_size("HEAPKIT_GUARD_ABORT", 1)) d.flags |= HK_GUARD_ABORT;
+    if (!shim_env_size("HEAPKIT_GUARD_SYMBOLIZE", 1)) d.flags |= HK_GUARD_NO_SYMBOLIZE_LINES;
+    if (!shim_env_size("HEAPKIT_GUARD_FILL", 1)) d.flags |= HK_GUARD_NO_FILL;
+    if (shim_env_size("HEAPKIT_GUARD_DISCARD", 0)) d.flags |= HK_GUARD_DISCARD_FREED;
+    const char *side = getenv("HEAPKIT_GUARD_SIDE");
+    if (side && strcmp(side, "start") == 0) d.side = HK_GUARD_SIDE_START;
+    else if (side && strcmp(side, "random") == 0) d.side = HK_GUARD_SIDE_RANDOM;
+    d.align = shim_env_size("HEAPKIT_GUARD_ALIGN", 0);
+    d.quarantine_bytes = shim_env_size("HEAPKIT_GUARD_QUARANTINE", 0);
+    if (getenv("HEAPKIT_GUARD_QUARANTINE") && d.quarantine_bytes == 0) d.quarantine_bytes = 1; /* "0": none */
+    d.quarantine_blocks = shim_env_size("HEAPKIT_GUARD_QUARANTINE_BLOCKS", 0);
+    d.sample_rate = (uint32_t)shim_env_size("HEAPKIT_GUARD_SAMPLE", 0);
+    d.max_guarded = shim_env_size("HEAPKIT_GUARD_MAX_GUARDED", 0);
+    size_t frames = shim_env_size("HEAPKIT_GUARD_FRAMES", 0);
+    d.frames = frames > HK_GUARD_MAX_FRAMES ? HK_GUARD_MAX_FRAMES : (int)frames;
+    d.reserve = shim_env_size("HEAPKIT_GUARD_RESERVE", 0);
+    d.seed = (uint64_t)(unsigned)getpid() * 0x9E3779B97F4A7C15ull;
+    d.backing.malloc = __libc_malloc;
+    d.backing.free = __libc_free;
+    d.backing.realloc = __libc_realloc;
+    d.backing.memalign = __libc_memalign;
+    const char *log = getenv("HEAPKIT_GUARD_LOG");
+    if (log && *log) {
+        int fd = shim_open_log(log);
+        if (fd > 2) d.report_fd = fd;
+    }
+    const char *leaks = getenv("HEAPKIT_GUARD_LEAKS");
+    if (leaks && strcmp(leaks, "all") == 0) shim_leaks = 2;
+    else if (leaks && *leaks) shim_leaks = leaks[0] != '0';
+    shim_exitcode = (int)shim_env_size("HEAPKIT_GUARD_EXITCODE", 23);
+
+    shim_pid = getpid();
+    shim_heap = hk_guard_create(&d);
+    if (!shim_heap) {
+        static const char msg[] = "heapkit guard: cannot create the guard heap; running on glibc malloc\n";
+        ssize_t w = write(2, msg, sizeof msg - 1);
+        (void)w;
+        __atomic_store_n(&shim_state, SHIM_FAILED, __ATOMIC_RELEASE);
+        return;
+    }
+    __atomic_store_n(&shim_state, SHIM_READY, __ATOMIC_RELEASE);
+    pthread_atfork(shim_fork_prepare, shim_fork_parent, shim_fork_child);
+}
+
+/* Returns the heap, or NULL when the caller must use the bootstrap arena
+ * (this thread is initializing) or glibc (creation failed). */
+static hk_guard *shim_get(void) {
+    int st = __atomic_load_n(&shim_state, __ATOMIC_ACQUIRE);
+    if (st == SHIM_READY) return shim_heap;
+    if (st == SHIM_FAILED) return NULL;
+    if (shim_busy) return NULL; /* our own initialization allocating */
+    int expect = SHIM_UNINIT;
+    if (__atomic_compare_exchange_n(&shim_state, &expect, SHIM_INITIALIZING, false, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE)) {
+        shim_busy = 1;
+        shim_create();
+        shim_busy = 0;
+    } else {
+        while (__atomic_load_n(&shim_state, __ATOMIC_ACQUIRE) == SHIM_INITIALIZING) sched_yield();
+    }
+    return __atomic_load_n(&shim_state, __ATOMIC_ACQUIRE) == SHIM_READY ? shim_heap : NULL;
+}
+
+static void shim_at_exit(void) {
+    hk_guard *g = shim_get();
+    if (!g) return;
+    shim_busy = 1;
+    /* A child forked without exec holds a copy of its parent's blocks: the
+     * parent reports those, not each child. */
+    if (shim_leaks && getpid() == shim_pid) hk_guard_leaks(g, shim_leaks == 2 ? HK_GUARD_LEAKS_ALL : HK_GUARD_LEAKS_UNREACHABLE, NULL);
+    shim_busy = 0;
+    if (hk_guard_report_count(g) > 0) {
+        fflush(NULL);
+        _exit(shim_exitcode);
+    }
+}
+
+__attribute__((constructor(101))) static void shim_ctor(void) {
+    if (shim_get()) atexit(shim_at_exit);
+}
+
+/* ---- the backend of override.inc ------------------------------------------------ */
+
+static void *shim_malloc(size_t n) {
+    hk_guard *g = shim_get();
+    if (!g) {
+        if (__atomic_load_n(&shim_state, __ATOMIC_ACQUIRE) == SHIM_FAILED) return __libc_malloc(n);
+        return shim_boot_alloc(n, 16);
+    }
+    if (shim_busy) return hk_guard_alloc_unguarded(g, n);
+    shim_busy = 1;
+    void *p = hk_guard_alloc(g, n);
+    shim_busy = 0;
+    return p;
+}
+
+static void shim_free(void *p) {
+    if (shim_is_boot(p)) return;
+    hk_guard *g = shim_get();
+    if (!g) {
+        __libc_free(p);
+        return;
+    }
+    int was = shim_busy;
+    shim_busy = 1;
+    hk_guard_free(g, p);
+    shim_busy = was;
+}
+
+static size_t shim_usable_size(void *p) {
+    if (shim_is_boot(p)) return shim_boot_size(p);
+    hk_guard *g = shim_get();
+    if (!g) return 0;
+    return hk_guard_usable_size(g, p);
+}
+
+static void *shim_realloc(void *p, size_t n) {
+    if (shim_is_boot(p)) {
+        void *q = shim_malloc(n);
+        if (q) {
+            size_t old = shim_boot_size(p);
+            memcpy(q, p, old < n ? old : n);
+        }
+        return q;
+    }
+    hk_guard *g = shim_get();
+    if (!g) return __libc_realloc(p, n);
+    if (shim_busy) {
+        void *q = hk_guard_alloc_unguarded(g, n);
+        if (q) {
+            size_t old = hk_guard_usable_size(g, p);
+            memcpy(q, p, old < n ? old : n);
+            hk_guard_free(g, p);
+        }
+        return q;
+    }
+    shim_busy = 1;
+    void *q = hk_guard_realloc(g, p, n);
+    shim_busy = 0;
+    return q;
+}
+
+static void *shim_memalign(size_t a, size_t n) {
+    hk_guard *g = shim_get();
+    if (!g) {
+        if (__atomic_load_n(&shim_state, __ATOMIC_ACQUIRE) == SHIM_FAILED) return __libc_memalign(a, n);
+        return shim_boot_alloc(n, a);
+    }
+    if (shim_busy) return a <= 16 ? hk_guard_alloc_unguarded(g, n) : shim_boot_alloc(n, a);
+    shim_busy = 1;
+    void *p = hk_guard_alloc_aligned(g, n, a);
+    shim_busy = 0;
+    return p;
+}
+
+#include "override.inc"

@@ -1,0 +1,134 @@
+/* Guard heap fault reports: each case runs in a child process with the
+ * fault handler installed and reports going to a pipe; the parent checks
+ * the child died of SIGABRT and what the report says. (Skipped under
+ * AddressSanitizer, which owns SIGSEGV there.) */
+#include "hk_test.h"
+#include "internal.h"
+#include "heapkit/guard.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+typedef void (*guard_case_fn)(hk_guard *g);
+
+static char guard_out[1 << 16];
+
+/* Runs fn in a child; returns the termination signal (0 if it exited). */
+static int guard_run_child(guard_case_fn fn, uint32_t extra_flags, hk_guard_side side, size_t align) {
+    int fds[2];
+    if (pipe(fds) != 0) return -1;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        hk_guard_desc d = {0};
+        d.reserve = (size_t)1 << 28;
+        d.flags = HK_GUARD_FAULT_HANDLER | HK_GUARD_REPORT | HK_FLAG_QUIET | extra_flags;
+        d.report_fd = fds[1];
+        d.side = side;
+        d.align = align;
+        hk_guard *g = hk_guard_create(&d);
+        if (!g) _exit(3);
+        fn(g);
+        _exit(0);
+    }
+    close(fds[1]);
+    size_t have = 0;
+    for (;;) {
+        ssize_t r = read(fds[0], guard_out + have, sizeof guard_out - 1 - have);
+        if (r <= 0) break;
+        have += (size_t)r;
+    }
+    guard_out[have] = 0;
+    close(fds[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    if (getenv("HKT_VERBOSE")) printf("%s", guard_out);
+    return WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+}
+
+static volatile unsigned char guard_sink;
+
+static HK__NOINLINE void guard_case_overflow_write(hk_guard *g) {
+    unsigned char *p = hk_guard_alloc(g, 32);
+    p[32] = 1;
+}
+static HK__NOINLINE void guard_case_overflow_read(hk_guard *g) {
+    unsigned char *p = hk_guard_alloc(g, 48);
+    guard_sink = p[50];
+}
+static HK__NOINLINE void guard_case_underflow_write(hk_guard *g) {
+    unsigned char *p = hk_guard_alloc(g, 20);
+    p[-3] = 1;
+}
+static HK__NOINLINE void guard_case_uaf_read(hk_guard *g) {
+    unsigned char *p = hk_guard_alloc(g, 100);
+    hk_guard_free(g, p);
+    guard_sink = p[10];
+}
+static HK__NOINLINE void guard_case_uaf_write_evicted(hk_guard *g) {
+    unsigned char *p = hk_guard_alloc(g, 100);
+    hk_guard_free(g, p);
+    for (int i = 0; i < 20; i++) hk_guard_free(g, hk_guard_alloc(g, (size_t)4 << 20)); /* p leaves the quarantine */
+    p[0] = 1;
+}
+static HK__NOINLINE void guard_case_double_free(hk_guard *g) {
+    void *p = hk_guard_alloc(g, 10);
+    hk_guard_free(g, p);
+    hk_guard_free(g, p);
+}
+static HK__NOINLINE void guard_case_uninit_pointer(hk_guard *g) {
+    struct node {
+        struct node *next;
+        int v;
+    } *n = hk_guard_alloc(g, sizeof *n);
+    guard_sink = (unsigned char)n->next->v;
+}
+static HK__NOINLINE void guard_case_clean(hk_guard *g) {
+    for (int i = 0; i < 100; i++) hk_guard_free(g, hk_guard_alloc(g, (size_t)i * 10));
+}
+
+HKT_TEST(guard_fault_reports) {
+    (void)hkt_on_error;
+    if (hk__asan_enabled()) {
+        printf("    skipped under AddressSanitizer\n");
+        return;
+    }
+    CHECK_EQ(guard_run_child(guard_case_overflow_write, 0, HK_GUARD_SIDE_END, 0), SIGABRT);
+    CHECK_STR_CONTAINS(guard_out, "heap overflow (write)");
+    CHECK_STR_CONTAINS(guard_out, "offset +32 of 32-byte block");
+    CHECK_STR_CONTAINS(guard_out, "0 bytes past its end");
+    CHECK_STR_CONTAINS(guard_out, "allocated at:");
+    CHECK_STR_CONTAINS(guard_out, "aborting");
+
+    CHECK_EQ(guard_run_child(guard_case_overflow_read, 0, HK_GUARD_SIDE_END, 0), SIGABRT);
+    CHECK_STR_CONTAINS(guard_out, "heap overflow (read)");
+    CHECK_STR_CONTAINS(guard_out, "2 bytes past its end");
+
+    CHECK_EQ(guard_run_child(guard_case_underflow_write, 0, HK_GUARD_SIDE_START, 0), SIGABRT);
+    CHECK_STR_CONTAINS(guard_out, "heap underflow (write)");
+    CHECK_STR_CONTAINS(guard_out, "3 bytes before its start");
+
+    CHECK_EQ(guard_run_child(guard_case_uaf_read, 0, HK_GUARD_SIDE_END, 0), SIGABRT);
+    CHECK_STR_CONTAINS(guard_out, "use after free (read)");
+    CHECK_STR_CONTAINS(guard_out, "offset +10 of 100-byte freed block");
+    CHECK_STR_CONTAINS(guard_out, "freed at:");
+
+    CHECK_EQ(guard_run_child(guard_case_uaf_write_evicted, 0, HK_GUARD_SIDE_END, 0), SIGABRT);
+    CHECK_STR_CONTAINS(guard_out, "use after free (write)");
+    CHECK_STR_CONTAINS(guard_out, "left the quarantine");
+
+    CHECK_EQ(guard_run_child(guard_case_double_free, HK_GUARD_ABORT, HK_GUARD_SIDE_END, 0), SIGABRT);
+    CHECK_STR_CONTAINS(guard_out, "double free");
+    CHECK_STR_CONTAINS(guard_out, "freed at:");
+
+    CHECK_EQ(guard_run_child(guard_case_double_free, 0, HK_GUARD_SIDE_END, 0), 0); /* no abort flag */
+    CHECK_STR_CONTAINS(guard_out, "double free");
+
+    CHECK_EQ(guard_run_child(guard_case_uninit_pointer, 0, HK_GUARD_SIDE_END, 0), SIGABRT);
+    CHECK_STR_CONTAINS(guard_out, "uninitialized heap memory used as a pointer");
+
+    CHECK_EQ(guard_run_child(guard_case_clean, HK_GUARD_ABORT, HK_GUARD_SIDE_END, 0), 0);
+    CHECK(guard_out[0] == 0);
+}
