@@ -1095,11 +1095,7 @@ hk_cache *hk_cache_create(const hk_cache_desc *desc) {
     c->grow_user = desc->grow_user;
     c->os_base = os_base;
     c->os_size = os_base ? total : 0;
-    c->rep.fn = desc->on_error;
-    c->rep.user = desc->error_user;
-    c->rep.allocator = "cache";
-    c->rep.instance = desc->name ? desc->name : "cache";
-    c->rep.flags = desc->flags;
+    hk__reporter_init(&c->rep, "cache", desc->name, desc->on_error, desc->error_user, desc->flags);
     c->lock = desc->lock;
     if (desc->hunk) {
         void *ms;

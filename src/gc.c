@@ -589,11 +589,7 @@ hk_gc *hk_gc_create(const hk_gc_desc *desc) {
     gc->pace_bytes = desc->pace_bytes;
     gc->pace_percent = desc->pace_percent ? desc->pace_percent : HK_GC_DEFAULT_PACE_PERCENT;
     gc->incremental = (desc->flags & HK_GC_FLAG_IMMEDIATE) ? 0 : 1;
-    gc->rep.fn = desc->on_error;
-    gc->rep.user = desc->error_user;
-    gc->rep.allocator = "gc";
-    gc->rep.instance = desc->name ? desc->name : "gc";
-    gc->rep.flags = desc->flags;
+    hk__reporter_init(&gc->rep, "gc", desc->name, desc->on_error, desc->error_user, desc->flags);
     gc->lock = desc->lock;
     return gc;
 }

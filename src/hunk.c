@@ -224,11 +224,7 @@ hk_hunk *hk_hunk_create(const hk_hunk_desc *desc) {
     h->flags = desc->flags;
     h->os_base = os_base;
     h->os_size = os_size;
-    h->rep.fn = desc->on_error;
-    h->rep.user = desc->error_user;
-    h->rep.allocator = "hunk";
-    h->rep.instance = desc->name ? desc->name : "hunk";
-    h->rep.flags = desc->flags;
+    hk__reporter_init(&h->rep, "hunk", desc->name, desc->on_error, desc->error_user, desc->flags);
     h->lock = desc->lock;
     memcpy(h->names[0], "unknown", 8);
     memcpy(h->names[HUNK_NAME_OTHER], "(other)", 8);

@@ -40,6 +40,18 @@ typedef struct hk__reporter {
     uint64_t error_count;
 } hk__reporter;
 
+/* Sets up a reporter from an instance's desc fields: its hook, names and
+ * flags (`name` NULL means the allocator's own name). */
+static inline void hk__reporter_init(hk__reporter *r, const char *allocator, const char *name, hk_error_fn fn,
+                                     void *user, uint32_t flags) {
+    r->fn = fn;
+    r->user = user;
+    r->allocator = allocator;
+    r->instance = name ? name : allocator;
+    r->flags = flags;
+    r->error_count = 0;
+}
+
 /* Builds the one-line message from fmt (the detail, after the common
  * "<allocator> '<instance>': <kind>" prefix), bumps error_count and calls
  * the instance's hook, or the default handler unless HK_FLAG_QUIET.

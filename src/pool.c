@@ -444,11 +444,7 @@ hk_pool *hk_pool_create(const hk_pool_desc *desc) {
     p->destroy_user = desc->destroy_user;
     p->os_base = os_base;
     p->os_size = os_size;
-    p->rep.fn = desc->on_error;
-    p->rep.user = desc->error_user;
-    p->rep.allocator = "pool";
-    p->rep.instance = desc->name ? desc->name : "pool";
-    p->rep.flags = desc->flags;
+    hk__reporter_init(&p->rep, "pool", desc->name, desc->on_error, desc->error_user, desc->flags);
     p->lock = desc->lock;
     p->table_bytes = L.off_base;
 #ifdef HK__ASAN
