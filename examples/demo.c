@@ -14,7 +14,7 @@
  *          gives NULL instead of a use-after-free;
  *   gc     the script VM's objects, collected a few microseconds per frame;
  *   guard  (not shown here: it stops the program) run any program under
- *          `build/tools/heapkit guard -- prog` to catch overruns and
+ *          `build/heapkit guard -- prog` to catch overruns and
  *          use-after-free with stack traces.
  *
  * Every allocation is checked at the end, and misuse along the way is
