@@ -147,6 +147,7 @@ static int zone_region_add(hk_zone *z, void *mem, size_t size, void *os_base, si
     r->os_base = os_base;
     r->os_size = os_size;
     r->dedicated = 0;
+    r->reserve_end = NULL;
     z->nregions++;
     zone_bounds(z);
     size_t bsize = end - base;
@@ -195,6 +196,28 @@ static void zone_release_empty_regions(hk_zone *z) {
     }
 }
 
+static zone_blk *zone_merge_insert(hk_zone *z, zone_blk *b);
+
+/* Grows region r in place by `add` bytes of freshly committed memory right
+ * after its epilogue: the old epilogue becomes the header of a free block
+ * (merged with a free last block), and a new epilogue closes the region. One
+ * region instead of many keeps pointer lookups on the hint and lets the
+ * tail block span the growth. O(1) (plus O(add) with HK_FLAG_FILL). */
+static void zone_region_extend(hk_zone *z, zone_region *r, size_t add) {
+    zone_blk *b = (zone_blk *)r->end;
+    unsigned char *nend = r->end + add;
+    zone_blk *ne = (zone_blk *)nend;
+    zone_unpoison(b, sizeof(zone_blk));
+    zone_set_hdr(b, add, 0, b->bits & ZB_PREV_USED, 0);
+    if (z->flags & HK_FLAG_FILL) memset((unsigned char *)b + sizeof(zone_blk), HK_FILL_FREE, add - sizeof(zone_blk));
+    zone_unpoison(ne, ZONE_HDR);
+    zone_set_hdr(ne, 0, 0, ZB_USED, 0);
+    r->end = nend;
+    z->capacity += add;
+    zone_bounds(z);
+    zone_merge_insert(z, b);
+}
+
 static int zone_grow(hk_zone *z, size_t need) {
     if (!z->grow_size || z->nregions >= HK_ZONE_MAX_REGIONS) return 0;
     if (need >= ZONE_SMALL) { /* the search rounds up to a class boundary: the new block must reach it */
@@ -212,6 +235,20 @@ static int zone_grow(hk_zone *z, size_t need) {
         size_t room = (z->max_size - z->capacity) & ~(page - 1);
         if (want > room) want = room;
         if (want < need + ZONE_HDR + 64) return 0;
+    }
+    if (!dedicated) {
+        for (uint32_t i = 0; i < z->nregions; i++) {
+            zone_region *r = &z->regions[i];
+            unsigned char *cend = r->end + ZONE_HDR; /* committed up to here (page-aligned) */
+            if (!r->reserve_end || (size_t)(r->reserve_end - cend) < want ||
+                (size_t)(r->end - r->base) + want > ZONE_MAX_BLOCK)
+                continue;
+            if (hk_os_commit(cend, want) != HK_OK) break;
+            zone_region_extend(z, r, want);
+            z->os_grown += want;
+            z->grow_count++;
+            return 1;
+        }
     }
     void *m = hk_os_alloc(want);
     if (!m) return 0;
@@ -622,17 +659,35 @@ hk_zone *hk_zone_create(const hk_zone_desc *desc) {
     unsigned char *mem;
     size_t size;
     void *os = NULL;
-    size_t os_size = 0;
+    size_t os_size = 0, reserve = 0;
     size_t ctl = (sizeof(hk_zone) + 63) & ~(size_t)63;
     if (desc->memory) {
         mem = (unsigned char *)desc->memory;
         size = desc->size;
     } else {
         size = desc->size ? desc->size : (desc->grow_size ? desc->grow_size : (size_t)1 << 20);
-        if (!hk_size_add(size, ctl + 64, &size)) return NULL;
-        os = hk_os_alloc(size);
+        if (!hk_size_add(size, ctl + 64, &size) || !hk_size_align(size, hk_os_page_size(), &size)) return NULL;
+        if (desc->grow_size && sizeof(void *) >= 8) {
+            /* A growing zone reserves address space after its first region
+             * and grows that region in place (see zone_grow); the pages are
+             * committed chunk by chunk as before. */
+            size_t res = ZONE_RESERVE;
+            if (desc->max_size && desc->max_size < ZONE_RESERVE / 2) {
+                size_t r2;
+                if (hk_size_add(desc->max_size, size, &r2) && hk_size_align(r2, hk_os_page_size(), &r2)) res = r2;
+            }
+            if (res > size) {
+                os = hk_os_reserve(res);
+                if (os && hk_os_commit(os, size) != HK_OK) {
+                    hk_os_release(os, res);
+                    os = NULL;
+                }
+                if (os) reserve = res;
+            }
+        }
+        if (!os) os = hk_os_alloc(size);
         if (!os) return NULL;
-        os_size = size;
+        os_size = reserve ? reserve : size;
         mem = (unsigned char *)os;
     }
     uintptr_t start = hk_align_ptr((uintptr_t)mem, 64);
@@ -650,6 +705,7 @@ hk_zone *hk_zone_create(const hk_zone_desc *desc) {
         if (os) hk_os_release(os, os_size);
         return NULL;
     }
+    if (reserve) z->regions[0].reserve_end = (unsigned char *)os + reserve;
     return z;
 }
 

@@ -28,6 +28,7 @@
 #define ZONE_MAX_REQUEST (ZONE_MAX_BLOCK - 256u)
 #define ZONE_MAX_ALIGN ((size_t)1 << 35)
 #define ZONE_GROW_CHUNK_MAX ((size_t)256 << 20)
+#define ZONE_RESERVE ((size_t)1 << 36) /* address space reserved for a growing zone (64-bit hosts) */
 #define ZONE_NTAGS 256u
 
 #define ZB_USED 1u
@@ -63,6 +64,7 @@ typedef struct zone_region {
     void *os_base;       /* mapping to release on destroy/shrink, or NULL */
     size_t os_size;
     int dedicated; /* grown for one request larger than the growth chunk */
+    unsigned char *reserve_end; /* end of the address space reserved after the region (grows in place), or NULL */
 } zone_region;
 
 struct hk_zone {
@@ -136,13 +138,15 @@ static inline size_t zone_area(const zone_blk *b) {
 static inline size_t zone_requested(const zone_blk *b) { return zone_area(b) - zone_slack(b); }
 static inline size_t zone_align_of(const zone_blk *b) { return (size_t)16 << (b->bits >> ZB_ALIGN_SHIFT); }
 
+/* The 10-bit header check: the address (so a header copied or read at the
+ * wrong place fails) and every field except PREV_USED, mixed by one
+ * multiply on the path after the header load (the address product does not
+ * depend on the load). */
 static inline uint16_t zone_chk_calc(const zone_blk *b, uint32_t size16, unsigned tag, unsigned bits,
                                      unsigned slack) {
     uint64_t h = ((uint64_t)(uintptr_t)b >> 4) * 0x9E3779B97F4A7C15ull;
-    h ^= (((uint64_t)size16 << 24) | ((uint64_t)tag << 16) | ((uint64_t)(bits & ~ZB_PREV_USED) << 8) | slack) *
-         0xC2B2AE3D27D4EB4Full;
-    h ^= h >> 31;
-    h *= 0x94D049BB133111EBull;
+    h ^= ((uint64_t)size16 << 24) | ((uint64_t)tag << 16) | ((uint64_t)(bits & ~ZB_PREV_USED) << 8) | slack;
+    h *= 0xC2B2AE3D27D4EB4Full;
     return (uint16_t)((((unsigned)(h >> 54)) << 6) | (slack & 63u));
 }
 
