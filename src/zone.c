@@ -30,7 +30,8 @@
  *  - no two free blocks are adjacent (merging is immediate).
  *  - every free block is in exactly the list heads[fl][sl] given by
  *    zone_mapping(size); sl_map[fl] bit sl is set iff that list is non-empty;
- *    fl_map bit fl is set iff sl_map[fl] != 0.
+ *    fl_map bit fl is set iff sl_map[fl] != 0. Lists are doubly linked
+ *    except that a head's back link is stale (heads[][] identifies heads).
  *  - every used EXT block is in the circular list tag_head[tag], oldest
  *    first (sequence numbers non-decreasing from the head); tag_map bit t is
  *    set iff tag_head[t] != NULL; tag_count[t] is that list's length.
@@ -59,19 +60,26 @@ static inline void zone_insert(hk_zone *z, zone_blk *b) {
     zone_poison((unsigned char *)b + sizeof(zone_blk), size - sizeof(zone_blk));
 }
 
+/* The head of a list is recognised by heads[fl][sl], not by its back link:
+ * a head's prev_free is stale and never read. So popping the head (the
+ * allocation path) does not touch the next block in the list: one cache miss
+ * fewer per allocation. */
 static inline void zone_remove(hk_zone *z, zone_blk *b) {
     unsigned fl, sl;
     size_t size = zone_bsize(b);
     zone_mapping(size, &fl, &sl);
-    zone_blk *n = b->next_free, *p = b->prev_free;
-    if (n) n->prev_free = p;
-    if (p) p->next_free = n;
-    else {
-        z->heads[fl][sl] = n;
+    zone_blk *n = b->next_free;
+    zone_blk **hp = &z->heads[fl][sl];
+    if (*hp == b) {
+        *hp = n;
         if (!n) {
             z->sl_map[fl] &= ~(1u << sl);
             if (!z->sl_map[fl]) z->fl_map &= ~(1u << fl);
         }
+    } else {
+        zone_blk *p = b->prev_free;
+        p->next_free = n;
+        if (n) n->prev_free = p;
     }
     z->free_bytes -= size;
     z->free_blocks--;

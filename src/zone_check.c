@@ -152,7 +152,7 @@ static hk_result zone_check_free_lists(hk_zone *z, const zone_tally *t) {
                 if (f != fl || s != sl)
                     ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, b, "free block %p of %zu bytes is in list (%u,%u), not (%u,%u)",
                                  (void *)b, zone_bsize(b), fl, sl, f, s);
-                if (b->prev_free != prev)
+                if (prev && b->prev_free != prev) /* a head's back link is not kept (see zone_remove) */
                     ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, b, "free block %p: back link %p should be %p", (void *)b,
                                  (void *)b->prev_free, (void *)prev);
             }
