@@ -331,9 +331,34 @@ static zone_blk *zone_take(hk_zone *z, size_t need, size_t align, size_t *bsize)
     size_t search = align > 16 ? need + align + ZONE_MIN_BLOCK : need;
     zone_blk *b = zone_find(z, search);
     if (!b) return NULL;
-    zone_remove(z, b);
     size_t total = zone_bsize(b);
-    if (align > 16) {
+    if (align <= 16) {
+        zone_blk *nx = zone_next(b);
+        if (total - need >= ZONE_MIN_BLOCK && HK__LIKELY(nx->size16 != 0)) {
+            /* Carve from the end: the free remainder keeps its address (and,
+             * when its class is unchanged, its list position: no list work at
+             * all). The region's last block is carved from the start instead,
+             * so the untouched tail of a region stays untouched. */
+            size_t rem = total - need;
+            zone_blk *a = (zone_blk *)((unsigned char *)b + rem);
+            if (zone_same_class(total, rem)) {
+                zone_set_hdr(b, rem, 0, b->bits & ZB_PREV_USED, 0);
+                z->free_bytes -= need;
+            } else {
+                zone_remove(z, b);
+                zone_set_hdr(b, rem, 0, b->bits & ZB_PREV_USED, 0);
+                zone_insert(z, b);
+            }
+            zone_unpoison(a, sizeof(zone_blk));
+            a->prev_size = rem;
+            zone_set_hdr(a, need, 0, 0, 0);
+            nx->bits |= ZB_PREV_USED;
+            *bsize = need;
+            return a;
+        }
+        zone_remove(z, b);
+    } else {
+        zone_remove(z, b);
         uintptr_t u = hk_align_ptr((uintptr_t)b + ZONE_HDR, align);
         size_t gap = u - ZONE_HDR - (uintptr_t)b;
         if (gap && gap < ZONE_MIN_BLOCK) {
@@ -383,9 +408,7 @@ static zone_blk *zone_merge_insert(hk_zone *z, zone_blk *b) {
     }
     if (!prev_used) {
         zone_blk *p = zone_prev(b);
-        zone_remove(z, p);
-        size += zone_bsize(p);
-        prev_used = p->bits & ZB_PREV_USED;
+        size_t psize = zone_bsize(p);
         if (z->flags & HK_FLAG_FILL) {
             zone_unpoison(b, sizeof(zone_blk));
             memset(b, HK_FILL_FREE, sizeof(zone_blk));
@@ -394,6 +417,21 @@ static zone_blk *zone_merge_insert(hk_zone *z, zone_blk *b) {
              * say "free" so a second free of it is caught as a double free */
             zone_set_hdr(b, zone_bsize(b), 0, 0, 0);
         }
+        if (zone_same_class(psize + size, psize)) {
+            /* The merged block stays in p's list, in p's place: no list work
+             * (and no cache misses on p's list neighbours). */
+            zone_poison(b, size);
+            z->free_bytes += size;
+            size += psize;
+            zone_set_hdr(p, size, 0, p->bits & ZB_PREV_USED, 0);
+            n = zone_next(p);
+            n->prev_size = size;
+            n->bits &= (uint8_t)~ZB_PREV_USED;
+            return p;
+        }
+        zone_remove(z, p);
+        size += psize;
+        prev_used = p->bits & ZB_PREV_USED;
         b = p;
     }
     zone_set_hdr(b, size, 0, prev_used, 0);

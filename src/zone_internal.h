@@ -187,6 +187,13 @@ static inline void zone_mapping_search(size_t size, unsigned *fl, unsigned *sl) 
     zone_mapping(size, fl, sl);
 }
 
+/* Whether block sizes a and b (a > b) fall in the same free list. */
+static inline int zone_same_class(size_t a, size_t b) {
+    if (b < ZONE_SMALL) return 0; /* exact classes: a > b differ */
+    unsigned m = zone_msb(a);
+    return zone_msb(b) == m && (a >> (m - ZONE_SL_LOG2)) == (b >> (m - ZONE_SL_LOG2));
+}
+
 /* Smallest block size in class (fl, sl). */
 static inline size_t zone_class_start(unsigned fl, unsigned sl) {
     if (fl == 0) return (size_t)sl << 4;
