@@ -579,7 +579,9 @@ static zone_blk *zone_release(hk_zone *z, zone_blk *b, int clear_owner) {
     if (b->bits & ZB_EXT) {
         zone_ext *e = zone_ext_of(b);
         if (clear_owner && e->owner) *e->owner = NULL;
-        zone_tag_unlink(z, b, b->tag);
+        /* clear_owner < 0: the caller (free_tags) has detached the whole tag
+         * list already */
+        if (clear_owner >= 0) zone_tag_unlink(z, b, b->tag);
     } else {
         z->untracked_live--;
     }
@@ -1159,14 +1161,22 @@ size_t hk_zone_free_tags(hk_zone *z, int lo, int hi) {
             b = e->next;
         } while (b != h);
     }
-    /* Pass 2: free. */
+    /* Pass 2: free. Each tag's list is detached whole, then walked once:
+     * no per-block unlinking (which would touch the next block's record),
+     * and the next block's header is fetched while this one is merged. */
     for (int t = zone_next_tag(z, lo, hi); t >= 0; t = zone_next_tag(z, t + 1, hi)) {
-        while (z->tag_head[t]) {
-            zone_blk *b = z->tag_head[t];
-            __builtin_prefetch(zone_ext_of(b)->next);
-            zone_release(z, b, 0);
+        zone_blk *h = z->tag_head[t], *b = h;
+        z->tag_head[t] = NULL;
+        z->tag_map[(unsigned)t >> 6] &= ~(1ull << ((unsigned)t & 63));
+        z->tag_count[t] = 0;
+        z->tag_owned[t] = 0;
+        do {
+            zone_blk *nx = zone_ext_of(b)->next;
+            __builtin_prefetch(nx);
+            zone_release(z, b, -1);
             n++;
-        }
+            b = nx;
+        } while (b != h);
     }
     if (lo <= HK_TAG_STATIC && HK_TAG_STATIC <= hi && z->untracked_live) n += zone_free_untracked(z);
     z->bulk = 0;
