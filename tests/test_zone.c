@@ -464,3 +464,77 @@ HKT_TEST(paranoid_and_lock_hooks) {
     d.lock.unlock = NULL;
     CHECK(hk_zone_create(&d) == NULL); /* both hooks or neither */
 }
+
+/* A growing zone reserves address space after its first region and grows
+ * that region in place: a block can straddle the old end, and the old tail
+ * free block merges with the new memory. */
+HKT_TEST(growth_in_place_extends_the_region) {
+    hkt_errors errs = {0};
+    hk_zone *z = hk_zone_create(&(hk_zone_desc){.size = 64 << 10, .grow_size = 64 << 10, .on_error = hkt_on_error,
+                                               .error_user = &errs});
+    REQUIRE(z != NULL);
+    hk_stats s0;
+    hk_zone_stats(z, &s0);
+    unsigned char *a = hk_zone_alloc(z, 40 << 10);
+    REQUIRE(a != NULL);
+    unsigned char *b = hk_zone_alloc(z, 40 << 10); /* does not fit in what is left: the zone grows */
+    REQUIRE(b != NULL);
+    hk_stats s1;
+    hk_zone_stats(z, &s1);
+    CHECK(s1.capacity > s0.capacity);
+    /* in place: b starts right after a (the old tail and the growth merged) */
+    CHECK_EQ((uintptr_t)b, (uintptr_t)a + hk_zone_usable_size(z, a) + 8);
+    memset(a, 1, 40 << 10);
+    memset(b, 2, 40 << 10);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    /* many growth steps still make one contiguous heap */
+    void *ps[64];
+    for (int i = 0; i < 64; i++) {
+        ps[i] = hk_zone_alloc(z, 30000);
+        REQUIRE(ps[i] != NULL);
+    }
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    for (int i = 0; i < 64; i++) CHECK_EQ(hk_zone_free(z, ps[i]), HK_OK);
+    CHECK_EQ(hk_zone_free(z, a), HK_OK);
+    CHECK_EQ(hk_zone_free(z, b), HK_OK);
+    hk_stats s2;
+    hk_zone_stats(z, &s2);
+    CHECK_EQ(s2.free_blocks, 1); /* everything merged back into one block */
+    CHECK_EQ(s2.free, s2.capacity);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    CHECK_EQ(errs.count, 0);
+    hk_zone_destroy(z);
+}
+
+/* An allocation from a free block that is not the region's last one is
+ * carved from that block's end; the free remainder keeps its address. */
+HKT_TEST(carving_from_the_end_of_an_interior_hole) {
+    hkt_errors errs = {0};
+    hk_zone *z = mk(&errs, 0);
+    REQUIRE(z != NULL);
+    unsigned char *a = hk_zone_alloc(z, 100);
+    unsigned char *hole = hk_zone_alloc(z, 20000);
+    unsigned char *c = hk_zone_alloc(z, 100);
+    REQUIRE(a && hole && c);
+    CHECK_EQ(hk_zone_free(z, hole), HK_OK);
+    unsigned char *p = hk_zone_alloc(z, 1000); /* only the hole's class or the tail can serve it */
+    REQUIRE(p != NULL);
+    CHECK(p > hole && p < c);
+    /* taken from the hole: at its end, right before c's header */
+    CHECK_EQ((uintptr_t)p + hk_zone_usable_size(z, p) + 8, (uintptr_t)c);
+    hk_block_info info;
+    CHECK_EQ(hk_zone_where(z, hole, &info), HK_OK);
+    CHECK_EQ(info.flags & HK_BLOCK_USED, 0u); /* the remainder still starts where the hole did */
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    /* freeing p merges it back into the remainder before it, in place */
+    CHECK_EQ(hk_zone_free(z, p), HK_OK);
+    hk_stats s;
+    hk_zone_stats(z, &s);
+    CHECK_EQ(s.free_blocks, 2); /* the hole and the tail */
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    unsigned char *q = hk_zone_alloc(z, 20000); /* the whole hole again */
+    CHECK(q == hole);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    CHECK_EQ(errs.count, 0);
+    hk_zone_destroy(z);
+}
