@@ -58,7 +58,7 @@ static void br_free(void *p) { hkb_rover_free(g_br, p); }
 static void *br_realloc(void *p, size_t n) { return hkb_rover_realloc(g_br, p, n); }
 static size_t br_usable(void *p) { return hkb_rover_usable(g_br, p); }
 
-enum { SUBJ_PEER, SUBJ_ZONE, SUBJ_ZONE_LOCKED, SUBJ_ROVER };
+enum { SUBJ_PEER, SUBJ_ZONE, SUBJ_ZONE_LOCKED, SUBJ_ZONE_FC, SUBJ_ROVER };
 
 typedef struct subject {
     hkb_allocator a;
@@ -67,12 +67,13 @@ typedef struct subject {
 
 /* The zone as the preload configures it: 1 MiB to start, growing from the OS. */
 static void subject_open(const subject *s, size_t heap) {
-    if (s->kind == SUBJ_ZONE || s->kind == SUBJ_ZONE_LOCKED) {
+    if (s->kind == SUBJ_ZONE || s->kind == SUBJ_ZONE_LOCKED || s->kind == SUBJ_ZONE_FC) {
         hk_zone_desc d;
         memset(&d, 0, sizeof d);
         d.size = (size_t)1 << 20;
         d.grow_size = (size_t)1 << 20;
         d.name = "bench";
+        if (s->kind == SUBJ_ZONE_FC) d.flags = HK_ZONE_FRONT_CACHE; /* opt-in: defers merging of small blocks */
         if (s->kind == SUBJ_ZONE_LOCKED) {
             d.lock.lock = bz_lock;
             d.lock.unlock = bz_unlock;
@@ -90,7 +91,7 @@ static void subject_open(const subject *s, size_t heap) {
 }
 
 static void subject_close(const subject *s) {
-    if (s->kind == SUBJ_ZONE || s->kind == SUBJ_ZONE_LOCKED) {
+    if (s->kind == SUBJ_ZONE || s->kind == SUBJ_ZONE_LOCKED || s->kind == SUBJ_ZONE_FC) {
         hk_zone_destroy(g_bz);
         g_bz = NULL;
     } else if (s->kind == SUBJ_ROVER) {
@@ -102,8 +103,11 @@ static void subject_close(const subject *s) {
 static int subjects(subject *out, int with_locked) {
     int n = 0;
     out[n++] = (subject){{"zone", bz_malloc, bz_free, bz_realloc, bz_memalign, bz_usable}, SUBJ_ZONE};
-    if (with_locked)
+    if (with_locked) {
         out[n++] = (subject){{"zone+mutex", bz_malloc, bz_free, bz_realloc, bz_memalign, bz_usable}, SUBJ_ZONE_LOCKED};
+        out[n++] =
+            (subject){{"zone+frontcache", bz_malloc, bz_free, bz_realloc, bz_memalign, bz_usable}, SUBJ_ZONE_FC};
+    }
     const hkb_allocator *peers;
     int np = hkb_peers(&peers);
     for (int i = 0; i < np; i++) out[n++] = (subject){peers[i], SUBJ_PEER};
@@ -295,6 +299,16 @@ static void workload_frame(hkb_ctx *ctx, const trace *t) {
         char m[64];
         snprintf(m, sizeof m, "ratio_vs_%s", subj[s].a.name);
         hkb_record(SUITE, "frame", "zone", m, res[s] / res[0], "x (X time / zone time)");
+    }
+    /* the opt-in front cache (deferred merging of small blocks) against the peers */
+    for (int f = 0; f < ns; f++) {
+        if (subj[f].kind != SUBJ_ZONE_FC) continue;
+        for (int s = 0; s < ns; s++) {
+            if (subj[s].kind != SUBJ_PEER && subj[s].kind != SUBJ_ROVER) continue;
+            char m[64];
+            snprintf(m, sizeof m, "ratio_vs_%s", subj[s].a.name);
+            hkb_record(SUITE, "frame", "zone+frontcache", m, res[s] / res[f], "x (X time / zone+frontcache time)");
+        }
     }
     hkb_skip_missing(SUITE, "frame");
     free(slots);

@@ -475,10 +475,55 @@ static void *zone_fail(hk_zone *z, hk_result r, hk_error_kind k, size_t n, const
 
 static int zone_purge_one(hk_zone *z, int level);
 
+/* ---- front cache (HK_ZONE_FRONT_CACHE) ------------------------------------ */
+
+/* Keeps the validated untracked used block b (size <= ZONE_FC_MAX) unmerged
+ * for reuse. O(1). */
+static inline void zone_fc_push(hk_zone *z, zone_blk *b) {
+    size_t size = zone_bsize(b);
+    unsigned bin = b->size16;
+    z->used_req -= zone_requested(b);
+    z->used_bytes -= size;
+    z->live--;
+    z->untracked_live--;
+    z->free_count++;
+    z->fc_bytes += size;
+    z->fc_blocks++;
+    z->fc_count[bin]++;
+    zone_set_hdr(b, size, 0, ZB_USED | (b->bits & ZB_PREV_USED), 0);
+    zone_unpoison(zone_user(b), sizeof(zone_blk *));
+    b->next_free = z->fc_head[bin];
+    z->fc_head[bin] = b;
+    zone_poison(zone_user(b) + sizeof(zone_blk *), size - ZONE_HDR - sizeof(zone_blk *));
+}
+
+/* Gives every cached block back to the heap (merged). O(cached blocks). */
+static void zone_fc_flush(hk_zone *z) {
+    if (!z->fc_blocks) return;
+    for (unsigned bin = 0; bin <= ZONE_FC_MAX / 16; bin++) {
+        zone_blk *b = z->fc_head[bin];
+        z->fc_head[bin] = NULL;
+        z->fc_count[bin] = 0;
+        while (b) {
+            zone_blk *nx = b->next_free;
+            z->fc_bytes -= zone_bsize(b);
+            z->fc_blocks--;
+            zone_unpoison(zone_user(b), zone_bsize(b) - ZONE_HDR);
+            zone_merge_insert(z, b);
+            b = nx;
+        }
+    }
+}
+
 /* Gets a block of `need` bytes, purging then growing when needed. */
 static zone_blk *zone_obtain(hk_zone *z, size_t need, size_t align, size_t *bsize) {
     zone_blk *b = zone_take(z, need, align, bsize);
     if (HK__LIKELY(b != NULL)) return b;
+    if (z->fc_blocks) {
+        zone_fc_flush(z);
+        b = zone_take(z, need, align, bsize);
+        if (b) return b;
+    }
     while (zone_purge_one(z, z->purge_level)) {
         b = zone_take(z, need, align, bsize);
         if (b) return b;
@@ -629,7 +674,7 @@ static hk_result zone_classify_bad(hk_zone *z, const void *p, int ri, const char
         }
         unsigned char *bs = (unsigned char *)b, *be = bs + zone_bsize(b);
         if (a >= bs && a < be) {
-            if (b->bits & ZB_USED) {
+            if ((b->bits & ZB_USED) && b->tag != 0) {
                 const char *name = zone_block_name(b);
                 return hk__report(&z->rep, HK_ERR_INVALID, HK_EK_INTERIOR_PTR, p, zone_requested(b), name,
                                   "%s(%p): pointer is %td bytes into block %p (%zu bytes, tag %u%s%s%s), not its "
@@ -675,9 +720,10 @@ static zone_blk *zone_lookup(hk_zone *z, const void *p, const char *op, hk_resul
         *res = zone_classify_bad(z, p, ri, op);
         return NULL;
     }
-    if (HK__UNLIKELY(!(b->bits & ZB_USED))) {
+    if (HK__UNLIKELY(!(b->bits & ZB_USED) || b->tag == 0)) {
         *res = hk__report(&z->rep, HK_ERR_DOUBLE_FREE, HK_EK_DOUBLE_FREE, p, zone_bsize(b), NULL,
-                          "%s(%p): block %p (%zu bytes) is already free", op, p, p, zone_bsize(b));
+                          "%s(%p): block %p (%zu bytes) is already free%s", op, p, p, zone_bsize(b),
+                          (b->bits & ZB_USED) ? " (kept by the front cache)" : "");
         return NULL;
     }
     *res = HK_OK;
@@ -689,6 +735,7 @@ static zone_blk *zone_lookup(hk_zone *z, const void *p, const char *op, hk_resul
 static void zone_init_ctl(hk_zone *z, const hk_zone_desc *desc) {
     memset(z, 0, sizeof *z);
     z->flags = desc->flags;
+    z->fc_on = (desc->flags & HK_ZONE_FRONT_CACHE) && !(desc->flags & ZONE_FC_OFF);
     z->purge_level = desc->purge_level > 0 ? desc->purge_level : HK_TAG_PURGELEVEL;
     z->grow_size = desc->grow_size;
     z->max_size = desc->max_size;
@@ -795,7 +842,17 @@ void *hk_zone_alloc(hk_zone *z, size_t size) {
         size_t need = (size + ZONE_PLAIN_OVH + 15) & ~(size_t)15;
         if (need < ZONE_MIN_BLOCK) need = ZONE_MIN_BLOCK;
         size_t bsize;
-        zone_blk *b = zone_take(z, need, 16, &bsize);
+        zone_blk *b;
+        if (z->fc_on && need <= ZONE_FC_MAX && z->fc_head[need >> 4]) {
+            b = z->fc_head[need >> 4];
+            z->fc_head[need >> 4] = b->next_free;
+            z->fc_count[need >> 4]--;
+            z->fc_blocks--;
+            z->fc_bytes -= need;
+            bsize = need;
+        } else {
+            b = zone_take(z, need, 16, &bsize);
+        }
         if (HK__LIKELY(b != NULL)) {
             unsigned char *user = zone_user(b);
             zone_unpoison(user, bsize - ZONE_HDR);
@@ -877,6 +934,12 @@ hk_result hk_zone_free(hk_zone *z, void *p) {
     hk_result res;
     zone_blk *b = zone_lookup(z, p, "free", &res);
     if (HK__LIKELY(b != NULL)) {
+        if (z->fc_on && !(b->bits & ZB_EXT) && b->size16 <= ZONE_FC_MAX / 16 &&
+            z->fc_count[b->size16] < ZONE_FC_DEPTH && z->fc_bytes + zone_bsize(b) <= ZONE_FC_BYTES) {
+            zone_fc_push(z, b);
+            hk__unlock(&z->lock);
+            return HK_OK;
+        }
         if (HK__UNLIKELY((z->flags & HK_FLAG_CANARY) && !zone_canary_ok(z, b, "free of"))) res = HK_ERR_CORRUPT;
         zone_blk *m = zone_release(z, b, 1);
         /* a block spanning a whole region starts with PREV_USED set and ends
@@ -909,7 +972,7 @@ bool hk_zone_owns(hk_zone *z, const void *p) {
     if (ri >= 0 && !(a & 15) && a >= (uintptr_t)z->regions[ri].base + ZONE_HDR &&
         a <= (uintptr_t)z->regions[ri].end) {
         zone_blk *b = zone_from_user(p);
-        ok = !zone_is_poisoned(b, ZONE_HDR) && zone_hdr_ok(b) && (b->bits & ZB_USED) &&
+        ok = !zone_is_poisoned(b, ZONE_HDR) && zone_hdr_ok(b) && (b->bits & ZB_USED) && b->tag != 0 &&
              zone_bsize(b) >= ZONE_MIN_BLOCK && zone_bsize(b) <= (size_t)(z->regions[ri].end - (unsigned char *)b);
     }
     hk__unlock(&z->lock);
@@ -1132,7 +1195,7 @@ static size_t zone_free_untracked(hk_zone *z) {
         zone_region *r = &z->regions[i];
         zone_blk *b = (zone_blk *)r->base;
         while ((unsigned char *)b < r->end) {
-            if ((b->bits & (ZB_USED | ZB_EXT)) == ZB_USED) {
+            if ((b->bits & (ZB_USED | ZB_EXT)) == ZB_USED && b->tag != 0) {
                 b = zone_release(z, b, 0);
                 n++;
             }
@@ -1150,6 +1213,7 @@ size_t hk_zone_free_tags(hk_zone *z, int lo, int hi) {
     hk__lock(&z->lock);
     size_t n = 0;
     z->bulk = 1;
+    zone_fc_flush(z); /* cached blocks merge with the blocks freed here */
     /* Pass 1: clear owners while every block is still allocated (an owner
      * may live inside another block being freed). */
     for (int t = zone_next_tag(z, lo, hi); t >= 0; t = zone_next_tag(z, t + 1, hi)) {
@@ -1211,7 +1275,7 @@ hk_result hk_zone_stats(const hk_zone *z, hk_stats *out) {
     out->capacity = z->capacity;
     out->used = z->used_req;
     out->used_blocks_bytes = z->used_bytes;
-    out->free = z->free_bytes;
+    out->free = z->free_bytes + z->fc_bytes; /* front-cached blocks are free for the user */
     if (z->fl_map) {
         unsigned fl = zone_msb(z->fl_map);
         size_t cs = zone_class_start(fl, zone_msb(z->sl_map[fl]));
@@ -1222,7 +1286,7 @@ hk_result hk_zone_stats(const hk_zone *z, hk_stats *out) {
     out->peak_used = z->peak_used;
     out->overhead = z->used_bytes - z->used_req + sizeof(hk_zone) + z->nregions * ZONE_HDR;
     out->live_blocks = z->live;
-    out->free_blocks = z->free_blocks;
+    out->free_blocks = z->free_blocks + z->fc_blocks;
     out->alloc_count = z->alloc_count;
     out->free_count = z->free_count;
     out->fail_count = z->fail_count;

@@ -34,7 +34,7 @@ static size_t zone_scan_fill(const unsigned char *p, size_t n, unsigned fill, si
 }
 
 typedef struct zone_tally {
-    size_t nfree, free_bytes, used_bytes, used_req, live, untracked, tracked, capacity;
+    size_t nfree, free_bytes, used_bytes, used_req, live, untracked, tracked, capacity, cached, cached_bytes;
 } zone_tally;
 
 static hk_result zone_check_region(hk_zone *z, uint32_t ri, zone_tally *t) {
@@ -66,7 +66,12 @@ static hk_result zone_check_region(hk_zone *z, uint32_t ri, zone_tally *t) {
             ZONE_CORRUPT(HK_EK_CORRUPT_HEADER, zone_user(b),
                          "boundary tag before block %p says %llu bytes, the free block before it has %zu",
                          (void *)zone_user(b), (unsigned long long)b->prev_size, prev_size);
-        if (used) {
+        if (used && b->tag == 0) {
+            if (!z->fc_on || (b->bits & ZB_EXT) || size > ZONE_FC_MAX || zone_slack(b))
+                ZONE_CORRUPT(HK_EK_CORRUPT_HEADER, zone_user(b), "used block %p has tag 0", (void *)zone_user(b));
+            t->cached++; /* kept by the front cache */
+            t->cached_bytes += size;
+        } else if (used) {
             t->live++;
             t->used_bytes += size;
             t->used_req += zone_requested(b);
@@ -215,6 +220,29 @@ static hk_result zone_check_tag_lists(hk_zone *z, const zone_tally *t) {
     return HK_OK;
 }
 
+static hk_result zone_check_front_cache(hk_zone *z, const zone_tally *t) {
+    size_t seen = 0, bytes = 0;
+    for (unsigned bin = 0; bin <= ZONE_FC_MAX / 16; bin++) {
+        uint32_t cnt = 0;
+        for (zone_blk *b = z->fc_head[bin]; b; b = b->next_free) {
+            if (++seen > t->cached || !zone_ptr_sane(z, b) || !zone_is_cached(b) || b->size16 != bin)
+                ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, b, "front cache list %u reaches %p, not a cached block of %u bytes",
+                             bin, (void *)b, bin * 16);
+            bytes += zone_bsize(b);
+            cnt++;
+        }
+        if (cnt != z->fc_count[bin])
+            ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "front cache list %u has %u blocks, its count says %u", bin, cnt,
+                         z->fc_count[bin]);
+    }
+    if (seen != t->cached || seen != z->fc_blocks || bytes != z->fc_bytes)
+        ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z,
+                     "front cache holds %zu blocks (%zu bytes), the heap has %zu cached blocks, the counters say %zu "
+                     "(%zu bytes)",
+                     seen, bytes, t->cached, z->fc_blocks, z->fc_bytes);
+    return HK_OK;
+}
+
 hk_result hk__zone_check_locked(hk_zone *z) {
     zone_tally t;
     memset(&t, 0, sizeof t);
@@ -226,10 +254,11 @@ hk_result hk__zone_check_locked(hk_zone *z) {
     }
     hk_result r = zone_check_free_lists(z, &t);
     if (r == HK_OK) r = zone_check_tag_lists(z, &t);
+    if (r == HK_OK) r = zone_check_front_cache(z, &t);
     if (r != HK_OK) return r;
     if (t.capacity != z->capacity || t.free_bytes != z->free_bytes || t.nfree != z->free_blocks ||
         t.used_bytes != z->used_bytes || t.used_req != z->used_req || t.live != z->live ||
-        t.untracked != z->untracked_live || t.used_bytes + t.free_bytes != t.capacity)
+        t.untracked != z->untracked_live || t.used_bytes + t.free_bytes + t.cached_bytes != t.capacity)
         ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z,
                      "counters disagree with the heap: capacity %zu/%zu, free %zu/%zu in %zu/%zu blocks, used "
                      "%zu/%zu (%zu/%zu asked) in %zu/%zu blocks",
@@ -252,7 +281,7 @@ static void zone_info(const hk_zone *z, const zone_blk *b, hk_block_info *info) 
     memset(info, 0, sizeof *info);
     size_t size = zone_bsize(b);
     info->address = zone_user(b);
-    if (b->bits & ZB_USED) {
+    if ((b->bits & ZB_USED) && b->tag != 0) { /* a front-cached block (tag 0) shows as free */
         size_t req = zone_requested(b);
         info->requested = req;
         info->size = (z->flags & HK_FLAG_CANARY) ? req : zone_area(b);

@@ -30,6 +30,10 @@
 #define ZONE_GROW_CHUNK_MAX ((size_t)256 << 20)
 #define ZONE_RESERVE ((size_t)1 << 36) /* address space reserved for a growing zone (64-bit hosts) */
 #define ZONE_NTAGS 256u
+#define ZONE_FC_MAX 1024u            /* largest block size kept by the front cache */
+#define ZONE_FC_DEPTH 32u /* blocks per size */
+#define ZONE_FC_BYTES ((size_t)256 << 10) /* bytes in all */
+#define ZONE_FC_OFF (HK_FLAG_FILL | HK_FLAG_CANARY | HK_FLAG_ZERO | HK_FLAG_PARANOID | HK_FLAG_RECORD_SITE | HK_ZONE_TRACK_ALL)
 
 #define ZB_USED 1u
 #define ZB_PREV_USED 2u
@@ -86,6 +90,12 @@ struct hk_zone {
     uint32_t flags;
     int purge_level;
     int bulk; /* inside free_tags/purge: no region release */
+    int fc_on; /* HK_ZONE_FRONT_CACHE in effect */
+    /* Front cache: singly linked (through next_free) LIFO stacks of cached
+     * blocks by size16. A cached block keeps USED in its header with tag 0. */
+    zone_blk *fc_head[ZONE_FC_MAX / 16 + 1];
+    uint32_t fc_count[ZONE_FC_MAX / 16 + 1];
+    size_t fc_bytes, fc_blocks;
     size_t grow_size, max_size, os_grown;
     void *ctl_os; /* the control block's own mapping (with the first region) */
     size_t ctl_os_size;
@@ -161,6 +171,10 @@ static inline void zone_set_hdr(zone_blk *b, size_t size, unsigned tag, unsigned
 static inline int zone_hdr_ok(const zone_blk *b) {
     return b->chk == zone_chk_calc(b, b->size16, b->tag, b->bits, b->chk & 63u);
 }
+
+/* A block kept by the front cache: used in the heap's structure, free for
+ * the user. */
+static inline int zone_is_cached(const zone_blk *b) { return (b->bits & ZB_USED) && b->tag == 0; }
 
 static inline const char *zone_block_name(const zone_blk *b) {
     return (b->bits & ZB_EXT) ? zone_ext_of(b)->name : NULL;

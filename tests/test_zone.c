@@ -538,3 +538,75 @@ HKT_TEST(carving_from_the_end_of_an_interior_hole) {
     CHECK_EQ(errs.count, 0);
     hk_zone_destroy(z);
 }
+
+/* HK_ZONE_FRONT_CACHE: freed small untracked blocks are kept whole and
+ * reused LIFO; they count as free, a second free of one is reported, and
+ * they are flushed (merged) when an allocation cannot be met otherwise. */
+HKT_TEST(front_cache_reuse_double_free_and_flush) {
+    hkt_errors errs = {0};
+    static unsigned char mem[256 << 10] __attribute__((aligned(64)));
+    hk_zone *z = hk_zone_create(&(hk_zone_desc){.memory = mem, .size = sizeof mem, .flags = HK_ZONE_FRONT_CACHE,
+                                               .on_error = hkt_on_error, .error_user = &errs});
+    REQUIRE(z != NULL);
+    hk_stats s0;
+    hk_zone_stats(z, &s0);
+    unsigned char *a = hk_zone_alloc(z, 100), *b = hk_zone_alloc(z, 100), *c = hk_zone_alloc(z, 100);
+    REQUIRE(a && b && c);
+    CHECK_EQ(hk_zone_free(z, b), HK_OK); /* cached: not merged, not in the free lists */
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    CHECK(!hk_zone_owns(z, b));
+    hk_stats s1;
+    hk_zone_stats(z, &s1);
+    CHECK_EQ(s1.live_blocks, 2);
+    CHECK_EQ(s1.free, s0.free - (hk_zone_usable_size(z, a) + 8) * 2); /* the cached block counts as free */
+    hk_block_info info;
+    CHECK_EQ(hk_zone_where(z, b, &info), HK_OK);
+    CHECK_EQ(info.flags & HK_BLOCK_USED, 0u);
+    /* a second free of the cached block is reported; the zone stays consistent */
+    CHECK_EQ(hk_zone_free(z, b), HK_ERR_DOUBLE_FREE);
+    CHECK_EQ(errs.last_kind, HK_EK_DOUBLE_FREE);
+    CHECK_STR_CONTAINS(errs.last_message, "front cache");
+    CHECK_EQ(hk_zone_realloc(z, b, 10), NULL);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    errs.count = 0;
+    /* LIFO reuse of the same size */
+    unsigned char *d = hk_zone_alloc(z, 100);
+    CHECK(d == b);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    /* fill the zone with small blocks, cache many of them, then ask for a
+     * block only their merging can give: the cache is flushed */
+    void *ps[4096];
+    int n = 0;
+    while (n < 4096 && (ps[n] = hk_zone_alloc(z, 200)) != NULL) n++;
+    CHECK(n > 100);
+    errs.count = 0;
+    for (int i = 0; i < n; i++) CHECK_EQ(hk_zone_free(z, ps[i]), HK_OK);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    void *big = hk_zone_alloc(z, (size_t)n * 150);
+    CHECK(big != NULL);
+    CHECK_EQ(errs.count, 0);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    CHECK_EQ(hk_zone_free(z, big), HK_OK);
+    /* free_tags over HK_TAG_STATIC flushes first and frees only live blocks */
+    CHECK_EQ(hk_zone_free(z, a), HK_OK);
+    CHECK_EQ(hk_zone_free_tags(z, HK_TAG_STATIC, HK_TAG_STATIC), 2u); /* c and d */
+    hk_stats s2;
+    hk_zone_stats(z, &s2);
+    CHECK_EQ(s2.live_blocks, 0);
+    CHECK_EQ(s2.free_blocks, 1);
+    CHECK_EQ(s2.free, s2.capacity);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    CHECK_EQ(errs.count, 0);
+    hk_zone_destroy(z);
+    /* with a debug flag the cache is off: a freed block merges at once */
+    hk_zone *f = hk_zone_create(&(hk_zone_desc){.memory = mem, .size = sizeof mem,
+                                               .flags = HK_ZONE_FRONT_CACHE | HK_FLAG_FILL});
+    REQUIRE(f != NULL);
+    void *x = hk_zone_alloc(f, 100);
+    REQUIRE(x != NULL);
+    hk_zone_free(f, x);
+    hk_zone_stats(f, &s2);
+    CHECK_EQ(s2.free_blocks, 1);
+    CHECK_EQ(hk_zone_check(f), HK_OK);
+    hk_zone_destroy(f);
+}
