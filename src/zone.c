@@ -275,19 +275,19 @@ static int zone_grow(hk_zone *z, size_t need) {
 
 static inline void zone_tag_append(hk_zone *z, zone_blk *b, unsigned tag) {
     zone_ext *e = zone_ext_of(b);
-    zone_blk *head = z->tag_head[tag];
+    zone_ext *head = z->tag_head[tag];
     e->seq = z->seq++;
+    e->blk = b;
     if (!head) {
-        e->next = e->prev = b;
-        z->tag_head[tag] = b;
+        e->next = e->prev = e;
+        z->tag_head[tag] = e;
         z->tag_map[tag >> 6] |= 1ull << (tag & 63);
     } else {
-        zone_ext *he = zone_ext_of(head);
-        zone_blk *tail = he->prev;
+        zone_ext *tail = head->prev;
         e->next = head;
         e->prev = tail;
-        zone_ext_of(tail)->next = b;
-        he->prev = b;
+        tail->next = e;
+        head->prev = e;
     }
     z->tag_count[tag]++;
     if (e->owner) z->tag_owned[tag]++;
@@ -295,13 +295,13 @@ static inline void zone_tag_append(hk_zone *z, zone_blk *b, unsigned tag) {
 
 static inline void zone_tag_unlink(hk_zone *z, zone_blk *b, unsigned tag) {
     zone_ext *e = zone_ext_of(b);
-    if (e->next == b) {
+    if (e->next == e) {
         z->tag_head[tag] = NULL;
         z->tag_map[tag >> 6] &= ~(1ull << (tag & 63));
     } else {
-        zone_ext_of(e->prev)->next = e->next;
-        zone_ext_of(e->next)->prev = e->prev;
-        if (z->tag_head[tag] == b) z->tag_head[tag] = e->next;
+        e->prev->next = e->next;
+        e->next->prev = e->prev;
+        if (z->tag_head[tag] == e) z->tag_head[tag] = e->next;
     }
     z->tag_count[tag]--;
     if (e->owner) z->tag_owned[tag]--;
@@ -992,8 +992,24 @@ static void zone_relayout(hk_zone *z, zone_blk *b, size_t bsize, size_t n, const
     zone_set_hdr(b, bsize, b->tag, b->bits, (unsigned)(area - n));
     if (tracked) {
         zone_ext *e = zone_ext_of(b);
-        *e = *saved;
-        /* neighbours in the tag list point to the block, not the record */
+        if (saved->next) {
+            /* the record moved with the block's end: relink its neighbours */
+            unsigned tag = b->tag;
+            if (z->tag_count[tag] == 1) {
+                *e = *saved;
+                e->next = e->prev = e;
+                z->tag_head[tag] = e;
+            } else {
+                zone_ext *old = saved->prev->next;
+                *e = *saved;
+                if (z->tag_head[tag] == old) z->tag_head[tag] = e;
+                e->prev->next = e;
+                e->next->prev = e;
+            }
+            e->blk = b;
+        } else {
+            *e = *saved;
+        }
     }
     if (HK__UNLIKELY(z->flags & HK_FLAG_FILL) && n > old_req) memset(user + old_req, HK_FILL_ALLOC, n - old_req);
     if (HK__UNLIKELY(z->flags & HK_FLAG_CANARY)) memset(user + n, HK_FILL_PAD, area - n);
@@ -1172,11 +1188,11 @@ int hk_zone_tag(hk_zone *z, const void *p) {
  * purged. */
 static int zone_purge_one(hk_zone *z, int level) {
     if (level < z->purge_level) level = z->purge_level;
-    zone_blk *best = NULL;
+    zone_ext *best = NULL;
     uint32_t best_seq = 0;
     for (int t = zone_next_tag(z, level, HK_ZONE_TAG_MAX); t >= 0; t = zone_next_tag(z, t + 1, HK_ZONE_TAG_MAX)) {
-        zone_blk *h = z->tag_head[t];
-        uint32_t s = zone_ext_of(h)->seq;
+        zone_ext *h = z->tag_head[t];
+        uint32_t s = h->seq;
         if (!best || (int32_t)(s - best_seq) < 0) {
             best = h;
             best_seq = s;
@@ -1184,7 +1200,7 @@ static int zone_purge_one(hk_zone *z, int level) {
     }
     if (!best) return 0;
     z->purge_count++;
-    zone_release(z, best, 1);
+    zone_release(z, best->blk, 1);
     return 1;
 }
 
@@ -1217,30 +1233,37 @@ size_t hk_zone_free_tags(hk_zone *z, int lo, int hi) {
     /* Pass 1: clear owners while every block is still allocated (an owner
      * may live inside another block being freed). */
     for (int t = zone_next_tag(z, lo, hi); t >= 0; t = zone_next_tag(z, t + 1, hi)) {
-        zone_blk *h = z->tag_head[t], *b = h;
+        zone_ext *h = z->tag_head[t], *e = h;
         if (!z->tag_owned[t]) continue; /* nobody to tell: skip the extra pass */
         do {
-            zone_ext *e = zone_ext_of(b);
             if (e->owner) *e->owner = NULL;
-            b = e->next;
-        } while (b != h);
+            e = e->next;
+        } while (e != h);
     }
     /* Pass 2: free. Each tag's list is detached whole, then walked once:
      * no per-block unlinking (which would touch the next block's record),
      * and the next block's header is fetched while this one is merged. */
     for (int t = zone_next_tag(z, lo, hi); t >= 0; t = zone_next_tag(z, t + 1, hi)) {
-        zone_blk *h = z->tag_head[t], *b = h;
+        zone_ext *h = z->tag_head[t], *e = h;
         z->tag_head[t] = NULL;
         z->tag_map[(unsigned)t >> 6] &= ~(1ull << ((unsigned)t & 63));
         z->tag_count[t] = 0;
         z->tag_owned[t] = 0;
+        /* Software pipeline: while block i-1 is merged, block i's header
+         * and record i+1 are on their way (the records are read before any
+         * block is released; releasing i-1 never writes inside block i). */
+        zone_blk *pend = NULL;
         do {
-            zone_blk *nx = zone_ext_of(b)->next;
+            zone_ext *nx = e->next;
+            zone_blk *b = e->blk;
+            __builtin_prefetch(b);
             __builtin_prefetch(nx);
-            zone_release(z, b, -1);
+            if (pend) zone_release(z, pend, -1);
+            pend = b;
             n++;
-            b = nx;
-        } while (b != h);
+            e = nx;
+        } while (e != h);
+        zone_release(z, pend, -1);
     }
     if (lo <= HK_TAG_STATIC && HK_TAG_STATIC <= hi && z->untracked_live) n += zone_free_untracked(z);
     z->bulk = 0;

@@ -172,7 +172,7 @@ static hk_result zone_check_free_lists(hk_zone *z, const zone_tally *t) {
 static hk_result zone_check_tag_lists(hk_zone *z, const zone_tally *t) {
     size_t seen = 0;
     for (unsigned tag = 0; tag < ZONE_NTAGS; tag++) {
-        zone_blk *h = z->tag_head[tag];
+        zone_ext *h = z->tag_head[tag];
         if (((z->tag_map[tag >> 6] >> (tag & 63)) & 1u) != (h != NULL))
             ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "tag bitmap bit %u disagrees with its list", tag);
         if (!h) {
@@ -183,30 +183,34 @@ static hk_result zone_check_tag_lists(hk_zone *z, const zone_tally *t) {
         }
         if (tag == 0) ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "tag 0 has a list");
         size_t cnt = 0, owned = 0;
-        zone_blk *b = h, *prev = NULL;
+        zone_ext *e = h, *prev = NULL;
         uint32_t prev_seq = 0;
         do {
-            if (++seen > t->tracked || !zone_ptr_sane(z, b) || !(b->bits & ZB_USED) || !(b->bits & ZB_EXT))
-                ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, b, "list of tag %u reaches %p, not a tracked used block", tag,
-                             (void *)b);
+            /* the record must be where its block says (checked before following its links) */
+            int ri = zone_region_index(z, e);
+            zone_blk *b = ri >= 0 && !((uintptr_t)e & 7) && !zone_is_poisoned(e, sizeof *e) ? e->blk : NULL;
+            if (++seen > t->tracked || !b || !zone_ptr_sane(z, b) || !(b->bits & ZB_USED) ||
+                !(b->bits & ZB_EXT) || zone_ext_of(b) != e)
+                ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, e, "list of tag %u reaches %p, not the record of a tracked used block",
+                             tag, (void *)e);
             if (b->tag != tag)
                 ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, zone_user(b), "block %p with tag %u is in the list of tag %u",
                              (void *)zone_user(b), b->tag, tag);
-            zone_ext *e = zone_ext_of(b);
             if (prev && e->prev != prev)
                 ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, zone_user(b), "tag %u list: back link of %p is wrong", tag,
                              (void *)zone_user(b));
             if (prev && (int32_t)(e->seq - prev_seq) < 0)
                 ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, zone_user(b), "tag %u list is out of allocation order at %p",
                              tag, (void *)zone_user(b));
-            prev = b;
+            prev = e;
             prev_seq = e->seq;
             cnt++;
             if (e->owner) owned++;
-            b = e->next;
-        } while (b != h);
-        if (zone_ext_of(h)->prev != prev)
-            ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, zone_user(h), "tag %u list: head's back link is not the tail", tag);
+            e = e->next;
+        } while (e != h);
+        if (h->prev != prev)
+            ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, zone_user(h->blk), "tag %u list: head's back link is not the tail",
+                         tag);
         if (owned != z->tag_owned[tag])
             ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "tag %u list has %zu blocks with owners, its count says %u",
                          tag, owned, z->tag_owned[tag]);

@@ -15,8 +15,8 @@
 #define ZONE_HDR 16u
 #define ZONE_OVERLAP 8u
 #define ZONE_MIN_BLOCK 32u
-#define ZONE_EXT_SIZE 48u
-#define ZONE_EXT_OFF 40u /* record starts this far below the block end */
+#define ZONE_EXT_SIZE 56u
+#define ZONE_EXT_OFF 48u /* record starts this far below the block end */
 #define ZONE_PLAIN_OVH (ZONE_HDR - ZONE_OVERLAP)
 #define ZONE_EXT_OVH (ZONE_HDR + ZONE_EXT_OFF)
 #define ZONE_SL_LOG2 5u
@@ -51,7 +51,11 @@ typedef struct zone_blk {
 } zone_blk;
 
 typedef struct zone_ext {
-    zone_blk *next, *prev; /* circular per-tag list; tag_head[tag] is the oldest */
+    /* Circular per-tag list of records (not blocks): following it costs one
+     * cache miss per block, and the block's header (blk) can be fetched in
+     * parallel. tag_head[tag] is the oldest. */
+    struct zone_ext *next, *prev;
+    zone_blk *blk; /* the block this record belongs to */
     void **owner;
     const char *name;
     const char *file;
@@ -60,7 +64,7 @@ typedef struct zone_ext {
 } zone_ext;
 
 _Static_assert(sizeof(zone_blk) == 32, "zone block header + links is 32 bytes");
-_Static_assert(sizeof(zone_ext) == ZONE_EXT_SIZE, "zone record is 48 bytes");
+_Static_assert(sizeof(zone_ext) == ZONE_EXT_SIZE, "zone record is 56 bytes");
 
 typedef struct zone_region {
     unsigned char *base; /* first block */
@@ -76,7 +80,7 @@ struct hk_zone {
     uint32_t sl_map[ZONE_FL_COUNT];
     zone_blk *heads[ZONE_FL_COUNT][ZONE_SL_COUNT];
     uint64_t tag_map[ZONE_NTAGS / 64];
-    zone_blk *tag_head[ZONE_NTAGS];
+    zone_ext *tag_head[ZONE_NTAGS];
     uint32_t tag_count[ZONE_NTAGS];
     uint32_t tag_owned[ZONE_NTAGS]; /* blocks of that tag with an owner pointer */
     zone_region regions[HK_ZONE_MAX_REGIONS]; /* sorted by base */
