@@ -275,13 +275,13 @@ static int zone_grow(hk_zone *z, size_t need) {
 
 static inline void zone_tag_append(hk_zone *z, zone_blk *b, unsigned tag) {
     zone_ext *e = zone_ext_of(b);
-    zone_ext *head = z->tag_head[tag];
     e->seq = z->seq++;
     e->blk = b;
+    zone_ext **hp = &z->tag_head[tag][e->seq & (ZONE_TAG_WAYS - 1)], *head = *hp;
+    z->tag_map[tag >> 6] |= 1ull << (tag & 63);
     if (!head) {
         e->next = e->prev = e;
-        z->tag_head[tag] = e;
-        z->tag_map[tag >> 6] |= 1ull << (tag & 63);
+        *hp = e;
     } else {
         zone_ext *tail = head->prev;
         e->next = head;
@@ -295,14 +295,15 @@ static inline void zone_tag_append(hk_zone *z, zone_blk *b, unsigned tag) {
 
 static inline void zone_tag_unlink(hk_zone *z, zone_blk *b, unsigned tag) {
     zone_ext *e = zone_ext_of(b);
+    zone_ext **hp = &z->tag_head[tag][e->seq & (ZONE_TAG_WAYS - 1)];
     if (e->next == e) {
-        z->tag_head[tag] = NULL;
-        z->tag_map[tag >> 6] &= ~(1ull << (tag & 63));
+        *hp = NULL;
     } else {
         e->prev->next = e->next;
         e->next->prev = e->prev;
-        if (z->tag_head[tag] == e) z->tag_head[tag] = e->next;
+        if (*hp == e) *hp = e->next;
     }
+    if (z->tag_count[tag] == 1) z->tag_map[tag >> 6] &= ~(1ull << (tag & 63));
     z->tag_count[tag]--;
     if (e->owner) z->tag_owned[tag]--;
 }
@@ -984,7 +985,7 @@ bool hk_zone_owns(hk_zone *z, const void *p) {
 /* Re-lays out used block b at its (possibly new) size bsize for n requested
  * bytes, keeping its record. `saved` is the record copied beforehand. */
 static void zone_relayout(hk_zone *z, zone_blk *b, size_t bsize, size_t n, const zone_ext *saved,
-                          size_t old_req) {
+                          const zone_ext *olde, size_t old_req) {
     int tracked = (b->bits & ZB_EXT) != 0;
     size_t area = bsize - (tracked ? ZONE_EXT_OVH : ZONE_PLAIN_OVH);
     unsigned char *user = zone_user(b);
@@ -992,20 +993,17 @@ static void zone_relayout(hk_zone *z, zone_blk *b, size_t bsize, size_t n, const
     zone_set_hdr(b, bsize, b->tag, b->bits, (unsigned)(area - n));
     if (tracked) {
         zone_ext *e = zone_ext_of(b);
-        if (saved->next) {
+        if (olde && e != olde) {
             /* the record moved with the block's end: relink its neighbours */
-            unsigned tag = b->tag;
-            if (z->tag_count[tag] == 1) {
-                *e = *saved;
+            zone_ext **hp = &z->tag_head[b->tag][saved->seq & (ZONE_TAG_WAYS - 1)];
+            *e = *saved;
+            if (saved->next == olde) {
                 e->next = e->prev = e;
-                z->tag_head[tag] = e;
             } else {
-                zone_ext *old = saved->prev->next;
-                *e = *saved;
-                if (z->tag_head[tag] == old) z->tag_head[tag] = e;
                 e->prev->next = e;
                 e->next->prev = e;
             }
+            if (*hp == olde) *hp = e;
             e->blk = b;
         } else {
             *e = *saved;
@@ -1035,7 +1033,8 @@ static void *zone_realloc_impl(hk_zone *z, void *p, size_t n) {
     size_t old = zone_bsize(b), old_req = zone_requested(b);
     zone_ext saved;
     memset(&saved, 0, sizeof saved);
-    if (tracked) saved = *zone_ext_of(b);
+    zone_ext *olde = tracked ? zone_ext_of(b) : NULL;
+    if (tracked) saved = *olde;
     if (need <= old) {
         if (old - need >= ZONE_MIN_BLOCK) {
             z->used_bytes -= old - need;
@@ -1046,9 +1045,9 @@ static void *zone_realloc_impl(hk_zone *z, void *p, size_t n) {
             zone_unpoison(zone_user(r), old - need - ZONE_HDR);
             if (z->flags & HK_FLAG_FILL) memset(zone_user(r), HK_FILL_FREE, old - need - ZONE_HDR);
             zone_merge_insert(z, r);
-            zone_relayout(z, b, need, n, &saved, old_req);
+            zone_relayout(z, b, need, n, &saved, olde, old_req);
         } else {
-            zone_relayout(z, b, old, n, &saved, old_req);
+            zone_relayout(z, b, old, n, &saved, olde, old_req);
         }
         return p;
     }
@@ -1069,7 +1068,7 @@ static void *zone_realloc_impl(hk_zone *z, void *p, size_t n) {
         }
         z->used_bytes += total - old;
         zone_set_hdr(b, total, b->tag, b->bits, 0);
-        zone_relayout(z, b, total, n, &saved, old_req);
+        zone_relayout(z, b, total, n, &saved, olde, old_req);
         return p;
     }
     /* Move. Keep b out of the purge candidates while allocating. */
@@ -1165,7 +1164,7 @@ hk_result hk_zone_change_tag(hk_zone *z, void *p, int tag) {
         }
         z->untracked_live--;
         zone_set_hdr(b, bsize, (unsigned)tag, b->bits | ZB_EXT, 0);
-        zone_relayout(z, b, bsize, req, &none, req);
+        zone_relayout(z, b, bsize, req, &none, NULL, req);
         zone_tag_append(z, b, (unsigned)tag);
     }
 out:
@@ -1191,11 +1190,12 @@ static int zone_purge_one(hk_zone *z, int level) {
     zone_ext *best = NULL;
     uint32_t best_seq = 0;
     for (int t = zone_next_tag(z, level, HK_ZONE_TAG_MAX); t >= 0; t = zone_next_tag(z, t + 1, HK_ZONE_TAG_MAX)) {
-        zone_ext *h = z->tag_head[t];
-        uint32_t s = h->seq;
-        if (!best || (int32_t)(s - best_seq) < 0) {
-            best = h;
-            best_seq = s;
+        for (unsigned w = 0; w < ZONE_TAG_WAYS; w++) {
+            zone_ext *h = z->tag_head[t][w];
+            if (h && (!best || (int32_t)(h->seq - best_seq) < 0)) {
+                best = h;
+                best_seq = h->seq;
+            }
         }
     }
     if (!best) return 0;
@@ -1233,37 +1233,61 @@ size_t hk_zone_free_tags(hk_zone *z, int lo, int hi) {
     /* Pass 1: clear owners while every block is still allocated (an owner
      * may live inside another block being freed). */
     for (int t = zone_next_tag(z, lo, hi); t >= 0; t = zone_next_tag(z, t + 1, hi)) {
-        zone_ext *h = z->tag_head[t], *e = h;
         if (!z->tag_owned[t]) continue; /* nobody to tell: skip the extra pass */
-        do {
-            if (e->owner) *e->owner = NULL;
-            e = e->next;
-        } while (e != h);
+        for (unsigned w = 0; w < ZONE_TAG_WAYS; w++) {
+            zone_ext *h = z->tag_head[t][w], *e = h;
+            if (h) do {
+                    if (e->owner) *e->owner = NULL;
+                    e = e->next;
+                } while (e != h);
+        }
     }
     /* Pass 2: free. Each tag's list is detached whole, then walked once:
      * no per-block unlinking (which would touch the next block's record),
      * and the next block's header is fetched while this one is merged. */
     for (int t = zone_next_tag(z, lo, hi); t >= 0; t = zone_next_tag(z, t + 1, hi)) {
-        zone_ext *h = z->tag_head[t], *e = h;
-        z->tag_head[t] = NULL;
+        /* Software pipeline over the tag's ZONE_TAG_WAYS lists, one block
+         * from each in turn: a block's header and the next record of its
+         * list are prefetched a full round before the block is released,
+         * so that many cache misses are in flight at once. The records are
+         * read before any block is released, and releasing a block never
+         * writes inside another used block. */
+        zone_ext *cur[ZONE_TAG_WAYS], *head[ZONE_TAG_WAYS];
+        zone_blk *pend[ZONE_TAG_WAYS];
+        unsigned active = 0;
+        for (unsigned w = 0; w < ZONE_TAG_WAYS; w++) {
+            head[w] = cur[w] = z->tag_head[t][w];
+            z->tag_head[t][w] = NULL;
+            pend[w] = NULL;
+            if (cur[w]) active++;
+        }
         z->tag_map[(unsigned)t >> 6] &= ~(1ull << ((unsigned)t & 63));
         z->tag_count[t] = 0;
         z->tag_owned[t] = 0;
-        /* Software pipeline: while block i-1 is merged, block i's header
-         * and record i+1 are on their way (the records are read before any
-         * block is released; releasing i-1 never writes inside block i). */
-        zone_blk *pend = NULL;
-        do {
-            zone_ext *nx = e->next;
-            zone_blk *b = e->blk;
-            __builtin_prefetch(b);
-            __builtin_prefetch(nx);
-            if (pend) zone_release(z, pend, -1);
-            pend = b;
-            n++;
-            e = nx;
-        } while (e != h);
-        zone_release(z, pend, -1);
+        while (active) {
+            for (unsigned w = 0; w < ZONE_TAG_WAYS; w++) {
+                if (pend[w]) {
+                    zone_release(z, pend[w], -1);
+                    pend[w] = NULL;
+                }
+                zone_ext *e = cur[w];
+                if (!e) continue;
+                zone_ext *nx = e->next;
+                zone_blk *b = e->blk;
+                __builtin_prefetch(b);
+                __builtin_prefetch(nx);
+                pend[w] = b;
+                n++;
+                if (nx == head[w]) {
+                    cur[w] = NULL;
+                    active--;
+                } else {
+                    cur[w] = nx;
+                }
+            }
+        }
+        for (unsigned w = 0; w < ZONE_TAG_WAYS; w++)
+            if (pend[w]) zone_release(z, pend[w], -1);
     }
     if (lo <= HK_TAG_STATIC && HK_TAG_STATIC <= hi && z->untracked_live) n += zone_free_untracked(z);
     z->bulk = 0;

@@ -172,45 +172,54 @@ static hk_result zone_check_free_lists(hk_zone *z, const zone_tally *t) {
 static hk_result zone_check_tag_lists(hk_zone *z, const zone_tally *t) {
     size_t seen = 0;
     for (unsigned tag = 0; tag < ZONE_NTAGS; tag++) {
-        zone_ext *h = z->tag_head[tag];
-        if (((z->tag_map[tag >> 6] >> (tag & 63)) & 1u) != (h != NULL))
-            ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "tag bitmap bit %u disagrees with its list", tag);
-        if (!h) {
+        int any = 0;
+        for (unsigned w = 0; w < ZONE_TAG_WAYS; w++) any |= z->tag_head[tag][w] != NULL;
+        if (((z->tag_map[tag >> 6] >> (tag & 63)) & 1u) != (unsigned)any)
+            ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "tag bitmap bit %u disagrees with its lists", tag);
+        if (!any) {
             if (z->tag_count[tag])
-                ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "tag %u counts %u blocks but its list is empty", tag,
+                ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "tag %u counts %u blocks but its lists are empty", tag,
                              z->tag_count[tag]);
             continue;
         }
         if (tag == 0) ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "tag 0 has a list");
         size_t cnt = 0, owned = 0;
-        zone_ext *e = h, *prev = NULL;
-        uint32_t prev_seq = 0;
-        do {
-            /* the record must be where its block says (checked before following its links) */
-            int ri = zone_region_index(z, e);
-            zone_blk *b = ri >= 0 && !((uintptr_t)e & 7) && !zone_is_poisoned(e, sizeof *e) ? e->blk : NULL;
-            if (++seen > t->tracked || !b || !zone_ptr_sane(z, b) || !(b->bits & ZB_USED) ||
-                !(b->bits & ZB_EXT) || zone_ext_of(b) != e)
-                ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, e, "list of tag %u reaches %p, not the record of a tracked used block",
-                             tag, (void *)e);
-            if (b->tag != tag)
-                ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, zone_user(b), "block %p with tag %u is in the list of tag %u",
-                             (void *)zone_user(b), b->tag, tag);
-            if (prev && e->prev != prev)
-                ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, zone_user(b), "tag %u list: back link of %p is wrong", tag,
-                             (void *)zone_user(b));
-            if (prev && (int32_t)(e->seq - prev_seq) < 0)
-                ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, zone_user(b), "tag %u list is out of allocation order at %p",
-                             tag, (void *)zone_user(b));
-            prev = e;
-            prev_seq = e->seq;
-            cnt++;
-            if (e->owner) owned++;
-            e = e->next;
-        } while (e != h);
-        if (h->prev != prev)
-            ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, zone_user(h->blk), "tag %u list: head's back link is not the tail",
-                         tag);
+        for (unsigned w = 0; w < ZONE_TAG_WAYS; w++) {
+            zone_ext *h = z->tag_head[tag][w];
+            if (!h) continue;
+            zone_ext *e = h, *prev = NULL;
+            uint32_t prev_seq = 0;
+            do {
+                /* the record must be where its block says (checked before following its links) */
+                int ri = zone_region_index(z, e);
+                zone_blk *b = ri >= 0 && !((uintptr_t)e & 7) && !zone_is_poisoned(e, sizeof *e) ? e->blk : NULL;
+                if (++seen > t->tracked || !b || !zone_ptr_sane(z, b) || !(b->bits & ZB_USED) ||
+                    !(b->bits & ZB_EXT) || zone_ext_of(b) != e)
+                    ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, e,
+                                 "list %u of tag %u reaches %p, not the record of a tracked used block", w, tag,
+                                 (void *)e);
+                if (b->tag != tag)
+                    ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, zone_user(b), "block %p with tag %u is in a list of tag %u",
+                                 (void *)zone_user(b), b->tag, tag);
+                if ((e->seq & (ZONE_TAG_WAYS - 1)) != w)
+                    ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, zone_user(b), "block %p (sequence %u) is in list %u of tag %u",
+                                 (void *)zone_user(b), e->seq, w, tag);
+                if (prev && e->prev != prev)
+                    ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, zone_user(b), "tag %u list: back link of %p is wrong", tag,
+                                 (void *)zone_user(b));
+                if (prev && (int32_t)(e->seq - prev_seq) < 0)
+                    ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, zone_user(b), "tag %u list is out of allocation order at %p",
+                                 tag, (void *)zone_user(b));
+                prev = e;
+                prev_seq = e->seq;
+                cnt++;
+                if (e->owner) owned++;
+                e = e->next;
+            } while (e != h);
+            if (h->prev != prev)
+                ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, zone_user(h->blk),
+                             "tag %u list %u: head's back link is not the tail", tag, w);
+        }
         if (owned != z->tag_owned[tag])
             ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "tag %u list has %zu blocks with owners, its count says %u",
                          tag, owned, z->tag_owned[tag]);

@@ -30,6 +30,7 @@
 #define ZONE_GROW_CHUNK_MAX ((size_t)256 << 20)
 #define ZONE_RESERVE ((size_t)1 << 36) /* address space reserved for a growing zone (64-bit hosts) */
 #define ZONE_NTAGS 256u
+#define ZONE_TAG_WAYS 8u /* each tag's blocks are dealt round-robin over this many lists */
 #define ZONE_FC_MAX 1024u            /* largest block size kept by the front cache */
 #define ZONE_FC_DEPTH 32u /* blocks per size */
 #define ZONE_FC_BYTES ((size_t)256 << 10) /* bytes in all */
@@ -53,7 +54,9 @@ typedef struct zone_blk {
 typedef struct zone_ext {
     /* Circular per-tag list of records (not blocks): following it costs one
      * cache miss per block, and the block's header (blk) can be fetched in
-     * parallel. tag_head[tag] is the oldest. */
+     * parallel. A tag's blocks are dealt over ZONE_TAG_WAYS lists by
+     * sequence number (seq % ZONE_TAG_WAYS), so free_tags follows that many
+     * chains at once; tag_head[tag][w] is the oldest of list w. */
     struct zone_ext *next, *prev;
     zone_blk *blk; /* the block this record belongs to */
     void **owner;
@@ -80,7 +83,7 @@ struct hk_zone {
     uint32_t sl_map[ZONE_FL_COUNT];
     zone_blk *heads[ZONE_FL_COUNT][ZONE_SL_COUNT];
     uint64_t tag_map[ZONE_NTAGS / 64];
-    zone_ext *tag_head[ZONE_NTAGS];
+    zone_ext *tag_head[ZONE_NTAGS][ZONE_TAG_WAYS];
     uint32_t tag_count[ZONE_NTAGS];
     uint32_t tag_owned[ZONE_NTAGS]; /* blocks of that tag with an owner pointer */
     zone_region regions[HK_ZONE_MAX_REGIONS]; /* sorted by base */
