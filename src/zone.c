@@ -15,9 +15,10 @@
  *   B+16  user bytes (used)  /  next_free, prev_free links (free)
  *
  * A used block's user area runs from B+16 to B+size+8 (it overlaps the next
- * block's prev_size) for an untracked block, or to B+size-40 for a tracked
- * one (EXT), whose 48-byte record (tag-list links, owner, name, site,
- * sequence) sits at B+size-40 and also overlaps the next prev_size.
+ * block's prev_size) for an untracked block, or to B+size-48 for a tracked
+ * one (EXT), whose 56-byte record (tag-list links, block address, owner,
+ * name, site, sequence) sits at B+size-48 and also overlaps the next
+ * prev_size.
  *
  * Each region is [base, end) tiled by blocks, followed by a 16-byte epilogue
  * header at `end` (size 0, USED) so every block has a next header.
@@ -32,12 +33,19 @@
  *    zone_mapping(size); sl_map[fl] bit sl is set iff that list is non-empty;
  *    fl_map bit fl is set iff sl_map[fl] != 0. Lists are doubly linked
  *    except that a head's back link is stale (heads[][] identifies heads).
- *  - every used EXT block is in the circular list tag_head[tag], oldest
- *    first (sequence numbers non-decreasing from the head); tag_map bit t is
- *    set iff tag_head[t] != NULL; tag_count[t] is that list's length.
+ *  - every used EXT block's record is in the circular list
+ *    tag_head[tag][seq % ZONE_TAG_WAYS], oldest first (sequence numbers
+ *    non-decreasing from the head), and points back to its block; tag_map
+ *    bit t is set iff one of tag t's lists is non-empty; tag_count[t] is the
+ *    lists' total length.
+ *  - with HK_ZONE_FRONT_CACHE, a used block with tag 0 is a cached (freed,
+ *    not yet merged) untracked block of at most ZONE_FC_MAX bytes, in the
+ *    front-cache stack fc_head[size16]; the fc counters match.
  *  - untracked used blocks (no EXT) carry tag HK_TAG_STATIC.
  *  - free_bytes/free_blocks/used_bytes/used_req/live/untracked_live equal
- *    the sums over the blocks.
+ *    the sums over the blocks; used + free + cached bytes = capacity.
+ *  - a growing zone's first region may have reserved address space after
+ *    its end marker (reserve_end), committed chunk by chunk as it grows.
  *  - with HK_FLAG_CANARY every used block's slack holds HK_FILL_PAD; with
  *    HK_FLAG_FILL every free block's payload past its links holds
  *    HK_FILL_FREE.
@@ -1131,7 +1139,7 @@ hk_result hk_zone_change_tag(hk_zone *z, void *p, int tag) {
         goto out;
     }
     {
-        /* Untracked -> tracked: find room for the 48-byte record. */
+        /* Untracked -> tracked: find room for the 56-byte record. */
         size_t req = zone_requested(b), old = zone_bsize(b);
         size_t need = zone_need(z, req, 1);
         zone_ext none;
