@@ -100,6 +100,23 @@ static void subject_close(const subject *s) {
     }
 }
 
+/* The globals behind the zone and rover subjects, so that several
+ * instances can be open at once (the frame workload interleaves them). */
+typedef struct subject_state {
+    hk_zone *bz;
+    hkb_rover *br;
+    void *br_mem;
+    size_t br_size;
+} subject_state;
+
+static subject_state subject_save(void) { return (subject_state){g_bz, g_br, g_br_mem, g_br_size}; }
+static void subject_restore(subject_state s) {
+    g_bz = s.bz;
+    g_br = s.br;
+    g_br_mem = s.br_mem;
+    g_br_size = s.br_size;
+}
+
 static int subjects(subject *out, int with_locked) {
     int n = 0;
     out[n++] = (subject){{"zone", bz_malloc, bz_free, bz_realloc, bz_memalign, bz_usable}, SUBJ_ZONE};
@@ -283,16 +300,33 @@ static void workload_frame(hkb_ctx *ctx, const trace *t) {
     subject subj[10];
     int ns = subjects(subj, 1);
     void **slots = calloc(t->nslots, sizeof(void *));
-    double res[10];
+    double res[10], v[10][32];
+    subject_state st[10];
+    int reps = ctx->reps < 32 ? ctx->reps : 32;
+    /* One instance per allocator, warmed up by a first replay (every
+     * allocator then runs on memory it already has from the OS). The
+     * repetitions are interleaved (rep k of every allocator, then rep k+1),
+     * so that a change in the machine's load during the run (other jobs)
+     * falls on all allocators alike instead of on whichever runs at that
+     * time; each timed replay follows an untimed one of the same allocator,
+     * so it starts with that allocator's data in the caches, as when the
+     * replays ran back to back. Every replay ends with no live block, so the
+     * instances can coexist. */
     for (int s = 0; s < ns; s++) {
-        double v[32];
-        /* one instance per allocator, warmed up by a first replay: every
-         * allocator then runs on memory it already has from the OS */
         subject_open(&subj[s], (size_t)1 << 30);
         trace_replay(&subj[s].a, t, slots, NULL);
-        for (int k = 0; k < ctx->reps && k < 32; k++) v[k] = trace_replay(&subj[s].a, t, slots, NULL);
+        st[s] = subject_save();
+    }
+    for (int k = 0; k < reps; k++)
+        for (int s = 0; s < ns; s++) {
+            subject_restore(st[s]);
+            trace_replay(&subj[s].a, t, slots, NULL);
+            v[s][k] = trace_replay(&subj[s].a, t, slots, NULL);
+        }
+    for (int s = 0; s < ns; s++) {
+        subject_restore(st[s]);
         subject_close(&subj[s]);
-        res[s] = hkb_median(v, ctx->reps < 32 ? ctx->reps : 32);
+        res[s] = hkb_median(v[s], reps);
         hkb_record(SUITE, "frame", subj[s].a.name, "ns_per_op", res[s], "ns");
     }
     for (int s = 1; s < ns; s++) {
