@@ -270,6 +270,13 @@ static void trace_make(trace *t, int quick, uint64_t seed) {
 
 /* Replays the trace; returns ns per operation. With `top` set, tracks the
  * highest byte used (address-space high water) relative to *base. */
+/* Page faults so far (minor and major) for this process. */
+static long lat_faults(void) {
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+    return ru.ru_minflt + ru.ru_majflt;
+}
+
 /* CPU time of this thread: unlike the wall clock it does not count the
  * time the process waits for a core (the machine is shared). */
 static uint64_t thread_cpu_ns(void) {
@@ -314,11 +321,12 @@ static void workload_frame(hkb_ctx *ctx, const trace *t) {
     subject subj[10];
     int ns = subjects(subj, 1);
     void **slots = calloc(t->nslots, sizeof(void *));
-    double res[10], cres[10], v[10][32], cv[10][32];
+    double res[10], cres[10], v[10][32], cv[10][32], fv[10][32];
+    int warm[10];
     subject_state st[10];
     int reps = ctx->reps < 32 ? ctx->reps : 32;
-    /* One instance per allocator, warmed up by a first replay (every
-     * allocator then runs on memory it already has from the OS). The
+    /* One instance per allocator, warmed up (every allocator then runs on
+     * memory it already has from the OS). The
      * repetitions are interleaved (rep k of every allocator, then rep k+1),
      * so that a change in the machine's load during the run (other jobs)
      * falls on all allocators alike instead of on whichever runs at that
@@ -328,14 +336,25 @@ static void workload_frame(hkb_ctx *ctx, const trace *t) {
      * instances can coexist. */
     for (int s = 0; s < ns; s++) {
         subject_open(&subj[s], (size_t)1 << 30);
-        trace_replay(&subj[s].a, t, slots, NULL);
+        /* warm up until a replay takes no page fault (at most 16 replays):
+         * some allocators settle on their footprint only after several */
+        long f;
+        warm[s] = 0;
+        do {
+            long f0 = lat_faults();
+            trace_replay(&subj[s].a, t, slots, NULL);
+            f = lat_faults() - f0;
+            warm[s]++;
+        } while (f > 0 && warm[s] < 16);
         st[s] = subject_save();
     }
     for (int k = 0; k < reps; k++)
         for (int s = 0; s < ns; s++) {
             subject_restore(st[s]);
             trace_replay(&subj[s].a, t, slots, NULL);
+            long f0 = lat_faults();
             v[s][k] = trace_replay(&subj[s].a, t, slots, NULL);
+            fv[s][k] = (double)(lat_faults() - f0);
             cv[s][k] = g_replay_cpu;
         }
     for (int s = 0; s < ns; s++) {
@@ -345,6 +364,8 @@ static void workload_frame(hkb_ctx *ctx, const trace *t) {
         cres[s] = hkb_median(cv[s], reps);
         hkb_record(SUITE, "frame", subj[s].a.name, "ns_per_op", res[s], "ns");
         hkb_record(SUITE, "frame", subj[s].a.name, "cpu_ns_per_op", cres[s], "ns (thread CPU time: without waits for a core)");
+        hkb_record(SUITE, "frame", subj[s].a.name, "warmup_replays", warm[s], "replays until one took no page fault (max 16)");
+        hkb_record(SUITE, "frame", subj[s].a.name, "faults_per_replay", hkb_median(fv[s], reps), "page faults in a timed replay (median)");
     }
     for (int s = 1; s < ns; s++) {
         char m[64];
@@ -448,13 +469,6 @@ static void workload_level(hkb_ctx *ctx) {
 static int cmp_dbl(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
-}
-
-/* Page faults so far (minor and major) for this process. */
-static long lat_faults(void) {
-    struct rusage ru;
-    if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
-    return ru.ru_minflt + ru.ru_majflt;
 }
 
 static void workload_latency(hkb_ctx *ctx) {
