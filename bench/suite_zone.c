@@ -25,7 +25,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define SUITE "zone"
@@ -57,7 +59,7 @@ static void br_free(void *p) { hkb_rover_free(g_br, p); }
 static void *br_realloc(void *p, size_t n) { return hkb_rover_realloc(g_br, p, n); }
 static size_t br_usable(void *p) { return hkb_rover_usable(g_br, p); }
 
-enum { SUBJ_PEER, SUBJ_ZONE, SUBJ_ZONE_LOCKED, SUBJ_ROVER };
+enum { SUBJ_PEER, SUBJ_ZONE, SUBJ_ZONE_LOCKED, SUBJ_ZONE_FC, SUBJ_ROVER };
 
 typedef struct subject {
     hkb_allocator a;
@@ -66,12 +68,13 @@ typedef struct subject {
 
 /* The zone as the preload configures it: 1 MiB to start, growing from the OS. */
 static void subject_open(const subject *s, size_t heap) {
-    if (s->kind == SUBJ_ZONE || s->kind == SUBJ_ZONE_LOCKED) {
+    if (s->kind == SUBJ_ZONE || s->kind == SUBJ_ZONE_LOCKED || s->kind == SUBJ_ZONE_FC) {
         hk_zone_desc d;
         memset(&d, 0, sizeof d);
         d.size = (size_t)1 << 20;
         d.grow_size = (size_t)1 << 20;
         d.name = "bench";
+        if (s->kind == SUBJ_ZONE_FC) d.flags = HK_ZONE_FRONT_CACHE; /* opt-in: defers merging of small blocks */
         if (s->kind == SUBJ_ZONE_LOCKED) {
             d.lock.lock = bz_lock;
             d.lock.unlock = bz_unlock;
@@ -89,7 +92,7 @@ static void subject_open(const subject *s, size_t heap) {
 }
 
 static void subject_close(const subject *s) {
-    if (s->kind == SUBJ_ZONE || s->kind == SUBJ_ZONE_LOCKED) {
+    if (s->kind == SUBJ_ZONE || s->kind == SUBJ_ZONE_LOCKED || s->kind == SUBJ_ZONE_FC) {
         hk_zone_destroy(g_bz);
         g_bz = NULL;
     } else if (s->kind == SUBJ_ROVER) {
@@ -98,11 +101,31 @@ static void subject_close(const subject *s) {
     }
 }
 
+/* The globals behind the zone and rover subjects, so that several
+ * instances can be open at once (the frame workload interleaves them). */
+typedef struct subject_state {
+    hk_zone *bz;
+    hkb_rover *br;
+    void *br_mem;
+    size_t br_size;
+} subject_state;
+
+static subject_state subject_save(void) { return (subject_state){g_bz, g_br, g_br_mem, g_br_size}; }
+static void subject_restore(subject_state s) {
+    g_bz = s.bz;
+    g_br = s.br;
+    g_br_mem = s.br_mem;
+    g_br_size = s.br_size;
+}
+
 static int subjects(subject *out, int with_locked) {
     int n = 0;
     out[n++] = (subject){{"zone", bz_malloc, bz_free, bz_realloc, bz_memalign, bz_usable}, SUBJ_ZONE};
-    if (with_locked)
+    if (with_locked) {
         out[n++] = (subject){{"zone+mutex", bz_malloc, bz_free, bz_realloc, bz_memalign, bz_usable}, SUBJ_ZONE_LOCKED};
+        out[n++] =
+            (subject){{"zone+frontcache", bz_malloc, bz_free, bz_realloc, bz_memalign, bz_usable}, SUBJ_ZONE_FC};
+    }
     const hkb_allocator *peers;
     int np = hkb_peers(&peers);
     for (int i = 0; i < np; i++) out[n++] = (subject){peers[i], SUBJ_PEER};
@@ -247,7 +270,25 @@ static void trace_make(trace *t, int quick, uint64_t seed) {
 
 /* Replays the trace; returns ns per operation. With `top` set, tracks the
  * highest byte used (address-space high water) relative to *base. */
+/* Page faults so far (minor and major) for this process. */
+static long lat_faults(void) {
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+    return ru.ru_minflt + ru.ru_majflt;
+}
+
+/* CPU time of this thread: unlike the wall clock it does not count the
+ * time the process waits for a core (the machine is shared). */
+static uint64_t thread_cpu_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static double g_replay_cpu; /* CPU ns per operation of the last replay */
+
 static double trace_replay(const hkb_allocator *a, const trace *t, void **slots, uintptr_t *top) {
+    uint64_t c0 = thread_cpu_ns();
     uint64_t t0 = hkb_now_ns();
     for (size_t i = 0; i < t->n; i++) {
         const ev *e = &t->ev[i];
@@ -270,7 +311,9 @@ static double trace_replay(const hkb_allocator *a, const trace *t, void **slots,
             if (top && (uintptr_t)p + e->size > *top) *top = (uintptr_t)p + e->size;
         }
     }
-    return (double)(hkb_now_ns() - t0) / (double)t->n;
+    double wall = (double)(hkb_now_ns() - t0) / (double)t->n;
+    g_replay_cpu = (double)(thread_cpu_ns() - c0) / (double)t->n;
+    return wall;
 }
 
 static void workload_frame(hkb_ctx *ctx, const trace *t) {
@@ -278,22 +321,70 @@ static void workload_frame(hkb_ctx *ctx, const trace *t) {
     subject subj[10];
     int ns = subjects(subj, 1);
     void **slots = calloc(t->nslots, sizeof(void *));
-    double res[10];
+    double res[10], cres[10], v[10][32], cv[10][32], fv[10][32];
+    int warm[10];
+    subject_state st[10];
+    int reps = ctx->reps < 32 ? ctx->reps : 32;
+    /* One instance per allocator, warmed up (every allocator then runs on
+     * memory it already has from the OS). The
+     * repetitions are interleaved (rep k of every allocator, then rep k+1),
+     * so that a change in the machine's load during the run (other jobs)
+     * falls on all allocators alike instead of on whichever runs at that
+     * time; each timed replay follows an untimed one of the same allocator,
+     * so it starts with that allocator's data in the caches, as when the
+     * replays ran back to back. Every replay ends with no live block, so the
+     * instances can coexist. */
     for (int s = 0; s < ns; s++) {
-        double v[32];
-        /* one instance per allocator, warmed up by a first replay: every
-         * allocator then runs on memory it already has from the OS */
         subject_open(&subj[s], (size_t)1 << 30);
-        trace_replay(&subj[s].a, t, slots, NULL);
-        for (int k = 0; k < ctx->reps && k < 32; k++) v[k] = trace_replay(&subj[s].a, t, slots, NULL);
+        /* warm up until a replay takes no page fault (at most 16 replays):
+         * some allocators settle on their footprint only after several */
+        long f;
+        warm[s] = 0;
+        do {
+            long f0 = lat_faults();
+            trace_replay(&subj[s].a, t, slots, NULL);
+            f = lat_faults() - f0;
+            warm[s]++;
+        } while (f > 0 && warm[s] < 16);
+        st[s] = subject_save();
+    }
+    for (int k = 0; k < reps; k++)
+        for (int s = 0; s < ns; s++) {
+            subject_restore(st[s]);
+            trace_replay(&subj[s].a, t, slots, NULL);
+            long f0 = lat_faults();
+            v[s][k] = trace_replay(&subj[s].a, t, slots, NULL);
+            fv[s][k] = (double)(lat_faults() - f0);
+            cv[s][k] = g_replay_cpu;
+        }
+    for (int s = 0; s < ns; s++) {
+        subject_restore(st[s]);
         subject_close(&subj[s]);
-        res[s] = hkb_median(v, ctx->reps < 32 ? ctx->reps : 32);
+        res[s] = hkb_median(v[s], reps);
+        cres[s] = hkb_median(cv[s], reps);
         hkb_record(SUITE, "frame", subj[s].a.name, "ns_per_op", res[s], "ns");
+        hkb_record(SUITE, "frame", subj[s].a.name, "cpu_ns_per_op", cres[s], "ns (thread CPU time: without waits for a core)");
+        hkb_record(SUITE, "frame", subj[s].a.name, "warmup_replays", warm[s], "replays until one took no page fault (max 16)");
+        hkb_record(SUITE, "frame", subj[s].a.name, "faults_per_replay", hkb_median(fv[s], reps), "page faults in a timed replay (median)");
     }
     for (int s = 1; s < ns; s++) {
         char m[64];
         snprintf(m, sizeof m, "ratio_vs_%s", subj[s].a.name);
         hkb_record(SUITE, "frame", "zone", m, res[s] / res[0], "x (X time / zone time)");
+        snprintf(m, sizeof m, "cpu_ratio_vs_%s", subj[s].a.name);
+        hkb_record(SUITE, "frame", "zone", m, cres[s] / cres[0], "x (X CPU time / zone CPU time)");
+    }
+    /* the opt-in front cache (deferred merging of small blocks) against the peers */
+    for (int f = 0; f < ns; f++) {
+        if (subj[f].kind != SUBJ_ZONE_FC) continue;
+        for (int s = 0; s < ns; s++) {
+            if (subj[s].kind != SUBJ_PEER && subj[s].kind != SUBJ_ROVER) continue;
+            char m[64];
+            snprintf(m, sizeof m, "ratio_vs_%s", subj[s].a.name);
+            hkb_record(SUITE, "frame", "zone+frontcache", m, res[s] / res[f], "x (X time / zone+frontcache time)");
+            snprintf(m, sizeof m, "cpu_ratio_vs_%s", subj[s].a.name);
+            hkb_record(SUITE, "frame", "zone+frontcache", m, cres[s] / cres[f], "x (CPU time)");
+        }
     }
     hkb_skip_missing(SUITE, "frame");
     free(slots);
@@ -391,13 +482,15 @@ static void workload_latency(hkb_ctx *ctx) {
     size_t maxblocks = ((size_t)1 << 30) / 4000 + 1000;
     void **blk = malloc(maxblocks * sizeof(void *));
     size_t *bsz = malloc(maxblocks * sizeof(size_t));
-    double zmax[4] = {0, 0, 0, 0};
+    double zmax[4] = {0, 0, 0, 0}, znmax[4] = {0, 0, 0, 0};
+    double *clean = malloc(samples * sizeof(double));
     for (int h = 0; h < nheaps; h++) {
-        double gmax = 0;
+        double gmax = 0, gnmax = 0;
         for (int s = 0; s < nsub; s++) {
             int reps = ctx->reps < 3 ? ctx->reps : 3;
             if (heaps[h] >= ((size_t)256 << 20)) reps = 1;
-            double p99[3], p9999[3], mx[3];
+            double p99[3], p9999[3], mx[3], c99[3] = {0, 0, 0}, c9999[3] = {0, 0, 0}, cmx[3] = {0, 0, 0},
+                                              faulted[3];
             size_t taken = 0;
             for (int k = 0; k < reps; k++) {
                 uint64_t r = ctx->seed + (uint64_t)h * 7919;
@@ -424,28 +517,48 @@ static void workload_latency(hkb_ctx *ctx) {
                     ((char *)blk[j])[0] = 1;
                     if ((w & 1023) == 0 && hkb_now_ns() > budget) break;
                 }
+                /* Each operation's page faults are counted (outside the timed
+                 * window) so that the figures can also be given without the
+                 * operations that took one: a first touch of fresh memory
+                 * costs the same whichever allocator asked for it. */
                 budget = hkb_now_ns() + (uint64_t)4e9;
-                size_t i;
+                size_t i, nf = 0;
+                long f0 = lat_faults();
                 for (i = 0; i < samples; i++) {
                     size_t j = (size_t)(hkb_rand(&r) % nb);
                     size_t n = (size_t)rnd_logu(&r, 16, 65536);
                     uint64_t t0 = hkb_now_ns();
                     a->free(blk[j]);
                     uint64_t t1 = hkb_now_ns();
-                    void *p = a->malloc(n);
+                    long f1 = lat_faults();
                     uint64_t t2 = hkb_now_ns();
+                    void *p = a->malloc(n);
+                    uint64_t t3 = hkb_now_ns();
+                    long f2 = lat_faults();
                     if (!p) exit(1);
-                    ((char *)p)[0] = 1;
+                    ((char *)p)[0] = 1; /* a fault here is the program's, not the allocator's */
                     blk[j] = p;
-                    lat[i] = (double)(t2 - t1);
-                    if (i + 1 < samples) lat[++i] = (double)(t1 - t0);
-                    if ((i & 1023) == 0 && t2 > budget) break;
+                    lat[i] = (double)(t3 - t2);
+                    if (f2 == f1) clean[nf++] = lat[i];
+                    if (i + 1 < samples) {
+                        lat[++i] = (double)(t1 - t0);
+                        if (f1 == f0) clean[nf++] = lat[i];
+                    }
+                    f0 = lat_faults();
+                    if ((i & 1023) == 0 && t3 > budget) break;
                 }
                 taken = i < samples ? i + 1 : samples;
                 qsort(lat, taken, sizeof(double), cmp_dbl);
                 p99[k] = lat[(size_t)(0.99 * (double)(taken - 1))];
                 p9999[k] = lat[(size_t)(0.9999 * (double)(taken - 1))];
                 mx[k] = lat[taken - 1];
+                faulted[k] = (double)(taken - nf);
+                if (nf) {
+                    qsort(clean, nf, sizeof(double), cmp_dbl);
+                    c99[k] = clean[(size_t)(0.99 * (double)(nf - 1))];
+                    c9999[k] = clean[(size_t)(0.9999 * (double)(nf - 1))];
+                    cmx[k] = clean[nf - 1];
+                }
                 for (size_t q = 0; q < nb; q++) a->free(blk[q]);
                 subject_close(&subj[s]);
             }
@@ -455,18 +568,37 @@ static void workload_latency(hkb_ctx *ctx) {
             hkb_record(SUITE, wl, subj[s].a.name, "p99", m99, "ns");
             hkb_record(SUITE, wl, subj[s].a.name, "p99.99", m9999, "ns");
             hkb_record(SUITE, wl, subj[s].a.name, "max", mmax, "ns");
+            double n99 = hkb_median(c99, reps), n9999 = hkb_median(c9999, reps), nmax = hkb_median(cmx, reps);
+            hkb_record(SUITE, wl, subj[s].a.name, "faulting_ops", hkb_median(faulted, reps),
+                       "ops with a page fault inside the allocator call");
+            hkb_record(SUITE, wl, subj[s].a.name, "nofault_p99", n99, "ns (ops without a page fault)");
+            hkb_record(SUITE, wl, subj[s].a.name, "nofault_p99.99", n9999, "ns");
+            hkb_record(SUITE, wl, subj[s].a.name, "nofault_max", nmax, "ns");
             if (taken < samples) hkb_record(SUITE, wl, subj[s].a.name, "samples", (double)taken, "ops (time budget)");
-            if (subj[s].kind == SUBJ_ZONE) zmax[h] = mmax;
-            if (!strcmp(subj[s].a.name, "glibc")) gmax = mmax;
+            if (subj[s].kind == SUBJ_ZONE) {
+                zmax[h] = mmax;
+                znmax[h] = nmax;
+            }
+            if (!strcmp(subj[s].a.name, "glibc")) {
+                gmax = mmax;
+                gnmax = nmax;
+            }
         }
         char wl[48];
         snprintf(wl, sizeof wl, "latency_%zuMiB", heaps[h] >> 20);
         if (gmax > 0) hkb_record(SUITE, wl, "zone", "max_ratio_vs_glibc", gmax / zmax[h], "x (glibc max / zone max)");
+        if (gnmax > 0 && znmax[h] > 0)
+            hkb_record(SUITE, wl, "zone", "nofault_max_ratio_vs_glibc", gnmax / znmax[h],
+                       "x (glibc max / zone max, ops without a page fault)");
         hkb_skip_missing(SUITE, wl);
     }
     if (nheaps > 1 && zmax[0] > 0)
         hkb_record(SUITE, "latency", "zone", "max_growth_largest_vs_1MiB", zmax[nheaps - 1] / zmax[0],
                    "x (zone max at the largest heap / at 1 MiB)");
+    if (nheaps > 1 && znmax[0] > 0)
+        hkb_record(SUITE, "latency", "zone", "nofault_max_growth_largest_vs_1MiB", znmax[nheaps - 1] / znmax[0],
+                   "x (same, ops without a page fault)");
+    free(clean);
     free(lat);
     free(blk);
     free(bsz);

@@ -6,10 +6,10 @@
  *
  * Design:
  *  - One zone, created on the first call with its control block and first
- *    1 MiB region in one mmap; it grows by regions of at least 1 MiB,
- *    doubling with the memory taken so far (up to 256 MiB a region, or the
- *    request), and gives an entirely free grown region back to the OS when
- *    as many free bytes remain elsewhere.
+ *    1 MiB region in one mapping, with address space reserved after it; it
+ *    grows that region in place by chunks of at least 1 MiB, doubling with
+ *    the memory taken so far (up to 256 MiB a chunk). A request larger than
+ *    the chunk gets a region of its own, given back to the OS when freed.
  *  - Thread safety: one pthread mutex, taken by the zone's lock hooks around
  *    every call (a statically initialised mutex: no allocation).
  *  - Start-up: the zone is created under pthread_once with nothing but mmap.

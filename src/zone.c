@@ -15,9 +15,10 @@
  *   B+16  user bytes (used)  /  next_free, prev_free links (free)
  *
  * A used block's user area runs from B+16 to B+size+8 (it overlaps the next
- * block's prev_size) for an untracked block, or to B+size-40 for a tracked
- * one (EXT), whose 48-byte record (tag-list links, owner, name, site,
- * sequence) sits at B+size-40 and also overlaps the next prev_size.
+ * block's prev_size) for an untracked block, or to B+size-48 for a tracked
+ * one (EXT), whose 56-byte record (tag-list links, block address, owner,
+ * name, site, sequence) sits at B+size-48 and also overlaps the next
+ * prev_size.
  *
  * Each region is [base, end) tiled by blocks, followed by a 16-byte epilogue
  * header at `end` (size 0, USED) so every block has a next header.
@@ -30,13 +31,21 @@
  *  - no two free blocks are adjacent (merging is immediate).
  *  - every free block is in exactly the list heads[fl][sl] given by
  *    zone_mapping(size); sl_map[fl] bit sl is set iff that list is non-empty;
- *    fl_map bit fl is set iff sl_map[fl] != 0.
- *  - every used EXT block is in the circular list tag_head[tag], oldest
- *    first (sequence numbers non-decreasing from the head); tag_map bit t is
- *    set iff tag_head[t] != NULL; tag_count[t] is that list's length.
+ *    fl_map bit fl is set iff sl_map[fl] != 0. Lists are doubly linked
+ *    except that a head's back link is stale (heads[][] identifies heads).
+ *  - every used EXT block's record is in the circular list
+ *    tag_head[tag][seq % ZONE_TAG_WAYS], oldest first (sequence numbers
+ *    non-decreasing from the head), and points back to its block; tag_map
+ *    bit t is set iff one of tag t's lists is non-empty; tag_count[t] is the
+ *    lists' total length.
+ *  - with HK_ZONE_FRONT_CACHE, a used block with tag 0 is a cached (freed,
+ *    not yet merged) untracked block of at most ZONE_FC_MAX bytes, in the
+ *    front-cache stack fc_head[size16]; the fc counters match.
  *  - untracked used blocks (no EXT) carry tag HK_TAG_STATIC.
  *  - free_bytes/free_blocks/used_bytes/used_req/live/untracked_live equal
- *    the sums over the blocks.
+ *    the sums over the blocks; used + free + cached bytes = capacity.
+ *  - a growing zone's first region may have reserved address space after
+ *    its end marker (reserve_end), committed chunk by chunk as it grows.
  *  - with HK_FLAG_CANARY every used block's slack holds HK_FILL_PAD; with
  *    HK_FLAG_FILL every free block's payload past its links holds
  *    HK_FILL_FREE.
@@ -59,19 +68,26 @@ static inline void zone_insert(hk_zone *z, zone_blk *b) {
     zone_poison((unsigned char *)b + sizeof(zone_blk), size - sizeof(zone_blk));
 }
 
+/* The head of a list is recognised by heads[fl][sl], not by its back link:
+ * a head's prev_free is stale and never read. So popping the head (the
+ * allocation path) does not touch the next block in the list: one cache miss
+ * fewer per allocation. */
 static inline void zone_remove(hk_zone *z, zone_blk *b) {
     unsigned fl, sl;
     size_t size = zone_bsize(b);
     zone_mapping(size, &fl, &sl);
-    zone_blk *n = b->next_free, *p = b->prev_free;
-    if (n) n->prev_free = p;
-    if (p) p->next_free = n;
-    else {
-        z->heads[fl][sl] = n;
+    zone_blk *n = b->next_free;
+    zone_blk **hp = &z->heads[fl][sl];
+    if (*hp == b) {
+        *hp = n;
         if (!n) {
             z->sl_map[fl] &= ~(1u << sl);
             if (!z->sl_map[fl]) z->fl_map &= ~(1u << fl);
         }
+    } else {
+        zone_blk *p = b->prev_free;
+        p->next_free = n;
+        if (n) n->prev_free = p;
     }
     z->free_bytes -= size;
     z->free_blocks--;
@@ -147,6 +163,7 @@ static int zone_region_add(hk_zone *z, void *mem, size_t size, void *os_base, si
     r->os_base = os_base;
     r->os_size = os_size;
     r->dedicated = 0;
+    r->reserve_end = NULL;
     z->nregions++;
     zone_bounds(z);
     size_t bsize = end - base;
@@ -195,6 +212,28 @@ static void zone_release_empty_regions(hk_zone *z) {
     }
 }
 
+static zone_blk *zone_merge_insert(hk_zone *z, zone_blk *b);
+
+/* Grows region r in place by `add` bytes of freshly committed memory right
+ * after its epilogue: the old epilogue becomes the header of a free block
+ * (merged with a free last block), and a new epilogue closes the region. One
+ * region instead of many keeps pointer lookups on the hint and lets the
+ * tail block span the growth. O(1) (plus O(add) with HK_FLAG_FILL). */
+static void zone_region_extend(hk_zone *z, zone_region *r, size_t add) {
+    zone_blk *b = (zone_blk *)r->end;
+    unsigned char *nend = r->end + add;
+    zone_blk *ne = (zone_blk *)nend;
+    zone_unpoison(b, sizeof(zone_blk));
+    zone_set_hdr(b, add, 0, b->bits & ZB_PREV_USED, 0);
+    if (z->flags & HK_FLAG_FILL) memset((unsigned char *)b + sizeof(zone_blk), HK_FILL_FREE, add - sizeof(zone_blk));
+    zone_unpoison(ne, ZONE_HDR);
+    zone_set_hdr(ne, 0, 0, ZB_USED, 0);
+    r->end = nend;
+    z->capacity += add;
+    zone_bounds(z);
+    zone_merge_insert(z, b);
+}
+
 static int zone_grow(hk_zone *z, size_t need) {
     if (!z->grow_size || z->nregions >= HK_ZONE_MAX_REGIONS) return 0;
     if (need >= ZONE_SMALL) { /* the search rounds up to a class boundary: the new block must reach it */
@@ -213,6 +252,20 @@ static int zone_grow(hk_zone *z, size_t need) {
         if (want > room) want = room;
         if (want < need + ZONE_HDR + 64) return 0;
     }
+    if (!dedicated) {
+        for (uint32_t i = 0; i < z->nregions; i++) {
+            zone_region *r = &z->regions[i];
+            unsigned char *cend = r->end + ZONE_HDR; /* committed up to here (page-aligned) */
+            if (!r->reserve_end || (size_t)(r->reserve_end - cend) < want ||
+                (size_t)(r->end - r->base) + want > ZONE_MAX_BLOCK)
+                continue;
+            if (hk_os_commit(cend, want) != HK_OK) break;
+            zone_region_extend(z, r, want);
+            z->os_grown += want;
+            z->grow_count++;
+            return 1;
+        }
+    }
     void *m = hk_os_alloc(want);
     if (!m) return 0;
     int ri = zone_region_add(z, m, want, m, want, 0);
@@ -230,19 +283,19 @@ static int zone_grow(hk_zone *z, size_t need) {
 
 static inline void zone_tag_append(hk_zone *z, zone_blk *b, unsigned tag) {
     zone_ext *e = zone_ext_of(b);
-    zone_blk *head = z->tag_head[tag];
     e->seq = z->seq++;
+    e->blk = b;
+    zone_ext **hp = &z->tag_head[tag][e->seq & (ZONE_TAG_WAYS - 1)], *head = *hp;
+    z->tag_map[tag >> 6] |= 1ull << (tag & 63);
     if (!head) {
-        e->next = e->prev = b;
-        z->tag_head[tag] = b;
-        z->tag_map[tag >> 6] |= 1ull << (tag & 63);
+        e->next = e->prev = e;
+        *hp = e;
     } else {
-        zone_ext *he = zone_ext_of(head);
-        zone_blk *tail = he->prev;
+        zone_ext *tail = head->prev;
         e->next = head;
         e->prev = tail;
-        zone_ext_of(tail)->next = b;
-        he->prev = b;
+        tail->next = e;
+        head->prev = e;
     }
     z->tag_count[tag]++;
     if (e->owner) z->tag_owned[tag]++;
@@ -250,14 +303,15 @@ static inline void zone_tag_append(hk_zone *z, zone_blk *b, unsigned tag) {
 
 static inline void zone_tag_unlink(hk_zone *z, zone_blk *b, unsigned tag) {
     zone_ext *e = zone_ext_of(b);
-    if (e->next == b) {
-        z->tag_head[tag] = NULL;
-        z->tag_map[tag >> 6] &= ~(1ull << (tag & 63));
+    zone_ext **hp = &z->tag_head[tag][e->seq & (ZONE_TAG_WAYS - 1)];
+    if (e->next == e) {
+        *hp = NULL;
     } else {
-        zone_ext_of(e->prev)->next = e->next;
-        zone_ext_of(e->next)->prev = e->prev;
-        if (z->tag_head[tag] == b) z->tag_head[tag] = e->next;
+        e->prev->next = e->next;
+        e->next->prev = e->prev;
+        if (*hp == e) *hp = e->next;
     }
+    if (z->tag_count[tag] == 1) z->tag_map[tag >> 6] &= ~(1ull << (tag & 63));
     z->tag_count[tag]--;
     if (e->owner) z->tag_owned[tag]--;
 }
@@ -286,9 +340,34 @@ static zone_blk *zone_take(hk_zone *z, size_t need, size_t align, size_t *bsize)
     size_t search = align > 16 ? need + align + ZONE_MIN_BLOCK : need;
     zone_blk *b = zone_find(z, search);
     if (!b) return NULL;
-    zone_remove(z, b);
     size_t total = zone_bsize(b);
-    if (align > 16) {
+    if (align <= 16) {
+        zone_blk *nx = zone_next(b);
+        if (total - need >= ZONE_MIN_BLOCK && HK__LIKELY(nx->size16 != 0)) {
+            /* Carve from the end: the free remainder keeps its address (and,
+             * when its class is unchanged, its list position: no list work at
+             * all). The region's last block is carved from the start instead,
+             * so the untouched tail of a region stays untouched. */
+            size_t rem = total - need;
+            zone_blk *a = (zone_blk *)((unsigned char *)b + rem);
+            if (zone_same_class(total, rem)) {
+                zone_set_hdr(b, rem, 0, b->bits & ZB_PREV_USED, 0);
+                z->free_bytes -= need;
+            } else {
+                zone_remove(z, b);
+                zone_set_hdr(b, rem, 0, b->bits & ZB_PREV_USED, 0);
+                zone_insert(z, b);
+            }
+            zone_unpoison(a, sizeof(zone_blk));
+            a->prev_size = rem;
+            zone_set_hdr(a, need, 0, 0, 0);
+            nx->bits |= ZB_PREV_USED;
+            *bsize = need;
+            return a;
+        }
+        zone_remove(z, b);
+    } else {
+        zone_remove(z, b);
         uintptr_t u = hk_align_ptr((uintptr_t)b + ZONE_HDR, align);
         size_t gap = u - ZONE_HDR - (uintptr_t)b;
         if (gap && gap < ZONE_MIN_BLOCK) {
@@ -338,9 +417,7 @@ static zone_blk *zone_merge_insert(hk_zone *z, zone_blk *b) {
     }
     if (!prev_used) {
         zone_blk *p = zone_prev(b);
-        zone_remove(z, p);
-        size += zone_bsize(p);
-        prev_used = p->bits & ZB_PREV_USED;
+        size_t psize = zone_bsize(p);
         if (z->flags & HK_FLAG_FILL) {
             zone_unpoison(b, sizeof(zone_blk));
             memset(b, HK_FILL_FREE, sizeof(zone_blk));
@@ -349,6 +426,21 @@ static zone_blk *zone_merge_insert(hk_zone *z, zone_blk *b) {
              * say "free" so a second free of it is caught as a double free */
             zone_set_hdr(b, zone_bsize(b), 0, 0, 0);
         }
+        if (zone_same_class(psize + size, psize)) {
+            /* The merged block stays in p's list, in p's place: no list work
+             * (and no cache misses on p's list neighbours). */
+            zone_poison(b, size);
+            z->free_bytes += size;
+            size += psize;
+            zone_set_hdr(p, size, 0, p->bits & ZB_PREV_USED, 0);
+            n = zone_next(p);
+            n->prev_size = size;
+            n->bits &= (uint8_t)~ZB_PREV_USED;
+            return p;
+        }
+        zone_remove(z, p);
+        size += psize;
+        prev_used = p->bits & ZB_PREV_USED;
         b = p;
     }
     zone_set_hdr(b, size, 0, prev_used, 0);
@@ -392,10 +484,55 @@ static void *zone_fail(hk_zone *z, hk_result r, hk_error_kind k, size_t n, const
 
 static int zone_purge_one(hk_zone *z, int level);
 
+/* ---- front cache (HK_ZONE_FRONT_CACHE) ------------------------------------ */
+
+/* Keeps the validated untracked used block b (size <= ZONE_FC_MAX) unmerged
+ * for reuse. O(1). */
+static inline void zone_fc_push(hk_zone *z, zone_blk *b) {
+    size_t size = zone_bsize(b);
+    unsigned bin = b->size16;
+    z->used_req -= zone_requested(b);
+    z->used_bytes -= size;
+    z->live--;
+    z->untracked_live--;
+    z->free_count++;
+    z->fc_bytes += size;
+    z->fc_blocks++;
+    z->fc_count[bin]++;
+    zone_set_hdr(b, size, 0, ZB_USED | (b->bits & ZB_PREV_USED), 0);
+    zone_unpoison(zone_user(b), sizeof(zone_blk *));
+    b->next_free = z->fc_head[bin];
+    z->fc_head[bin] = b;
+    zone_poison(zone_user(b) + sizeof(zone_blk *), size - ZONE_HDR - sizeof(zone_blk *));
+}
+
+/* Gives every cached block back to the heap (merged). O(cached blocks). */
+static void zone_fc_flush(hk_zone *z) {
+    if (!z->fc_blocks) return;
+    for (unsigned bin = 0; bin <= ZONE_FC_MAX / 16; bin++) {
+        zone_blk *b = z->fc_head[bin];
+        z->fc_head[bin] = NULL;
+        z->fc_count[bin] = 0;
+        while (b) {
+            zone_blk *nx = b->next_free;
+            z->fc_bytes -= zone_bsize(b);
+            z->fc_blocks--;
+            zone_unpoison(zone_user(b), zone_bsize(b) - ZONE_HDR);
+            zone_merge_insert(z, b);
+            b = nx;
+        }
+    }
+}
+
 /* Gets a block of `need` bytes, purging then growing when needed. */
 static zone_blk *zone_obtain(hk_zone *z, size_t need, size_t align, size_t *bsize) {
     zone_blk *b = zone_take(z, need, align, bsize);
     if (HK__LIKELY(b != NULL)) return b;
+    if (z->fc_blocks) {
+        zone_fc_flush(z);
+        b = zone_take(z, need, align, bsize);
+        if (b) return b;
+    }
     while (zone_purge_one(z, z->purge_level)) {
         b = zone_take(z, need, align, bsize);
         if (b) return b;
@@ -496,7 +633,9 @@ static zone_blk *zone_release(hk_zone *z, zone_blk *b, int clear_owner) {
     if (b->bits & ZB_EXT) {
         zone_ext *e = zone_ext_of(b);
         if (clear_owner && e->owner) *e->owner = NULL;
-        zone_tag_unlink(z, b, b->tag);
+        /* clear_owner < 0: the caller (free_tags) has detached the whole tag
+         * list already */
+        if (clear_owner >= 0) zone_tag_unlink(z, b, b->tag);
     } else {
         z->untracked_live--;
     }
@@ -544,7 +683,7 @@ static hk_result zone_classify_bad(hk_zone *z, const void *p, int ri, const char
         }
         unsigned char *bs = (unsigned char *)b, *be = bs + zone_bsize(b);
         if (a >= bs && a < be) {
-            if (b->bits & ZB_USED) {
+            if ((b->bits & ZB_USED) && b->tag != 0) {
                 const char *name = zone_block_name(b);
                 return hk__report(&z->rep, HK_ERR_INVALID, HK_EK_INTERIOR_PTR, p, zone_requested(b), name,
                                   "%s(%p): pointer is %td bytes into block %p (%zu bytes, tag %u%s%s%s), not its "
@@ -590,9 +729,10 @@ static zone_blk *zone_lookup(hk_zone *z, const void *p, const char *op, hk_resul
         *res = zone_classify_bad(z, p, ri, op);
         return NULL;
     }
-    if (HK__UNLIKELY(!(b->bits & ZB_USED))) {
+    if (HK__UNLIKELY(!(b->bits & ZB_USED) || b->tag == 0)) {
         *res = hk__report(&z->rep, HK_ERR_DOUBLE_FREE, HK_EK_DOUBLE_FREE, p, zone_bsize(b), NULL,
-                          "%s(%p): block %p (%zu bytes) is already free", op, p, p, zone_bsize(b));
+                          "%s(%p): block %p (%zu bytes) is already free%s", op, p, p, zone_bsize(b),
+                          (b->bits & ZB_USED) ? " (kept by the front cache)" : "");
         return NULL;
     }
     *res = HK_OK;
@@ -604,6 +744,7 @@ static zone_blk *zone_lookup(hk_zone *z, const void *p, const char *op, hk_resul
 static void zone_init_ctl(hk_zone *z, const hk_zone_desc *desc) {
     memset(z, 0, sizeof *z);
     z->flags = desc->flags;
+    z->fc_on = (desc->flags & HK_ZONE_FRONT_CACHE) && !(desc->flags & ZONE_FC_OFF);
     z->purge_level = desc->purge_level > 0 ? desc->purge_level : HK_TAG_PURGELEVEL;
     z->grow_size = desc->grow_size;
     z->max_size = desc->max_size;
@@ -622,17 +763,35 @@ hk_zone *hk_zone_create(const hk_zone_desc *desc) {
     unsigned char *mem;
     size_t size;
     void *os = NULL;
-    size_t os_size = 0;
+    size_t os_size = 0, reserve = 0;
     size_t ctl = (sizeof(hk_zone) + 63) & ~(size_t)63;
     if (desc->memory) {
         mem = (unsigned char *)desc->memory;
         size = desc->size;
     } else {
         size = desc->size ? desc->size : (desc->grow_size ? desc->grow_size : (size_t)1 << 20);
-        if (!hk_size_add(size, ctl + 64, &size)) return NULL;
-        os = hk_os_alloc(size);
+        if (!hk_size_add(size, ctl + 64, &size) || !hk_size_align(size, hk_os_page_size(), &size)) return NULL;
+        if (desc->grow_size && sizeof(void *) >= 8) {
+            /* A growing zone reserves address space after its first region
+             * and grows that region in place (see zone_grow); the pages are
+             * committed chunk by chunk as before. */
+            size_t res = ZONE_RESERVE;
+            if (desc->max_size && desc->max_size < ZONE_RESERVE / 2) {
+                size_t r2;
+                if (hk_size_add(desc->max_size, size, &r2) && hk_size_align(r2, hk_os_page_size(), &r2)) res = r2;
+            }
+            if (res > size) {
+                os = hk_os_reserve(res);
+                if (os && hk_os_commit(os, size) != HK_OK) {
+                    hk_os_release(os, res);
+                    os = NULL;
+                }
+                if (os) reserve = res;
+            }
+        }
+        if (!os) os = hk_os_alloc(size);
         if (!os) return NULL;
-        os_size = size;
+        os_size = reserve ? reserve : size;
         mem = (unsigned char *)os;
     }
     uintptr_t start = hk_align_ptr((uintptr_t)mem, 64);
@@ -650,6 +809,7 @@ hk_zone *hk_zone_create(const hk_zone_desc *desc) {
         if (os) hk_os_release(os, os_size);
         return NULL;
     }
+    if (reserve) z->regions[0].reserve_end = (unsigned char *)os + reserve;
     return z;
 }
 
@@ -691,7 +851,17 @@ void *hk_zone_alloc(hk_zone *z, size_t size) {
         size_t need = (size + ZONE_PLAIN_OVH + 15) & ~(size_t)15;
         if (need < ZONE_MIN_BLOCK) need = ZONE_MIN_BLOCK;
         size_t bsize;
-        zone_blk *b = zone_take(z, need, 16, &bsize);
+        zone_blk *b;
+        if (z->fc_on && need <= ZONE_FC_MAX && z->fc_head[need >> 4]) {
+            b = z->fc_head[need >> 4];
+            z->fc_head[need >> 4] = b->next_free;
+            z->fc_count[need >> 4]--;
+            z->fc_blocks--;
+            z->fc_bytes -= need;
+            bsize = need;
+        } else {
+            b = zone_take(z, need, 16, &bsize);
+        }
         if (HK__LIKELY(b != NULL)) {
             unsigned char *user = zone_user(b);
             zone_unpoison(user, bsize - ZONE_HDR);
@@ -773,6 +943,12 @@ hk_result hk_zone_free(hk_zone *z, void *p) {
     hk_result res;
     zone_blk *b = zone_lookup(z, p, "free", &res);
     if (HK__LIKELY(b != NULL)) {
+        if (z->fc_on && !(b->bits & ZB_EXT) && b->size16 <= ZONE_FC_MAX / 16 &&
+            z->fc_count[b->size16] < ZONE_FC_DEPTH && z->fc_bytes + zone_bsize(b) <= ZONE_FC_BYTES) {
+            zone_fc_push(z, b);
+            hk__unlock(&z->lock);
+            return HK_OK;
+        }
         if (HK__UNLIKELY((z->flags & HK_FLAG_CANARY) && !zone_canary_ok(z, b, "free of"))) res = HK_ERR_CORRUPT;
         zone_blk *m = zone_release(z, b, 1);
         /* a block spanning a whole region starts with PREV_USED set and ends
@@ -805,7 +981,7 @@ bool hk_zone_owns(hk_zone *z, const void *p) {
     if (ri >= 0 && !(a & 15) && a >= (uintptr_t)z->regions[ri].base + ZONE_HDR &&
         a <= (uintptr_t)z->regions[ri].end) {
         zone_blk *b = zone_from_user(p);
-        ok = !zone_is_poisoned(b, ZONE_HDR) && zone_hdr_ok(b) && (b->bits & ZB_USED) &&
+        ok = !zone_is_poisoned(b, ZONE_HDR) && zone_hdr_ok(b) && (b->bits & ZB_USED) && b->tag != 0 &&
              zone_bsize(b) >= ZONE_MIN_BLOCK && zone_bsize(b) <= (size_t)(z->regions[ri].end - (unsigned char *)b);
     }
     hk__unlock(&z->lock);
@@ -817,7 +993,7 @@ bool hk_zone_owns(hk_zone *z, const void *p) {
 /* Re-lays out used block b at its (possibly new) size bsize for n requested
  * bytes, keeping its record. `saved` is the record copied beforehand. */
 static void zone_relayout(hk_zone *z, zone_blk *b, size_t bsize, size_t n, const zone_ext *saved,
-                          size_t old_req) {
+                          const zone_ext *olde, size_t old_req) {
     int tracked = (b->bits & ZB_EXT) != 0;
     size_t area = bsize - (tracked ? ZONE_EXT_OVH : ZONE_PLAIN_OVH);
     unsigned char *user = zone_user(b);
@@ -825,8 +1001,21 @@ static void zone_relayout(hk_zone *z, zone_blk *b, size_t bsize, size_t n, const
     zone_set_hdr(b, bsize, b->tag, b->bits, (unsigned)(area - n));
     if (tracked) {
         zone_ext *e = zone_ext_of(b);
-        *e = *saved;
-        /* neighbours in the tag list point to the block, not the record */
+        if (olde && e != olde) {
+            /* the record moved with the block's end: relink its neighbours */
+            zone_ext **hp = &z->tag_head[b->tag][saved->seq & (ZONE_TAG_WAYS - 1)];
+            *e = *saved;
+            if (saved->next == olde) {
+                e->next = e->prev = e;
+            } else {
+                e->prev->next = e;
+                e->next->prev = e;
+            }
+            if (*hp == olde) *hp = e;
+            e->blk = b;
+        } else {
+            *e = *saved;
+        }
     }
     if (HK__UNLIKELY(z->flags & HK_FLAG_FILL) && n > old_req) memset(user + old_req, HK_FILL_ALLOC, n - old_req);
     if (HK__UNLIKELY(z->flags & HK_FLAG_CANARY)) memset(user + n, HK_FILL_PAD, area - n);
@@ -852,7 +1041,8 @@ static void *zone_realloc_impl(hk_zone *z, void *p, size_t n) {
     size_t old = zone_bsize(b), old_req = zone_requested(b);
     zone_ext saved;
     memset(&saved, 0, sizeof saved);
-    if (tracked) saved = *zone_ext_of(b);
+    zone_ext *olde = tracked ? zone_ext_of(b) : NULL;
+    if (tracked) saved = *olde;
     if (need <= old) {
         if (old - need >= ZONE_MIN_BLOCK) {
             z->used_bytes -= old - need;
@@ -863,9 +1053,9 @@ static void *zone_realloc_impl(hk_zone *z, void *p, size_t n) {
             zone_unpoison(zone_user(r), old - need - ZONE_HDR);
             if (z->flags & HK_FLAG_FILL) memset(zone_user(r), HK_FILL_FREE, old - need - ZONE_HDR);
             zone_merge_insert(z, r);
-            zone_relayout(z, b, need, n, &saved, old_req);
+            zone_relayout(z, b, need, n, &saved, olde, old_req);
         } else {
-            zone_relayout(z, b, old, n, &saved, old_req);
+            zone_relayout(z, b, old, n, &saved, olde, old_req);
         }
         return p;
     }
@@ -886,7 +1076,7 @@ static void *zone_realloc_impl(hk_zone *z, void *p, size_t n) {
         }
         z->used_bytes += total - old;
         zone_set_hdr(b, total, b->tag, b->bits, 0);
-        zone_relayout(z, b, total, n, &saved, old_req);
+        zone_relayout(z, b, total, n, &saved, olde, old_req);
         return p;
     }
     /* Move. Keep b out of the purge candidates while allocating. */
@@ -949,7 +1139,7 @@ hk_result hk_zone_change_tag(hk_zone *z, void *p, int tag) {
         goto out;
     }
     {
-        /* Untracked -> tracked: find room for the 48-byte record. */
+        /* Untracked -> tracked: find room for the 56-byte record. */
         size_t req = zone_requested(b), old = zone_bsize(b);
         size_t need = zone_need(z, req, 1);
         zone_ext none;
@@ -982,7 +1172,7 @@ hk_result hk_zone_change_tag(hk_zone *z, void *p, int tag) {
         }
         z->untracked_live--;
         zone_set_hdr(b, bsize, (unsigned)tag, b->bits | ZB_EXT, 0);
-        zone_relayout(z, b, bsize, req, &none, req);
+        zone_relayout(z, b, bsize, req, &none, NULL, req);
         zone_tag_append(z, b, (unsigned)tag);
     }
 out:
@@ -1005,19 +1195,20 @@ int hk_zone_tag(hk_zone *z, const void *p) {
  * purged. */
 static int zone_purge_one(hk_zone *z, int level) {
     if (level < z->purge_level) level = z->purge_level;
-    zone_blk *best = NULL;
+    zone_ext *best = NULL;
     uint32_t best_seq = 0;
     for (int t = zone_next_tag(z, level, HK_ZONE_TAG_MAX); t >= 0; t = zone_next_tag(z, t + 1, HK_ZONE_TAG_MAX)) {
-        zone_blk *h = z->tag_head[t];
-        uint32_t s = zone_ext_of(h)->seq;
-        if (!best || (int32_t)(s - best_seq) < 0) {
-            best = h;
-            best_seq = s;
+        for (unsigned w = 0; w < ZONE_TAG_WAYS; w++) {
+            zone_ext *h = z->tag_head[t][w];
+            if (h && (!best || (int32_t)(h->seq - best_seq) < 0)) {
+                best = h;
+                best_seq = h->seq;
+            }
         }
     }
     if (!best) return 0;
     z->purge_count++;
-    zone_release(z, best, 1);
+    zone_release(z, best->blk, 1);
     return 1;
 }
 
@@ -1028,7 +1219,7 @@ static size_t zone_free_untracked(hk_zone *z) {
         zone_region *r = &z->regions[i];
         zone_blk *b = (zone_blk *)r->base;
         while ((unsigned char *)b < r->end) {
-            if ((b->bits & (ZB_USED | ZB_EXT)) == ZB_USED) {
+            if ((b->bits & (ZB_USED | ZB_EXT)) == ZB_USED && b->tag != 0) {
                 b = zone_release(z, b, 0);
                 n++;
             }
@@ -1046,25 +1237,65 @@ size_t hk_zone_free_tags(hk_zone *z, int lo, int hi) {
     hk__lock(&z->lock);
     size_t n = 0;
     z->bulk = 1;
+    zone_fc_flush(z); /* cached blocks merge with the blocks freed here */
     /* Pass 1: clear owners while every block is still allocated (an owner
      * may live inside another block being freed). */
     for (int t = zone_next_tag(z, lo, hi); t >= 0; t = zone_next_tag(z, t + 1, hi)) {
-        zone_blk *h = z->tag_head[t], *b = h;
         if (!z->tag_owned[t]) continue; /* nobody to tell: skip the extra pass */
-        do {
-            zone_ext *e = zone_ext_of(b);
-            if (e->owner) *e->owner = NULL;
-            b = e->next;
-        } while (b != h);
-    }
-    /* Pass 2: free. */
-    for (int t = zone_next_tag(z, lo, hi); t >= 0; t = zone_next_tag(z, t + 1, hi)) {
-        while (z->tag_head[t]) {
-            zone_blk *b = z->tag_head[t];
-            __builtin_prefetch(zone_ext_of(b)->next);
-            zone_release(z, b, 0);
-            n++;
+        for (unsigned w = 0; w < ZONE_TAG_WAYS; w++) {
+            zone_ext *h = z->tag_head[t][w], *e = h;
+            if (h) do {
+                    if (e->owner) *e->owner = NULL;
+                    e = e->next;
+                } while (e != h);
         }
+    }
+    /* Pass 2: free. Each tag's list is detached whole, then walked once:
+     * no per-block unlinking (which would touch the next block's record),
+     * and the next block's header is fetched while this one is merged. */
+    for (int t = zone_next_tag(z, lo, hi); t >= 0; t = zone_next_tag(z, t + 1, hi)) {
+        /* Software pipeline over the tag's ZONE_TAG_WAYS lists, one block
+         * from each in turn: a block's header and the next record of its
+         * list are prefetched a full round before the block is released,
+         * so that many cache misses are in flight at once. The records are
+         * read before any block is released, and releasing a block never
+         * writes inside another used block. */
+        zone_ext *cur[ZONE_TAG_WAYS], *head[ZONE_TAG_WAYS];
+        zone_blk *pend[ZONE_TAG_WAYS];
+        unsigned active = 0;
+        for (unsigned w = 0; w < ZONE_TAG_WAYS; w++) {
+            head[w] = cur[w] = z->tag_head[t][w];
+            z->tag_head[t][w] = NULL;
+            pend[w] = NULL;
+            if (cur[w]) active++;
+        }
+        z->tag_map[(unsigned)t >> 6] &= ~(1ull << ((unsigned)t & 63));
+        z->tag_count[t] = 0;
+        z->tag_owned[t] = 0;
+        while (active) {
+            for (unsigned w = 0; w < ZONE_TAG_WAYS; w++) {
+                if (pend[w]) {
+                    zone_release(z, pend[w], -1);
+                    pend[w] = NULL;
+                }
+                zone_ext *e = cur[w];
+                if (!e) continue;
+                zone_ext *nx = e->next;
+                zone_blk *b = e->blk;
+                __builtin_prefetch(b);
+                __builtin_prefetch(nx);
+                pend[w] = b;
+                n++;
+                if (nx == head[w]) {
+                    cur[w] = NULL;
+                    active--;
+                } else {
+                    cur[w] = nx;
+                }
+            }
+        }
+        for (unsigned w = 0; w < ZONE_TAG_WAYS; w++)
+            if (pend[w]) zone_release(z, pend[w], -1);
     }
     if (lo <= HK_TAG_STATIC && HK_TAG_STATIC <= hi && z->untracked_live) n += zone_free_untracked(z);
     z->bulk = 0;
@@ -1099,7 +1330,7 @@ hk_result hk_zone_stats(const hk_zone *z, hk_stats *out) {
     out->capacity = z->capacity;
     out->used = z->used_req;
     out->used_blocks_bytes = z->used_bytes;
-    out->free = z->free_bytes;
+    out->free = z->free_bytes + z->fc_bytes; /* front-cached blocks are free for the user */
     if (z->fl_map) {
         unsigned fl = zone_msb(z->fl_map);
         size_t cs = zone_class_start(fl, zone_msb(z->sl_map[fl]));
@@ -1110,7 +1341,7 @@ hk_result hk_zone_stats(const hk_zone *z, hk_stats *out) {
     out->peak_used = z->peak_used;
     out->overhead = z->used_bytes - z->used_req + sizeof(hk_zone) + z->nregions * ZONE_HDR;
     out->live_blocks = z->live;
-    out->free_blocks = z->free_blocks;
+    out->free_blocks = z->free_blocks + z->fc_blocks;
     out->alloc_count = z->alloc_count;
     out->free_count = z->free_count;
     out->fail_count = z->fail_count;

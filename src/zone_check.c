@@ -34,7 +34,7 @@ static size_t zone_scan_fill(const unsigned char *p, size_t n, unsigned fill, si
 }
 
 typedef struct zone_tally {
-    size_t nfree, free_bytes, used_bytes, used_req, live, untracked, tracked, capacity;
+    size_t nfree, free_bytes, used_bytes, used_req, live, untracked, tracked, capacity, cached, cached_bytes;
 } zone_tally;
 
 static hk_result zone_check_region(hk_zone *z, uint32_t ri, zone_tally *t) {
@@ -66,7 +66,12 @@ static hk_result zone_check_region(hk_zone *z, uint32_t ri, zone_tally *t) {
             ZONE_CORRUPT(HK_EK_CORRUPT_HEADER, zone_user(b),
                          "boundary tag before block %p says %llu bytes, the free block before it has %zu",
                          (void *)zone_user(b), (unsigned long long)b->prev_size, prev_size);
-        if (used) {
+        if (used && b->tag == 0) {
+            if (!z->fc_on || (b->bits & ZB_EXT) || size > ZONE_FC_MAX || zone_slack(b))
+                ZONE_CORRUPT(HK_EK_CORRUPT_HEADER, zone_user(b), "used block %p has tag 0", (void *)zone_user(b));
+            t->cached++; /* kept by the front cache */
+            t->cached_bytes += size;
+        } else if (used) {
             t->live++;
             t->used_bytes += size;
             t->used_req += zone_requested(b);
@@ -152,7 +157,7 @@ static hk_result zone_check_free_lists(hk_zone *z, const zone_tally *t) {
                 if (f != fl || s != sl)
                     ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, b, "free block %p of %zu bytes is in list (%u,%u), not (%u,%u)",
                                  (void *)b, zone_bsize(b), fl, sl, f, s);
-                if (b->prev_free != prev)
+                if (prev && b->prev_free != prev) /* a head's back link is not kept (see zone_remove) */
                     ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, b, "free block %p: back link %p should be %p", (void *)b,
                                  (void *)b->prev_free, (void *)prev);
             }
@@ -167,41 +172,54 @@ static hk_result zone_check_free_lists(hk_zone *z, const zone_tally *t) {
 static hk_result zone_check_tag_lists(hk_zone *z, const zone_tally *t) {
     size_t seen = 0;
     for (unsigned tag = 0; tag < ZONE_NTAGS; tag++) {
-        zone_blk *h = z->tag_head[tag];
-        if (((z->tag_map[tag >> 6] >> (tag & 63)) & 1u) != (h != NULL))
-            ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "tag bitmap bit %u disagrees with its list", tag);
-        if (!h) {
+        int any = 0;
+        for (unsigned w = 0; w < ZONE_TAG_WAYS; w++) any |= z->tag_head[tag][w] != NULL;
+        if (((z->tag_map[tag >> 6] >> (tag & 63)) & 1u) != (unsigned)any)
+            ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "tag bitmap bit %u disagrees with its lists", tag);
+        if (!any) {
             if (z->tag_count[tag])
-                ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "tag %u counts %u blocks but its list is empty", tag,
+                ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "tag %u counts %u blocks but its lists are empty", tag,
                              z->tag_count[tag]);
             continue;
         }
         if (tag == 0) ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "tag 0 has a list");
         size_t cnt = 0, owned = 0;
-        zone_blk *b = h, *prev = NULL;
-        uint32_t prev_seq = 0;
-        do {
-            if (++seen > t->tracked || !zone_ptr_sane(z, b) || !(b->bits & ZB_USED) || !(b->bits & ZB_EXT))
-                ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, b, "list of tag %u reaches %p, not a tracked used block", tag,
-                             (void *)b);
-            if (b->tag != tag)
-                ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, zone_user(b), "block %p with tag %u is in the list of tag %u",
-                             (void *)zone_user(b), b->tag, tag);
-            zone_ext *e = zone_ext_of(b);
-            if (prev && e->prev != prev)
-                ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, zone_user(b), "tag %u list: back link of %p is wrong", tag,
-                             (void *)zone_user(b));
-            if (prev && (int32_t)(e->seq - prev_seq) < 0)
-                ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, zone_user(b), "tag %u list is out of allocation order at %p",
-                             tag, (void *)zone_user(b));
-            prev = b;
-            prev_seq = e->seq;
-            cnt++;
-            if (e->owner) owned++;
-            b = e->next;
-        } while (b != h);
-        if (zone_ext_of(h)->prev != prev)
-            ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, zone_user(h), "tag %u list: head's back link is not the tail", tag);
+        for (unsigned w = 0; w < ZONE_TAG_WAYS; w++) {
+            zone_ext *h = z->tag_head[tag][w];
+            if (!h) continue;
+            zone_ext *e = h, *prev = NULL;
+            uint32_t prev_seq = 0;
+            do {
+                /* the record must be where its block says (checked before following its links) */
+                int ri = zone_region_index(z, e);
+                zone_blk *b = ri >= 0 && !((uintptr_t)e & 7) && !zone_is_poisoned(e, sizeof *e) ? e->blk : NULL;
+                if (++seen > t->tracked || !b || !zone_ptr_sane(z, b) || !(b->bits & ZB_USED) ||
+                    !(b->bits & ZB_EXT) || zone_ext_of(b) != e)
+                    ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, e,
+                                 "list %u of tag %u reaches %p, not the record of a tracked used block", w, tag,
+                                 (void *)e);
+                if (b->tag != tag)
+                    ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, zone_user(b), "block %p with tag %u is in a list of tag %u",
+                                 (void *)zone_user(b), b->tag, tag);
+                if ((e->seq & (ZONE_TAG_WAYS - 1)) != w)
+                    ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, zone_user(b), "block %p (sequence %u) is in list %u of tag %u",
+                                 (void *)zone_user(b), e->seq, w, tag);
+                if (prev && e->prev != prev)
+                    ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, zone_user(b), "tag %u list: back link of %p is wrong", tag,
+                                 (void *)zone_user(b));
+                if (prev && (int32_t)(e->seq - prev_seq) < 0)
+                    ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, zone_user(b), "tag %u list is out of allocation order at %p",
+                                 tag, (void *)zone_user(b));
+                prev = e;
+                prev_seq = e->seq;
+                cnt++;
+                if (e->owner) owned++;
+                e = e->next;
+            } while (e != h);
+            if (h->prev != prev)
+                ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, zone_user(h->blk),
+                             "tag %u list %u: head's back link is not the tail", tag, w);
+        }
         if (owned != z->tag_owned[tag])
             ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "tag %u list has %zu blocks with owners, its count says %u",
                          tag, owned, z->tag_owned[tag]);
@@ -212,6 +230,29 @@ static hk_result zone_check_tag_lists(hk_zone *z, const zone_tally *t) {
     if (seen != t->tracked)
         ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "tag lists hold %zu blocks, the heap has %zu tracked blocks", seen,
                      t->tracked);
+    return HK_OK;
+}
+
+static hk_result zone_check_front_cache(hk_zone *z, const zone_tally *t) {
+    size_t seen = 0, bytes = 0;
+    for (unsigned bin = 0; bin <= ZONE_FC_MAX / 16; bin++) {
+        uint32_t cnt = 0;
+        for (zone_blk *b = z->fc_head[bin]; b; b = b->next_free) {
+            if (++seen > t->cached || !zone_ptr_sane(z, b) || !zone_is_cached(b) || b->size16 != bin)
+                ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, b, "front cache list %u reaches %p, not a cached block of %u bytes",
+                             bin, (void *)b, bin * 16);
+            bytes += zone_bsize(b);
+            cnt++;
+        }
+        if (cnt != z->fc_count[bin])
+            ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "front cache list %u has %u blocks, its count says %u", bin, cnt,
+                         z->fc_count[bin]);
+    }
+    if (seen != t->cached || seen != z->fc_blocks || bytes != z->fc_bytes)
+        ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z,
+                     "front cache holds %zu blocks (%zu bytes), the heap has %zu cached blocks, the counters say %zu "
+                     "(%zu bytes)",
+                     seen, bytes, t->cached, z->fc_blocks, z->fc_bytes);
     return HK_OK;
 }
 
@@ -226,10 +267,11 @@ hk_result hk__zone_check_locked(hk_zone *z) {
     }
     hk_result r = zone_check_free_lists(z, &t);
     if (r == HK_OK) r = zone_check_tag_lists(z, &t);
+    if (r == HK_OK) r = zone_check_front_cache(z, &t);
     if (r != HK_OK) return r;
     if (t.capacity != z->capacity || t.free_bytes != z->free_bytes || t.nfree != z->free_blocks ||
         t.used_bytes != z->used_bytes || t.used_req != z->used_req || t.live != z->live ||
-        t.untracked != z->untracked_live || t.used_bytes + t.free_bytes != t.capacity)
+        t.untracked != z->untracked_live || t.used_bytes + t.free_bytes + t.cached_bytes != t.capacity)
         ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z,
                      "counters disagree with the heap: capacity %zu/%zu, free %zu/%zu in %zu/%zu blocks, used "
                      "%zu/%zu (%zu/%zu asked) in %zu/%zu blocks",
@@ -252,7 +294,7 @@ static void zone_info(const hk_zone *z, const zone_blk *b, hk_block_info *info) 
     memset(info, 0, sizeof *info);
     size_t size = zone_bsize(b);
     info->address = zone_user(b);
-    if (b->bits & ZB_USED) {
+    if ((b->bits & ZB_USED) && b->tag != 0) { /* a front-cached block (tag 0) shows as free */
         size_t req = zone_requested(b);
         info->requested = req;
         info->size = (z->flags & HK_FLAG_CANARY) ? req : zone_area(b);

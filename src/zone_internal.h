@@ -15,8 +15,8 @@
 #define ZONE_HDR 16u
 #define ZONE_OVERLAP 8u
 #define ZONE_MIN_BLOCK 32u
-#define ZONE_EXT_SIZE 48u
-#define ZONE_EXT_OFF 40u /* record starts this far below the block end */
+#define ZONE_EXT_SIZE 56u
+#define ZONE_EXT_OFF 48u /* record starts this far below the block end */
 #define ZONE_PLAIN_OVH (ZONE_HDR - ZONE_OVERLAP)
 #define ZONE_EXT_OVH (ZONE_HDR + ZONE_EXT_OFF)
 #define ZONE_SL_LOG2 5u
@@ -28,7 +28,13 @@
 #define ZONE_MAX_REQUEST (ZONE_MAX_BLOCK - 256u)
 #define ZONE_MAX_ALIGN ((size_t)1 << 35)
 #define ZONE_GROW_CHUNK_MAX ((size_t)256 << 20)
+#define ZONE_RESERVE ((size_t)1 << 36) /* address space reserved for a growing zone (64-bit hosts) */
 #define ZONE_NTAGS 256u
+#define ZONE_TAG_WAYS 8u /* each tag's blocks are dealt round-robin over this many lists */
+#define ZONE_FC_MAX 1024u            /* largest block size kept by the front cache */
+#define ZONE_FC_DEPTH 32u /* blocks per size */
+#define ZONE_FC_BYTES ((size_t)256 << 10) /* bytes in all */
+#define ZONE_FC_OFF (HK_FLAG_FILL | HK_FLAG_CANARY | HK_FLAG_ZERO | HK_FLAG_PARANOID | HK_FLAG_RECORD_SITE | HK_ZONE_TRACK_ALL)
 
 #define ZB_USED 1u
 #define ZB_PREV_USED 2u
@@ -46,7 +52,13 @@ typedef struct zone_blk {
 } zone_blk;
 
 typedef struct zone_ext {
-    zone_blk *next, *prev; /* circular per-tag list; tag_head[tag] is the oldest */
+    /* Circular per-tag list of records (not blocks): following it costs one
+     * cache miss per block, and the block's header (blk) can be fetched in
+     * parallel. A tag's blocks are dealt over ZONE_TAG_WAYS lists by
+     * sequence number (seq % ZONE_TAG_WAYS), so free_tags follows that many
+     * chains at once; tag_head[tag][w] is the oldest of list w. */
+    struct zone_ext *next, *prev;
+    zone_blk *blk; /* the block this record belongs to */
     void **owner;
     const char *name;
     const char *file;
@@ -55,7 +67,7 @@ typedef struct zone_ext {
 } zone_ext;
 
 _Static_assert(sizeof(zone_blk) == 32, "zone block header + links is 32 bytes");
-_Static_assert(sizeof(zone_ext) == ZONE_EXT_SIZE, "zone record is 48 bytes");
+_Static_assert(sizeof(zone_ext) == ZONE_EXT_SIZE, "zone record is 56 bytes");
 
 typedef struct zone_region {
     unsigned char *base; /* first block */
@@ -63,6 +75,7 @@ typedef struct zone_region {
     void *os_base;       /* mapping to release on destroy/shrink, or NULL */
     size_t os_size;
     int dedicated; /* grown for one request larger than the growth chunk */
+    unsigned char *reserve_end; /* end of the address space reserved after the region (grows in place), or NULL */
 } zone_region;
 
 struct hk_zone {
@@ -70,7 +83,7 @@ struct hk_zone {
     uint32_t sl_map[ZONE_FL_COUNT];
     zone_blk *heads[ZONE_FL_COUNT][ZONE_SL_COUNT];
     uint64_t tag_map[ZONE_NTAGS / 64];
-    zone_blk *tag_head[ZONE_NTAGS];
+    zone_ext *tag_head[ZONE_NTAGS][ZONE_TAG_WAYS];
     uint32_t tag_count[ZONE_NTAGS];
     uint32_t tag_owned[ZONE_NTAGS]; /* blocks of that tag with an owner pointer */
     zone_region regions[HK_ZONE_MAX_REGIONS]; /* sorted by base */
@@ -84,6 +97,12 @@ struct hk_zone {
     uint32_t flags;
     int purge_level;
     int bulk; /* inside free_tags/purge: no region release */
+    int fc_on; /* HK_ZONE_FRONT_CACHE in effect */
+    /* Front cache: singly linked (through next_free) LIFO stacks of cached
+     * blocks by size16. A cached block keeps USED in its header with tag 0. */
+    zone_blk *fc_head[ZONE_FC_MAX / 16 + 1];
+    uint32_t fc_count[ZONE_FC_MAX / 16 + 1];
+    size_t fc_bytes, fc_blocks;
     size_t grow_size, max_size, os_grown;
     void *ctl_os; /* the control block's own mapping (with the first region) */
     size_t ctl_os_size;
@@ -136,13 +155,15 @@ static inline size_t zone_area(const zone_blk *b) {
 static inline size_t zone_requested(const zone_blk *b) { return zone_area(b) - zone_slack(b); }
 static inline size_t zone_align_of(const zone_blk *b) { return (size_t)16 << (b->bits >> ZB_ALIGN_SHIFT); }
 
+/* The 10-bit header check: the address (so a header copied or read at the
+ * wrong place fails) and every field except PREV_USED, mixed by one
+ * multiply on the path after the header load (the address product does not
+ * depend on the load). */
 static inline uint16_t zone_chk_calc(const zone_blk *b, uint32_t size16, unsigned tag, unsigned bits,
                                      unsigned slack) {
     uint64_t h = ((uint64_t)(uintptr_t)b >> 4) * 0x9E3779B97F4A7C15ull;
-    h ^= (((uint64_t)size16 << 24) | ((uint64_t)tag << 16) | ((uint64_t)(bits & ~ZB_PREV_USED) << 8) | slack) *
-         0xC2B2AE3D27D4EB4Full;
-    h ^= h >> 31;
-    h *= 0x94D049BB133111EBull;
+    h ^= ((uint64_t)size16 << 24) | ((uint64_t)tag << 16) | ((uint64_t)(bits & ~ZB_PREV_USED) << 8) | slack;
+    h *= 0xC2B2AE3D27D4EB4Full;
     return (uint16_t)((((unsigned)(h >> 54)) << 6) | (slack & 63u));
 }
 
@@ -157,6 +178,10 @@ static inline void zone_set_hdr(zone_blk *b, size_t size, unsigned tag, unsigned
 static inline int zone_hdr_ok(const zone_blk *b) {
     return b->chk == zone_chk_calc(b, b->size16, b->tag, b->bits, b->chk & 63u);
 }
+
+/* A block kept by the front cache: used in the heap's structure, free for
+ * the user. */
+static inline int zone_is_cached(const zone_blk *b) { return (b->bits & ZB_USED) && b->tag == 0; }
 
 static inline const char *zone_block_name(const zone_blk *b) {
     return (b->bits & ZB_EXT) ? zone_ext_of(b)->name : NULL;
@@ -181,6 +206,13 @@ static inline void zone_mapping(size_t size, unsigned *fl, unsigned *sl) {
 static inline void zone_mapping_search(size_t size, unsigned *fl, unsigned *sl) {
     if (size >= ZONE_SMALL) size += ((size_t)1 << (zone_msb(size) - ZONE_SL_LOG2)) - 1;
     zone_mapping(size, fl, sl);
+}
+
+/* Whether block sizes a and b (a > b) fall in the same free list. */
+static inline int zone_same_class(size_t a, size_t b) {
+    if (b < ZONE_SMALL) return 0; /* exact classes: a > b differ */
+    unsigned m = zone_msb(a);
+    return zone_msb(b) == m && (a >> (m - ZONE_SL_LOG2)) == (b >> (m - ZONE_SL_LOG2));
 }
 
 /* Smallest block size in class (fl, sl). */

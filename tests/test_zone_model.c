@@ -225,3 +225,5 @@ HKT_TEST(model_track_all_site) { run_model(HK_ZONE_TRACK_ALL | HK_FLAG_RECORD_SI
 HKT_TEST(model_tight_memory) { run_model(HK_FLAG_ZERO, 48 << 10, 0, 4, 20000); }
 HKT_TEST(model_growing) { run_model(HK_FLAG_FILL, 32 << 10, 32 << 10, 5, 20000); }
 HKT_TEST(model_paranoid) { run_model(HK_FLAG_PARANOID | HK_FLAG_CANARY, 64 << 10, 0, 6, 3000); }
+HKT_TEST(model_front_cache) { run_model(HK_ZONE_FRONT_CACHE, 96 << 10, 0, 7, 30000); }
+HKT_TEST(model_front_cache_growing) { run_model(HK_ZONE_FRONT_CACHE, 32 << 10, 32 << 10, 8, 20000); }

@@ -11,7 +11,12 @@
  *    so two free blocks are never adjacent.
  *  - Allocation rounds the request up to the next class boundary and takes
  *    the head of the first non-empty class at or above it (good fit), then
- *    splits off the surplus.
+ *    splits off the surplus. The allocation is carved from the END of an
+ *    interior free block, so the free remainder keeps its address and, when
+ *    its class does not change, its place in its list (no list work); the
+ *    last block of a region is carved from its start, so a region's untouched
+ *    tail stays untouched. Likewise a block freed after a free neighbour
+ *    grows that neighbour in place when its class does not change.
  *
  * Complexity: alloc, free, calloc (plus the zeroing), memalign, realloc in
  * place (plus the copy when it moves), usable_size, change_tag: O(1) in the
@@ -39,15 +44,17 @@
  *    block's size, needed only while that block is free) overlap the last 8
  *    bytes of the previous block. Blocks are 16-byte granular, minimum 32.
  *  - tracked blocks (a tag other than HK_TAG_STATIC, an owner, a name, a site,
- *    or any block in a zone with HK_ZONE_TRACK_ALL): 56 bytes: the header plus
- *    a 48-byte record at the end of the block (links in the per-tag list,
- *    owner, name, site, allocation sequence).
+ *    or any block in a zone with HK_ZONE_TRACK_ALL): 64 bytes: the header plus
+ *    a 56-byte record at the end of the block (links in a per-tag list of
+ *    records, the block's address, owner, name, site, allocation sequence).
+ *    Each tag's records are dealt over 8 lists by allocation sequence, so
+ *    free_tags follows 8 pointer chains at once instead of one.
  *  Trade-off: the per-tag lists that make free_tags and purge O(freed
  *  blocks) need two links per block; keeping them only on blocks that carry
  *  DOOM-style metadata keeps malloc-like use at 8 bytes per block. The cost:
  *  free_tags over a range that includes HK_TAG_STATIC also visits the
  *  untracked blocks with a heap walk (O(heap), skipped when there are none),
- *  and change_tag of an untracked block to another tag needs 48 spare bytes
+ *  and change_tag of an untracked block to another tag needs 56 spare bytes
  *  in or right after the block (see hk_zone_change_tag).
  *  HK_FLAG_CANARY adds at least 8 bytes per block.
  *
@@ -93,23 +100,37 @@ enum {
 /* Zone-specific desc flags, in addition to HK_FLAG_ZERO, HK_FLAG_FILL,
  * HK_FLAG_CANARY, HK_FLAG_PARANOID, HK_FLAG_RECORD_SITE and HK_FLAG_QUIET. */
 enum {
-    HK_ZONE_TRACK_ALL = 1u << 16 /* every block carries the 48-byte record (change_tag never needs room) */
+    HK_ZONE_TRACK_ALL = 1u << 16, /* every block carries the 56-byte record (change_tag never needs room) */
+    /* Opt-in front cache (off by default): hk_zone_free keeps up to 32
+     * recently freed untracked blocks per size of 32..1024 bytes (at most
+     * 256 KiB in all) unmerged, and hk_zone_alloc reuses them LIFO. This
+     * DEFERS coalescing of those blocks: they stay whole until reused or
+     * flushed (when an allocation cannot be met, and at free_tags). Much
+     * faster for many small short-lived blocks (recently freed memory is
+     * still in the cache); stats count cached blocks as free. Ignored with
+     * HK_FLAG_FILL, HK_FLAG_CANARY, HK_FLAG_ZERO, HK_FLAG_PARANOID,
+     * HK_FLAG_RECORD_SITE or HK_ZONE_TRACK_ALL. */
+    HK_ZONE_FRONT_CACHE = 1u << 17
 };
 
 /* Zero-initialisable. */
 typedef struct hk_zone_desc {
-    /* The first region. With `memory` the control block (about 12 KiB) lives
+    /* The first region. With `memory` the control block (about 29 KiB) lives
      * at its start and the rest is the heap; the OS is never called unless
      * grow_size is set. Without `memory`, `size` bytes (0: 1 MiB) are taken
      * from the OS. */
     void *memory;
     size_t size;
     /* Growth from the OS when a request cannot be met (after purging):
-     * 0 never grows; otherwise new regions are at least grow_size bytes,
-     * doubling with the OS memory taken so far, each up to 256 MiB. A request
-     * larger than that chunk gets a region of its own, returned to the OS as
-     * soon as it is entirely free again; the other grown regions are kept for
-     * reuse until destroy. */
+     * 0 never grows; otherwise the zone grows by chunks of at least
+     * grow_size bytes, doubling with the OS memory taken so far, each up to
+     * 256 MiB. A zone without `memory` reserves address space (64 GiB, or
+     * max_size) after its first region on 64-bit hosts and grows that region
+     * in place (commit the chunk; the old tail merges with it): one region,
+     * so pointer checks stay cheap. Where the reservation is refused or used
+     * up, chunks become new regions. A request larger than the chunk gets a
+     * region of its own, returned to the OS as soon as it is entirely free
+     * again; other memory is kept for reuse until destroy. */
     size_t grow_size;
     size_t max_size;     /* cap on the total capacity when growing (0: no cap) */
     int purge_level;     /* tags >= this are purgeable (0: HK_TAG_PURGELEVEL) */
@@ -209,7 +230,7 @@ bool hk_zone_owns(hk_zone *z, const void *p);
 /* DOOM's Z_ChangeTag. A block that becomes purgeable must have an owner
  * (HK_ERR_INVALID otherwise). The block moves to the newest end of the new
  * tag's list (it is purged last among its peers). An untracked block
- * (allocated with the default tag and no owner/name/site) gets its 48-byte
+ * (allocated with the default tag and no owner/name/site) gets its 56-byte
  * record from its own slack or the free block after it; when neither has
  * room, returns HK_ERR_NOMEM (reported) and the tag is unchanged: allocate
  * such blocks with hk_zone_alloc_tagged or use HK_ZONE_TRACK_ALL. O(1). */
