@@ -749,11 +749,7 @@ static void zone_init_ctl(hk_zone *z, const hk_zone_desc *desc) {
     z->grow_size = desc->grow_size;
     z->max_size = desc->max_size;
     z->seq = 1;
-    z->rep.fn = desc->on_error;
-    z->rep.user = desc->error_user;
-    z->rep.allocator = "zone";
-    z->rep.instance = desc->name ? desc->name : "zone";
-    z->rep.flags = desc->flags;
+    hk__reporter_init(&z->rep, "zone", desc->name, desc->on_error, desc->error_user, desc->flags);
     z->lock = desc->lock;
 }
 
