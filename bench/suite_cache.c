@@ -19,6 +19,7 @@
 #endif
 #include "harness.h"
 #include "heapkit/cache.h"
+#include "heapkit/zone.h"
 #include "internal.h" /* hk__san_access: the baselines write into a region ASan guards */
 
 #include <malloc.h>
@@ -409,6 +410,40 @@ static double frag_cache(size_t limit, uint64_t seed, double *with_table, int64_
     return occ;
 }
 
+/* The zone (a non-moving heap) given exactly `limit` bytes of caller
+ * memory: its control block counts against the limit, as the cache's does. */
+static double frag_zone(size_t limit, uint64_t seed, int64_t *steps_out) {
+    void *mem = malloc(limit);
+    if (!mem) return 0;
+    hk_zone *z =
+        hk_zone_create(&(hk_zone_desc){.memory = mem, .size = limit, .name = "frag", .flags = HK_FLAG_QUIET});
+    if (!z) {
+        free(mem);
+        return 0;
+    }
+    frag_state s = {0};
+    int64_t step = 0;
+    for (;; step++) {
+        while (s.n && s.v[0].death <= step) {
+            frag_live x = fs_pop(&s);
+            hk_zone_free(z, x.p);
+            s.live_bytes -= x.size;
+        }
+        frag_op o = frag_next(&seed, step);
+        void *p = hk_zone_alloc(z, o.size);
+        if (!p) break;
+        memset(p, 0x5A, o.size < 64 ? o.size : 64);
+        fs_push(&s, (frag_live){p, 0, o.size, o.death < 0 ? NEVER : o.death});
+        s.live_bytes += o.size;
+    }
+    double occ = (double)s.live_bytes / (double)limit;
+    *steps_out = step;
+    hk_zone_destroy(z);
+    free(mem);
+    free(s.v);
+    return occ;
+}
+
 typedef struct glibc_job {
     size_t limit;
     uint64_t seed;
@@ -467,7 +502,7 @@ static void bench_fragmentation(hkb_ctx *ctx) {
                 "occupancy (live requested bytes / heap size) at the first failed allocation");
     size_t limit = ctx->quick ? (8u << 20) : (32u << 20);
     int reps = ctx->reps > 16 ? 16 : ctx->reps;
-    double occ_c[16], occ_ct[16], occ_g[16], steps_c[16], steps_g[16];
+    double occ_c[16], occ_ct[16], occ_g[16], occ_z[16], steps_c[16], steps_g[16], steps_z[16];
     for (int r = 0; r < reps; r++) {
         uint64_t seed = ctx->seed * 31u + (uint64_t)r;
         int64_t st;
@@ -481,6 +516,8 @@ static void bench_fragmentation(hkb_ctx *ctx) {
             glibc_frag(&j);
         occ_g[r] = j.occ;
         steps_g[r] = (double)j.steps;
+        occ_z[r] = frag_zone(limit, seed, &st);
+        steps_z[r] = (double)st;
     }
     double oc = hkb_median(occ_c, reps), oct = hkb_median(occ_ct, reps), og = hkb_median(occ_g, reps);
     hkb_record(S, "fragmentation", "heapkit cache", "occupancy", oc * 100, "%");
@@ -489,10 +526,10 @@ static void bench_fragmentation(hkb_ctx *ctx) {
     hkb_record(S, "fragmentation", "glibc", "occupancy", og * 100, "%");
     hkb_record(S, "fragmentation", "glibc", "steps_to_failure", hkb_median(steps_g, reps), "allocs");
     hkb_record(S, "fragmentation", "heapkit cache", "ratio_vs_glibc", oc / og, "x");
-    /* ---- ZONE: wire the zone in here after merge (same workload, a zone of
-     * `limit` bytes given as caller memory; record "occupancy" and
-     * "ratio_vs_zone" for the cache). */
-    hkb_skip(S, "fragmentation", "zone", "zone module not merged in this build");
+    double oz = hkb_median(occ_z, reps);
+    hkb_record(S, "fragmentation", "zone", "occupancy", oz * 100, "%");
+    hkb_record(S, "fragmentation", "zone", "steps_to_failure", hkb_median(steps_z, reps), "allocs");
+    hkb_record(S, "fragmentation", "heapkit cache", "ratio_vs_zone", oc / oz, "x");
     hkb_skip(S, "fragmentation", "mimalloc/jemalloc/tcmalloc",
              "no way to hold them to a byte limit: they spread size classes over separate pages");
 }
