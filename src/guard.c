@@ -498,7 +498,10 @@ static int guard_sym_stack(void *const *frames, int n, int fault_first, int *cou
 static HK__NOINLINE int guard_capture(const hk_guard *g, void **frames) {
     if (g->flags & HK_GUARD_NO_TRACES) return 0;
     /* skip: this function and the public entry point that called it */
-    return hk_os_stack_capture(frames, g->frames, 2 + g->skip);
+    int n = (g->flags & HK_GUARD_EXACT_STACKS) ? hk_os_stack_capture(frames, g->frames, 2 + g->skip)
+                                                : hk__guard_os_stack(frames, g->frames, 2 + g->skip);
+    __asm__ volatile("" ::: "memory"); /* no tail call: the skip counts this frame */
+    return n;
 }
 
 static const void *const *guard_trace_get(const hk_guard *g, uint32_t id, int *n) {

@@ -89,6 +89,13 @@ long hk__guard_os_addr2line(const char *tool, const char *module, const uintptr_
  * the signal handler once hk_os_stack_init ran. */
 int hk__guard_os_backtrace(void **frames, int max);
 
+/* Captures the caller's stack for allocation/free traces: [a pc in the
+ * caller, its return address, ...], the first `skip` dropped, at most max.
+ * Fast: return addresses are found with frame sizes learned per return
+ * address from earlier exact (DWARF) unwinds; unknown or varying sites
+ * (alloca, signal frames, another stack) unwind exactly. Thread-safe. */
+int hk__guard_os_stack(void **frames, int max, int skip);
+
 /* Main program's load base (for telling our own shared module apart). */
 uintptr_t hk__guard_os_main_base(void);
 

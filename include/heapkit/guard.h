@@ -90,8 +90,10 @@ enum {
     HK_GUARD_NO_FILL = 1u << 19,       /* do not fill fresh and freed blocks */
     HK_GUARD_NO_TRACES = 1u << 20,     /* do not record allocation/free stacks (faster) */
     HK_GUARD_NO_SYMBOLIZE_LINES = 1u << 21, /* never run addr2line for file:line */
-    HK_GUARD_DISCARD_FREED = 1u << 22 /* give freed pages back to the OS at the free: the quarantine
+    HK_GUARD_DISCARD_FREED = 1u << 22, /* give freed pages back to the OS at the free: the quarantine
                                          costs no memory, but every allocation then takes a page fault */
+    HK_GUARD_EXACT_STACKS = 1u << 23  /* unwind every allocation/free stack with backtrace() (DWARF,
+                                         ~150 ns a frame) instead of the learned-frame-size walker */
 };
 
 /* Defaults, used where the desc field is zero. */
