@@ -57,6 +57,7 @@
 #define GUARD_STATE_QUAR 2u
 #define GUARD_STATE_FREE 3u
 #define GUARD_SLOT_RESIDENT 1u
+#define GUARD_SLOT_OWN 2u /* the data pages are a kernel mapping of their own (see guard_isolate) */
 #define GUARD_RESIDENT_POOL ((size_t)16 << 20) /* evicted pages kept for reuse without a page fault */
 #define GUARD_BINS 64
 #define GUARD_FB_HDR 16u
@@ -79,7 +80,8 @@ typedef struct guard_slot { /* 40 bytes: per live block, this and 8 bytes of pag
     uint32_t next;      /* free-list / quarantine link (slot id, 0 = none) */
     uint32_t alloc_trace, free_trace;
     uint16_t state;     /* GUARD_STATE_* */
-    uint16_t sflags;    /* GUARD_SLOT_RESIDENT: the data pages hold memory (inaccessible unless LIVE) */
+    uint16_t sflags;    /* GUARD_SLOT_RESIDENT: the data pages hold memory (inaccessible unless LIVE);
+                           GUARD_SLOT_OWN: they are a mapping of their own */
     uint32_t sum;       /* keyed checksum of the fields above */
 } guard_slot;
 _Static_assert(sizeof(guard_slot) == 40, "slot records are 40 bytes");
@@ -127,6 +129,8 @@ struct hk_guard {
     uint32_t q_head, q_tail;
     size_t q_blocks, q_bytes;
     size_t resident_free; /* data bytes of FREE slots whose pages are kept resident */
+    size_t n_own, own_max; /* slots whose data pages are a mapping of their own, and the cap */
+    size_t live_shared;   /* LIVE slots without a mapping of their own */
     size_t trace_stride;
     uint32_t ntraces;
     uint32_t *buckets;
@@ -686,6 +690,14 @@ static void guard_push_free(hk_guard *g, uint32_t id) {
 static void guard_split(hk_guard *g, uint32_t id, uint32_t pages) {
     guard_slot *s = &g->slots[id];
     if (s->pages <= pages + 1) return; /* the rest would have no data page */
+    if (s->sflags & GUARD_SLOT_OWN) {
+        /* back into the reservation's mapping (pages discarded), so the cut
+         * can put a guard page inside the range */
+        if (hk__guard_os_discard((void *)guard_data(g, s), guard_data_bytes(g, s)) != HK_OK) return;
+        if (s->sflags & GUARD_SLOT_RESIDENT) g->resident_free -= guard_data_bytes(g, s);
+        s->sflags = 0;
+        g->n_own--;
+    }
     uint32_t rid = guard_new_id(g);
     if (!rid) return;
     s = &g->slots[id];
@@ -699,6 +711,15 @@ static void guard_split(hk_guard *g, uint32_t id, uint32_t pages) {
     s->pages = pages;
     guard_seal(g, s);
     guard_push_free(g, rid);
+}
+
+/* Gives a non-LIVE slot's data pages back to the OS; they stay inaccessible
+ * and keep their own mapping if they had one. */
+static hk_result guard_discard(hk_guard *g, guard_slot *s) {
+    hk_result r = (s->sflags & GUARD_SLOT_OWN) ? hk__guard_os_map_own((void *)guard_data(g, s), guard_data_bytes(g, s), 0)
+                                               : hk__guard_os_discard((void *)guard_data(g, s), guard_data_bytes(g, s));
+    if (r == HK_OK) s->sflags &= (uint16_t)~GUARD_SLOT_RESIDENT;
+    return r;
 }
 
 static void guard_evict_one(hk_guard *g) {
@@ -715,8 +736,7 @@ static void guard_evict_one(hk_guard *g) {
         if (g->resident_free + guard_data_bytes(g, s) <= GUARD_RESIDENT_POOL) {
             g->resident_free += guard_data_bytes(g, s);
         } else {
-            (void)hk__guard_os_discard((void *)guard_data(g, s), guard_data_bytes(g, s));
-            s->sflags = 0;
+            guard_discard(g, s);
         }
     }
     guard_push_free(g, id);
@@ -938,18 +958,35 @@ static void *guard_alloc_guarded(hk_guard *g, size_t size, size_t align, void *c
     }
     guard_slot *s = &g->slots[id];
     unsigned char *data = (unsigned char *)guard_data(g, s);
-    if (hk_os_protect(data, bytes, HK_PROT_READ_WRITE) != HK_OK) {
-        /* the kernel refused (mapping limit): serve it unguarded */
+    bytes = guard_data_bytes(g, s); /* a reused slot may hold one page more than asked */
+    bool was_resident = (s->sflags & GUARD_SLOT_RESIDENT) != 0;
+    hk_result pr = HK_ERR_NOMEM;
+    if (!(s->sflags & GUARD_SLOT_OWN) && g->n_own < g->own_max &&
+        hk__guard_os_map_own(data, bytes, 1) == HK_OK) {
+        /* first use of these pages as a mapping of their own: from now on
+         * each alloc/free is one mprotect of a whole mapping */
+        g->n_own++;
+        if (was_resident) g->resident_free -= bytes;
+        was_resident = false; /* fresh zero pages */
+        s->sflags = GUARD_SLOT_OWN;
+        pr = HK_OK;
+    } else if (!(s->sflags & GUARD_SLOT_OWN) && g->n_own + g->live_shared >= g->max_guarded) {
+        pr = HK_ERR_NOMEM; /* one more split mapping would pass the budget */
+    } else {
+        pr = hk_os_protect(data, bytes, HK_PROT_READ_WRITE);
+    }
+    if (pr != HK_OK) {
+        /* over the mapping budget, or the kernel refused: serve it unguarded */
         guard_push_free(g, id);
         g->over_cap++;
         guard_unlock(g);
         return guard_fb_alloc(g, size, align);
     }
-    bool was_resident = (s->sflags & GUARD_SLOT_RESIDENT) != 0;
     if (was_resident) {
         g->resident_free -= bytes;
-        s->sflags = 0;
+        s->sflags &= (uint16_t)~GUARD_SLOT_RESIDENT;
     }
+    if (!(s->sflags & GUARD_SLOT_OWN)) g->live_shared++;
     int at_start = g->side == HK_GUARD_SIDE_START ||
                    (g->side == HK_GUARD_SIDE_RANDOM && (guard_rand(&g->rng) & 1u));
     size_t dbytes = guard_data_bytes(g, s);
@@ -1012,10 +1049,11 @@ static hk_result guard_free_guarded(hk_guard *g, void *p, void *const *cur, int 
         size_t dbytes = guard_data_bytes(g, s);
         if (!(g->flags & (HK_GUARD_DISCARD_FREED | HK_GUARD_NO_FILL))) hk_fill(p, s->requested, HK_FILL_FREE);
         hk__san_free(p, s->requested);
+        if (!(s->sflags & GUARD_SLOT_OWN)) g->live_shared--;
         if (!(g->flags & HK_GUARD_DISCARD_FREED)) {
-            if (hk_os_protect((void *)guard_data(g, s), dbytes, HK_PROT_NONE) == HK_OK) s->sflags = GUARD_SLOT_RESIDENT;
-            else (void)hk__guard_os_discard((void *)guard_data(g, s), dbytes);
-        } else if (hk__guard_os_discard((void *)guard_data(g, s), dbytes) != HK_OK) {
+            if (hk_os_protect((void *)guard_data(g, s), dbytes, HK_PROT_NONE) == HK_OK) s->sflags |= GUARD_SLOT_RESIDENT;
+            else (void)guard_discard(g, s);
+        } else if (guard_discard(g, s) != HK_OK) {
             (void)hk_os_protect((void *)guard_data(g, s), dbytes, HK_PROT_NONE);
         }
         s->state = GUARD_STATE_QUAR;
@@ -1105,6 +1143,9 @@ hk_guard *hk_guard_create(const hk_guard_desc *desc) {
         size_t mmc = hk__guard_os_max_map_count();
         g->max_guarded = mmc > 16384 ? (mmc - 8192) / 2 : mmc / 4;
     }
+    /* Up to half the mapping budget goes to slots with mappings of their own
+     * (two mappings each whatever their state); the rest to live shared ones. */
+    g->own_max = g->max_guarded / 2;
     g->frames = desc->frames ? desc->frames : HK_GUARD_DEFAULT_FRAMES;
     g->report_fd = desc->report_fd ? desc->report_fd : 2;
     g->skip = desc->skip_frames > 0 ? desc->skip_frames : 0;
@@ -1506,6 +1547,7 @@ hk_result hk_guard_check(hk_guard *g) {
     guard_lock(g);
     hk_result res = HK_OK;
     size_t npages = g->bump / g->page, live = 0, used = 0, quar = 0, qbytes = 0, nfree = 0, resident = 0;
+    size_t own = 0, shared_live = 0;
     for (size_t i = 0; i < npages;) {
         uint32_t id = g->pagemap[i];
         if (id == 0 || id >= g->nslots) {
@@ -1527,6 +1569,8 @@ hk_result hk_guard_check(hk_guard *g) {
                 goto out;
             }
         }
+        if (s->sflags & GUARD_SLOT_OWN) own++;
+        else if (s->state == GUARD_STATE_LIVE) shared_live++;
         if (s->state == GUARD_STATE_LIVE) {
             uintptr_t at;
             int d = guard_pads_damaged(g, s, &at);
@@ -1559,6 +1603,12 @@ hk_result hk_guard_check(hk_guard *g) {
     }
     if (live != g->live_guarded || used != g->used_guarded) {
         res = guard_corrupt(g, HK_EK_CORRUPT_STRUCTURE, g, "live block count/bytes disagree", live, g->live_guarded);
+        goto out;
+    }
+    if (own != g->n_own || shared_live != g->live_shared || own > g->own_max ||
+        (shared_live && own + shared_live > g->max_guarded)) {
+        res = guard_corrupt(g, HK_EK_CORRUPT_STRUCTURE, g, "own-mapping / shared live slot counts disagree", own,
+                            g->n_own);
         goto out;
     }
     if (resident != g->resident_free || resident > GUARD_RESIDENT_POOL) {

@@ -53,6 +53,13 @@ int hk__guard_os_getpid(void);
  * zero when made accessible again. */
 hk_result hk__guard_os_discard(void *p, size_t n);
 
+/* Maps fresh pages over [p, p+n) (read/write when rw, else inaccessible) as
+ * a mapping of its own: flags that differ from the reservation's, so the
+ * kernel never merges it with its neighbours and later mprotect calls on
+ * exactly this range change one mapping instead of splitting and merging
+ * (about half the cost). */
+hk_result hk__guard_os_map_own(void *p, size_t n, int rw);
+
 /* mincore(): one byte per page of [p, p+n) into vec, bit 0 = resident.
  * Returns 0 on success. */
 int hk__guard_os_resident(void *p, size_t n, unsigned char *vec);

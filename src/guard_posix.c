@@ -67,6 +67,13 @@ hk_result hk__guard_os_discard(void *p, size_t n) {
     return r == p ? HK_OK : HK_ERR_NOMEM;
 }
 
+hk_result hk__guard_os_map_own(void *p, size_t n, int rw) {
+    /* no MAP_NORESERVE: the flags differ from the reservation's, so the
+     * kernel never merges this range with the guard pages around it */
+    void *r = mmap(p, n, rw ? PROT_READ | PROT_WRITE : PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    return r == p ? HK_OK : HK_ERR_NOMEM;
+}
+
 int hk__guard_os_resident(void *p, size_t n, unsigned char *vec) { return mincore(p, n, vec); }
 
 /* ---- /proc ----------------------------------------------------------------- */
