@@ -57,7 +57,8 @@
 #define GUARD_STATE_QUAR 2u
 #define GUARD_STATE_FREE 3u
 #define GUARD_SLOT_RESIDENT 1u
-#define GUARD_SLOT_OWN 2u /* the data pages are a kernel mapping of their own (see guard_isolate) */
+#define GUARD_SLOT_OWN 2u /* the data pages are a kernel mapping of their own (see hk__guard_os_map_own) */
+#define GUARD_SLOT_PADDED 4u /* resident pages hold HK_FILL_PAD everywhere but [user_off, user_off + requested) */
 #define GUARD_RESIDENT_POOL ((size_t)16 << 20) /* evicted pages kept for reuse without a page fault */
 #define GUARD_BINS 64
 #define GUARD_FB_HDR 16u
@@ -705,6 +706,7 @@ static void guard_split(hk_guard *g, uint32_t id, uint32_t pages) {
     memset(r, 0, sizeof *r);
     r->base_page = s->base_page + pages + 1;
     r->pages = s->pages - pages - 1;
+    s->sflags &= (uint16_t)~GUARD_SLOT_PADDED; /* the old block may lie past the new end */
     r->sflags = s->sflags;
     if (s->sflags & GUARD_SLOT_RESIDENT) g->resident_free -= g->page; /* that page becomes r's guard */
     guard_map_range(g, guard_base(g, r), r->pages + 1, rid);
@@ -718,7 +720,7 @@ static void guard_split(hk_guard *g, uint32_t id, uint32_t pages) {
 static hk_result guard_discard(hk_guard *g, guard_slot *s) {
     hk_result r = (s->sflags & GUARD_SLOT_OWN) ? hk__guard_os_map_own((void *)guard_data(g, s), guard_data_bytes(g, s), 0)
                                                : hk__guard_os_discard((void *)guard_data(g, s), guard_data_bytes(g, s));
-    if (r == HK_OK) s->sflags &= (uint16_t)~GUARD_SLOT_RESIDENT;
+    if (r == HK_OK) s->sflags &= (uint16_t)~(GUARD_SLOT_RESIDENT | GUARD_SLOT_PADDED);
     return r;
 }
 
@@ -896,7 +898,19 @@ static bool guard_sample(hk_guard *g) {
  * byte nearest the block start). */
 /* True when all n bytes at p equal b. Branch-free inner loop (vectorizes):
  * the padding check runs on every free and covers most of a page. */
+#define GUARD_PAD_REF 4096u
+static unsigned char guard_pad_ref[GUARD_PAD_REF]; /* HK_FILL_PAD bytes, set by hk_guard_create */
 static bool guard_bytes_are(const unsigned char *p, size_t n, unsigned b) {
+    if (b == HK_FILL_PAD && guard_pad_ref[0] == (unsigned char)HK_FILL_PAD) {
+        /* memcmp against a reference page: the C library's vector code */
+        while (n > 0) {
+            size_t k = n < GUARD_PAD_REF ? n : GUARD_PAD_REF;
+            if (memcmp(p, guard_pad_ref, k) != 0) return false;
+            p += k;
+            n -= k;
+        }
+        return true;
+    }
     const uint64_t pat = 0x0101010101010101ull * (b & 0xffu);
     uint64_t acc = 0;
     size_t i = 0;
@@ -960,6 +974,8 @@ static void *guard_alloc_guarded(hk_guard *g, size_t size, size_t align, void *c
     unsigned char *data = (unsigned char *)guard_data(g, s);
     bytes = guard_data_bytes(g, s); /* a reused slot may hold one page more than asked */
     bool was_resident = (s->sflags & GUARD_SLOT_RESIDENT) != 0;
+    bool padded = was_resident && (s->sflags & GUARD_SLOT_PADDED) && (size_t)s->user_off + s->requested <= bytes;
+    size_t old_off = s->user_off, old_req = s->requested;
     hk_result pr = HK_ERR_NOMEM;
     if (!(s->sflags & GUARD_SLOT_OWN) && g->n_own < g->own_max &&
         hk__guard_os_map_own(data, bytes, 1) == HK_OK) {
@@ -967,7 +983,7 @@ static void *guard_alloc_guarded(hk_guard *g, size_t size, size_t align, void *c
          * each alloc/free is one mprotect of a whole mapping */
         g->n_own++;
         if (was_resident) g->resident_free -= bytes;
-        was_resident = false; /* fresh zero pages */
+        was_resident = padded = false; /* fresh zero pages */
         s->sflags = GUARD_SLOT_OWN;
         pr = HK_OK;
     } else if (!(s->sflags & GUARD_SLOT_OWN) && g->n_own + g->live_shared >= g->max_guarded) {
@@ -984,7 +1000,7 @@ static void *guard_alloc_guarded(hk_guard *g, size_t size, size_t align, void *c
     }
     if (was_resident) {
         g->resident_free -= bytes;
-        s->sflags &= (uint16_t)~GUARD_SLOT_RESIDENT;
+        s->sflags &= (uint16_t)~(GUARD_SLOT_RESIDENT | GUARD_SLOT_PADDED);
     }
     if (!(s->sflags & GUARD_SLOT_OWN)) g->live_shared++;
     int at_start = g->side == HK_GUARD_SIDE_START ||
@@ -1001,8 +1017,14 @@ static void *guard_alloc_guarded(hk_guard *g, size_t size, size_t align, void *c
     hk__san_access(data, dbytes); /* a reused range may still be poisoned from its last free */
     /* fill: padding everywhere but the block; the block HK_FILL_ALLOC
      * (fresh pages read as zero, so HK_FLAG_ZERO costs nothing) */
-    hk_fill(data, s->user_off, HK_FILL_PAD);
-    hk_fill(user + size, dbytes - s->user_off - size, HK_FILL_PAD);
+    if (padded) {
+        /* the pages are padding but for the last block (checked at its
+         * free): repaint only that; the new block is painted below */
+        hk_fill(data + old_off, old_req, HK_FILL_PAD);
+    } else {
+        hk_fill(data, s->user_off, HK_FILL_PAD);
+        hk_fill(user + size, dbytes - s->user_off - size, HK_FILL_PAD);
+    }
     if (g->flags & HK_FLAG_ZERO) {
         if (was_resident) memset(user, 0, size); /* fresh pages are zero already */
     } else if (!(g->flags & HK_GUARD_NO_FILL)) {
@@ -1051,7 +1073,8 @@ static hk_result guard_free_guarded(hk_guard *g, void *p, void *const *cur, int 
         hk__san_free(p, s->requested);
         if (!(s->sflags & GUARD_SLOT_OWN)) g->live_shared--;
         if (!(g->flags & HK_GUARD_DISCARD_FREED)) {
-            if (hk_os_protect((void *)guard_data(g, s), dbytes, HK_PROT_NONE) == HK_OK) s->sflags |= GUARD_SLOT_RESIDENT;
+            if (hk_os_protect((void *)guard_data(g, s), dbytes, HK_PROT_NONE) == HK_OK)
+                s->sflags |= (uint16_t)(GUARD_SLOT_RESIDENT | (dmg == 0 ? GUARD_SLOT_PADDED : 0));
             else (void)guard_discard(g, s);
         } else if (guard_discard(g, s) != HK_OK) {
             (void)hk_os_protect((void *)guard_data(g, s), dbytes, HK_PROT_NONE);
@@ -1207,6 +1230,7 @@ hk_guard *hk_guard_create(const hk_guard_desc *desc) {
     }
     if (!(g->flags & HK_GUARD_NO_TRACES)) hk_os_stack_init();
     if (!(g->flags & HK_GUARD_NO_SYMBOLIZE_LINES)) (void)hk__guard_os_addr2line_path();
+    if (guard_pad_ref[0] != (unsigned char)HK_FILL_PAD) memset(guard_pad_ref, (int)HK_FILL_PAD, sizeof guard_pad_ref);
     if (g->flags & HK_GUARD_FAULT_HANDLER) {
         for (int i = 0; i < GUARD_MAX_INSTANCES; i++) {
             if (!guard_instances[i]) {

@@ -687,3 +687,39 @@ HKT_TEST(guard_many_instances) {
         hk_guard_destroy(gs[i]);
     }
 }
+
+/* A slot reused straight from the quarantine keeps its padding from the
+ * last block (checked at that free) and only the old block is repainted:
+ * the new block's padding must still be whole, its bytes fresh, and damage
+ * found at a free must make the next use of the slot repaint everything. */
+HKT_TEST(guard_reused_slot_padding_repainted) {
+    hk_guard *g = mk((hk_guard_desc){.quarantine_blocks = 1, .side = HK_GUARD_SIDE_RANDOM, .seed = 7});
+    REQUIRE(g);
+    uint64_t rng = 99;
+    for (int i = 0; i < 400; i++) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        size_t n = 1 + (size_t)(rng >> 33) % 3000;
+        unsigned char *p = hk_guard_alloc(g, n);
+        REQUIRE(p);
+        CHECK_EQ(hk_fill_check(p, n, HK_FILL_ALLOC), n);
+        memset(p, 0x11, n);
+        CHECK_EQ(hk_guard_check(g), HK_OK);
+        if (i % 50 == 7) {
+            /* damage the padding after the block (when the block does not end the page) */
+            uintptr_t end = (uintptr_t)p + n;
+            if (end & (pg() - 1)) {
+                p[n] = 0;
+                hkt_errors_reset(&errs);
+                CHECK_EQ(hk_guard_free(g, p), HK_ERR_CORRUPT);
+                CHECK_EQ(errs.count, 1);
+                hkt_errors_reset(&errs);
+                CHECK_EQ(hk_guard_check(g), HK_OK);
+                continue;
+            }
+        }
+        CHECK_EQ(hk_guard_free(g, p), HK_OK);
+    }
+    CHECK_EQ(errs.count, 0);
+    CHECK_EQ(hk_guard_check(g), HK_OK);
+    hk_guard_destroy(g);
+}
