@@ -11,6 +11,8 @@
  *   HEAPKIT_GUARD_QUARANTINE=BYTES       freed bytes kept (k/m/g)     [32m]
  *   HEAPKIT_GUARD_QUARANTINE_BLOCKS=N    freed blocks kept            [8192]
  *   HEAPKIT_GUARD_SAMPLE=N               guard one allocation in N    [1: all]
+ *   HEAPKIT_GUARD_PLAIN=0|1              with sampling: unguarded blocks are glibc's own, no
+ *                                        header/canary (HK_GUARD_PLAIN_UNGUARDED)  [1]
  *   HEAPKIT_GUARD_MAX_GUARDED=N          cap on live guarded blocks   [from vm.max_map_count]
  *   HEAPKIT_GUARD_LEAKS=0|1|all          leak report at exit: off, unreachable blocks, every live block [1]
  *   HEAPKIT_GUARD_LOG=FILE               reports to FILE (%p = pid)    [stderr]
@@ -41,6 +43,7 @@
 #endif
 #include "heapkit/guard.h"
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <malloc.h>
 #include <pthread.h>
@@ -166,6 +169,11 @@ static void shim_create(void) {
     d.backing.free = __libc_free;
     d.backing.realloc = __libc_realloc;
     d.backing.memalign = __libc_memalign;
+    /* glibc's, not ours (override.inc defines malloc_usable_size too) */
+    void *mus = dlsym(RTLD_NEXT, "malloc_usable_size");
+    if (mus) memcpy(&d.backing.usable_size, &mus, sizeof mus);
+    if (d.sample_rate > 1 && d.backing.usable_size && shim_env_size("HEAPKIT_GUARD_PLAIN", 1))
+        d.flags |= HK_GUARD_PLAIN_UNGUARDED;
     const char *log = getenv("HEAPKIT_GUARD_LOG");
     if (log && *log) {
         int fd = shim_open_log(log);

@@ -49,6 +49,7 @@
 #include "internal.h"
 
 #include <dlfcn.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -807,6 +808,15 @@ static inline bool guard_fb_canary_ok(const unsigned char *at) {
 }
 
 static void *guard_fb_alloc(hk_guard *g, size_t size, size_t align) {
+    if (g->flags & HK_GUARD_PLAIN_UNGUARDED) {
+        void *p = align > 16 ? g->backing.memalign(align, size) : g->backing.malloc(size);
+        if (HK__UNLIKELY(!p)) {
+            __atomic_add_fetch(&g->fail_count, 1, __ATOMIC_RELAXED);
+            return NULL;
+        }
+        if (g->flags & HK_FLAG_ZERO) memset(p, 0, size);
+        return p; /* not counted: its free would have to tell it from a foreign pointer */
+    }
     size_t total;
     size_t off = align > GUARD_FB_HDR ? align : GUARD_FB_HDR;
     if (!hk_size_add(size, off + GUARD_FB_CANARY, &total)) {
@@ -846,6 +856,10 @@ static int guard_fb_read(const hk_guard *g, const void *p, guard_fb_hdr *h) {
 }
 
 static hk_result guard_fb_free(hk_guard *g, void *p, void *const *cur, int ncur) {
+    if (g->flags & HK_GUARD_PLAIN_UNGUARDED) {
+        g->backing.free(p);
+        return HK_OK;
+    }
     guard_fb_hdr h;
     int st = guard_fb_read(g, p, &h);
     char what[256];
@@ -1131,6 +1145,7 @@ static hk_result guard_free_guarded(hk_guard *g, void *p, void *const *cur, int 
 static void *guard_libc_malloc(size_t n) { return malloc(n); }
 static void guard_libc_free(void *p) { free(p); }
 static void *guard_libc_realloc(void *p, size_t n) { return realloc(p, n); }
+static size_t guard_libc_usable_size(void *p) { return malloc_usable_size(p); }
 static void *guard_libc_memalign(size_t a, size_t n) {
     void *p = NULL;
     return posix_memalign(&p, a, n) == 0 ? p : NULL;
@@ -1144,6 +1159,7 @@ hk_guard *hk_guard_create(const hk_guard_desc *desc) {
     int nb = (desc->backing.malloc != NULL) + (desc->backing.free != NULL) + (desc->backing.realloc != NULL) +
              (desc->backing.memalign != NULL);
     if (nb != 0 && nb != 4) return NULL;
+    if ((desc->flags & HK_GUARD_PLAIN_UNGUARDED) && nb == 4 && !desc->backing.usable_size) return NULL;
     if ((desc->lock.lock == NULL) != (desc->lock.unlock == NULL)) return NULL;
     if ((unsigned)desc->side > (unsigned)HK_GUARD_SIDE_RANDOM) return NULL;
     if (desc->frames < 0 || desc->frames > HK_GUARD_MAX_FRAMES) return NULL;
@@ -1173,7 +1189,9 @@ hk_guard *hk_guard_create(const hk_guard_desc *desc) {
     g->report_fd = desc->report_fd ? desc->report_fd : 2;
     g->skip = desc->skip_frames > 0 ? desc->skip_frames : 0;
     if (nb == 4) g->backing = desc->backing;
-    else g->backing = (hk_guard_backing){guard_libc_malloc, guard_libc_free, guard_libc_realloc, guard_libc_memalign};
+    else
+        g->backing = (hk_guard_backing){guard_libc_malloc, guard_libc_free, guard_libc_realloc, guard_libc_memalign,
+                                        guard_libc_usable_size};
     g->rng = desc->seed ? desc->seed : 0x2545F4914F6CDD1Dull;
     g->secret = guard_mix(hk_os_now_ns() ^ (uint64_t)(uintptr_t)g ^ 0x9E3779B97F4A7C15ull) | 1u;
     g->rep.fn = desc->on_error;
@@ -1272,6 +1290,7 @@ void hk_guard_destroy(hk_guard *g) {
 HK__NOINLINE void *hk_guard_alloc(hk_guard *g, size_t size) {
     if (!g) return NULL;
     bool guarded = guard_sample(g);
+    if (!guarded) return guard_fb_alloc(g, size, g->align);
     void *frames[HK_GUARD_MAX_FRAMES];
     int n = guarded ? guard_capture(g, frames) : 0;
     return guard_alloc_any(g, size, g->align, frames, n, guarded);
@@ -1317,6 +1336,10 @@ HK__NOINLINE hk_result hk_guard_free(hk_guard *g, void *p) {
         int n = guard_capture(g, frames);
         return guard_free_guarded(g, p, frames, n);
     }
+    if (g->flags & HK_GUARD_PLAIN_UNGUARDED) {
+        g->backing.free(p);
+        return HK_OK;
+    }
     guard_fb_hdr h;
     if (guard_fb_read(g, p, &h) == 1 && guard_fb_canary_ok((unsigned char *)p + h.size)) {
         /* the common case: a sound unguarded block, no stack needed */
@@ -1361,6 +1384,20 @@ HK__NOINLINE void *hk_guard_realloc(hk_guard *g, void *p, size_t size) {
             return NULL;
         }
         old = b.requested;
+    } else if (g->flags & HK_GUARD_PLAIN_UNGUARDED) {
+        bool guarded = guard_sample(g);
+        if (!guarded) {
+            void *q = g->backing.realloc(p, size);
+            if (!q && size) __atomic_add_fetch(&g->fail_count, 1, __ATOMIC_RELAXED);
+            return q;
+        }
+        old = g->backing.usable_size(p);
+        int n = guard_capture(g, frames);
+        void *q = guard_alloc_any(g, size, g->align, frames, n, true);
+        if (!q) return NULL;
+        memcpy(q, p, old < size ? old : size);
+        (void)guard_fb_free(g, p, NULL, 0);
+        return q;
     } else {
         guard_fb_hdr h;
         int st = guard_fb_read(g, p, &h);
@@ -1442,6 +1479,7 @@ size_t hk_guard_usable_size(hk_guard *g, const void *p) {
                        "usable size of %p, which is not the start of a live block", p);
         return r;
     }
+    if (g->flags & HK_GUARD_PLAIN_UNGUARDED) return g->backing.usable_size((void *)(uintptr_t)p);
     guard_fb_hdr h;
     if (guard_fb_read(g, p, &h) == 1) return (size_t)h.size;
     hk__report(&g->rep, HK_ERR_FOREIGN, HK_EK_FOREIGN_PTR, p, 0, NULL,
@@ -1459,6 +1497,7 @@ bool hk_guard_owns(hk_guard *g, const void *p) {
         guard_unlock(g);
         return r;
     }
+    if (g->flags & HK_GUARD_PLAIN_UNGUARDED) return true; /* cannot tell */
     guard_fb_hdr h;
     return guard_fb_read(g, p, &h) == 1;
 }
@@ -1951,7 +1990,7 @@ size_t hk_guard_leaks(hk_guard *g, hk_guard_leak_mode mode, size_t *bytes_out) {
                        s->requested, (void *)guard_user(g, s), (long long)(at - guard_user(g, s)));
         }
     }
-    if (mode == HK_GUARD_LEAKS_UNREACHABLE) {
+    if (mode == HK_GUARD_LEAKS_UNREACHABLE && g->live_guarded > 0) { /* nothing live: nothing to scan for */
         guard_leak_ctx c;
         memset(&c, 0, sizeof c);
         c.g = g;

@@ -45,6 +45,16 @@
  * per-thread countdown, as GWP-ASan) is guarded; the rest go to the backing
  * allocator. For long runs and production.
  *
+ * Plain unguarded blocks (HK_GUARD_PLAIN_UNGUARDED; the preload sets it in
+ * sampling mode): unguarded blocks are handed out by the backing allocator
+ * as they are, with no header and no canary, and freed straight back to it
+ * (one range compare tells a guarded pointer from the others). Their cost is
+ * the backing allocator's plus a few nanoseconds, but overruns of them,
+ * double frees and foreign frees of pointers outside the reservation are
+ * left to the backing allocator; hk_guard_usable_size gives the backing's
+ * usable size for them, hk_guard_owns answers true for any pointer outside
+ * the reservation, and stats/info do not count them (only guarded blocks).
+ *
  * Faults: with HK_GUARD_FAULT_HANDLER the heap installs a SIGSEGV/SIGBUS
  * handler (on an alternate stack) that turns a fault in a guard, quarantine
  * or freed page into a report: kind, read/write (x86-64), address, offset
@@ -92,8 +102,10 @@ enum {
     HK_GUARD_NO_SYMBOLIZE_LINES = 1u << 21, /* never run addr2line for file:line */
     HK_GUARD_DISCARD_FREED = 1u << 22, /* give freed pages back to the OS at the free: the quarantine
                                          costs no memory, but every allocation then takes a page fault */
-    HK_GUARD_EXACT_STACKS = 1u << 23  /* unwind every allocation/free stack with backtrace() (DWARF,
+    HK_GUARD_EXACT_STACKS = 1u << 23, /* unwind every allocation/free stack with backtrace() (DWARF,
                                          ~150 ns a frame) instead of the learned-frame-size walker */
+    HK_GUARD_PLAIN_UNGUARDED = 1u << 24 /* unguarded blocks are the backing allocator's own: no header,
+                                         no canary, no checks (see "Plain unguarded blocks" above) */
 };
 
 /* Defaults, used where the desc field is zero. */
@@ -105,12 +117,15 @@ enum {
 #define HK_GUARD_MAX_FRAMES 32
 
 /* The allocator that serves unguarded blocks (sampling mode, over the cap).
- * All four are set, or none (then the C library's malloc family is used). */
+ * The first four are set, or none (then the C library's malloc family is
+ * used). usable_size is optional; HK_GUARD_PLAIN_UNGUARDED with a custom
+ * backing needs it (hk_guard_create fails without). */
 typedef struct hk_guard_backing {
     void *(*malloc)(size_t n);
     void (*free)(void *p);
     void *(*realloc)(void *p, size_t n);
     void *(*memalign)(size_t align, size_t n);
+    size_t (*usable_size)(void *p);
 } hk_guard_backing;
 
 /* Zero-initialisable; every zero field means the default in brackets. */
