@@ -1292,7 +1292,7 @@ HK__NOINLINE void *hk_guard_alloc(hk_guard *g, size_t size) {
     bool guarded = guard_sample(g);
     if (!guarded) return guard_fb_alloc(g, size, g->align);
     void *frames[HK_GUARD_MAX_FRAMES];
-    int n = guarded ? guard_capture(g, frames) : 0;
+    int n = guard_capture(g, frames);
     return guard_alloc_any(g, size, g->align, frames, n, guarded);
 }
 
@@ -1966,9 +1966,20 @@ static void guard_group_sift(guard_leak_group *a, size_t n, size_t i) {
     }
 }
 
+/* Clears 32 KiB of dead stack below the caller: stale copies of block
+ * pointers left there by earlier calls would otherwise make blocks look
+ * reachable to the conservative scan (the scan's own frames and buffers
+ * are laid over this area). */
+static HK__NOINLINE void guard_scrub_stack(void) {
+    volatile unsigned char junk[32768];
+    memset((unsigned char *)(uintptr_t)junk, 0, sizeof junk);
+    __asm__ volatile("" : : "r"(junk) : "memory");
+}
+
 size_t hk_guard_leaks(hk_guard *g, hk_guard_leak_mode mode, size_t *bytes_out) {
     if (bytes_out) *bytes_out = 0;
     if (!g) return 0;
+    if (mode == HK_GUARD_LEAKS_UNREACHABLE) guard_scrub_stack();
     guard_lock(g);
     size_t marks_sz = g->nslots, stack_sz = (g->live_guarded + 1) * sizeof(uint32_t);
     size_t groups_sz = ((size_t)g->ntraces + 1) * sizeof(guard_leak_group);
@@ -1978,18 +1989,6 @@ size_t hk_guard_leaks(hk_guard *g, hk_guard_leak_mode mode, size_t *bytes_out) {
     size_t leaked = 0, leaked_bytes = 0, ngroups = 0;
     if (!marks || !stack || !groups) goto out;
 
-    /* padding of every live block, at exit as on free */
-    for (uint32_t id = 1; id < g->nslots; id++) {
-        const guard_slot *s = &g->slots[id];
-        uintptr_t at;
-        int d;
-        if (s->state == GUARD_STATE_LIVE && (d = guard_pads_damaged(g, s, &at)) != 0) {
-            __atomic_add_fetch(&g->reports, 1, __ATOMIC_RELAXED);
-            hk__report(&g->rep, HK_ERR_CORRUPT, d > 0 ? HK_EK_HEAP_OVERFLOW : HK_EK_HEAP_UNDERFLOW, (void *)at,
-                       s->requested, NULL, "padding of live %zu-byte block %p damaged at offset %+lld (found at exit)",
-                       s->requested, (void *)guard_user(g, s), (long long)(at - guard_user(g, s)));
-        }
-    }
     if (mode == HK_GUARD_LEAKS_UNREACHABLE && g->live_guarded > 0) { /* nothing live: nothing to scan for */
         guard_leak_ctx c;
         memset(&c, 0, sizeof c);
@@ -2018,6 +2017,20 @@ size_t hk_guard_leaks(hk_guard *g, hk_guard_leak_mode mode, size_t *bytes_out) {
             c.scan_lo = guard_user(g, s);
             c.scan_hi = c.scan_lo + s->requested;
             guard_leak_scan_range(&c);
+        }
+    }
+    /* padding of every live block, at exit as on free (after the scan:
+     * pointers into blocks left in registers or on the stack by this loop
+     * must not make them look reachable) */
+    for (uint32_t id = 1; id < g->nslots; id++) {
+        const guard_slot *s = &g->slots[id];
+        uintptr_t at;
+        int d;
+        if (s->state == GUARD_STATE_LIVE && (d = guard_pads_damaged(g, s, &at)) != 0) {
+            __atomic_add_fetch(&g->reports, 1, __ATOMIC_RELAXED);
+            hk__report(&g->rep, HK_ERR_CORRUPT, d > 0 ? HK_EK_HEAP_OVERFLOW : HK_EK_HEAP_UNDERFLOW, (void *)at,
+                       s->requested, NULL, "padding of live %zu-byte block %p damaged at offset %+lld (found at exit)",
+                       s->requested, (void *)guard_user(g, s), (long long)(at - guard_user(g, s)));
         }
     }
     for (uint32_t id = 1; id < g->nslots; id++) {
