@@ -17,6 +17,7 @@
  *   HEAPKIT_GUARD_LEAKS=0|1|all          leak report at exit: off, unreachable blocks, every live block [1]
  *   HEAPKIT_GUARD_LOG=FILE               reports to FILE (%p = pid)    [stderr]
  *   HEAPKIT_GUARD_FRAMES=N               stack frames per trace       [16]
+ *   HEAPKIT_GUARD_EXACT_STACKS=0|1       DWARF-unwind every stack (HK_GUARD_EXACT_STACKS) [0]
  *   HEAPKIT_GUARD_ABORT=0|1              abort at the first report    [1]
  *   HEAPKIT_GUARD_EXITCODE=N             exit status after reports    [23]
  *   HEAPKIT_GUARD_SYMBOLIZE=0|1          file:line via addr2line      [1]
@@ -152,6 +153,7 @@ static void shim_create(void) {
     if (!shim_env_size("HEAPKIT_GUARD_SYMBOLIZE", 1)) d.flags |= HK_GUARD_NO_SYMBOLIZE_LINES;
     if (!shim_env_size("HEAPKIT_GUARD_FILL", 1)) d.flags |= HK_GUARD_NO_FILL;
     if (shim_env_size("HEAPKIT_GUARD_DISCARD", 0)) d.flags |= HK_GUARD_DISCARD_FREED;
+    if (shim_env_size("HEAPKIT_GUARD_EXACT_STACKS", 0)) d.flags |= HK_GUARD_EXACT_STACKS;
     const char *side = getenv("HEAPKIT_GUARD_SIDE");
     if (side && strcmp(side, "start") == 0) d.side = HK_GUARD_SIDE_START;
     else if (side && strcmp(side, "random") == 0) d.side = HK_GUARD_SIDE_RANDOM;

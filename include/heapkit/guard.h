@@ -31,15 +31,32 @@
  * its own, apart from user pages, behind uncommitted pages; every slot record
  * carries a checksum verified on each use and by hk_guard_check.
  *
- * Mapping limit: a live guarded block costs two kernel mappings (its data
- * pages and the guard after them; quarantined and free slots are
- * inaccessible like the guards and merge with them). All slots are carved
- * from ONE address-space reservation, so the heap itself adds no mappings,
- * and the number of live guarded blocks is capped (desc.max_guarded,
- * default (vm.max_map_count - 8192) / 2). Allocations beyond the cap, and the
+ * Mapping limit: all slots are carved from ONE address-space reservation.
+ * Up to max_guarded / 2 slots get data pages that are a kernel mapping of
+ * their own (mapped without MAP_NORESERVE, so the kernel never merges them
+ * with the guard pages): alloc and free then change the protection of a
+ * whole mapping, about half the cost of splitting and re-merging one. Such
+ * a slot costs two mappings whether live, quarantined or free; any other
+ * slot costs two while live (its pages split from the inaccessible run) and
+ * none otherwise. The heap keeps (own-mapping slots + other live slots) <=
+ * max_guarded (default (vm.max_map_count - 8192) / 2), which bounds its
+ * mappings; live guarded blocks are capped by max_guarded too, and at least
+ * max_guarded / 2 can always be live. Allocations beyond the cap, and the
  * ones sampling passes over, are served unguarded by the backing allocator
  * with a 16-byte header and an 8-byte canary (checked on free), so a program
  * with 100,000 live blocks keeps running.
+ *
+ * Stack traces (allocation and free): by default a walker that reads return
+ * addresses off the stack using frame sizes it learned, per return address,
+ * from earlier exact DWARF unwinds (_Unwind_Backtrace): about 10 ns a frame
+ * instead of 150. A site never seen, a frame size seen to vary (alloca,
+ * VLAs, signal frames) or a frame outside the part of the thread's stack
+ * already unwound makes it unwind exactly (and learn). Limit: a function
+ * whose frame size varies but that was seen only once can give a wrong
+ * frame beyond it, until an exact unwind sees the variation; set
+ * HK_GUARD_EXACT_STACKS to unwind every stack exactly. The stack at a fault
+ * is always unwound exactly. Symbolization (dladdr, addr2line) happens only
+ * when a report is written.
  *
  * Sampling mode (sample_rate N > 1): one allocation in N on average (random
  * per-thread countdown, as GWP-ASan) is guarded; the rest go to the backing
