@@ -8,7 +8,7 @@
  *
  *   HEAPKIT_GUARD_SIDE=end|start|random  block placement             [end]
  *   HEAPKIT_GUARD_ALIGN=N                alignment; 1 = exact mode    [16]
- *   HEAPKIT_GUARD_QUARANTINE=BYTES       freed bytes kept (k/m/g)     [16m]
+ *   HEAPKIT_GUARD_QUARANTINE=BYTES       freed bytes kept (k/m/g)     [8m]
  *   HEAPKIT_GUARD_QUARANTINE_BLOCKS=N    freed blocks kept            [8192]
  *   HEAPKIT_GUARD_SAMPLE=N               guard one allocation in N    [1: all]
  *   HEAPKIT_GUARD_PLAIN=0|1              with sampling: unguarded blocks are glibc's own, no

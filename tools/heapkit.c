@@ -97,7 +97,7 @@ static void help_guard(FILE *out) {
             "  --align N                block alignment            HEAPKIT_GUARD_ALIGN [16]\n"
             "  --exact                  alignment 1: every overrun faults at once\n"
             "  --quarantine BYTES       freed bytes kept inaccessible (k/m/g suffixes; 0: none)\n"
-            "                                                      HEAPKIT_GUARD_QUARANTINE [16m]\n"
+            "                                                      HEAPKIT_GUARD_QUARANTINE [8m] \n"
             "  --quarantine-blocks N    freed blocks kept          HEAPKIT_GUARD_QUARANTINE_BLOCKS [8192]\n"
             "  --sample N               guard one allocation in N on average, the rest on\n"
             "                           glibc (production runs)    HEAPKIT_GUARD_SAMPLE [1]\n"

@@ -128,7 +128,7 @@ enum {
 /* Defaults, used where the desc field is zero. */
 #define HK_GUARD_DEFAULT_RESERVE ((size_t)64 << 30)        /* 64 GiB of address space */
 #define HK_GUARD_DEFAULT_ALIGN 16u                         /* malloc's alignment on x86-64 */
-#define HK_GUARD_DEFAULT_QUARANTINE_BYTES ((size_t)16 << 20) /* 16 MiB of freed pages (see docs/guard.md) */
+#define HK_GUARD_DEFAULT_QUARANTINE_BYTES ((size_t)8 << 20) /* 8 MiB of freed pages (see docs/guard.md) */
 #define HK_GUARD_DEFAULT_QUARANTINE_BLOCKS ((size_t)8192)
 #define HK_GUARD_DEFAULT_FRAMES 16
 #define HK_GUARD_MAX_FRAMES 32
@@ -155,7 +155,7 @@ typedef struct hk_guard_desc {
     hk_lock_hooks lock;        /* [internal mutex] */
     hk_guard_side side;        /* [HK_GUARD_SIDE_END] */
     size_t align;              /* block alignment, power of two; 1 = exact mode [16] */
-    size_t quarantine_bytes;   /* freed bytes (whole pages) kept inaccessible [16 MiB]; SIZE_MAX: unbounded */
+    size_t quarantine_bytes;   /* freed bytes (whole pages) kept inaccessible [8 MiB]; SIZE_MAX: unbounded */
     size_t quarantine_blocks;  /* freed blocks kept inaccessible [8192]; SIZE_MAX: unbounded */
     uint32_t sample_rate;      /* 0 or 1: guard every allocation; N: one in N on average */
     size_t max_guarded;        /* cap on live guarded blocks [(vm.max_map_count - 8192) / 2] */
