@@ -8,13 +8,16 @@
  *
  *   HEAPKIT_GUARD_SIDE=end|start|random  block placement             [end]
  *   HEAPKIT_GUARD_ALIGN=N                alignment; 1 = exact mode    [16]
- *   HEAPKIT_GUARD_QUARANTINE=BYTES       freed bytes kept (k/m/g)     [32m]
+ *   HEAPKIT_GUARD_QUARANTINE=BYTES       freed bytes kept (k/m/g)     [8m]
  *   HEAPKIT_GUARD_QUARANTINE_BLOCKS=N    freed blocks kept            [8192]
  *   HEAPKIT_GUARD_SAMPLE=N               guard one allocation in N    [1: all]
+ *   HEAPKIT_GUARD_PLAIN=0|1              with sampling: unguarded blocks are glibc's own, no
+ *                                        header/canary (HK_GUARD_PLAIN_UNGUARDED)  [1]
  *   HEAPKIT_GUARD_MAX_GUARDED=N          cap on live guarded blocks   [from vm.max_map_count]
  *   HEAPKIT_GUARD_LEAKS=0|1|all          leak report at exit: off, unreachable blocks, every live block [1]
  *   HEAPKIT_GUARD_LOG=FILE               reports to FILE (%p = pid)    [stderr]
  *   HEAPKIT_GUARD_FRAMES=N               stack frames per trace       [16]
+ *   HEAPKIT_GUARD_EXACT_STACKS=0|1       DWARF-unwind every stack (HK_GUARD_EXACT_STACKS) [0]
  *   HEAPKIT_GUARD_ABORT=0|1              abort at the first report    [1]
  *   HEAPKIT_GUARD_EXITCODE=N             exit status after reports    [23]
  *   HEAPKIT_GUARD_SYMBOLIZE=0|1          file:line via addr2line      [1]
@@ -41,6 +44,7 @@
 #endif
 #include "heapkit/guard.h"
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <malloc.h>
 #include <pthread.h>
@@ -149,6 +153,7 @@ static void shim_create(void) {
     if (!shim_env_size("HEAPKIT_GUARD_SYMBOLIZE", 1)) d.flags |= HK_GUARD_NO_SYMBOLIZE_LINES;
     if (!shim_env_size("HEAPKIT_GUARD_FILL", 1)) d.flags |= HK_GUARD_NO_FILL;
     if (shim_env_size("HEAPKIT_GUARD_DISCARD", 0)) d.flags |= HK_GUARD_DISCARD_FREED;
+    if (shim_env_size("HEAPKIT_GUARD_EXACT_STACKS", 0)) d.flags |= HK_GUARD_EXACT_STACKS;
     const char *side = getenv("HEAPKIT_GUARD_SIDE");
     if (side && strcmp(side, "start") == 0) d.side = HK_GUARD_SIDE_START;
     else if (side && strcmp(side, "random") == 0) d.side = HK_GUARD_SIDE_RANDOM;
@@ -166,6 +171,11 @@ static void shim_create(void) {
     d.backing.free = __libc_free;
     d.backing.realloc = __libc_realloc;
     d.backing.memalign = __libc_memalign;
+    /* glibc's, not ours (override.inc defines malloc_usable_size too) */
+    void *mus = dlsym(RTLD_NEXT, "malloc_usable_size");
+    if (mus) memcpy(&d.backing.usable_size, &mus, sizeof mus);
+    if (d.sample_rate > 1 && d.backing.usable_size && shim_env_size("HEAPKIT_GUARD_PLAIN", 1))
+        d.flags |= HK_GUARD_PLAIN_UNGUARDED;
     const char *log = getenv("HEAPKIT_GUARD_LOG");
     if (log && *log) {
         int fd = shim_open_log(log);

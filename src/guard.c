@@ -49,6 +49,7 @@
 #include "internal.h"
 
 #include <dlfcn.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +58,8 @@
 #define GUARD_STATE_QUAR 2u
 #define GUARD_STATE_FREE 3u
 #define GUARD_SLOT_RESIDENT 1u
+#define GUARD_SLOT_OWN 2u /* the data pages are a kernel mapping of their own (see hk__guard_os_map_own) */
+#define GUARD_SLOT_PADDED 4u /* resident pages hold HK_FILL_PAD everywhere but [user_off, user_off + requested) */
 #define GUARD_RESIDENT_POOL ((size_t)16 << 20) /* evicted pages kept for reuse without a page fault */
 #define GUARD_BINS 64
 #define GUARD_FB_HDR 16u
@@ -79,7 +82,8 @@ typedef struct guard_slot { /* 40 bytes: per live block, this and 8 bytes of pag
     uint32_t next;      /* free-list / quarantine link (slot id, 0 = none) */
     uint32_t alloc_trace, free_trace;
     uint16_t state;     /* GUARD_STATE_* */
-    uint16_t sflags;    /* GUARD_SLOT_RESIDENT: the data pages hold memory (inaccessible unless LIVE) */
+    uint16_t sflags;    /* GUARD_SLOT_RESIDENT: the data pages hold memory (inaccessible unless LIVE);
+                           GUARD_SLOT_OWN: they are a mapping of their own */
     uint32_t sum;       /* keyed checksum of the fields above */
 } guard_slot;
 _Static_assert(sizeof(guard_slot) == 40, "slot records are 40 bytes");
@@ -127,6 +131,8 @@ struct hk_guard {
     uint32_t q_head, q_tail;
     size_t q_blocks, q_bytes;
     size_t resident_free; /* data bytes of FREE slots whose pages are kept resident */
+    size_t n_own, own_max; /* slots whose data pages are a mapping of their own, and the cap */
+    size_t live_shared;   /* LIVE slots without a mapping of their own */
     size_t trace_stride;
     uint32_t ntraces;
     uint32_t *buckets;
@@ -498,7 +504,10 @@ static int guard_sym_stack(void *const *frames, int n, int fault_first, int *cou
 static HK__NOINLINE int guard_capture(const hk_guard *g, void **frames) {
     if (g->flags & HK_GUARD_NO_TRACES) return 0;
     /* skip: this function and the public entry point that called it */
-    return hk_os_stack_capture(frames, g->frames, 2 + g->skip);
+    int n = (g->flags & HK_GUARD_EXACT_STACKS) ? hk_os_stack_capture(frames, g->frames, 2 + g->skip)
+                                                : hk__guard_os_stack(frames, g->frames, 2 + g->skip);
+    __asm__ volatile("" ::: "memory"); /* no tail call: the skip counts this frame */
+    return n;
 }
 
 static const void *const *guard_trace_get(const hk_guard *g, uint32_t id, int *n) {
@@ -683,6 +692,14 @@ static void guard_push_free(hk_guard *g, uint32_t id) {
 static void guard_split(hk_guard *g, uint32_t id, uint32_t pages) {
     guard_slot *s = &g->slots[id];
     if (s->pages <= pages + 1) return; /* the rest would have no data page */
+    if (s->sflags & GUARD_SLOT_OWN) {
+        /* back into the reservation's mapping (pages discarded), so the cut
+         * can put a guard page inside the range */
+        if (hk__guard_os_discard((void *)guard_data(g, s), guard_data_bytes(g, s)) != HK_OK) return;
+        if (s->sflags & GUARD_SLOT_RESIDENT) g->resident_free -= guard_data_bytes(g, s);
+        s->sflags = 0;
+        g->n_own--;
+    }
     uint32_t rid = guard_new_id(g);
     if (!rid) return;
     s = &g->slots[id];
@@ -690,12 +707,22 @@ static void guard_split(hk_guard *g, uint32_t id, uint32_t pages) {
     memset(r, 0, sizeof *r);
     r->base_page = s->base_page + pages + 1;
     r->pages = s->pages - pages - 1;
+    s->sflags &= (uint16_t)~GUARD_SLOT_PADDED; /* the old block may lie past the new end */
     r->sflags = s->sflags;
     if (s->sflags & GUARD_SLOT_RESIDENT) g->resident_free -= g->page; /* that page becomes r's guard */
     guard_map_range(g, guard_base(g, r), r->pages + 1, rid);
     s->pages = pages;
     guard_seal(g, s);
     guard_push_free(g, rid);
+}
+
+/* Gives a non-LIVE slot's data pages back to the OS; they stay inaccessible
+ * and keep their own mapping if they had one. */
+static hk_result guard_discard(hk_guard *g, guard_slot *s) {
+    hk_result r = (s->sflags & GUARD_SLOT_OWN) ? hk__guard_os_map_own((void *)guard_data(g, s), guard_data_bytes(g, s), 0)
+                                               : hk__guard_os_discard((void *)guard_data(g, s), guard_data_bytes(g, s));
+    if (r == HK_OK) s->sflags &= (uint16_t)~(GUARD_SLOT_RESIDENT | GUARD_SLOT_PADDED);
+    return r;
 }
 
 static void guard_evict_one(hk_guard *g) {
@@ -712,8 +739,7 @@ static void guard_evict_one(hk_guard *g) {
         if (g->resident_free + guard_data_bytes(g, s) <= GUARD_RESIDENT_POOL) {
             g->resident_free += guard_data_bytes(g, s);
         } else {
-            (void)hk__guard_os_discard((void *)guard_data(g, s), guard_data_bytes(g, s));
-            s->sflags = 0;
+            guard_discard(g, s);
         }
     }
     guard_push_free(g, id);
@@ -782,6 +808,15 @@ static inline bool guard_fb_canary_ok(const unsigned char *at) {
 }
 
 static void *guard_fb_alloc(hk_guard *g, size_t size, size_t align) {
+    if (g->flags & HK_GUARD_PLAIN_UNGUARDED) {
+        void *p = align > 16 ? g->backing.memalign(align, size) : g->backing.malloc(size);
+        if (HK__UNLIKELY(!p)) {
+            __atomic_add_fetch(&g->fail_count, 1, __ATOMIC_RELAXED);
+            return NULL;
+        }
+        if (g->flags & HK_FLAG_ZERO) memset(p, 0, size);
+        return p; /* not counted: its free would have to tell it from a foreign pointer */
+    }
     size_t total;
     size_t off = align > GUARD_FB_HDR ? align : GUARD_FB_HDR;
     if (!hk_size_add(size, off + GUARD_FB_CANARY, &total)) {
@@ -821,6 +856,10 @@ static int guard_fb_read(const hk_guard *g, const void *p, guard_fb_hdr *h) {
 }
 
 static hk_result guard_fb_free(hk_guard *g, void *p, void *const *cur, int ncur) {
+    if (g->flags & HK_GUARD_PLAIN_UNGUARDED) {
+        g->backing.free(p);
+        return HK_OK;
+    }
     guard_fb_hdr h;
     int st = guard_fb_read(g, p, &h);
     char what[256];
@@ -873,7 +912,19 @@ static bool guard_sample(hk_guard *g) {
  * byte nearest the block start). */
 /* True when all n bytes at p equal b. Branch-free inner loop (vectorizes):
  * the padding check runs on every free and covers most of a page. */
+#define GUARD_PAD_REF 4096u
+static unsigned char guard_pad_ref[GUARD_PAD_REF]; /* HK_FILL_PAD bytes, set by hk_guard_create */
 static bool guard_bytes_are(const unsigned char *p, size_t n, unsigned b) {
+    if (b == HK_FILL_PAD && guard_pad_ref[0] == (unsigned char)HK_FILL_PAD) {
+        /* memcmp against a reference page: the C library's vector code */
+        while (n > 0) {
+            size_t k = n < GUARD_PAD_REF ? n : GUARD_PAD_REF;
+            if (memcmp(p, guard_pad_ref, k) != 0) return false;
+            p += k;
+            n -= k;
+        }
+        return true;
+    }
     const uint64_t pat = 0x0101010101010101ull * (b & 0xffu);
     uint64_t acc = 0;
     size_t i = 0;
@@ -935,18 +986,37 @@ static void *guard_alloc_guarded(hk_guard *g, size_t size, size_t align, void *c
     }
     guard_slot *s = &g->slots[id];
     unsigned char *data = (unsigned char *)guard_data(g, s);
-    if (hk_os_protect(data, bytes, HK_PROT_READ_WRITE) != HK_OK) {
-        /* the kernel refused (mapping limit): serve it unguarded */
+    bytes = guard_data_bytes(g, s); /* a reused slot may hold one page more than asked */
+    bool was_resident = (s->sflags & GUARD_SLOT_RESIDENT) != 0;
+    bool padded = was_resident && (s->sflags & GUARD_SLOT_PADDED) && (size_t)s->user_off + s->requested <= bytes;
+    size_t old_off = s->user_off, old_req = s->requested;
+    hk_result pr = HK_ERR_NOMEM;
+    if (!(s->sflags & GUARD_SLOT_OWN) && g->n_own < g->own_max &&
+        hk__guard_os_map_own(data, bytes, 1) == HK_OK) {
+        /* first use of these pages as a mapping of their own: from now on
+         * each alloc/free is one mprotect of a whole mapping */
+        g->n_own++;
+        if (was_resident) g->resident_free -= bytes;
+        was_resident = padded = false; /* fresh zero pages */
+        s->sflags = GUARD_SLOT_OWN;
+        pr = HK_OK;
+    } else if (!(s->sflags & GUARD_SLOT_OWN) && g->n_own + g->live_shared >= g->max_guarded) {
+        pr = HK_ERR_NOMEM; /* one more split mapping would pass the budget */
+    } else {
+        pr = hk_os_protect(data, bytes, HK_PROT_READ_WRITE);
+    }
+    if (pr != HK_OK) {
+        /* over the mapping budget, or the kernel refused: serve it unguarded */
         guard_push_free(g, id);
         g->over_cap++;
         guard_unlock(g);
         return guard_fb_alloc(g, size, align);
     }
-    bool was_resident = (s->sflags & GUARD_SLOT_RESIDENT) != 0;
     if (was_resident) {
         g->resident_free -= bytes;
-        s->sflags = 0;
+        s->sflags &= (uint16_t)~(GUARD_SLOT_RESIDENT | GUARD_SLOT_PADDED);
     }
+    if (!(s->sflags & GUARD_SLOT_OWN)) g->live_shared++;
     int at_start = g->side == HK_GUARD_SIDE_START ||
                    (g->side == HK_GUARD_SIDE_RANDOM && (guard_rand(&g->rng) & 1u));
     size_t dbytes = guard_data_bytes(g, s);
@@ -961,8 +1031,14 @@ static void *guard_alloc_guarded(hk_guard *g, size_t size, size_t align, void *c
     hk__san_access(data, dbytes); /* a reused range may still be poisoned from its last free */
     /* fill: padding everywhere but the block; the block HK_FILL_ALLOC
      * (fresh pages read as zero, so HK_FLAG_ZERO costs nothing) */
-    hk_fill(data, s->user_off, HK_FILL_PAD);
-    hk_fill(user + size, dbytes - s->user_off - size, HK_FILL_PAD);
+    if (padded) {
+        /* the pages are padding but for the last block (checked at its
+         * free): repaint only that; the new block is painted below */
+        hk_fill(data + old_off, old_req, HK_FILL_PAD);
+    } else {
+        hk_fill(data, s->user_off, HK_FILL_PAD);
+        hk_fill(user + size, dbytes - s->user_off - size, HK_FILL_PAD);
+    }
     if (g->flags & HK_FLAG_ZERO) {
         if (was_resident) memset(user, 0, size); /* fresh pages are zero already */
     } else if (!(g->flags & HK_GUARD_NO_FILL)) {
@@ -1009,10 +1085,12 @@ static hk_result guard_free_guarded(hk_guard *g, void *p, void *const *cur, int 
         size_t dbytes = guard_data_bytes(g, s);
         if (!(g->flags & (HK_GUARD_DISCARD_FREED | HK_GUARD_NO_FILL))) hk_fill(p, s->requested, HK_FILL_FREE);
         hk__san_free(p, s->requested);
+        if (!(s->sflags & GUARD_SLOT_OWN)) g->live_shared--;
         if (!(g->flags & HK_GUARD_DISCARD_FREED)) {
-            if (hk_os_protect((void *)guard_data(g, s), dbytes, HK_PROT_NONE) == HK_OK) s->sflags = GUARD_SLOT_RESIDENT;
-            else (void)hk__guard_os_discard((void *)guard_data(g, s), dbytes);
-        } else if (hk__guard_os_discard((void *)guard_data(g, s), dbytes) != HK_OK) {
+            if (hk_os_protect((void *)guard_data(g, s), dbytes, HK_PROT_NONE) == HK_OK)
+                s->sflags |= (uint16_t)(GUARD_SLOT_RESIDENT | (dmg == 0 ? GUARD_SLOT_PADDED : 0));
+            else (void)guard_discard(g, s);
+        } else if (guard_discard(g, s) != HK_OK) {
             (void)hk_os_protect((void *)guard_data(g, s), dbytes, HK_PROT_NONE);
         }
         s->state = GUARD_STATE_QUAR;
@@ -1067,6 +1145,7 @@ static hk_result guard_free_guarded(hk_guard *g, void *p, void *const *cur, int 
 static void *guard_libc_malloc(size_t n) { return malloc(n); }
 static void guard_libc_free(void *p) { free(p); }
 static void *guard_libc_realloc(void *p, size_t n) { return realloc(p, n); }
+static size_t guard_libc_usable_size(void *p) { return malloc_usable_size(p); }
 static void *guard_libc_memalign(size_t a, size_t n) {
     void *p = NULL;
     return posix_memalign(&p, a, n) == 0 ? p : NULL;
@@ -1080,6 +1159,7 @@ hk_guard *hk_guard_create(const hk_guard_desc *desc) {
     int nb = (desc->backing.malloc != NULL) + (desc->backing.free != NULL) + (desc->backing.realloc != NULL) +
              (desc->backing.memalign != NULL);
     if (nb != 0 && nb != 4) return NULL;
+    if ((desc->flags & HK_GUARD_PLAIN_UNGUARDED) && nb == 4 && !desc->backing.usable_size) return NULL;
     if ((desc->lock.lock == NULL) != (desc->lock.unlock == NULL)) return NULL;
     if ((unsigned)desc->side > (unsigned)HK_GUARD_SIDE_RANDOM) return NULL;
     if (desc->frames < 0 || desc->frames > HK_GUARD_MAX_FRAMES) return NULL;
@@ -1102,11 +1182,16 @@ hk_guard *hk_guard_create(const hk_guard_desc *desc) {
         size_t mmc = hk__guard_os_max_map_count();
         g->max_guarded = mmc > 16384 ? (mmc - 8192) / 2 : mmc / 4;
     }
+    /* Up to half the mapping budget goes to slots with mappings of their own
+     * (two mappings each whatever their state); the rest to live shared ones. */
+    g->own_max = g->max_guarded / 2;
     g->frames = desc->frames ? desc->frames : HK_GUARD_DEFAULT_FRAMES;
     g->report_fd = desc->report_fd ? desc->report_fd : 2;
     g->skip = desc->skip_frames > 0 ? desc->skip_frames : 0;
     if (nb == 4) g->backing = desc->backing;
-    else g->backing = (hk_guard_backing){guard_libc_malloc, guard_libc_free, guard_libc_realloc, guard_libc_memalign};
+    else
+        g->backing = (hk_guard_backing){guard_libc_malloc, guard_libc_free, guard_libc_realloc, guard_libc_memalign,
+                                        guard_libc_usable_size};
     g->rng = desc->seed ? desc->seed : 0x2545F4914F6CDD1Dull;
     g->secret = guard_mix(hk_os_now_ns() ^ (uint64_t)(uintptr_t)g ^ 0x9E3779B97F4A7C15ull) | 1u;
     g->rep.fn = desc->on_error;
@@ -1163,6 +1248,7 @@ hk_guard *hk_guard_create(const hk_guard_desc *desc) {
     }
     if (!(g->flags & HK_GUARD_NO_TRACES)) hk_os_stack_init();
     if (!(g->flags & HK_GUARD_NO_SYMBOLIZE_LINES)) (void)hk__guard_os_addr2line_path();
+    if (guard_pad_ref[0] != (unsigned char)HK_FILL_PAD) memset(guard_pad_ref, (int)HK_FILL_PAD, sizeof guard_pad_ref);
     if (g->flags & HK_GUARD_FAULT_HANDLER) {
         for (int i = 0; i < GUARD_MAX_INSTANCES; i++) {
             if (!guard_instances[i]) {
@@ -1204,8 +1290,9 @@ void hk_guard_destroy(hk_guard *g) {
 HK__NOINLINE void *hk_guard_alloc(hk_guard *g, size_t size) {
     if (!g) return NULL;
     bool guarded = guard_sample(g);
+    if (!guarded) return guard_fb_alloc(g, size, g->align);
     void *frames[HK_GUARD_MAX_FRAMES];
-    int n = guarded ? guard_capture(g, frames) : 0;
+    int n = guard_capture(g, frames);
     return guard_alloc_any(g, size, g->align, frames, n, guarded);
 }
 
@@ -1248,6 +1335,10 @@ HK__NOINLINE hk_result hk_guard_free(hk_guard *g, void *p) {
     if (guard_in_arena(g, p)) {
         int n = guard_capture(g, frames);
         return guard_free_guarded(g, p, frames, n);
+    }
+    if (g->flags & HK_GUARD_PLAIN_UNGUARDED) {
+        g->backing.free(p);
+        return HK_OK;
     }
     guard_fb_hdr h;
     if (guard_fb_read(g, p, &h) == 1 && guard_fb_canary_ok((unsigned char *)p + h.size)) {
@@ -1293,6 +1384,20 @@ HK__NOINLINE void *hk_guard_realloc(hk_guard *g, void *p, size_t size) {
             return NULL;
         }
         old = b.requested;
+    } else if (g->flags & HK_GUARD_PLAIN_UNGUARDED) {
+        bool guarded = guard_sample(g);
+        if (!guarded) {
+            void *q = g->backing.realloc(p, size);
+            if (!q && size) __atomic_add_fetch(&g->fail_count, 1, __ATOMIC_RELAXED);
+            return q;
+        }
+        old = g->backing.usable_size(p);
+        int n = guard_capture(g, frames);
+        void *q = guard_alloc_any(g, size, g->align, frames, n, true);
+        if (!q) return NULL;
+        memcpy(q, p, old < size ? old : size);
+        (void)guard_fb_free(g, p, NULL, 0);
+        return q;
     } else {
         guard_fb_hdr h;
         int st = guard_fb_read(g, p, &h);
@@ -1374,6 +1479,7 @@ size_t hk_guard_usable_size(hk_guard *g, const void *p) {
                        "usable size of %p, which is not the start of a live block", p);
         return r;
     }
+    if (g->flags & HK_GUARD_PLAIN_UNGUARDED) return g->backing.usable_size((void *)(uintptr_t)p);
     guard_fb_hdr h;
     if (guard_fb_read(g, p, &h) == 1) return (size_t)h.size;
     hk__report(&g->rep, HK_ERR_FOREIGN, HK_EK_FOREIGN_PTR, p, 0, NULL,
@@ -1391,6 +1497,7 @@ bool hk_guard_owns(hk_guard *g, const void *p) {
         guard_unlock(g);
         return r;
     }
+    if (g->flags & HK_GUARD_PLAIN_UNGUARDED) return true; /* cannot tell */
     guard_fb_hdr h;
     return guard_fb_read(g, p, &h) == 1;
 }
@@ -1503,6 +1610,7 @@ hk_result hk_guard_check(hk_guard *g) {
     guard_lock(g);
     hk_result res = HK_OK;
     size_t npages = g->bump / g->page, live = 0, used = 0, quar = 0, qbytes = 0, nfree = 0, resident = 0;
+    size_t own = 0, shared_live = 0;
     for (size_t i = 0; i < npages;) {
         uint32_t id = g->pagemap[i];
         if (id == 0 || id >= g->nslots) {
@@ -1524,6 +1632,8 @@ hk_result hk_guard_check(hk_guard *g) {
                 goto out;
             }
         }
+        if (s->sflags & GUARD_SLOT_OWN) own++;
+        else if (s->state == GUARD_STATE_LIVE) shared_live++;
         if (s->state == GUARD_STATE_LIVE) {
             uintptr_t at;
             int d = guard_pads_damaged(g, s, &at);
@@ -1556,6 +1666,12 @@ hk_result hk_guard_check(hk_guard *g) {
     }
     if (live != g->live_guarded || used != g->used_guarded) {
         res = guard_corrupt(g, HK_EK_CORRUPT_STRUCTURE, g, "live block count/bytes disagree", live, g->live_guarded);
+        goto out;
+    }
+    if (own != g->n_own || shared_live != g->live_shared || own > g->own_max ||
+        (shared_live && own + shared_live > g->max_guarded)) {
+        res = guard_corrupt(g, HK_EK_CORRUPT_STRUCTURE, g, "own-mapping / shared live slot counts disagree", own,
+                            g->n_own);
         goto out;
     }
     if (resident != g->resident_free || resident > GUARD_RESIDENT_POOL) {
@@ -1850,9 +1966,20 @@ static void guard_group_sift(guard_leak_group *a, size_t n, size_t i) {
     }
 }
 
+/* Clears 32 KiB of dead stack below the caller: stale copies of block
+ * pointers left there by earlier calls would otherwise make blocks look
+ * reachable to the conservative scan (the scan's own frames and buffers
+ * are laid over this area). */
+static HK__NOINLINE void guard_scrub_stack(void) {
+    volatile unsigned char junk[32768];
+    memset((unsigned char *)(uintptr_t)junk, 0, sizeof junk);
+    __asm__ volatile("" : : "r"(junk) : "memory");
+}
+
 size_t hk_guard_leaks(hk_guard *g, hk_guard_leak_mode mode, size_t *bytes_out) {
     if (bytes_out) *bytes_out = 0;
     if (!g) return 0;
+    if (mode == HK_GUARD_LEAKS_UNREACHABLE) guard_scrub_stack();
     guard_lock(g);
     size_t marks_sz = g->nslots, stack_sz = (g->live_guarded + 1) * sizeof(uint32_t);
     size_t groups_sz = ((size_t)g->ntraces + 1) * sizeof(guard_leak_group);
@@ -1862,19 +1989,7 @@ size_t hk_guard_leaks(hk_guard *g, hk_guard_leak_mode mode, size_t *bytes_out) {
     size_t leaked = 0, leaked_bytes = 0, ngroups = 0;
     if (!marks || !stack || !groups) goto out;
 
-    /* padding of every live block, at exit as on free */
-    for (uint32_t id = 1; id < g->nslots; id++) {
-        const guard_slot *s = &g->slots[id];
-        uintptr_t at;
-        int d;
-        if (s->state == GUARD_STATE_LIVE && (d = guard_pads_damaged(g, s, &at)) != 0) {
-            __atomic_add_fetch(&g->reports, 1, __ATOMIC_RELAXED);
-            hk__report(&g->rep, HK_ERR_CORRUPT, d > 0 ? HK_EK_HEAP_OVERFLOW : HK_EK_HEAP_UNDERFLOW, (void *)at,
-                       s->requested, NULL, "padding of live %zu-byte block %p damaged at offset %+lld (found at exit)",
-                       s->requested, (void *)guard_user(g, s), (long long)(at - guard_user(g, s)));
-        }
-    }
-    if (mode == HK_GUARD_LEAKS_UNREACHABLE) {
+    if (mode == HK_GUARD_LEAKS_UNREACHABLE && g->live_guarded > 0) { /* nothing live: nothing to scan for */
         guard_leak_ctx c;
         memset(&c, 0, sizeof c);
         c.g = g;
@@ -1902,6 +2017,20 @@ size_t hk_guard_leaks(hk_guard *g, hk_guard_leak_mode mode, size_t *bytes_out) {
             c.scan_lo = guard_user(g, s);
             c.scan_hi = c.scan_lo + s->requested;
             guard_leak_scan_range(&c);
+        }
+    }
+    /* padding of every live block, at exit as on free (after the scan:
+     * pointers into blocks left in registers or on the stack by this loop
+     * must not make them look reachable) */
+    for (uint32_t id = 1; id < g->nslots; id++) {
+        const guard_slot *s = &g->slots[id];
+        uintptr_t at;
+        int d;
+        if (s->state == GUARD_STATE_LIVE && (d = guard_pads_damaged(g, s, &at)) != 0) {
+            __atomic_add_fetch(&g->reports, 1, __ATOMIC_RELAXED);
+            hk__report(&g->rep, HK_ERR_CORRUPT, d > 0 ? HK_EK_HEAP_OVERFLOW : HK_EK_HEAP_UNDERFLOW, (void *)at,
+                       s->requested, NULL, "padding of live %zu-byte block %p damaged at offset %+lld (found at exit)",
+                       s->requested, (void *)guard_user(g, s), (long long)(at - guard_user(g, s)));
         }
     }
     for (uint32_t id = 1; id < g->nslots; id++) {

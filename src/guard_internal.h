@@ -53,6 +53,13 @@ int hk__guard_os_getpid(void);
  * zero when made accessible again. */
 hk_result hk__guard_os_discard(void *p, size_t n);
 
+/* Maps fresh pages over [p, p+n) (read/write when rw, else inaccessible) as
+ * a mapping of its own: flags that differ from the reservation's, so the
+ * kernel never merges it with its neighbours and later mprotect calls on
+ * exactly this range change one mapping instead of splitting and merging
+ * (about half the cost). */
+hk_result hk__guard_os_map_own(void *p, size_t n, int rw);
+
 /* mincore(): one byte per page of [p, p+n) into vec, bit 0 = resident.
  * Returns 0 on success. */
 int hk__guard_os_resident(void *p, size_t n, unsigned char *vec);
@@ -88,6 +95,13 @@ long hk__guard_os_addr2line(const char *tool, const char *module, const uintptr_
 /* Captures the current stack like hk_os_stack_capture but safe to call from
  * the signal handler once hk_os_stack_init ran. */
 int hk__guard_os_backtrace(void **frames, int max);
+
+/* Captures the caller's stack for allocation/free traces: [a pc in the
+ * caller, its return address, ...], the first `skip` dropped, at most max.
+ * Fast: return addresses are found with frame sizes learned per return
+ * address from earlier exact (DWARF) unwinds; unknown or varying sites
+ * (alloca, signal frames, another stack) unwind exactly. Thread-safe. */
+int hk__guard_os_stack(void **frames, int max, int skip);
 
 /* Main program's load base (for telling our own shared module apart). */
 uintptr_t hk__guard_os_main_base(void);

@@ -67,6 +67,13 @@ hk_result hk__guard_os_discard(void *p, size_t n) {
     return r == p ? HK_OK : HK_ERR_NOMEM;
 }
 
+hk_result hk__guard_os_map_own(void *p, size_t n, int rw) {
+    /* no MAP_NORESERVE: the flags differ from the reservation's, so the
+     * kernel never merges this range with the guard pages around it */
+    void *r = mmap(p, n, rw ? PROT_READ | PROT_WRITE : PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    return r == p ? HK_OK : HK_ERR_NOMEM;
+}
+
 int hk__guard_os_resident(void *p, size_t n, unsigned char *vec) { return mincore(p, n, vec); }
 
 /* ---- /proc ----------------------------------------------------------------- */
@@ -310,6 +317,164 @@ int hk__guard_os_protected_call(void (*fn)(void *arg), void *arg) {
 }
 
 int hk__guard_os_backtrace(void **frames, int max) { return backtrace(frames, max); }
+
+/* ---- fast stack capture ------------------------------------------------------
+ *
+ * glibc's backtrace() runs the DWARF unwinder: per frame a binary search for
+ * the FDE and an interpretation of its CFI, about 150 ns a frame here. But
+ * at a given return address the distance between the caller's CFA and the
+ * callee's CFA (the caller's frame size at that call) is a constant for any
+ * function without alloca/VLAs. So we run the real unwinder
+ * (_Unwind_Backtrace, exact) the first time a call path is seen, and learn,
+ * per return address, that distance; later captures walk the stack with
+ * table lookups: return address k+1 sits just below CFA k, CFA k+1 = CFA k +
+ * learned distance. A walk that meets a return address not in the table, a
+ * distance seen to vary (alloca, signal frames), or a CFA outside the part
+ * of this thread's stack the unwinder has walked, falls back to the exact
+ * unwinder (which learns). The table is process-wide, lock-free, fixed-size
+ * (full: no more learning, the exact unwinder is used for unknown sites).
+ */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <unwind.h>
+#define GUARD_UW_SLOTS 8192u                /* power of two */
+#define GUARD_UW_TERMINAL 0x40000000u       /* the unwinder found no caller beyond this frame */
+#define GUARD_UW_DYNAMIC 0x20000000u        /* the distance varies: always unwind exactly */
+#define GUARD_UW_VALID 0x80000000u
+#define GUARD_UW_DIST 0x1fffffffu
+typedef struct guard_uw_entry {
+    uintptr_t ip;
+    uint32_t val; /* GUARD_UW_VALID | flags | distance */
+    uint32_t pad;
+} guard_uw_entry;
+static guard_uw_entry guard_uw_table[GUARD_UW_SLOTS];
+static _Thread_local uintptr_t guard_uw_stack_hi __attribute__((tls_model("initial-exec")));
+
+static inline uint32_t guard_uw_hash(uintptr_t ip) {
+    uint64_t h = (uint64_t)ip * 0x9E3779B97F4A7C15ull;
+    return (uint32_t)(h >> 40) & (GUARD_UW_SLOTS - 1);
+}
+
+static uint32_t guard_uw_lookup(uintptr_t ip) {
+    uint32_t i = guard_uw_hash(ip);
+    for (uint32_t k = 0; k < 16; k++, i = (i + 1) & (GUARD_UW_SLOTS - 1)) {
+        uintptr_t e = __atomic_load_n(&guard_uw_table[i].ip, __ATOMIC_ACQUIRE);
+        if (e == ip) return __atomic_load_n(&guard_uw_table[i].val, __ATOMIC_ACQUIRE);
+        if (e == 0) return 0;
+    }
+    return 0;
+}
+
+static void guard_uw_learn(uintptr_t ip, uint32_t dist, uint32_t flags) {
+    if (ip == 0) return;
+    uint32_t v = GUARD_UW_VALID | flags | (dist > GUARD_UW_DIST ? GUARD_UW_DIST : dist);
+    if (dist > GUARD_UW_DIST) v |= GUARD_UW_DYNAMIC;
+    uint32_t i = guard_uw_hash(ip);
+    for (uint32_t k = 0; k < 16; k++, i = (i + 1) & (GUARD_UW_SLOTS - 1)) {
+        uintptr_t e = __atomic_load_n(&guard_uw_table[i].ip, __ATOMIC_ACQUIRE);
+        if (e == 0) {
+            uintptr_t zero = 0;
+            if (__atomic_compare_exchange_n(&guard_uw_table[i].ip, &zero, ip, false, __ATOMIC_ACQ_REL,
+                                            __ATOMIC_ACQUIRE)) {
+                __atomic_store_n(&guard_uw_table[i].val, v, __ATOMIC_RELEASE);
+                return;
+            }
+            e = zero;
+        }
+        if (e != ip) continue;
+        uint32_t old = __atomic_load_n(&guard_uw_table[i].val, __ATOMIC_ACQUIRE);
+        if (old == 0) return; /* another thread is storing it */
+        uint32_t nv = old;
+        if ((flags & GUARD_UW_TERMINAL) != (old & GUARD_UW_TERMINAL)) nv |= GUARD_UW_DYNAMIC; /* outermost or not? */
+        else if (!(flags & GUARD_UW_TERMINAL) && ((old & GUARD_UW_DIST) != (v & GUARD_UW_DIST) || (v & GUARD_UW_DYNAMIC)))
+            nv |= GUARD_UW_DYNAMIC; /* the frame size varies (alloca, signal frame) */
+        if (nv != old) __atomic_store_n(&guard_uw_table[i].val, nv, __ATOMIC_RELEASE);
+        return;
+    }
+}
+
+typedef struct guard_uw_state {
+    void **out;
+    int max, skip, n, idx, stopped;
+    uintptr_t prev_ip, prev_sp, hi;
+} guard_uw_state;
+
+/* Callback k gets (ip_k, sp_k): a pc in frame k and that frame's stack
+ * pointer there (the CFA of frame k-1). Frame 0 is guard_uw_exact, frame 1
+ * hk__guard_os_stack, frame 2 its caller. The distance learned for ip_k is
+ * sp_{k+1} - sp_k; the return address ip_{k+1} sits at sp_{k+1} - 8. */
+static _Unwind_Reason_Code guard_uw_cb(struct _Unwind_Context *ctx, void *arg) {
+    guard_uw_state *st = (guard_uw_state *)arg;
+    uintptr_t ip = (uintptr_t)_Unwind_GetIP(ctx);
+    uintptr_t sp = (uintptr_t)_Unwind_GetCFA(ctx);
+    int idx = st->idx++;
+    if (ip == 0) return _URC_END_OF_STACK;
+    if (idx > 0) {
+        if (sp > st->prev_sp && sp - st->prev_sp <= GUARD_UW_DIST) guard_uw_learn(st->prev_ip, (uint32_t)(sp - st->prev_sp), 0);
+        else guard_uw_learn(st->prev_ip, GUARD_UW_DIST + 1u, 0); /* a jump between stacks: never walk fast through it */
+    }
+    st->prev_ip = ip;
+    st->prev_sp = sp;
+    if (sp > st->hi) st->hi = sp;
+    if (idx - 2 >= st->skip && st->n < st->max) st->out[st->n++] = (void *)ip;
+    /* learn a few frames past what we keep, so deeper captures of the same path hit */
+    if (idx - 2 >= st->skip + st->max + 8) {
+        st->stopped = 1;
+        return _URC_END_OF_STACK;
+    }
+    return _URC_NO_REASON;
+}
+
+static HK__NOINLINE int guard_uw_exact(void **frames, int max, int skip) {
+    guard_uw_state st;
+    memset(&st, 0, sizeof st);
+    st.out = frames;
+    st.max = max;
+    st.skip = skip;
+    (void)_Unwind_Backtrace(guard_uw_cb, &st);
+    if (!st.stopped && st.prev_ip) guard_uw_learn(st.prev_ip, 0, GUARD_UW_TERMINAL); /* the outermost frame */
+    if (st.hi > guard_uw_stack_hi) guard_uw_stack_hi = st.hi;
+    return st.n;
+}
+
+/* Frames of the caller's stack: [a pc in the caller, its return address,
+ * ...], the first `skip` dropped, at most max kept. */
+__attribute__((no_sanitize_address)) HK__NOINLINE int hk__guard_os_stack(void **frames, int max, int skip) {
+    if (max <= 0) return 0;
+    uintptr_t hi = guard_uw_stack_hi;
+    /* __builtin_frame_address keeps this a classic rbp frame: our CFA is
+     * rbp + 16, the caller's stack pointer after we return */
+    uintptr_t sp = (uintptr_t)__builtin_frame_address(0) + 16;
+    int n = 0, idx = 0;
+    while (hi && sp <= hi) {
+        uintptr_t ip = *(const uintptr_t *)(sp - 8);
+        uint32_t v = guard_uw_lookup(ip);
+        if (!v || (v & GUARD_UW_DYNAMIC)) break;
+        if (idx >= skip) frames[n++] = (void *)ip;
+        idx++;
+        if (n >= max || (v & GUARD_UW_TERMINAL)) return n;
+        sp += v & GUARD_UW_DIST;
+        if ((v & GUARD_UW_DIST) == 0) break;
+    }
+    n = guard_uw_exact(frames, max, skip);
+    __asm__ volatile("" ::: "memory"); /* no tail call: guard_uw_exact counts on our frame */
+    return n;
+}
+
+#else
+/* backtrace() of the caller, its own frame and `skip` more dropped. */
+static HK__NOINLINE int guard_posix_backtrace_skip(void **frames, int max, int skip) {
+    void *tmp[HK_GUARD_MAX_FRAMES + 64];
+    int want = max + skip + 1;
+    if (want > (int)(sizeof tmp / sizeof tmp[0])) want = (int)(sizeof tmp / sizeof tmp[0]);
+    int got = backtrace(tmp, want), n = 0;
+    for (int i = skip + 1; i < got && n < max; i++) frames[n++] = tmp[i];
+    return n;
+}
+
+HK__NOINLINE int hk__guard_os_stack(void **frames, int max, int skip) {
+    return guard_posix_backtrace_skip(frames, max, skip + 1);
+}
+#endif
 
 /* ---- addr2line --------------------------------------------------------------- */
 

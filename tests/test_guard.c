@@ -687,3 +687,92 @@ HKT_TEST(guard_many_instances) {
         hk_guard_destroy(gs[i]);
     }
 }
+
+/* A slot reused straight from the quarantine keeps its padding from the
+ * last block (checked at that free) and only the old block is repainted:
+ * the new block's padding must still be whole, its bytes fresh, and damage
+ * found at a free must make the next use of the slot repaint everything. */
+HKT_TEST(guard_reused_slot_padding_repainted) {
+    hk_guard *g = mk((hk_guard_desc){.quarantine_blocks = 1, .side = HK_GUARD_SIDE_RANDOM, .seed = 7});
+    REQUIRE(g);
+    uint64_t rng = 99;
+    for (int i = 0; i < 400; i++) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        size_t n = 1 + (size_t)(rng >> 33) % 3000;
+        unsigned char *p = hk_guard_alloc(g, n);
+        REQUIRE(p);
+        CHECK_EQ(hk_fill_check(p, n, HK_FILL_ALLOC), n);
+        memset(p, 0x11, n);
+        CHECK_EQ(hk_guard_check(g), HK_OK);
+        if (i % 50 == 7) {
+            /* damage the padding after the block (when the block does not end the page) */
+            uintptr_t end = (uintptr_t)p + n;
+            if (end & (pg() - 1)) {
+                p[n] = 0;
+                hkt_errors_reset(&errs);
+                CHECK_EQ(hk_guard_free(g, p), HK_ERR_CORRUPT);
+                CHECK_EQ(errs.count, 1);
+                hkt_errors_reset(&errs);
+                CHECK_EQ(hk_guard_check(g), HK_OK);
+                continue;
+            }
+        }
+        CHECK_EQ(hk_guard_free(g, p), HK_OK);
+    }
+    CHECK_EQ(errs.count, 0);
+    CHECK_EQ(hk_guard_check(g), HK_OK);
+    hk_guard_destroy(g);
+}
+
+/* HK_GUARD_PLAIN_UNGUARDED: unsampled blocks are the backing allocator's
+ * own (no header), guarded ones still between guard pages; realloc across
+ * the two keeps the bytes; usable size and free go to the right allocator. */
+HKT_TEST(guard_plain_unguarded_blocks) {
+    hk_guard *g = mk((hk_guard_desc){.sample_rate = 4, .seed = 3, .flags = HK_GUARD_PLAIN_UNGUARDED});
+    REQUIRE(g);
+    static unsigned char *v[2000];
+    static size_t len[2000];
+    size_t guarded = 0;
+    for (int i = 0; i < 2000; i++) {
+        len[i] = 1 + (size_t)(i * 7919) % 500;
+        v[i] = hk_guard_alloc(g, len[i]);
+        REQUIRE(v[i]);
+        memset(v[i], i & 0xff, len[i]);
+        CHECK(hk_guard_usable_size(g, v[i]) >= len[i]);
+        CHECK(hk_guard_owns(g, v[i]));
+        hk_block_info bi;
+        if (hk_guard_where(g, v[i], &bi) == HK_OK) guarded++;
+    }
+    hk_guard_info gi;
+    hk_guard_info_get(g, &gi);
+    CHECK_EQ(gi.live_guarded, guarded);
+    CHECK(guarded > 200 && guarded < 1000);
+    CHECK_EQ(gi.live_unguarded, 0); /* plain blocks are not counted */
+    for (int i = 0; i < 2000; i++) {
+        size_t n2 = len[i] * 2 + 1;
+        unsigned char *q = hk_guard_realloc(g, v[i], n2);
+        REQUIRE(q);
+        int ok = 1;
+        for (size_t k = 0; k < len[i]; k++) ok &= q[k] == (unsigned char)(i & 0xff);
+        CHECK(ok);
+        v[i] = q;
+    }
+    CHECK_EQ(hk_guard_check(g), HK_OK);
+    for (int i = 0; i < 2000; i++) CHECK_EQ(hk_guard_free(g, v[i]), HK_OK);
+    memset(v, 0, sizeof v);
+    CHECK_EQ(errs.count, 0);
+    CHECK_EQ(hk_guard_check(g), HK_OK);
+    hk_guard_destroy(g);
+    /* a custom backing without usable_size cannot serve plain blocks */
+    hk_guard_desc d = {0};
+    d.flags = HK_GUARD_PLAIN_UNGUARDED;
+    d.backing.malloc = malloc;
+    d.backing.free = free;
+    d.backing.realloc = realloc;
+    d.backing.memalign = aligned_alloc;
+    CHECK(hk_guard_create(&d) == NULL);
+    d.flags = 0; /* fine without the flag */
+    hk_guard *h = hk_guard_create(&d);
+    CHECK(h != NULL);
+    hk_guard_destroy(h);
+}

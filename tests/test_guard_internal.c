@@ -12,6 +12,9 @@
 #include "guard.c"
 #include "guard_posix.c"
 
+#include <execinfo.h>
+#include <pthread.h>
+
 static hkt_errors errs = {.quiet = 1};
 
 static hk_guard *mk_internal(void) {
@@ -89,4 +92,87 @@ HKT_TEST(guard_report_formatting_is_allocation_free) {
     for (int i = 0; i < 20; i++) guard_out_str(&o, "long text");
     CHECK_EQ(o.n, sizeof buf - 1); /* truncated, never overrun */
     CHECK_EQ(strlen(buf), sizeof buf - 1);
+}
+
+/* The learned-frame-size stack walker against glibc's backtrace(): the
+ * same frames on every call, through recursion, two call paths into the
+ * same function at the same depth, and frames whose size varies (VLAs). */
+typedef struct uw_snap {
+    void *fast[24], *ex[26];
+    int nf, ne;
+} uw_snap;
+static volatile int uw_sink;
+
+static HK__NOINLINE void uw_leaf(uw_snap *s) {
+    s->nf = hk__guard_os_stack(s->fast, 24, 0);
+    s->ne = backtrace(s->ex, 26);
+    uw_sink++;
+}
+static HK__NOINLINE void uw_vla(uw_snap *s, int n) {
+    volatile char buf[n + 1];
+    buf[0] = (char)n;
+    uw_leaf(s);
+    uw_sink += buf[0];
+}
+static HK__NOINLINE void uw_rec(uw_snap *s, int depth, int vla) {
+    if (depth == 0) {
+        if (vla) uw_vla(s, vla);
+        else uw_leaf(s);
+    } else {
+        uw_rec(s, depth - 1, vla);
+    }
+    uw_sink++;
+}
+static HK__NOINLINE void uw_path_a(uw_snap *s) { uw_rec(s, 2, 0); uw_sink++; }
+static HK__NOINLINE void uw_path_b(uw_snap *s) { uw_rec(s, 2, 0); uw_sink += 2; }
+
+static int uw_same(const uw_snap *s) {
+    /* frame 0 is a pc in uw_leaf (two different call sites); the rest match.
+     * backtrace() may add frames of its own first (ASan intercepts it). */
+    int k = 1;
+    while (k < 4 && s->nf > 1 && s->ex[k] != s->fast[1]) k++;
+    if (k == 4) return 0;
+    int want = s->ne - (k - 1) < 24 ? s->ne - (k - 1) : 24;
+    if (s->nf != want) return 0;
+    for (int i = 1; i < s->nf; i++)
+        if (s->fast[i] != s->ex[i + k - 1]) return 0;
+    return 1;
+}
+
+static void *uw_thread(void *arg) {
+    int *bad = (int *)arg;
+    uw_snap s;
+    for (int i = 0; i < 200; i++) {
+        memset(&s, 0, sizeof s);
+        if (i & 1) uw_path_a(&s);
+        else uw_rec(&s, i % 5, (i % 3) * 100);
+        if (!uw_same(&s)) (*bad)++;
+    }
+    return NULL;
+}
+
+HKT_TEST(guard_fast_stacks_match_backtrace) {
+    uw_snap s;
+    int bad = 0;
+    for (int i = 0; i < 600; i++) {
+        memset(&s, 0, sizeof s);
+        switch (i % 4) {
+        case 0: uw_path_a(&s); break;
+        case 1: uw_path_b(&s); break;
+        case 2: uw_rec(&s, i % 7, 0); break;
+        default: uw_rec(&s, i % 3, 1 + (i * 37) % 3000); break;
+        }
+        if (!uw_same(&s)) {
+            if (bad++ < 3) {
+                fprintf(stderr, "case %d nf %d ne %d\n", i % 4, s.nf, s.ne);
+                for (int k = 0; k < 26; k++) fprintf(stderr, "  %p %p\n", k < 24 ? s.fast[k] : NULL, s.ex[k]);
+            }
+        }
+    }
+    CHECK_EQ(bad, 0);
+    pthread_t t;
+    int tbad = 0;
+    REQUIRE(pthread_create(&t, NULL, uw_thread, &tbad) == 0);
+    pthread_join(t, NULL);
+    CHECK_EQ(tbad, 0);
 }

@@ -97,10 +97,12 @@ static void help_guard(FILE *out) {
             "  --align N                block alignment            HEAPKIT_GUARD_ALIGN [16]\n"
             "  --exact                  alignment 1: every overrun faults at once\n"
             "  --quarantine BYTES       freed bytes kept inaccessible (k/m/g suffixes; 0: none)\n"
-            "                                                      HEAPKIT_GUARD_QUARANTINE [32m]\n"
+            "                                                      HEAPKIT_GUARD_QUARANTINE [8m] \n"
             "  --quarantine-blocks N    freed blocks kept          HEAPKIT_GUARD_QUARANTINE_BLOCKS [8192]\n"
             "  --sample N               guard one allocation in N on average, the rest on\n"
             "                           glibc (production runs)    HEAPKIT_GUARD_SAMPLE [1]\n"
+            "  --checked-unguarded      with --sample: keep a header and canary on the\n"
+            "                           unguarded blocks (slower)  HEAPKIT_GUARD_PLAIN=0\n"
             "  --max-guarded N          cap on live guarded blocks HEAPKIT_GUARD_MAX_GUARDED\n"
             "                           [(vm.max_map_count - 8192) / 2]\n"
             "  --leaks | --no-leaks     leak report at exit        HEAPKIT_GUARD_LEAKS [1]\n"
@@ -108,6 +110,8 @@ static void help_guard(FILE *out) {
             "                           unreachable ones)          HEAPKIT_GUARD_LEAKS=all\n"
             "  --log FILE               reports to FILE (%%p: pid)  HEAPKIT_GUARD_LOG [stderr]\n"
             "  --frames N               stack frames per trace     HEAPKIT_GUARD_FRAMES [16]\n"
+            "  --exact-stacks           unwind every allocation/free stack with the DWARF\n"
+            "                           unwinder (slower)          HEAPKIT_GUARD_EXACT_STACKS=1\n"
             "  --no-abort               keep running after a misuse report; exit status\n"
             "                           set at exit                HEAPKIT_GUARD_ABORT=0\n"
             "  --exitcode N             exit status after reports  HEAPKIT_GUARD_EXITCODE [23]\n"
@@ -231,6 +235,10 @@ static int cmd_guard(int argc, char **argv) {
             setenv("HEAPKIT_GUARD_SYMBOLIZE", "0", 1);
         } else if (strcmp(a, "--discard-freed") == 0) {
             setenv("HEAPKIT_GUARD_DISCARD", "1", 1);
+        } else if (strcmp(a, "--exact-stacks") == 0) {
+            setenv("HEAPKIT_GUARD_EXACT_STACKS", "1", 1);
+        } else if (strcmp(a, "--checked-unguarded") == 0) {
+            setenv("HEAPKIT_GUARD_PLAIN", "0", 1);
         } else if (strcmp(a, "--no-fill") == 0) {
             setenv("HEAPKIT_GUARD_FILL", "0", 1);
         } else if (strcmp(a, "--lib") == 0) {

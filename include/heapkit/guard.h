@@ -31,19 +31,46 @@
  * its own, apart from user pages, behind uncommitted pages; every slot record
  * carries a checksum verified on each use and by hk_guard_check.
  *
- * Mapping limit: a live guarded block costs two kernel mappings (its data
- * pages and the guard after them; quarantined and free slots are
- * inaccessible like the guards and merge with them). All slots are carved
- * from ONE address-space reservation, so the heap itself adds no mappings,
- * and the number of live guarded blocks is capped (desc.max_guarded,
- * default (vm.max_map_count - 8192) / 2). Allocations beyond the cap, and the
+ * Mapping limit: all slots are carved from ONE address-space reservation.
+ * Up to max_guarded / 2 slots get data pages that are a kernel mapping of
+ * their own (mapped without MAP_NORESERVE, so the kernel never merges them
+ * with the guard pages): alloc and free then change the protection of a
+ * whole mapping, about half the cost of splitting and re-merging one. Such
+ * a slot costs two mappings whether live, quarantined or free; any other
+ * slot costs two while live (its pages split from the inaccessible run) and
+ * none otherwise. The heap keeps (own-mapping slots + other live slots) <=
+ * max_guarded (default (vm.max_map_count - 8192) / 2), which bounds its
+ * mappings; live guarded blocks are capped by max_guarded too, and at least
+ * max_guarded / 2 can always be live. Allocations beyond the cap, and the
  * ones sampling passes over, are served unguarded by the backing allocator
  * with a 16-byte header and an 8-byte canary (checked on free), so a program
  * with 100,000 live blocks keeps running.
  *
+ * Stack traces (allocation and free): by default a walker that reads return
+ * addresses off the stack using frame sizes it learned, per return address,
+ * from earlier exact DWARF unwinds (_Unwind_Backtrace): about 10 ns a frame
+ * instead of 150. A site never seen, a frame size seen to vary (alloca,
+ * VLAs, signal frames) or a frame outside the part of the thread's stack
+ * already unwound makes it unwind exactly (and learn). Limit: a function
+ * whose frame size varies but that was seen only once can give a wrong
+ * frame beyond it, until an exact unwind sees the variation; set
+ * HK_GUARD_EXACT_STACKS to unwind every stack exactly. The stack at a fault
+ * is always unwound exactly. Symbolization (dladdr, addr2line) happens only
+ * when a report is written.
+ *
  * Sampling mode (sample_rate N > 1): one allocation in N on average (random
  * per-thread countdown, as GWP-ASan) is guarded; the rest go to the backing
  * allocator. For long runs and production.
+ *
+ * Plain unguarded blocks (HK_GUARD_PLAIN_UNGUARDED; the preload sets it in
+ * sampling mode): unguarded blocks are handed out by the backing allocator
+ * as they are, with no header and no canary, and freed straight back to it
+ * (one range compare tells a guarded pointer from the others). Their cost is
+ * the backing allocator's plus a few nanoseconds, but overruns of them,
+ * double frees and foreign frees of pointers outside the reservation are
+ * left to the backing allocator; hk_guard_usable_size gives the backing's
+ * usable size for them, hk_guard_owns answers true for any pointer outside
+ * the reservation, and stats/info do not count them (only guarded blocks).
  *
  * Faults: with HK_GUARD_FAULT_HANDLER the heap installs a SIGSEGV/SIGBUS
  * handler (on an alternate stack) that turns a fault in a guard, quarantine
@@ -90,25 +117,32 @@ enum {
     HK_GUARD_NO_FILL = 1u << 19,       /* do not fill fresh and freed blocks */
     HK_GUARD_NO_TRACES = 1u << 20,     /* do not record allocation/free stacks (faster) */
     HK_GUARD_NO_SYMBOLIZE_LINES = 1u << 21, /* never run addr2line for file:line */
-    HK_GUARD_DISCARD_FREED = 1u << 22 /* give freed pages back to the OS at the free: the quarantine
+    HK_GUARD_DISCARD_FREED = 1u << 22, /* give freed pages back to the OS at the free: the quarantine
                                          costs no memory, but every allocation then takes a page fault */
+    HK_GUARD_EXACT_STACKS = 1u << 23, /* unwind every allocation/free stack with backtrace() (DWARF,
+                                         ~150 ns a frame) instead of the learned-frame-size walker */
+    HK_GUARD_PLAIN_UNGUARDED = 1u << 24 /* unguarded blocks are the backing allocator's own: no header,
+                                         no canary, no checks (see "Plain unguarded blocks" above) */
 };
 
 /* Defaults, used where the desc field is zero. */
 #define HK_GUARD_DEFAULT_RESERVE ((size_t)64 << 30)        /* 64 GiB of address space */
 #define HK_GUARD_DEFAULT_ALIGN 16u                         /* malloc's alignment on x86-64 */
-#define HK_GUARD_DEFAULT_QUARANTINE_BYTES ((size_t)32 << 20) /* 32 MiB of freed pages */
+#define HK_GUARD_DEFAULT_QUARANTINE_BYTES ((size_t)8 << 20) /* 8 MiB of freed pages (see docs/guard.md) */
 #define HK_GUARD_DEFAULT_QUARANTINE_BLOCKS ((size_t)8192)
 #define HK_GUARD_DEFAULT_FRAMES 16
 #define HK_GUARD_MAX_FRAMES 32
 
 /* The allocator that serves unguarded blocks (sampling mode, over the cap).
- * All four are set, or none (then the C library's malloc family is used). */
+ * The first four are set, or none (then the C library's malloc family is
+ * used). usable_size is optional; HK_GUARD_PLAIN_UNGUARDED with a custom
+ * backing needs it (hk_guard_create fails without). */
 typedef struct hk_guard_backing {
     void *(*malloc)(size_t n);
     void (*free)(void *p);
     void *(*realloc)(void *p, size_t n);
     void *(*memalign)(size_t align, size_t n);
+    size_t (*usable_size)(void *p);
 } hk_guard_backing;
 
 /* Zero-initialisable; every zero field means the default in brackets. */
@@ -121,7 +155,7 @@ typedef struct hk_guard_desc {
     hk_lock_hooks lock;        /* [internal mutex] */
     hk_guard_side side;        /* [HK_GUARD_SIDE_END] */
     size_t align;              /* block alignment, power of two; 1 = exact mode [16] */
-    size_t quarantine_bytes;   /* freed bytes (whole pages) kept inaccessible [32 MiB]; SIZE_MAX: unbounded */
+    size_t quarantine_bytes;   /* freed bytes (whole pages) kept inaccessible [8 MiB]; SIZE_MAX: unbounded */
     size_t quarantine_blocks;  /* freed blocks kept inaccessible [8192]; SIZE_MAX: unbounded */
     uint32_t sample_rate;      /* 0 or 1: guard every allocation; N: one in N on average */
     size_t max_guarded;        /* cap on live guarded blocks [(vm.max_map_count - 8192) / 2] */
