@@ -1194,11 +1194,7 @@ hk_guard *hk_guard_create(const hk_guard_desc *desc) {
                                         guard_libc_usable_size};
     g->rng = desc->seed ? desc->seed : 0x2545F4914F6CDD1Dull;
     g->secret = guard_mix(hk_os_now_ns() ^ (uint64_t)(uintptr_t)g ^ 0x9E3779B97F4A7C15ull) | 1u;
-    g->rep.fn = desc->on_error;
-    g->rep.user = desc->error_user;
-    g->rep.allocator = "guard";
-    g->rep.instance = desc->name ? desc->name : "guard";
-    g->rep.flags = desc->flags;
+    hk__reporter_init(&g->rep, "guard", desc->name, desc->on_error, desc->error_user, desc->flags);
     g->lock = desc->lock;
     pthread_mutex_init(&g->mutex, NULL);
     pthread_once(&guard_tl_once, guard_tl_key_init);
