@@ -1019,7 +1019,28 @@ static void zone_relayout(hk_zone *z, zone_blk *b, size_t bsize, size_t n, const
     if (pad_end > n) zone_poison(user + n, pad_end - n);
     z->used_req = z->used_req - old_req + n;
     if (z->used_req > z->peak_used) z->peak_used = z->used_req;
+}/* Grows the used block b (`old` bytes) in place to at least `need` bytes by
+ * taking its free successor nx (old + size of nx >= need); what is left
+ * beyond `need`, when it can hold a block, goes back to the free lists.
+ * Returns b's new size; the caller rewrites b's header. */
+static size_t zone_absorb_next(hk_zone *z, zone_blk *b, zone_blk *nx, size_t old, size_t need) {
+    size_t total = old + zone_bsize(nx);
+    zone_remove(z, nx);
+    zone_unpoison(nx, sizeof(zone_blk));
+    if (total - need >= ZONE_MIN_BLOCK) {
+        zone_blk *r = (zone_blk *)((unsigned char *)b + need);
+        zone_unpoison(r, sizeof(zone_blk));
+        zone_set_hdr(r, total - need, 0, ZB_PREV_USED, 0);
+        zone_next(r)->prev_size = total - need;
+        zone_insert(z, r);
+        total = need;
+    } else {
+        zone_next(nx)->bits |= ZB_PREV_USED;
+    }
+    z->used_bytes += total - old;
+    return total;
 }
+
 
 static void *zone_realloc_impl(hk_zone *z, void *p, size_t n) {
     hk_result res;
@@ -1057,20 +1078,7 @@ static void *zone_realloc_impl(hk_zone *z, void *p, size_t n) {
     }
     zone_blk *nx = zone_next(b);
     if (!(nx->bits & ZB_USED) && old + zone_bsize(nx) >= need) {
-        size_t total = old + zone_bsize(nx);
-        zone_remove(z, nx);
-        zone_unpoison(nx, sizeof(zone_blk));
-        if (total - need >= ZONE_MIN_BLOCK) {
-            zone_blk *r = (zone_blk *)((unsigned char *)b + need);
-            zone_unpoison(r, sizeof(zone_blk));
-            zone_set_hdr(r, total - need, 0, ZB_PREV_USED, 0);
-            zone_next(r)->prev_size = total - need;
-            zone_insert(z, r);
-            total = need;
-        } else {
-            zone_next(nx)->bits |= ZB_PREV_USED;
-        }
-        z->used_bytes += total - old;
+        size_t total = zone_absorb_next(z, b, nx, old, need);
         zone_set_hdr(b, total, b->tag, b->bits, 0);
         zone_relayout(z, b, total, n, &saved, olde, old_req);
         return p;
@@ -1150,21 +1158,7 @@ hk_result hk_zone_change_tag(hk_zone *z, void *p, int tag) {
                                  p, tag);
                 goto out;
             }
-            size_t total = old + zone_bsize(nx);
-            zone_remove(z, nx);
-            zone_unpoison(nx, sizeof(zone_blk));
-            if (total - need >= ZONE_MIN_BLOCK) {
-                zone_blk *r = (zone_blk *)((unsigned char *)b + need);
-                zone_unpoison(r, sizeof(zone_blk));
-                zone_set_hdr(r, total - need, 0, ZB_PREV_USED, 0);
-                zone_next(r)->prev_size = total - need;
-                zone_insert(z, r);
-                total = need;
-            } else {
-                zone_next(nx)->bits |= ZB_PREV_USED;
-            }
-            z->used_bytes += total - old;
-            bsize = total;
+            bsize = zone_absorb_next(z, b, nx, old, need);
         }
         z->untracked_live--;
         zone_set_hdr(b, bsize, (unsigned)tag, b->bits | ZB_EXT, 0);
