@@ -1019,7 +1019,9 @@ static void zone_relayout(hk_zone *z, zone_blk *b, size_t bsize, size_t n, const
     if (pad_end > n) zone_poison(user + n, pad_end - n);
     z->used_req = z->used_req - old_req + n;
     if (z->used_req > z->peak_used) z->peak_used = z->used_req;
-}/* Grows the used block b (`old` bytes) in place to at least `need` bytes by
+}
+
+/* Grows the used block b (`old` bytes) in place to at least `need` bytes by
  * taking its free successor nx (old + size of nx >= need); what is left
  * beyond `need`, when it can hold a block, goes back to the free lists.
  * Returns b's new size; the caller rewrites b's header. */
