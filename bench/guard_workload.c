@@ -28,10 +28,14 @@ static uint64_t next_rand(void) {
 static size_t mixed_size(void) {
     uint64_t r = next_rand();
     switch (r & 7) {
-    case 0: case 1: case 2: case 3: return 8 + (size_t)(r >> 8) % 56;  /* small */
-    case 4: case 5: return 64 + (size_t)(r >> 8) % 448;                /* medium */
+    case 0:
+    case 1:
+    case 2:
+    case 3: return 8 + (size_t)(r >> 8) % 56; /* small */
+    case 4:
+    case 5: return 64 + (size_t)(r >> 8) % 448; /* medium */
     case 6: return 512 + (size_t)(r >> 8) % 1536;
-    default: return 2048 + (size_t)(r >> 8) % 2048;                   /* up to 4 KiB */
+    default: return 2048 + (size_t)(r >> 8) % 2048; /* up to 4 KiB */
     }
 }
 
@@ -133,10 +137,14 @@ int main(int argc, char **argv) {
     }
     long n = atol(argv[2]);
     uint64_t sum;
-    if (strcmp(argv[1], "mixed") == 0) sum = work_mixed(n);
-    else if (strcmp(argv[1], "churn") == 0) sum = work_churn(n);
-    else if (strcmp(argv[1], "live") == 0) sum = work_live(n);
-    else if (strcmp(argv[1], "strings") == 0) sum = work_strings(n);
+    if (strcmp(argv[1], "mixed") == 0)
+        sum = work_mixed(n);
+    else if (strcmp(argv[1], "churn") == 0)
+        sum = work_churn(n);
+    else if (strcmp(argv[1], "live") == 0)
+        sum = work_live(n);
+    else if (strcmp(argv[1], "strings") == 0)
+        sum = work_strings(n);
     else {
         fprintf(stderr, "unknown workload %s\n", argv[1]);
         return 2;

@@ -35,12 +35,30 @@ typedef struct peer_spec {
 } peer_spec;
 
 static const peer_spec k_specs[] = {
-    {"mimalloc", {"libmimalloc.so.2", "libmimalloc.so", NULL}, "mi_malloc", "mi_free", "mi_realloc",
-     "mi_malloc_aligned_swapped", "mi_usable_size", "libmimalloc-dev"},
-    {"jemalloc", {"libjemalloc.so.2", "libjemalloc.so", NULL}, "malloc", "free", "realloc", "memalign",
-     "malloc_usable_size", "libjemalloc-dev"},
-    {"tcmalloc", {"libtcmalloc_minimal.so.4", "libtcmalloc.so.4", NULL}, "tc_malloc", "tc_free", "tc_realloc",
-     "tc_memalign", "tc_malloc_size", "libgoogle-perftools-dev"},
+    {"mimalloc",
+     {"libmimalloc.so.2", "libmimalloc.so", NULL},
+     "mi_malloc",
+     "mi_free",
+     "mi_realloc",
+     "mi_malloc_aligned_swapped",
+     "mi_usable_size",
+     "libmimalloc-dev"},
+    {"jemalloc",
+     {"libjemalloc.so.2", "libjemalloc.so", NULL},
+     "malloc",
+     "free",
+     "realloc",
+     "memalign",
+     "malloc_usable_size",
+     "libjemalloc-dev"},
+    {"tcmalloc",
+     {"libtcmalloc_minimal.so.4", "libtcmalloc.so.4", NULL},
+     "tc_malloc",
+     "tc_free",
+     "tc_realloc",
+     "tc_memalign",
+     "tc_malloc_size",
+     "libgoogle-perftools-dev"},
 };
 
 /* mimalloc's aligned call takes (size, align); adapt to (align, size). */
@@ -206,9 +224,12 @@ void hkb_skip(const char *suite, const char *workload, const char *allocator, co
 static void json_str(FILE *f, const char *s) {
     fputc('"', f);
     for (; *s; s++) {
-        if (*s == '"' || *s == '\\') fprintf(f, "\\%c", *s);
-        else if ((unsigned char)*s < 0x20) fprintf(f, "\\u%04x", *s);
-        else fputc(*s, f);
+        if (*s == '"' || *s == '\\')
+            fprintf(f, "\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            fprintf(f, "\\u%04x", *s);
+        else
+            fputc(*s, f);
     }
     fputc('"', f);
 }

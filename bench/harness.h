@@ -21,9 +21,9 @@
 #include <stdint.h>
 
 typedef struct hkb_ctx {
-    int reps;         /* repetitions per measurement (median taken); default 5, quick 3 */
-    int quick;        /* 1: smaller workloads (CI smoke run) */
-    uint64_t seed;    /* random seed for workloads */
+    int reps;      /* repetitions per measurement (median taken); default 5, quick 3 */
+    int quick;     /* 1: smaller workloads (CI smoke run) */
+    uint64_t seed; /* random seed for workloads */
 } hkb_ctx;
 
 /* A malloc-compatible allocator under test. `memalign` and `usable_size`
@@ -49,7 +49,7 @@ int hkb_missing_peers(const char ***names, const char ***reasons);
 void hkb_skip_missing(const char *suite, const char *workload);
 
 uint64_t hkb_now_ns(void);
-double hkb_median(double *values, int n);   /* sorts values in place */
+double hkb_median(double *values, int n);                  /* sorts values in place */
 double hkb_percentile(double *values, size_t n, double p); /* sorts in place; p in [0,100] */
 
 /* Records one figure: printed as a table row and written to results.json. */

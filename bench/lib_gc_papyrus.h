@@ -24,7 +24,7 @@
 #include <string.h>
 
 typedef struct pgc_obj {
-    uint32_t rc;              /* registry reference included */
+    uint32_t rc; /* registry reference included */
     uint32_t nchild;
     struct pgc_obj *child[2]; /* references this object holds (counted) */
     void *payload;            /* the object's data, from malloc */
@@ -131,7 +131,7 @@ static inline int pgc_process_buggy(pgc_vm *vm, pgc_list *e, uint64_t budget_ns)
             } else {
                 index++;
             }
-            if (index >= e->n) index = 0; /* Note 2: wrap around like a ring buffer */
+            if (index >= e->n) index = 0;  /* Note 2: wrap around like a ring buffer */
         } while (index != e->next_index && /* BUG: exits after one object when the first is removed */
                  (budget_ns == 0 || pgc_now(vm) - start <= budget_ns) && e->n);
     }
@@ -182,7 +182,9 @@ static inline size_t pgc_backlog(const pgc_vm *vm) {
     return n;
 }
 
-static inline size_t pgc_count(const pgc_vm *vm) { return (size_t)vm->objects.n + vm->arrays.n + vm->structs.n; }
+static inline size_t pgc_count(const pgc_vm *vm) {
+    return (size_t)vm->objects.n + vm->arrays.n + vm->structs.n;
+}
 
 /* Frees everything (shutdown; no counting). */
 static inline void pgc_vm_free(pgc_vm *vm) {

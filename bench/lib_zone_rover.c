@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define ROVER_ID 0x1d4a11
+#define ROVER_ID           0x1d4a11
 #define ROVER_MIN_FRAGMENT 64
 
 typedef struct rover_block {
@@ -57,8 +57,10 @@ void *hkb_rover_alloc(hkb_rover *z, size_t size, int tag) {
     rover_block *base = z->rover, *rover = base, *start = base->prev;
     do {
         if (rover == start) return NULL; /* scanned the whole zone */
-        if (rover->tag) base = rover = rover->next;
-        else rover = rover->next;
+        if (rover->tag)
+            base = rover = rover->next;
+        else
+            rover = rover->next;
     } while (base->tag || base->size < size);
     size_t extra = base->size - size;
     if (extra > ROVER_MIN_FRAGMENT) {

@@ -57,10 +57,14 @@ int main(int argc, char **argv) {
     const char *only[16];
     int nonly = 0;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--suite") && i + 1 < argc && nonly < 16) only[nonly++] = argv[++i];
-        else if (!strcmp(argv[i], "--quick")) ctx.quick = 1;
-        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) ctx.reps = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
+        if (!strcmp(argv[i], "--suite") && i + 1 < argc && nonly < 16)
+            only[nonly++] = argv[++i];
+        else if (!strcmp(argv[i], "--quick"))
+            ctx.quick = 1;
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
+            ctx.reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--out") && i + 1 < argc)
+            out = argv[++i];
         else if (!strcmp(argv[i], "--list")) {
             usage();
             return 0;

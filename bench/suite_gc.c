@@ -181,7 +181,8 @@ static void bench_budget_one(hkb_ctx *ctx, const hkb_allocator *a, const char *a
 /* The step's time includes freeing object data, so the object memory's
  * worst-case free shows in the tail: run with each peer malloc. */
 static void bench_budget(hkb_ctx *ctx) {
-    hkb_section(S, "budget", "hk_gc_step overshoot past budgets of 5..1000 us (p99 over steps, median of reps)");
+    hkb_section(S, "budget",
+                "hk_gc_step overshoot past budgets of 5..1000 us (p99 over steps, median of reps)");
     hkb_skip_missing(S, "budget");
     const hkb_allocator *peers;
     int np = hkb_peers(&peers);
@@ -258,8 +259,10 @@ static void bench_steady(hkb_ctx *ctx) {
         if (v == 0 && reps > 3) reps = 3; /* deterministic: one object per call */
         for (int r = 0; r < reps; r++) {
             steady_res res;
-            if (v < 2) steady_papyrus(v == 1, frames, &res);
-            else steady_heapkit(v == 3 ? 64 * 1024 : 0, frames, &res);
+            if (v < 2)
+                steady_papyrus(v == 1, frames, &res);
+            else
+                steady_heapkit(v == 3 ? 64 * 1024 : 0, frames, &res);
             be[r] = res.backlog_end;
             bm[r] = res.backlog_max;
             ms[r] = res.ms;
@@ -272,7 +275,8 @@ static void bench_steady(hkb_ctx *ctx) {
         if (v >= 2) hkb_record(S, w, names[v], "p99_step", hkb_median(p99, reps), "ns");
     }
     for (int v = 1; v < 4; v++)
-        hkb_record(S, w, names[v], "backlog_reduction_vs_papyrus-buggy", end[0] / (end[v] < 1 ? 1 : end[v]), "x");
+        hkb_record(S, w, names[v], "backlog_reduction_vs_papyrus-buggy", end[0] / (end[v] < 1 ? 1 : end[v]),
+                   "x");
 }
 
 /* ---- 3. full pass --------------------------------------------------------------- */
@@ -328,9 +332,11 @@ static double full_papyrus(size_t n, size_t live, double cap_ms, int *done, uint
 
 static void bench_full(hkb_ctx *ctx, int with_live) {
     const char *wl = with_live ? "full_pass" : "full_pass_nolive";
-    hkb_section(S, wl,
-                with_live ? "garbage in chains of 16 next to as many live script objects: seed full pass vs hk_gc_collect"
-                          : "the same at 1e5 without live objects");
+    hkb_section(
+        S, wl,
+        with_live
+            ? "garbage in chains of 16 next to as many live script objects: seed full pass vs hk_gc_collect"
+            : "the same at 1e5 without live objects");
     hkb_skip_missing(S, wl);
     static const size_t sizes[3] = {10000, 100000, 1000000};
     double hk_ms[3] = {0};
@@ -366,13 +372,16 @@ static void bench_full(hkb_ctx *ctx, int with_live) {
         hkb_record(S, w, "papyrus-buggy", done ? "time" : "time_lower_bound", pm, "ms");
         hkb_record(S, w, "papyrus-buggy", "finished", done, "bool");
         hkb_record(S, w, "papyrus-buggy", "rounds", (double)rounds, "rounds");
-        hkb_record(S, w, "heapkit", done ? "speedup_vs_papyrus-buggy" : "speedup_vs_papyrus-buggy_lower_bound",
-                   pm / hk_ms[si], "x");
+        hkb_record(S, w, "heapkit",
+                   done ? "speedup_vs_papyrus-buggy" : "speedup_vs_papyrus-buggy_lower_bound", pm / hk_ms[si],
+                   "x");
     }
     if (with_live && last == 2) {
         /* Linearity: time per object at 1e6 over time per object at 1e4. */
-        hkb_record(S, wl, "heapkit", "per_object_growth_1e4_to_1e6", (hk_ms[2] / 1e6) / (hk_ms[0] / 1e4), "x");
-        hkb_record(S, wl, "heapkit", "per_object_growth_1e4_to_1e5", (hk_ms[1] / 1e5) / (hk_ms[0] / 1e4), "x");
+        hkb_record(S, wl, "heapkit", "per_object_growth_1e4_to_1e6", (hk_ms[2] / 1e6) / (hk_ms[0] / 1e4),
+                   "x");
+        hkb_record(S, wl, "heapkit", "per_object_growth_1e4_to_1e5", (hk_ms[1] / 1e5) / (hk_ms[0] / 1e4),
+                   "x");
     }
     if (with_live) {
         /* hk_gc_collect at 1e5 with each peer malloc as object memory. */
@@ -392,8 +401,10 @@ static void bench_full(hkb_ctx *ctx, int with_live) {
             char an[48];
             snprintf(an, sizeof an, "heapkit+%s", peers[p].name);
             hkb_record(S, w, an, "time", m, "ms");
-            if (p == 0) base = m;
-            else hkb_record(S, w, an, "ratio_vs_heapkit+glibc", m / base, "x");
+            if (p == 0)
+                base = m;
+            else
+                hkb_record(S, w, an, "ratio_vs_heapkit+glibc", m / base, "x");
         }
     }
 }

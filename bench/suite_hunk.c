@@ -27,9 +27,12 @@ static void make_sizes(uint64_t seed) {
         uint64_t r = hkb_rand(&s);
         unsigned pick = (unsigned)(r % 100);
         size_t n;
-        if (pick < 70) n = 16 + (size_t)((r >> 8) % 113);
-        else if (pick < 95) n = 128 + (size_t)((r >> 8) % 897);
-        else n = 1024 + (size_t)((r >> 8) % 7169);
+        if (pick < 70)
+            n = 16 + (size_t)((r >> 8) % 113);
+        else if (pick < 95)
+            n = 128 + (size_t)((r >> 8) % 897);
+        else
+            n = 1024 + (size_t)((r >> 8) % 7169);
         g_sizes[i] = n;
     }
 }
@@ -98,7 +101,8 @@ static double run_hunk(int frames, int high) {
     for (int f = 0; f < frames; f++) {
         hk_hunk_mark m = high ? hk_hunk_high_mark(h) : hk_hunk_low_mark(h);
         for (int i = 0; i < FRAME_ALLOCS; i++) {
-            void *p = high ? hk_hunk_alloc_high(h, g_sizes[i], "frame") : hk_hunk_alloc(h, g_sizes[i], "frame");
+            void *p =
+                high ? hk_hunk_alloc_high(h, g_sizes[i], "frame") : hk_hunk_alloc(h, g_sizes[i], "frame");
             if (!p) abort();
             touch(p, g_sizes[i]);
         }
@@ -168,10 +172,11 @@ static void run_workload(hkb_ctx *ctx, const char *W, const char *what, int fill
 void hkb_suite_hunk(hkb_ctx *ctx);
 void hkb_suite_hunk(hkb_ctx *ctx) {
     make_sizes(ctx->seed);
-    run_workload(ctx, "frame",
-                 "4000 mixed-size allocations per frame (16 B - 8 KiB), 16 bytes written to each, released at "
-                 "frame end; ns per allocation",
-                 0);
+    run_workload(
+        ctx, "frame",
+        "4000 mixed-size allocations per frame (16 B - 8 KiB), 16 bytes written to each, released at "
+        "frame end; ns per allocation",
+        0);
     run_workload(ctx, "frame-fill",
                  "the same frames, each block filled entirely by its user; ns per allocation", 1);
 }

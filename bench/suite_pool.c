@@ -28,7 +28,7 @@
 
 /* ---- 1. churn ------------------------------------------------------------ */
 
-#define CHURN_SET 4096
+#define CHURN_SET   4096
 #define CHURN_ORDER (1 << 16)
 
 /* The victims, drawn once per repetition before timing and shared by every
@@ -92,7 +92,8 @@ static void bench_churn(hkb_ctx *ctx, const hkb_allocator *peers, int np) {
     for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
         char wl[32];
         snprintf(wl, sizeof wl, "churn_%zu", sizes[si]);
-        hkb_section(SUITE, wl, "free a random live object and create one, working set 4096 (ns per free+create)");
+        hkb_section(SUITE, wl,
+                    "free a random live object and create one, working set 4096 (ns per free+create)");
         double v[32], pool_ns;
         for (int r = 0; r < ctx->reps; r++) {
             churn_draw(ctx->seed + (uint64_t)r);
@@ -124,7 +125,8 @@ typedef struct get_obj {
 
 static void bench_get(hkb_ctx *ctx) {
     const char *wl = "get";
-    hkb_section(SUITE, wl, "sum a field of random live objects: hk_pool_get(id) vs raw pointer array (ns per access)");
+    hkb_section(SUITE, wl,
+                "sum a field of random live objects: hk_pool_get(id) vs raw pointer array (ns per access)");
     enum { N = 16000 };
     long accesses = ctx->quick ? 2000000 : 20000000;
     hk_pool_desc d = {0};
@@ -175,10 +177,10 @@ static void bench_get(hkb_ctx *ctx) {
 
 /* ---- 3. bullet-cancel storm ------------------------------------------------- */
 
-#define STORM_LIVE 16000
-#define STORM_KIDS 3 /* each parent has 3 children: 4000 families */
+#define STORM_LIVE   16000
+#define STORM_KIDS   3 /* each parent has 3 children: 4000 families */
 #define STORM_LAYERS 8
-#define STORM_SIZE 256
+#define STORM_SIZE   256
 
 typedef struct storm_obj {
     uint32_t layer;
@@ -198,7 +200,8 @@ typedef struct storm_pool {
 
 static hk_pool_id storm_pool_new(storm_pool *s, hk_pool_id parent) {
     storm_obj *o;
-    hk_pool_id id = parent.value ? hk_pool_alloc_child(s->p, parent, (void **)&o) : hk_pool_alloc(s->p, (void **)&o);
+    hk_pool_id id =
+        parent.value ? hk_pool_alloc_child(s->p, parent, (void **)&o) : hk_pool_alloc(s->p, (void **)&o);
     o->layer = (uint32_t)(hkb_rand(&s->rng) % STORM_LAYERS);
     o->ends = 0;
     o->acc = 0;
@@ -236,7 +239,8 @@ static int storm_pool_mark(hk_pool *p, hk_pool_id id, void *obj, void *user) {
     storm_pool *s = (storm_pool *)user;
     storm_obj *o = (storm_obj *)obj;
     /* a root parent: 90% of them are cancelled this frame */
-    if (hk_pool_parent(p, id).value == 0 && hk_pool_child_count(p, id) > 0) o->ends = (hkb_rand(&s->rng) % 10) != 0;
+    if (hk_pool_parent(p, id).value == 0 && hk_pool_child_count(p, id) > 0)
+        o->ends = (hkb_rand(&s->rng) % 10) != 0;
     return 0;
 }
 
@@ -294,8 +298,10 @@ static seed_vm *seed_new(storm_seed *s, seed_vm *parent) {
     v->o.ends = 0;
     v->o.acc = 0;
     v->world_prev = s->world_tail;
-    if (s->world_tail) s->world_tail->world_next = v;
-    else s->world_head = v;
+    if (s->world_tail)
+        s->world_tail->world_next = v;
+    else
+        s->world_head = v;
     s->world_tail = v;
     if (parent) {
         v->parent = parent;
@@ -308,10 +314,14 @@ static seed_vm *seed_new(storm_seed *s, seed_vm *parent) {
 }
 
 static void seed_unlink_free(storm_seed *s, seed_vm *v) {
-    if (v->world_prev) v->world_prev->world_next = v->world_next;
-    else s->world_head = v->world_next;
-    if (v->world_next) v->world_next->world_prev = v->world_prev;
-    else s->world_tail = v->world_prev;
+    if (v->world_prev)
+        v->world_prev->world_next = v->world_next;
+    else
+        s->world_head = v->world_next;
+    if (v->world_next)
+        v->world_next->world_prev = v->world_prev;
+    else
+        s->world_tail = v->world_prev;
     s->live--;
     s->a->free(v);
 }
@@ -319,8 +329,10 @@ static void seed_unlink_free(storm_seed *s, seed_vm *v) {
 /* Frees v and its subtree (iteratively, children first through a stack). */
 static void seed_destroy(storm_seed *s, seed_vm *v) {
     if (v->parent) {
-        if (v->prev_sib) v->prev_sib->next_sib = v->next_sib;
-        else v->parent->first_child = v->next_sib;
+        if (v->prev_sib)
+            v->prev_sib->next_sib = v->next_sib;
+        else
+            v->parent->first_child = v->next_sib;
         if (v->next_sib) v->next_sib->prev_sib = v->prev_sib;
     }
     seed_vm *stack[64];
@@ -394,7 +406,9 @@ static double storm_seed_run(const hkb_allocator *a, int frames, uint64_t seed) 
 
 static void bench_storm(hkb_ctx *ctx, const hkb_allocator *peers, int np) {
     const char *wl = "storm";
-    hkb_section(SUITE, wl, "16,000 live objects with children, 90% of parents cancelled mid-tick, draw, refill (us per frame)");
+    hkb_section(
+        SUITE, wl,
+        "16,000 live objects with children, 90% of parents cancelled mid-tick, draw, refill (us per frame)");
     int frames = ctx->quick ? 10 : 40;
     double v[32];
     for (int r = 0; r < ctx->reps; r++) v[r] = storm_pool_run(frames, ctx->seed + (uint64_t)r);

@@ -74,7 +74,8 @@ static void subject_open(const subject *s, size_t heap) {
         d.size = (size_t)1 << 20;
         d.grow_size = (size_t)1 << 20;
         d.name = "bench";
-        if (s->kind == SUBJ_ZONE_FC) d.flags = HK_ZONE_FRONT_CACHE; /* opt-in: defers merging of small blocks */
+        if (s->kind == SUBJ_ZONE_FC)
+            d.flags = HK_ZONE_FRONT_CACHE; /* opt-in: defers merging of small blocks */
         if (s->kind == SUBJ_ZONE_LOCKED) {
             d.lock.lock = bz_lock;
             d.lock.unlock = bz_unlock;
@@ -82,7 +83,8 @@ static void subject_open(const subject *s, size_t heap) {
         g_bz = hk_zone_create(&d);
     } else if (s->kind == SUBJ_ROVER) {
         g_br_size = heap;
-        g_br_mem = mmap(NULL, heap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        g_br_mem =
+            mmap(NULL, heap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (g_br_mem == MAP_FAILED) {
             fprintf(stderr, "zone bench: cannot map %zu bytes for the rover\n", heap);
             exit(1);
@@ -122,9 +124,10 @@ static int subjects(subject *out, int with_locked) {
     int n = 0;
     out[n++] = (subject){{"zone", bz_malloc, bz_free, bz_realloc, bz_memalign, bz_usable}, SUBJ_ZONE};
     if (with_locked) {
-        out[n++] = (subject){{"zone+mutex", bz_malloc, bz_free, bz_realloc, bz_memalign, bz_usable}, SUBJ_ZONE_LOCKED};
-        out[n++] =
-            (subject){{"zone+frontcache", bz_malloc, bz_free, bz_realloc, bz_memalign, bz_usable}, SUBJ_ZONE_FC};
+        out[n++] = (subject){{"zone+mutex", bz_malloc, bz_free, bz_realloc, bz_memalign, bz_usable},
+                             SUBJ_ZONE_LOCKED};
+        out[n++] = (subject){{"zone+frontcache", bz_malloc, bz_free, bz_realloc, bz_memalign, bz_usable},
+                             SUBJ_ZONE_FC};
     }
     const hkb_allocator *peers;
     int np = hkb_peers(&peers);
@@ -189,19 +192,19 @@ static void trace_make(trace *t, int quick, uint64_t seed) {
     uint32_t *cache = malloc(100000 * sizeof(uint32_t));
     int *expiry = malloc(100000 * sizeof(int));
     size_t live = 0;
-#define T_ALLOC(id, sz)                                                                                        \
-    do {                                                                                                       \
-        sp.size[id] = (uint32_t)(sz);                                                                          \
-        tr_push(t, EV_ALLOC, id, sp.size[id]);                                                                 \
-        live += sp.size[id];                                                                                   \
-        if (live > t->peak_live) t->peak_live = live;                                                          \
-        t->allocs++;                                                                                           \
+#define T_ALLOC(id, sz)                                                                                      \
+    do {                                                                                                     \
+        sp.size[id] = (uint32_t)(sz);                                                                        \
+        tr_push(t, EV_ALLOC, id, sp.size[id]);                                                               \
+        live += sp.size[id];                                                                                 \
+        if (live > t->peak_live) t->peak_live = live;                                                        \
+        t->allocs++;                                                                                         \
     } while (0)
-#define T_FREE(id)                                                                                             \
-    do {                                                                                                       \
-        tr_push(t, EV_FREE, id, 0);                                                                            \
-        live -= sp.size[id];                                                                                   \
-        sp_put(&sp, id);                                                                                       \
+#define T_FREE(id)                                                                                           \
+    do {                                                                                                     \
+        tr_push(t, EV_FREE, id, 0);                                                                          \
+        live -= sp.size[id];                                                                                 \
+        sp_put(&sp, id);                                                                                     \
     } while (0)
     for (int L = 0; L < levels; L++) {
         int ncache = 0;
@@ -363,9 +366,12 @@ static void workload_frame(hkb_ctx *ctx, const trace *t) {
         res[s] = hkb_median(v[s], reps);
         cres[s] = hkb_median(cv[s], reps);
         hkb_record(SUITE, "frame", subj[s].a.name, "ns_per_op", res[s], "ns");
-        hkb_record(SUITE, "frame", subj[s].a.name, "cpu_ns_per_op", cres[s], "ns (thread CPU time: without waits for a core)");
-        hkb_record(SUITE, "frame", subj[s].a.name, "warmup_replays", warm[s], "replays until one took no page fault (max 16)");
-        hkb_record(SUITE, "frame", subj[s].a.name, "faults_per_replay", hkb_median(fv[s], reps), "page faults in a timed replay (median)");
+        hkb_record(SUITE, "frame", subj[s].a.name, "cpu_ns_per_op", cres[s],
+                   "ns (thread CPU time: without waits for a core)");
+        hkb_record(SUITE, "frame", subj[s].a.name, "warmup_replays", warm[s],
+                   "replays until one took no page fault (max 16)");
+        hkb_record(SUITE, "frame", subj[s].a.name, "faults_per_replay", hkb_median(fv[s], reps),
+                   "page faults in a timed replay (median)");
     }
     for (int s = 1; s < ns; s++) {
         char m[64];
@@ -381,7 +387,8 @@ static void workload_frame(hkb_ctx *ctx, const trace *t) {
             if (subj[s].kind != SUBJ_PEER && subj[s].kind != SUBJ_ROVER) continue;
             char m[64];
             snprintf(m, sizeof m, "ratio_vs_%s", subj[s].a.name);
-            hkb_record(SUITE, "frame", "zone+frontcache", m, res[s] / res[f], "x (X time / zone+frontcache time)");
+            hkb_record(SUITE, "frame", "zone+frontcache", m, res[s] / res[f],
+                       "x (X time / zone+frontcache time)");
             snprintf(m, sizeof m, "cpu_ratio_vs_%s", subj[s].a.name);
             hkb_record(SUITE, "frame", "zone+frontcache", m, cres[s] / cres[f], "x (CPU time)");
         }
@@ -424,17 +431,22 @@ static void workload_level(hkb_ctx *ctx) {
             subject_open(s, (size_t)1 << 30);
             /* a level loads: level blocks interleaved with static ones */
             for (int i = 0; i < n; i++) {
-                if (s->kind == SUBJ_ZONE) lv[i] = hk_zone_alloc_tagged(g_bz, sizes[i], HK_TAG_LEVEL, NULL, NULL);
-                else if (s->kind == SUBJ_ROVER) lv[i] = hkb_rover_alloc(g_br, sizes[i], HK_TAG_LEVEL);
-                else lv[i] = s->a.malloc(sizes[i]);
+                if (s->kind == SUBJ_ZONE)
+                    lv[i] = hk_zone_alloc_tagged(g_bz, sizes[i], HK_TAG_LEVEL, NULL, NULL);
+                else if (s->kind == SUBJ_ROVER)
+                    lv[i] = hkb_rover_alloc(g_br, sizes[i], HK_TAG_LEVEL);
+                else
+                    lv[i] = s->a.malloc(sizes[i]);
                 st[i] = s->a.malloc(sizes[(i * 7) % n] / 4 + 16);
                 if (!lv[i] || !st[i]) exit(1);
                 ((char *)lv[i])[0] = 1;
             }
             if (s->kind == SUBJ_ZONE && k == 0) hk_zone_stats(g_bz, &stats);
             uint64_t t0 = hkb_now_ns();
-            if (use_tags && s->kind == SUBJ_ZONE) hk_zone_free_tags(g_bz, HK_TAG_LEVEL, HK_TAG_LEVSPEC);
-            else if (use_tags) hkb_rover_free_tags(g_br, HK_TAG_LEVEL, HK_TAG_LEVSPEC);
+            if (use_tags && s->kind == SUBJ_ZONE)
+                hk_zone_free_tags(g_bz, HK_TAG_LEVEL, HK_TAG_LEVSPEC);
+            else if (use_tags)
+                hkb_rover_free_tags(g_br, HK_TAG_LEVEL, HK_TAG_LEVSPEC);
             else
                 for (int i = 0; i < n; i++) s->a.free(lv[i]);
             v[k] = (double)(hkb_now_ns() - t0);
@@ -455,7 +467,8 @@ static void workload_level(hkb_ctx *ctx) {
         } else {
             char m[80];
             snprintf(m, sizeof m, "ratio_vs_%s", name);
-            hkb_record(SUITE, "level", "zone free_tags", m, med / tags_ns, "x (X time / zone free_tags time)");
+            hkb_record(SUITE, "level", "zone free_tags", m, med / tags_ns,
+                       "x (X time / zone free_tags time)");
         }
     }
     hkb_skip_missing(SUITE, "level");
@@ -472,7 +485,8 @@ static int cmp_dbl(const void *a, const void *b) {
 }
 
 static void workload_latency(hkb_ctx *ctx) {
-    hkb_section(SUITE, "latency", "per-operation time at heap sizes 1 MiB .. 1 GiB (ns; timer overhead included)");
+    hkb_section(SUITE, "latency",
+                "per-operation time at heap sizes 1 MiB .. 1 GiB (ns; timer overhead included)");
     size_t heaps[] = {(size_t)1 << 20, (size_t)16 << 20, (size_t)256 << 20, (size_t)1 << 30};
     int nheaps = ctx->quick ? 2 : 4;
     subject subj[10];
@@ -490,7 +504,7 @@ static void workload_latency(hkb_ctx *ctx) {
             int reps = ctx->reps < 3 ? ctx->reps : 3;
             if (heaps[h] >= ((size_t)256 << 20)) reps = 1;
             double p99[3], p9999[3], mx[3], c99[3] = {0, 0, 0}, c9999[3] = {0, 0, 0}, cmx[3] = {0, 0, 0},
-                                              faulted[3];
+                                            faulted[3];
             size_t taken = 0;
             for (int k = 0; k < reps; k++) {
                 uint64_t r = ctx->seed + (uint64_t)h * 7919;
@@ -574,7 +588,8 @@ static void workload_latency(hkb_ctx *ctx) {
             hkb_record(SUITE, wl, subj[s].a.name, "nofault_p99", n99, "ns (ops without a page fault)");
             hkb_record(SUITE, wl, subj[s].a.name, "nofault_p99.99", n9999, "ns");
             hkb_record(SUITE, wl, subj[s].a.name, "nofault_max", nmax, "ns");
-            if (taken < samples) hkb_record(SUITE, wl, subj[s].a.name, "samples", (double)taken, "ops (time budget)");
+            if (taken < samples)
+                hkb_record(SUITE, wl, subj[s].a.name, "samples", (double)taken, "ops (time budget)");
             if (subj[s].kind == SUBJ_ZONE) {
                 zmax[h] = mmax;
                 znmax[h] = nmax;
@@ -586,7 +601,8 @@ static void workload_latency(hkb_ctx *ctx) {
         }
         char wl[48];
         snprintf(wl, sizeof wl, "latency_%zuMiB", heaps[h] >> 20);
-        if (gmax > 0) hkb_record(SUITE, wl, "zone", "max_ratio_vs_glibc", gmax / zmax[h], "x (glibc max / zone max)");
+        if (gmax > 0)
+            hkb_record(SUITE, wl, "zone", "max_ratio_vs_glibc", gmax / zmax[h], "x (glibc max / zone max)");
         if (gnmax > 0 && znmax[h] > 0)
             hkb_record(SUITE, wl, "zone", "nofault_max_ratio_vs_glibc", gnmax / znmax[h],
                        "x (glibc max / zone max, ops without a page fault)");
@@ -596,8 +612,8 @@ static void workload_latency(hkb_ctx *ctx) {
         hkb_record(SUITE, "latency", "zone", "max_growth_largest_vs_1MiB", zmax[nheaps - 1] / zmax[0],
                    "x (zone max at the largest heap / at 1 MiB)");
     if (nheaps > 1 && znmax[0] > 0)
-        hkb_record(SUITE, "latency", "zone", "nofault_max_growth_largest_vs_1MiB", znmax[nheaps - 1] / znmax[0],
-                   "x (same, ops without a page fault)");
+        hkb_record(SUITE, "latency", "zone", "nofault_max_growth_largest_vs_1MiB",
+                   znmax[nheaps - 1] / znmax[0], "x (same, ops without a page fault)");
     free(clean);
     free(lat);
     free(blk);
@@ -626,8 +642,8 @@ static void workload_fragment(hkb_ctx *ctx, const trace *t) {
     /* The zone and the rover in one fixed region: footprint = high water of
      * the address space used, exact. */
     {
-        void *mem = mmap(NULL, (size_t)1 << 30, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                         -1, 0);
+        void *mem = mmap(NULL, (size_t)1 << 30, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (mem == MAP_FAILED) exit(1);
         g_bz = hk_zone_create(&(hk_zone_desc){.memory = mem, .size = (size_t)1 << 30});
         hkb_allocator za = {"zone", bz_malloc, bz_free, bz_realloc, bz_memalign, bz_usable};
@@ -648,7 +664,8 @@ static void workload_fragment(hkb_ctx *ctx, const trace *t) {
         double rr = (double)(rtop - (uintptr_t)hkb_rover_base(g_br)) / (double)t->peak_live;
         subject_close(&rov);
         hkb_record(SUITE, "fragment", "quake-rover", "footprint_ratio", rr, "peak high water / peak live");
-        hkb_record(SUITE, "fragment", "zone", "ratio_vs_quake-rover", rr / zr, "x (rover ratio / zone ratio)");
+        hkb_record(SUITE, "fragment", "zone", "ratio_vs_quake-rover", rr / zr,
+                   "x (rover ratio / zone ratio)");
     }
     /* Peers (and the growing zone, for comparison): peak RSS growth in a
      * child process, every block fully written, RSS sampled every 256

@@ -70,7 +70,8 @@ static void load_level(game *g, int n) {
     /* Level geometry on the hunk: the cache moves out of its way. */
     hk_hunk_alloc(g->hunk, (size_t)(600 + 200 * n) * 1024, "world");
     /* Level data in the zone, tagged so that one call frees it all. */
-    for (int i = 0; i < 200; i++) hk_zone_alloc_tagged(g->zone, 256 + (size_t)i * 8, HK_TAG_LEVEL, NULL, "lines");
+    for (int i = 0; i < 200; i++)
+        hk_zone_alloc_tagged(g->zone, 256 + (size_t)i * 8, HK_TAG_LEVEL, NULL, "lines");
     /* Textures in the cache; the big ones may be purged and reloaded. */
     for (int i = 0; i < 8; i++) {
         if (!g->textures[i].value || hk_cache_is_purged(g->cache, g->textures[i])) {
@@ -109,12 +110,12 @@ int main(void) {
 
     g.hunk = hk_hunk_create(&(hk_hunk_desc){.size = 8u << 20, .name = "main", .on_error = on_error});
     if (!g.hunk) return 1;
-    hk_hunk_alloc(g.hunk, 256 * 1024, "gfx.wad");        /* engine data, kept for good */
-    hk_hunk_alloc_high(g.hunk, 320 * 200, "video");      /* the frame buffer, on top */
-    size_t zone_bytes = 512 * 1024;                      /* the zone lives in the hunk */
+    hk_hunk_alloc(g.hunk, 256 * 1024, "gfx.wad");   /* engine data, kept for good */
+    hk_hunk_alloc_high(g.hunk, 320 * 200, "video"); /* the frame buffer, on top */
+    size_t zone_bytes = 512 * 1024;                 /* the zone lives in the hunk */
     void *zone_mem = hk_hunk_alloc(g.hunk, zone_bytes, "zone");
-    g.zone = hk_zone_create(&(hk_zone_desc){.memory = zone_mem, .size = zone_bytes, .name = "zone",
-                                            .on_error = on_error});
+    g.zone = hk_zone_create(
+        &(hk_zone_desc){.memory = zone_mem, .size = zone_bytes, .name = "zone", .on_error = on_error});
     hk_pool_desc pd = {0};
     pd.elem_size = sizeof(entity);
     pd.capacity = 1024;
@@ -140,11 +141,12 @@ int main(void) {
         hk_cache_stats(g.cache, &cs);
         hk_pool_stats(g.ents, &ps);
         hk_gc_info_get(g.gc, &gi);
-        printf("level %d, 120 frames: hunk %zu KiB in use; zone %zu blocks; cache %zu textures in %zu KiB;\n"
-               "  %zu entities (%llu created); script: %llu objects collected, backlog %zu, step p99 %llu ns\n",
-               level, hs.used_blocks_bytes / 1024, zs.live_blocks, cs.live_blocks, cs.capacity / 1024,
-               ps.live_blocks, (unsigned long long)ps.alloc_count, (unsigned long long)gi.freed, gi.backlog,
-               (unsigned long long)gi.step_p99_ns);
+        printf(
+            "level %d, 120 frames: hunk %zu KiB in use; zone %zu blocks; cache %zu textures in %zu KiB;\n"
+            "  %zu entities (%llu created); script: %llu objects collected, backlog %zu, step p99 %llu ns\n",
+            level, hs.used_blocks_bytes / 1024, zs.live_blocks, cs.live_blocks, cs.capacity / 1024,
+            ps.live_blocks, (unsigned long long)ps.alloc_count, (unsigned long long)gi.freed, gi.backlog,
+            (unsigned long long)gi.step_p99_ns);
         /* Level exit: one call per allocator, whatever was allocated. */
         size_t freed = hk_zone_free_tags(g.zone, HK_TAG_LEVEL, HK_TAG_PURGELEVEL - 1);
         hk_hunk_free_to_low_mark(g.hunk, engine);
@@ -164,10 +166,10 @@ int main(void) {
     hk_pool_free(g.ents, dead, HK_POOL_FREE_SUBTREE); /* double free */
     void *p = hk_zone_alloc(g.zone, 100);
     hk_zone_free(g.zone, p);
-    hk_zone_free(g.zone, p);                          /* double free */
-    hk_zone_free(g.zone, (char *)zone_mem - 4096);   /* not the zone's */
-    hk_cache_unlock(g.cache, g.textures[0]);          /* not locked */
-    hk_hunk_alloc(g.hunk, 64u << 20, "too big");      /* exhaustion */
+    hk_zone_free(g.zone, p);                       /* double free */
+    hk_zone_free(g.zone, (char *)zone_mem - 4096); /* not the zone's */
+    hk_cache_unlock(g.cache, g.textures[0]);       /* not locked */
+    hk_hunk_alloc(g.hunk, 64u << 20, "too big");   /* exhaustion */
 
     size_t collected = hk_gc_collect(g.gc);
     int ok = hk_hunk_check(g.hunk) == HK_OK && hk_zone_check(g.zone) == HK_OK &&

@@ -55,7 +55,8 @@ int main(void) {
     for (int frame = 0; frame < 300; frame++) {
         /* The script: temporaries dropped as soon as they are made. */
         for (int i = 0; i < 1000; i++) hk_gc_release(gc, hk_gc_alloc(gc, &k_vec3));
-        for (int i = 0; i < 1000; i++) hk_gc_release(gc, hk_gc_alloc_array(gc, &k_array, 0, sizeof(hk_gc_obj *)));
+        for (int i = 0; i < 1000; i++)
+            hk_gc_release(gc, hk_gc_alloc_array(gc, &k_array, 0, sizeof(hk_gc_obj *)));
         /* Replace one scene item: the old one becomes garbage. */
         hk_gc_obj *v = hk_gc_alloc(gc, &k_vec3);
         hk_gc_assign(gc, &slots[frame % 8], v);
@@ -72,8 +73,8 @@ int main(void) {
 
     hk_gc_info in;
     hk_gc_info_get(gc, &in);
-    printf("after 300 frames: %zu live, backlog %zu, %llu freed, step p99 %llu ns, %llu paced steps\n", in.live,
-           in.backlog, (unsigned long long)in.freed, (unsigned long long)in.step_p99_ns,
+    printf("after 300 frames: %zu live, backlog %zu, %llu freed, step p99 %llu ns, %llu paced steps\n",
+           in.live, in.backlog, (unsigned long long)in.freed, (unsigned long long)in.step_p99_ns,
            (unsigned long long)in.paced_steps);
 
     size_t n = hk_gc_collect(gc); /* "save": everything unreachable, cycles included */

@@ -13,7 +13,8 @@ static int tick(hk_pool *p, hk_pool_id id, void *obj, void *user) {
     vm *v = (vm *)obj;
     (void)user;
     v->y += 1.0f;
-    if (--v->frames_left == 0) hk_pool_free(p, id, HK_POOL_FREE_SUBTREE); /* deferred to the end of the tick */
+    if (--v->frames_left == 0)
+        hk_pool_free(p, id, HK_POOL_FREE_SUBTREE); /* deferred to the end of the tick */
     return 0;
 }
 
@@ -48,8 +49,8 @@ int main(void) {
         int drawn = 0;
         hk_pool_list_each(vms, tick_list, tick, NULL);
         hk_pool_list_each(vms, layer, draw, &drawn);
-        printf("frame %d: %zu ticking, %d drawn, spark %s\n", frame, hk_pool_list_count(vms, tick_list), drawn,
-               hk_pool_get(vms, spark) ? "alive" : "gone (stale ID -> NULL)");
+        printf("frame %d: %zu ticking, %d drawn, spark %s\n", frame, hk_pool_list_count(vms, tick_list),
+               drawn, hk_pool_get(vms, spark) ? "alive" : "gone (stale ID -> NULL)");
     }
     hk_pool_destroy(vms);
     return 0;

@@ -98,7 +98,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         case 9: /* misuse: foreign, interior, NULL */
             if (hk_gc_release(gc, foreign) != HK_ERR_FOREIGN) abort();
             if (hk_gc_retain(gc, NULL) != HK_ERR_INVALID) abort();
-            if (nheld && hk_gc_retain(gc, (hk_gc_obj *)((char *)held[0] + 1 + arg % 40)) != HK_ERR_FOREIGN) abort();
+            if (nheld && hk_gc_retain(gc, (hk_gc_obj *)((char *)held[0] + 1 + arg % 40)) != HK_ERR_FOREIGN)
+                abort();
             break;
         case 10: /* misuse: release below zero of an object in the backlog */
             if (nheld) {

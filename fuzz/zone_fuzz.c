@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ZF_SLOTS 32
+#define ZF_SLOTS   32
 #define ZF_MAX_OPS 300
 
 typedef struct zf_slot {
@@ -45,19 +45,21 @@ static int zf_intact(const zf_slot *s) {
     return 1;
 }
 
-static const int zf_tags[8] = {HK_TAG_STATIC, HK_TAG_STATIC, HK_TAG_LEVEL, HK_TAG_LEVSPEC, 77,
-                               HK_TAG_PURGELEVEL, HK_TAG_CACHE, 200};
+static const int zf_tags[8] = {HK_TAG_STATIC,     HK_TAG_STATIC, HK_TAG_LEVEL, HK_TAG_LEVSPEC, 77,
+                               HK_TAG_PURGELEVEL, HK_TAG_CACHE,  200};
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static unsigned char mem[96 << 10] __attribute__((aligned(64)));
     if (size < 1) return 0;
-    uint32_t flagsets[4] = {0, HK_FLAG_FILL | HK_FLAG_CANARY, HK_ZONE_TRACK_ALL, HK_FLAG_ZERO | HK_FLAG_RECORD_SITE};
+    uint32_t flagsets[4] = {0, HK_FLAG_FILL | HK_FLAG_CANARY, HK_ZONE_TRACK_ALL,
+                            HK_FLAG_ZERO | HK_FLAG_RECORD_SITE};
     hk_zone_desc d;
     memset(&d, 0, sizeof d);
     d.memory = mem;
     d.size = (size_t)(32 << 10) + (size_t)(data[0] >> 2) * 1024;
-    d.flags = flagsets[data[0] & 3] | ((data[0] & 4) ? HK_ZONE_FRONT_CACHE : 0u); /* ignored with debug flags */
+    d.flags =
+        flagsets[data[0] & 3] | ((data[0] & 4) ? HK_ZONE_FRONT_CACHE : 0u); /* ignored with debug flags */
     d.on_error = zf_on_error;
     hk_zone *z = hk_zone_create(&d);
     if (!z) zf_fail("create failed", -1);

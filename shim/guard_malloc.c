@@ -58,11 +58,11 @@ extern void __libc_free(void *p);
 extern void *__libc_realloc(void *p, size_t n);
 extern void *__libc_memalign(size_t a, size_t n);
 
-#define SHIM_BOOT_SIZE (1u << 20)
-#define SHIM_UNINIT 0
+#define SHIM_BOOT_SIZE    (1u << 20)
+#define SHIM_UNINIT       0
 #define SHIM_INITIALIZING 1
-#define SHIM_READY 2
-#define SHIM_FAILED 3
+#define SHIM_READY        2
+#define SHIM_FAILED       3
 
 static _Alignas(64) unsigned char shim_boot[SHIM_BOOT_SIZE];
 static size_t shim_boot_used;
@@ -87,7 +87,8 @@ static void *shim_boot_alloc(size_t n, size_t align) {
         size_t start = (cur + 16 + align - 1) & ~(align - 1);
         size_t end = start + ((n + 15) & ~(size_t)15);
         if (end > SHIM_BOOT_SIZE) return NULL;
-        if (__atomic_compare_exchange_n(&shim_boot_used, &cur, end, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+        if (__atomic_compare_exchange_n(&shim_boot_used, &cur, end, false, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_RELAXED)) {
             memcpy(shim_boot + start - sizeof(size_t), &n, sizeof n);
             return shim_boot + start;
         }
@@ -110,9 +111,12 @@ static size_t shim_env_size(const char *name, size_t dflt) {
     while (*s >= '0' && *s <= '9') n = n * 10 + (size_t)(*s++ - '0');
     if (s == v) return dflt;
     switch (*s) {
-    case 'k': case 'K': n <<= 10; break;
-    case 'm': case 'M': n <<= 20; break;
-    case 'g': case 'G': n <<= 30; break;
+    case 'k':
+    case 'K': n <<= 10; break;
+    case 'm':
+    case 'M': n <<= 20; break;
+    case 'g':
+    case 'G': n <<= 30; break;
     default: break;
     }
     return n;
@@ -155,8 +159,10 @@ static void shim_create(void) {
     if (shim_env_size("HEAPKIT_GUARD_DISCARD", 0)) d.flags |= HK_GUARD_DISCARD_FREED;
     if (shim_env_size("HEAPKIT_GUARD_EXACT_STACKS", 0)) d.flags |= HK_GUARD_EXACT_STACKS;
     const char *side = getenv("HEAPKIT_GUARD_SIDE");
-    if (side && strcmp(side, "start") == 0) d.side = HK_GUARD_SIDE_START;
-    else if (side && strcmp(side, "random") == 0) d.side = HK_GUARD_SIDE_RANDOM;
+    if (side && strcmp(side, "start") == 0)
+        d.side = HK_GUARD_SIDE_START;
+    else if (side && strcmp(side, "random") == 0)
+        d.side = HK_GUARD_SIDE_RANDOM;
     d.align = shim_env_size("HEAPKIT_GUARD_ALIGN", 0);
     d.quarantine_bytes = shim_env_size("HEAPKIT_GUARD_QUARANTINE", 0);
     if (getenv("HEAPKIT_GUARD_QUARANTINE") && d.quarantine_bytes == 0) d.quarantine_bytes = 1; /* "0": none */
@@ -182,8 +188,10 @@ static void shim_create(void) {
         if (fd > 2) d.report_fd = fd;
     }
     const char *leaks = getenv("HEAPKIT_GUARD_LEAKS");
-    if (leaks && strcmp(leaks, "all") == 0) shim_leaks = 2;
-    else if (leaks && *leaks) shim_leaks = leaks[0] != '0';
+    if (leaks && strcmp(leaks, "all") == 0)
+        shim_leaks = 2;
+    else if (leaks && *leaks)
+        shim_leaks = leaks[0] != '0';
     shim_exitcode = (int)shim_env_size("HEAPKIT_GUARD_EXITCODE", 23);
 
     shim_pid = getpid();
@@ -224,7 +232,8 @@ static void shim_at_exit(void) {
     shim_busy = 1;
     /* A child forked without exec holds a copy of its parent's blocks: the
      * parent reports those, not each child. */
-    if (shim_leaks && getpid() == shim_pid) hk_guard_leaks(g, shim_leaks == 2 ? HK_GUARD_LEAKS_ALL : HK_GUARD_LEAKS_UNREACHABLE, NULL);
+    if (shim_leaks && getpid() == shim_pid)
+        hk_guard_leaks(g, shim_leaks == 2 ? HK_GUARD_LEAKS_ALL : HK_GUARD_LEAKS_UNREACHABLE, NULL);
     shim_busy = 0;
     if (hk_guard_report_count(g) > 0) {
         fflush(NULL);

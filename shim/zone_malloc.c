@@ -130,11 +130,12 @@ __attribute__((destructor)) static void shim_report_stats(void) {
     hk_stats st;
     hk_zone_stats(g_shim_zone, &st);
     char line[400];
-    int n = snprintf(line, sizeof line,
-                     "heapkit: zone 'malloc': %llu allocations, %llu frees, %zu live blocks (%zu bytes), peak %zu "
-                     "bytes, capacity %zu, %llu misuse reports\n",
-                     (unsigned long long)st.alloc_count, (unsigned long long)st.free_count, st.live_blocks, st.used,
-                     st.peak_used, st.capacity, (unsigned long long)st.error_count);
+    int n = snprintf(
+        line, sizeof line,
+        "heapkit: zone 'malloc': %llu allocations, %llu frees, %zu live blocks (%zu bytes), peak %zu "
+        "bytes, capacity %zu, %llu misuse reports\n",
+        (unsigned long long)st.alloc_count, (unsigned long long)st.free_count, st.live_blocks, st.used,
+        st.peak_used, st.capacity, (unsigned long long)st.error_count);
     if (n > 0) shim_write_all(line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
 }
 

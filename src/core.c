@@ -82,8 +82,10 @@ hk_result hk__report(hk__reporter *rep, hk_result result, hk_error_kind kind, co
         va_start(ap, fmt);
         msg[n++] = ':';
         if ((size_t)n < sizeof msg) msg[n++] = ' ';
-        if ((size_t)n < sizeof msg) vsnprintf(msg + n, sizeof msg - (size_t)n, fmt, ap);
-        else msg[sizeof msg - 1] = 0;
+        if ((size_t)n < sizeof msg)
+            vsnprintf(msg + n, sizeof msg - (size_t)n, fmt, ap);
+        else
+            msg[sizeof msg - 1] = 0;
         va_end(ap);
     }
     msg[sizeof msg - 1] = 0;

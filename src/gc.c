@@ -54,7 +54,7 @@
 enum { GC_FREE = 0, GC_LIVE = 1, GC_PENDING = 2, GC_DYING = 3 };
 enum { GC_BLACK = 0, GC_GRAY = 1, GC_WHITE = 2, GC_PURPLE = 3 };
 
-#define GC_HIST_SUB 8u
+#define GC_HIST_SUB     8u
 #define GC_HIST_BUCKETS (16u + 60u * GC_HIST_SUB)
 
 struct hk_gc_obj {
@@ -66,8 +66,8 @@ struct hk_gc_obj {
     hk_gc_obj *wnext;       /* mark / scan / collect-white stack */
     hk_gc_obj *bnext;       /* scan-black stack */
     uint32_t rc;
-    uint32_t gen;           /* times the slot was allocated */
-    uint32_t aux;           /* check: references counted to this object */
+    uint32_t gen; /* times the slot was allocated */
+    uint32_t aux; /* check: references counted to this object */
     uint8_t state, color, buffered, queued;
 };
 
@@ -84,7 +84,7 @@ struct hk_gc {
     size_t debt, pace_bytes;
     uint32_t pace_percent, step_max;
     int incremental;
-    int in_cb;   /* > 0 while a user callback runs */
+    int in_cb; /* > 0 while a user callback runs */
     int draining;
     uint64_t alloc_count, fail_count, freed, freed_cycles, paced_steps, paced_objects;
     uint64_t steps, step_objects, step_last, step_max_ns, step_total;
@@ -124,16 +124,22 @@ static inline uint64_t gc_now(const hk_gc *gc) { return gc->clock_fn(gc->clock_u
 static inline void gc_list_push(gc_list *l, hk_gc_obj *o) {
     o->next = NULL;
     o->prev = l->tail;
-    if (l->tail) l->tail->next = o;
-    else l->head = o;
+    if (l->tail)
+        l->tail->next = o;
+    else
+        l->head = o;
     l->tail = o;
     l->n++;
 }
 static inline void gc_list_remove(gc_list *l, hk_gc_obj *o) {
-    if (o->prev) o->prev->next = o->next;
-    else l->head = o->next;
-    if (o->next) o->next->prev = o->prev;
-    else l->tail = o->prev;
+    if (o->prev)
+        o->prev->next = o->next;
+    else
+        l->head = o->next;
+    if (o->next)
+        o->next->prev = o->prev;
+    else
+        l->tail = o->prev;
     o->next = o->prev = NULL;
     l->n--;
 }
@@ -153,8 +159,10 @@ static long gc_chunk_of(const hk_gc *gc, const void *p) {
     size_t lo = 0, hi = gc->nchunks;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if ((uintptr_t)gc->chunks[mid] <= a) lo = mid + 1;
-        else hi = mid;
+        if ((uintptr_t)gc->chunks[mid] <= a)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     if (lo == 0) return -1;
     uintptr_t base = (uintptr_t)gc->chunks[lo - 1];
@@ -203,7 +211,8 @@ static hk_gc_obj *gc_checked(hk_gc *gc, const void *p, const char *op) {
         return NULL;
     case GC_REF_FOREIGN:
         hk__report(&gc->rep, HK_ERR_FOREIGN, HK_EK_FOREIGN_PTR, p, 0, NULL,
-                   "%s of object %p, which does not belong to this collector (another collector's, or not an object)",
+                   "%s of object %p, which does not belong to this collector (another collector's, or not an "
+                   "object)",
                    op, p);
         return NULL;
     case GC_REF_INTERIOR:
@@ -340,7 +349,8 @@ static void gc_visit(hk_gc_obj *child, void *vctx) {
     int why;
     hk_gc_obj *c = gc_resolve(gc, child, &why);
     if (v->mode == GC_V_CHECK) {
-        if (why == GC_REF_OK) c->aux++;
+        if (why == GC_REF_OK)
+            c->aux++;
         else if (!v->bad) {
             v->bad = 1;
             v->bad_ptr = child;
@@ -350,13 +360,13 @@ static void gc_visit(hk_gc_obj *child, void *vctx) {
     }
     if (why != GC_REF_OK || c->state != GC_LIVE) {
         if (v->mode == GC_V_RELEASE) {
-            const char *what = why == GC_REF_FREED     ? "a freed object"
-                               : why == GC_REF_OK      ? "an object whose count is already zero"
+            const char *what = why == GC_REF_FREED      ? "a freed object"
+                               : why == GC_REF_OK       ? "an object whose count is already zero"
                                : why == GC_REF_INTERIOR ? "the inside of an object header"
                                                         : "something that is not an object of this collector";
             hk__report(&gc->rep, HK_ERR_CORRUPT, HK_EK_CORRUPT_STRUCTURE, child, 0, gc_tname(v->parent),
-                       "object %p (%s) being reclaimed references %p, %s; reference ignored", (void *)v->parent,
-                       gc_tname(v->parent), (void *)child, what);
+                       "object %p (%s) being reclaimed references %p, %s; reference ignored",
+                       (void *)v->parent, gc_tname(v->parent), (void *)child, what);
         }
         return;
     }
@@ -461,8 +471,10 @@ static size_t gc_drain(hk_gc *gc) {
 static void gc_pace(hk_gc *gc) {
     size_t debt = gc->debt, goal, done = 0;
     gc->debt = 0;
-    if (!hk_size_mul(debt / 100, gc->pace_percent, &goal)) goal = SIZE_MAX;
-    else if (!hk_size_add(goal, debt % 100 * gc->pace_percent / 100, &goal)) goal = SIZE_MAX;
+    if (!hk_size_mul(debt / 100, gc->pace_percent, &goal))
+        goal = SIZE_MAX;
+    else if (!hk_size_add(goal, debt % 100 * gc->pace_percent / 100, &goal))
+        goal = SIZE_MAX;
     gc->paced_steps++;
     hk_gc_obj *o;
     gc->draining++;
@@ -624,7 +636,8 @@ void hk_gc_destroy(hk_gc *gc) {
 static hk_gc_obj *gc_alloc_impl(hk_gc *gc, const hk_gc_type *type, size_t size) {
     if (!type) {
         gc->fail_count++;
-        hk__report(&gc->rep, HK_ERR_INVALID, HK_EK_INVALID_ARG, NULL, size, NULL, "allocation with a NULL type");
+        hk__report(&gc->rep, HK_ERR_INVALID, HK_EK_INVALID_ARG, NULL, size, NULL,
+                   "allocation with a NULL type");
         return NULL;
     }
     if (gc_refuse_in_cb(gc, "alloc")) {
@@ -755,11 +768,12 @@ static hk_result gc_retain_impl(hk_gc *gc, hk_gc_obj *obj) {
     }
     if (o->state != GC_LIVE)
         return hk__report(&gc->rep, HK_ERR_STALE, HK_EK_STALE, obj, o->size, gc_tname(o),
-                          "retain of object %p (%s) whose count is zero: it is garbage awaiting reclamation", (void *)obj,
-                          gc_tname(o));
+                          "retain of object %p (%s) whose count is zero: it is garbage awaiting reclamation",
+                          (void *)obj, gc_tname(o));
     if (o->rc == UINT32_MAX)
         return hk__report(&gc->rep, HK_ERR_OVERFLOW, HK_EK_OVERFLOW, obj, o->size, gc_tname(o),
-                          "retain of object %p (%s) whose count is already %u", (void *)obj, gc_tname(o), o->rc);
+                          "retain of object %p (%s) whose count is already %u", (void *)obj, gc_tname(o),
+                          o->rc);
     o->rc++;
     if (o->color == GC_PURPLE) o->color = GC_BLACK;
     return HK_OK;
@@ -775,7 +789,8 @@ static hk_result gc_release_impl(hk_gc *gc, hk_gc_obj *obj) {
     }
     if (o->state != GC_LIVE)
         return hk__report(&gc->rep, HK_ERR_DOUBLE_FREE, HK_EK_DOUBLE_FREE, obj, o->size, gc_tname(o),
-                          "release below zero of object %p (%s): its count is already zero", (void *)obj, gc_tname(o));
+                          "release below zero of object %p (%s): its count is already zero", (void *)obj,
+                          gc_tname(o));
     gc_decref(gc, o);
     if (o->state == GC_PENDING && !gc->incremental && !gc->draining) gc_drain(gc);
     return HK_OK;
@@ -885,8 +900,10 @@ hk_result hk_gc_set_incremental(hk_gc *gc, bool on) {
     if (!gc) return HK_ERR_INVALID;
     hk__lock(&gc->lock);
     hk_result r = HK_OK;
-    if (gc_refuse_in_cb(gc, "mode switch")) r = HK_ERR_STATE;
-    else gc->incremental = on ? 1 : 0;
+    if (gc_refuse_in_cb(gc, "mode switch"))
+        r = HK_ERR_STATE;
+    else
+        gc->incremental = on ? 1 : 0;
     hk__unlock(&gc->lock);
     return r;
 }
@@ -1085,11 +1102,15 @@ static hk_result gc_check_impl(hk_gc *gc) {
                 if (o->state == GC_LIVE && o->rc == 0)
                     return gc_corrupt(gc, o, "live object with count zero");
                 if (o->state == GC_PENDING && (o->rc != 0 || o->buffered))
-                    return gc_corrupt(gc, o, "backlog object with count %u or candidacy %u", o->rc, o->buffered);
+                    return gc_corrupt(gc, o, "backlog object with count %u or candidacy %u", o->rc,
+                                      o->buffered);
                 if (o->color != GC_BLACK && !(o->buffered && o->color == GC_PURPLE))
-                    return gc_corrupt(gc, o, "colour %u outside a cycle pass (candidate %u)", o->color, o->buffered);
-                if (o->state == GC_LIVE) nlive++;
-                else npend++;
+                    return gc_corrupt(gc, o, "colour %u outside a cycle pass (candidate %u)", o->color,
+                                      o->buffered);
+                if (o->state == GC_LIVE)
+                    nlive++;
+                else
+                    npend++;
                 if (o->buffered) nbuf++;
                 bytes += o->size;
                 break;
@@ -1099,11 +1120,12 @@ static hk_result gc_check_impl(hk_gc *gc) {
     }
     if (nfree != gc->free_slots.n || npend != gc->backlog.n || nbuf != gc->candidates.n ||
         nlive + npend != gc->objects || bytes != gc->data_bytes)
-        return hk__report(&gc->rep, HK_ERR_CORRUPT, HK_EK_CORRUPT_STRUCTURE, NULL, 0, NULL,
-                          "counts disagree: free %zu/%zu, backlog %zu/%zu, candidates %zu/%zu, objects %zu/%zu, "
-                          "bytes %zu/%zu",
-                          nfree, gc->free_slots.n, npend, gc->backlog.n, nbuf, gc->candidates.n, nlive + npend,
-                          gc->objects, bytes, gc->data_bytes);
+        return hk__report(
+            &gc->rep, HK_ERR_CORRUPT, HK_EK_CORRUPT_STRUCTURE, NULL, 0, NULL,
+            "counts disagree: free %zu/%zu, backlog %zu/%zu, candidates %zu/%zu, objects %zu/%zu, "
+            "bytes %zu/%zu",
+            nfree, gc->free_slots.n, npend, gc->backlog.n, nbuf, gc->candidates.n, nlive + npend, gc->objects,
+            bytes, gc->data_bytes);
     if (!gc_check_list(gc, &gc->free_slots, "free", GC_FREE, total) ||
         !gc_check_list(gc, &gc->backlog, "backlog", GC_PENDING, total) ||
         !gc_check_list(gc, &gc->candidates, "candidate", -1, total))
@@ -1140,8 +1162,10 @@ hk_result hk_gc_check(hk_gc *gc) {
     if (!gc) return HK_ERR_INVALID;
     hk__lock(&gc->lock);
     hk_result r;
-    if (gc_refuse_in_cb(gc, "check")) r = HK_ERR_STATE;
-    else r = gc_check_impl(gc);
+    if (gc_refuse_in_cb(gc, "check"))
+        r = HK_ERR_STATE;
+    else
+        r = gc_check_impl(gc);
     hk__unlock(&gc->lock);
     return r;
 }

@@ -54,37 +54,38 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define GUARD_STATE_LIVE 1u
-#define GUARD_STATE_QUAR 2u
-#define GUARD_STATE_FREE 3u
+#define GUARD_STATE_LIVE    1u
+#define GUARD_STATE_QUAR    2u
+#define GUARD_STATE_FREE    3u
 #define GUARD_SLOT_RESIDENT 1u
-#define GUARD_SLOT_OWN 2u /* the data pages are a kernel mapping of their own (see hk__guard_os_map_own) */
-#define GUARD_SLOT_PADDED 4u /* resident pages hold HK_FILL_PAD everywhere but [user_off, user_off + requested) */
+#define GUARD_SLOT_OWN      2u /* the data pages are a kernel mapping of their own (see hk__guard_os_map_own) */
+#define GUARD_SLOT_PADDED                                                                                    \
+    4u /* resident pages hold HK_FILL_PAD everywhere but [user_off, user_off + requested) */
 #define GUARD_RESIDENT_POOL ((size_t)16 << 20) /* evicted pages kept for reuse without a page fault */
-#define GUARD_BINS 64
-#define GUARD_FB_HDR 16u
-#define GUARD_FB_CANARY 8u
-#define GUARD_FB_MAGIC 0x6b680a11u
-#define GUARD_FB_DEAD 0x6b68deadu
+#define GUARD_BINS          64
+#define GUARD_FB_HDR        16u
+#define GUARD_FB_CANARY     8u
+#define GUARD_FB_MAGIC      0x6b680a11u
+#define GUARD_FB_DEAD       0x6b68deadu
 #define GUARD_TRACE_BUCKETS (1u << 16)
 #define GUARD_TRACE_RESERVE ((size_t)64 << 20)
-#define GUARD_COMMIT_CHUNK ((size_t)1 << 20)
+#define GUARD_COMMIT_CHUNK  ((size_t)1 << 20)
 #define GUARD_MAX_INSTANCES 8
-#define GUARD_REPORT_CAP (1u << 16)
-#define GUARD_SCAN_WHOLE ((uintptr_t)1 << 30) /* roots larger than this: resident pages only */
-#define GUARD_SCAN_STEP ((uintptr_t)64 << 20)
+#define GUARD_REPORT_CAP    (1u << 16)
+#define GUARD_SCAN_WHOLE    ((uintptr_t)1 << 30) /* roots larger than this: resident pages only */
+#define GUARD_SCAN_STEP     ((uintptr_t)64 << 20)
 
 typedef struct guard_slot { /* 40 bytes: per live block, this and 8 bytes of page map */
-    size_t requested;   /* bytes asked for (LIVE, QUAR; kept while FREE for reports) */
-    uint32_t base_page; /* arena page index of the slot's leading guard page */
-    uint32_t pages;     /* data pages after the guard */
-    uint32_t user_off;  /* user pointer - first data page */
-    uint32_t next;      /* free-list / quarantine link (slot id, 0 = none) */
+    size_t requested;       /* bytes asked for (LIVE, QUAR; kept while FREE for reports) */
+    uint32_t base_page;     /* arena page index of the slot's leading guard page */
+    uint32_t pages;         /* data pages after the guard */
+    uint32_t user_off;      /* user pointer - first data page */
+    uint32_t next;          /* free-list / quarantine link (slot id, 0 = none) */
     uint32_t alloc_trace, free_trace;
-    uint16_t state;     /* GUARD_STATE_* */
-    uint16_t sflags;    /* GUARD_SLOT_RESIDENT: the data pages hold memory (inaccessible unless LIVE);
-                           GUARD_SLOT_OWN: they are a mapping of their own */
-    uint32_t sum;       /* keyed checksum of the fields above */
+    uint16_t state;  /* GUARD_STATE_* */
+    uint16_t sflags; /* GUARD_SLOT_RESIDENT: the data pages hold memory (inaccessible unless LIVE);
+                        GUARD_SLOT_OWN: they are a mapping of their own */
+    uint32_t sum;    /* keyed checksum of the fields above */
 } guard_slot;
 _Static_assert(sizeof(guard_slot) == 40, "slot records are 40 bytes");
 
@@ -123,16 +124,16 @@ struct hk_guard {
     size_t arena_size, bump;
     /* metadata */
     guard_region slot_reg, map_reg, trace_reg, bucket_reg;
-    guard_slot *slots;  /* slots[0] unused */
-    uint32_t nslots;    /* ids handed out so far (including 0) */
+    guard_slot *slots; /* slots[0] unused */
+    uint32_t nslots;   /* ids handed out so far (including 0) */
     uint32_t *pagemap;
     uint32_t bins[GUARD_BINS + 1];
     uint32_t large;
     uint32_t q_head, q_tail;
     size_t q_blocks, q_bytes;
-    size_t resident_free; /* data bytes of FREE slots whose pages are kept resident */
+    size_t resident_free;  /* data bytes of FREE slots whose pages are kept resident */
     size_t n_own, own_max; /* slots whose data pages are a mapping of their own, and the cap */
-    size_t live_shared;   /* LIVE slots without a mapping of their own */
+    size_t live_shared;    /* LIVE slots without a mapping of their own */
     size_t trace_stride;
     uint32_t ntraces;
     uint32_t *buckets;
@@ -140,7 +141,7 @@ struct hk_guard {
     size_t live_guarded, used_guarded, peak_used;
     uint64_t alloc_count, free_count, fail_count, over_cap;
     /* counters (unguarded path, atomic) */
-    uint32_t ctr;       /* index in guard_ctrs (unguarded-path counters) */
+    uint32_t ctr; /* index in guard_ctrs (unguarded-path counters) */
     uint64_t ctr_gen;
     uint64_t reports;
     hk__reporter rep;
@@ -153,7 +154,7 @@ struct hk_guard {
 /* ---- process-wide state ------------------------------------------------------ */
 
 static hk_guard *guard_instances[GUARD_MAX_INSTANCES];
-static unsigned char guard_own_marker;  /* its address tells which module we are */
+static unsigned char guard_own_marker; /* its address tells which module we are */
 static uintptr_t guard_own_base, guard_main_base;
 static int guard_report_busy;
 static char guard_report_buf[GUARD_REPORT_CAP];
@@ -168,7 +169,7 @@ static char guard_report_buf[GUARD_REPORT_CAP];
 #define GUARD_MAX_CTRS 64
 #define GUARD_TL_BATCH 64
 typedef struct guard_ctr {
-    uint64_t gen;       /* 0: unused */
+    uint64_t gen; /* 0: unused */
     size_t live, used;
     uint64_t allocs, frees;
     char pad[24];
@@ -221,18 +222,24 @@ static inline void guard_count(const hk_guard *g, int64_t live, int64_t used, in
     }
     b->live += live;
     b->used += used;
-    if (alloc > 0) b->allocs++;
-    else if (alloc < 0) b->frees++;
+    if (alloc > 0)
+        b->allocs++;
+    else if (alloc < 0)
+        b->frees++;
     if (++b->ops >= GUARD_TL_BATCH) guard_tl_flush();
 }
 
 static void guard_lock(hk_guard *g) {
-    if (g->lock.lock) g->lock.lock(g->lock.user);
-    else pthread_mutex_lock(&g->mutex);
+    if (g->lock.lock)
+        g->lock.lock(g->lock.user);
+    else
+        pthread_mutex_lock(&g->mutex);
 }
 static void guard_unlock(hk_guard *g) {
-    if (g->lock.unlock) g->lock.unlock(g->lock.user);
-    else pthread_mutex_unlock(&g->mutex);
+    if (g->lock.unlock)
+        g->lock.unlock(g->lock.user);
+    else
+        pthread_mutex_unlock(&g->mutex);
 }
 
 static uint64_t guard_mix(uint64_t x) {
@@ -271,11 +278,15 @@ static inline bool guard_in_arena(const hk_guard *g, const void *p) {
 static inline uintptr_t guard_base(const hk_guard *g, const guard_slot *s) {
     return (uintptr_t)g->arena + (uintptr_t)s->base_page * g->page;
 }
-static inline uintptr_t guard_data(const hk_guard *g, const guard_slot *s) { return guard_base(g, s) + g->page; }
+static inline uintptr_t guard_data(const hk_guard *g, const guard_slot *s) {
+    return guard_base(g, s) + g->page;
+}
 static inline uintptr_t guard_user(const hk_guard *g, const guard_slot *s) {
     return guard_data(g, s) + s->user_off;
 }
-static inline size_t guard_data_bytes(const hk_guard *g, const guard_slot *s) { return (size_t)s->pages * g->page; }
+static inline size_t guard_data_bytes(const hk_guard *g, const guard_slot *s) {
+    return (size_t)s->pages * g->page;
+}
 
 /* Slot id of the arena page holding p, 0 when none (not carved yet). */
 static uint32_t guard_slot_of(const hk_guard *g, const void *p) {
@@ -326,7 +337,9 @@ static void guard_out_mem(guard_out *o, const char *s, size_t n) {
     o->n += n;
     o->buf[o->n] = 0;
 }
-static void guard_out_str(guard_out *o, const char *s) { guard_out_mem(o, s ? s : "(null)", strlen(s ? s : "(null)")); }
+static void guard_out_str(guard_out *o, const char *s) {
+    guard_out_mem(o, s ? s : "(null)", strlen(s ? s : "(null)"));
+}
 static void guard_out_dec(guard_out *o, uint64_t v) {
     char t[24];
     int k = 0;
@@ -412,12 +425,14 @@ static void guard_sym_resolve(int use_addr2line) {
         int idx[128];
         int n = 0;
         for (int j = i; j < guard_nsyms && n < 128; j++) {
-            if (done[j] || !guard_syms[j].module || strcmp(guard_syms[j].module, guard_syms[i].module) != 0) continue;
+            if (done[j] || !guard_syms[j].module || strcmp(guard_syms[j].module, guard_syms[i].module) != 0)
+                continue;
             done[j] = 1;
             idx[n] = j;
             addrs[n++] = guard_syms[j].lookup;
         }
-        long got = hk__guard_os_addr2line(tool, guard_syms[i].module, addrs, n, guard_a2l_out, sizeof guard_a2l_out);
+        long got =
+            hk__guard_os_addr2line(tool, guard_syms[i].module, addrs, n, guard_a2l_out, sizeof guard_a2l_out);
         if (got <= 0) continue;
         char *p = guard_a2l_out;
         for (int k = 0; k < n && *p; k++) {
@@ -458,12 +473,14 @@ static void guard_sym_print(guard_out *o, int first, int count) {
         guard_out_str(o, " ");
         guard_out_hex(o, s->pc);
         guard_out_str(o, " in ");
-        if (s->func[0]) guard_out_str(o, s->func);
+        if (s->func[0])
+            guard_out_str(o, s->func);
         else if (s->sname) {
             guard_out_str(o, s->sname);
             guard_out_str(o, "+");
             guard_out_hex(o, s->pc - s->saddr);
-        } else guard_out_str(o, "???");
+        } else
+            guard_out_str(o, "???");
         if (s->loc[0]) {
             guard_out_str(o, " at ");
             guard_out_str(o, s->loc);
@@ -505,7 +522,7 @@ static HK__NOINLINE int guard_capture(const hk_guard *g, void **frames) {
     if (g->flags & HK_GUARD_NO_TRACES) return 0;
     /* skip: this function and the public entry point that called it */
     int n = (g->flags & HK_GUARD_EXACT_STACKS) ? hk_os_stack_capture(frames, g->frames, 2 + g->skip)
-                                                : hk__guard_os_stack(frames, g->frames, 2 + g->skip);
+                                               : hk__guard_os_stack(frames, g->frames, 2 + g->skip);
     __asm__ volatile("" ::: "memory"); /* no tail call: the skip counts this frame */
     return n;
 }
@@ -526,8 +543,9 @@ static uint32_t guard_trace_put(hk_guard *g, void *const *frames, int n) {
     for (int i = 0; i < n; i++) h64 = guard_mix(h64 ^ (uint64_t)(uintptr_t)frames[i]);
     uint32_t h = (uint32_t)h64;
     uint32_t *bucket = &g->buckets[h & (GUARD_TRACE_BUCKETS - 1)];
-    for (uint32_t id = *bucket; id; ) {
-        const unsigned char *rec = guard_region_data(&g->trace_reg, g->page) + (size_t)(id - 1) * g->trace_stride;
+    for (uint32_t id = *bucket; id;) {
+        const unsigned char *rec =
+            guard_region_data(&g->trace_reg, g->page) + (size_t)(id - 1) * g->trace_stride;
         const guard_trace_hdr *th = (const guard_trace_hdr *)(const void *)rec;
         if (th->hash == h && th->depth == (uint32_t)n &&
             memcmp(rec + sizeof *th, frames, (size_t)n * sizeof(void *)) == 0)
@@ -602,12 +620,16 @@ static void guard_report_finish(hk_guard *g, guard_out *o, void *const *cur, int
         guard_out_str(o, " (");
         guard_out_dec(o, b->requested);
         guard_out_str(o, " bytes) allocated at:\n");
-        if (an) guard_sym_print(o, a0, an);
-        else guard_out_str(o, "    (no stack recorded)\n");
+        if (an)
+            guard_sym_print(o, a0, an);
+        else
+            guard_out_str(o, "    (no stack recorded)\n");
         if (b->state != GUARD_STATE_LIVE) {
             guard_out_str(o, "  freed at:\n");
-            if (fn) guard_sym_print(o, f0, fn);
-            else guard_out_str(o, "    (no stack recorded)\n");
+            if (fn)
+                guard_sym_print(o, f0, fn);
+            else
+                guard_out_str(o, "    (no stack recorded)\n");
         }
     }
     if (g->flags & HK_GUARD_ABORT) {
@@ -638,8 +660,8 @@ static hk_result guard_misuse(hk_guard *g, hk_result res, hk_error_kind kind, co
 }
 
 /* Formats "what" lines for misuse with the address and block. */
-static const char *guard_fmt_what(char *buf, size_t n, const char *lead, const void *p, const guard_blockinfo *b,
-                                  const char *tail) {
+static const char *guard_fmt_what(char *buf, size_t n, const char *lead, const void *p,
+                                  const guard_blockinfo *b, const char *tail) {
     guard_out o = {buf, 0, n};
     buf[0] = 0;
     guard_out_str(&o, lead);
@@ -719,9 +741,10 @@ static void guard_split(hk_guard *g, uint32_t id, uint32_t pages) {
 /* Gives a non-LIVE slot's data pages back to the OS; they stay inaccessible
  * and keep their own mapping if they had one. */
 static hk_result guard_discard(hk_guard *g, guard_slot *s) {
-    hk_result r = (s->sflags & GUARD_SLOT_OWN) ? hk__guard_os_map_own((void *)guard_data(g, s), guard_data_bytes(g, s), 0)
-                                               : hk__guard_os_discard((void *)guard_data(g, s), guard_data_bytes(g, s));
-    if (r == HK_OK) s->sflags &= (uint16_t)~(GUARD_SLOT_RESIDENT | GUARD_SLOT_PADDED);
+    hk_result r = (s->sflags & GUARD_SLOT_OWN)
+                      ? hk__guard_os_map_own((void *)guard_data(g, s), guard_data_bytes(g, s), 0)
+                      : hk__guard_os_discard((void *)guard_data(g, s), guard_data_bytes(g, s));
+    if (r == HK_OK) s->sflags &= (uint16_t) ~(GUARD_SLOT_RESIDENT | GUARD_SLOT_PADDED);
     return r;
 }
 
@@ -826,7 +849,7 @@ static void *guard_fb_alloc(hk_guard *g, size_t size, size_t align) {
         return NULL;
     }
     unsigned char *raw = (unsigned char *)(align > GUARD_FB_HDR ? g->backing.memalign(align, total)
-                                                                 : g->backing.malloc(total));
+                                                                : g->backing.malloc(total));
     if (!raw) {
         __atomic_add_fetch(&g->fail_count, 1, __ATOMIC_RELAXED);
         return NULL;
@@ -847,7 +870,8 @@ static int guard_fb_read(const hk_guard *g, const void *p, guard_fb_hdr *h) {
     /* a stack or global pointer: the bytes before it are ASan redzone */
     if (__asan_region_is_poisoned((void *)((uintptr_t)p - GUARD_FB_HDR), GUARD_FB_HDR)) return 0;
 #endif
-    if (((uintptr_t)p & (g->page - 1)) < GUARD_FB_HDR && !hk__guard_os_readable((const char *)p - GUARD_FB_HDR, GUARD_FB_HDR))
+    if (((uintptr_t)p & (g->page - 1)) < GUARD_FB_HDR &&
+        !hk__guard_os_readable((const char *)p - GUARD_FB_HDR, GUARD_FB_HDR))
         return 0;
     memcpy(h, (const char *)p - GUARD_FB_HDR, sizeof *h);
     if (h->magic == (GUARD_FB_MAGIC ^ guard_fb_key(p)) && h->off >= GUARD_FB_HDR) return 1;
@@ -874,15 +898,18 @@ static hk_result guard_fb_free(hk_guard *g, void *p, void *const *cur, int ncur)
                                            "foreign pointer)"));
     unsigned char *user = (unsigned char *)p;
     hk_result res = HK_OK;
-    size_t bad = guard_fb_canary_ok(user + h.size) ? GUARD_FB_CANARY : hk_fill_check(user + h.size, GUARD_FB_CANARY, HK_FILL_PAD);
+    size_t bad = guard_fb_canary_ok(user + h.size)
+                     ? GUARD_FB_CANARY
+                     : hk_fill_check(user + h.size, GUARD_FB_CANARY, HK_FILL_PAD);
     if (bad != GUARD_FB_CANARY) {
         guard_blockinfo b = {1, (uintptr_t)p, (size_t)h.size, GUARD_STATE_LIVE, 0, 0};
-        res = guard_misuse(g, HK_ERR_CORRUPT, HK_EK_HEAP_OVERFLOW, user + h.size + bad, (size_t)h.size, &b, cur,
-                           ncur,
-                           guard_fmt_what(what, sizeof what, "write past the end found at free:", user + h.size + bad,
-                                          &b, " (canary damaged)"));
+        res = guard_misuse(
+            g, HK_ERR_CORRUPT, HK_EK_HEAP_OVERFLOW, user + h.size + bad, (size_t)h.size, &b, cur, ncur,
+            guard_fmt_what(what, sizeof what, "write past the end found at free:", user + h.size + bad, &b,
+                           " (canary damaged)"));
     }
-    if (!(g->flags & HK_GUARD_NO_FILL)) hk_fill(user, (size_t)h.size < 64 ? (size_t)h.size : 64, HK_FILL_FREE);
+    if (!(g->flags & HK_GUARD_NO_FILL))
+        hk_fill(user, (size_t)h.size < 64 ? (size_t)h.size : 64, HK_FILL_FREE);
     h.magic = GUARD_FB_DEAD ^ guard_fb_key(p);
     memcpy(user - GUARD_FB_HDR, &h, sizeof h);
     guard_count(g, -1, -(int64_t)h.size, -1);
@@ -942,7 +969,8 @@ static int guard_pads_damaged(const hk_guard *g, const guard_slot *s, uintptr_t 
     const unsigned char *user = data + s->user_off;
     const unsigned char *end = data + guard_data_bytes(g, s);
     size_t tail = (size_t)(end - (user + s->requested));
-    if (guard_bytes_are(user + s->requested, tail, HK_FILL_PAD) && guard_bytes_are(data, s->user_off, HK_FILL_PAD))
+    if (guard_bytes_are(user + s->requested, tail, HK_FILL_PAD) &&
+        guard_bytes_are(data, s->user_off, HK_FILL_PAD))
         return 0;
     size_t off = hk_fill_check(user + s->requested, tail, HK_FILL_PAD);
     if (off != tail) {
@@ -960,8 +988,10 @@ static int guard_pads_damaged(const hk_guard *g, const guard_slot *s, uintptr_t 
 
 static void *guard_alloc_guarded(hk_guard *g, size_t size, size_t align, void *const *frames, int nframes) {
     size_t span, bytes;
-    if (size == 0) span = align;
-    else if (!hk_size_align(size, align, &span)) span = SIZE_MAX;
+    if (size == 0)
+        span = align;
+    else if (!hk_size_align(size, align, &span))
+        span = SIZE_MAX;
     if (span == SIZE_MAX || !hk_size_align(span, g->page, &bytes) || bytes / g->page > UINT32_MAX - 2 ||
         bytes >= g->arena_size / 2) {
         if (span == SIZE_MAX || size > SIZE_MAX / 2) {
@@ -988,7 +1018,8 @@ static void *guard_alloc_guarded(hk_guard *g, size_t size, size_t align, void *c
     unsigned char *data = (unsigned char *)guard_data(g, s);
     bytes = guard_data_bytes(g, s); /* a reused slot may hold one page more than asked */
     bool was_resident = (s->sflags & GUARD_SLOT_RESIDENT) != 0;
-    bool padded = was_resident && (s->sflags & GUARD_SLOT_PADDED) && (size_t)s->user_off + s->requested <= bytes;
+    bool padded =
+        was_resident && (s->sflags & GUARD_SLOT_PADDED) && (size_t)s->user_off + s->requested <= bytes;
     size_t old_off = s->user_off, old_req = s->requested;
     hk_result pr = HK_ERR_NOMEM;
     if (!(s->sflags & GUARD_SLOT_OWN) && g->n_own < g->own_max &&
@@ -1014,11 +1045,11 @@ static void *guard_alloc_guarded(hk_guard *g, size_t size, size_t align, void *c
     }
     if (was_resident) {
         g->resident_free -= bytes;
-        s->sflags &= (uint16_t)~(GUARD_SLOT_RESIDENT | GUARD_SLOT_PADDED);
+        s->sflags &= (uint16_t) ~(GUARD_SLOT_RESIDENT | GUARD_SLOT_PADDED);
     }
     if (!(s->sflags & GUARD_SLOT_OWN)) g->live_shared++;
-    int at_start = g->side == HK_GUARD_SIDE_START ||
-                   (g->side == HK_GUARD_SIDE_RANDOM && (guard_rand(&g->rng) & 1u));
+    int at_start =
+        g->side == HK_GUARD_SIDE_START || (g->side == HK_GUARD_SIDE_RANDOM && (guard_rand(&g->rng) & 1u));
     size_t dbytes = guard_data_bytes(g, s);
     s->user_off = (uint32_t)(at_start ? 0 : dbytes - span);
     s->requested = size;
@@ -1066,16 +1097,18 @@ static hk_result guard_free_guarded(hk_guard *g, void *p, void *const *cur, int 
     uint32_t id = guard_slot_of(g, p);
     if (!id) {
         guard_unlock(g);
-        return guard_misuse(g, HK_ERR_FOREIGN, HK_EK_FOREIGN_PTR, p, 0, NULL, cur, ncur,
-                            guard_fmt_what(what, sizeof what, "free of", p, NULL,
-                                           ", an address in the guard heap's reservation that was never allocated"));
+        return guard_misuse(
+            g, HK_ERR_FOREIGN, HK_EK_FOREIGN_PTR, p, 0, NULL, cur, ncur,
+            guard_fmt_what(what, sizeof what, "free of", p, NULL,
+                           ", an address in the guard heap's reservation that was never allocated"));
     }
     guard_slot *s = &g->slots[id];
     if (!guard_slot_ok(g, s)) {
         guard_unlock(g);
-        return guard_misuse(g, HK_ERR_CORRUPT, HK_EK_CORRUPT_HEADER, p, 0, NULL, cur, ncur,
-                            guard_fmt_what(what, sizeof what, "free of", p, NULL,
-                                           ": the slot record is damaged (stray write into the heap's metadata)"));
+        return guard_misuse(
+            g, HK_ERR_CORRUPT, HK_EK_CORRUPT_HEADER, p, 0, NULL, cur, ncur,
+            guard_fmt_what(what, sizeof what, "free of", p, NULL,
+                           ": the slot record is damaged (stray write into the heap's metadata)"));
     }
     guard_blockinfo b;
     guard_blockinfo_from(g, s, &b);
@@ -1089,7 +1122,8 @@ static hk_result guard_free_guarded(hk_guard *g, void *p, void *const *cur, int 
         if (!(g->flags & HK_GUARD_DISCARD_FREED)) {
             if (hk_os_protect((void *)guard_data(g, s), dbytes, HK_PROT_NONE) == HK_OK)
                 s->sflags |= (uint16_t)(GUARD_SLOT_RESIDENT | (dmg == 0 ? GUARD_SLOT_PADDED : 0));
-            else (void)guard_discard(g, s);
+            else
+                (void)guard_discard(g, s);
         } else if (guard_discard(g, s) != HK_OK) {
             (void)hk_os_protect((void *)guard_data(g, s), dbytes, HK_PROT_NONE);
         }
@@ -1110,18 +1144,21 @@ static hk_result guard_free_guarded(hk_guard *g, void *p, void *const *cur, int 
         g->live_guarded--;
         g->used_guarded -= s->requested;
         g->free_count++;
-        while (g->q_head && (g->q_bytes > g->q_max_bytes || g->q_blocks > g->q_max_blocks)) guard_evict_one(g);
+        while (g->q_head && (g->q_bytes > g->q_max_bytes || g->q_blocks > g->q_max_blocks))
+            guard_evict_one(g);
         guard_blockinfo_from(g, s, &b);
         b.state = GUARD_STATE_LIVE; /* report damage with the allocation stack only */
         guard_unlock(g);
         if (dmg > 0)
-            return guard_misuse(g, HK_ERR_CORRUPT, HK_EK_HEAP_OVERFLOW, (void *)at, b.requested, &b, cur, ncur,
-                                guard_fmt_what(what, sizeof what, "write past the end found at free:", (void *)at, &b,
-                                               " (padding damaged; exact mode --align 1 faults at the write)"));
+            return guard_misuse(
+                g, HK_ERR_CORRUPT, HK_EK_HEAP_OVERFLOW, (void *)at, b.requested, &b, cur, ncur,
+                guard_fmt_what(what, sizeof what, "write past the end found at free:", (void *)at, &b,
+                               " (padding damaged; exact mode --align 1 faults at the write)"));
         if (dmg < 0)
-            return guard_misuse(g, HK_ERR_CORRUPT, HK_EK_HEAP_UNDERFLOW, (void *)at, b.requested, &b, cur, ncur,
-                                guard_fmt_what(what, sizeof what, "write before the start found at free:", (void *)at,
-                                               &b, " (padding damaged; side start faults at the write)"));
+            return guard_misuse(
+                g, HK_ERR_CORRUPT, HK_EK_HEAP_UNDERFLOW, (void *)at, b.requested, &b, cur, ncur,
+                guard_fmt_what(what, sizeof what, "write before the start found at free:", (void *)at, &b,
+                               " (padding damaged; side start faults at the write)"));
         return HK_OK;
     }
     uintptr_t data = guard_data(g, s), end = data + guard_data_bytes(g, s);
@@ -1129,15 +1166,17 @@ static hk_result guard_free_guarded(hk_guard *g, void *p, void *const *cur, int 
     if ((uintptr_t)p == b.user && (b.state == GUARD_STATE_QUAR || b.state == GUARD_STATE_FREE))
         return guard_misuse(g, HK_ERR_DOUBLE_FREE, HK_EK_DOUBLE_FREE, p, b.requested, &b, cur, ncur,
                             guard_fmt_what(what, sizeof what, "free of", p, &b,
-                                           b.state == GUARD_STATE_QUAR ? ", which was already freed"
-                                                                       : ", which was already freed (and has left "
-                                                                         "the quarantine)"));
+                                           b.state == GUARD_STATE_QUAR
+                                               ? ", which was already freed"
+                                               : ", which was already freed (and has left "
+                                                 "the quarantine)"));
     if (b.state == GUARD_STATE_LIVE && (uintptr_t)p >= data && (uintptr_t)p < end)
         return guard_misuse(g, HK_ERR_FOREIGN, HK_EK_INTERIOR_PTR, p, b.requested, &b, cur, ncur,
                             guard_fmt_what(what, sizeof what, "free of interior pointer", p, &b, NULL));
-    return guard_misuse(g, HK_ERR_FOREIGN, HK_EK_FOREIGN_PTR, p, b.requested, &b, cur, ncur,
-                        guard_fmt_what(what, sizeof what, "free of", p, &b,
-                                       " (not the start of a live block: guard page, padding or freed block)"));
+    return guard_misuse(
+        g, HK_ERR_FOREIGN, HK_EK_FOREIGN_PTR, p, b.requested, &b, cur, ncur,
+        guard_fmt_what(what, sizeof what, "free of", p, &b,
+                       " (not the start of a live block: guard page, padding or freed block)"));
 }
 
 /* ---- public: create / destroy ------------------------------------------------------ */
@@ -1177,7 +1216,8 @@ hk_guard *hk_guard_create(const hk_guard_desc *desc) {
     g->q_max_bytes = desc->quarantine_bytes ? desc->quarantine_bytes : HK_GUARD_DEFAULT_QUARANTINE_BYTES;
     g->q_max_blocks = desc->quarantine_blocks ? desc->quarantine_blocks : HK_GUARD_DEFAULT_QUARANTINE_BLOCKS;
     g->sample_rate = desc->sample_rate;
-    if (desc->max_guarded) g->max_guarded = desc->max_guarded;
+    if (desc->max_guarded)
+        g->max_guarded = desc->max_guarded;
     else {
         size_t mmc = hk__guard_os_max_map_count();
         g->max_guarded = mmc > 16384 ? (mmc - 8192) / 2 : mmc / 4;
@@ -1188,10 +1228,11 @@ hk_guard *hk_guard_create(const hk_guard_desc *desc) {
     g->frames = desc->frames ? desc->frames : HK_GUARD_DEFAULT_FRAMES;
     g->report_fd = desc->report_fd ? desc->report_fd : 2;
     g->skip = desc->skip_frames > 0 ? desc->skip_frames : 0;
-    if (nb == 4) g->backing = desc->backing;
+    if (nb == 4)
+        g->backing = desc->backing;
     else
-        g->backing = (hk_guard_backing){guard_libc_malloc, guard_libc_free, guard_libc_realloc, guard_libc_memalign,
-                                        guard_libc_usable_size};
+        g->backing = (hk_guard_backing){guard_libc_malloc, guard_libc_free, guard_libc_realloc,
+                                        guard_libc_memalign, guard_libc_usable_size};
     g->rng = desc->seed ? desc->seed : 0x2545F4914F6CDD1Dull;
     g->secret = guard_mix(hk_os_now_ns() ^ (uint64_t)(uintptr_t)g ^ 0x9E3779B97F4A7C15ull) | 1u;
     hk__reporter_init(&g->rep, "guard", desc->name, desc->on_error, desc->error_user, desc->flags);
@@ -1244,7 +1285,8 @@ hk_guard *hk_guard_create(const hk_guard_desc *desc) {
     }
     if (!(g->flags & HK_GUARD_NO_TRACES)) hk_os_stack_init();
     if (!(g->flags & HK_GUARD_NO_SYMBOLIZE_LINES)) (void)hk__guard_os_addr2line_path();
-    if (guard_pad_ref[0] != (unsigned char)HK_FILL_PAD) memset(guard_pad_ref, (int)HK_FILL_PAD, sizeof guard_pad_ref);
+    if (guard_pad_ref[0] != (unsigned char)HK_FILL_PAD)
+        memset(guard_pad_ref, (int)HK_FILL_PAD, sizeof guard_pad_ref);
     if (g->flags & HK_GUARD_FAULT_HANDLER) {
         for (int i = 0; i < GUARD_MAX_INSTANCES; i++) {
             if (!guard_instances[i]) {
@@ -1306,7 +1348,9 @@ HK__NOINLINE void *hk_guard_alloc_aligned(hk_guard *g, size_t size, size_t align
     return guard_alloc_any(g, size, align, frames, n, guarded);
 }
 
-void *hk_guard_alloc_unguarded(hk_guard *g, size_t size) { return g ? guard_fb_alloc(g, size, g->align) : NULL; }
+void *hk_guard_alloc_unguarded(hk_guard *g, size_t size) {
+    return g ? guard_fb_alloc(g, size, g->align) : NULL;
+}
 
 void hk_guard_fork_prepare(hk_guard *g) {
     if (!g) return;
@@ -1321,8 +1365,10 @@ void hk_guard_fork_parent(hk_guard *g) {
 void hk_guard_fork_child(hk_guard *g) {
     if (!g) return;
     guard_report_end();
-    if (g->lock.unlock) g->lock.unlock(g->lock.user);
-    else pthread_mutex_init(&g->mutex, NULL);
+    if (g->lock.unlock)
+        g->lock.unlock(g->lock.user);
+    else
+        pthread_mutex_init(&g->mutex, NULL);
 }
 
 HK__NOINLINE hk_result hk_guard_free(hk_guard *g, void *p) {
@@ -1340,7 +1386,8 @@ HK__NOINLINE hk_result hk_guard_free(hk_guard *g, void *p) {
     if (guard_fb_read(g, p, &h) == 1 && guard_fb_canary_ok((unsigned char *)p + h.size)) {
         /* the common case: a sound unguarded block, no stack needed */
         unsigned char *user = (unsigned char *)p;
-        if (!(g->flags & HK_GUARD_NO_FILL)) hk_fill(user, (size_t)h.size < 64 ? (size_t)h.size : 64, HK_FILL_FREE);
+        if (!(g->flags & HK_GUARD_NO_FILL))
+            hk_fill(user, (size_t)h.size < 64 ? (size_t)h.size : 64, HK_FILL_FREE);
         h.magic = GUARD_FB_DEAD ^ guard_fb_key(p);
         memcpy(user - GUARD_FB_HDR, &h, sizeof h);
         guard_count(g, -1, -(int64_t)h.size, -1);
@@ -1400,8 +1447,9 @@ HK__NOINLINE void *hk_guard_realloc(hk_guard *g, void *p, size_t size) {
         if (st != 1) {
             int n = guard_capture(g, frames);
             if (st == 2)
-                guard_misuse(g, HK_ERR_STALE, HK_EK_USE_AFTER_FREE, p, 0, NULL, frames, n,
-                             guard_fmt_what(what, sizeof what, "realloc of freed (unguarded) block", p, NULL, NULL));
+                guard_misuse(
+                    g, HK_ERR_STALE, HK_EK_USE_AFTER_FREE, p, 0, NULL, frames, n,
+                    guard_fmt_what(what, sizeof what, "realloc of freed (unguarded) block", p, NULL, NULL));
             else
                 guard_misuse(g, HK_ERR_FOREIGN, HK_EK_FOREIGN_PTR, p, 0, NULL, frames, n,
                              guard_fmt_what(what, sizeof what, "realloc of", p, NULL,
@@ -1423,7 +1471,8 @@ HK__NOINLINE void *hk_guard_realloc(hk_guard *g, void *p, size_t size) {
                 (void)guard_fb_free(g, p, NULL, 0); /* reports the damage */
                 return NULL;
             }
-            unsigned char *raw = (unsigned char *)g->backing.realloc((unsigned char *)p - GUARD_FB_HDR, total);
+            unsigned char *raw =
+                (unsigned char *)g->backing.realloc((unsigned char *)p - GUARD_FB_HDR, total);
             if (!raw) {
                 __atomic_add_fetch(&g->fail_count, 1, __ATOMIC_RELAXED);
                 return NULL;
@@ -1549,7 +1598,9 @@ void hk_guard_info_get(const hk_guard *g, hk_guard_info *out) {
     guard_unlock(mg);
 }
 
-uint64_t hk_guard_report_count(const hk_guard *g) { return g ? __atomic_load_n(&g->reports, __ATOMIC_RELAXED) : 0; }
+uint64_t hk_guard_report_count(const hk_guard *g) {
+    return g ? __atomic_load_n(&g->reports, __ATOMIC_RELAXED) : 0;
+}
 
 static void guard_fill_info(const hk_guard *g, const guard_slot *s, hk_block_info *info) {
     memset(info, 0, sizeof *info);
@@ -1594,11 +1645,11 @@ hk_result hk_guard_where(hk_guard *g, const void *addr, hk_block_info *info) {
     return r;
 }
 
-static hk_result guard_corrupt(hk_guard *g, hk_error_kind kind, const void *addr, const char *what, uint64_t a,
-                               uint64_t b) {
+static hk_result guard_corrupt(hk_guard *g, hk_error_kind kind, const void *addr, const char *what,
+                               uint64_t a, uint64_t b) {
     __atomic_add_fetch(&g->reports, 1, __ATOMIC_RELAXED);
-    return hk__report(&g->rep, HK_ERR_CORRUPT, kind, addr, 0, NULL, "%s (%llu, %llu)", what, (unsigned long long)a,
-                      (unsigned long long)b);
+    return hk__report(&g->rep, HK_ERR_CORRUPT, kind, addr, 0, NULL, "%s (%llu, %llu)", what,
+                      (unsigned long long)a, (unsigned long long)b);
 }
 
 hk_result hk_guard_check(hk_guard *g) {
@@ -1615,8 +1666,7 @@ hk_result hk_guard_check(hk_guard *g) {
             goto out;
         }
         guard_slot *s = &g->slots[id];
-        if (!guard_slot_ok(g, s) || s->base_page != i || s->pages == 0 ||
-            i + s->pages + 1 > npages) {
+        if (!guard_slot_ok(g, s) || s->base_page != i || s->pages == 0 || i + s->pages + 1 > npages) {
             res = guard_corrupt(g, HK_EK_CORRUPT_HEADER, (void *)(g->arena + i * g->page),
                                 "slot record damaged (checksum, base or size)", id, i);
             goto out;
@@ -1628,8 +1678,10 @@ hk_result hk_guard_check(hk_guard *g) {
                 goto out;
             }
         }
-        if (s->sflags & GUARD_SLOT_OWN) own++;
-        else if (s->state == GUARD_STATE_LIVE) shared_live++;
+        if (s->sflags & GUARD_SLOT_OWN)
+            own++;
+        else if (s->state == GUARD_STATE_LIVE)
+            shared_live++;
         if (s->state == GUARD_STATE_LIVE) {
             uintptr_t at;
             int d = guard_pads_damaged(g, s, &at);
@@ -1655,27 +1707,31 @@ hk_result hk_guard_check(hk_guard *g) {
             nfree++;
             if (s->sflags & GUARD_SLOT_RESIDENT) resident += guard_data_bytes(g, s);
         } else {
-            res = guard_corrupt(g, HK_EK_CORRUPT_HEADER, (void *)guard_base(g, s), "bad slot state", id, s->state);
+            res = guard_corrupt(g, HK_EK_CORRUPT_HEADER, (void *)guard_base(g, s), "bad slot state", id,
+                                s->state);
             goto out;
         }
         i += (size_t)s->pages + 1;
     }
     if (live != g->live_guarded || used != g->used_guarded) {
-        res = guard_corrupt(g, HK_EK_CORRUPT_STRUCTURE, g, "live block count/bytes disagree", live, g->live_guarded);
+        res = guard_corrupt(g, HK_EK_CORRUPT_STRUCTURE, g, "live block count/bytes disagree", live,
+                            g->live_guarded);
         goto out;
     }
     if (own != g->n_own || shared_live != g->live_shared || own > g->own_max ||
         (shared_live && own + shared_live > g->max_guarded)) {
-        res = guard_corrupt(g, HK_EK_CORRUPT_STRUCTURE, g, "own-mapping / shared live slot counts disagree", own,
-                            g->n_own);
+        res = guard_corrupt(g, HK_EK_CORRUPT_STRUCTURE, g, "own-mapping / shared live slot counts disagree",
+                            own, g->n_own);
         goto out;
     }
     if (resident != g->resident_free || resident > GUARD_RESIDENT_POOL) {
-        res = guard_corrupt(g, HK_EK_CORRUPT_STRUCTURE, g, "resident free pages disagree", resident, g->resident_free);
+        res = guard_corrupt(g, HK_EK_CORRUPT_STRUCTURE, g, "resident free pages disagree", resident,
+                            g->resident_free);
         goto out;
     }
     if (quar != g->q_blocks || qbytes != g->q_bytes) {
-        res = guard_corrupt(g, HK_EK_CORRUPT_STRUCTURE, g, "quarantine count/bytes disagree", quar, g->q_blocks);
+        res = guard_corrupt(g, HK_EK_CORRUPT_STRUCTURE, g, "quarantine count/bytes disagree", quar,
+                            g->q_blocks);
         goto out;
     }
     {
@@ -1683,8 +1739,8 @@ hk_result hk_guard_check(hk_guard *g) {
         uint32_t last = 0;
         for (uint32_t id = g->q_head; id && n <= quar; id = g->slots[id].next, n++) {
             if (id >= g->nslots || g->slots[id].state != GUARD_STATE_QUAR) {
-                res = guard_corrupt(g, HK_EK_CORRUPT_STRUCTURE, g, "quarantine list holds a non-quarantined slot",
-                                    id, n);
+                res = guard_corrupt(g, HK_EK_CORRUPT_STRUCTURE, g,
+                                    "quarantine list holds a non-quarantined slot", id, n);
                 goto out;
             }
             last = id;
@@ -1703,8 +1759,10 @@ hk_result hk_guard_check(hk_guard *g) {
             }
         }
         for (uint32_t id = g->large; id && n <= nfree; id = g->slots[id].next, n++) {
-            if (id >= g->nslots || g->slots[id].state != GUARD_STATE_FREE || g->slots[id].pages <= GUARD_BINS) {
-                res = guard_corrupt(g, HK_EK_CORRUPT_STRUCTURE, g, "large free list holds a wrong slot", id, 0);
+            if (id >= g->nslots || g->slots[id].state != GUARD_STATE_FREE ||
+                g->slots[id].pages <= GUARD_BINS) {
+                res =
+                    guard_corrupt(g, HK_EK_CORRUPT_STRUCTURE, g, "large free list holds a wrong slot", id, 0);
                 goto out;
             }
         }
@@ -1714,8 +1772,8 @@ hk_result hk_guard_check(hk_guard *g) {
         }
     }
     if (g->live_guarded > g->max_guarded) {
-        res = guard_corrupt(g, HK_EK_CORRUPT_STRUCTURE, g, "live guarded blocks exceed the cap", g->live_guarded,
-                            g->max_guarded);
+        res = guard_corrupt(g, HK_EK_CORRUPT_STRUCTURE, g, "live guarded blocks exceed the cap",
+                            g->live_guarded, g->max_guarded);
         goto out;
     }
 out:
@@ -1765,9 +1823,9 @@ void hk__guard_on_fault(const hk__guard_fault *f) {
         }
         guard_out_prefix(&o);
         if (reg != -1) {
-            guard_out_str(&o, pat == HK_FILL_ALLOC ? "uninitialized heap memory used as a pointer"
-                                                   : pat == HK_FILL_FREE ? "freed heap memory used as a pointer"
-                                                                         : "padding bytes used as a pointer");
+            guard_out_str(&o, pat == HK_FILL_ALLOC  ? "uninitialized heap memory used as a pointer"
+                              : pat == HK_FILL_FREE ? "freed heap memory used as a pointer"
+                                                    : "padding bytes used as a pointer");
             guard_out_str(&o, ": ");
             guard_out_str(&o, f->signo == 7 ? "SIGBUS" : "SIGSEGV");
             guard_out_str(&o, " at ");
@@ -1813,7 +1871,8 @@ void hk__guard_on_fault(const hk__guard_fault *f) {
     if (id && id < g->nslots && a >= guard_data(g, &g->slots[id])) {
         const guard_slot *s = &g->slots[id];
         guard_blockinfo_from(g, s, &b);
-        if (s->state == GUARD_STATE_QUAR) kind = HK_EK_USE_AFTER_FREE;
+        if (s->state == GUARD_STATE_QUAR)
+            kind = HK_EK_USE_AFTER_FREE;
         else if (s->state == GUARD_STATE_FREE) {
             kind = HK_EK_USE_AFTER_FREE;
             note = " (the block has left the quarantine; stacks of its last use)";
@@ -1831,9 +1890,10 @@ void hk__guard_on_fault(const hk__guard_fault *f) {
         if (id && id < g->nslots) guard_blockinfo_from(g, &g->slots[id], &nb);
         uintptr_t dprev = pb.valid ? a - (pb.user + pb.requested) : UINTPTR_MAX;
         uintptr_t dnext = nb.valid && nb.user > a ? nb.user - a : UINTPTR_MAX;
-        int prefer_prev = pb.valid && (!nb.valid || (pb.state == GUARD_STATE_LIVE && nb.state != GUARD_STATE_LIVE) ||
-                                       ((pb.state == GUARD_STATE_LIVE) == (nb.state == GUARD_STATE_LIVE) &&
-                                        dprev <= dnext));
+        int prefer_prev =
+            pb.valid &&
+            (!nb.valid || (pb.state == GUARD_STATE_LIVE && nb.state != GUARD_STATE_LIVE) ||
+             ((pb.state == GUARD_STATE_LIVE) == (nb.state == GUARD_STATE_LIVE) && dprev <= dnext));
         if (prefer_prev) {
             b = pb;
             kind = pb.state == GUARD_STATE_LIVE ? HK_EK_HEAP_OVERFLOW : HK_EK_USE_AFTER_FREE;
@@ -1881,8 +1941,8 @@ void hk__guard_on_fault(const hk__guard_fault *f) {
 
 typedef struct guard_leak_ctx {
     hk_guard *g;
-    uint8_t *marks;     /* one byte per slot id */
-    uint32_t *stack;    /* ids to scan */
+    uint8_t *marks;  /* one byte per slot id */
+    uint32_t *stack; /* ids to scan */
     size_t nstack, capstack;
     uintptr_t excl_lo[8], excl_hi[8];
     int nexcl;
@@ -2024,8 +2084,9 @@ size_t hk_guard_leaks(hk_guard *g, hk_guard_leak_mode mode, size_t *bytes_out) {
         int d;
         if (s->state == GUARD_STATE_LIVE && (d = guard_pads_damaged(g, s, &at)) != 0) {
             __atomic_add_fetch(&g->reports, 1, __ATOMIC_RELAXED);
-            hk__report(&g->rep, HK_ERR_CORRUPT, d > 0 ? HK_EK_HEAP_OVERFLOW : HK_EK_HEAP_UNDERFLOW, (void *)at,
-                       s->requested, NULL, "padding of live %zu-byte block %p damaged at offset %+lld (found at exit)",
+            hk__report(&g->rep, HK_ERR_CORRUPT, d > 0 ? HK_EK_HEAP_OVERFLOW : HK_EK_HEAP_UNDERFLOW,
+                       (void *)at, s->requested, NULL,
+                       "padding of live %zu-byte block %p damaged at offset %+lld (found at exit)",
                        s->requested, (void *)guard_user(g, s), (long long)(at - guard_user(g, s)));
         }
     }

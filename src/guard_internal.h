@@ -13,15 +13,15 @@
 
 /* What the fault handler knows about one SIGSEGV/SIGBUS. */
 #define HK__GUARD_ACCESS_UNKNOWN 0
-#define HK__GUARD_ACCESS_READ 1
-#define HK__GUARD_ACCESS_WRITE 2
-#define HK__GUARD_NREGS 16
+#define HK__GUARD_ACCESS_READ    1
+#define HK__GUARD_ACCESS_WRITE   2
+#define HK__GUARD_NREGS          16
 typedef struct hk__guard_fault {
-    void *addr;     /* si_addr */
-    void *pc;       /* faulting instruction, or NULL */
+    void *addr; /* si_addr */
+    void *pc;   /* faulting instruction, or NULL */
     int signo;
-    int code;       /* si_code */
-    int access;     /* HK__GUARD_ACCESS_* */
+    int code;   /* si_code */
+    int access; /* HK__GUARD_ACCESS_* */
     int nregs;
     uintptr_t regs[HK__GUARD_NREGS];
     const char *regnames[HK__GUARD_NREGS];

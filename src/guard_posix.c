@@ -70,7 +70,8 @@ hk_result hk__guard_os_discard(void *p, size_t n) {
 hk_result hk__guard_os_map_own(void *p, size_t n, int rw) {
     /* no MAP_NORESERVE: the flags differ from the reservation's, so the
      * kernel never merges this range with the guard pages around it */
-    void *r = mmap(p, n, rw ? PROT_READ | PROT_WRITE : PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    void *r =
+        mmap(p, n, rw ? PROT_READ | PROT_WRITE : PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
     return r == p ? HK_OK : HK_ERR_NOMEM;
 }
 
@@ -143,9 +144,12 @@ static uintptr_t guard_posix_hex(const char **s, const char *end) {
     while (*s < end) {
         char c = **s;
         unsigned d;
-        if (c >= '0' && c <= '9') d = (unsigned)(c - '0');
-        else if (c >= 'a' && c <= 'f') d = (unsigned)(c - 'a' + 10);
-        else break;
+        if (c >= '0' && c <= '9')
+            d = (unsigned)(c - '0');
+        else if (c >= 'a' && c <= 'f')
+            d = (unsigned)(c - 'a' + 10);
+        else
+            break;
         v = (v << 4) | d;
         (*s)++;
     }
@@ -241,13 +245,14 @@ static void guard_posix_handler(int sig, siginfo_t *si, void *ucv) {
         greg_t *gr = uc->uc_mcontext.gregs;
         f.pc = (void *)(uintptr_t)gr[REG_RIP];
         /* Page faults (trap 14) carry the access type in bit 1 of the error code. */
-        if (gr[REG_TRAPNO] == 14) f.access = (gr[REG_ERR] & 2) ? HK__GUARD_ACCESS_WRITE : HK__GUARD_ACCESS_READ;
+        if (gr[REG_TRAPNO] == 14)
+            f.access = (gr[REG_ERR] & 2) ? HK__GUARD_ACCESS_WRITE : HK__GUARD_ACCESS_READ;
         static const int idx[HK__GUARD_NREGS] = {REG_RAX, REG_RBX, REG_RCX, REG_RDX, REG_RSI, REG_RDI,
-                                                  REG_RBP, REG_R8,  REG_R9,  REG_R10, REG_R11, REG_R12,
-                                                  REG_R13, REG_R14, REG_R15, REG_RSP};
+                                                 REG_RBP, REG_R8,  REG_R9,  REG_R10, REG_R11, REG_R12,
+                                                 REG_R13, REG_R14, REG_R15, REG_RSP};
         static const char *const names[HK__GUARD_NREGS] = {"rax", "rbx", "rcx", "rdx", "rsi", "rdi",
-                                                            "rbp", "r8",  "r9",  "r10", "r11", "r12",
-                                                            "r13", "r14", "r15", "rsp"};
+                                                           "rbp", "r8",  "r9",  "r10", "r11", "r12",
+                                                           "r13", "r14", "r15", "rsp"};
         for (int i = 0; i < HK__GUARD_NREGS; i++) {
             f.regs[i] = (uintptr_t)gr[idx[i]];
             f.regnames[i] = names[i];
@@ -336,11 +341,11 @@ int hk__guard_os_backtrace(void **frames, int max) { return backtrace(frames, ma
  */
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <unwind.h>
-#define GUARD_UW_SLOTS 8192u                /* power of two */
-#define GUARD_UW_TERMINAL 0x40000000u       /* the unwinder found no caller beyond this frame */
-#define GUARD_UW_DYNAMIC 0x20000000u        /* the distance varies: always unwind exactly */
-#define GUARD_UW_VALID 0x80000000u
-#define GUARD_UW_DIST 0x1fffffffu
+#define GUARD_UW_SLOTS    8192u       /* power of two */
+#define GUARD_UW_TERMINAL 0x40000000u /* the unwinder found no caller beyond this frame */
+#define GUARD_UW_DYNAMIC  0x20000000u /* the distance varies: always unwind exactly */
+#define GUARD_UW_VALID    0x80000000u
+#define GUARD_UW_DIST     0x1fffffffu
 typedef struct guard_uw_entry {
     uintptr_t ip;
     uint32_t val; /* GUARD_UW_VALID | flags | distance */
@@ -384,8 +389,10 @@ static void guard_uw_learn(uintptr_t ip, uint32_t dist, uint32_t flags) {
         uint32_t old = __atomic_load_n(&guard_uw_table[i].val, __ATOMIC_ACQUIRE);
         if (old == 0) return; /* another thread is storing it */
         uint32_t nv = old;
-        if ((flags & GUARD_UW_TERMINAL) != (old & GUARD_UW_TERMINAL)) nv |= GUARD_UW_DYNAMIC; /* outermost or not? */
-        else if (!(flags & GUARD_UW_TERMINAL) && ((old & GUARD_UW_DIST) != (v & GUARD_UW_DIST) || (v & GUARD_UW_DYNAMIC)))
+        if ((flags & GUARD_UW_TERMINAL) != (old & GUARD_UW_TERMINAL))
+            nv |= GUARD_UW_DYNAMIC; /* outermost or not? */
+        else if (!(flags & GUARD_UW_TERMINAL) &&
+                 ((old & GUARD_UW_DIST) != (v & GUARD_UW_DIST) || (v & GUARD_UW_DYNAMIC)))
             nv |= GUARD_UW_DYNAMIC; /* the frame size varies (alloca, signal frame) */
         if (nv != old) __atomic_store_n(&guard_uw_table[i].val, nv, __ATOMIC_RELEASE);
         return;
@@ -409,8 +416,11 @@ static _Unwind_Reason_Code guard_uw_cb(struct _Unwind_Context *ctx, void *arg) {
     int idx = st->idx++;
     if (ip == 0) return _URC_END_OF_STACK;
     if (idx > 0) {
-        if (sp > st->prev_sp && sp - st->prev_sp <= GUARD_UW_DIST) guard_uw_learn(st->prev_ip, (uint32_t)(sp - st->prev_sp), 0);
-        else guard_uw_learn(st->prev_ip, GUARD_UW_DIST + 1u, 0); /* a jump between stacks: never walk fast through it */
+        if (sp > st->prev_sp && sp - st->prev_sp <= GUARD_UW_DIST)
+            guard_uw_learn(st->prev_ip, (uint32_t)(sp - st->prev_sp), 0);
+        else
+            guard_uw_learn(st->prev_ip, GUARD_UW_DIST + 1u,
+                           0); /* a jump between stacks: never walk fast through it */
     }
     st->prev_ip = ip;
     st->prev_sp = sp;
@@ -512,9 +522,9 @@ long hk__guard_os_addr2line(const char *tool, const char *module, const uintptr_
     if (n > MAXA) n = MAXA;
     int a = 0;
     argv[a++] = (char *)(uintptr_t)tool;
-    argv[a++] = (char *)(uintptr_t)"-f";
-    argv[a++] = (char *)(uintptr_t)"-C";
-    argv[a++] = (char *)(uintptr_t)"-e";
+    argv[a++] = (char *)(uintptr_t) "-f";
+    argv[a++] = (char *)(uintptr_t) "-C";
+    argv[a++] = (char *)(uintptr_t) "-e";
     argv[a++] = (char *)(uintptr_t)module;
     for (int i = 0; i < n; i++) {
         /* 0x + hex */
@@ -542,8 +552,8 @@ long hk__guard_os_addr2line(const char *tool, const char *module, const uintptr_
 
     int fds[2];
     if (pipe(fds) != 0) return -1;
-    /* The raw system call: glibc's fork() would run pthread_atfork handlers
-     * (the preload's take the heap lock) from inside a report. */
+        /* The raw system call: glibc's fork() would run pthread_atfork handlers
+         * (the preload's take the heap lock) from inside a report. */
 #ifdef SYS_fork
     pid_t pid = (pid_t)syscall(SYS_fork);
 #else

@@ -41,19 +41,19 @@
 #include <stdio.h>
 #include <string.h>
 
-#define HUNK_SENTINEL 0x1df001edu /* "id fooled", as in Quake */
-#define HUNK_NAME_LEN HK_HUNK_NAME_MAX
-#define HUNK_NAMES HK_HUNK_NAMES
+#define HUNK_SENTINEL   0x1df001edu /* "id fooled", as in Quake */
+#define HUNK_NAME_LEN   HK_HUNK_NAME_MAX
+#define HUNK_NAMES      HK_HUNK_NAMES
 #define HUNK_NAME_OTHER (HUNK_NAMES - 1)
-#define HUNK_ALIGN 16u
-#define HUNK_HDR 16u
+#define HUNK_ALIGN      16u
+#define HUNK_HDR        16u
 #define HUNK_MIN_CANARY 8u
-#define HUNK_REQ_BITS 48
-#define HUNK_MAX_REQ (((uint64_t)1 << HUNK_REQ_BITS) - 64)
-#define HUNK_F_HIGH 1u
-#define HUNK_F_TEMP 2u
-#define HUNK_F_PAD 4u
-#define HUNK_PAD64 0xFDFDFDFDFDFDFDFDull
+#define HUNK_REQ_BITS   48
+#define HUNK_MAX_REQ    (((uint64_t)1 << HUNK_REQ_BITS) - 64)
+#define HUNK_F_HIGH     1u
+#define HUNK_F_TEMP     2u
+#define HUNK_F_PAD      4u
+#define HUNK_PAD64      0xFDFDFDFDFDFDFDFDull
 
 typedef struct hunk_hdr {
     uint32_t sentinel;
@@ -100,7 +100,7 @@ struct hk_hunk {
     hunk_end temp_mark;
     uint32_t flags;
     int running_on_valgrind;
-    int slow; /* lock hooks, zero/fill/paranoid flags, a sanitizer, Valgrind or a tenant: no fast path */
+    int slow;      /* lock hooks, zero/fill/paranoid flags, a sanitizer, Valgrind or a tenant: no fast path */
     void *os_base; /* the OS mapping to release, or NULL for caller memory */
     size_t os_size;
     hk__reporter rep;
@@ -251,8 +251,8 @@ void hk_hunk_destroy(hk_hunk *h) {
 static HK__NOINLINE void *hunk_fail_nomem(hk_hunk *h, size_t size, int high) {
     h->fail_count++;
     hk__report(&h->rep, HK_ERR_NOMEM, HK_EK_NOMEM, NULL, size, NULL,
-               "%s allocation failed: asked %zu, low %zu, high %zu, capacity %zu", high ? "high" : "low", size,
-               h->low.used, h->high.used, h->cap);
+               "%s allocation failed: asked %zu, low %zu, high %zu, capacity %zu", high ? "high" : "low",
+               size, h->low.used, h->high.used, h->cap);
     return NULL;
 }
 
@@ -458,7 +458,8 @@ void *hk_hunk_alloc_high(hk_hunk *h, size_t size, const char *name) {
     if (!h) return NULL;
     uint32_t idx;
     size_t total;
-    if (HK__LIKELY(!h->slow && !h->temp_active) && HK__LIKELY((total = hunk_fast_fit(h, size, name, &idx)) != 0)) {
+    if (HK__LIKELY(!h->slow && !h->temp_active) &&
+        HK__LIKELY((total = hunk_fast_fit(h, size, name, &idx)) != 0)) {
         h->high.used += total;
         h->high.user_bytes += size;
         h->high.blocks++;
@@ -601,8 +602,8 @@ hk_hunk_mark hk_hunk_high_mark(hk_hunk *h) {
 
 static hk_result hunk_bad_mark(hk_hunk *h, hk_hunk_mark m, int high, const char *why) {
     return hk__report(&h->rep, HK_ERR_INVALID, HK_EK_INVALID_ARG, NULL, m.offset, NULL,
-                      "free to %s mark %zu refused: %s (low %zu, high %zu)", high ? "high" : "low", m.offset, why,
-                      h->low.used, h->high.used);
+                      "free to %s mark %zu refused: %s (low %zu, high %zu)", high ? "high" : "low", m.offset,
+                      why, h->low.used, h->high.used);
 }
 
 /* Is the block at the mark's edge the one that was there when it was taken? */
@@ -703,8 +704,8 @@ static hk_result hunk_tenant_check_range(hk_hunk *h, void *start, size_t size) {
     if (((uintptr_t)s & 15) || (size & 15) || s < h->base + h->low.used ||
         size > (size_t)(h->base + h->cap - h->high.used - s))
         return hk__report(&h->rep, HK_ERR_INVALID, HK_EK_INVALID_ARG, start, size, NULL,
-                          "tenant claim %p + %zu is not a 16-aligned range of the free middle %p..%p", start, size,
-                          (void *)(h->base + h->low.used), (void *)(h->base + h->cap - h->high.used));
+                          "tenant claim %p + %zu is not a 16-aligned range of the free middle %p..%p", start,
+                          size, (void *)(h->base + h->low.used), (void *)(h->base + h->cap - h->high.used));
     return HK_OK;
 }
 
@@ -719,7 +720,8 @@ hk_result hk_hunk_set_tenant(hk_hunk *h, hk_hunk_reclaim_fn fn, void *user, void
         h->tenant_size = 0;
     } else if (h->tenant_fn) {
         r = hk__report(&h->rep, HK_ERR_STATE, HK_EK_STATE, start, size, NULL,
-                       "a tenant is already installed (claim %p + %zu)", (void *)h->tenant_start, h->tenant_size);
+                       "a tenant is already installed (claim %p + %zu)", (void *)h->tenant_start,
+                       h->tenant_size);
     } else if ((r = hunk_tenant_check_range(h, start, size)) == HK_OK) {
         h->tenant_fn = fn;
         h->tenant_user = user;
@@ -824,7 +826,8 @@ static int hunk_canary_ok(const hunk_block *b) {
     return ok;
 }
 
-static void hunk_info(const hk_hunk *h, const hunk_block *b, hk_block_info *info, char name[HUNK_NAME_LEN + 1]) {
+static void hunk_info(const hk_hunk *h, const hunk_block *b, hk_block_info *info,
+                      char name[HUNK_NAME_LEN + 1]) {
     memset(info, 0, sizeof *info);
     hunk_name_text(h, hunk_name_of(b->hdr.word), name);
     info->address = b->start + HUNK_HDR;
@@ -861,7 +864,8 @@ static int hunk_visit_end(hk_hunk *h, unsigned char *p, unsigned char *limit, in
     while (p < limit) {
         if (!hunk_read_block(h, p, limit, high, &b, &why)) return report ? hunk_damaged(h, &b, 0, why) : -1;
         if (!hunk_canary_ok(&b)) {
-            why = (b.flags & HUNK_F_PAD) ? "alignment padding damaged" : "canary damaged (write past the end of the block)";
+            why = (b.flags & HUNK_F_PAD) ? "alignment padding damaged"
+                                         : "canary damaged (write past the end of the block)";
             return report ? hunk_damaged(h, &b, !(b.flags & HUNK_F_PAD), why) : -1;
         }
         if (!(b.flags & HUNK_F_PAD)) {
@@ -880,7 +884,8 @@ static int hunk_visit_end(hk_hunk *h, unsigned char *p, unsigned char *limit, in
     if (count != e->blocks || bytes != e->user_bytes || (!high && count && last != h->base + e->last)) {
         b.start = limit;
         b.hdr.sentinel = 0;
-        return report ? hunk_damaged(h, &b, 0, "block counts in the control block disagree with the blocks found")
+        return report ? hunk_damaged(h, &b, 0,
+                                     "block counts in the control block disagree with the blocks found")
                       : -1;
     }
     return 0;
@@ -900,15 +905,16 @@ static int hunk_visit(hk_hunk *h, hunk_visit_fn fn, void *user, int report) {
     if (h->tenant_size && (h->tenant_start < h->base + h->low.used ||
                            h->tenant_start + h->tenant_size > h->base + h->cap - h->high.used)) {
         if (report)
-            hk__report(&h->rep, HK_ERR_CORRUPT, HK_EK_CORRUPT_STRUCTURE, h->tenant_start, h->tenant_size, NULL,
-                       "tenant claim %p..%p is outside the free middle %p..%p", (void *)h->tenant_start,
+            hk__report(&h->rep, HK_ERR_CORRUPT, HK_EK_CORRUPT_STRUCTURE, h->tenant_start, h->tenant_size,
+                       NULL, "tenant claim %p..%p is outside the free middle %p..%p", (void *)h->tenant_start,
                        (void *)(h->tenant_start + h->tenant_size), (void *)(h->base + h->low.used),
                        (void *)(h->base + h->cap - h->high.used));
         return -1;
     }
     int r = hunk_visit_end(h, h->base, h->base + h->low.used, 0, fn, user, report, &h->low);
     if (r) return r;
-    return hunk_visit_end(h, h->base + h->cap - h->high.used, h->base + h->cap, 1, fn, user, report, &h->high);
+    return hunk_visit_end(h, h->base + h->cap - h->high.used, h->base + h->cap, 1, fn, user, report,
+                          &h->high);
 }
 
 hk_result hk_hunk_check(hk_hunk *h) {
@@ -1000,8 +1006,8 @@ void hk_hunk_print(hk_hunk *h, void *out) {
     memset(&c, 0, sizeof c);
     c.out = f;
     hk__lock(&h->lock);
-    fprintf(f, "hunk '%s': capacity %zu, low %zu, high %zu, free %zu%s\n", h->rep.instance, h->cap, h->low.used,
-            h->high.used, hunk_free_bytes(h), h->temp_active ? ", temp block active" : "");
+    fprintf(f, "hunk '%s': capacity %zu, low %zu, high %zu, free %zu%s\n", h->rep.instance, h->cap,
+            h->low.used, h->high.used, hunk_free_bytes(h), h->temp_active ? ", temp block active" : "");
     fprintf(f, "  %-4s %-14s %10s %10s  %s\n", "end", "address", "bytes", "with hdr", "name");
     if (hunk_visit(h, hunk_print_visit, &c, 1) < 0)
         fprintf(f, "  (walk stopped: the hunk is damaged, see the report)\n");
@@ -1013,7 +1019,7 @@ void hk_hunk_print(hk_hunk *h, void *out) {
         fprintf(f, "  %-16s %6zu blocks %12zu bytes %12zu with headers\n", name, c.blocks[i], c.bytes[i],
                 c.total[i]);
     }
-    fprintf(f, "  %-16s %6zu blocks %12zu bytes %12zu with headers\n", "(all)", h->low.blocks + h->high.blocks,
-            h->low.user_bytes + h->high.user_bytes, hunk_total_used(h));
+    fprintf(f, "  %-16s %6zu blocks %12zu bytes %12zu with headers\n", "(all)",
+            h->low.blocks + h->high.blocks, h->low.user_bytes + h->high.user_bytes, hunk_total_used(h));
     hk__unlock(&h->lock);
 }

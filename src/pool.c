@@ -45,15 +45,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define POOL_NIL 0xFFFFFFFFu
-#define POOL_ID_DEAD 0xFFFFFFFFu /* ids[] value of a slot that is not ALIVE (never a fast ID) */
+#define POOL_NIL           0xFFFFFFFFu
+#define POOL_ID_DEAD       0xFFFFFFFFu /* ids[] value of a slot that is not ALIVE (never a fast ID) */
 #define POOL_DEFAULT_ALIGN 16u
 
 enum { POOL_FREE = 0, POOL_ALIVE = 1, POOL_DYING = 2, POOL_RETIRED = 3 };
-#define POOL_MF_SUBTREE 1u  /* DYING: its children die with it */
+#define POOL_MF_SUBTREE  1u /* DYING: its children die with it */
 #define POOL_MF_NOTIFIED 2u /* DYING: on_destroy has run */
-#define POOL_MF_WRAPPED 4u  /* fast: has issued the last generation of its sequence (uses saturate) */
-#define POOL_MF_SEEN 8u     /* check(): met on the free ring */
+#define POOL_MF_WRAPPED  4u /* fast: has issued the last generation of its sequence (uses saturate) */
+#define POOL_MF_SEEN     8u /* check(): met on the free ring */
 
 typedef struct pool_meta {
     uint32_t id;   /* overflow: ID of the current occupant (fast slots: see ids[]) */
@@ -100,7 +100,7 @@ typedef struct pool_iter {
 } pool_iter;
 
 struct hk_pool {
-    hk_pool__hot hot; /* first: the inline fast paths of pool.h read it */
+    hk_pool__hot hot;    /* first: the inline fast paths of pool.h read it */
     unsigned char *base; /* fast objects */
     size_t stride, elem_size, align;
     uint32_t cap, index_bits, imask, mark;
@@ -171,7 +171,9 @@ static inline void *pool_obj(const hk_pool *p, uint32_t s) {
 static inline uint32_t pool_gen_next(const hk_pool *p, uint32_t gen) {
     return gen == 0 ? p->gbase : gen >= p->gmax ? 1u : gen + 1u; /* no division on the hot path */
 }
-static inline uint32_t pool_gen_ord(const hk_pool *p, uint32_t gen) { return (gen + p->gmax - p->gbase) % p->gmax; }
+static inline uint32_t pool_gen_ord(const hk_pool *p, uint32_t gen) {
+    return (gen + p->gmax - p->gbase) % p->gmax;
+}
 
 /* Fast slots keep their hot state in ids[] (see the invariants): an ids[]
  * value whose index bits are all ones is "not alive" and still carries the
@@ -351,7 +353,8 @@ static int pool_plan(const hk_pool_desc *d, pool_layout *L) {
     if (!hk_size_mul(L->cap, sizeof(pool_meta), &n) || !hk_size_add(off, n, &off)) return 0;
     if (!hk_size_align(off, 16, &off)) return 0;
     L->off_lk = off;
-    if (!hk_size_mul((size_t)L->cap * L->links, sizeof(pool_link), &n) || !hk_size_add(off, n, &off)) return 0;
+    if (!hk_size_mul((size_t)L->cap * L->links, sizeof(pool_link), &n) || !hk_size_add(off, n, &off))
+        return 0;
     if (!hk_size_align(off, L->align, &off)) return 0;
     L->off_base = off;
     if (!hk_size_mul(L->cap, L->stride, &n) || !hk_size_add(off, n, &off)) return 0;
@@ -479,8 +482,8 @@ static uint32_t pool_resolve(hk_pool *p, hk_pool_id id, const char *what, hk_res
     if (s != POOL_NIL) return s;
     uint32_t idx = v & p->imask, g = v >> p->index_bits;
     if (v == 0) {
-        *res = hk__report(&p->rep, HK_ERR_INVALID, HK_EK_INVALID_ARG, NULL, 0, NULL,
-                          "%s of the none ID (0)", what);
+        *res = hk__report(&p->rep, HK_ERR_INVALID, HK_EK_INVALID_ARG, NULL, 0, NULL, "%s of the none ID (0)",
+                          what);
         return POOL_NIL;
     }
     if (idx < p->cap) {
@@ -488,40 +491,45 @@ static uint32_t pool_resolve(hk_pool *p, hk_pool_id id, const char *what, hk_res
         int st = pool_state(p, idx);
         void *obj = p->base + (size_t)idx * p->stride;
         if (g == 0) {
-            *res = hk__report(&p->rep, HK_ERR_FOREIGN, HK_EK_STALE, obj, p->elem_size, NULL,
-                              "%s of foreign ID 0x%08x (slot %u): generation 0 is never issued", what, v, idx);
+            *res =
+                hk__report(&p->rep, HK_ERR_FOREIGN, HK_EK_STALE, obj, p->elem_size, NULL,
+                           "%s of foreign ID 0x%08x (slot %u): generation 0 is never issued", what, v, idx);
         } else if (uses && mgen == g) {
             *res = hk__report(&p->rep, HK_ERR_DOUBLE_FREE, HK_EK_DOUBLE_FREE, obj, p->elem_size, NULL,
-                              "%s of ID 0x%08x: object at %p (slot %u, generation %u) was already freed%s", what, v,
-                              obj, idx, g, st == POOL_DYING ? " (release pending)" : "");
+                              "%s of ID 0x%08x: object at %p (slot %u, generation %u) was already freed%s",
+                              what, v, obj, idx, g, st == POOL_DYING ? " (release pending)" : "");
         } else if (uses && (uses >= p->gmax || pool_gen_ord(p, g) < pool_gen_ord(p, mgen))) {
             *res = hk__report(&p->rep, HK_ERR_STALE, HK_EK_STALE, obj, p->elem_size, NULL,
-                              "%s of stale ID 0x%08x: slot %u at %p is at generation %u (%s), the ID has %u", what,
-                              v, idx, obj, mgen, st == POOL_ALIVE ? "alive" : "free", g);
+                              "%s of stale ID 0x%08x: slot %u at %p is at generation %u (%s), the ID has %u",
+                              what, v, idx, obj, mgen, st == POOL_ALIVE ? "alive" : "free", g);
         } else {
-            *res = hk__report(&p->rep, HK_ERR_FOREIGN, HK_EK_STALE, obj, p->elem_size, NULL,
-                              "%s of foreign ID 0x%08x: generation %u was never issued for slot %u (another pool's ID?)",
-                              what, v, g, idx);
+            *res = hk__report(
+                &p->rep, HK_ERR_FOREIGN, HK_EK_STALE, obj, p->elem_size, NULL,
+                "%s of foreign ID 0x%08x: generation %u was never issued for slot %u (another pool's ID?)",
+                what, v, g, idx);
         }
         return POOL_NIL;
     }
     if (idx != p->mark) {
         *res = hk__report(&p->rep, HK_ERR_FOREIGN, HK_EK_STALE, NULL, 0, NULL,
-                          "%s of foreign ID 0x%08x: slot index %u is beyond the capacity %u", what, v, idx, p->cap);
+                          "%s of foreign ID 0x%08x: slot index %u is beyond the capacity %u", what, v, idx,
+                          p->cap);
         return POOL_NIL;
     }
     uint32_t o = pool_hash_find(&p->oid, v);
     if (o != POOL_NIL) { /* DYING overflow object */
         void *obj = p->oobj[o - p->cap].obj;
         *res = hk__report(&p->rep, HK_ERR_DOUBLE_FREE, HK_EK_DOUBLE_FREE, obj, p->elem_size, NULL,
-                          "%s of ID 0x%08x: overflow object at %p was already freed (release pending)", what, v, obj);
+                          "%s of ID 0x%08x: overflow object at %p was already freed (release pending)", what,
+                          v, obj);
     } else if (g != 0 && p->okey_issued &&
                (p->okey_issued >= p->gmax || pool_gen_ord(p, g) <= pool_gen_ord(p, p->okey_last))) {
         *res = hk__report(&p->rep, HK_ERR_STALE, HK_EK_STALE, NULL, 0, NULL,
                           "%s of stale ID 0x%08x: the overflow object it named was freed", what, v);
     } else {
-        *res = hk__report(&p->rep, HK_ERR_FOREIGN, HK_EK_STALE, NULL, 0, NULL,
-                          "%s of foreign ID 0x%08x: overflow key %u was never issued by this pool", what, v, g);
+        *res =
+            hk__report(&p->rep, HK_ERR_FOREIGN, HK_EK_STALE, NULL, 0, NULL,
+                       "%s of foreign ID 0x%08x: overflow key %u was never issued by this pool", what, v, g);
     }
     return POOL_NIL;
 }
@@ -533,13 +541,19 @@ static void pool_list_unlink(hk_pool *p, uint32_t li, uint32_t s) {
     pool_link *l = pool_l(p, s, L->link);
     for (pool_iter *it = p->iters; it; it = it->up) {
         if (it->list != li || it->next == POOL_NIL) continue;
-        if (it->next == s) it->next = (it->last == s) ? POOL_NIL : l->next;
-        else if (it->last == s) it->last = l->prev;
+        if (it->next == s)
+            it->next = (it->last == s) ? POOL_NIL : l->next;
+        else if (it->last == s)
+            it->last = l->prev;
     }
-    if (l->prev != POOL_NIL) pool_l(p, l->prev, L->link)->next = l->next;
-    else L->head = l->next;
-    if (l->next != POOL_NIL) pool_l(p, l->next, L->link)->prev = l->prev;
-    else L->tail = l->prev;
+    if (l->prev != POOL_NIL)
+        pool_l(p, l->prev, L->link)->next = l->next;
+    else
+        L->head = l->next;
+    if (l->next != POOL_NIL)
+        pool_l(p, l->next, L->link)->prev = l->prev;
+    else
+        L->tail = l->prev;
     l->prev = l->next = POOL_NIL;
     l->list = 0;
     L->count--;
@@ -555,14 +569,18 @@ static void pool_list_link(hk_pool *p, uint32_t li, uint32_t s, int front) {
     if (front) {
         l->prev = POOL_NIL;
         l->next = L->head;
-        if (L->head != POOL_NIL) pool_l(p, L->head, L->link)->prev = s;
-        else L->tail = s;
+        if (L->head != POOL_NIL)
+            pool_l(p, L->head, L->link)->prev = s;
+        else
+            L->tail = s;
         L->head = s;
     } else {
         l->next = POOL_NIL;
         l->prev = L->tail;
-        if (L->tail != POOL_NIL) pool_l(p, L->tail, L->link)->next = s;
-        else L->head = s;
+        if (L->tail != POOL_NIL)
+            pool_l(p, L->tail, L->link)->next = s;
+        else
+            L->head = s;
         L->tail = s;
     }
     L->count++;
@@ -575,7 +593,8 @@ static uint32_t pool_list_resolve(hk_pool *p, hk_pool_list list, const char *wha
     uint32_t v = list.value, idx = (v & 0xFFFFu), gen = v >> 16;
     if (idx == 0 || idx > p->max_lists) {
         *res = hk__report(&p->rep, HK_ERR_INVALID, HK_EK_INVALID_ARG, NULL, 0, NULL,
-                          "%s: list handle 0x%08x is not a list of this pool (max %u lists)", what, v, p->max_lists);
+                          "%s: list handle 0x%08x is not a list of this pool (max %u lists)", what, v,
+                          p->max_lists);
         return POOL_NIL;
     }
     pool_lst *L = &p->lists[idx - 1];
@@ -600,10 +619,14 @@ static void pool_detach(hk_pool *p, uint32_t s) {
     pool_meta *m = pool_m(p, s);
     if (m->parent == POOL_NIL) return;
     pool_meta *pm = pool_m(p, m->parent);
-    if (m->prev_sib != POOL_NIL) pool_m(p, m->prev_sib)->next_sib = m->next_sib;
-    else pm->first_child = m->next_sib;
-    if (m->next_sib != POOL_NIL) pool_m(p, m->next_sib)->prev_sib = m->prev_sib;
-    else pm->last_child = m->prev_sib;
+    if (m->prev_sib != POOL_NIL)
+        pool_m(p, m->prev_sib)->next_sib = m->next_sib;
+    else
+        pm->first_child = m->next_sib;
+    if (m->next_sib != POOL_NIL)
+        pool_m(p, m->next_sib)->prev_sib = m->prev_sib;
+    else
+        pm->last_child = m->prev_sib;
     pm->nchildren--;
     uint32_t ps = m->parent;
     m->parent = m->next_sib = m->prev_sib = POOL_NIL;
@@ -616,8 +639,10 @@ static void pool_attach(hk_pool *p, uint32_t s, uint32_t parent) {
     m->parent = parent;
     m->next_sib = POOL_NIL;
     m->prev_sib = pm->last_child;
-    if (pm->last_child != POOL_NIL) pool_m(p, pm->last_child)->next_sib = s;
-    else pm->first_child = s;
+    if (pm->last_child != POOL_NIL)
+        pool_m(p, pm->last_child)->next_sib = s;
+    else
+        pm->first_child = s;
     pm->last_child = s;
     pm->nchildren++;
     pool_busy_update(p, s);
@@ -692,7 +717,8 @@ static int pool_ovf_grow(hk_pool *p) {
 
 static uint32_t pool_alloc_overflow(hk_pool *p, void **obj_out) {
     if (p->ovf_live + p->npending >= (size_t)p->gmax - 1) return POOL_NIL; /* every key is live */
-    if (!pool_ovf_grow(p) || !pool_hash_reserve(p, &p->oid) || !pool_hash_reserve(p, &p->optr)) return POOL_NIL;
+    if (!pool_ovf_grow(p) || !pool_hash_reserve(p, &p->oid) || !pool_hash_reserve(p, &p->optr))
+        return POOL_NIL;
     size_t extra = p->align > POOL_DEFAULT_ALIGN ? p->align - 1 : 0, raw_size;
     if (!hk_size_add(p->elem_size, extra, &raw_size)) return POOL_NIL;
     void *raw = p->halloc(raw_size, p->huser);
@@ -739,16 +765,18 @@ static hk_pool_id pool_alloc_locked(hk_pool *p, void **obj) {
         if (s == POOL_NIL) {
             p->fail_count++;
             hk__report(&p->rep, HK_ERR_NOMEM, HK_EK_NOMEM, NULL, p->elem_size, NULL,
-                       "allocation failed: all %u fast slots in use (%u retired), overflow %s (%zu live)", p->cap,
-                       p->nretired, (p->flags & HK_POOL_NO_OVERFLOW) ? "disabled" : "allocation failed",
-                       p->ovf_live);
+                       "allocation failed: all %u fast slots in use (%u retired), overflow %s (%zu live)",
+                       p->cap, p->nretired,
+                       (p->flags & HK_POOL_NO_OVERFLOW) ? "disabled" : "allocation failed", p->ovf_live);
             if (obj) *obj = NULL;
             return id;
         }
         id.value = pool_m(p, s)->id;
     }
-    if (p->flags & HK_FLAG_ZERO) memset(o, 0, p->elem_size);
-    else if (p->flags & HK_FLAG_FILL) memset(o, HK_FILL_ALLOC, p->elem_size);
+    if (p->flags & HK_FLAG_ZERO)
+        memset(o, 0, p->elem_size);
+    else if (p->flags & HK_FLAG_FILL)
+        memset(o, HK_FILL_ALLOC, p->elem_size);
     if (obj) *obj = o;
     return id;
 }
@@ -804,8 +832,10 @@ static void pool_kill(hk_pool *p, uint32_t s, int subtree) {
     if (!subtree)
         while (m->first_child != POOL_NIL) pool_detach(p, m->first_child);
     m->next = POOL_NIL;
-    if (p->pend_tail != POOL_NIL) pool_m(p, p->pend_tail)->next = s;
-    else p->pend_head = s;
+    if (p->pend_tail != POOL_NIL)
+        pool_m(p, p->pend_tail)->next = s;
+    else
+        p->pend_head = s;
     p->pend_tail = s;
     p->npending++;
 }
@@ -947,8 +977,8 @@ hk_result hk_pool_set_parent(hk_pool *p, hk_pool_id child, hk_pool_id parent) {
             while (x != POOL_NIL && x != c) x = pool_m(p, x)->parent;
             if (x == c) {
                 r = hk__report(&p->rep, HK_ERR_INVALID, HK_EK_INVALID_ARG, pool_obj(p, c), p->elem_size, NULL,
-                               "set_parent: object 0x%08x cannot become a child of 0x%08x, which is %s", child.value,
-                               parent.value, ps == c ? "itself" : "in its own subtree (cycle)");
+                               "set_parent: object 0x%08x cannot become a child of 0x%08x, which is %s",
+                               child.value, parent.value, ps == c ? "itself" : "in its own subtree (cycle)");
             }
         }
         if (r == HK_OK && pool_m(p, c)->parent != ps) {
@@ -996,11 +1026,12 @@ hk_pool_list hk_pool_list_create(hk_pool *p, uint32_t link, const char *name) {
     hk__lock(&p->lock);
     if (link >= p->links) {
         hk__report(&p->rep, HK_ERR_INVALID, HK_EK_INVALID_ARG, NULL, 0, name,
-                   "list_create '%s': link slot %u out of range (the pool's objects have %u)", name ? name : "?",
-                   link, p->links);
+                   "list_create '%s': link slot %u out of range (the pool's objects have %u)",
+                   name ? name : "?", link, p->links);
     } else if (p->nlists >= p->max_lists) {
         hk__report(&p->rep, HK_ERR_NOMEM, HK_EK_NOMEM, NULL, 0, name,
-                   "list_create '%s': all %u lists in use (raise desc.max_lists)", name ? name : "?", p->max_lists);
+                   "list_create '%s': all %u lists in use (raise desc.max_lists)", name ? name : "?",
+                   p->max_lists);
     } else {
         for (uint32_t i = 0; i < p->max_lists; i++) {
             pool_lst *L = &p->lists[i];
@@ -1396,10 +1427,10 @@ hk_result hk_pool_where(hk_pool *p, const void *addr, hk_block_info *info) {
 
 /* ---- check -------------------------------------------------------------------- */
 
-#define POOL_BAD(...)                                                                                          \
-    do {                                                                                                       \
-        hk__report(&p->rep, HK_ERR_CORRUPT, HK_EK_CORRUPT_STRUCTURE, p, 0, NULL, __VA_ARGS__);                \
-        return 0;                                                                                              \
+#define POOL_BAD(...)                                                                                        \
+    do {                                                                                                     \
+        hk__report(&p->rep, HK_ERR_CORRUPT, HK_EK_CORRUPT_STRUCTURE, p, 0, NULL, __VA_ARGS__);               \
+        return 0;                                                                                            \
     } while (0)
 
 static int pool_check_queue(hk_pool *p, uint32_t head, uint32_t tail, uint32_t expect, int state,
@@ -1408,7 +1439,8 @@ static int pool_check_queue(hk_pool *p, uint32_t head, uint32_t tail, uint32_t e
     for (uint32_t s = head; s != POOL_NIL; s = pool_m(p, s)->next) {
         if (s >= total) POOL_BAD("%s queue: slot %u out of range after slot %u", what, s, last);
         if (++n > expect) POOL_BAD("%s queue: longer than its count %u (cycle?)", what, expect);
-        if (pool_state(p, s) != state) POOL_BAD("%s queue: slot %u is in state %u", what, s, pool_state(p, s));
+        if (pool_state(p, s) != state)
+            POOL_BAD("%s queue: slot %u is in state %u", what, s, pool_state(p, s));
         last = s;
     }
     if (n != expect) POOL_BAD("%s queue: %u slots found, count says %u", what, n, expect);
@@ -1434,7 +1466,9 @@ static int pool_check_ring(hk_pool *p) {
     }
     if (bad != POOL_NIL)
         POOL_BAD("free ring entry %u: slot %u is %s", n, bad,
-                 bad >= p->cap ? "out of range" : pool_state(p, bad) != POOL_FREE ? "not free" : "queued twice");
+                 bad >= p->cap                     ? "out of range"
+                 : pool_state(p, bad) != POOL_FREE ? "not free"
+                                                   : "queued twice");
     return 1;
 }
 
@@ -1445,15 +1479,18 @@ static int pool_check_slots(hk_pool *p) {
         pool_meta *m = pool_m(p, s);
         int fast = s < p->cap, st = pool_state(p, s);
         uint32_t id = pool_id(p, s);
-        if (m->state > POOL_RETIRED || (!fast && m->state == POOL_RETIRED) || (fast && m->state == POOL_ALIVE))
+        if (m->state > POOL_RETIRED || (!fast && m->state == POOL_RETIRED) ||
+            (fast && m->state == POOL_ALIVE))
             POOL_BAD("slot %u: bad state %u", s, m->state);
         if (fast) {
             uint32_t x = p->ids[s];
             if (pool_ids_alive(p, x) && ((x & p->imask) != s || m->state != POOL_FREE))
-                POOL_BAD("slot %u at %p: lookup table holds 0x%08x (state %u)", s, pool_obj(p, s), x, m->state);
+                POOL_BAD("slot %u at %p: lookup table holds 0x%08x (state %u)", s, pool_obj(p, s), x,
+                         m->state);
             if ((st == POOL_ALIVE || st == POOL_DYING) && pool_gen(p, s) == 0)
                 POOL_BAD("slot %u at %p: object 0x%08x has generation 0", s, pool_obj(p, s), id);
-            unsigned char busy = (unsigned char)(m->parent != POOL_NIL || m->first_child != POOL_NIL || m->nlinked);
+            unsigned char busy =
+                (unsigned char)(m->parent != POOL_NIL || m->first_child != POOL_NIL || m->nlinked);
             if (p->busy[s] != busy)
                 POOL_BAD("slot %u at %p: busy flag %u, links say %u", s, pool_obj(p, s), p->busy[s], busy);
         }
@@ -1471,8 +1508,10 @@ static int pool_check_slots(hk_pool *p) {
             }
             if (st == POOL_ALIVE) {
                 nalive++;
-                if (fast) fl++;
-                else ol++;
+                if (fast)
+                    fl++;
+                else
+                    ol++;
             } else {
                 ndying++;
                 if (fast) nfdying++;
@@ -1483,8 +1522,10 @@ static int pool_check_slots(hk_pool *p) {
             if (m->parent != POOL_NIL || m->first_child != POOL_NIL || m->nchildren)
                 POOL_BAD("free slot %u still has tree links", s);
             if (st == POOL_FREE) {
-                if (fast) nfree++;
-                else nofree++;
+                if (fast)
+                    nfree++;
+                else
+                    nofree++;
             } else {
                 nret++;
             }
@@ -1505,37 +1546,43 @@ static int pool_check_slots(hk_pool *p) {
         uint32_t nl = 0;
         for (uint32_t k = 0; k < p->links; k++) nl += pool_l(p, s, k)->list != 0;
         if (nl != m->nlinked)
-            POOL_BAD("object 0x%08x at %p is on %u lists, its count says %u", id, pool_obj(p, s), nl, m->nlinked);
+            POOL_BAD("object 0x%08x at %p is on %u lists, its count says %u", id, pool_obj(p, s), nl,
+                     m->nlinked);
         for (uint32_t k = 0; k < p->links; k++) {
             pool_link *l = pool_l(p, s, k);
             if (l->list && st != POOL_ALIVE)
                 POOL_BAD("slot %u (state %u) is still on list %u", s, st, l->list - 1);
-            if (l->list && (l->list > p->max_lists || !p->lists[l->list - 1].used ||
-                            p->lists[l->list - 1].link != k))
+            if (l->list &&
+                (l->list > p->max_lists || !p->lists[l->list - 1].used || p->lists[l->list - 1].link != k))
                 POOL_BAD("object 0x%08x at %p names list %u on link %u, which is not such a list", id,
                          pool_obj(p, s), l->list - 1, k);
         }
     }
     if (nalive != pool_live(p) || fl != pool_fast_live(p) || ol != p->ovf_live)
-        POOL_BAD("counters: %u alive found (%zu fast, %zu overflow), counters say %zu (%zu, %zu)", nalive, fl, ol,
-                 pool_live(p), pool_fast_live(p), p->ovf_live);
+        POOL_BAD("counters: %u alive found (%zu fast, %zu overflow), counters say %zu (%zu, %zu)", nalive, fl,
+                 ol, pool_live(p), pool_fast_live(p), p->ovf_live);
     if (ndying != p->npending || nfdying != p->fpending)
-        POOL_BAD("counters: %u pending found (%u fast), counts say %u (%u)", ndying, nfdying, p->npending, p->fpending);
+        POOL_BAD("counters: %u pending found (%u fast), counts say %u (%u)", ndying, nfdying, p->npending,
+                 p->fpending);
     if (nret != p->nretired) POOL_BAD("counters: %u retired slots found, count says %u", nret, p->nretired);
-    if (nfree != POOL_NFREE(p)) POOL_BAD("counters: %u free slots found, the free ring holds %u", nfree, POOL_NFREE(p));
+    if (nfree != POOL_NFREE(p))
+        POOL_BAD("counters: %u free slots found, the free ring holds %u", nfree, POOL_NFREE(p));
     size_t base = (size_t)p->cap - p->nretired + p->ovf_live + (p->npending - p->fpending);
-    if (p->hot.hold_base != base) POOL_BAD("counters: held-objects base %zu, expected %zu", p->hot.hold_base, base);
+    if (p->hot.hold_base != base)
+        POOL_BAD("counters: held-objects base %zu, expected %zu", p->hot.hold_base, base);
     if (pool_live(p) + p->npending > p->hot.peak)
         POOL_BAD("counters: %zu objects held, above the peak %zu", pool_live(p) + p->npending, p->hot.peak);
     if (p->oid.count != p->ocap - nofree)
         POOL_BAD("overflow ID table holds %u keys for %u overflow objects", p->oid.count, p->ocap - nofree);
     if (p->optr.count != p->ocap - nofree)
-        POOL_BAD("overflow address table holds %u keys for %u overflow objects", p->optr.count, p->ocap - nofree);
+        POOL_BAD("overflow address table holds %u keys for %u overflow objects", p->optr.count,
+                 p->ocap - nofree);
     uint32_t n = 0;
     for (uint32_t s = p->ofree_head; s != POOL_NIL; s = pool_m(p, s)->next) {
         if (s < p->cap || s >= p->cap + p->ocap || pool_m(p, s)->state != POOL_FREE)
             POOL_BAD("overflow free list: bad slot %u", s);
-        if (++n > nofree) POOL_BAD("overflow free list: longer than the %u free overflow slots (cycle?)", nofree);
+        if (++n > nofree)
+            POOL_BAD("overflow free list: longer than the %u free overflow slots (cycle?)", nofree);
     }
     if (n != nofree) POOL_BAD("overflow free list: %u slots, %u free overflow slots", n, nofree);
     return 1;
@@ -1556,7 +1603,8 @@ static int pool_check_lists(hk_pool *p) {
             if (s >= total) POOL_BAD("list '%s': member slot %u out of range", nm, s);
             pool_link *l = pool_l(p, s, L->link);
             if (l->list != li + 1) POOL_BAD("list '%s': member slot %u names list %u", nm, s, l->list);
-            if (l->prev != prev) POOL_BAD("list '%s': slot %u's back link is %u, expected %u", nm, s, l->prev, prev);
+            if (l->prev != prev)
+                POOL_BAD("list '%s': slot %u's back link is %u, expected %u", nm, s, l->prev, prev);
             if (pool_state(p, s) != POOL_ALIVE) POOL_BAD("list '%s': member slot %u is not alive", nm, s);
             if (++n > L->count) POOL_BAD("list '%s': more members than its count %u (cycle?)", nm, L->count);
             prev = s;
@@ -1572,8 +1620,8 @@ static int pool_check_lists(hk_pool *p) {
         for (uint32_t s = 0; s < total; s++)
             if (pool_l(p, s, p->lists[li].link)->list == li + 1) named++;
         if (named != p->lists[li].count)
-            POOL_BAD("list '%s': %u objects name it, %u are on it", p->lists[li].name ? p->lists[li].name : "?",
-                     named, p->lists[li].count);
+            POOL_BAD("list '%s': %u objects name it, %u are on it",
+                     p->lists[li].name ? p->lists[li].name : "?", named, p->lists[li].count);
     }
     return 1;
 }
@@ -1594,7 +1642,8 @@ static int pool_check_tree(hk_pool *p) {
             pool_meta *cm = pool_m(p, c);
             if (cm->parent != s || cm->prev_sib != prev)
                 POOL_BAD("object 0x%08x at %p: child slot %u links back wrongly", id, pool_obj(p, s), c);
-            if (++n > m->nchildren) POOL_BAD("object 0x%08x: more children than its count %u", id, m->nchildren);
+            if (++n > m->nchildren)
+                POOL_BAD("object 0x%08x: more children than its count %u", id, m->nchildren);
             prev = c;
         }
         if (n != m->nchildren || prev != m->last_child)
@@ -1608,8 +1657,8 @@ static int pool_check_tree(hk_pool *p) {
 
 static int pool_check_all(hk_pool *p) {
     if ((uint64_t)POOL_NFREE(p) + p->nretired + p->fpending > p->cap)
-        POOL_BAD("control block damaged: %u free + %u retired + %u pending > %u slots", POOL_NFREE(p), p->nretired,
-                 p->fpending, p->cap);
+        POOL_BAD("control block damaged: %u free + %u retired + %u pending > %u slots", POOL_NFREE(p),
+                 p->nretired, p->fpending, p->cap);
     return pool_check_ring(p) &&
            pool_check_queue(p, p->pend_head, p->pend_tail, p->npending, POOL_DYING, "pending") &&
            pool_check_slots(p) && pool_check_lists(p) && pool_check_tree(p);

@@ -135,7 +135,8 @@ static int zone_region_add(hk_zone *z, void *mem, size_t size, void *os_base, si
     if (!mem || size < HK_ZONE_MIN_REGION || lim <= base || lim - base < ZONE_MIN_BLOCK + ZONE_HDR) {
         if (report)
             hk__report(&z->rep, HK_ERR_INVALID, HK_EK_INVALID_ARG, mem, size, NULL,
-                       "region %p of %zu bytes refused: smaller than %u bytes", mem, size, HK_ZONE_MIN_REGION);
+                       "region %p of %zu bytes refused: smaller than %u bytes", mem, size,
+                       HK_ZONE_MIN_REGION);
         return -1;
     }
     if (z->nregions >= HK_ZONE_MAX_REGIONS) {
@@ -173,7 +174,8 @@ static int zone_region_add(hk_zone *z, void *mem, size_t size, void *os_base, si
     zone_set_hdr(b, bsize, 0, ZB_PREV_USED, 0);
     epi->prev_size = bsize;
     zone_set_hdr(epi, 0, 0, ZB_USED, 0);
-    if (z->flags & HK_FLAG_FILL) memset((unsigned char *)b + sizeof(zone_blk), HK_FILL_FREE, bsize - sizeof(zone_blk));
+    if (z->flags & HK_FLAG_FILL)
+        memset((unsigned char *)b + sizeof(zone_blk), HK_FILL_FREE, bsize - sizeof(zone_blk));
     z->capacity += bsize;
     zone_insert(z, b);
     return (int)at;
@@ -225,7 +227,8 @@ static void zone_region_extend(hk_zone *z, zone_region *r, size_t add) {
     zone_blk *ne = (zone_blk *)nend;
     zone_unpoison(b, sizeof(zone_blk));
     zone_set_hdr(b, add, 0, b->bits & ZB_PREV_USED, 0);
-    if (z->flags & HK_FLAG_FILL) memset((unsigned char *)b + sizeof(zone_blk), HK_FILL_FREE, add - sizeof(zone_blk));
+    if (z->flags & HK_FLAG_FILL)
+        memset((unsigned char *)b + sizeof(zone_blk), HK_FILL_FREE, add - sizeof(zone_blk));
     zone_unpoison(ne, ZONE_HDR);
     zone_set_hdr(ne, 0, 0, ZB_USED, 0);
     r->end = nend;
@@ -462,7 +465,6 @@ static inline size_t zone_need(const hk_zone *z, size_t n, int tracked) {
 
 /* ---- reports ----------------------------------------------------------------- */
 
-
 static void *zone_fail(hk_zone *z, hk_result r, hk_error_kind k, size_t n, const char *fmt_why) {
     z->fail_count++;
     if (k == HK_EK_NOMEM) {
@@ -471,9 +473,10 @@ static void *zone_fail(hk_zone *z, hk_result r, hk_error_kind k, size_t n, const
             unsigned fl = zone_msb(z->fl_map);
             largest = zone_class_start(fl, zone_msb(z->sl_map[fl]));
         }
-        hk__report(&z->rep, r, k, NULL, n,
-                   NULL, "cannot allocate %zu bytes%s: capacity %zu, free %zu in %zu blocks, largest free block %zu",
-                   n, fmt_why ? fmt_why : "", z->capacity, z->free_bytes, z->free_blocks, largest);
+        hk__report(
+            &z->rep, r, k, NULL, n, NULL,
+            "cannot allocate %zu bytes%s: capacity %zu, free %zu in %zu blocks, largest free block %zu", n,
+            fmt_why ? fmt_why : "", z->capacity, z->free_bytes, z->free_blocks, largest);
     } else {
         hk__report(&z->rep, r, k, NULL, n, NULL, "request of %zu bytes refused: %s", n, fmt_why);
     }
@@ -543,8 +546,8 @@ static zone_blk *zone_obtain(hk_zone *z, size_t need, size_t align, size_t *bsiz
 }
 
 /* Turns a taken block into a used one and prepares its bytes. */
-static void *zone_finish(hk_zone *z, zone_blk *b, size_t bsize, size_t n, unsigned tag, unsigned alog, int tracked,
-                         void **owner, const char *name, const char *file, int line) {
+static void *zone_finish(hk_zone *z, zone_blk *b, size_t bsize, size_t n, unsigned tag, unsigned alog,
+                         int tracked, void **owner, const char *name, const char *file, int line) {
     unsigned bits = ZB_USED | (b->bits & ZB_PREV_USED) | (alog << ZB_ALIGN_SHIFT);
     size_t area = bsize - (tracked ? ZONE_EXT_OVH : ZONE_PLAIN_OVH);
     unsigned char *user = zone_user(b);
@@ -568,8 +571,10 @@ static void *zone_finish(hk_zone *z, zone_blk *b, size_t bsize, size_t n, unsign
         z->untracked_live++;
     }
     if (HK__UNLIKELY(z->flags & (HK_FLAG_ZERO | HK_FLAG_FILL | HK_FLAG_CANARY))) {
-        if (z->flags & HK_FLAG_ZERO) memset(user, 0, n);
-        else if (z->flags & HK_FLAG_FILL) memset(user, HK_FILL_ALLOC, n);
+        if (z->flags & HK_FLAG_ZERO)
+            memset(user, 0, n);
+        else if (z->flags & HK_FLAG_FILL)
+            memset(user, HK_FILL_ALLOC, n);
         if (z->flags & HK_FLAG_CANARY) memset(user + n, HK_FILL_PAD, area - n);
     }
     {
@@ -609,10 +614,11 @@ static void *zone_alloc_impl(hk_zone *z, size_t n, size_t align, int tag, void *
                    "alignment %zu is not a power of two up to 2^35 (request of %zu bytes)", align, n);
         return NULL;
     }
-    int tracked = tag != HK_TAG_STATIC || owner || name ||
-                  (z->flags & (HK_ZONE_TRACK_ALL | HK_FLAG_RECORD_SITE)) != 0;
+    int tracked =
+        tag != HK_TAG_STATIC || owner || name || (z->flags & (HK_ZONE_TRACK_ALL | HK_FLAG_RECORD_SITE)) != 0;
     size_t need = zone_need(z, n, tracked);
-    if (HK__UNLIKELY(!need)) return zone_fail(z, HK_ERR_OVERFLOW, HK_EK_OVERFLOW, n, "larger than a zone block (64 GiB)");
+    if (HK__UNLIKELY(!need))
+        return zone_fail(z, HK_ERR_OVERFLOW, HK_EK_OVERFLOW, n, "larger than a zone block (64 GiB)");
     size_t bsize;
     zone_blk *b = zone_obtain(z, need, align, &bsize);
     if (HK__UNLIKELY(!b)) return zone_fail(z, HK_ERR_NOMEM, HK_EK_NOMEM, n, NULL);
@@ -657,10 +663,11 @@ static int zone_canary_ok(hk_zone *z, zone_blk *b, const char *when) {
         return 1;
     }
     const char *name = zone_block_name(b);
-    hk__report(&z->rep, HK_ERR_CORRUPT, HK_EK_CORRUPT_CANARY, zone_user(b), req, name,
-               "%s block at %p (%zu bytes, tag %u%s%s%s): canary damaged at byte %zu past the end (write past the "
-               "end of the block)",
-               when, (void *)zone_user(b), req, b->tag, name ? ", '" : "", name ? name : "", name ? "'" : "", off);
+    hk__report(
+        &z->rep, HK_ERR_CORRUPT, HK_EK_CORRUPT_CANARY, zone_user(b), req, name,
+        "%s block at %p (%zu bytes, tag %u%s%s%s): canary damaged at byte %zu past the end (write past the "
+        "end of the block)",
+        when, (void *)zone_user(b), req, b->tag, name ? ", '" : "", name ? name : "", name ? "'" : "", off);
     return 0;
 }
 
@@ -675,25 +682,26 @@ static hk_result zone_classify_bad(hk_zone *z, const void *p, int ri, const char
             zone_bsize(b) > (size_t)(r->end - (unsigned char *)b)) {
             if (a <= (unsigned char *)b + ZONE_HDR)
                 return hk__report(&z->rep, HK_ERR_CORRUPT, HK_EK_CORRUPT_HEADER, p, 0, NULL,
-                                  "%s(%p): the header of that block (at %p) is damaged; block left alone", op, p,
-                                  (void *)b);
+                                  "%s(%p): the header of that block (at %p) is damaged; block left alone", op,
+                                  p, (void *)b);
             return hk__report(&z->rep, HK_ERR_CORRUPT, HK_EK_CORRUPT_HEADER, p, 0, NULL,
-                              "%s(%p): damaged block header at %p found before reaching it; nothing freed", op, p,
-                              (void *)b);
+                              "%s(%p): damaged block header at %p found before reaching it; nothing freed",
+                              op, p, (void *)b);
         }
         unsigned char *bs = (unsigned char *)b, *be = bs + zone_bsize(b);
         if (a >= bs && a < be) {
             if ((b->bits & ZB_USED) && b->tag != 0) {
                 const char *name = zone_block_name(b);
-                return hk__report(&z->rep, HK_ERR_INVALID, HK_EK_INTERIOR_PTR, p, zone_requested(b), name,
-                                  "%s(%p): pointer is %td bytes into block %p (%zu bytes, tag %u%s%s%s), not its "
-                                  "start",
-                                  op, p, a - zone_user(b), (void *)zone_user(b), zone_requested(b), b->tag,
-                                  name ? ", '" : "", name ? name : "", name ? "'" : "");
+                return hk__report(
+                    &z->rep, HK_ERR_INVALID, HK_EK_INTERIOR_PTR, p, zone_requested(b), name,
+                    "%s(%p): pointer is %td bytes into block %p (%zu bytes, tag %u%s%s%s), not its "
+                    "start",
+                    op, p, a - zone_user(b), (void *)zone_user(b), zone_requested(b), b->tag,
+                    name ? ", '" : "", name ? name : "", name ? "'" : "");
             }
             return hk__report(&z->rep, HK_ERR_DOUBLE_FREE, HK_EK_DOUBLE_FREE, p, zone_bsize(b), NULL,
-                              "%s(%p): pointer is in free space (free block %p of %zu bytes): freed already?", op, p,
-                              (void *)bs, zone_bsize(b));
+                              "%s(%p): pointer is in free space (free block %p of %zu bytes): freed already?",
+                              op, p, (void *)bs, zone_bsize(b));
         }
         b = (zone_blk *)be;
     }
@@ -766,7 +774,8 @@ hk_zone *hk_zone_create(const hk_zone_desc *desc) {
         size = desc->size;
     } else {
         size = desc->size ? desc->size : (desc->grow_size ? desc->grow_size : (size_t)1 << 20);
-        if (!hk_size_add(size, ctl + 64, &size) || !hk_size_align(size, hk_os_page_size(), &size)) return NULL;
+        if (!hk_size_add(size, ctl + 64, &size) || !hk_size_align(size, hk_os_page_size(), &size))
+            return NULL;
         if (desc->grow_size && sizeof(void *) >= 8) {
             /* A growing zone reserves address space after its first region
              * and grows that region in place (see zone_grow); the pages are
@@ -774,7 +783,8 @@ hk_zone *hk_zone_create(const hk_zone_desc *desc) {
             size_t res = ZONE_RESERVE;
             if (desc->max_size && desc->max_size < ZONE_RESERVE / 2) {
                 size_t r2;
-                if (hk_size_add(desc->max_size, size, &r2) && hk_size_align(r2, hk_os_page_size(), &r2)) res = r2;
+                if (hk_size_add(desc->max_size, size, &r2) && hk_size_align(r2, hk_os_page_size(), &r2))
+                    res = r2;
             }
             if (res > size) {
                 os = hk_os_reserve(res);
@@ -945,7 +955,8 @@ hk_result hk_zone_free(hk_zone *z, void *p) {
             hk__unlock(&z->lock);
             return HK_OK;
         }
-        if (HK__UNLIKELY((z->flags & HK_FLAG_CANARY) && !zone_canary_ok(z, b, "free of"))) res = HK_ERR_CORRUPT;
+        if (HK__UNLIKELY((z->flags & HK_FLAG_CANARY) && !zone_canary_ok(z, b, "free of")))
+            res = HK_ERR_CORRUPT;
         zone_blk *m = zone_release(z, b, 1);
         /* a block spanning a whole region starts with PREV_USED set and ends
          * at the region's end marker (size 0): only then look further */
@@ -978,7 +989,8 @@ bool hk_zone_owns(hk_zone *z, const void *p) {
         a <= (uintptr_t)z->regions[ri].end) {
         zone_blk *b = zone_from_user(p);
         ok = !zone_is_poisoned(b, ZONE_HDR) && zone_hdr_ok(b) && (b->bits & ZB_USED) && b->tag != 0 &&
-             zone_bsize(b) >= ZONE_MIN_BLOCK && zone_bsize(b) <= (size_t)(z->regions[ri].end - (unsigned char *)b);
+             zone_bsize(b) >= ZONE_MIN_BLOCK &&
+             zone_bsize(b) <= (size_t)(z->regions[ri].end - (unsigned char *)b);
     }
     hk__unlock(&z->lock);
     return ok;
@@ -1013,7 +1025,8 @@ static void zone_relayout(hk_zone *z, zone_blk *b, size_t bsize, size_t n, const
             *e = *saved;
         }
     }
-    if (HK__UNLIKELY(z->flags & HK_FLAG_FILL) && n > old_req) memset(user + old_req, HK_FILL_ALLOC, n - old_req);
+    if (HK__UNLIKELY(z->flags & HK_FLAG_FILL) && n > old_req)
+        memset(user + old_req, HK_FILL_ALLOC, n - old_req);
     if (HK__UNLIKELY(z->flags & HK_FLAG_CANARY)) memset(user + n, HK_FILL_PAD, area - n);
     size_t pad_end = tracked ? area : (area > ZONE_OVERLAP ? area - ZONE_OVERLAP : 0);
     if (pad_end > n) zone_poison(user + n, pad_end - n);
@@ -1042,7 +1055,6 @@ static size_t zone_absorb_next(hk_zone *z, zone_blk *b, zone_blk *nx, size_t old
     z->used_bytes += total - old;
     return total;
 }
-
 
 static void *zone_realloc_impl(hk_zone *z, void *p, size_t n) {
     hk_result res;
@@ -1140,8 +1152,8 @@ hk_result hk_zone_change_tag(hk_zone *z, void *p, int tag) {
     if (tag == HK_TAG_STATIC) goto out;
     if (tag >= z->purge_level) {
         res = hk__report(&z->rep, HK_ERR_INVALID, HK_EK_INVALID_ARG, p, zone_requested(b), NULL,
-                         "change_tag(%p, %d): a purgeable block needs an owner pointer (this block has none)", p,
-                         tag);
+                         "change_tag(%p, %d): a purgeable block needs an owner pointer (this block has none)",
+                         p, tag);
         goto out;
     }
     {
@@ -1154,10 +1166,11 @@ hk_result hk_zone_change_tag(hk_zone *z, void *p, int tag) {
         if (need > old) {
             zone_blk *nx = zone_next(b);
             if ((nx->bits & ZB_USED) || old + zone_bsize(nx) < need) {
-                res = hk__report(&z->rep, HK_ERR_NOMEM, HK_EK_NOMEM, p, req, NULL,
-                                 "change_tag(%p, %d): the untracked block has no room for its tag record (allocate "
-                                 "it with a tag, or use HK_ZONE_TRACK_ALL)",
-                                 p, tag);
+                res = hk__report(
+                    &z->rep, HK_ERR_NOMEM, HK_EK_NOMEM, p, req, NULL,
+                    "change_tag(%p, %d): the untracked block has no room for its tag record (allocate "
+                    "it with a tag, or use HK_ZONE_TRACK_ALL)",
+                    p, tag);
                 goto out;
             }
             bsize = zone_absorb_next(z, b, nx, old, need);
@@ -1189,7 +1202,8 @@ static int zone_purge_one(hk_zone *z, int level) {
     if (level < z->purge_level) level = z->purge_level;
     zone_ext *best = NULL;
     uint32_t best_seq = 0;
-    for (int t = zone_next_tag(z, level, HK_ZONE_TAG_MAX); t >= 0; t = zone_next_tag(z, t + 1, HK_ZONE_TAG_MAX)) {
+    for (int t = zone_next_tag(z, level, HK_ZONE_TAG_MAX); t >= 0;
+         t = zone_next_tag(z, t + 1, HK_ZONE_TAG_MAX)) {
         for (unsigned w = 0; w < ZONE_TAG_WAYS; w++) {
             zone_ext *h = z->tag_head[t][w];
             if (h && (!best || (int32_t)(h->seq - best_seq) < 0)) {
@@ -1326,8 +1340,9 @@ hk_result hk_zone_stats(const hk_zone *z, hk_stats *out) {
     if (z->fl_map) {
         unsigned fl = zone_msb(z->fl_map);
         size_t cs = zone_class_start(fl, zone_msb(z->sl_map[fl]));
-        size_t ovh = ((z->flags & (HK_ZONE_TRACK_ALL | HK_FLAG_RECORD_SITE)) ? ZONE_EXT_OVH : ZONE_PLAIN_OVH) +
-                     ((z->flags & HK_FLAG_CANARY) ? HK_CANARY_BYTES : 0);
+        size_t ovh =
+            ((z->flags & (HK_ZONE_TRACK_ALL | HK_FLAG_RECORD_SITE)) ? ZONE_EXT_OVH : ZONE_PLAIN_OVH) +
+            ((z->flags & HK_FLAG_CANARY) ? HK_CANARY_BYTES : 0);
         out->largest_free = cs > ovh ? cs - ovh : 0;
     }
     out->peak_used = z->peak_used;
@@ -1341,4 +1356,3 @@ hk_result hk_zone_stats(const hk_zone *z, hk_stats *out) {
     hk__unlock(&z->lock);
     return HK_OK;
 }
-

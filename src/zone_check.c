@@ -8,10 +8,10 @@
  */
 #include "zone_internal.h"
 
-#define ZONE_CORRUPT(kind, addr, ...)                                                                          \
-    do {                                                                                                       \
-        hk__report(&z->rep, HK_ERR_CORRUPT, (kind), (addr), 0, NULL, __VA_ARGS__);                             \
-        return HK_ERR_CORRUPT;                                                                                 \
+#define ZONE_CORRUPT(kind, addr, ...)                                                                        \
+    do {                                                                                                     \
+        hk__report(&z->rep, HK_ERR_CORRUPT, (kind), (addr), 0, NULL, __VA_ARGS__);                           \
+        return HK_ERR_CORRUPT;                                                                               \
     } while (0)
 
 /* A list pointer that may be followed: inside a region's blocks, aligned,
@@ -40,18 +40,21 @@ typedef struct zone_tally {
 static hk_result zone_check_region(hk_zone *z, uint32_t ri, zone_tally *t) {
     const zone_region *r = &z->regions[ri];
     if (ri > 0 && z->regions[ri - 1].end + ZONE_HDR > r->base)
-        ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r->base, "regions %u and %u overlap or are out of order", ri - 1, ri);
+        ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r->base, "regions %u and %u overlap or are out of order",
+                     ri - 1, ri);
     t->capacity += (size_t)(r->end - r->base);
     zone_blk *b = (zone_blk *)r->base;
     unsigned prev_used = 1;
     size_t prev_size = 0;
     while ((unsigned char *)b < r->end) {
         if ((size_t)(r->end - (unsigned char *)b) < ZONE_MIN_BLOCK)
-            ZONE_CORRUPT(HK_EK_CORRUPT_HEADER, b, "block at %p runs into the end of region %u", (void *)b, ri);
+            ZONE_CORRUPT(HK_EK_CORRUPT_HEADER, b, "block at %p runs into the end of region %u", (void *)b,
+                         ri);
         if (!zone_hdr_ok(b))
-            ZONE_CORRUPT(HK_EK_CORRUPT_HEADER, zone_user(b),
-                         "header of block %p damaged (its check bits do not match; overrun of the block before?)",
-                         (void *)zone_user(b));
+            ZONE_CORRUPT(
+                HK_EK_CORRUPT_HEADER, zone_user(b),
+                "header of block %p damaged (its check bits do not match; overrun of the block before?)",
+                (void *)zone_user(b));
         size_t size = zone_bsize(b);
         unsigned used = b->bits & ZB_USED;
         if (size < ZONE_MIN_BLOCK || size > (size_t)(r->end - (unsigned char *)b) ||
@@ -68,7 +71,8 @@ static hk_result zone_check_region(hk_zone *z, uint32_t ri, zone_tally *t) {
                          (void *)zone_user(b), (unsigned long long)b->prev_size, prev_size);
         if (used && b->tag == 0) {
             if (!z->fc_on || (b->bits & ZB_EXT) || size > ZONE_FC_MAX || zone_slack(b))
-                ZONE_CORRUPT(HK_EK_CORRUPT_HEADER, zone_user(b), "used block %p has tag 0", (void *)zone_user(b));
+                ZONE_CORRUPT(HK_EK_CORRUPT_HEADER, zone_user(b), "used block %p has tag 0",
+                             (void *)zone_user(b));
             t->cached++; /* kept by the front cache */
             t->cached_bytes += size;
         } else if (used) {
@@ -76,8 +80,10 @@ static hk_result zone_check_region(hk_zone *z, uint32_t ri, zone_tally *t) {
             t->used_bytes += size;
             t->used_req += zone_requested(b);
             if (b->tag == 0)
-                ZONE_CORRUPT(HK_EK_CORRUPT_HEADER, zone_user(b), "used block %p has tag 0", (void *)zone_user(b));
-            if (b->bits & ZB_EXT) t->tracked++;
+                ZONE_CORRUPT(HK_EK_CORRUPT_HEADER, zone_user(b), "used block %p has tag 0",
+                             (void *)zone_user(b));
+            if (b->bits & ZB_EXT)
+                t->tracked++;
             else {
                 t->untracked++;
                 if (b->tag != HK_TAG_STATIC)
@@ -102,8 +108,9 @@ static hk_result zone_check_region(hk_zone *z, uint32_t ri, zone_tally *t) {
                 ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, b, "free blocks %p and %p are adjacent (not merged)",
                              (void *)((unsigned char *)b - prev_size), (void *)b);
             if (b->tag || zone_slack(b) || (b->bits & ~ZB_PREV_USED))
-                ZONE_CORRUPT(HK_EK_CORRUPT_HEADER, b, "free block %p has used-block fields (tag %u, bits %#x)",
-                             (void *)b, b->tag, (unsigned)b->bits);
+                ZONE_CORRUPT(HK_EK_CORRUPT_HEADER, b,
+                             "free block %p has used-block fields (tag %u, bits %#x)", (void *)b, b->tag,
+                             (unsigned)b->bits);
             t->nfree++;
             t->free_bytes += size;
             if (z->flags & HK_FLAG_FILL) {
@@ -135,37 +142,39 @@ static hk_result zone_check_free_lists(hk_zone *z, const zone_tally *t) {
                      ZONE_FL_COUNT);
     for (unsigned fl = 0; fl < ZONE_FL_COUNT; fl++) {
         if (((z->fl_map >> fl) & 1u) != (z->sl_map[fl] != 0))
-            ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "first-level bit %u is %u but level %u has bitmap %#x", fl,
-                         (z->fl_map >> fl) & 1u, fl, z->sl_map[fl]);
+            ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "first-level bit %u is %u but level %u has bitmap %#x",
+                         fl, (z->fl_map >> fl) & 1u, fl, z->sl_map[fl]);
         for (unsigned sl = 0; sl < ZONE_SL_COUNT; sl++) {
             zone_blk *b = z->heads[fl][sl], *prev = NULL;
             if (((z->sl_map[fl] >> sl) & 1u) != (b != NULL))
-                ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "bitmap bit (%u,%u) is %u but the list is %s", fl, sl,
-                             (z->sl_map[fl] >> sl) & 1u, b ? "not empty" : "empty");
+                ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "bitmap bit (%u,%u) is %u but the list is %s", fl,
+                             sl, (z->sl_map[fl] >> sl) & 1u, b ? "not empty" : "empty");
             for (; b; prev = b, b = b->next_free) {
                 if (++seen > t->nfree)
                     ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, b,
-                                 "free lists hold more blocks than the %zu free blocks in the heap (cycle?)", t->nfree);
+                                 "free lists hold more blocks than the %zu free blocks in the heap (cycle?)",
+                                 t->nfree);
                 if (!zone_ptr_sane(z, b))
-                    ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, b, "free list (%u,%u) points to %p, not a block", fl, sl,
-                                 (void *)b);
+                    ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, b, "free list (%u,%u) points to %p, not a block",
+                                 fl, sl, (void *)b);
                 unsigned f, s;
                 zone_mapping(zone_bsize(b), &f, &s);
                 if (b->bits & ZB_USED)
                     ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, b, "free list (%u,%u) holds used block %p", fl, sl,
                                  (void *)zone_user(b));
                 if (f != fl || s != sl)
-                    ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, b, "free block %p of %zu bytes is in list (%u,%u), not (%u,%u)",
-                                 (void *)b, zone_bsize(b), fl, sl, f, s);
+                    ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, b,
+                                 "free block %p of %zu bytes is in list (%u,%u), not (%u,%u)", (void *)b,
+                                 zone_bsize(b), fl, sl, f, s);
                 if (prev && b->prev_free != prev) /* a head's back link is not kept (see zone_remove) */
-                    ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, b, "free block %p: back link %p should be %p", (void *)b,
-                                 (void *)b->prev_free, (void *)prev);
+                    ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, b, "free block %p: back link %p should be %p",
+                                 (void *)b, (void *)b->prev_free, (void *)prev);
             }
         }
     }
     if (seen != t->nfree)
-        ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "free lists hold %zu blocks, the heap has %zu free blocks", seen,
-                     t->nfree);
+        ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "free lists hold %zu blocks, the heap has %zu free blocks",
+                     seen, t->nfree);
     return HK_OK;
 }
 
@@ -178,8 +187,8 @@ static hk_result zone_check_tag_lists(hk_zone *z, const zone_tally *t) {
             ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "tag bitmap bit %u disagrees with its lists", tag);
         if (!any) {
             if (z->tag_count[tag])
-                ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "tag %u counts %u blocks but its lists are empty", tag,
-                             z->tag_count[tag]);
+                ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "tag %u counts %u blocks but its lists are empty",
+                             tag, z->tag_count[tag]);
             continue;
         }
         if (tag == 0) ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "tag 0 has a list");
@@ -192,24 +201,27 @@ static hk_result zone_check_tag_lists(hk_zone *z, const zone_tally *t) {
             do {
                 /* the record must be where its block says (checked before following its links) */
                 int ri = zone_region_index(z, e);
-                zone_blk *b = ri >= 0 && !((uintptr_t)e & 7) && !zone_is_poisoned(e, sizeof *e) ? e->blk : NULL;
+                zone_blk *b =
+                    ri >= 0 && !((uintptr_t)e & 7) && !zone_is_poisoned(e, sizeof *e) ? e->blk : NULL;
                 if (++seen > t->tracked || !b || !zone_ptr_sane(z, b) || !(b->bits & ZB_USED) ||
                     !(b->bits & ZB_EXT) || zone_ext_of(b) != e)
                     ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, e,
-                                 "list %u of tag %u reaches %p, not the record of a tracked used block", w, tag,
-                                 (void *)e);
+                                 "list %u of tag %u reaches %p, not the record of a tracked used block", w,
+                                 tag, (void *)e);
                 if (b->tag != tag)
-                    ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, zone_user(b), "block %p with tag %u is in a list of tag %u",
-                                 (void *)zone_user(b), b->tag, tag);
+                    ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, zone_user(b),
+                                 "block %p with tag %u is in a list of tag %u", (void *)zone_user(b), b->tag,
+                                 tag);
                 if ((e->seq & (ZONE_TAG_WAYS - 1)) != w)
-                    ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, zone_user(b), "block %p (sequence %u) is in list %u of tag %u",
-                                 (void *)zone_user(b), e->seq, w, tag);
+                    ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, zone_user(b),
+                                 "block %p (sequence %u) is in list %u of tag %u", (void *)zone_user(b),
+                                 e->seq, w, tag);
                 if (prev && e->prev != prev)
-                    ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, zone_user(b), "tag %u list: back link of %p is wrong", tag,
-                                 (void *)zone_user(b));
+                    ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, zone_user(b),
+                                 "tag %u list: back link of %p is wrong", tag, (void *)zone_user(b));
                 if (prev && (int32_t)(e->seq - prev_seq) < 0)
-                    ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, zone_user(b), "tag %u list is out of allocation order at %p",
-                                 tag, (void *)zone_user(b));
+                    ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, zone_user(b),
+                                 "tag %u list is out of allocation order at %p", tag, (void *)zone_user(b));
                 prev = e;
                 prev_seq = e->seq;
                 cnt++;
@@ -221,15 +233,16 @@ static hk_result zone_check_tag_lists(hk_zone *z, const zone_tally *t) {
                              "tag %u list %u: head's back link is not the tail", tag, w);
         }
         if (owned != z->tag_owned[tag])
-            ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "tag %u list has %zu blocks with owners, its count says %u",
-                         tag, owned, z->tag_owned[tag]);
+            ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z,
+                         "tag %u list has %zu blocks with owners, its count says %u", tag, owned,
+                         z->tag_owned[tag]);
         if (cnt != z->tag_count[tag])
-            ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "tag %u list has %zu blocks, its count says %u", tag, cnt,
-                         z->tag_count[tag]);
+            ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "tag %u list has %zu blocks, its count says %u", tag,
+                         cnt, z->tag_count[tag]);
     }
     if (seen != t->tracked)
-        ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "tag lists hold %zu blocks, the heap has %zu tracked blocks", seen,
-                     t->tracked);
+        ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "tag lists hold %zu blocks, the heap has %zu tracked blocks",
+                     seen, t->tracked);
     return HK_OK;
 }
 
@@ -239,20 +252,22 @@ static hk_result zone_check_front_cache(hk_zone *z, const zone_tally *t) {
         uint32_t cnt = 0;
         for (zone_blk *b = z->fc_head[bin]; b; b = b->next_free) {
             if (++seen > t->cached || !zone_ptr_sane(z, b) || !zone_is_cached(b) || b->size16 != bin)
-                ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, b, "front cache list %u reaches %p, not a cached block of %u bytes",
-                             bin, (void *)b, bin * 16);
+                ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, b,
+                             "front cache list %u reaches %p, not a cached block of %u bytes", bin, (void *)b,
+                             bin * 16);
             bytes += zone_bsize(b);
             cnt++;
         }
         if (cnt != z->fc_count[bin])
-            ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "front cache list %u has %u blocks, its count says %u", bin, cnt,
-                         z->fc_count[bin]);
+            ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "front cache list %u has %u blocks, its count says %u",
+                         bin, cnt, z->fc_count[bin]);
     }
     if (seen != t->cached || seen != z->fc_blocks || bytes != z->fc_bytes)
-        ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z,
-                     "front cache holds %zu blocks (%zu bytes), the heap has %zu cached blocks, the counters say %zu "
-                     "(%zu bytes)",
-                     seen, bytes, t->cached, z->fc_blocks, z->fc_bytes);
+        ZONE_CORRUPT(
+            HK_EK_CORRUPT_STRUCTURE, z,
+            "front cache holds %zu blocks (%zu bytes), the heap has %zu cached blocks, the counters say %zu "
+            "(%zu bytes)",
+            seen, bytes, t->cached, z->fc_blocks, z->fc_bytes);
     return HK_OK;
 }
 
@@ -272,11 +287,12 @@ hk_result hk__zone_check_locked(hk_zone *z) {
     if (t.capacity != z->capacity || t.free_bytes != z->free_bytes || t.nfree != z->free_blocks ||
         t.used_bytes != z->used_bytes || t.used_req != z->used_req || t.live != z->live ||
         t.untracked != z->untracked_live || t.used_bytes + t.free_bytes + t.cached_bytes != t.capacity)
-        ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z,
-                     "counters disagree with the heap: capacity %zu/%zu, free %zu/%zu in %zu/%zu blocks, used "
-                     "%zu/%zu (%zu/%zu asked) in %zu/%zu blocks",
-                     z->capacity, t.capacity, z->free_bytes, t.free_bytes, z->free_blocks, t.nfree, z->used_bytes,
-                     t.used_bytes, z->used_req, t.used_req, z->live, t.live);
+        ZONE_CORRUPT(
+            HK_EK_CORRUPT_STRUCTURE, z,
+            "counters disagree with the heap: capacity %zu/%zu, free %zu/%zu in %zu/%zu blocks, used "
+            "%zu/%zu (%zu/%zu asked) in %zu/%zu blocks",
+            z->capacity, t.capacity, z->free_bytes, t.free_bytes, z->free_blocks, t.nfree, z->used_bytes,
+            t.used_bytes, z->used_req, t.used_req, z->live, t.live);
     return HK_OK;
 }
 
@@ -420,11 +436,13 @@ void hk_zone_dump(hk_zone *z, void *out) {
     zone_dump_ctx c; /* on the stack: dumping must not allocate */
     memset(&c, 0, sizeof c);
     c.out = f;
-    fprintf(f, "zone '%s': capacity %zu in %u regions, used %zu (%zu with headers) in %zu blocks, free %zu in %zu "
-               "blocks, peak %zu, purge level %d, %llu purged, %llu grown\n",
-            z->rep.instance, z->capacity, z->nregions, z->used_req, z->used_bytes, z->live, z->free_bytes,
-            z->free_blocks, z->peak_used, z->purge_level, (unsigned long long)z->purge_count,
-            (unsigned long long)z->grow_count);
+    fprintf(
+        f,
+        "zone '%s': capacity %zu in %u regions, used %zu (%zu with headers) in %zu blocks, free %zu in %zu "
+        "blocks, peak %zu, purge level %d, %llu purged, %llu grown\n",
+        z->rep.instance, z->capacity, z->nregions, z->used_req, z->used_bytes, z->live, z->free_bytes,
+        z->free_blocks, z->peak_used, z->purge_level, (unsigned long long)z->purge_count,
+        (unsigned long long)z->grow_count);
     fprintf(f, "  %-14s %12s  %s\n", "address", "bytes", "tag, owner, name, site");
     int v = 0;
     for (uint32_t i = 0; i < z->nregions && !v; i++) {
@@ -435,8 +453,8 @@ void hk_zone_dump(hk_zone *z, void *out) {
     fprintf(f, "totals per tag:\n");
     for (unsigned t = 1; t < ZONE_NTAGS; t++)
         if (c.count[t])
-            fprintf(f, "  tag %3u%s %8zu blocks %14zu bytes\n", t, (int)t >= z->purge_level ? " (purgeable)" : "",
-                    c.count[t], c.bytes[t]);
+            fprintf(f, "  tag %3u%s %8zu blocks %14zu bytes\n", t,
+                    (int)t >= z->purge_level ? " (purgeable)" : "", c.count[t], c.bytes[t]);
     fprintf(f, "  free    %8zu blocks %14zu bytes\n", c.free_count, c.free_bytes);
     hk__unlock(&z->lock);
 }

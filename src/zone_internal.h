@@ -12,33 +12,35 @@
 #include <stdio.h>
 #include <string.h>
 
-#define ZONE_HDR 16u
-#define ZONE_OVERLAP 8u
-#define ZONE_MIN_BLOCK 32u
-#define ZONE_EXT_SIZE 56u
-#define ZONE_EXT_OFF 48u /* record starts this far below the block end */
-#define ZONE_PLAIN_OVH (ZONE_HDR - ZONE_OVERLAP)
-#define ZONE_EXT_OVH (ZONE_HDR + ZONE_EXT_OFF)
-#define ZONE_SL_LOG2 5u
-#define ZONE_SL_COUNT 32u
-#define ZONE_FL_SHIFT 9u /* sizes below 1 << 9 are in exact 16-byte classes */
-#define ZONE_SMALL (1u << ZONE_FL_SHIFT)
-#define ZONE_FL_COUNT 28u
-#define ZONE_MAX_BLOCK ((size_t)UINT32_MAX << 4)
-#define ZONE_MAX_REQUEST (ZONE_MAX_BLOCK - 256u)
-#define ZONE_MAX_ALIGN ((size_t)1 << 35)
+#define ZONE_HDR            16u
+#define ZONE_OVERLAP        8u
+#define ZONE_MIN_BLOCK      32u
+#define ZONE_EXT_SIZE       56u
+#define ZONE_EXT_OFF        48u /* record starts this far below the block end */
+#define ZONE_PLAIN_OVH      (ZONE_HDR - ZONE_OVERLAP)
+#define ZONE_EXT_OVH        (ZONE_HDR + ZONE_EXT_OFF)
+#define ZONE_SL_LOG2        5u
+#define ZONE_SL_COUNT       32u
+#define ZONE_FL_SHIFT       9u /* sizes below 1 << 9 are in exact 16-byte classes */
+#define ZONE_SMALL          (1u << ZONE_FL_SHIFT)
+#define ZONE_FL_COUNT       28u
+#define ZONE_MAX_BLOCK      ((size_t)UINT32_MAX << 4)
+#define ZONE_MAX_REQUEST    (ZONE_MAX_BLOCK - 256u)
+#define ZONE_MAX_ALIGN      ((size_t)1 << 35)
 #define ZONE_GROW_CHUNK_MAX ((size_t)256 << 20)
-#define ZONE_RESERVE ((size_t)1 << 36) /* address space reserved for a growing zone (64-bit hosts) */
-#define ZONE_NTAGS 256u
-#define ZONE_TAG_WAYS 8u /* each tag's blocks are dealt round-robin over this many lists */
-#define ZONE_FC_MAX 1024u            /* largest block size kept by the front cache */
-#define ZONE_FC_DEPTH 32u /* blocks per size */
-#define ZONE_FC_BYTES ((size_t)256 << 10) /* bytes in all */
-#define ZONE_FC_OFF (HK_FLAG_FILL | HK_FLAG_CANARY | HK_FLAG_ZERO | HK_FLAG_PARANOID | HK_FLAG_RECORD_SITE | HK_ZONE_TRACK_ALL)
+#define ZONE_RESERVE        ((size_t)1 << 36) /* address space reserved for a growing zone (64-bit hosts) */
+#define ZONE_NTAGS          256u
+#define ZONE_TAG_WAYS       8u    /* each tag's blocks are dealt round-robin over this many lists */
+#define ZONE_FC_MAX         1024u /* largest block size kept by the front cache */
+#define ZONE_FC_DEPTH       32u   /* blocks per size */
+#define ZONE_FC_BYTES       ((size_t)256 << 10) /* bytes in all */
+#define ZONE_FC_OFF                                                                                          \
+    (HK_FLAG_FILL | HK_FLAG_CANARY | HK_FLAG_ZERO | HK_FLAG_PARANOID | HK_FLAG_RECORD_SITE |                 \
+     HK_ZONE_TRACK_ALL)
 
-#define ZB_USED 1u
-#define ZB_PREV_USED 2u
-#define ZB_EXT 4u
+#define ZB_USED        1u
+#define ZB_PREV_USED   2u
+#define ZB_EXT         4u
 #define ZB_ALIGN_SHIFT 3u
 
 typedef struct zone_blk {
@@ -75,7 +77,8 @@ typedef struct zone_region {
     void *os_base;       /* mapping to release on destroy/shrink, or NULL */
     size_t os_size;
     int dedicated; /* grown for one request larger than the growth chunk */
-    unsigned char *reserve_end; /* end of the address space reserved after the region (grows in place), or NULL */
+    unsigned char
+        *reserve_end; /* end of the address space reserved after the region (grows in place), or NULL */
 } zone_region;
 
 struct hk_zone {
@@ -85,18 +88,18 @@ struct hk_zone {
     uint64_t tag_map[ZONE_NTAGS / 64];
     zone_ext *tag_head[ZONE_NTAGS][ZONE_TAG_WAYS];
     uint32_t tag_count[ZONE_NTAGS];
-    uint32_t tag_owned[ZONE_NTAGS]; /* blocks of that tag with an owner pointer */
+    uint32_t tag_owned[ZONE_NTAGS];           /* blocks of that tag with an owner pointer */
     zone_region regions[HK_ZONE_MAX_REGIONS]; /* sorted by base */
     uint32_t nregions;
     uint32_t region_hint; /* the region of the last pointer looked up */
-    uintptr_t lo, hi; /* bounds of all regions */
+    uintptr_t lo, hi;     /* bounds of all regions */
     size_t capacity, free_bytes, free_blocks;
     size_t used_req, used_bytes, peak_used, live, untracked_live;
     uint64_t alloc_count, free_count, fail_count, purge_count, grow_count;
     uint32_t seq;
     uint32_t flags;
     int purge_level;
-    int bulk; /* inside free_tags/purge: no region release */
+    int bulk;  /* inside free_tags/purge: no region release */
     int fc_on; /* HK_ZONE_FRONT_CACHE in effect */
     /* Front cache: singly linked (through next_free) LIFO stacks of cached
      * blocks by size16. A cached block keeps USED in its header with tag 0. */
@@ -139,7 +142,9 @@ static inline int zone_is_poisoned(const void *p, size_t n) {
 /* ---- headers -------------------------------------------------------------- */
 
 static inline size_t zone_bsize(const zone_blk *b) { return (size_t)b->size16 << 4; }
-static inline zone_blk *zone_next(const zone_blk *b) { return (zone_blk *)((unsigned char *)b + zone_bsize(b)); }
+static inline zone_blk *zone_next(const zone_blk *b) {
+    return (zone_blk *)((unsigned char *)b + zone_bsize(b));
+}
 static inline zone_blk *zone_prev(const zone_blk *b) {
     return (zone_blk *)((unsigned char *)b - (size_t)b->prev_size);
 }
@@ -229,13 +234,15 @@ static inline int zone_region_index(const hk_zone *z, const void *p) {
     while (lo < hi) {
         uint32_t mid = (lo + hi) / 2;
         const zone_region *r = &z->regions[mid];
-        if (a < (uintptr_t)r->base) hi = mid;
-        else if (a >= (uintptr_t)r->end + ZONE_HDR) lo = mid + 1;
-        else return (int)mid;
+        if (a < (uintptr_t)r->base)
+            hi = mid;
+        else if (a >= (uintptr_t)r->end + ZONE_HDR)
+            lo = mid + 1;
+        else
+            return (int)mid;
     }
     return -1;
 }
-
 
 /* Runs the full check when the zone is paranoid (or HK_DEBUG >= 3); reports
  * what broke. Defined in zone_check.c. */

@@ -83,8 +83,8 @@ static void hkt_fail(const char *file, int line, const char *what) {
         const char *hkt_h_ = (hay);                                                                          \
         if (!hkt_h_ || !strstr(hkt_h_, (needle))) {                                                          \
             char hkt_buf_[1400];                                                                             \
-            snprintf(hkt_buf_, sizeof hkt_buf_, "\"%.600s\" contains \"%.600s\"", hkt_h_ ? hkt_h_ : "(null)",  \
-                     (needle));                                                                              \
+            snprintf(hkt_buf_, sizeof hkt_buf_, "\"%.600s\" contains \"%.600s\"",                            \
+                     hkt_h_ ? hkt_h_ : "(null)", (needle));                                                  \
             hkt_fail(__FILE__, __LINE__, hkt_buf_);                                                          \
         }                                                                                                    \
     } while (0)
@@ -129,8 +129,10 @@ static int hkt_run_all(int argc, char **argv) {
         printf("  %s\n", hkt_cases[i].name);
         fflush(stdout);
         if (setjmp(hkt_jmp) == 0) hkt_cases[i].fn();
-        if (hkt_cur_failed) failed++;
-        else passed++;
+        if (hkt_cur_failed)
+            failed++;
+        else
+            passed++;
     }
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;

@@ -28,10 +28,14 @@ static world mk_world(size_t size) {
     hkt_errors_reset(&g_herrs);
     hkt_errors_reset(&g_cerrs);
     g_purges = 0;
-    w.h = hk_hunk_create(&(hk_hunk_desc){.size = size, .name = "main", .on_error = hkt_on_error,
-                                         .error_user = &g_herrs});
-    w.c = hk_cache_create(&(hk_cache_desc){.hunk = w.h, .name = "assets", .max_handles = 512,
-                                           .on_purge = on_purge, .on_error = hkt_on_error, .error_user = &g_cerrs});
+    w.h = hk_hunk_create(
+        &(hk_hunk_desc){.size = size, .name = "main", .on_error = hkt_on_error, .error_user = &g_herrs});
+    w.c = hk_cache_create(&(hk_cache_desc){.hunk = w.h,
+                                           .name = "assets",
+                                           .max_handles = 512,
+                                           .on_purge = on_purge,
+                                           .on_error = hkt_on_error,
+                                           .error_user = &g_cerrs});
     return w;
 }
 
@@ -41,7 +45,9 @@ static void end_world(world w) {
     hk_hunk_destroy(w.h);
 }
 
-static void fill(hk_cache *c, hk_cache_handle h, unsigned char v) { memset(hk_cache_deref(c, h), v, hk_cache_size(c, h)); }
+static void fill(hk_cache *c, hk_cache_handle h, unsigned char v) {
+    memset(hk_cache_deref(c, h), v, hk_cache_size(c, h));
+}
 static int holds(hk_cache *c, hk_cache_handle h, unsigned char v) {
     unsigned char *p = hk_cache_deref(c, h);
     size_t n = hk_cache_size(c, h);
@@ -64,7 +70,8 @@ HKT_TEST(cache_claims_the_free_middle) {
     CHECK(p >= (unsigned char *)ms && p < (unsigned char *)ms + mn);
     CHECK(both_ok(w));
     /* one tenant per hunk */
-    CHECK(hk_cache_create(&(hk_cache_desc){.hunk = w.h, .on_error = hkt_on_error, .error_user = &g_cerrs}) == NULL);
+    CHECK(hk_cache_create(&(hk_cache_desc){.hunk = w.h, .on_error = hkt_on_error, .error_user = &g_cerrs}) ==
+          NULL);
     CHECK_EQ(g_herrs.last_kind, HK_EK_STATE);
     CHECK(both_ok(w));
     end_world(w);
@@ -85,7 +92,8 @@ HKT_TEST(hunk_low_growth_moves_cache_blocks) {
     CHECK(hk_cache_deref(w.c, hs[0]) != first);
     for (int i = 0; i < 20; i++) CHECK(holds(w.c, hs[i], (unsigned char)(i + 1)));
     CHECK_EQ(g_purges, 0);
-    for (int i = 0; i < 20; i++) CHECK((unsigned char *)hk_cache_deref(w.c, hs[i]) >= (unsigned char *)lvl + 30000);
+    for (int i = 0; i < 20; i++)
+        CHECK((unsigned char *)hk_cache_deref(w.c, hs[i]) >= (unsigned char *)lvl + 30000);
     CHECK(both_ok(w));
     /* and from the top */
     void *hi = hk_hunk_alloc_high(w.h, 40000, "video");
@@ -227,7 +235,8 @@ static size_t free_hunk_level(hk_cache *c, size_t needed, void *user) {
 
 HKT_TEST(grow_callback_frees_hunk_memory) {
     hkt_errors_reset(&g_herrs);
-    hk_hunk *h = hk_hunk_create(&(hk_hunk_desc){.size = 128 * 1024, .on_error = hkt_on_error, .error_user = &g_herrs});
+    hk_hunk *h =
+        hk_hunk_create(&(hk_hunk_desc){.size = 128 * 1024, .on_error = hkt_on_error, .error_user = &g_herrs});
     grow_hunk g = {h, hk_hunk_low_mark(h), 0};
     CHECK(hk_hunk_alloc(h, 90000, "old level") != NULL);
     hk_cache *c = hk_cache_create(&(hk_cache_desc){.hunk = h, .grow = free_hunk_level, .grow_user = &g});
@@ -243,7 +252,8 @@ HKT_TEST(grow_callback_frees_hunk_memory) {
 
 HKT_TEST(tenant_hook_misuse_reported) {
     hkt_errors_reset(&g_herrs);
-    hk_hunk *h = hk_hunk_create(&(hk_hunk_desc){.size = 64 * 1024, .on_error = hkt_on_error, .error_user = &g_herrs});
+    hk_hunk *h =
+        hk_hunk_create(&(hk_hunk_desc){.size = 64 * 1024, .on_error = hkt_on_error, .error_user = &g_herrs});
     void *ms;
     size_t mn;
     hk_hunk_free_range(h, &ms, &mn);

@@ -32,7 +32,8 @@ static void model_on_purge(hk_cache *c, hk_cache_handle h, void *data, size_t si
     (void)c;
     (void)user;
     shadow *s = find(h);
-    if (!s || s->purged || s->lock || size != s->size || (size && *(unsigned char *)data != s->tag)) g_bad_purge++;
+    if (!s || s->purged || s->lock || size != s->size || (size && *(unsigned char *)data != s->tag))
+        g_bad_purge++;
     if (s) s->purged = 1;
 }
 
@@ -106,7 +107,8 @@ static void step(hk_cache *c, hk_hunk *hk, hk_hunk_mark base) {
     case 3: {
         size_t n = rnd_size();
         hk_result r = hk_cache_resize(c, s->h, n);
-        if (s->purged) CHECK_EQ(r, HK_ERR_STATE);
+        if (s->purged)
+            CHECK_EQ(r, HK_ERR_STATE);
         else if (r == HK_OK) {
             size_t keep = n < s->size ? n : s->size;
             unsigned char *p = hk_cache_deref(c, s->h);
@@ -143,7 +145,8 @@ static void step(hk_cache *c, hk_hunk *hk, hk_hunk_mark base) {
         break;
     case 8: {
         hk_result r = hk_cache_purge(c, s->h);
-        if (s->lock && !s->purged) CHECK_EQ(r, HK_ERR_LOCKED);
+        if (s->lock && !s->purged)
+            CHECK_EQ(r, HK_ERR_LOCKED);
         else {
             CHECK_EQ(r, HK_OK);
             s->purged = 1;
@@ -153,7 +156,8 @@ static void step(hk_cache *c, hk_hunk *hk, hk_hunk_mark base) {
     case 9: {
         size_t n = rnd_size();
         hk_result r = hk_cache_reallocate(c, s->h, n);
-        if (s->lock && !s->purged) CHECK_EQ(r, HK_ERR_LOCKED);
+        if (s->lock && !s->purged)
+            CHECK_EQ(r, HK_ERR_LOCKED);
         else if (r == HK_OK) {
             s->purged = 0;
             s->size = n;
@@ -172,14 +176,19 @@ static void step(hk_cache *c, hk_hunk *hk, hk_hunk_mark base) {
         break;
     }
     case 11:
-        if (rnd(4) == 0) CHECK_EQ(hk_cache_compact(c), HK_OK);
-        else CHECK_EQ(hk_cache_touch(c, s->h), HK_OK);
+        if (rnd(4) == 0)
+            CHECK_EQ(hk_cache_compact(c), HK_OK);
+        else
+            CHECK_EQ(hk_cache_touch(c, s->h), HK_OK);
         break;
     case 12: {
         hk_result r = hk_cache_move_high(c, s->h);
-        if (s->purged) CHECK_EQ(r, HK_ERR_STATE);
-        else if (s->lock) CHECK_EQ(r, HK_ERR_LOCKED);
-        else CHECK_EQ(r, HK_OK);
+        if (s->purged)
+            CHECK_EQ(r, HK_ERR_STATE);
+        else if (s->lock)
+            CHECK_EQ(r, HK_ERR_LOCKED);
+        else
+            CHECK_EQ(r, HK_OK);
         break;
     }
     case 13: {
@@ -194,16 +203,16 @@ static void step(hk_cache *c, hk_hunk *hk, hk_hunk_mark base) {
         }
         break;
     }
-    case 14:
-        CHECK(hk_cache_deref_fast(c, s->h) == (s->purged ? NULL : hk_cache_deref(c, s->h)));
-        break;
+    case 14: CHECK(hk_cache_deref_fast(c, s->h) == (s->purged ? NULL : hk_cache_deref(c, s->h))); break;
     case 15:
         if (hk) (void)hk_hunk_alloc(hk, 64 + rnd(9000), "lvl"); /* may fail: fine */
         break;
     case 16:
         if (hk) {
-            if (rnd(3) == 0) hk_hunk_free_to_low_mark(hk, base);
-            else (void)hk_hunk_alloc_high(hk, 64 + rnd(6000), "hi");
+            if (rnd(3) == 0)
+                hk_hunk_free_to_low_mark(hk, base);
+            else
+                (void)hk_hunk_alloc_high(hk, 64 + rnd(6000), "hi");
             if (rnd(3) == 0) hk_hunk_free_to_high_mark(hk, hk_hunk_high_mark(hk));
         }
         break;
@@ -238,9 +247,13 @@ static uint64_t seed_or(uint64_t dflt) {
 static hk_cache *mk(uint32_t flags, hk_hunk *hk, size_t size) {
     hkt_errors_reset(&g_errs);
     g_errs.quiet = 1;
-    return hk_cache_create(&(hk_cache_desc){.size = size, .hunk = hk, .flags = flags | HK_FLAG_QUIET,
-                                            .max_handles = 256, .on_purge = model_on_purge,
-                                            .on_error = hkt_on_error, .error_user = &g_errs});
+    return hk_cache_create(&(hk_cache_desc){.size = size,
+                                            .hunk = hk,
+                                            .flags = flags | HK_FLAG_QUIET,
+                                            .max_handles = 256,
+                                            .on_purge = model_on_purge,
+                                            .on_error = hkt_on_error,
+                                            .error_user = &g_errs});
 }
 
 HKT_TEST(model_plain) {
@@ -268,8 +281,8 @@ HKT_TEST(model_in_hunk) {
     g_seed = seed_or(0x9e3779b97f4a7c15ull);
     hkt_errors herrs = {0};
     herrs.quiet = 1;
-    hk_hunk *hk = hk_hunk_create(&(hk_hunk_desc){.size = 160 * 1024, .flags = HK_FLAG_QUIET,
-                                                 .on_error = hkt_on_error, .error_user = &herrs});
+    hk_hunk *hk = hk_hunk_create(&(hk_hunk_desc){
+        .size = 160 * 1024, .flags = HK_FLAG_QUIET, .on_error = hkt_on_error, .error_user = &herrs});
     hk_cache *c = mk(0, hk, 0);
     REQUIRE(c != NULL);
     run(c, hk, 40000);

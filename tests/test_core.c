@@ -6,7 +6,8 @@ HKT_TEST(result_strings) {
     CHECK(strcmp(hk_result_str(HK_OK), "ok") == 0);
     CHECK(strcmp(hk_result_str(HK_ERR_NOMEM), "out of memory") == 0);
     CHECK(strcmp(hk_result_str((hk_result)-999), "unknown result") == 0);
-    for (int k = 0; k < HK_EK_COUNT; k++) CHECK(strcmp(hk_error_kind_str((hk_error_kind)k), "unknown error") != 0);
+    for (int k = 0; k < HK_EK_COUNT; k++)
+        CHECK(strcmp(hk_error_kind_str((hk_error_kind)k), "unknown error") != 0);
     CHECK(strcmp(hk_error_kind_str(HK_EK_COUNT), "unknown error") == 0);
     CHECK_EQ(hk_version(), HK_VERSION);
 }

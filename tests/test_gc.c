@@ -256,7 +256,8 @@ HKT_TEST(gc_step_object_cap) {
     hk_gc_destroy(gc);
     /* Default cap. */
     gc = mk(0);
-    for (unsigned i = 0; i < HK_GC_DEFAULT_STEP_OBJECTS + 10; i++) hk_gc_release(gc, hk_gc_alloc(gc, &k_leaf));
+    for (unsigned i = 0; i < HK_GC_DEFAULT_STEP_OBJECTS + 10; i++)
+        hk_gc_release(gc, hk_gc_alloc(gc, &k_leaf));
     CHECK_EQ(hk_gc_step(gc, UINT64_MAX), HK_GC_DEFAULT_STEP_OBJECTS);
     CHECK_EQ(hk_gc_step(gc, UINT64_MAX), 10);
     hk_gc_destroy(gc);

@@ -14,7 +14,7 @@
 #include "heapkit/gc.h"
 #include "hk_test.h"
 
-#define FRAMES 1000
+#define FRAMES    1000
 #define PER_FRAME 1000 /* structs, and as many arrays */
 #define BUDGET_NS 10000u
 
@@ -32,7 +32,7 @@ static const hk_gc_type k_struct = {"PlotSubClass", 16, NULL, NULL, NULL};
 static const hk_gc_type k_array = {"PlotSubClass[]", 0, NULL, NULL, NULL};
 
 typedef struct scenario_result {
-    size_t max_backlog;  /* largest backlog seen (after a frame's script, before its step) */
+    size_t max_backlog; /* largest backlog seen (after a frame's script, before its step) */
     size_t final_backlog;
     size_t backlog_at[FRAMES];
     uint64_t freed;
@@ -247,4 +247,3 @@ HKT_TEST(seed_full_pass_rounds_vs_one_pass) {
     CHECK_EQ(hk_gc_check(gc), HK_OK);
     hk_gc_destroy(gc);
 }
-

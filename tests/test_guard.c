@@ -171,8 +171,10 @@ HKT_TEST(guard_start_random_exact_zero) {
     for (int i = 0; i < 64; i++) {
         unsigned char *q = hk_guard_alloc(g, 40);
         REQUIRE(q);
-        if (page_aligned(q)) starts++;
-        else if (page_aligned(q + 48)) ends++;
+        if (page_aligned(q))
+            starts++;
+        else if (page_aligned(q + 48))
+            ends++;
         hk_guard_free(g, q);
     }
     CHECK(starts > 0 && ends > 0);
@@ -401,8 +403,8 @@ HKT_TEST(guard_quarantine_fifo_and_bounds) {
 
 HKT_TEST(guard_reservation_exhaustion_reuses_and_falls_back) {
     /* 64 pages of address space: slots of 2 pages, quarantine shortened on demand */
-    hk_guard *g = mk((hk_guard_desc){.reserve = 64 * pg(), .quarantine_blocks = SIZE_MAX,
-                                     .quarantine_bytes = SIZE_MAX});
+    hk_guard *g = mk(
+        (hk_guard_desc){.reserve = 64 * pg(), .quarantine_blocks = SIZE_MAX, .quarantine_bytes = SIZE_MAX});
     REQUIRE(g);
     for (int i = 0; i < 200; i++) {
         void *p = hk_guard_alloc(g, 100);

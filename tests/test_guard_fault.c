@@ -70,7 +70,8 @@ static HK__NOINLINE void guard_case_uaf_read(hk_guard *g) {
 static HK__NOINLINE void guard_case_uaf_write_evicted(hk_guard *g) {
     unsigned char *p = hk_guard_alloc(g, 100);
     hk_guard_free(g, p);
-    for (int i = 0; i < 20; i++) hk_guard_free(g, hk_guard_alloc(g, (size_t)4 << 20)); /* p leaves the quarantine */
+    for (int i = 0; i < 20; i++)
+        hk_guard_free(g, hk_guard_alloc(g, (size_t)4 << 20)); /* p leaves the quarantine */
     p[0] = 1;
 }
 static HK__NOINLINE void guard_case_double_free(hk_guard *g) {

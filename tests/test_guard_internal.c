@@ -116,15 +116,23 @@ static HK__NOINLINE void uw_vla(uw_snap *s, int n) {
 }
 static HK__NOINLINE void uw_rec(uw_snap *s, int depth, int vla) {
     if (depth == 0) {
-        if (vla) uw_vla(s, vla);
-        else uw_leaf(s);
+        if (vla)
+            uw_vla(s, vla);
+        else
+            uw_leaf(s);
     } else {
         uw_rec(s, depth - 1, vla);
     }
     uw_sink++;
 }
-static HK__NOINLINE void uw_path_a(uw_snap *s) { uw_rec(s, 2, 0); uw_sink++; }
-static HK__NOINLINE void uw_path_b(uw_snap *s) { uw_rec(s, 2, 0); uw_sink += 2; }
+static HK__NOINLINE void uw_path_a(uw_snap *s) {
+    uw_rec(s, 2, 0);
+    uw_sink++;
+}
+static HK__NOINLINE void uw_path_b(uw_snap *s) {
+    uw_rec(s, 2, 0);
+    uw_sink += 2;
+}
 
 static int uw_same(const uw_snap *s) {
     /* frame 0 is a pc in uw_leaf (two different call sites); the rest match.
@@ -144,8 +152,10 @@ static void *uw_thread(void *arg) {
     uw_snap s;
     for (int i = 0; i < 200; i++) {
         memset(&s, 0, sizeof s);
-        if (i & 1) uw_path_a(&s);
-        else uw_rec(&s, i % 5, (i % 3) * 100);
+        if (i & 1)
+            uw_path_a(&s);
+        else
+            uw_rec(&s, i % 5, (i % 3) * 100);
         if (!uw_same(&s)) (*bad)++;
     }
     return NULL;

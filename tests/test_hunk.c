@@ -428,8 +428,10 @@ typedef struct walk_acc {
 static int walk_cb(const hk_block_info *bi, void *u) {
     walk_acc *a = (walk_acc *)u;
     a->n++;
-    if (bi->flags & HK_BLOCK_HIGH) a->high++;
-    else a->low++;
+    if (bi->flags & HK_BLOCK_HIGH)
+        a->high++;
+    else
+        a->low++;
     a->bytes += bi->requested;
     return (a->stop_at && a->n == a->stop_at) ? 42 : 0;
 }

@@ -409,8 +409,10 @@ HKT_TEST(pool_overflow_table_failure_injection) {
         hk_pool_alloc(p, NULL);
         hk_pool_id id = hk_pool_alloc(p, NULL);
         CHECK_EQ(hk_pool_check(p), HK_OK);
-        if (id.value == 0) CHECK_EQ(g_errs.last_kind, HK_EK_NOMEM);
-        else CHECK(hk_pool_get(p, id) != NULL);
+        if (id.value == 0)
+            CHECK_EQ(g_errs.last_kind, HK_EK_NOMEM);
+        else
+            CHECK(hk_pool_get(p, id) != NULL);
         hk_pool_destroy(p);
         CHECK_EQ(hc.bytes, 0);
     }
@@ -656,7 +658,8 @@ static int iter_fn(hk_pool *p, hk_pool_id id, void *o, void *user) {
         break;
     case 2: /* remove current and next from the list, and move one to the back */
         hk_pool_list_remove(p, c->list, id);
-        if (i + 1 < 8 && hk_pool_list_of(p, c->ids[i + 1], 0).value) hk_pool_list_remove(p, c->list, c->ids[i + 1]);
+        if (i + 1 < 8 && hk_pool_list_of(p, c->ids[i + 1], 0).value)
+            hk_pool_list_remove(p, c->list, c->ids[i + 1]);
         break;
     case 3: /* add new objects and move the current one to the back */
         hk_pool_list_push_back(p, c->list, hk_pool_alloc(p, NULL));
@@ -666,8 +669,7 @@ static int iter_fn(hk_pool *p, hk_pool_id id, void *o, void *user) {
         if (i == 0) hk_pool_free(p, c->ids[7], HK_POOL_FREE_SUBTREE);
         if (i == 1) hk_pool_list_remove(p, c->list, c->ids[6]);
         break;
-    case 5: /* stop early */
-        return i == 2 ? 42 : 0;
+    case 5: /* stop early */ return i == 2 ? 42 : 0;
     case 6: /* destroy the list itself */
         if (i == 1) hk_pool_list_destroy(p, c->list);
         break;
@@ -954,7 +956,8 @@ static hk_pool *mk_destroy(destroy_log *log) {
 
 static hk_pool_id alloc_magic(hk_pool *p, hk_pool_id parent) {
     obj *o;
-    hk_pool_id id = parent.value ? hk_pool_alloc_child(p, parent, (void **)&o) : hk_pool_alloc(p, (void **)&o);
+    hk_pool_id id =
+        parent.value ? hk_pool_alloc_child(p, parent, (void **)&o) : hk_pool_alloc(p, (void **)&o);
     o->magic = 0xA11Eu;
     return id;
 }
@@ -974,7 +977,7 @@ HKT_TEST(pool_deferred_free_keeps_memory) {
     hk_pool_get_info(p, &info);
     CHECK_EQ(info.pending, 2);
     CHECK_EQ(info.defer_depth, 2);
-    CHECK_EQ(ko->magic, 0xA11Eu); /* memory valid until the scope ends */
+    CHECK_EQ(ko->magic, 0xA11Eu);              /* memory valid until the scope ends */
     hk_pool_id fresh = hk_pool_alloc(p, NULL); /* does not reuse the pending slots */
     CHECK(hk_pool_id_index(p, fresh) >= 2);
     CHECK_EQ(hk_pool_check(p), HK_OK);
@@ -1167,8 +1170,8 @@ HKT_TEST(pool_inline_paths_null_and_views) {
     CHECK(hk_pool_view_get(&v, a) == o);
     CHECK(hk_pool_get(p, (hk_pool_id){0}) == NULL);
     CHECK(hk_pool_view_get(&v, (hk_pool_id){0}) == NULL);
-    CHECK(hk_pool_get(p, (hk_pool_id){(a.value & ~0x3FFFu) | 5u}) == NULL); /* slot beyond capacity */
-    CHECK(hk_pool_get(p, (hk_pool_id){0x3FFFu}) == NULL);                  /* overflow mark, key 0 */
+    CHECK(hk_pool_get(p, (hk_pool_id){(a.value & ~0x3FFFu) | 5u}) == NULL);  /* slot beyond capacity */
+    CHECK(hk_pool_get(p, (hk_pool_id){0x3FFFu}) == NULL);                    /* overflow mark, key 0 */
     CHECK(hk_pool_view_get(&v, (hk_pool_id){a.value + (1u << 14)}) == NULL); /* next generation */
     CHECK_EQ(hk_pool_free(p, a, HK_POOL_FREE_SUBTREE), HK_OK);
     CHECK(hk_pool_view_get(&v, a) == NULL);

@@ -13,7 +13,7 @@
 #define MAXREC 6000
 #define NLISTS 4
 #define NLINKS 2
-#define ESZ 24
+#define ESZ    24
 
 typedef struct rec {
     uint32_t id;
@@ -88,8 +88,10 @@ static void m_kill(int ri, int subtree) {
     M.r[ri].parent = -1;
     for (int j = 0; j < M.n; j++) {
         if (!M.r[j].alive || M.r[j].parent != ri) continue;
-        if (subtree) m_kill(j, 1);
-        else M.r[j].parent = -1;
+        if (subtree)
+            m_kill(j, 1);
+        else
+            M.r[j].parent = -1;
     }
 }
 
@@ -137,8 +139,10 @@ static void compare(void) {
             /* a dead fast ID never resolves under RETIRE (the model drops
              * dead records at every recycle); overflow keys and WRAP
              * generations may alias, but only to a live object */
-            if ((r->id & M.mark) == M.mark || M.wrap) REQUIRE(o == NULL || find_rec(r->id) >= 0);
-            else REQUIRE(o == NULL);
+            if ((r->id & M.mark) == M.mark || M.wrap)
+                REQUIRE(o == NULL || find_rec(r->id) >= 0);
+            else
+                REQUIRE(o == NULL);
             continue;
         }
         live++;
@@ -228,9 +232,12 @@ static void op(int depth) {
         if (a < 0) return;
         hk_result want = (b >= 0 && m_is_ancestor(a, b)) ? HK_ERR_INVALID : HK_OK;
         int e0 = M.errs.count;
-        REQUIRE(hk_pool_set_parent(M.p, (hk_pool_id){M.r[a].id}, (hk_pool_id){b >= 0 ? M.r[b].id : 0}) == want);
-        if (want == HK_OK) M.r[a].parent = b;
-        else REQUIRE(M.errs.count == e0 + 1);
+        REQUIRE(hk_pool_set_parent(M.p, (hk_pool_id){M.r[a].id}, (hk_pool_id){b >= 0 ? M.r[b].id : 0}) ==
+                want);
+        if (want == HK_OK)
+            M.r[a].parent = b;
+        else
+            REQUIRE(M.errs.count == e0 + 1);
     } else if (what < 72) { /* list add */
         a = pick_alive();
         if (a < 0) return;
@@ -246,8 +253,10 @@ static void op(int depth) {
         int e0 = M.errs.count;
         hk_result r = hk_pool_list_remove(M.p, M.lists[li], (hk_pool_id){M.r[a].id});
         REQUIRE(r == (member ? HK_OK : HK_ERR_INVALID));
-        if (member) m_list_remove(li, a);
-        else REQUIRE(M.errs.count == e0 + 1);
+        if (member)
+            m_list_remove(li, a);
+        else
+            REQUIRE(M.errs.count == e0 + 1);
     } else if (what < 86) { /* misuse with a dead ID: reported, nothing changes */
         a = pick_dead();
         if (a < 0 || find_rec(M.r[a].id) >= 0) return;
@@ -313,7 +322,8 @@ static void op(int depth) {
     }
 }
 
-static void run(uint64_t seed, int steps, uint32_t flags, uint32_t cap, uint32_t index_bits, size_t live_cap) {
+static void run(uint64_t seed, int steps, uint32_t flags, uint32_t cap, uint32_t index_bits,
+                size_t live_cap) {
     memset(&M, 0, sizeof M);
     M.live_cap = live_cap;
     M.rng = seed;
@@ -345,9 +355,10 @@ static void run(uint64_t seed, int steps, uint32_t flags, uint32_t cap, uint32_t
     }
     hk_pool_get_info(M.p, &info);
     if (getenv("HKT_VERBOSE"))
-        printf("    live max %ld, overflow allocs %llu, recycled %ld, iterations %ld, visits %ld, reports %d\n",
-               M.max_live, (unsigned long long)info.overflow_allocs, M.recycled, M.iterations, M.visits,
-               M.errs.count);
+        printf(
+            "    live max %ld, overflow allocs %llu, recycled %ld, iterations %ld, visits %ld, reports %d\n",
+            M.max_live, (unsigned long long)info.overflow_allocs, M.recycled, M.iterations, M.visits,
+            M.errs.count);
     CHECK(info.overflow_allocs > 0);
     CHECK(M.iterations > 20 && M.visits > 100);
     if (index_bits == 24 && !M.wrap) CHECK(M.recycled > 0);

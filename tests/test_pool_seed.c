@@ -21,8 +21,8 @@
 #include "heapkit/pool.h"
 
 #define VM_ALIVE 0x56A11FEu
-#define VM_DEAD 0xDEADDEADu
-#define NLAYERS 8
+#define VM_DEAD  0xDEADDEADu
+#define NLAYERS  8
 
 typedef struct vm {
     uint32_t magic;
@@ -73,7 +73,8 @@ static void mgr_init(anm_manager *m, uint32_t fast_capacity) {
 
 static hk_pool_id vm_new(anm_manager *m, hk_pool_id parent, int frames, uint32_t layer, int death) {
     vm *v;
-    hk_pool_id id = parent.value ? hk_pool_alloc_child(m->pool, parent, (void **)&v) : hk_pool_alloc(m->pool, (void **)&v);
+    hk_pool_id id = parent.value ? hk_pool_alloc_child(m->pool, parent, (void **)&v)
+                                 : hk_pool_alloc(m->pool, (void **)&v);
     if (!id.value) return id;
     v->magic = VM_ALIVE;
     v->frames_left = frames;
@@ -136,7 +137,8 @@ static void crash1(hk_pool_children mode) {
     /* children first in the world list so they tick (and reach their layer)
      * before the parent: set their parent afterwards */
     for (int e = 0; e < ENEMIES; e++)
-        for (int k = 0; k < KIDS; k++) kids[e][k] = vm_new(&m, (hk_pool_id){0}, 5 + k, (uint32_t)(k % NLAYERS), 0);
+        for (int k = 0; k < KIDS; k++)
+            kids[e][k] = vm_new(&m, (hk_pool_id){0}, 5 + k, (uint32_t)(k % NLAYERS), 0);
     for (int e = 0; e < ENEMIES; e++) {
         parents[e] = vm_new(&m, (hk_pool_id){0}, 2, 0, 1); /* death script: ends on frame 2 */
         for (int k = 0; k < KIDS; k++) REQUIRE(hk_pool_set_parent(m.pool, kids[e][k], parents[e]) == HK_OK);
@@ -200,7 +202,8 @@ HKT_TEST(seed_crash1_immediate_free_then_plain_draw_loop) {
     }
     CHECK_EQ(hk_pool_free(m.pool, parent, HK_POOL_FREE_SUBTREE), HK_OK);
     int n = 0;
-    for (hk_pool_id x = hk_pool_list_first(m.pool, m.layers[3]); x.value; x = hk_pool_list_next(m.pool, m.layers[3], x))
+    for (hk_pool_id x = hk_pool_list_first(m.pool, m.layers[3]); x.value;
+         x = hk_pool_list_next(m.pool, m.layers[3], x))
         n++;
     CHECK_EQ(n, 0);
     for (int k = 0; k < 40; k++) CHECK(hk_pool_get(m.pool, kids[k]) == NULL);

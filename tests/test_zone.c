@@ -264,8 +264,8 @@ HKT_TEST(zero_size_allocations_are_unique) {
 HKT_TEST(regions_caller_memory) {
     hkt_errors errs = {0};
     static unsigned char r1[98304] __attribute__((aligned(16))), r2[4096] __attribute__((aligned(16)));
-    hk_zone *z = hk_zone_create(&(hk_zone_desc){.memory = r1, .size = sizeof r1, .on_error = hkt_on_error,
-                                               .error_user = &errs});
+    hk_zone *z = hk_zone_create(
+        &(hk_zone_desc){.memory = r1, .size = sizeof r1, .on_error = hkt_on_error, .error_user = &errs});
     REQUIRE(z != NULL);
     void *big = hk_zone_alloc(z, 60000);
     CHECK(big != NULL);
@@ -295,7 +295,8 @@ HKT_TEST(region_limit) {
     REQUIRE(z != NULL);
     static unsigned char pool[HK_ZONE_MAX_REGIONS][512] __attribute__((aligned(16)));
     int ok = 0;
-    for (int i = 0; i < HK_ZONE_MAX_REGIONS; i++) ok += hk_zone_add_region(z, pool[i], sizeof pool[i]) == HK_OK;
+    for (int i = 0; i < HK_ZONE_MAX_REGIONS; i++)
+        ok += hk_zone_add_region(z, pool[i], sizeof pool[i]) == HK_OK;
     CHECK_EQ(ok, HK_ZONE_MAX_REGIONS - 1);
     CHECK_EQ(errs.last_result, HK_ERR_NOMEM);
     CHECK_EQ(hk_zone_check(z), HK_OK);
@@ -304,8 +305,8 @@ HKT_TEST(region_limit) {
 
 HKT_TEST(growth_from_os_and_release) {
     hkt_errors errs = {0};
-    hk_zone *z = hk_zone_create(&(hk_zone_desc){.size = 64 << 10, .grow_size = 64 << 10, .on_error = hkt_on_error,
-                                               .error_user = &errs});
+    hk_zone *z = hk_zone_create(&(hk_zone_desc){
+        .size = 64 << 10, .grow_size = 64 << 10, .on_error = hkt_on_error, .error_user = &errs});
     REQUIRE(z != NULL);
     void *ps[200];
     for (int i = 0; i < 200; i++) {
@@ -329,8 +330,11 @@ HKT_TEST(growth_from_os_and_release) {
     CHECK_EQ(t.live_blocks, 0);
     CHECK_EQ(errs.count, 0);
     /* a cap on growth */
-    hk_zone *c = hk_zone_create(&(hk_zone_desc){.size = 64 << 10, .grow_size = 64 << 10, .max_size = 200 << 10,
-                                               .on_error = hkt_on_error, .error_user = &errs});
+    hk_zone *c = hk_zone_create(&(hk_zone_desc){.size = 64 << 10,
+                                                .grow_size = 64 << 10,
+                                                .max_size = 200 << 10,
+                                                .on_error = hkt_on_error,
+                                                .error_user = &errs});
     REQUIRE(c != NULL);
     CHECK(hk_zone_alloc(c, 100 << 10) != NULL);
     CHECK(hk_zone_alloc(c, 150 << 10) == NULL);
@@ -342,8 +346,10 @@ HKT_TEST(growth_from_os_and_release) {
 
 static int count_walk(const hk_block_info *i, void *user) {
     size_t *c = (size_t *)user;
-    if (i->flags & HK_BLOCK_USED) c[0]++;
-    else c[1]++;
+    if (i->flags & HK_BLOCK_USED)
+        c[0]++;
+    else
+        c[1]++;
     c[2] += i->requested;
     return 0;
 }
@@ -470,8 +476,8 @@ HKT_TEST(paranoid_and_lock_hooks) {
  * free block merges with the new memory. */
 HKT_TEST(growth_in_place_extends_the_region) {
     hkt_errors errs = {0};
-    hk_zone *z = hk_zone_create(&(hk_zone_desc){.size = 64 << 10, .grow_size = 64 << 10, .on_error = hkt_on_error,
-                                               .error_user = &errs});
+    hk_zone *z = hk_zone_create(&(hk_zone_desc){
+        .size = 64 << 10, .grow_size = 64 << 10, .on_error = hkt_on_error, .error_user = &errs});
     REQUIRE(z != NULL);
     hk_stats s0;
     hk_zone_stats(z, &s0);
@@ -545,8 +551,11 @@ HKT_TEST(carving_from_the_end_of_an_interior_hole) {
 HKT_TEST(front_cache_reuse_double_free_and_flush) {
     hkt_errors errs = {0};
     static unsigned char mem[256 << 10] __attribute__((aligned(64)));
-    hk_zone *z = hk_zone_create(&(hk_zone_desc){.memory = mem, .size = sizeof mem, .flags = HK_ZONE_FRONT_CACHE,
-                                               .on_error = hkt_on_error, .error_user = &errs});
+    hk_zone *z = hk_zone_create(&(hk_zone_desc){.memory = mem,
+                                                .size = sizeof mem,
+                                                .flags = HK_ZONE_FRONT_CACHE,
+                                                .on_error = hkt_on_error,
+                                                .error_user = &errs});
     REQUIRE(z != NULL);
     hk_stats s0;
     hk_zone_stats(z, &s0);
@@ -599,8 +608,8 @@ HKT_TEST(front_cache_reuse_double_free_and_flush) {
     CHECK_EQ(errs.count, 0);
     hk_zone_destroy(z);
     /* with a debug flag the cache is off: a freed block merges at once */
-    hk_zone *f = hk_zone_create(&(hk_zone_desc){.memory = mem, .size = sizeof mem,
-                                               .flags = HK_ZONE_FRONT_CACHE | HK_FLAG_FILL});
+    hk_zone *f = hk_zone_create(
+        &(hk_zone_desc){.memory = mem, .size = sizeof mem, .flags = HK_ZONE_FRONT_CACHE | HK_FLAG_FILL});
     REQUIRE(f != NULL);
     void *x = hk_zone_alloc(f, 100);
     REQUIRE(x != NULL);

@@ -8,8 +8,12 @@ static unsigned char g_mem[256 << 10] __attribute__((aligned(64)));
 
 static hk_zone *mk(hkt_errors *errs, uint32_t flags) {
     hkt_errors_reset(errs);
-    return hk_zone_create(&(hk_zone_desc){.memory = g_mem, .size = sizeof g_mem, .flags = flags, .name = "bad",
-                                         .on_error = hkt_on_error, .error_user = errs});
+    return hk_zone_create(&(hk_zone_desc){.memory = g_mem,
+                                          .size = sizeof g_mem,
+                                          .flags = flags,
+                                          .name = "bad",
+                                          .on_error = hkt_on_error,
+                                          .error_user = errs});
 }
 
 static char *hexaddr(const void *p) {

@@ -49,7 +49,8 @@ static size_t rand_size(uint64_t *r) {
     }
 }
 
-static const int k_tags[] = {HK_TAG_STATIC, HK_TAG_LEVEL, HK_TAG_LEVSPEC, 70, HK_TAG_PURGELEVEL, HK_TAG_CACHE};
+static const int k_tags[] = {HK_TAG_STATIC,     HK_TAG_LEVEL, HK_TAG_LEVSPEC, 70,
+                             HK_TAG_PURGELEVEL, HK_TAG_CACHE};
 
 /* Slots whose owner was cleared by the zone (purge on exhaustion) are gone. */
 static void sync_purged(slot *sl, int *nlive) {

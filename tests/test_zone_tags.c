@@ -7,8 +7,12 @@
 static unsigned char g_mem[256 << 10] __attribute__((aligned(64)));
 
 static hk_zone *mk(hkt_errors *errs, uint32_t flags) {
-    return hk_zone_create(&(hk_zone_desc){.memory = g_mem, .size = sizeof g_mem, .flags = flags, .name = "tags",
-                                         .on_error = hkt_on_error, .error_user = errs});
+    return hk_zone_create(&(hk_zone_desc){.memory = g_mem,
+                                          .size = sizeof g_mem,
+                                          .flags = flags,
+                                          .name = "tags",
+                                          .on_error = hkt_on_error,
+                                          .error_user = errs});
 }
 
 static size_t live(hk_zone *z) {
@@ -80,8 +84,10 @@ HKT_TEST(free_tags_frees_exactly_the_range) {
     CHECK_EQ(live(z), 151);
     for (int i = 0; i < 300; i++) {
         int t = tags[i % 6];
-        if (t >= HK_TAG_LEVEL && t < HK_TAG_PURGELEVEL) CHECK(owners[i] == NULL);
-        else CHECK(owners[i] != NULL);
+        if (t >= HK_TAG_LEVEL && t < HK_TAG_PURGELEVEL)
+            CHECK(owners[i] == NULL);
+        else
+            CHECK(owners[i] != NULL);
     }
     CHECK_EQ(hk_zone_check(z), HK_OK);
     CHECK_EQ(hk_zone_free_tags(z, HK_TAG_LEVEL, HK_TAG_LEVSPEC), 0);
@@ -181,7 +187,8 @@ HKT_TEST(exhaustion_purges_lru_first) {
     void *owners[N];
     memset(owners, 0, sizeof owners);
     for (int i = 0; i < N; i++) {
-        void *p = hk_zone_alloc_tagged(z, 4000, i % 2 ? HK_TAG_CACHE : HK_TAG_PURGELEVEL, &owners[i], "cache");
+        void *p =
+            hk_zone_alloc_tagged(z, 4000, i % 2 ? HK_TAG_CACHE : HK_TAG_PURGELEVEL, &owners[i], "cache");
         REQUIRE(p != NULL);
     }
     void *stat = hk_zone_alloc_tagged(z, 4000, HK_TAG_LEVEL, NULL, "level");
@@ -193,8 +200,10 @@ HKT_TEST(exhaustion_purges_lru_first) {
     REQUIRE(big != NULL);
     int purged = 0, first_kept = -1;
     for (int i = 0; i < N; i++) {
-        if (!owners[i]) purged++;
-        else if (first_kept < 0) first_kept = i;
+        if (!owners[i])
+            purged++;
+        else if (first_kept < 0)
+            first_kept = i;
     }
     CHECK(purged >= 3);
     CHECK_EQ(first_kept, purged); /* exactly the oldest ones went */
@@ -213,8 +222,11 @@ HKT_TEST(exhaustion_purges_lru_first) {
 
 HKT_TEST(purge_level_and_custom_threshold) {
     hkt_errors errs = {0};
-    hk_zone *z = hk_zone_create(&(hk_zone_desc){.memory = g_mem, .size = sizeof g_mem, .purge_level = 10,
-                                               .on_error = hkt_on_error, .error_user = &errs});
+    hk_zone *z = hk_zone_create(&(hk_zone_desc){.memory = g_mem,
+                                                .size = sizeof g_mem,
+                                                .purge_level = 10,
+                                                .on_error = hkt_on_error,
+                                                .error_user = &errs});
     REQUIRE(z != NULL);
     void *o[4] = {0, 0, 0, 0};
     hk_zone_alloc_tagged(z, 10, 9, &o[0], NULL);

@@ -48,9 +48,12 @@ static const hk_command k_commands[] = {
 #define HK_NCOMMANDS (sizeof k_commands / sizeof k_commands[0])
 
 static void usage(FILE *out) {
-    fprintf(out, "heapkit %s - memory tools\n\nusage: heapkit <command> [options] [-- program args...]\n\ncommands:\n",
-            HEAPKIT_VERSION_STRING);
-    for (size_t i = 0; i < HK_NCOMMANDS; i++) fprintf(out, "  %-8s %s\n", k_commands[i].name, k_commands[i].summary);
+    fprintf(
+        out,
+        "heapkit %s - memory tools\n\nusage: heapkit <command> [options] [-- program args...]\n\ncommands:\n",
+        HEAPKIT_VERSION_STRING);
+    for (size_t i = 0; i < HK_NCOMMANDS; i++)
+        fprintf(out, "  %-8s %s\n", k_commands[i].name, k_commands[i].summary);
     fprintf(out, "\n`heapkit help <command>` or `heapkit <command> --help` for details.\n");
 }
 
@@ -165,7 +168,8 @@ static int need_arg(int i, int argc, char **argv) {
 static int is_number(const char *s) {
     if (!s || !*s) return 0;
     while (*s >= '0' && *s <= '9') s++;
-    return *s == 0 || ((*s == 'k' || *s == 'K' || *s == 'm' || *s == 'M' || *s == 'g' || *s == 'G') && s[1] == 0);
+    return *s == 0 ||
+           ((*s == 'k' || *s == 'K' || *s == 'm' || *s == 'M' || *s == 'g' || *s == 'G') && s[1] == 0);
 }
 
 static int cmd_guard(int argc, char **argv) {
@@ -261,7 +265,8 @@ static int cmd_guard(int argc, char **argv) {
             return 2;
         }
     } else if (!find_guard_lib(lib, sizeof lib)) {
-        fprintf(stderr, "heapkit guard: libheapkit-guard.so not found (set HEAPKIT_GUARD_LIB or use --lib)\n");
+        fprintf(stderr,
+                "heapkit guard: libheapkit-guard.so not found (set HEAPKIT_GUARD_LIB or use --lib)\n");
         return 2;
     }
     /* Keep whatever the user preloads already, after ours. */

@@ -107,12 +107,12 @@ enum {
 
 #define HK_GC_DEFAULT_STEP_OBJECTS 4096u /* per-step cap on objects examined when the desc says 0 */
 #define HK_GC_DEFAULT_PACE_PERCENT 200u  /* pacing work per byte of debt when the desc says 0 */
-#define HK_GC_CHUNK_OBJECTS 1024u        /* object headers per chunk */
+#define HK_GC_CHUNK_OBJECTS        1024u /* object headers per chunk */
 
 /* Zero-initialisable: every zero field means the documented default. */
 typedef struct hk_gc_desc {
-    uint32_t flags;    /* HK_FLAG_* and HK_GC_FLAG_* */
-    const char *name;  /* instance name for reports ("gc" when NULL); the pointer is kept */
+    uint32_t flags;   /* HK_FLAG_* and HK_GC_FLAG_* */
+    const char *name; /* instance name for reports ("gc" when NULL); the pointer is kept */
     hk_error_fn on_error;
     void *error_user;
     hk_lock_hooks lock;
@@ -134,26 +134,26 @@ typedef struct hk_gc_desc {
  * nanoseconds. Percentiles come from a log-linear histogram of step times
  * (8 sub-buckets per power of two: within 12.5%, rounded up). */
 typedef struct hk_gc_info {
-    size_t objects;          /* allocated objects not yet reclaimed (live + backlog) */
-    size_t live;             /* objects with a non-zero count */
-    size_t backlog;          /* garbage awaiting reclamation (count zero, queued) */
-    size_t candidates;       /* buffered possible cycle roots */
-    size_t data_bytes;       /* data bytes of the allocated objects */
-    uint64_t freed;          /* objects reclaimed since creation (all paths) */
-    uint64_t freed_cycles;   /* of which by the cycle collector */
-    uint64_t steps;          /* hk_gc_step calls */
-    uint64_t step_objects;   /* objects examined by hk_gc_step in total */
-    uint64_t step_last_ns;   /* duration of the last step */
-    uint64_t step_max_ns;    /* longest step */
-    uint64_t step_p50_ns;    /* median step (histogram bucket upper bound) */
-    uint64_t step_p99_ns;    /* 99th percentile step (histogram bucket upper bound) */
-    uint64_t step_total_ns;  /* sum of step durations */
-    uint64_t paced_steps;    /* steps run by allocation debt */
-    uint64_t paced_objects;  /* objects reclaimed by paced steps */
-    uint64_t collects;       /* hk_gc_collect calls */
-    uint64_t collect_last_ns;/* duration of the last full pass */
-    uint64_t collect_max_ns; /* longest full pass */
-    bool incremental;        /* current mode */
+    size_t objects;           /* allocated objects not yet reclaimed (live + backlog) */
+    size_t live;              /* objects with a non-zero count */
+    size_t backlog;           /* garbage awaiting reclamation (count zero, queued) */
+    size_t candidates;        /* buffered possible cycle roots */
+    size_t data_bytes;        /* data bytes of the allocated objects */
+    uint64_t freed;           /* objects reclaimed since creation (all paths) */
+    uint64_t freed_cycles;    /* of which by the cycle collector */
+    uint64_t steps;           /* hk_gc_step calls */
+    uint64_t step_objects;    /* objects examined by hk_gc_step in total */
+    uint64_t step_last_ns;    /* duration of the last step */
+    uint64_t step_max_ns;     /* longest step */
+    uint64_t step_p50_ns;     /* median step (histogram bucket upper bound) */
+    uint64_t step_p99_ns;     /* 99th percentile step (histogram bucket upper bound) */
+    uint64_t step_total_ns;   /* sum of step durations */
+    uint64_t paced_steps;     /* steps run by allocation debt */
+    uint64_t paced_objects;   /* objects reclaimed by paced steps */
+    uint64_t collects;        /* hk_gc_collect calls */
+    uint64_t collect_last_ns; /* duration of the last full pass */
+    uint64_t collect_max_ns;  /* longest full pass */
+    bool incremental;         /* current mode */
 } hk_gc_info;
 
 /* Creates a collector. Returns NULL when desc is NULL, only one of

@@ -111,27 +111,27 @@ typedef enum hk_guard_side {
 /* Guard-specific desc flags, combined with HK_FLAG_ZERO, HK_FLAG_QUIET,
  * HK_FLAG_PARANOID. Filling (HK_FLAG_FILL) is always on unless HK_GUARD_NO_FILL. */
 enum {
-    HK_GUARD_REPORT = 1u << 16,        /* write multi-line reports with stack traces to report_fd */
-    HK_GUARD_ABORT = 1u << 17,         /* abort() after any report */
-    HK_GUARD_FAULT_HANDLER = 1u << 18, /* install the process-wide SIGSEGV/SIGBUS reporter */
-    HK_GUARD_NO_FILL = 1u << 19,       /* do not fill fresh and freed blocks */
-    HK_GUARD_NO_TRACES = 1u << 20,     /* do not record allocation/free stacks (faster) */
+    HK_GUARD_REPORT = 1u << 16,             /* write multi-line reports with stack traces to report_fd */
+    HK_GUARD_ABORT = 1u << 17,              /* abort() after any report */
+    HK_GUARD_FAULT_HANDLER = 1u << 18,      /* install the process-wide SIGSEGV/SIGBUS reporter */
+    HK_GUARD_NO_FILL = 1u << 19,            /* do not fill fresh and freed blocks */
+    HK_GUARD_NO_TRACES = 1u << 20,          /* do not record allocation/free stacks (faster) */
     HK_GUARD_NO_SYMBOLIZE_LINES = 1u << 21, /* never run addr2line for file:line */
-    HK_GUARD_DISCARD_FREED = 1u << 22, /* give freed pages back to the OS at the free: the quarantine
-                                         costs no memory, but every allocation then takes a page fault */
-    HK_GUARD_EXACT_STACKS = 1u << 23, /* unwind every allocation/free stack with backtrace() (DWARF,
-                                         ~150 ns a frame) instead of the learned-frame-size walker */
-    HK_GUARD_PLAIN_UNGUARDED = 1u << 24 /* unguarded blocks are the backing allocator's own: no header,
-                                         no canary, no checks (see "Plain unguarded blocks" above) */
+    HK_GUARD_DISCARD_FREED = 1u << 22,      /* give freed pages back to the OS at the free: the quarantine
+                                              costs no memory, but every allocation then takes a page fault */
+    HK_GUARD_EXACT_STACKS = 1u << 23,       /* unwind every allocation/free stack with backtrace() (DWARF,
+                                               ~150 ns a frame) instead of the learned-frame-size walker */
+    HK_GUARD_PLAIN_UNGUARDED = 1u << 24     /* unguarded blocks are the backing allocator's own: no header,
+                                             no canary, no checks (see "Plain unguarded blocks" above) */
 };
 
 /* Defaults, used where the desc field is zero. */
-#define HK_GUARD_DEFAULT_RESERVE ((size_t)64 << 30)        /* 64 GiB of address space */
-#define HK_GUARD_DEFAULT_ALIGN 16u                         /* malloc's alignment on x86-64 */
-#define HK_GUARD_DEFAULT_QUARANTINE_BYTES ((size_t)8 << 20) /* 8 MiB of freed pages (see docs/guard.md) */
+#define HK_GUARD_DEFAULT_RESERVE           ((size_t)64 << 30) /* 64 GiB of address space */
+#define HK_GUARD_DEFAULT_ALIGN             16u                /* malloc's alignment on x86-64 */
+#define HK_GUARD_DEFAULT_QUARANTINE_BYTES  ((size_t)8 << 20)  /* 8 MiB of freed pages (see docs/guard.md) */
 #define HK_GUARD_DEFAULT_QUARANTINE_BLOCKS ((size_t)8192)
-#define HK_GUARD_DEFAULT_FRAMES 16
-#define HK_GUARD_MAX_FRAMES 32
+#define HK_GUARD_DEFAULT_FRAMES            16
+#define HK_GUARD_MAX_FRAMES                32
 
 /* The allocator that serves unguarded blocks (sampling mode, over the cap).
  * The first four are set, or none (then the C library's malloc family is
@@ -147,23 +147,23 @@ typedef struct hk_guard_backing {
 
 /* Zero-initialisable; every zero field means the default in brackets. */
 typedef struct hk_guard_desc {
-    size_t reserve;            /* address space for guarded slots [64 GiB] */
-    uint32_t flags;            /* HK_FLAG_* | HK_GUARD_* */
-    const char *name;          /* instance name for reports ["guard"]; pointer kept */
-    hk_error_fn on_error;      /* one-line reports [default handler] */
+    size_t reserve;       /* address space for guarded slots [64 GiB] */
+    uint32_t flags;       /* HK_FLAG_* | HK_GUARD_* */
+    const char *name;     /* instance name for reports ["guard"]; pointer kept */
+    hk_error_fn on_error; /* one-line reports [default handler] */
     void *error_user;
-    hk_lock_hooks lock;        /* [internal mutex] */
-    hk_guard_side side;        /* [HK_GUARD_SIDE_END] */
-    size_t align;              /* block alignment, power of two; 1 = exact mode [16] */
-    size_t quarantine_bytes;   /* freed bytes (whole pages) kept inaccessible [8 MiB]; SIZE_MAX: unbounded */
-    size_t quarantine_blocks;  /* freed blocks kept inaccessible [8192]; SIZE_MAX: unbounded */
-    uint32_t sample_rate;      /* 0 or 1: guard every allocation; N: one in N on average */
-    size_t max_guarded;        /* cap on live guarded blocks [(vm.max_map_count - 8192) / 2] */
-    int frames;                /* stack frames kept per trace, 1..HK_GUARD_MAX_FRAMES [16] */
-    int report_fd;             /* where HK_GUARD_REPORT reports go; 0 means stderr (fd 2) */
-    int skip_frames;           /* innermost frames to drop from recorded stacks (wrappers) [0] */
-    hk_guard_backing backing;  /* allocator for unguarded blocks [C library] */
-    uint64_t seed;             /* randomness for side RANDOM and sampling [fixed] */
+    hk_lock_hooks lock;       /* [internal mutex] */
+    hk_guard_side side;       /* [HK_GUARD_SIDE_END] */
+    size_t align;             /* block alignment, power of two; 1 = exact mode [16] */
+    size_t quarantine_bytes;  /* freed bytes (whole pages) kept inaccessible [8 MiB]; SIZE_MAX: unbounded */
+    size_t quarantine_blocks; /* freed blocks kept inaccessible [8192]; SIZE_MAX: unbounded */
+    uint32_t sample_rate;     /* 0 or 1: guard every allocation; N: one in N on average */
+    size_t max_guarded;       /* cap on live guarded blocks [(vm.max_map_count - 8192) / 2] */
+    int frames;               /* stack frames kept per trace, 1..HK_GUARD_MAX_FRAMES [16] */
+    int report_fd;            /* where HK_GUARD_REPORT reports go; 0 means stderr (fd 2) */
+    int skip_frames;          /* innermost frames to drop from recorded stacks (wrappers) [0] */
+    hk_guard_backing backing; /* allocator for unguarded blocks [C library] */
+    uint64_t seed;            /* randomness for side RANDOM and sampling [fixed] */
 } hk_guard_desc;
 
 /* Creates a guard heap. Returns NULL when desc is NULL, align is not a power
@@ -232,15 +232,15 @@ hk_result hk_guard_where(hk_guard *g, const void *addr, hk_block_info *info);
 
 /* Guard-specific counters (O(1)). */
 typedef struct hk_guard_info {
-    size_t live_guarded;       /* live blocks between guard pages */
-    size_t live_unguarded;     /* live blocks served by the backing allocator */
-    size_t max_guarded;        /* the cap in force */
-    size_t quarantine_blocks;  /* blocks in quarantine */
-    size_t quarantine_bytes;   /* their pages' bytes */
-    size_t reserve_used;       /* bytes of the reservation carved into slots */
-    size_t traces;             /* distinct stack traces recorded */
-    uint64_t reports;          /* reports made (errors, faults, leaks) */
-    uint64_t over_cap;         /* allocations served unguarded because of the cap */
+    size_t live_guarded;      /* live blocks between guard pages */
+    size_t live_unguarded;    /* live blocks served by the backing allocator */
+    size_t max_guarded;       /* the cap in force */
+    size_t quarantine_blocks; /* blocks in quarantine */
+    size_t quarantine_bytes;  /* their pages' bytes */
+    size_t reserve_used;      /* bytes of the reservation carved into slots */
+    size_t traces;            /* distinct stack traces recorded */
+    uint64_t reports;         /* reports made (errors, faults, leaks) */
+    uint64_t over_cap;        /* allocations served unguarded because of the cap */
 } hk_guard_info;
 void hk_guard_info_get(const hk_guard *g, hk_guard_info *out);
 
@@ -255,10 +255,7 @@ void hk_guard_info_get(const hk_guard *g, hk_guard_info *out);
  * through on_error. Returns the number of leaked blocks; *bytes (may be NULL)
  * gets their bytes. O(scanned bytes + blocks log blocks). Holds the lock:
  * other threads' allocations wait. Unguarded blocks are not tracked. */
-typedef enum hk_guard_leak_mode {
-    HK_GUARD_LEAKS_UNREACHABLE = 0,
-    HK_GUARD_LEAKS_ALL = 1
-} hk_guard_leak_mode;
+typedef enum hk_guard_leak_mode { HK_GUARD_LEAKS_UNREACHABLE = 0, HK_GUARD_LEAKS_ALL = 1 } hk_guard_leak_mode;
 size_t hk_guard_leaks(hk_guard *g, hk_guard_leak_mode mode, size_t *bytes);
 
 /* fork() support for processes whose threads share the heap: call prepare

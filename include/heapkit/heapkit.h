@@ -33,7 +33,7 @@ extern "C" {
 #define HK_VERSION_MAJOR 0
 #define HK_VERSION_MINOR 1
 #define HK_VERSION_PATCH 0
-#define HK_VERSION ((HK_VERSION_MAJOR * 10000) + (HK_VERSION_MINOR * 100) + HK_VERSION_PATCH)
+#define HK_VERSION       ((HK_VERSION_MAJOR * 10000) + (HK_VERSION_MINOR * 100) + HK_VERSION_PATCH)
 
 /* Returns HK_VERSION of the compiled library (compare with the header's). */
 int hk_version(void);
@@ -71,22 +71,22 @@ const char *hk_result_str(hk_result r);
  * built against an older header can tell which fields are valid. Fields an
  * allocator has no meaning for are zero. Byte counts are in bytes. */
 typedef struct hk_stats {
-    uint32_t size;           /* sizeof(hk_stats) as known to the library */
-    uint32_t version;        /* HK_STATS_VERSION */
-    const char *allocator;   /* "hunk", "zone", "cache", "pool", "gc", "guard" */
-    size_t capacity;         /* bytes the instance manages (all regions) */
-    size_t used;             /* bytes handed out to the user (requested sizes) */
-    size_t used_blocks_bytes;/* bytes taken by used blocks, headers and padding included */
-    size_t free;             /* bytes available for allocation */
-    size_t largest_free;     /* largest single allocation that would succeed now (0 if unknown) */
-    size_t peak_used;        /* high-water mark of `used` */
-    size_t overhead;         /* bytes of metadata (headers, canaries, tables) */
-    size_t live_blocks;      /* blocks currently allocated */
-    size_t free_blocks;      /* free blocks (fragments) */
-    uint64_t alloc_count;    /* successful allocations since creation */
-    uint64_t free_count;     /* blocks freed since creation (purges included) */
-    uint64_t fail_count;     /* allocations that returned NULL */
-    uint64_t error_count;    /* misuse reports delivered through on_error */
+    uint32_t size;            /* sizeof(hk_stats) as known to the library */
+    uint32_t version;         /* HK_STATS_VERSION */
+    const char *allocator;    /* "hunk", "zone", "cache", "pool", "gc", "guard" */
+    size_t capacity;          /* bytes the instance manages (all regions) */
+    size_t used;              /* bytes handed out to the user (requested sizes) */
+    size_t used_blocks_bytes; /* bytes taken by used blocks, headers and padding included */
+    size_t free;              /* bytes available for allocation */
+    size_t largest_free;      /* largest single allocation that would succeed now (0 if unknown) */
+    size_t peak_used;         /* high-water mark of `used` */
+    size_t overhead;          /* bytes of metadata (headers, canaries, tables) */
+    size_t live_blocks;       /* blocks currently allocated */
+    size_t free_blocks;       /* free blocks (fragments) */
+    uint64_t alloc_count;     /* successful allocations since creation */
+    uint64_t free_count;      /* blocks freed since creation (purges included) */
+    uint64_t fail_count;      /* allocations that returned NULL */
+    uint64_t error_count;     /* misuse reports delivered through on_error */
 } hk_stats;
 
 /* ------------------------------------------------------------------------ */
@@ -108,19 +108,19 @@ enum {
 /* One block as an allocator's walk reports it. Pointers are valid only
  * during the callback. */
 typedef struct hk_block_info {
-    void *address;          /* user address (NULL for a purged cache handle) */
-    size_t size;            /* usable bytes of the block */
-    size_t requested;       /* bytes the user asked for (0 when unknown) */
-    size_t overhead;        /* header + padding + canary bytes of this block */
-    uint32_t flags;         /* HK_BLOCK_* */
-    int32_t tag;            /* zone tag; 0 elsewhere */
-    uint32_t id;            /* pool ID or cache handle value; 0 when none */
-    uint32_t lock_count;    /* cache lock count */
-    uint32_t rank;          /* cache LRU rank (0 = most recently used) */
-    void *owner;            /* zone owner pointer (void**), cache purge owner */
-    const char *name;       /* name given at allocation, or NULL */
-    const char *site_file;  /* allocation site when recorded, or NULL */
-    int site_line;          /* allocation site line, or 0 */
+    void *address;         /* user address (NULL for a purged cache handle) */
+    size_t size;           /* usable bytes of the block */
+    size_t requested;      /* bytes the user asked for (0 when unknown) */
+    size_t overhead;       /* header + padding + canary bytes of this block */
+    uint32_t flags;        /* HK_BLOCK_* */
+    int32_t tag;           /* zone tag; 0 elsewhere */
+    uint32_t id;           /* pool ID or cache handle value; 0 when none */
+    uint32_t lock_count;   /* cache lock count */
+    uint32_t rank;         /* cache LRU rank (0 = most recently used) */
+    void *owner;           /* zone owner pointer (void**), cache purge owner */
+    const char *name;      /* name given at allocation, or NULL */
+    const char *site_file; /* allocation site when recorded, or NULL */
+    int site_line;         /* allocation site line, or 0 */
 } hk_block_info;
 
 /* Walk callback: called once per block in address order where the
@@ -135,23 +135,23 @@ typedef int (*hk_walk_fn)(const hk_block_info *info, void *user);
 
 typedef enum hk_error_kind {
     HK_EK_NONE = 0,
-    HK_EK_NOMEM,            /* allocation could not be met */
-    HK_EK_INVALID_ARG,      /* bad argument (alignment, mark, flags) */
-    HK_EK_OVERFLOW,         /* size arithmetic overflow */
-    HK_EK_DOUBLE_FREE,      /* block already free */
-    HK_EK_FOREIGN_PTR,      /* pointer not from this instance */
-    HK_EK_INTERIOR_PTR,     /* pointer inside a block, not its start */
-    HK_EK_STALE,            /* stale ID or handle */
-    HK_EK_CORRUPT_HEADER,   /* damaged header / sentinel / boundary tag */
-    HK_EK_CORRUPT_CANARY,   /* damaged canary or padding fill */
-    HK_EK_CORRUPT_FREE,     /* freed memory written after free (fill pattern damaged) */
-    HK_EK_CORRUPT_STRUCTURE,/* list, bitmap or table inconsistent */
-    HK_EK_LOCKED,           /* operation on a locked block */
-    HK_EK_STATE,            /* call not allowed now (e.g. unlock of an unlocked block) */
-    HK_EK_HEAP_OVERFLOW,    /* guard: access past the end of a block */
-    HK_EK_HEAP_UNDERFLOW,   /* guard: access before the start of a block */
-    HK_EK_USE_AFTER_FREE,   /* guard: access to a freed block */
-    HK_EK_LEAK,             /* block still live at exit */
+    HK_EK_NOMEM,             /* allocation could not be met */
+    HK_EK_INVALID_ARG,       /* bad argument (alignment, mark, flags) */
+    HK_EK_OVERFLOW,          /* size arithmetic overflow */
+    HK_EK_DOUBLE_FREE,       /* block already free */
+    HK_EK_FOREIGN_PTR,       /* pointer not from this instance */
+    HK_EK_INTERIOR_PTR,      /* pointer inside a block, not its start */
+    HK_EK_STALE,             /* stale ID or handle */
+    HK_EK_CORRUPT_HEADER,    /* damaged header / sentinel / boundary tag */
+    HK_EK_CORRUPT_CANARY,    /* damaged canary or padding fill */
+    HK_EK_CORRUPT_FREE,      /* freed memory written after free (fill pattern damaged) */
+    HK_EK_CORRUPT_STRUCTURE, /* list, bitmap or table inconsistent */
+    HK_EK_LOCKED,            /* operation on a locked block */
+    HK_EK_STATE,             /* call not allowed now (e.g. unlock of an unlocked block) */
+    HK_EK_HEAP_OVERFLOW,     /* guard: access past the end of a block */
+    HK_EK_HEAP_UNDERFLOW,    /* guard: access before the start of a block */
+    HK_EK_USE_AFTER_FREE,    /* guard: access to a freed block */
+    HK_EK_LEAK,              /* block still live at exit */
     HK_EK_COUNT
 } hk_error_kind;
 
@@ -160,14 +160,14 @@ const char *hk_error_kind_str(hk_error_kind kind);
 
 /* One misuse report. All pointers are valid only during the callback. */
 typedef struct hk_error {
-    hk_result result;        /* what the failing call returns */
+    hk_result result; /* what the failing call returns */
     hk_error_kind kind;
-    const char *allocator;   /* "hunk", "zone", ... */
-    const char *instance;    /* the instance's name from its desc, or NULL */
-    const void *address;     /* the address (or ID/handle value cast) concerned */
-    size_t size;             /* request size or block size, when meaningful */
-    const char *block_name;  /* name of the block concerned, or NULL */
-    const char *message;     /* the whole report as one line, no trailing newline */
+    const char *allocator;  /* "hunk", "zone", ... */
+    const char *instance;   /* the instance's name from its desc, or NULL */
+    const void *address;    /* the address (or ID/handle value cast) concerned */
+    size_t size;            /* request size or block size, when meaningful */
+    const char *block_name; /* name of the block concerned, or NULL */
+    const char *message;    /* the whole report as one line, no trailing newline */
 } hk_error;
 
 typedef void (*hk_error_fn)(const hk_error *err, void *user);
@@ -210,9 +210,9 @@ enum {
 #define HK_DEBUG 1
 #endif
 
-#define HK_FILL_ALLOC 0xCDu   /* fresh, never-written memory */
-#define HK_FILL_FREE 0xDDu    /* freed memory */
-#define HK_FILL_PAD 0xFDu     /* padding and canary bytes ("no man's land") */
+#define HK_FILL_ALLOC   0xCDu /* fresh, never-written memory */
+#define HK_FILL_FREE    0xDDu /* freed memory */
+#define HK_FILL_PAD     0xFDu /* padding and canary bytes ("no man's land") */
 #define HK_CANARY_BYTES 8u    /* size of a trailing canary */
 
 /* Fill n bytes at p with byte b (memset with the pattern's intent). */
@@ -254,11 +254,7 @@ static inline uintptr_t hk_align_ptr(uintptr_t p, size_t align) {
 /* OS layer (src/os_posix.c is the only file that talks to the OS)           */
 /* ------------------------------------------------------------------------ */
 
-typedef enum hk_prot {
-    HK_PROT_NONE = 0,
-    HK_PROT_READ = 1,
-    HK_PROT_READ_WRITE = 3
-} hk_prot;
+typedef enum hk_prot { HK_PROT_NONE = 0, HK_PROT_READ = 1, HK_PROT_READ_WRITE = 3 } hk_prot;
 
 /* Page size of the system (cached after the first call). */
 size_t hk_os_page_size(void);

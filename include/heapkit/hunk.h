@@ -42,16 +42,16 @@ typedef struct hk_hunk hk_hunk;
 /* Hunk-specific flags (in addition to HK_FLAG_ZERO, HK_FLAG_FILL,
  * HK_FLAG_PARANOID, HK_FLAG_QUIET). Canaries are always on in the hunk. */
 
-#define HK_HUNK_NAME_MAX 16 /* names are truncated to this many bytes (NUL excluded) */
-#define HK_HUNK_NAMES 128   /* distinct names a hunk remembers, "unknown" and "(other)" included */
+#define HK_HUNK_NAME_MAX      16  /* names are truncated to this many bytes (NUL excluded) */
+#define HK_HUNK_NAMES         128 /* distinct names a hunk remembers, "unknown" and "(other)" included */
 #define HK_HUNK_DEFAULT_ALIGN 16
 
 /* Zero-initialisable. */
 typedef struct hk_hunk_desc {
-    void *memory;        /* caller memory for the whole hunk (control block included); NULL: reserve from the OS */
-    size_t size;         /* bytes of `memory`, or bytes to reserve (0 with memory NULL: 64 MiB) */
-    uint32_t flags;      /* HK_FLAG_* */
-    const char *name;    /* instance name for reports ("hunk" when NULL); the pointer is kept */
+    void *memory;   /* caller memory for the whole hunk (control block included); NULL: reserve from the OS */
+    size_t size;    /* bytes of `memory`, or bytes to reserve (0 with memory NULL: 64 MiB) */
+    uint32_t flags; /* HK_FLAG_* */
+    const char *name; /* instance name for reports ("hunk" when NULL); the pointer is kept */
     hk_error_fn on_error;
     void *error_user;
     hk_lock_hooks lock;

@@ -105,20 +105,20 @@ typedef struct hk_pool_list {
 } hk_pool_list;
 
 #define HK_POOL_DEFAULT_INDEX_BITS 14
-#define HK_POOL_MIN_INDEX_BITS 2
-#define HK_POOL_MAX_INDEX_BITS 24
-#define HK_POOL_MAX_LINKS 8
-#define HK_POOL_DEFAULT_LINKS 2
-#define HK_POOL_DEFAULT_MAX_LISTS 64
-#define HK_POOL_MAX_LISTS 65535
+#define HK_POOL_MIN_INDEX_BITS     2
+#define HK_POOL_MAX_INDEX_BITS     24
+#define HK_POOL_MAX_LINKS          8
+#define HK_POOL_DEFAULT_LINKS      2
+#define HK_POOL_DEFAULT_MAX_LISTS  64
+#define HK_POOL_MAX_LISTS          65535
 /* Generations a slot can issue before it is retired (RETIRE policy). */
 #define HK_POOL_SLOT_USES(index_bits) ((uint32_t)((1ull << (32 - (index_bits))) - 1u))
 
 /* Pool flags, in addition to HK_FLAG_ZERO, HK_FLAG_FILL, HK_FLAG_PARANOID,
  * HK_FLAG_QUIET. */
 enum {
-    HK_POOL_WRAP = 1u << 16,        /* generations wrap instead of retiring slots */
-    HK_POOL_NO_OVERFLOW = 1u << 17  /* no overflow path: alloc fails when the slots are exhausted */
+    HK_POOL_WRAP = 1u << 16,       /* generations wrap instead of retiring slots */
+    HK_POOL_NO_OVERFLOW = 1u << 17 /* no overflow path: alloc fails when the slots are exhausted */
 };
 
 /* What hk_pool_free does with the object's children. */
@@ -138,16 +138,16 @@ typedef int (*hk_pool_visit_fn)(hk_pool *p, hk_pool_id id, void *obj, void *user
 
 /* Zero-initialisable: every zero field means the default in brackets. */
 typedef struct hk_pool_desc {
-    size_t elem_size;       /* bytes per object (required, > 0) */
-    size_t align;           /* object alignment, a power of two <= 4096 [16] */
-    uint32_t capacity;      /* fast slots, <= 2^index_bits - 1 [2^index_bits - 1] */
-    uint32_t index_bits;    /* bits of the ID that hold the slot index, 2..24 [14] */
-    uint32_t links;         /* link slots per object (lists it can be on at once), <= 8 [2] */
-    uint32_t max_lists;     /* lists the pool can hold, <= 65535 [64] */
-    void *memory;           /* caller memory for everything but the overflow path (see hk_pool_memory_size); NULL: OS */
-    size_t size;            /* bytes of memory */
-    uint32_t flags;         /* HK_FLAG_* | HK_POOL_* */
-    const char *name;       /* instance name for reports ["pool"]; the pointer is kept */
+    size_t elem_size;    /* bytes per object (required, > 0) */
+    size_t align;        /* object alignment, a power of two <= 4096 [16] */
+    uint32_t capacity;   /* fast slots, <= 2^index_bits - 1 [2^index_bits - 1] */
+    uint32_t index_bits; /* bits of the ID that hold the slot index, 2..24 [14] */
+    uint32_t links;      /* link slots per object (lists it can be on at once), <= 8 [2] */
+    uint32_t max_lists;  /* lists the pool can hold, <= 65535 [64] */
+    void *memory; /* caller memory for everything but the overflow path (see hk_pool_memory_size); NULL: OS */
+    size_t size;  /* bytes of memory */
+    uint32_t flags;   /* HK_FLAG_* | HK_POOL_* */
+    const char *name; /* instance name for reports ["pool"]; the pointer is kept */
     hk_error_fn on_error;
     void *error_user;
     hk_lock_hooks lock;
@@ -161,19 +161,19 @@ typedef struct hk_pool_desc {
 
 /* Pool-specific counters (hk_pool_stats gives the common ones). O(1). */
 typedef struct hk_pool_info {
-    size_t live;             /* objects alive (not counting those pending release) */
-    size_t fast_live;        /* of which in fast slots */
-    size_t overflow_live;    /* of which on the overflow path */
-    size_t overflow_peak;    /* high-water mark of overflow_live */
-    size_t pending;          /* freed during a defer scope, released at its end */
-    size_t free_slots;       /* fast slots ready for reuse */
-    size_t retired_slots;    /* fast slots waiting for hk_pool_recycle */
-    size_t lists;            /* lists in use */
-    uint32_t capacity;       /* fast slots */
+    size_t live;          /* objects alive (not counting those pending release) */
+    size_t fast_live;     /* of which in fast slots */
+    size_t overflow_live; /* of which on the overflow path */
+    size_t overflow_peak; /* high-water mark of overflow_live */
+    size_t pending;       /* freed during a defer scope, released at its end */
+    size_t free_slots;    /* fast slots ready for reuse */
+    size_t retired_slots; /* fast slots waiting for hk_pool_recycle */
+    size_t lists;         /* lists in use */
+    uint32_t capacity;    /* fast slots */
     uint32_t index_bits;
-    uint32_t slot_uses;      /* generations per slot before retirement */
-    uint32_t defer_depth;    /* open defer scopes (iterations included) */
-    uint64_t overflow_allocs;/* objects ever allocated on the overflow path */
+    uint32_t slot_uses;       /* generations per slot before retirement */
+    uint32_t defer_depth;     /* open defer scopes (iterations included) */
+    uint64_t overflow_allocs; /* objects ever allocated on the overflow path */
 } hk_pool_info;
 
 /* Bytes of caller memory a pool with this desc needs (control block, tables
@@ -198,7 +198,6 @@ void hk_pool_destroy(hk_pool *p);
 /* hk_pool_alloc, then hk_pool_set_parent(new, parent). A bad parent is
  * reported and gives the none ID (nothing is allocated). */
 hk_pool_id hk_pool_alloc_child(hk_pool *p, hk_pool_id parent, void **obj);
-
 
 /* The ID of the live object that starts at `obj`, or the none ID for NULL,
  * interior, freed or foreign pointers. Never reports. O(1) (overflow:
@@ -225,21 +224,21 @@ typedef struct hk_pool__hot {
     uint32_t *ring;
     unsigned char *base;
     size_t stride;
-    uint64_t head, tail;   /* ring pops and pushes ever made */
-    size_t hold_base;      /* objects held (live + pending) = hold_base - free slots */
-    size_t peak;           /* high-water mark of objects held */
+    uint64_t head, tail; /* ring pops and pushes ever made */
+    size_t hold_base;    /* objects held (live + pending) = hold_base - free slots */
+    size_t peak;         /* high-water mark of objects held */
     uint32_t ring_mask;
     uint32_t index_mask;
-    uint32_t get_cap;      /* capacity, or 0 when lookups must take the lock */
-    uint32_t view_cap;     /* capacity (views never lock) */
-    uint32_t free_cap;     /* capacity, or 0 when frees must take the full path */
-    uint32_t alloc_ok;     /* 0 when allocations must take the full path */
-    uint32_t last_dead;    /* ids[] of a slot whose occupant had the last generation of the sequence */
+    uint32_t get_cap;   /* capacity, or 0 when lookups must take the lock */
+    uint32_t view_cap;  /* capacity (views never lock) */
+    uint32_t free_cap;  /* capacity, or 0 when frees must take the full path */
+    uint32_t alloc_ok;  /* 0 when allocations must take the full path */
+    uint32_t last_dead; /* ids[] of a slot whose occupant had the last generation of the sequence */
 } hk_pool__hot;
 
 #if defined(__GNUC__) || defined(__clang__)
 #define HK_POOL__LIKELY(x) __builtin_expect(!!(x), 1)
-#define HK_POOL__PURE __attribute__((pure))
+#define HK_POOL__PURE      __attribute__((pure))
 #else
 #define HK_POOL__LIKELY(x) (x)
 #define HK_POOL__PURE
@@ -339,11 +338,11 @@ static inline bool hk_pool_is_alive(const hk_pool *p, hk_pool_id id) { return hk
  * until hk_pool_destroy. It reads without taking the lock hooks: with
  * threads, use it only while no other thread changes the pool. */
 typedef struct hk_pool_view {
-    const uint32_t *ids;  /* per fast slot: the live ID, or a value no ID equals */
-    unsigned char *base;  /* fast slot 0 */
-    size_t stride;        /* bytes between fast slots */
-    uint32_t cap;         /* fast slots */
-    uint32_t index_mask;  /* 2^index_bits - 1 */
+    const uint32_t *ids; /* per fast slot: the live ID, or a value no ID equals */
+    unsigned char *base; /* fast slot 0 */
+    size_t stride;       /* bytes between fast slots */
+    uint32_t cap;        /* fast slots */
+    uint32_t index_mask; /* 2^index_bits - 1 */
     const hk_pool *pool;
 } hk_pool_view;
 

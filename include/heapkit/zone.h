@@ -93,9 +93,9 @@ enum {
     HK_TAG_CACHE = 101       /* cached data (DOOM's PU_CACHE) */
 };
 
-#define HK_ZONE_TAG_MAX 255    /* tags are 1..255 */
-#define HK_ZONE_MAX_REGIONS 64 /* regions per zone (caller and OS regions together) */
-#define HK_ZONE_MIN_REGION 256 /* a region smaller than this is refused */
+#define HK_ZONE_TAG_MAX     255 /* tags are 1..255 */
+#define HK_ZONE_MAX_REGIONS 64  /* regions per zone (caller and OS regions together) */
+#define HK_ZONE_MIN_REGION  256 /* a region smaller than this is refused */
 
 /* Zone-specific desc flags, in addition to HK_FLAG_ZERO, HK_FLAG_FILL,
  * HK_FLAG_CANARY, HK_FLAG_PARANOID, HK_FLAG_RECORD_SITE and HK_FLAG_QUIET. */
@@ -132,10 +132,10 @@ typedef struct hk_zone_desc {
      * region of its own, returned to the OS as soon as it is entirely free
      * again; other memory is kept for reuse until destroy. */
     size_t grow_size;
-    size_t max_size;     /* cap on the total capacity when growing (0: no cap) */
-    int purge_level;     /* tags >= this are purgeable (0: HK_TAG_PURGELEVEL) */
-    uint32_t flags;      /* HK_FLAG_*, HK_ZONE_* */
-    const char *name;    /* instance name for reports ("zone" when NULL); the pointer is kept */
+    size_t max_size;  /* cap on the total capacity when growing (0: no cap) */
+    int purge_level;  /* tags >= this are purgeable (0: HK_TAG_PURGELEVEL) */
+    uint32_t flags;   /* HK_FLAG_*, HK_ZONE_* */
+    const char *name; /* instance name for reports ("zone" when NULL); the pointer is kept */
     hk_error_fn on_error;
     void *error_user;
     hk_lock_hooks lock;
@@ -144,12 +144,12 @@ typedef struct hk_zone_desc {
 /* Everything an allocation can say, for hk_zone_alloc_ex. Zero fields mean:
  * align 16, tag HK_TAG_STATIC, no owner, no name, no site. */
 typedef struct hk_zone_alloc_desc {
-    size_t size;       /* bytes asked for (0 gives a unique, valid pointer) */
-    size_t align;      /* power of two; below 16 means 16 */
-    int tag;           /* 1..HK_ZONE_TAG_MAX */
-    void **owner;      /* set to the block on success, to NULL when the block is freed or purged */
-    const char *name;  /* kept by pointer (for dump and walk): use a string that outlives the block */
-    const char *file;  /* allocation site, kept only with HK_FLAG_RECORD_SITE */
+    size_t size;      /* bytes asked for (0 gives a unique, valid pointer) */
+    size_t align;     /* power of two; below 16 means 16 */
+    int tag;          /* 1..HK_ZONE_TAG_MAX */
+    void **owner;     /* set to the block on success, to NULL when the block is freed or purged */
+    const char *name; /* kept by pointer (for dump and walk): use a string that outlives the block */
+    const char *file; /* allocation site, kept only with HK_FLAG_RECORD_SITE */
     int line;
 } hk_zone_alloc_desc;
 
@@ -188,7 +188,7 @@ void *hk_zone_alloc_tagged(hk_zone *z, size_t size, int tag, void **owner, const
 void *hk_zone_alloc_ex(hk_zone *z, const hk_zone_alloc_desc *d);
 
 /* Allocates with the call site recorded (kept with HK_FLAG_RECORD_SITE). */
-#define HK_ZONE_ALLOC(z, size)                                                                                  \
+#define HK_ZONE_ALLOC(z, size)                                                                               \
     hk_zone_alloc_ex((z), &(hk_zone_alloc_desc){(size), 0, HK_TAG_STATIC, NULL, NULL, __FILE__, __LINE__})
 
 /* count * size zeroed bytes; overflow of the product reports HK_EK_OVERFLOW

@@ -1,7 +1,11 @@
 /* Correct: a linked list built, walked and freed. */
 #include <stdio.h>
 #include <stdlib.h>
-struct node { struct node *next; char payload[24]; int v; };
+struct node {
+    struct node *next;
+    char payload[24];
+    int v;
+};
 int main(void) {
     struct node *head = NULL;
     for (int i = 0; i < 20000; i++) {

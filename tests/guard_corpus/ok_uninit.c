@@ -1,7 +1,10 @@
 /* Correct twin of uninit_read.c. */
 #include <stdio.h>
 #include <stdlib.h>
-struct item { struct item *next; int value; };
+struct item {
+    struct item *next;
+    int value;
+};
 __attribute__((noinline)) int follow(const struct item *it) {
     int n = 0;
     for (; it; it = it->next) n += it->value;

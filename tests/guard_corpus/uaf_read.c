@@ -1,7 +1,10 @@
 /* Bug: reads a list node after it was freed. */
 #include <stdio.h>
 #include <stdlib.h>
-struct node { struct node *next; int value; };
+struct node {
+    struct node *next;
+    int value;
+};
 __attribute__((noinline)) struct node *new_node(int v) {
     struct node *n = malloc(sizeof *n);
     n->next = NULL;

@@ -2,7 +2,10 @@
  * memory is often zero, hiding it; the guard heap fills it with 0xcd. */
 #include <stdio.h>
 #include <stdlib.h>
-struct item { struct item *next; int value; };
+struct item {
+    struct item *next;
+    int value;
+};
 __attribute__((noinline)) int follow_uninit(const struct item *it) {
     int n = 0;
     while (it) {
