@@ -1447,17 +1447,22 @@ out:
 
 /* ---- locking, purgeable, purge -------------------------------------------------------- */
 
+/* One more pin on s, refused (reported) when the count would overflow. */
+static hk_result cache_pin(hk_cache *c, cache_slot *s, const char *op) {
+    if (s->lock >= CACHE_LOCK_MAX)
+        return hk__report(&c->rep, HK_ERR_OVERFLOW, HK_EK_OVERFLOW, cache_hot(c, s)->data, s->lock, s->name,
+                          "%s of '%s' (handle 0x%08x): lock count would pass %u", op, cache_nm(s->name),
+                          cache_handle(c, s), CACHE_LOCK_MAX);
+    s->lock++;
+    return HK_OK;
+}
+
 hk_result hk_cache_lock(hk_cache *c, hk_cache_handle h) {
     if (!c) return HK_ERR_INVALID;
     hk__lock(&c->lock);
     hk_result r = HK_OK;
     cache_slot *s = cache_lookup(c, h, "lock", &r);
-    if (s && s->lock >= CACHE_LOCK_MAX)
-        r = hk__report(&c->rep, HK_ERR_OVERFLOW, HK_EK_OVERFLOW, cache_hot(c, s)->data, s->lock, s->name,
-                       "lock of '%s' (handle 0x%08x): lock count would pass %u", cache_nm(s->name),
-                       cache_handle(c, s), CACHE_LOCK_MAX);
-    else if (s)
-        s->lock++;
+    if (s) r = cache_pin(c, s, "lock");
     hk__unlock(&c->lock);
     return r;
 }
@@ -1537,13 +1542,7 @@ hk_result hk_cache_lock_high(hk_cache *c, hk_cache_handle h) {
     hk_result r = HK_OK;
     cache_slot *s = cache_lookup(c, h, "lock_high", &r);
     if (s && s->lock == 0 && cache_hot(c, s)->data) r = cache_move_high_locked(c, s, "lock_high");
-    if (s && r == HK_OK) {
-        if (s->lock >= CACHE_LOCK_MAX)
-            r = hk__report(&c->rep, HK_ERR_OVERFLOW, HK_EK_OVERFLOW, cache_hot(c, s)->data, s->lock, s->name,
-                           "lock_high of '%s': lock count would pass %u", cache_nm(s->name), CACHE_LOCK_MAX);
-        else
-            s->lock++;
-    }
+    if (s && r == HK_OK) r = cache_pin(c, s, "lock_high");
     cache_after_op(c);
     hk__unlock(&c->lock);
     return r;

@@ -758,14 +758,22 @@ uint32_t hk_gc_refcount(hk_gc *gc, const hk_gc_obj *obj) {
 
 /* ---- retain / release ------------------------------------------------------- */
 
+/* gc_checked, plus the result a refused reference turns into. */
+static hk_gc_obj *gc_checked_or(hk_gc *gc, const hk_gc_obj *obj, const char *op, hk_result *bad) {
+    hk_gc_obj *o = gc_checked(gc, obj, op);
+    if (!o) {
+        int why;
+        gc_resolve(gc, obj, &why);
+        *bad = why == GC_REF_NULL ? HK_ERR_INVALID : why == GC_REF_FREED ? HK_ERR_STALE : HK_ERR_FOREIGN;
+    }
+    return o;
+}
+
 static hk_result gc_retain_impl(hk_gc *gc, hk_gc_obj *obj) {
     if (gc_refuse_in_cb(gc, "retain")) return HK_ERR_STATE;
-    int why;
-    hk_gc_obj *o = gc_checked(gc, obj, "retain");
-    if (!o) {
-        gc_resolve(gc, obj, &why);
-        return why == GC_REF_NULL ? HK_ERR_INVALID : why == GC_REF_FREED ? HK_ERR_STALE : HK_ERR_FOREIGN;
-    }
+    hk_result bad;
+    hk_gc_obj *o = gc_checked_or(gc, obj, "retain", &bad);
+    if (!o) return bad;
     if (o->state != GC_LIVE)
         return hk__report(&gc->rep, HK_ERR_STALE, HK_EK_STALE, obj, o->size, gc_tname(o),
                           "retain of object %p (%s) whose count is zero: it is garbage awaiting reclamation",
@@ -781,12 +789,9 @@ static hk_result gc_retain_impl(hk_gc *gc, hk_gc_obj *obj) {
 
 static hk_result gc_release_impl(hk_gc *gc, hk_gc_obj *obj) {
     if (gc_refuse_in_cb(gc, "release")) return HK_ERR_STATE;
-    int why;
-    hk_gc_obj *o = gc_checked(gc, obj, "release");
-    if (!o) {
-        gc_resolve(gc, obj, &why);
-        return why == GC_REF_NULL ? HK_ERR_INVALID : why == GC_REF_FREED ? HK_ERR_STALE : HK_ERR_FOREIGN;
-    }
+    hk_result bad;
+    hk_gc_obj *o = gc_checked_or(gc, obj, "release", &bad);
+    if (!o) return bad;
     if (o->state != GC_LIVE)
         return hk__report(&gc->rep, HK_ERR_DOUBLE_FREE, HK_EK_DOUBLE_FREE, obj, o->size, gc_tname(o),
                           "release below zero of object %p (%s): its count is already zero", (void *)obj,
