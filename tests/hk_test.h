@@ -118,6 +118,20 @@ static inline void hkt_errors_reset(hkt_errors *c) {
     c->quiet = q;
 }
 
+/* ---- counting lock hooks ------------------------------------------------- */
+/* Lock hooks that count calls and nesting, for "every call takes the lock,
+ * and releases it" tests: .lock = hkt_lock, .unlock = hkt_unlock. */
+__attribute__((unused)) static int hkt_lock_depth, hkt_lock_max, hkt_lock_calls;
+static inline void hkt_lock(void *u) {
+    (void)u;
+    hkt_lock_calls++;
+    if (++hkt_lock_depth > hkt_lock_max) hkt_lock_max = hkt_lock_depth;
+}
+static inline void hkt_unlock(void *u) {
+    (void)u;
+    hkt_lock_depth--;
+}
+
 /* ---- runner ------------------------------------------------------------ */
 
 static int hkt_run_all(int argc, char **argv) {

@@ -837,22 +837,11 @@ HKT_TEST(gc_fill_freed_data) {
 
 /* ---- lock hooks ---------------------------------------------------------------- */
 
-static int g_lock_depth, g_lock_calls;
-static void t_lock(void *u) {
-    (void)u;
-    g_lock_depth++;
-    g_lock_calls++;
-}
-static void t_unlock(void *u) {
-    (void)u;
-    g_lock_depth--;
-}
-
 HKT_TEST(gc_lock_hooks_balanced) {
     hk_gc_desc d = {0};
-    d.lock.lock = t_lock;
-    d.lock.unlock = t_unlock;
-    g_lock_depth = g_lock_calls = 0;
+    d.lock.lock = hkt_lock;
+    d.lock.unlock = hkt_unlock;
+    hkt_lock_depth = hkt_lock_calls = 0;
     hk_gc *gc = hk_gc_create(&d);
     hk_gc_obj *a = hk_gc_alloc(gc, &k_node);
     hk_gc_retain(gc, a);
@@ -863,12 +852,12 @@ HKT_TEST(gc_lock_hooks_balanced) {
     hk_gc_check(gc);
     hk_stats s;
     hk_gc_stats(gc, &s);
-    CHECK_EQ(g_lock_depth, 0);
-    CHECK(g_lock_calls >= 8);
+    CHECK_EQ(hkt_lock_depth, 0);
+    CHECK(hkt_lock_calls >= 8);
     hk_gc_destroy(gc);
-    CHECK_EQ(g_lock_depth, 0);
+    CHECK_EQ(hkt_lock_depth, 0);
     hk_gc_desc half = {0};
-    half.lock.lock = t_lock;
+    half.lock.lock = hkt_lock;
     CHECK(hk_gc_create(&half) == NULL);
 }
 

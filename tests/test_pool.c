@@ -1098,16 +1098,6 @@ HKT_TEST(pool_stats_walk_where) {
     hk_pool_destroy(p);
 }
 
-static int g_lock_depth, g_lock_max, g_lock_calls;
-static void t_lock(void *u) {
-    (void)u;
-    g_lock_calls++;
-    if (++g_lock_depth > g_lock_max) g_lock_max = g_lock_depth;
-}
-static void t_unlock(void *u) {
-    (void)u;
-    g_lock_depth--;
-}
 static int lock_visit(hk_pool *p, hk_pool_id id, void *o, void *u) {
     (void)o;
     (void)u;
@@ -1119,8 +1109,8 @@ HKT_TEST(pool_lock_hooks_balanced) {
     hk_pool_desc d = {0};
     d.elem_size = 32;
     d.capacity = 4;
-    d.lock.lock = t_lock;
-    d.lock.unlock = t_unlock;
+    d.lock.lock = hkt_lock;
+    d.lock.unlock = hkt_unlock;
     d.flags = HK_FLAG_PARANOID;
     hk_pool *p = hk_pool_create(&d);
     hk_pool_list l = hk_pool_list_create(p, 0, "l");
@@ -1128,12 +1118,12 @@ HKT_TEST(pool_lock_hooks_balanced) {
     hk_pool_id x = hk_pool_list_first(p, l);
     CHECK(hk_pool_get(p, x) != NULL);
     hk_pool_list_each(p, l, lock_visit, NULL);
-    CHECK_EQ(g_lock_depth, 0);
-    CHECK(g_lock_calls > 20);
-    CHECK_EQ(g_lock_max, 2);
+    CHECK_EQ(hkt_lock_depth, 0);
+    CHECK(hkt_lock_calls > 20);
+    CHECK_EQ(hkt_lock_max, 2);
     CHECK_EQ(hk_pool_check(p), HK_OK);
     hk_pool_destroy(p);
-    CHECK_EQ(g_lock_depth, 0);
+    CHECK_EQ(hkt_lock_depth, 0);
 }
 
 HKT_TEST(pool_paranoid_and_null_args) {

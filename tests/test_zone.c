@@ -424,16 +424,6 @@ HKT_TEST(fill_patterns_on_alloc_and_free) {
 
 /* Paranoid mode runs the check after every call; with a lock the zone is
  * shared by threads. */
-static int g_lock_depth, g_lock_calls;
-static void t_lock(void *u) {
-    (void)u;
-    g_lock_depth++;
-    g_lock_calls++;
-}
-static void t_unlock(void *u) {
-    (void)u;
-    g_lock_depth--;
-}
 
 HKT_TEST(paranoid_and_lock_hooks) {
     hkt_errors errs = {0};
@@ -444,8 +434,8 @@ HKT_TEST(paranoid_and_lock_hooks) {
     d.flags = HK_FLAG_PARANOID | HK_FLAG_CANARY | HK_FLAG_FILL;
     d.on_error = hkt_on_error;
     d.error_user = &errs;
-    d.lock.lock = t_lock;
-    d.lock.unlock = t_unlock;
+    d.lock.lock = hkt_lock;
+    d.lock.unlock = hkt_unlock;
     hk_zone *z = hk_zone_create(&d);
     REQUIRE(z != NULL);
     void *ps[50];
@@ -453,8 +443,8 @@ HKT_TEST(paranoid_and_lock_hooks) {
     for (int i = 0; i < 50; i += 3) ps[i] = hk_zone_realloc(z, ps[i], (size_t)i * 40);
     for (int i = 0; i < 50; i++) hk_zone_free(z, ps[i]);
     CHECK_EQ(errs.count, 0);
-    CHECK_EQ(g_lock_depth, 0);
-    CHECK(g_lock_calls >= 117);
+    CHECK_EQ(hkt_lock_depth, 0);
+    CHECK(hkt_lock_calls >= 117);
     /* paranoid mode catches damage at the next call */
     unsigned char *p = hk_zone_alloc(z, 20);
     hk__san_access(p + 20, 1);
