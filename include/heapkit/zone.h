@@ -101,16 +101,10 @@ enum {
  * HK_FLAG_CANARY, HK_FLAG_PARANOID, HK_FLAG_RECORD_SITE and HK_FLAG_QUIET. */
 enum {
     HK_ZONE_TRACK_ALL = 1u << 16, /* every block carries the 56-byte record (change_tag never needs room) */
-    /* Opt-in front cache (off by default): hk_zone_free keeps up to 32
-     * recently freed untracked blocks per size of 32..1024 bytes (at most
-     * 256 KiB in all) unmerged, and hk_zone_alloc reuses them LIFO. This
-     * DEFERS coalescing of those blocks: they stay whole until reused or
-     * flushed (when an allocation cannot be met, and at free_tags). Much
-     * faster for many small short-lived blocks (recently freed memory is
-     * still in the cache); stats count cached blocks as free. Ignored with
-     * HK_FLAG_FILL, HK_FLAG_CANARY, HK_FLAG_ZERO, HK_FLAG_PARANOID,
-     * HK_FLAG_RECORD_SITE or HK_ZONE_TRACK_ALL. */
-    HK_ZONE_FRONT_CACHE = 1u << 17
+    /* No small-block runs: every block, however small, is a boundary-tagged
+     * TLSF block (see "Small-block runs" above). Slower for small blocks;
+     * every untracked block can then take a tag record when it has room. */
+    HK_ZONE_NO_RUNS = 1u << 17
 };
 
 /* Zero-initialisable. */
