@@ -31,6 +31,7 @@
 #define ZONE_RESERVE        ((size_t)1 << 36) /* address space reserved for a growing zone (64-bit hosts) */
 #define ZONE_NTAGS          256u
 #define ZONE_TAG_WAYS       8u    /* each tag's blocks are dealt round-robin over this many lists */
+#define HK_ZONE_FRONT_CACHE 0u /* the front cache is being replaced by runs */
 #define ZONE_FC_MAX         1024u /* largest block size kept by the front cache */
 #define ZONE_FC_DEPTH       32u   /* blocks per size */
 #define ZONE_FC_BYTES       ((size_t)256 << 10) /* bytes in all */
