@@ -58,8 +58,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     memset(&d, 0, sizeof d);
     d.memory = mem;
     d.size = (size_t)(32 << 10) + (size_t)(data[0] >> 2) * 1024;
-    d.flags =
-        flagsets[data[0] & 3] | ((data[0] & 4) ? HK_ZONE_FRONT_CACHE : 0u); /* ignored with debug flags */
+    d.flags = flagsets[data[0] & 3] | ((data[0] & 4) ? HK_ZONE_NO_RUNS : 0u);
     d.on_error = zf_on_error;
     hk_zone *z = hk_zone_create(&d);
     if (!z) zf_fail("create failed", -1);

@@ -38,12 +38,18 @@
  *    non-decreasing from the head), and points back to its block; tag_map
  *    bit t is set iff one of tag t's lists is non-empty; tag_count[t] is the
  *    lists' total length.
- *  - with HK_ZONE_FRONT_CACHE, a used block with tag 0 is a cached (freed,
- *    not yet merged) untracked block of at most ZONE_FC_MAX bytes, in the
- *    front-cache stack fc_head[size16]; the fc counters match.
+ *  - a used block whose alignment field is ZONE_RUN_ALOG (and without EXT)
+ *    is a run (see "runs" below); its bytes count in run_bytes, not
+ *    used_bytes. Its struct is sane (magic, class, stride, nslots fit the
+ *    block, used <= bump <= nslots); slots below bump have slot headers
+ *    (used or free) naming their index and class; `used` counts the used
+ *    ones; the free list holds exactly the free ones. The class's cur run
+ *    has state CUR; a run with state PARTIAL is in its class's partial list
+ *    and has a free slot and a used one; a FULL run has every slot used.
  *  - untracked used blocks (no EXT) carry tag HK_TAG_STATIC.
  *  - free_bytes/free_blocks/used_bytes/used_req/live/untracked_live equal
- *    the sums over the blocks; used + free + cached bytes = capacity.
+ *    the sums over the blocks (slots count as untracked blocks);
+ *    used_bytes + free_bytes + run_bytes = capacity.
  *  - a growing zone's first region may have reserved address space after
  *    its end marker (reserve_end), committed chunk by chunk as it grows.
  *  - with HK_FLAG_CANARY every used block's slack holds HK_FILL_PAD; with
@@ -487,52 +493,14 @@ static void *zone_fail(hk_zone *z, hk_result r, hk_error_kind k, size_t n, const
 
 static int zone_purge_one(hk_zone *z, int level);
 
-/* ---- front cache (HK_ZONE_FRONT_CACHE) ------------------------------------ */
-
-/* Keeps the validated untracked used block b (size <= ZONE_FC_MAX) unmerged
- * for reuse. O(1). */
-static inline void zone_fc_push(hk_zone *z, zone_blk *b) {
-    size_t size = zone_bsize(b);
-    unsigned bin = b->size16;
-    z->used_req -= zone_requested(b);
-    z->used_bytes -= size;
-    z->live--;
-    z->untracked_live--;
-    z->free_count++;
-    z->fc_bytes += size;
-    z->fc_blocks++;
-    z->fc_count[bin]++;
-    zone_set_hdr(b, size, 0, ZB_USED | (b->bits & ZB_PREV_USED), 0);
-    zone_unpoison(zone_user(b), sizeof(zone_blk *));
-    b->next_free = z->fc_head[bin];
-    z->fc_head[bin] = b;
-    zone_poison(zone_user(b) + sizeof(zone_blk *), size - ZONE_HDR - sizeof(zone_blk *));
-}
-
-/* Gives every cached block back to the heap (merged). O(cached blocks). */
-static void zone_fc_flush(hk_zone *z) {
-    if (!z->fc_blocks) return;
-    for (unsigned bin = 0; bin <= ZONE_FC_MAX / 16; bin++) {
-        zone_blk *b = z->fc_head[bin];
-        z->fc_head[bin] = NULL;
-        z->fc_count[bin] = 0;
-        while (b) {
-            zone_blk *nx = b->next_free;
-            z->fc_bytes -= zone_bsize(b);
-            z->fc_blocks--;
-            zone_unpoison(zone_user(b), zone_bsize(b) - ZONE_HDR);
-            zone_merge_insert(z, b);
-            b = nx;
-        }
-    }
-}
+static void zone_runs_trim(hk_zone *z);
 
 /* Gets a block of `need` bytes, purging then growing when needed. */
 static zone_blk *zone_obtain(hk_zone *z, size_t need, size_t align, size_t *bsize) {
     zone_blk *b = zone_take(z, need, align, bsize);
     if (HK__LIKELY(b != NULL)) return b;
-    if (z->fc_blocks) {
-        zone_fc_flush(z);
+    if (z->nruns) {
+        zone_runs_trim(z); /* empty runs kept for reuse go back first */
         b = zone_take(z, need, align, bsize);
         if (b) return b;
     }
@@ -650,6 +618,239 @@ static zone_blk *zone_release(hk_zone *z, zone_blk *b, int clear_owner) {
     return zone_merge_insert(z, b);
 }
 
+/* ---- runs -------------------------------------------------------------------- */
+
+/*
+ * Small untracked blocks (hk_zone_alloc, calloc and realloc of at most
+ * ZONE_RUN_MAX_REQ bytes, in a zone without debug flags or HK_ZONE_NO_RUNS)
+ * live in runs: a run is one used block of the TLSF core, cut into slots of
+ * one size class (95 classes: 16-byte steps up to 1 KiB, then 8 per
+ * doubling up to 16 KiB). Slots of one class are all alike, so a freed slot
+ * needs no merging: it goes on its run's free list and is reused by the next
+ * request of its class. A run that becomes empty goes back to the TLSF core
+ * at once (and is merged there as any block), except each class's current
+ * run, which is kept (at most one empty run per class; they are given back
+ * before any purge or growth). Slots are carved lazily (`bump`), so a run's
+ * untouched pages stay untouched.
+ *
+ * A slot's 8-byte header sits where a TLSF header's size/tag/bits/chk sit
+ * (user pointer - 8) and carries the same 10-bit check, so every pointer
+ * check (double free, foreign, interior, damaged header) works alike for both.
+ */
+
+static inline void zone_slot_set(zone_blk *b, uint32_t word, unsigned tag, unsigned bits) {
+    b->size16 = word;
+    b->tag = (uint8_t)tag;
+    b->bits = (uint8_t)bits;
+    b->chk = zone_chk_calc(b, word, tag, bits, 0);
+}
+
+static inline void zone_partial_push(zone_cls *c, zone_run *r) {
+    r->prev = NULL;
+    r->next = c->partial;
+    if (c->partial) c->partial->prev = r;
+    c->partial = r;
+    r->state = ZONE_RUN_PARTIAL;
+}
+
+static inline void zone_partial_unlink(zone_cls *c, zone_run *r) {
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        c->partial = r->next;
+    if (r->next) r->next->prev = r->prev;
+}
+
+/* A new run of class ci from the TLSF core (no purge, no growth: the caller
+ * falls back to a plain block), or NULL. A run takes at most 1/16 of the
+ * zone's capacity. O(1). */
+static zone_run *zone_run_new(hk_zone *z, unsigned ci) {
+    uint32_t stride = zone_cls_stride(ci);
+    size_t n = ZONE_RUN_TARGET / stride, cap = z->capacity / 16;
+    if (n > ZONE_RUN_MAX_SLOTS) n = ZONE_RUN_MAX_SLOTS;
+    if (n < ZONE_RUN_MIN_SLOTS) n = ZONE_RUN_MIN_SLOTS;
+    if (ZONE_RUN_HDR + n * stride > cap) {
+        if (cap < ZONE_RUN_HDR + (size_t)ZONE_RUN_MIN_SLOTS * stride) return NULL;
+        n = (cap - ZONE_RUN_HDR) / stride;
+    }
+    size_t bsize;
+    zone_blk *b = zone_take(z, ZONE_RUN_HDR + n * stride, 16, &bsize);
+    if (!b) return NULL;
+    zone_set_hdr(b, bsize, HK_TAG_STATIC, ZB_USED | (b->bits & ZB_PREV_USED) | ZB_RUN_MARK, 0);
+    zone_run *r = zone_run_of_block(b);
+    zone_unpoison(r, sizeof *r);
+    r->free = NULL;
+    r->next = r->prev = NULL;
+    r->first = (unsigned char *)b + ZONE_RUN_HDR;
+    r->stride = stride;
+    r->nslots = (uint32_t)n;
+    r->used = 0;
+    r->bump = 0;
+    r->cls = (uint16_t)ci;
+    r->state = 0;
+    r->spare = 0;
+    r->magic = zone_run_magic(r);
+    z->run_bytes += bsize;
+    z->nruns++;
+    return r;
+}
+
+/* Gives the empty run r (on no list) back to the TLSF core. Returns the
+ * merged free block. */
+static zone_blk *zone_run_release(hk_zone *z, zone_run *r) {
+    zone_blk *b = zone_run_block(r);
+    size_t size = zone_bsize(b);
+    z->run_bytes -= size;
+    z->nruns--;
+    r->magic = 0; /* a stale slot pointer into it no longer finds a run */
+    zone_unpoison(zone_user(b), size - ZONE_HDR);
+    zone_blk *m = zone_merge_insert(z, b);
+    if (HK__UNLIKELY(z->nregions > 1) && (m->bits & ZB_PREV_USED) && zone_next(m)->size16 == 0)
+        zone_maybe_release(z, m);
+    return m;
+}
+
+/* Gives back every class's current run that is empty. O(classes). */
+static void zone_runs_trim(hk_zone *z) {
+    for (unsigned c = 0; c < ZONE_NCLS; c++) {
+        zone_run *r = z->cls[c].cur;
+        if (r && r->used == 0) {
+            z->cls[c].cur = NULL;
+            zone_run_release(z, r);
+        }
+    }
+}
+
+/* A slot of run r (its user pointer), with its header word (index and
+ * class) in *word, or NULL when r has none left. */
+static inline unsigned char *zone_slot_pop(zone_run *r, uint32_t *word) {
+    unsigned char *u = r->free;
+    if (u) {
+        zone_unpoison(u, sizeof(void *));
+        r->free = *(unsigned char **)u;
+        *word = zone_from_user(u)->size16 & 0x7ffffu;
+        return u;
+    }
+    if (r->bump < r->nslots) {
+        u = r->first + (size_t)r->bump * r->stride + ZONE_HDR;
+        zone_unpoison(u - ZONE_OVERLAP, ZONE_OVERLAP);
+        *word = zone_slot_word(r->bump, r->cls, 0);
+        r->bump++;
+        return u;
+    }
+    return NULL;
+}
+
+/* The current run of class ci is exhausted (or absent): makes a partial or
+ * new run current and takes a slot from it. NULL when no run can be had. */
+static unsigned char *zone_slot_refill(hk_zone *z, unsigned ci, zone_run **out, uint32_t *word) {
+    zone_cls *c = &z->cls[ci];
+    if (c->cur) {
+        c->cur->state = ZONE_RUN_FULL;
+        c->cur = NULL;
+    }
+    zone_run *r = c->partial;
+    if (r)
+        zone_partial_unlink(c, r);
+    else if (!(r = zone_run_new(z, ci)))
+        return NULL;
+    r->state = ZONE_RUN_CUR;
+    c->cur = r;
+    *out = r;
+    return zone_slot_pop(r, word);
+}
+
+/* Allocates n <= ZONE_RUN_MAX_REQ bytes from a run, or returns NULL (no
+ * report) when no run can be had. O(1). */
+static inline void *zone_slot_alloc(hk_zone *z, size_t n) {
+    unsigned ci = zone_cls_of(n);
+    zone_run *r = z->cls[ci].cur;
+    uint32_t word;
+    unsigned char *u = r ? zone_slot_pop(r, &word) : NULL;
+    if (HK__UNLIKELY(!u)) {
+        u = zone_slot_refill(z, ci, &r, &word);
+        if (!u) return NULL;
+    }
+    uint32_t slack = r->stride - ZONE_OVERLAP - (uint32_t)n;
+    zone_slot_set(zone_from_user(u), word | (slack << 19), HK_TAG_STATIC, ZB_SLOT_USED);
+    r->used++;
+    zone_unpoison(u, n);
+    if (slack > ZONE_OVERLAP) zone_poison(u + n, slack - ZONE_OVERLAP);
+    z->slot_bytes += r->stride;
+    z->untracked_live++;
+    z->used_req += n;
+    z->live++;
+    z->alloc_count++;
+    if (z->used_req > z->peak_used) z->peak_used = z->used_req;
+    return u;
+}
+
+/* A run's state after a slot of it was freed: a full run becomes partial;
+ * an empty partial run goes back to the core (the current run stays). */
+static void zone_run_settle(hk_zone *z, zone_run *r) {
+    zone_cls *c = &z->cls[r->cls];
+    if (r->state == ZONE_RUN_FULL) {
+        zone_partial_push(c, r);
+    } else if (r->state == ZONE_RUN_PARTIAL && r->used == 0) {
+        zone_partial_unlink(c, r);
+        zone_run_release(z, r);
+    }
+}
+
+/* Frees the validated used slot b of run r. O(1). */
+static inline void zone_slot_free(hk_zone *z, zone_blk *b, zone_run *r) {
+    uint32_t stride = r->stride;
+    unsigned char *u = zone_user(b);
+    z->used_req -= stride - ZONE_OVERLAP - zone_slot_slack(b);
+    zone_slot_set(b, b->size16 & 0x7ffffu, 0, ZB_SLOT_FREE);
+    zone_unpoison(u, sizeof(void *));
+    *(unsigned char **)u = r->free;
+    r->free = u;
+    zone_poison(u, stride - ZONE_HDR);
+    z->slot_bytes -= stride;
+    z->untracked_live--;
+    z->live--;
+    z->free_count++;
+    if (--r->used == 0 || r->state == ZONE_RUN_FULL) zone_run_settle(z, r);
+}
+
+/* Frees every used slot of run r at once (free_tags over HK_TAG_STATIC) and
+ * takes r off its class; the caller releases it. Returns the slots freed. */
+static size_t zone_run_free_all(hk_zone *z, zone_run *r) {
+    size_t n = 0;
+    for (uint32_t i = 0; i < r->bump; i++) {
+        zone_blk *s = (zone_blk *)(r->first + (size_t)i * r->stride);
+        if (s->bits & ZB_USED) {
+            z->used_req -= r->stride - ZONE_OVERLAP - zone_slot_slack(s);
+            zone_slot_set(s, s->size16 & 0x7ffffu, 0, ZB_SLOT_FREE);
+            n++;
+        }
+    }
+    r->used = 0;
+    z->slot_bytes -= n * r->stride;
+    z->live -= n;
+    z->untracked_live -= n;
+    z->free_count += n;
+    zone_cls *c = &z->cls[r->cls];
+    if (c->cur == r)
+        c->cur = NULL;
+    else if (r->state == ZONE_RUN_PARTIAL)
+        zone_partial_unlink(c, r);
+    return n;
+}
+
+/* The run of the slot whose (check-verified) header is b, or NULL when it
+ * names none in region r. */
+static zone_run *zone_slot_run(const zone_region *rg, const zone_blk *b) {
+    if (zone_slot_cls(b) >= ZONE_NCLS) return NULL;
+    zone_run *r = zone_run_of_slot(b);
+    if ((unsigned char *)r < rg->base + ZONE_HDR || (unsigned char *)r + sizeof *r > rg->end) return NULL;
+    if (r->magic != zone_run_magic(r) || r->stride != zone_cls_stride(zone_slot_cls(b)) ||
+        zone_slot_idx(b) >= r->bump)
+        return NULL;
+    return r;
+}
+
 /* Verifies the canary of a used block; reports and returns 0 when damaged. */
 static int zone_canary_ok(hk_zone *z, zone_blk *b, const char *when) {
     size_t area = zone_area(b), req = area - zone_slack(b);
@@ -671,6 +872,41 @@ static int zone_canary_ok(hk_zone *z, zone_blk *b, const char *when) {
     return 0;
 }
 
+/* Reports what p, which falls inside run block b, points at. */
+static hk_result zone_classify_in_run(hk_zone *z, const void *p, zone_blk *b, const char *op) {
+    zone_run *r = zone_run_of_block(b);
+    const unsigned char *a = (const unsigned char *)p;
+    if (!zone_run_sane(r, b, zone_bsize(b)))
+        return hk__report(&z->rep, HK_ERR_CORRUPT, HK_EK_CORRUPT_STRUCTURE, p, 0, NULL,
+                          "%s(%p): the small-block run %p holding it is damaged; nothing freed", op, p, (void *)r);
+    if (a < r->first + ZONE_HDR)
+        return hk__report(&z->rep, HK_ERR_INVALID, HK_EK_INTERIOR_PTR, p, 0, NULL,
+                          "%s(%p): pointer is inside the header of small-block run %p, not a block", op, p,
+                          (void *)r);
+    size_t idx = (size_t)(a - r->first - ZONE_OVERLAP) / r->stride;
+    if (idx >= r->bump)
+        return hk__report(&z->rep, HK_ERR_DOUBLE_FREE, HK_EK_DOUBLE_FREE, p, 0, NULL,
+                          "%s(%p): pointer is in free space (the unused part of small-block run %p): freed "
+                          "already?",
+                          op, p, (void *)r);
+    zone_blk *s = (zone_blk *)(r->first + idx * r->stride);
+    if (!zone_hdr_ok(s) || !zone_is_slot(s))
+        return hk__report(&z->rep, HK_ERR_CORRUPT, HK_EK_CORRUPT_HEADER, p, 0, NULL,
+                          "%s(%p): the header of that block (at %p) is damaged; block left alone", op, p,
+                          (void *)((unsigned char *)s + ZONE_OVERLAP));
+    if (!(s->bits & ZB_USED))
+        return hk__report(&z->rep, HK_ERR_DOUBLE_FREE, HK_EK_DOUBLE_FREE, p, zone_area(s), NULL,
+                          "%s(%p): pointer is in free space (free block %p of %zu bytes in a small-block run): "
+                          "freed already?",
+                          op, p, (void *)zone_user(s), zone_area(s));
+    if (a == zone_user(s))
+        return hk__report(&z->rep, HK_ERR_CORRUPT, HK_EK_CORRUPT_HEADER, p, 0, NULL,
+                          "%s(%p): the header of that block does not match its run; block left alone", op, p);
+    return hk__report(&z->rep, HK_ERR_INVALID, HK_EK_INTERIOR_PTR, p, zone_requested(s), NULL,
+                      "%s(%p): pointer is %td bytes into block %p (%zu bytes, tag %u), not its start", op, p,
+                      a - zone_user(s), (void *)zone_user(s), zone_requested(s), s->tag);
+}
+
 /* Describes where p falls when it is not a valid block start (slow path:
  * walks p's region), and reports. */
 static hk_result zone_classify_bad(hk_zone *z, const void *p, int ri, const char *op) {
@@ -689,6 +925,7 @@ static hk_result zone_classify_bad(hk_zone *z, const void *p, int ri, const char
                               op, p, (void *)b);
         }
         unsigned char *bs = (unsigned char *)b, *be = bs + zone_bsize(b);
+        if (a >= bs && a < be && zone_is_run(b)) return zone_classify_in_run(z, p, b, op);
         if (a >= bs && a < be) {
             if ((b->bits & ZB_USED) && b->tag != 0) {
                 const char *name = zone_block_name(b);
@@ -732,15 +969,40 @@ static zone_blk *zone_lookup(hk_zone *z, const void *p, const char *op, hk_resul
         return NULL;
     }
     zone_blk *b = zone_from_user(p);
-    if (HK__UNLIKELY(zone_is_poisoned(b, ZONE_HDR) || !zone_hdr_ok(b) || zone_bsize(b) < ZONE_MIN_BLOCK ||
-                     zone_bsize(b) > (size_t)(r->end - (unsigned char *)b))) {
+    if (HK__UNLIKELY(zone_is_poisoned(b, ZONE_HDR) || !zone_hdr_ok(b))) {
         *res = zone_classify_bad(z, p, ri, op);
+        return NULL;
+    }
+    if (zone_is_slot(b)) {
+        if (HK__UNLIKELY(!(b->bits & ZB_USED))) {
+            size_t n = zone_cls_stride(zone_slot_cls(b) % ZONE_NCLS) - ZONE_OVERLAP;
+            *res = hk__report(&z->rep, HK_ERR_DOUBLE_FREE, HK_EK_DOUBLE_FREE, p, n, NULL,
+                              "%s(%p): block %p (%zu bytes, in a small-block run) is already free", op, p, p,
+                              n);
+            return NULL;
+        }
+        if (HK__UNLIKELY(b->tag != HK_TAG_STATIC || !zone_slot_run(r, b))) {
+            *res = hk__report(&z->rep, HK_ERR_CORRUPT, HK_EK_CORRUPT_HEADER, p, 0, NULL,
+                              "%s(%p): the header of that block names no small-block run (damaged or "
+                              "stale); block left alone",
+                              op, p);
+            return NULL;
+        }
+        *res = HK_OK;
+        return b;
+    }
+    if (HK__UNLIKELY(zone_bsize(b) < ZONE_MIN_BLOCK || zone_bsize(b) > (size_t)(r->end - (unsigned char *)b))) {
+        *res = zone_classify_bad(z, p, ri, op);
+        return NULL;
+    }
+    if (HK__UNLIKELY(zone_is_run(b))) {
+        *res = hk__report(&z->rep, HK_ERR_INVALID, HK_EK_INTERIOR_PTR, p, 0, NULL,
+                          "%s(%p): pointer is the header of a small-block run, not a block", op, p);
         return NULL;
     }
     if (HK__UNLIKELY(!(b->bits & ZB_USED) || b->tag == 0)) {
         *res = hk__report(&z->rep, HK_ERR_DOUBLE_FREE, HK_EK_DOUBLE_FREE, p, zone_bsize(b), NULL,
-                          "%s(%p): block %p (%zu bytes) is already free%s", op, p, p, zone_bsize(b),
-                          (b->bits & ZB_USED) ? " (kept by the front cache)" : "");
+                          "%s(%p): block %p (%zu bytes) is already free", op, p, p, zone_bsize(b));
         return NULL;
     }
     *res = HK_OK;
@@ -752,7 +1014,7 @@ static zone_blk *zone_lookup(hk_zone *z, const void *p, const char *op, hk_resul
 static void zone_init_ctl(hk_zone *z, const hk_zone_desc *desc) {
     memset(z, 0, sizeof *z);
     z->flags = desc->flags;
-    z->fc_on = (desc->flags & HK_ZONE_FRONT_CACHE) && !(desc->flags & ZONE_FC_OFF);
+    z->runs_on = !(desc->flags & ZONE_RUN_OFF);
     z->purge_level = desc->purge_level > 0 ? desc->purge_level : HK_TAG_PURGELEVEL;
     z->grow_size = desc->grow_size;
     z->max_size = desc->max_size;
@@ -846,28 +1108,20 @@ hk_result hk_zone_add_region(hk_zone *z, void *memory, size_t size) {
 
 /* ---- public: allocation ------------------------------------------------------- */
 
-void *hk_zone_alloc(hk_zone *z, size_t size) {
-    if (HK__UNLIKELY(!z)) return NULL;
-    hk__lock(&z->lock);
-    void *p;
+/* The malloc-like path (untracked, 16-aligned), lock held. */
+static void *zone_alloc_plain(hk_zone *z, size_t size) {
+    if (HK__LIKELY(z->runs_on && size <= ZONE_RUN_MAX_REQ)) {
+        void *u = zone_slot_alloc(z, size);
+        if (HK__LIKELY(u != NULL)) return u;
+    }
     if (HK__LIKELY(!(z->flags & (HK_ZONE_TRACK_ALL | HK_FLAG_RECORD_SITE | HK_FLAG_CANARY | HK_FLAG_ZERO |
                                  HK_FLAG_FILL | HK_FLAG_PARANOID)) &&
                    size <= ZONE_MAX_REQUEST)) {
-        /* The plain path: untracked, 16-aligned, no debug work. */
+        /* The plain block path: no debug work. */
         size_t need = (size + ZONE_PLAIN_OVH + 15) & ~(size_t)15;
         if (need < ZONE_MIN_BLOCK) need = ZONE_MIN_BLOCK;
         size_t bsize;
-        zone_blk *b;
-        if (z->fc_on && need <= ZONE_FC_MAX && z->fc_head[need >> 4]) {
-            b = z->fc_head[need >> 4];
-            z->fc_head[need >> 4] = b->next_free;
-            z->fc_count[need >> 4]--;
-            z->fc_blocks--;
-            z->fc_bytes -= need;
-            bsize = need;
-        } else {
-            b = zone_take(z, need, 16, &bsize);
-        }
+        zone_blk *b = zone_take(z, need, 16, &bsize);
         if (HK__LIKELY(b != NULL)) {
             unsigned char *user = zone_user(b);
             zone_unpoison(user, bsize - ZONE_HDR);
@@ -880,11 +1134,16 @@ void *hk_zone_alloc(hk_zone *z, size_t size) {
             z->live++;
             z->alloc_count++;
             if (z->used_req > z->peak_used) z->peak_used = z->used_req;
-            hk__unlock(&z->lock);
             return user;
         }
     }
-    p = zone_alloc_impl(z, size, 16, HK_TAG_STATIC, NULL, NULL, NULL, 0);
+    return zone_alloc_impl(z, size, 16, HK_TAG_STATIC, NULL, NULL, NULL, 0);
+}
+
+void *hk_zone_alloc(hk_zone *z, size_t size) {
+    if (HK__UNLIKELY(!z)) return NULL;
+    hk__lock(&z->lock);
+    void *p = zone_alloc_plain(z, size);
     zone_check_after(z);
     hk__unlock(&z->lock);
     return p;
@@ -948,13 +1207,9 @@ hk_result hk_zone_free(hk_zone *z, void *p) {
     hk__lock(&z->lock);
     hk_result res;
     zone_blk *b = zone_lookup(z, p, "free", &res);
-    if (HK__LIKELY(b != NULL)) {
-        if (z->fc_on && !(b->bits & ZB_EXT) && b->size16 <= ZONE_FC_MAX / 16 &&
-            z->fc_count[b->size16] < ZONE_FC_DEPTH && z->fc_bytes + zone_bsize(b) <= ZONE_FC_BYTES) {
-            zone_fc_push(z, b);
-            hk__unlock(&z->lock);
-            return HK_OK;
-        }
+    if (HK__LIKELY(b != NULL) && zone_is_slot(b)) {
+        zone_slot_free(z, b, zone_run_of_slot(b));
+    } else if (HK__LIKELY(b != NULL)) {
         if (HK__UNLIKELY((z->flags & HK_FLAG_CANARY) && !zone_canary_ok(z, b, "free of")))
             res = HK_ERR_CORRUPT;
         zone_blk *m = zone_release(z, b, 1);
@@ -974,7 +1229,10 @@ size_t hk_zone_usable_size(hk_zone *z, const void *p) {
     hk_result res;
     zone_blk *b = zone_lookup(z, p, "usable_size", &res);
     size_t n = 0;
-    if (b) n = (z->flags & HK_FLAG_CANARY) ? zone_requested(b) : zone_area(b);
+    if (b && zone_is_slot(b))
+        n = zone_cls_stride(zone_slot_cls(b)) - ZONE_OVERLAP;
+    else if (b)
+        n = (z->flags & HK_FLAG_CANARY) ? zone_requested(b) : zone_area(b);
     hk__unlock(&z->lock);
     return n;
 }
@@ -988,9 +1246,13 @@ bool hk_zone_owns(hk_zone *z, const void *p) {
     if (ri >= 0 && !(a & 15) && a >= (uintptr_t)z->regions[ri].base + ZONE_HDR &&
         a <= (uintptr_t)z->regions[ri].end) {
         zone_blk *b = zone_from_user(p);
-        ok = !zone_is_poisoned(b, ZONE_HDR) && zone_hdr_ok(b) && (b->bits & ZB_USED) && b->tag != 0 &&
-             zone_bsize(b) >= ZONE_MIN_BLOCK &&
-             zone_bsize(b) <= (size_t)(z->regions[ri].end - (unsigned char *)b);
+        if (zone_is_poisoned(b, ZONE_HDR) || !zone_hdr_ok(b))
+            ok = false;
+        else if (zone_is_slot(b))
+            ok = (b->bits & ZB_USED) && b->tag == HK_TAG_STATIC && zone_slot_run(&z->regions[ri], b) != NULL;
+        else
+            ok = (b->bits & ZB_USED) && b->tag != 0 && !zone_is_run(b) && zone_bsize(b) >= ZONE_MIN_BLOCK &&
+                 zone_bsize(b) <= (size_t)(z->regions[ri].end - (unsigned char *)b);
     }
     hk__unlock(&z->lock);
     return ok;
@@ -1056,10 +1318,36 @@ static size_t zone_absorb_next(hk_zone *z, zone_blk *b, zone_blk *nx, size_t old
     return total;
 }
 
+/* realloc of the used slot b: stays in place while n fits and wastes at
+ * most half the slot, else moves (to another class or a block). */
+static void *zone_slot_realloc(hk_zone *z, zone_blk *b, size_t n) {
+    zone_run *r = zone_run_of_slot(b);
+    unsigned char *u = zone_user(b);
+    size_t area = r->stride - ZONE_OVERLAP, old_req = area - zone_slot_slack(b);
+    if (n <= area && n >= area / 2) {
+        size_t slack = area - n;
+        zone_slot_set(b, zone_slot_word(zone_slot_idx(b), zone_slot_cls(b), (uint32_t)slack), HK_TAG_STATIC,
+                      ZB_SLOT_USED);
+        zone_unpoison(u, n);
+        if (slack > ZONE_OVERLAP) zone_poison(u + n, slack - ZONE_OVERLAP);
+        z->used_req = z->used_req - old_req + n;
+        if (z->used_req > z->peak_used) z->peak_used = z->used_req;
+        return u;
+    }
+    if (n > ZONE_MAX_REQUEST)
+        return zone_fail(z, HK_ERR_OVERFLOW, HK_EK_OVERFLOW, n, "larger than a zone block (64 GiB)");
+    void *q = zone_alloc_plain(z, n);
+    if (!q) return NULL; /* reported; the block is unchanged */
+    memcpy(q, u, n < old_req ? n : old_req);
+    zone_slot_free(z, b, r);
+    return q;
+}
+
 static void *zone_realloc_impl(hk_zone *z, void *p, size_t n) {
     hk_result res;
     zone_blk *b = zone_lookup(z, p, "realloc", &res);
     if (!b) return NULL;
+    if (zone_is_slot(b)) return zone_slot_realloc(z, b, n);
     if ((z->flags & HK_FLAG_CANARY) && !zone_canary_ok(z, b, "realloc of")) {
         /* repair the canary so the block stays usable; the report was made */
         size_t area = zone_area(b), req = area - zone_slack(b);
@@ -1137,7 +1425,15 @@ hk_result hk_zone_change_tag(hk_zone *z, void *p, int tag) {
                          "change_tag(%p, %d): tag outside 1..%d", p, tag, HK_ZONE_TAG_MAX);
         goto out;
     }
-    if (b->bits & ZB_EXT) {
+    if (zone_is_slot(b) && tag != HK_TAG_STATIC && tag < z->purge_level) {
+        res = hk__report(&z->rep, HK_ERR_NOMEM, HK_EK_NOMEM, p, zone_requested(b), NULL,
+                         "change_tag(%p, %d): the block lives in a small-block run, which has no room for "
+                         "a tag record (allocate it with hk_zone_alloc_tagged, or use HK_ZONE_TRACK_ALL or "
+                         "HK_ZONE_NO_RUNS)",
+                         p, tag);
+        goto out;
+    }
+    if ((b->bits & ZB_EXT) && !zone_is_slot(b)) {
         zone_ext *e = zone_ext_of(b);
         if (tag >= z->purge_level && !e->owner) {
             res = hk__report(&z->rep, HK_ERR_INVALID, HK_EK_INVALID_ARG, p, zone_requested(b), e->name,
@@ -1225,7 +1521,11 @@ static size_t zone_free_untracked(hk_zone *z) {
         zone_region *r = &z->regions[i];
         zone_blk *b = (zone_blk *)r->base;
         while ((unsigned char *)b < r->end) {
-            if ((b->bits & (ZB_USED | ZB_EXT)) == ZB_USED && b->tag != 0) {
+            if (zone_is_run(b)) {
+                zone_run *run = zone_run_of_block(b);
+                n += zone_run_free_all(z, run);
+                b = zone_run_release(z, run);
+            } else if ((b->bits & (ZB_USED | ZB_EXT)) == ZB_USED && b->tag != 0) {
                 b = zone_release(z, b, 0);
                 n++;
             }
@@ -1243,7 +1543,6 @@ size_t hk_zone_free_tags(hk_zone *z, int lo, int hi) {
     hk__lock(&z->lock);
     size_t n = 0;
     z->bulk = 1;
-    zone_fc_flush(z); /* cached blocks merge with the blocks freed here */
     /* Pass 1: clear owners while every block is still allocated (an owner
      * may live inside another block being freed). */
     for (int t = zone_next_tag(z, lo, hi); t >= 0; t = zone_next_tag(z, t + 1, hi)) {
@@ -1335,8 +1634,9 @@ hk_result hk_zone_stats(const hk_zone *z, hk_stats *out) {
     out->allocator = "zone";
     out->capacity = z->capacity;
     out->used = z->used_req;
-    out->used_blocks_bytes = z->used_bytes;
-    out->free = z->free_bytes + z->fc_bytes; /* front-cached blocks are free for the user */
+    out->used_blocks_bytes = z->used_bytes + z->slot_bytes;
+    /* free slots and the uncarved part of runs are free for the user */
+    out->free = z->free_bytes + (z->run_bytes - z->slot_bytes - z->nruns * ZONE_RUN_HDR);
     if (z->fl_map) {
         unsigned fl = zone_msb(z->fl_map);
         size_t cs = zone_class_start(fl, zone_msb(z->sl_map[fl]));
@@ -1346,9 +1646,10 @@ hk_result hk_zone_stats(const hk_zone *z, hk_stats *out) {
         out->largest_free = cs > ovh ? cs - ovh : 0;
     }
     out->peak_used = z->peak_used;
-    out->overhead = z->used_bytes - z->used_req + sizeof(hk_zone) + z->nregions * ZONE_HDR;
+    out->overhead = out->used_blocks_bytes - z->used_req + sizeof(hk_zone) + z->nregions * ZONE_HDR +
+                    z->nruns * ZONE_RUN_HDR;
     out->live_blocks = z->live;
-    out->free_blocks = z->free_blocks + z->fc_blocks;
+    out->free_blocks = z->free_blocks;
     out->alloc_count = z->alloc_count;
     out->free_count = z->free_count;
     out->fail_count = z->fail_count;

@@ -34,8 +34,67 @@ static size_t zone_scan_fill(const unsigned char *p, size_t n, unsigned fill, si
 }
 
 typedef struct zone_tally {
-    size_t nfree, free_bytes, used_bytes, used_req, live, untracked, tracked, capacity, cached, cached_bytes;
+    size_t nfree, free_bytes, used_bytes, used_req, live, untracked, tracked, capacity;
+    size_t run_bytes, nruns, slot_bytes, runs_cur, runs_partial;
 } zone_tally;
+
+/* Checks run block b (its struct, every carved slot's header, the free
+ * list, the state) and tallies its slots. */
+static hk_result zone_check_run(hk_zone *z, zone_blk *b, size_t size, zone_tally *t) {
+    zone_run *r = zone_run_of_block(b);
+    if (!zone_run_sane(r, b, size))
+        ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r, "small-block run %p (block of %zu bytes) is damaged", (void *)r,
+                     size);
+    size_t used = 0;
+    for (uint32_t i = 0; i < r->bump; i++) {
+        zone_blk *s = (zone_blk *)(r->first + (size_t)i * r->stride);
+        if (!zone_hdr_ok(s) || !zone_is_slot(s) || zone_slot_idx(s) != i || zone_slot_cls(s) != r->cls)
+            ZONE_CORRUPT(HK_EK_CORRUPT_HEADER, zone_user(s),
+                         "header of block %p (slot %u of run %p) damaged (overrun of the block before?)",
+                         (void *)zone_user(s), i, (void *)r);
+        if (s->bits & ZB_USED) {
+            if (s->tag != HK_TAG_STATIC || zone_slot_slack(s) > r->stride - ZONE_OVERLAP)
+                ZONE_CORRUPT(HK_EK_CORRUPT_HEADER, zone_user(s), "block %p (slot %u of run %p) has tag %u, slack %u",
+                             (void *)zone_user(s), i, (void *)r, s->tag, zone_slot_slack(s));
+            used++;
+            t->used_req += zone_requested(s);
+        } else if (s->tag || zone_slot_slack(s)) {
+            ZONE_CORRUPT(HK_EK_CORRUPT_HEADER, zone_user(s), "free slot %p of run %p has used-block fields",
+                         (void *)zone_user(s), (void *)r);
+        }
+    }
+    if (used != r->used)
+        ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r, "run %p has %zu used slots, its count says %u", (void *)r, used,
+                     r->used);
+    size_t nfree = 0;
+    for (unsigned char *u = r->free; u;) {
+        uintptr_t off = (uintptr_t)(u - r->first - ZONE_HDR);
+        if (++nfree > r->bump - r->used || u < r->first + ZONE_HDR || off % r->stride ||
+            off / r->stride >= r->bump || (zone_from_user(u)->bits & ZB_USED))
+            ZONE_CORRUPT(HK_EK_CORRUPT_FREE, u, "free list of run %p reaches %p, not one of its free slots",
+                         (void *)r, (void *)u);
+        zone_unpoison(u, sizeof(void *));
+        unsigned char *nx = *(unsigned char **)u;
+        zone_poison(u, sizeof(void *));
+        u = nx;
+    }
+    if (nfree != r->bump - r->used)
+        ZONE_CORRUPT(HK_EK_CORRUPT_FREE, r, "free list of run %p holds %zu slots, it has %u free", (void *)r,
+                     nfree, r->bump - r->used);
+    if ((r->state == ZONE_RUN_FULL && r->used != r->nslots) ||
+        (r->state == ZONE_RUN_PARTIAL && (r->used == 0 || r->used == r->nslots || r->bump != r->nslots)) ||
+        (r->state == ZONE_RUN_CUR && z->cls[r->cls].cur != r))
+        ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r, "run %p is in state %u with %u of %u slots used", (void *)r,
+                     r->state, r->used, r->nslots);
+    t->live += used;
+    t->untracked += used;
+    t->slot_bytes += used * r->stride;
+    t->run_bytes += size;
+    t->nruns++;
+    if (r->state == ZONE_RUN_CUR) t->runs_cur++;
+    if (r->state == ZONE_RUN_PARTIAL) t->runs_partial++;
+    return HK_OK;
+}
 
 static hk_result zone_check_region(hk_zone *z, uint32_t ri, zone_tally *t) {
     const zone_region *r = &z->regions[ri];
@@ -58,7 +117,8 @@ static hk_result zone_check_region(hk_zone *z, uint32_t ri, zone_tally *t) {
         size_t size = zone_bsize(b);
         unsigned used = b->bits & ZB_USED;
         if (size < ZONE_MIN_BLOCK || size > (size_t)(r->end - (unsigned char *)b) ||
-            (used && size < ((b->bits & ZB_EXT) ? ZONE_EXT_OVH : ZONE_PLAIN_OVH) + zone_slack(b)))
+            (used && !zone_is_slot(b) &&
+             size < ((b->bits & ZB_EXT) ? ZONE_EXT_OVH : ZONE_PLAIN_OVH) + zone_slack(b)))
             ZONE_CORRUPT(HK_EK_CORRUPT_HEADER, zone_user(b), "block %p has an impossible size %zu",
                          (void *)zone_user(b), size);
         if (((b->bits & ZB_PREV_USED) != 0) != (prev_used != 0))
@@ -69,12 +129,15 @@ static hk_result zone_check_region(hk_zone *z, uint32_t ri, zone_tally *t) {
             ZONE_CORRUPT(HK_EK_CORRUPT_HEADER, zone_user(b),
                          "boundary tag before block %p says %llu bytes, the free block before it has %zu",
                          (void *)zone_user(b), (unsigned long long)b->prev_size, prev_size);
-        if (used && b->tag == 0) {
-            if (!z->fc_on || (b->bits & ZB_EXT) || size > ZONE_FC_MAX || zone_slack(b))
-                ZONE_CORRUPT(HK_EK_CORRUPT_HEADER, zone_user(b), "used block %p has tag 0",
+        if (used && zone_is_slot(b)) {
+            ZONE_CORRUPT(HK_EK_CORRUPT_HEADER, zone_user(b), "block %p has a slot header outside any run",
+                         (void *)zone_user(b));
+        } else if (used && zone_is_run(b)) {
+            if (!z->runs_on)
+                ZONE_CORRUPT(HK_EK_CORRUPT_HEADER, zone_user(b), "run %p in a zone without runs",
                              (void *)zone_user(b));
-            t->cached++; /* kept by the front cache */
-            t->cached_bytes += size;
+            hk_result rr = zone_check_run(z, b, size, t);
+            if (rr != HK_OK) return rr;
         } else if (used) {
             t->live++;
             t->used_bytes += size;
@@ -178,6 +241,34 @@ static hk_result zone_check_free_lists(hk_zone *z, const zone_tally *t) {
     return HK_OK;
 }
 
+/* Every class's current run and partial list. */
+static hk_result zone_check_classes(hk_zone *z, const zone_tally *t) {
+    size_t cur = 0, partial = 0;
+    for (unsigned c = 0; c < ZONE_NCLS; c++) {
+        zone_run *r = z->cls[c].cur;
+        if (r) {
+            zone_blk *b = zone_run_block(r);
+            if (!zone_ptr_sane(z, b) || !zone_is_run(b) || r->cls != c || r->state != ZONE_RUN_CUR)
+                ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "class %u's current run %p is not a run of it", c,
+                             (void *)r);
+            cur++;
+        }
+        zone_run *prev = NULL;
+        for (r = z->cls[c].partial; r; prev = r, r = r->next) {
+            zone_blk *b = zone_run_block(r);
+            if (++partial > t->runs_partial || !zone_ptr_sane(z, b) || !zone_is_run(b) || r->cls != c ||
+                r->state != ZONE_RUN_PARTIAL || r->prev != prev)
+                ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "class %u's partial list reaches %p, not a partial run "
+                             "of it", c, (void *)r);
+        }
+    }
+    if (cur != t->runs_cur || partial != t->runs_partial)
+        ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z,
+                     "classes list %zu current and %zu partial runs, the heap has %zu and %zu", cur, partial,
+                     t->runs_cur, t->runs_partial);
+    return HK_OK;
+}
+
 static hk_result zone_check_tag_lists(hk_zone *z, const zone_tally *t) {
     size_t seen = 0;
     for (unsigned tag = 0; tag < ZONE_NTAGS; tag++) {
@@ -246,31 +337,6 @@ static hk_result zone_check_tag_lists(hk_zone *z, const zone_tally *t) {
     return HK_OK;
 }
 
-static hk_result zone_check_front_cache(hk_zone *z, const zone_tally *t) {
-    size_t seen = 0, bytes = 0;
-    for (unsigned bin = 0; bin <= ZONE_FC_MAX / 16; bin++) {
-        uint32_t cnt = 0;
-        for (zone_blk *b = z->fc_head[bin]; b; b = b->next_free) {
-            if (++seen > t->cached || !zone_ptr_sane(z, b) || !zone_is_cached(b) || b->size16 != bin)
-                ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, b,
-                             "front cache list %u reaches %p, not a cached block of %u bytes", bin, (void *)b,
-                             bin * 16);
-            bytes += zone_bsize(b);
-            cnt++;
-        }
-        if (cnt != z->fc_count[bin])
-            ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "front cache list %u has %u blocks, its count says %u",
-                         bin, cnt, z->fc_count[bin]);
-    }
-    if (seen != t->cached || seen != z->fc_blocks || bytes != z->fc_bytes)
-        ZONE_CORRUPT(
-            HK_EK_CORRUPT_STRUCTURE, z,
-            "front cache holds %zu blocks (%zu bytes), the heap has %zu cached blocks, the counters say %zu "
-            "(%zu bytes)",
-            seen, bytes, t->cached, z->fc_blocks, z->fc_bytes);
-    return HK_OK;
-}
-
 hk_result hk__zone_check_locked(hk_zone *z) {
     zone_tally t;
     memset(&t, 0, sizeof t);
@@ -282,17 +348,19 @@ hk_result hk__zone_check_locked(hk_zone *z) {
     }
     hk_result r = zone_check_free_lists(z, &t);
     if (r == HK_OK) r = zone_check_tag_lists(z, &t);
-    if (r == HK_OK) r = zone_check_front_cache(z, &t);
+    if (r == HK_OK) r = zone_check_classes(z, &t);
     if (r != HK_OK) return r;
     if (t.capacity != z->capacity || t.free_bytes != z->free_bytes || t.nfree != z->free_blocks ||
         t.used_bytes != z->used_bytes || t.used_req != z->used_req || t.live != z->live ||
-        t.untracked != z->untracked_live || t.used_bytes + t.free_bytes + t.cached_bytes != t.capacity)
+        t.untracked != z->untracked_live || t.run_bytes != z->run_bytes || t.nruns != z->nruns ||
+        t.slot_bytes != z->slot_bytes || t.used_bytes + t.free_bytes + t.run_bytes != t.capacity)
         ZONE_CORRUPT(
             HK_EK_CORRUPT_STRUCTURE, z,
             "counters disagree with the heap: capacity %zu/%zu, free %zu/%zu in %zu/%zu blocks, used "
-            "%zu/%zu (%zu/%zu asked) in %zu/%zu blocks",
+            "%zu/%zu (%zu/%zu asked) in %zu/%zu blocks, runs %zu/%zu (%zu/%zu bytes, slots %zu/%zu bytes)",
             z->capacity, t.capacity, z->free_bytes, t.free_bytes, z->free_blocks, t.nfree, z->used_bytes,
-            t.used_bytes, z->used_req, t.used_req, z->live, t.live);
+            t.used_bytes, z->used_req, t.used_req, z->live, t.live, z->nruns, t.nruns, z->run_bytes,
+            t.run_bytes, z->slot_bytes, t.slot_bytes);
     return HK_OK;
 }
 
@@ -308,9 +376,21 @@ hk_result hk_zone_check(hk_zone *z) {
 
 static void zone_info(const hk_zone *z, const zone_blk *b, hk_block_info *info) {
     memset(info, 0, sizeof *info);
-    size_t size = zone_bsize(b);
     info->address = zone_user(b);
-    if ((b->bits & ZB_USED) && b->tag != 0) { /* a front-cached block (tag 0) shows as free */
+    if (zone_is_slot(b)) {
+        size_t area = zone_area(b);
+        info->size = area;
+        info->overhead = ZONE_OVERLAP;
+        if (b->bits & ZB_USED) {
+            info->requested = zone_requested(b);
+            info->overhead += area - info->requested;
+            info->flags = HK_BLOCK_USED;
+            info->tag = b->tag;
+        }
+        return;
+    }
+    size_t size = zone_bsize(b);
+    if (b->bits & ZB_USED) {
         size_t req = zone_requested(b);
         info->requested = req;
         info->size = (z->flags & HK_FLAG_CANARY) ? req : zone_area(b);
@@ -331,21 +411,72 @@ static void zone_info(const hk_zone *z, const zone_blk *b, hk_block_info *info) 
     }
 }
 
-/* Visits every block of region ri; stops at damage (reported) or when fn
- * returns non-zero. Returns fn's value, -1 on damage, 0 at the end. */
-typedef int (*zone_visit_fn)(const hk_zone *z, const zone_blk *b, void *user);
+/* What a visited span is: a block (TLSF block, slot, or the uncarved part
+ * of a run, shown as one free block), or a run's own header. */
+enum { ZONE_SPAN_BLOCK, ZONE_SPAN_RUN };
+
+/* Visits the spans of region ri in address order; stops at damage
+ * (reported) or when fn returns non-zero. Returns fn's value, -1 on damage,
+ * 0 at the end. A span is [start, start + len). */
+typedef int (*zone_visit_fn)(const hk_zone *z, int kind, const unsigned char *start, size_t len,
+                             const hk_block_info *info, void *user);
+
+static int zone_visit_run(hk_zone *z, zone_blk *b, zone_visit_fn fn, void *user) {
+    size_t size = zone_bsize(b);
+    zone_run *r = zone_run_of_block(b);
+    hk_block_info info;
+    if (!zone_run_sane(r, b, size)) {
+        hk__report(&z->rep, HK_ERR_CORRUPT, HK_EK_CORRUPT_STRUCTURE, r, 0, NULL,
+                   "walk stopped at small-block run %p: damaged", (void *)r);
+        return -1;
+    }
+    memset(&info, 0, sizeof info);
+    info.address = r;
+    info.overhead = ZONE_RUN_HDR + ZONE_OVERLAP;
+    info.tag = HK_TAG_STATIC;
+    info.name = "(small-block run)";
+    int v = fn(z, ZONE_SPAN_RUN, (unsigned char *)b, ZONE_RUN_HDR + ZONE_OVERLAP, &info, user);
+    if (v) return v;
+    for (uint32_t i = 0; i < r->bump; i++) {
+        zone_blk *s = (zone_blk *)(r->first + (size_t)i * r->stride);
+        if (!zone_hdr_ok(s) || !zone_is_slot(s) || zone_slot_idx(s) != i) {
+            hk__report(&z->rep, HK_ERR_CORRUPT, HK_EK_CORRUPT_HEADER, s, 0, NULL,
+                       "walk stopped at block %p: damaged header", (void *)zone_user(s));
+            return -1;
+        }
+        zone_info(z, s, &info);
+        v = fn(z, ZONE_SPAN_BLOCK, (unsigned char *)s + ZONE_OVERLAP, r->stride, &info, user);
+        if (v) return v;
+    }
+    unsigned char *tail = r->first + (size_t)r->bump * r->stride + ZONE_OVERLAP, *end = (unsigned char *)b + size;
+    if (end > tail + ZONE_OVERLAP) {
+        memset(&info, 0, sizeof info);
+        info.address = tail + ZONE_OVERLAP;
+        info.size = (size_t)(end - tail) - ZONE_OVERLAP;
+        info.overhead = ZONE_OVERLAP;
+        v = fn(z, ZONE_SPAN_BLOCK, tail, (size_t)(end - tail), &info, user);
+    }
+    return v;
+}
 
 static int zone_visit_region(hk_zone *z, uint32_t ri, zone_visit_fn fn, void *user) {
     const zone_region *r = &z->regions[ri];
     zone_blk *b = (zone_blk *)r->base;
     while ((unsigned char *)b < r->end) {
-        if (!zone_hdr_ok(b) || zone_bsize(b) < ZONE_MIN_BLOCK ||
+        if (!zone_hdr_ok(b) || zone_is_slot(b) || zone_bsize(b) < ZONE_MIN_BLOCK ||
             zone_bsize(b) > (size_t)(r->end - (unsigned char *)b)) {
             hk__report(&z->rep, HK_ERR_CORRUPT, HK_EK_CORRUPT_HEADER, b, 0, NULL,
                        "walk stopped at block %p: damaged header", (void *)zone_user(b));
             return -1;
         }
-        int v = fn(z, b, user);
+        int v;
+        if (zone_is_run(b)) {
+            v = zone_visit_run(z, b, fn, user);
+        } else {
+            hk_block_info info;
+            zone_info(z, b, &info);
+            v = fn(z, ZONE_SPAN_BLOCK, (unsigned char *)b, zone_bsize(b), &info, user);
+        }
         if (v) return v;
         b = zone_next(b);
     }
@@ -357,11 +488,14 @@ typedef struct zone_walk_ctx {
     void *user;
 } zone_walk_ctx;
 
-static int zone_walk_visit(const hk_zone *z, const zone_blk *b, void *user) {
+static int zone_walk_visit(const hk_zone *z, int kind, const unsigned char *start, size_t len,
+                           const hk_block_info *info, void *user) {
+    (void)z;
+    (void)start;
+    (void)len;
+    if (kind != ZONE_SPAN_BLOCK) return 0;
     zone_walk_ctx *c = (zone_walk_ctx *)user;
-    hk_block_info info;
-    zone_info(z, b, &info);
-    return c->fn(&info, c->user);
+    return c->fn(info, c->user);
 }
 
 int hk_zone_walk(hk_zone *z, hk_walk_fn fn, void *user) {
@@ -379,11 +513,13 @@ typedef struct zone_where_ctx {
     hk_block_info *info;
 } zone_where_ctx;
 
-static int zone_where_visit(const hk_zone *z, const zone_blk *b, void *user) {
+static int zone_where_visit(const hk_zone *z, int kind, const unsigned char *start, size_t len,
+                            const hk_block_info *info, void *user) {
+    (void)z;
+    (void)kind;
     zone_where_ctx *c = (zone_where_ctx *)user;
-    const unsigned char *s = (const unsigned char *)b;
-    if (c->addr >= s && c->addr < s + zone_bsize(b)) {
-        zone_info(z, b, c->info);
+    if (c->addr >= start && c->addr < start + len) {
+        *c->info = *info;
         return 1;
     }
     return 0;
@@ -410,21 +546,27 @@ typedef struct zone_dump_ctx {
     size_t free_count, free_bytes;
 } zone_dump_ctx;
 
-static int zone_dump_visit(const hk_zone *z, const zone_blk *b, void *user) {
+static int zone_dump_visit(const hk_zone *z, int kind, const unsigned char *start, size_t len,
+                           const hk_block_info *i, void *user) {
+    (void)z;
     zone_dump_ctx *c = (zone_dump_ctx *)user;
-    hk_block_info i;
-    zone_info(z, b, &i);
-    if (!(i.flags & HK_BLOCK_USED)) {
-        c->free_count++;
-        c->free_bytes += zone_bsize(b);
-        fprintf(c->out, "  %p %12zu  free\n", i.address, zone_bsize(b));
+    if (kind == ZONE_SPAN_RUN) {
+        const zone_run *r = (const zone_run *)i->address;
+        fprintf(c->out, "  %p %12zu  run of %u-byte blocks: %u of %u used, %u carved\n", (const void *)start,
+                zone_bsize((const zone_blk *)start), r->stride - ZONE_OVERLAP, r->used, r->nslots, r->bump);
         return 0;
     }
-    c->count[b->tag]++;
-    c->bytes[b->tag] += i.requested;
-    fprintf(c->out, "  %p %12zu  tag %3d%s  owner %-14p  %s", i.address, i.requested, i.tag,
-            (i.flags & HK_BLOCK_PURGEABLE) ? " (purgeable)" : "", i.owner, i.name ? i.name : "-");
-    if (i.site_file) fprintf(c->out, "  at %s:%d", i.site_file, i.site_line);
+    if (!(i->flags & HK_BLOCK_USED)) {
+        c->free_count++;
+        c->free_bytes += len;
+        fprintf(c->out, "  %p %12zu  free\n", i->address, len);
+        return 0;
+    }
+    c->count[i->tag]++;
+    c->bytes[i->tag] += i->requested;
+    fprintf(c->out, "  %p %12zu  tag %3d%s  owner %-14p  %s", i->address, i->requested, i->tag,
+            (i->flags & HK_BLOCK_PURGEABLE) ? " (purgeable)" : "", i->owner, i->name ? i->name : "-");
+    if (i->site_file) fprintf(c->out, "  at %s:%d", i->site_file, i->site_line);
     fputc('\n', c->out);
     return 0;
 }

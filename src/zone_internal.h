@@ -31,18 +31,30 @@
 #define ZONE_RESERVE        ((size_t)1 << 36) /* address space reserved for a growing zone (64-bit hosts) */
 #define ZONE_NTAGS          256u
 #define ZONE_TAG_WAYS       8u    /* each tag's blocks are dealt round-robin over this many lists */
-#define HK_ZONE_FRONT_CACHE 0u /* the front cache is being replaced by runs */
-#define ZONE_FC_MAX         1024u /* largest block size kept by the front cache */
-#define ZONE_FC_DEPTH       32u   /* blocks per size */
-#define ZONE_FC_BYTES       ((size_t)256 << 10) /* bytes in all */
-#define ZONE_FC_OFF                                                                                          \
+/* Small-block runs (see src/zone.c, "runs") */
+#define ZONE_RUN_HDR        64u    /* run block start to its first slot's block address */
+#define ZONE_RUN_MAX_STRIDE 16384u /* largest slot */
+#define ZONE_RUN_MAX_REQ    (ZONE_RUN_MAX_STRIDE - ZONE_OVERLAP)
+#define ZONE_NCLS           95u    /* 63 classes of 16-byte steps up to 1 KiB, then 8 per doubling */
+#define ZONE_RUN_TARGET     ((size_t)64 << 10) /* bytes of slots per run, before the slot-count limits */
+#define ZONE_RUN_MIN_SLOTS  8u
+#define ZONE_RUN_MAX_SLOTS  4095u /* slot index is 12 bits */
+#define ZONE_RUN_MAGIC      0x52756e21u
+#define ZONE_RUN_OFF                                                                                         \
     (HK_FLAG_FILL | HK_FLAG_CANARY | HK_FLAG_ZERO | HK_FLAG_PARANOID | HK_FLAG_RECORD_SITE |                 \
-     HK_ZONE_TRACK_ALL)
+     HK_ZONE_TRACK_ALL | HK_ZONE_NO_RUNS)
 
 #define ZB_USED        1u
 #define ZB_PREV_USED   2u
 #define ZB_EXT         4u
 #define ZB_ALIGN_SHIFT 3u
+/* The alignment field's top value marks a run: a used block with it (and no
+ * EXT) is a run block; a header with it and EXT is a slot header. */
+#define ZONE_RUN_ALOG  31u
+#define ZB_RUN_MARK    (ZONE_RUN_ALOG << ZB_ALIGN_SHIFT)
+#define ZB_SLOT_MASK   (ZB_RUN_MARK | ZB_EXT)
+#define ZB_SLOT_FREE   (ZB_RUN_MARK | ZB_EXT)
+#define ZB_SLOT_USED   (ZB_RUN_MARK | ZB_EXT | ZB_USED)
 
 typedef struct zone_blk {
     uint64_t prev_size;
@@ -72,6 +84,35 @@ typedef struct zone_ext {
 _Static_assert(sizeof(zone_blk) == 32, "zone block header + links is 32 bytes");
 _Static_assert(sizeof(zone_ext) == ZONE_EXT_SIZE, "zone record is 56 bytes");
 
+/* A run: one used block of the TLSF core cut into `nslots` slots of one
+ * class. The struct sits in the block's user area (block + 16); slot i's
+ * block address is first + i * stride, its 8-byte header at +8, its user
+ * bytes at +16 (up to +stride+8, overlapping the next slot's first 8 bytes,
+ * as plain blocks overlap their successor's prev_size). */
+typedef struct zone_run {
+    unsigned char *free;          /* free slots' user pointers, LIFO, linked through their first 8 bytes */
+    struct zone_run *next, *prev; /* the class's list of partial runs (NULL-terminated) */
+    unsigned char *first;         /* slot 0's block address (run block + ZONE_RUN_HDR) */
+    uint32_t stride, nslots;
+    uint32_t used; /* slots in use */
+    uint32_t bump; /* slots carved so far; slots past it have no header yet */
+    uint16_t cls;
+    uint8_t state; /* ZONE_RUN_CUR, ZONE_RUN_PARTIAL or ZONE_RUN_FULL */
+    uint8_t spare;
+    uint32_t magic; /* ZONE_RUN_MAGIC ^ (address >> 4) */
+} zone_run;
+
+enum { ZONE_RUN_CUR = 1, ZONE_RUN_PARTIAL = 2, ZONE_RUN_FULL = 3 };
+
+typedef struct zone_cls {
+    zone_run *cur;     /* the run allocations come from (may be empty, never on the partial list) */
+    zone_run *partial; /* runs with free slots, other than cur */
+} zone_cls;
+
+_Static_assert(sizeof(zone_run) == 56, "run struct is 56 bytes");
+_Static_assert(ZONE_HDR + sizeof(zone_run) <= ZONE_RUN_HDR + ZONE_OVERLAP,
+               "the run struct ends before slot 0's header");
+
 typedef struct zone_region {
     unsigned char *base; /* first block */
     unsigned char *end;  /* epilogue header */
@@ -83,8 +124,10 @@ typedef struct zone_region {
 } zone_region;
 
 struct hk_zone {
+    int runs_on; /* small blocks come from runs (not HK_ZONE_NO_RUNS, no debug flag) */
     uint32_t fl_map;
     uint32_t sl_map[ZONE_FL_COUNT];
+    zone_cls cls[ZONE_NCLS];
     zone_blk *heads[ZONE_FL_COUNT][ZONE_SL_COUNT];
     uint64_t tag_map[ZONE_NTAGS / 64];
     zone_ext *tag_head[ZONE_NTAGS][ZONE_TAG_WAYS];
@@ -101,12 +144,9 @@ struct hk_zone {
     uint32_t flags;
     int purge_level;
     int bulk;  /* inside free_tags/purge: no region release */
-    int fc_on; /* HK_ZONE_FRONT_CACHE in effect */
-    /* Front cache: singly linked (through next_free) LIFO stacks of cached
-     * blocks by size16. A cached block keeps USED in its header with tag 0. */
-    zone_blk *fc_head[ZONE_FC_MAX / 16 + 1];
-    uint32_t fc_count[ZONE_FC_MAX / 16 + 1];
-    size_t fc_bytes, fc_blocks;
+    size_t run_bytes;  /* bytes of the TLSF blocks that are runs (not in used_bytes) */
+    size_t slot_bytes; /* strides of the used slots */
+    size_t nruns;
     size_t grow_size, max_size, os_grown;
     void *ctl_os; /* the control block's own mapping (with the first region) */
     size_t ctl_os_size;
@@ -155,10 +195,8 @@ static inline zone_ext *zone_ext_of(const zone_blk *b) {
     return (zone_ext *)((unsigned char *)b + zone_bsize(b) - ZONE_EXT_OFF);
 }
 static inline unsigned zone_slack(const zone_blk *b) { return b->chk & 63u; }
-static inline size_t zone_area(const zone_blk *b) {
-    return zone_bsize(b) - ((b->bits & ZB_EXT) ? ZONE_EXT_OVH : ZONE_PLAIN_OVH);
-}
-static inline size_t zone_requested(const zone_blk *b) { return zone_area(b) - zone_slack(b); }
+static inline size_t zone_area(const zone_blk *b);
+static inline size_t zone_requested(const zone_blk *b);
 static inline size_t zone_align_of(const zone_blk *b) { return (size_t)16 << (b->bits >> ZB_ALIGN_SHIFT); }
 
 /* The 10-bit header check: the address (so a header copied or read at the
@@ -185,12 +223,74 @@ static inline int zone_hdr_ok(const zone_blk *b) {
     return b->chk == zone_chk_calc(b, b->size16, b->tag, b->bits, b->chk & 63u);
 }
 
-/* A block kept by the front cache: used in the heap's structure, free for
- * the user. */
-static inline int zone_is_cached(const zone_blk *b) { return (b->bits & ZB_USED) && b->tag == 0; }
 
+
+/* ---- runs ------------------------------------------------------------------ */
+
+/* Slot header word (in size16's place): bits 0..11 slot index, 12..18
+ * class, 19..31 slack (user area - requested). */
+static inline uint32_t zone_slot_word(uint32_t idx, uint32_t cls, uint32_t slack) {
+    return idx | (cls << 12) | (slack << 19);
+}
+static inline uint32_t zone_slot_idx(const zone_blk *b) { return b->size16 & 0xfffu; }
+static inline uint32_t zone_slot_cls(const zone_blk *b) { return (b->size16 >> 12) & 0x7fu; }
+static inline uint32_t zone_slot_slack(const zone_blk *b) { return b->size16 >> 19; }
+static inline int zone_is_slot(const zone_blk *b) { return (b->bits & ZB_SLOT_MASK) == ZB_SLOT_MASK; }
+static inline int zone_is_run(const zone_blk *b) {
+    return (b->bits & (ZB_SLOT_MASK | ZB_USED)) == (ZB_RUN_MARK | ZB_USED);
+}
+static inline zone_run *zone_run_of_block(const zone_blk *b) {
+    return (zone_run *)((unsigned char *)b + ZONE_HDR);
+}
+static inline zone_blk *zone_run_block(const zone_run *r) {
+    return (zone_blk *)((unsigned char *)r - ZONE_HDR);
+}
+static inline uint32_t zone_run_magic(const zone_run *r) {
+    return ZONE_RUN_MAGIC ^ (uint32_t)((uintptr_t)r >> 4);
+}
+
+/* Slot size of class c (16-byte steps from 32 to 1024, then 8 per doubling
+ * up to ZONE_RUN_MAX_STRIDE). */
+static inline uint32_t zone_cls_stride(unsigned c) {
+    if (c < 63) return (c + 2) << 4;
+    c -= 63;
+    unsigned m = 10 + c / 8;
+    return (1u << m) + ((c % 8) + 1) * (1u << (m - 3));
+}
+
+/* Class of a request of n <= ZONE_RUN_MAX_REQ bytes. */
+static inline unsigned zone_cls_of(size_t n) {
+    size_t s = (n + ZONE_OVERLAP + 15) & ~(size_t)15;
+    if (s <= 1024) return s < 32 ? 0 : (unsigned)(s >> 4) - 2;
+    unsigned m = 63u - (unsigned)__builtin_clzll((unsigned long long)(s - 1));
+    return 63 + (m - 10) * 8 + (unsigned)((s - 1 - ((size_t)1 << m)) >> (m - 3));
+}
+
+static inline zone_run *zone_run_of_slot(const zone_blk *b) {
+    uint32_t stride = zone_cls_stride(zone_slot_cls(b));
+    return (zone_run *)((unsigned char *)b - (size_t)zone_slot_idx(b) * stride - ZONE_RUN_HDR + ZONE_HDR);
+}
+
+/* Whether run r's struct agrees with its block b of `size` bytes. */
+static inline int zone_run_sane(const zone_run *r, const zone_blk *b, size_t size) {
+    return r->magic == zone_run_magic(r) && r->cls < ZONE_NCLS && r->stride == zone_cls_stride(r->cls) &&
+           r->first == (const unsigned char *)b + ZONE_RUN_HDR && r->nslots >= 1 &&
+           r->nslots <= ZONE_RUN_MAX_SLOTS && ZONE_RUN_HDR + (size_t)r->nslots * r->stride <= size &&
+           r->bump <= r->nslots && r->used <= r->bump && r->state >= ZONE_RUN_CUR &&
+           r->state <= ZONE_RUN_FULL;
+}
+
+/* User bytes of a used block or slot; bytes asked for; its name. */
+static inline size_t zone_area(const zone_blk *b) {
+    if (HK__UNLIKELY(zone_is_slot(b))) return zone_cls_stride(zone_slot_cls(b) % ZONE_NCLS) - ZONE_OVERLAP;
+    return zone_bsize(b) - ((b->bits & ZB_EXT) ? ZONE_EXT_OVH : ZONE_PLAIN_OVH);
+}
+static inline size_t zone_requested(const zone_blk *b) {
+    if (HK__UNLIKELY(zone_is_slot(b))) return zone_area(b) - zone_slot_slack(b);
+    return zone_area(b) - zone_slack(b);
+}
 static inline const char *zone_block_name(const zone_blk *b) {
-    return (b->bits & ZB_EXT) ? zone_ext_of(b)->name : NULL;
+    return ((b->bits & ZB_EXT) && !zone_is_slot(b)) ? zone_ext_of(b)->name : NULL;
 }
 
 /* ---- size classes and free lists ---------------------------------------- */

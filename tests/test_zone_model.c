@@ -226,5 +226,6 @@ HKT_TEST(model_track_all_site) { run_model(HK_ZONE_TRACK_ALL | HK_FLAG_RECORD_SI
 HKT_TEST(model_tight_memory) { run_model(HK_FLAG_ZERO, 48 << 10, 0, 4, 20000); }
 HKT_TEST(model_growing) { run_model(HK_FLAG_FILL, 32 << 10, 32 << 10, 5, 20000); }
 HKT_TEST(model_paranoid) { run_model(HK_FLAG_PARANOID | HK_FLAG_CANARY, 64 << 10, 0, 6, 3000); }
-HKT_TEST(model_front_cache) { run_model(HK_ZONE_FRONT_CACHE, 96 << 10, 0, 7, 30000); }
-HKT_TEST(model_front_cache_growing) { run_model(HK_ZONE_FRONT_CACHE, 32 << 10, 32 << 10, 8, 20000); }
+HKT_TEST(model_no_runs) { run_model(HK_ZONE_NO_RUNS, 96 << 10, 0, 7, 30000); }
+HKT_TEST(model_runs_growing) { run_model(0, 32 << 10, 32 << 10, 8, 20000); }
+HKT_TEST(model_runs_large) { run_model(0, 1 << 20, 0, 9, 30000); }
