@@ -166,6 +166,20 @@ static int subjects(subject *out, int with_locked) {
     int np = hkb_peers(&peers);
     for (int i = 0; i < np; i++) out[n++] = (subject){peers[i], SUBJ_PEER};
     out[n++] = (subject){{"quake-rover", br_malloc, br_free, br_realloc, NULL, br_usable}, SUBJ_ROVER};
+    /* HKB_ZONE_SUBJECTS=zone,mimalloc (say) keeps only those, the zone first
+     * (the ratios are against it): for profiling one allocator */
+    const char *only = getenv("HKB_ZONE_SUBJECTS");
+    if (only) {
+        int k = 1;
+        for (int i = 1; i < n; i++) {
+            char pat[64];
+            snprintf(pat, sizeof pat, ",%s,", out[i].a.name);
+            char list[512];
+            snprintf(list, sizeof list, ",%s,", only);
+            if (strstr(list, pat)) out[k++] = out[i];
+        }
+        n = k;
+    }
     return n;
 }
 

@@ -192,6 +192,7 @@ static void zone_region_drop(hk_zone *z, uint32_t i) {
     z->capacity -= (size_t)(r.end - r.base);
     memmove(&z->regions[i], &z->regions[i + 1], (z->nregions - i - 1) * sizeof(zone_region));
     z->nregions--;
+    z->region_hint = 0; /* the fast free path trusts the hint's region to be live */
     zone_bounds(z);
     zone_unpoison(r.base, (size_t)(r.end - r.base) + ZONE_HDR);
     if (r.os_base) hk_os_release(r.os_base, r.os_size);
@@ -642,7 +643,7 @@ static inline void zone_slot_set(zone_blk *b, uint32_t word, unsigned tag, unsig
     b->size16 = word;
     b->tag = (uint8_t)tag;
     b->bits = (uint8_t)bits;
-    b->chk = zone_chk_calc(b, word, tag, bits, 0);
+    b->chk = zone_slot_chk(b, word, tag, bits);
 }
 
 static inline void zone_partial_push(zone_cls *c, zone_run *r) {
@@ -661,34 +662,44 @@ static inline void zone_partial_unlink(zone_cls *c, zone_run *r) {
     if (r->next) r->next->prev = r->prev;
 }
 
-/* A new run of class ci from the TLSF core (no purge, no growth: the caller
- * falls back to a plain block), or NULL. A run takes at most 1/16 of the
- * zone's capacity. O(1). */
-static zone_run *zone_run_new(hk_zone *z, unsigned ci) {
-    uint32_t stride = zone_cls_stride(ci);
+/* A new run of class ci from the TLSF core, or NULL (the caller falls back
+ * to a plain block). Nothing is purged for a run; a growing zone grows. In a
+ * zone that cannot grow a run takes at most 1/16 of the capacity. O(1)
+ * (plus one mmap when growing). */
+static size_t zone_run_slots(const hk_zone *z, uint32_t stride) {
     size_t n = ZONE_RUN_TARGET / stride, cap = z->capacity / 16;
     if (n > ZONE_RUN_MAX_SLOTS) n = ZONE_RUN_MAX_SLOTS;
     if (n < ZONE_RUN_MIN_SLOTS) n = ZONE_RUN_MIN_SLOTS;
-    if (ZONE_RUN_HDR + n * stride > cap) {
-        if (cap < ZONE_RUN_HDR + (size_t)ZONE_RUN_MIN_SLOTS * stride) return NULL;
+    if (ZONE_RUN_HDR + n * stride > cap && !z->grow_size) {
+        if (cap < ZONE_RUN_HDR + (size_t)ZONE_RUN_MIN_SLOTS * stride) return 0;
         n = (cap - ZONE_RUN_HDR) / stride;
     }
-    size_t bsize;
+    return n;
+}
+
+static zone_run *zone_run_new(hk_zone *z, unsigned ci) {
+    uint32_t stride = zone_cls_stride(ci);
+    size_t n = zone_run_slots(z, stride), bsize;
+    if (!n) return NULL;
     zone_blk *b = zone_take(z, ZONE_RUN_HDR + n * stride, 16, &bsize);
+    /* a growing zone grows for a run rather than serve the class from plain
+     * blocks for good */
+    if (!b && z->grow_size && zone_grow(z, ZONE_RUN_HDR + n * stride))
+        b = zone_take(z, ZONE_RUN_HDR + n * stride, 16, &bsize);
     if (!b) return NULL;
     zone_set_hdr(b, bsize, HK_TAG_STATIC, ZB_USED | (b->bits & ZB_PREV_USED) | ZB_RUN_MARK, 0);
     zone_run *r = zone_run_of_block(b);
     zone_unpoison(r, sizeof *r);
     r->free = NULL;
     r->next = r->prev = NULL;
-    r->first = (unsigned char *)b + ZONE_RUN_HDR;
+    r->first = (unsigned char *)r + ZONE_RUN_SLOT0;
     r->stride = stride;
     r->nslots = (uint32_t)n;
     r->used = 0;
     r->bump = 0;
     r->cls = (uint16_t)ci;
     r->state = 0;
-    r->spare = 0;
+    r->lead = (uint8_t)((unsigned char *)r - (unsigned char *)b);
     r->magic = zone_run_magic(r);
     z->run_bytes += bsize;
     z->nruns++;
@@ -702,7 +713,8 @@ static zone_blk *zone_run_release(hk_zone *z, zone_run *r) {
     size_t size = zone_bsize(b);
     z->run_bytes -= size;
     z->nruns--;
-    r->magic = 0; /* a stale slot pointer into it no longer finds a run */
+    r->magic = 0;
+    r->first = NULL; /* a stale slot pointer into it no longer finds a run */
     zone_unpoison(zone_user(b), size - ZONE_HDR);
     zone_blk *m = zone_merge_insert(z, b);
     if (HK__UNLIKELY(z->nregions > 1) && (m->bits & ZB_PREV_USED) && zone_next(m)->size16 == 0)
@@ -710,12 +722,17 @@ static zone_blk *zone_run_release(hk_zone *z, zone_run *r) {
     return m;
 }
 
-/* Gives back every class's current run that is empty. O(classes). */
+/* Gives back every class's spare run and its current run when empty.
+ * O(classes). */
 static void zone_runs_trim(hk_zone *z) {
     for (unsigned c = 0; c < ZONE_NCLS; c++) {
         zone_run *r = z->cls[c].cur;
         if (r && r->used == 0) {
             z->cls[c].cur = NULL;
+            zone_run_release(z, r);
+        }
+        if ((r = z->cls[c].spare) != NULL) {
+            z->cls[c].spare = NULL;
             zone_run_release(z, r);
         }
     }
@@ -743,34 +760,29 @@ static inline unsigned char *zone_slot_pop(zone_run *r, uint32_t *word) {
 
 /* The current run of class ci is exhausted (or absent): makes a partial or
  * new run current and takes a slot from it. NULL when no run can be had. */
-static unsigned char *zone_slot_refill(hk_zone *z, unsigned ci, zone_run **out, uint32_t *word) {
+static HK__NOINLINE unsigned char *zone_slot_refill(hk_zone *z, unsigned ci, zone_run **out, uint32_t *word) {
     zone_cls *c = &z->cls[ci];
     if (c->cur) {
         c->cur->state = ZONE_RUN_FULL;
         c->cur = NULL;
     }
     zone_run *r = c->partial;
-    if (r)
+    if (r) {
         zone_partial_unlink(c, r);
-    else if (!(r = zone_run_new(z, ci)))
+    } else if ((r = c->spare) != NULL) {
+        c->spare = NULL;
+    } else if (!(r = zone_run_new(z, ci))) {
         return NULL;
+    }
     r->state = ZONE_RUN_CUR;
     c->cur = r;
     *out = r;
     return zone_slot_pop(r, word);
 }
 
-/* Allocates n <= ZONE_RUN_MAX_REQ bytes from a run, or returns NULL (no
- * report) when no run can be had. O(1). */
-static inline void *zone_slot_alloc(hk_zone *z, size_t n) {
-    unsigned ci = zone_cls_of(n);
-    zone_run *r = z->cls[ci].cur;
-    uint32_t word;
-    unsigned char *u = r ? zone_slot_pop(r, &word) : NULL;
-    if (HK__UNLIKELY(!u)) {
-        u = zone_slot_refill(z, ci, &r, &word);
-        if (!u) return NULL;
-    }
+/* Makes slot u (just popped from run r, header word `word`) a used block
+ * of n bytes. */
+static inline void *zone_slot_finish(hk_zone *z, zone_run *r, unsigned char *u, uint32_t word, size_t n) {
     uint32_t slack = r->stride - ZONE_OVERLAP - (uint32_t)n;
     zone_slot_set(zone_from_user(u), word | (slack << 19), HK_TAG_STATIC, ZB_SLOT_USED);
     r->used++;
@@ -785,15 +797,35 @@ static inline void *zone_slot_alloc(hk_zone *z, size_t n) {
     return u;
 }
 
+/* Allocates n <= ZONE_RUN_MAX_REQ bytes from a run, or returns NULL (no
+ * report) when no run can be had. O(1). */
+static inline void *zone_slot_alloc(hk_zone *z, size_t n) {
+    unsigned ci = zone_cls_of(n);
+    zone_run *r = z->cls[ci].cur;
+    uint32_t word;
+    unsigned char *u = r ? zone_slot_pop(r, &word) : NULL;
+    if (HK__UNLIKELY(!u)) {
+        u = zone_slot_refill(z, ci, &r, &word);
+        if (!u) return NULL;
+    }
+    return zone_slot_finish(z, r, u, word, n);
+}
+
 /* A run's state after a slot of it was freed: a full run becomes partial;
- * an empty partial run goes back to the core (the current run stays). */
+ * an empty partial run becomes the class's spare, or goes back to the core
+ * when there is one already (the current run stays). */
 static void zone_run_settle(hk_zone *z, zone_run *r) {
     zone_cls *c = &z->cls[r->cls];
     if (r->state == ZONE_RUN_FULL) {
         zone_partial_push(c, r);
     } else if (r->state == ZONE_RUN_PARTIAL && r->used == 0) {
         zone_partial_unlink(c, r);
-        zone_run_release(z, r);
+        if (!c->spare) {
+            r->state = ZONE_RUN_SPARE;
+            c->spare = r;
+        } else {
+            zone_run_release(z, r);
+        }
     }
 }
 
@@ -834,6 +866,8 @@ static size_t zone_run_free_all(hk_zone *z, zone_run *r) {
     zone_cls *c = &z->cls[r->cls];
     if (c->cur == r)
         c->cur = NULL;
+    else if (c->spare == r)
+        c->spare = NULL;
     else if (r->state == ZONE_RUN_PARTIAL)
         zone_partial_unlink(c, r);
     return n;
@@ -841,11 +875,11 @@ static size_t zone_run_free_all(hk_zone *z, zone_run *r) {
 
 /* The run of the slot whose (check-verified) header is b, or NULL when it
  * names none in region r. */
-static zone_run *zone_slot_run(const zone_region *rg, const zone_blk *b) {
+static inline zone_run *zone_slot_run(const zone_region *rg, const zone_blk *b) {
     if (zone_slot_cls(b) >= ZONE_NCLS) return NULL;
     zone_run *r = zone_run_of_slot(b);
     if ((unsigned char *)r < rg->base + ZONE_HDR || (unsigned char *)r + sizeof *r > rg->end) return NULL;
-    if (r->magic != zone_run_magic(r) || r->stride != zone_cls_stride(zone_slot_cls(b)) ||
+    if (r->first != (unsigned char *)r + ZONE_RUN_SLOT0 || r->stride != zone_cls_stride(zone_slot_cls(b)) ||
         zone_slot_idx(b) >= r->bump)
         return NULL;
     return r;
@@ -1140,13 +1174,29 @@ static void *zone_alloc_plain(hk_zone *z, size_t size) {
     return zone_alloc_impl(z, size, 16, HK_TAG_STATIC, NULL, NULL, NULL, 0);
 }
 
-void *hk_zone_alloc(hk_zone *z, size_t size) {
-    if (HK__UNLIKELY(!z)) return NULL;
+static HK__NOINLINE void *zone_alloc_locked(hk_zone *z, size_t size) {
     hk__lock(&z->lock);
-    void *p = zone_alloc_plain(z, size);
+    void *p = NULL;
+    if (z->runs_on && size <= ZONE_RUN_MAX_REQ) p = zone_slot_alloc(z, size);
+    if (!p) p = zone_alloc_plain(z, size);
     zone_check_after(z);
     hk__unlock(&z->lock);
     return p;
+}
+
+void *hk_zone_alloc(hk_zone *z, size_t size) {
+    if (HK__UNLIKELY(!z)) return NULL;
+    /* Fast path: a slot from the class's current run, no lock hooks (runs
+     * are off with every debug flag, so no check after). */
+    if (HK__LIKELY(z->runs_on && size <= ZONE_RUN_MAX_REQ && !z->lock.lock)) {
+        zone_run *r = z->cls[zone_cls_of(size)].cur;
+        if (HK__LIKELY(r != NULL)) {
+            uint32_t word;
+            unsigned char *u = zone_slot_pop(r, &word);
+            if (HK__LIKELY(u != NULL)) return zone_slot_finish(z, r, u, word, size);
+        }
+    }
+    return zone_alloc_locked(z, size);
 }
 
 void *hk_zone_alloc_tagged(hk_zone *z, size_t size, int tag, void **owner, const char *name) {
@@ -1201,12 +1251,11 @@ void *hk_zone_memalign(hk_zone *z, size_t align, size_t size) {
 
 /* ---- public: free -------------------------------------------------------------- */
 
-hk_result hk_zone_free(hk_zone *z, void *p) {
-    if (!z) return HK_ERR_INVALID;
-    if (!p) return HK_OK;
+static HK__NOINLINE hk_result zone_free_locked(hk_zone *z, void *p) {
     hk__lock(&z->lock);
+    zone_blk *b;
     hk_result res;
-    zone_blk *b = zone_lookup(z, p, "free", &res);
+    b = zone_lookup(z, p, "free", &res);
     if (HK__LIKELY(b != NULL) && zone_is_slot(b)) {
         zone_slot_free(z, b, zone_run_of_slot(b));
     } else if (HK__LIKELY(b != NULL)) {
@@ -1221,6 +1270,26 @@ hk_result hk_zone_free(hk_zone *z, void *p) {
     zone_check_after(z);
     hk__unlock(&z->lock);
     return res;
+}
+
+hk_result hk_zone_free(hk_zone *z, void *p) {
+    if (HK__UNLIKELY(!z)) return HK_ERR_INVALID;
+    if (HK__UNLIKELY(!p)) return HK_OK;
+    /* Fast path: a used slot in the region of the last lookup, no lock
+     * hooks. Anything unusual goes through zone_lookup, which reports. */
+    const zone_region *hr = &z->regions[z->region_hint];
+    zone_blk *b = zone_from_user(p);
+    if (HK__LIKELY(!z->lock.lock && (const unsigned char *)b >= hr->base && (const unsigned char *)p <= hr->end &&
+                   !((uintptr_t)p & 15) && !zone_is_poisoned(b, ZONE_HDR) &&
+                   (b->bits & (ZB_SLOT_MASK | ZB_USED)) == ZB_SLOT_USED && b->tag == HK_TAG_STATIC &&
+                   zone_hdr_ok(b))) {
+        zone_run *r = zone_slot_run(hr, b);
+        if (HK__LIKELY(r != NULL)) {
+            zone_slot_free(z, b, r);
+            return HK_OK;
+        }
+    }
+    return zone_free_locked(z, p);
 }
 
 size_t hk_zone_usable_size(hk_zone *z, const void *p) {

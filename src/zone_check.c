@@ -35,7 +35,7 @@ static size_t zone_scan_fill(const unsigned char *p, size_t n, unsigned fill, si
 
 typedef struct zone_tally {
     size_t nfree, free_bytes, used_bytes, used_req, live, untracked, tracked, capacity;
-    size_t run_bytes, nruns, slot_bytes, runs_cur, runs_partial;
+    size_t run_bytes, nruns, slot_bytes, runs_cur, runs_partial, runs_spare;
 } zone_tally;
 
 /* Checks run block b (its struct, every carved slot's header, the free
@@ -83,7 +83,8 @@ static hk_result zone_check_run(hk_zone *z, zone_blk *b, size_t size, zone_tally
                      nfree, r->bump - r->used);
     if ((r->state == ZONE_RUN_FULL && r->used != r->nslots) ||
         (r->state == ZONE_RUN_PARTIAL && (r->used == 0 || r->used == r->nslots || r->bump != r->nslots)) ||
-        (r->state == ZONE_RUN_CUR && z->cls[r->cls].cur != r))
+        (r->state == ZONE_RUN_CUR && z->cls[r->cls].cur != r) ||
+        (r->state == ZONE_RUN_SPARE && (z->cls[r->cls].spare != r || r->used != 0)))
         ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r, "run %p is in state %u with %u of %u slots used", (void *)r,
                      r->state, r->used, r->nslots);
     t->live += used;
@@ -93,6 +94,7 @@ static hk_result zone_check_run(hk_zone *z, zone_blk *b, size_t size, zone_tally
     t->nruns++;
     if (r->state == ZONE_RUN_CUR) t->runs_cur++;
     if (r->state == ZONE_RUN_PARTIAL) t->runs_partial++;
+    if (r->state == ZONE_RUN_SPARE) t->runs_spare++;
     return HK_OK;
 }
 
@@ -243,7 +245,7 @@ static hk_result zone_check_free_lists(hk_zone *z, const zone_tally *t) {
 
 /* Every class's current run and partial list. */
 static hk_result zone_check_classes(hk_zone *z, const zone_tally *t) {
-    size_t cur = 0, partial = 0;
+    size_t cur = 0, partial = 0, spare = 0;
     for (unsigned c = 0; c < ZONE_NCLS; c++) {
         zone_run *r = z->cls[c].cur;
         if (r) {
@@ -252,6 +254,13 @@ static hk_result zone_check_classes(hk_zone *z, const zone_tally *t) {
                 ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "class %u's current run %p is not a run of it", c,
                              (void *)r);
             cur++;
+        }
+        if ((r = z->cls[c].spare) != NULL) {
+            zone_blk *b = zone_run_block(r);
+            if (!zone_ptr_sane(z, b) || !zone_is_run(b) || r->cls != c || r->state != ZONE_RUN_SPARE)
+                ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "class %u's spare run %p is not a spare run of it", c,
+                             (void *)r);
+            spare++;
         }
         zone_run *prev = NULL;
         for (r = z->cls[c].partial; r; prev = r, r = r->next) {
@@ -262,10 +271,10 @@ static hk_result zone_check_classes(hk_zone *z, const zone_tally *t) {
                              "of it", c, (void *)r);
         }
     }
-    if (cur != t->runs_cur || partial != t->runs_partial)
+    if (cur != t->runs_cur || partial != t->runs_partial || spare != t->runs_spare)
         ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z,
-                     "classes list %zu current and %zu partial runs, the heap has %zu and %zu", cur, partial,
-                     t->runs_cur, t->runs_partial);
+                     "classes list %zu current, %zu partial and %zu spare runs, the heap has %zu, %zu and %zu",
+                     cur, partial, spare, t->runs_cur, t->runs_partial, t->runs_spare);
     return HK_OK;
 }
 
@@ -432,10 +441,10 @@ static int zone_visit_run(hk_zone *z, zone_blk *b, zone_visit_fn fn, void *user)
     }
     memset(&info, 0, sizeof info);
     info.address = r;
-    info.overhead = ZONE_RUN_HDR + ZONE_OVERLAP;
+    info.overhead = (size_t)(r->first - (unsigned char *)b) + ZONE_OVERLAP;
     info.tag = HK_TAG_STATIC;
     info.name = "(small-block run)";
-    int v = fn(z, ZONE_SPAN_RUN, (unsigned char *)b, ZONE_RUN_HDR + ZONE_OVERLAP, &info, user);
+    int v = fn(z, ZONE_SPAN_RUN, (unsigned char *)b, info.overhead, &info, user);
     if (v) return v;
     for (uint32_t i = 0; i < r->bump; i++) {
         zone_blk *s = (zone_blk *)(r->first + (size_t)i * r->stride);

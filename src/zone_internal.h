@@ -32,12 +32,17 @@
 #define ZONE_NTAGS          256u
 #define ZONE_TAG_WAYS       8u    /* each tag's blocks are dealt round-robin over this many lists */
 /* Small-block runs (see src/zone.c, "runs") */
-#define ZONE_RUN_HDR        64u    /* run block start to its first slot's block address */
+#define ZONE_RUN_HDR        112u /* bytes of a run block before its slots (at most; see zone_run_of_block) */
+#define ZONE_RUN_SLOT0      48u  /* run struct to slot 0's block address */
 #define ZONE_RUN_MAX_STRIDE 16384u /* largest slot */
 #define ZONE_RUN_MAX_REQ    (ZONE_RUN_MAX_STRIDE - ZONE_OVERLAP)
-#define ZONE_NCLS           95u    /* 63 classes of 16-byte steps up to 1 KiB, then 8 per doubling */
-#define ZONE_RUN_TARGET     ((size_t)64 << 10) /* bytes of slots per run, before the slot-count limits */
-#define ZONE_RUN_MIN_SLOTS  8u
+#define ZONE_CLS_LIN_LOG2   10u /* slots grow in 16-byte steps up to 1 KiB */
+#define ZONE_CLS_LIN        (1u << ZONE_CLS_LIN_LOG2)
+#define ZONE_CLS_NLIN       (ZONE_CLS_LIN / 16u - 1u) /* 32 .. 1024: 63 classes */
+#define ZONE_CLS_LOG2K      3u                        /* then 8 classes per doubling */
+#define ZONE_NCLS           (ZONE_CLS_NLIN + ((14u - ZONE_CLS_LIN_LOG2) << ZONE_CLS_LOG2K)) /* to 16 KiB */
+#define ZONE_RUN_TARGET     ((size_t)16 << 10) /* bytes of slots per run, before the slot-count limits */
+#define ZONE_RUN_MIN_SLOTS  4u
 #define ZONE_RUN_MAX_SLOTS  4095u /* slot index is 12 bits */
 #define ZONE_RUN_MAGIC      0x52756e21u
 #define ZONE_RUN_OFF                                                                                         \
@@ -90,28 +95,31 @@ _Static_assert(sizeof(zone_ext) == ZONE_EXT_SIZE, "zone record is 56 bytes");
  * bytes at +16 (up to +stride+8, overlapping the next slot's first 8 bytes,
  * as plain blocks overlap their successor's prev_size). */
 typedef struct zone_run {
-    unsigned char *free;          /* free slots' user pointers, LIFO, linked through their first 8 bytes */
-    struct zone_run *next, *prev; /* the class's list of partial runs (NULL-terminated) */
-    unsigned char *first;         /* slot 0's block address (run block + ZONE_RUN_HDR) */
+    /* hot: read by every slot allocation and free (one cache line: the
+     * struct is 64-byte aligned) */
+    unsigned char *free;  /* free slots' user pointers, LIFO, linked through their first 8 bytes */
+    unsigned char *first; /* slot 0's block address (the struct + ZONE_RUN_SLOT0); NULL once released */
     uint32_t stride, nslots;
     uint32_t used; /* slots in use */
     uint32_t bump; /* slots carved so far; slots past it have no header yet */
-    uint16_t cls;
-    uint8_t state; /* ZONE_RUN_CUR, ZONE_RUN_PARTIAL or ZONE_RUN_FULL */
-    uint8_t spare;
     uint32_t magic; /* ZONE_RUN_MAGIC ^ (address >> 4) */
+    uint16_t cls;
+    uint8_t state; /* ZONE_RUN_CUR, _PARTIAL, _FULL or _SPARE */
+    uint8_t lead;  /* run block address to the struct: 16..64 */
+    struct zone_run *next, *prev; /* the class's list of partial runs (NULL-terminated) */
 } zone_run;
 
-enum { ZONE_RUN_CUR = 1, ZONE_RUN_PARTIAL = 2, ZONE_RUN_FULL = 3 };
+enum { ZONE_RUN_CUR = 1, ZONE_RUN_PARTIAL = 2, ZONE_RUN_FULL = 3, ZONE_RUN_SPARE = 4 };
 
 typedef struct zone_cls {
     zone_run *cur;     /* the run allocations come from (may be empty, never on the partial list) */
     zone_run *partial; /* runs with free slots, other than cur */
+    zone_run *spare;   /* one empty run kept for the next refill, or NULL */
 } zone_cls;
 
 _Static_assert(sizeof(zone_run) == 56, "run struct is 56 bytes");
-_Static_assert(ZONE_HDR + sizeof(zone_run) <= ZONE_RUN_HDR + ZONE_OVERLAP,
-               "the run struct ends before slot 0's header");
+_Static_assert(sizeof(zone_run) <= ZONE_RUN_SLOT0 + ZONE_OVERLAP, "the run struct ends before slot 0's header");
+_Static_assert(64 + ZONE_RUN_SLOT0 <= ZONE_RUN_HDR, "slot 0 starts within the run header bytes");
 
 typedef struct zone_region {
     unsigned char *base; /* first block */
@@ -219,7 +227,17 @@ static inline void zone_set_hdr(zone_blk *b, size_t size, unsigned tag, unsigned
     b->chk = zone_chk_calc(b, s16, tag, bits, slack);
 }
 
+/* A slot header's 16-bit check: its address, word, tag and bits folded
+ * with xors (cheaper than the block check's multiplies; the free path
+ * also verifies the slot's place in its run, which binds it further). */
+static inline uint16_t zone_slot_chk(const zone_blk *b, uint32_t word, unsigned tag, unsigned bits) {
+    uint64_t a = (uint64_t)(uintptr_t)b >> 4;
+    uint32_t h = word ^ (uint32_t)a ^ (uint32_t)(a >> 21) ^ ((tag << 8) | bits) ^ 0x6b5au;
+    return (uint16_t)(h ^ (h >> 16));
+}
+
 static inline int zone_hdr_ok(const zone_blk *b) {
+    if ((b->bits & ZB_SLOT_MASK) == ZB_SLOT_MASK) return b->chk == zone_slot_chk(b, b->size16, b->tag, b->bits);
     return b->chk == zone_chk_calc(b, b->size16, b->tag, b->bits, b->chk & 63u);
 }
 
@@ -239,45 +257,56 @@ static inline int zone_is_slot(const zone_blk *b) { return (b->bits & ZB_SLOT_MA
 static inline int zone_is_run(const zone_blk *b) {
     return (b->bits & (ZB_SLOT_MASK | ZB_USED)) == (ZB_RUN_MARK | ZB_USED);
 }
+/* A run's struct sits at the first 64-byte boundary past its block header. */
 static inline zone_run *zone_run_of_block(const zone_blk *b) {
-    return (zone_run *)((unsigned char *)b + ZONE_HDR);
+    return (zone_run *)(((uintptr_t)b + ZONE_HDR + 63) & ~(uintptr_t)63);
 }
-static inline zone_blk *zone_run_block(const zone_run *r) {
-    return (zone_blk *)((unsigned char *)r - ZONE_HDR);
-}
+static inline zone_blk *zone_run_block(const zone_run *r) { return (zone_blk *)((unsigned char *)r - r->lead); }
 static inline uint32_t zone_run_magic(const zone_run *r) {
     return ZONE_RUN_MAGIC ^ (uint32_t)((uintptr_t)r >> 4);
 }
 
-/* Slot size of class c (16-byte steps from 32 to 1024, then 8 per doubling
- * up to ZONE_RUN_MAX_STRIDE). */
-static inline uint32_t zone_cls_stride(unsigned c) {
-    if (c < 63) return (c + 2) << 4;
-    c -= 63;
-    unsigned m = 10 + c / 8;
-    return (1u << m) + ((c % 8) + 1) * (1u << (m - 3));
-}
+/* Slot size of each class: 16-byte steps from 32 to 1024, then 8 classes
+ * per doubling up to ZONE_RUN_MAX_STRIDE (a table: the free path looks the
+ * stride up without branches). zone_cls_of maps a request to its class;
+ * tests/test_zone_runs.c checks the two agree. */
+static const uint32_t zone_stride_tab[ZONE_NCLS] = {
+    32u, 48u, 64u, 80u, 96u, 112u, 128u, 144u, 160u, 176u, 192u, 208u,
+    224u, 240u, 256u, 272u, 288u, 304u, 320u, 336u, 352u, 368u, 384u, 400u,
+    416u, 432u, 448u, 464u, 480u, 496u, 512u, 528u, 544u, 560u, 576u, 592u,
+    608u, 624u, 640u, 656u, 672u, 688u, 704u, 720u, 736u, 752u, 768u, 784u,
+    800u, 816u, 832u, 848u, 864u, 880u, 896u, 912u, 928u, 944u, 960u, 976u,
+    992u, 1008u, 1024u, 1152u, 1280u, 1408u, 1536u, 1664u, 1792u, 1920u, 2048u, 2304u,
+    2560u, 2816u, 3072u, 3328u, 3584u, 3840u, 4096u, 4608u, 5120u, 5632u, 6144u, 6656u,
+    7168u, 7680u, 8192u, 9216u, 10240u, 11264u, 12288u, 13312u, 14336u, 15360u, 16384u,
+};
+_Static_assert(sizeof zone_stride_tab / sizeof zone_stride_tab[0] == 95, "class table and ZONE_NCLS agree");
+
+static inline uint32_t zone_cls_stride(unsigned c) { return zone_stride_tab[c]; }
 
 /* Class of a request of n <= ZONE_RUN_MAX_REQ bytes. */
 static inline unsigned zone_cls_of(size_t n) {
     size_t s = (n + ZONE_OVERLAP + 15) & ~(size_t)15;
-    if (s <= 1024) return s < 32 ? 0 : (unsigned)(s >> 4) - 2;
+    if (s <= ZONE_CLS_LIN) return s < 32 ? 0 : (unsigned)(s >> 4) - 2;
     unsigned m = 63u - (unsigned)__builtin_clzll((unsigned long long)(s - 1));
-    return 63 + (m - 10) * 8 + (unsigned)((s - 1 - ((size_t)1 << m)) >> (m - 3));
+    return ZONE_CLS_NLIN + ((m - ZONE_CLS_LIN_LOG2) << ZONE_CLS_LOG2K) +
+           (unsigned)((s - 1 - ((size_t)1 << m)) >> (m - ZONE_CLS_LOG2K));
 }
 
 static inline zone_run *zone_run_of_slot(const zone_blk *b) {
     uint32_t stride = zone_cls_stride(zone_slot_cls(b));
-    return (zone_run *)((unsigned char *)b - (size_t)zone_slot_idx(b) * stride - ZONE_RUN_HDR + ZONE_HDR);
+    return (zone_run *)((unsigned char *)b - (size_t)zone_slot_idx(b) * stride - ZONE_RUN_SLOT0);
 }
 
 /* Whether run r's struct agrees with its block b of `size` bytes. */
 static inline int zone_run_sane(const zone_run *r, const zone_blk *b, size_t size) {
-    return r->magic == zone_run_magic(r) && r->cls < ZONE_NCLS && r->stride == zone_cls_stride(r->cls) &&
-           r->first == (const unsigned char *)b + ZONE_RUN_HDR && r->nslots >= 1 &&
-           r->nslots <= ZONE_RUN_MAX_SLOTS && ZONE_RUN_HDR + (size_t)r->nslots * r->stride <= size &&
+    return r == zone_run_of_block(b) && r->magic == zone_run_magic(r) && r->cls < ZONE_NCLS &&
+           r->stride == zone_cls_stride(r->cls) && r->lead == (unsigned)((const unsigned char *)r - (const unsigned char *)b) &&
+           r->first == (const unsigned char *)r + ZONE_RUN_SLOT0 && r->nslots >= 1 &&
+           r->nslots <= ZONE_RUN_MAX_SLOTS &&
+           (size_t)(r->first - (const unsigned char *)b) + (size_t)r->nslots * r->stride <= size &&
            r->bump <= r->nslots && r->used <= r->bump && r->state >= ZONE_RUN_CUR &&
-           r->state <= ZONE_RUN_FULL;
+           r->state <= ZONE_RUN_SPARE;
 }
 
 /* User bytes of a used block or slot; bytes asked for; its name. */
