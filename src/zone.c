@@ -580,7 +580,7 @@ static void *zone_alloc_impl(hk_zone *z, size_t n, size_t align, int tag, void *
     if (HK__UNLIKELY(!hk_is_pow2(align) || align > ZONE_MAX_ALIGN)) {
         z->fail_count++;
         hk__report(&z->rep, HK_ERR_INVALID, HK_EK_INVALID_ARG, NULL, align, name,
-                   "alignment %zu is not a power of two up to 2^35 (request of %zu bytes)", align, n);
+                   "alignment %zu is not a power of two up to 2^34 (request of %zu bytes)", align, n);
         return NULL;
     }
     int tracked =
@@ -750,7 +750,9 @@ static inline unsigned char *zone_slot_pop(zone_run *r, uint32_t *word) {
     }
     if (r->bump < r->nslots) {
         u = r->first + (size_t)r->bump * r->stride + ZONE_HDR;
-        zone_unpoison(u - ZONE_OVERLAP, ZONE_OVERLAP);
+        /* the header and the 8 bytes before it (the previous slot's last
+         * bytes, like a plain block's overlap) stay addressable */
+        zone_unpoison(u - ZONE_HDR, ZONE_HDR);
         *word = zone_slot_word(r->bump, r->cls, 0);
         r->bump++;
         return u;

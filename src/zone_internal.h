@@ -26,7 +26,7 @@
 #define ZONE_FL_COUNT       28u
 #define ZONE_MAX_BLOCK      ((size_t)UINT32_MAX << 4)
 #define ZONE_MAX_REQUEST    (ZONE_MAX_BLOCK - 256u)
-#define ZONE_MAX_ALIGN      ((size_t)1 << 35)
+#define ZONE_MAX_ALIGN      ((size_t)1 << 34) /* log2 - 4 = 30: the field value 31 marks runs */
 #define ZONE_GROW_CHUNK_MAX ((size_t)256 << 20)
 #define ZONE_RESERVE        ((size_t)1 << 36) /* address space reserved for a growing zone (64-bit hosts) */
 #define ZONE_NTAGS          256u

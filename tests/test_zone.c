@@ -112,7 +112,7 @@ HKT_TEST(overhead_is_eight_bytes_untracked) {
 
 HKT_TEST(merging_both_neighbours) {
     hkt_errors errs = {0};
-    hk_zone *z = mk(&errs, 0);
+    hk_zone *z = mk(&errs, HK_ZONE_NO_RUNS) /* the layout of plain blocks */;
     REQUIRE(z != NULL);
     void *a = hk_zone_alloc(z, 100), *b = hk_zone_alloc(z, 100), *c = hk_zone_alloc(z, 100);
     void *guard = hk_zone_alloc(z, 100);
@@ -506,7 +506,7 @@ HKT_TEST(growth_in_place_extends_the_region) {
  * carved from that block's end; the free remainder keeps its address. */
 HKT_TEST(carving_from_the_end_of_an_interior_hole) {
     hkt_errors errs = {0};
-    hk_zone *z = mk(&errs, 0);
+    hk_zone *z = mk(&errs, HK_ZONE_NO_RUNS);
     REQUIRE(z != NULL);
     unsigned char *a = hk_zone_alloc(z, 100);
     unsigned char *hole = hk_zone_alloc(z, 20000);

@@ -228,24 +228,30 @@ HKT_TEST(write_after_free) {
     hk_zone_destroy(z);
 }
 
-/* Damaged free-list link and counters are found by check. */
-HKT_TEST(damaged_structures) {
+/* Damaged free-list link and counters are found by check: the link of a
+ * free plain block, or of a free slot in a run. */
+static void damaged_structures(uint32_t flags, hk_error_kind link_kind) {
     hkt_errors errs = {0};
-    hk_zone *z = mk(&errs, 0);
+    hk_zone *z = mk(&errs, flags);
     unsigned char *a = hk_zone_alloc(z, 100);
     void *wall = hk_zone_alloc(z, 10);
     (void)wall;
     hk_zone_free(z, a);
-    void **link = (void **)a; /* next_free of the freed block */
+    void **link = (void **)a; /* next_free of the freed block, or the slot's free-list link */
+    hk__san_access(link, sizeof *link);
     void *saved = *link;
     int local;
     *link = &local;
     CHECK_EQ(hk_zone_check(z), HK_ERR_CORRUPT);
-    CHECK_EQ(errs.last_kind, HK_EK_CORRUPT_STRUCTURE);
+    CHECK_EQ(errs.last_kind, link_kind);
+    hk__san_access(link, sizeof *link);
     *link = saved;
     CHECK_EQ(hk_zone_check(z), HK_OK);
     hk_zone_destroy(z);
 }
+
+HKT_TEST(damaged_structures_plain) { damaged_structures(HK_ZONE_NO_RUNS, HK_EK_CORRUPT_STRUCTURE); }
+HKT_TEST(damaged_structures_runs) { damaged_structures(0, HK_EK_CORRUPT_FREE); }
 
 HKT_TEST(exhaustion_reports_size) {
     hkt_errors errs = {0};

@@ -18,6 +18,25 @@
  *    tail stays untouched. Likewise a block freed after a free neighbour
  *    grows that neighbour in place when its class does not change.
  *
+ * Small-block runs (on by default; off with HK_ZONE_NO_RUNS or any debug
+ * flag): untracked requests of at most 16376 bytes from hk_zone_alloc,
+ * hk_zone_calloc and hk_zone_realloc are served from runs. A run is one
+ * used block of the TLSF core cut into equal slots of one size class (95
+ * classes: slot sizes in 16-byte steps from 32 to 1024 bytes, then 8 per
+ * doubling up to 16 KiB). Slots of one class are interchangeable, so a
+ * freed slot needs no merging: it goes on its run's free list (LIFO) and
+ * the next request of its class takes it, which keeps recently used memory
+ * in the cache. A run whose last slot is freed goes back to the TLSF core
+ * at once and is merged there like any block, except that each class keeps
+ * its current run and one spare empty run; those are given back before any
+ * allocation purges, grows or fails. Slots are carved from a run as they are
+ * first needed, so its untouched pages stay untouched. A growing zone grows
+ * to make a run; a zone that cannot grow gives a run at most 1/16 of its
+ * capacity and otherwise serves the request from a plain block. Slots are
+ * untracked blocks with tag HK_TAG_STATIC: tagged, owned, named or aligned
+ * allocations (hk_zone_alloc_tagged, _ex, memalign) are always plain TLSF
+ * blocks.
+ *
  * Complexity: alloc, free, calloc (plus the zeroing), memalign, realloc in
  * place (plus the copy when it moves), usable_size, change_tag: O(1) in the
  * number of blocks and in the heap size. The worst case is a fixed number of
@@ -29,16 +48,27 @@
  * HK_TAG_STATIC also walks the heap for untracked blocks (see below).
  * walk, check, where and dump are O(blocks).
  *
- * Fragmentation bound: a request of n bytes never takes a block of more than
- * n + n/32 + 31 bytes (class rounding + header + 16-byte granule); a free
- * block larger than the request by at least 32 bytes is always split. As for
- * any good-fit allocator, external fragmentation depends on the workload; an
- * allocation fails only when no free block of the rounded-up class exists
- * (so a request may fail while a free block up to 1/32 larger than the
- * request is available, but never when one of the next class exists).
+ * Fragmentation bound: in the TLSF core a request of n bytes never takes a
+ * block of more than n + n/32 + 31 bytes (class rounding + header + 16-byte
+ * granule); a free block larger than the request by at least 32 bytes is
+ * always split. A slot takes at most n + 23 bytes up to 1016-byte requests
+ * and at most n + n/8 + 8 above. Runs add at most, per class, the unused
+ * slots of its partly used runs: the current run (16 KiB of slots, at least
+ * 4 slots), one spare run, and the runs left with free slots after frees
+ * (each holds at least one used slot). As for any good-fit allocator,
+ * external fragmentation depends on the workload; an allocation fails only
+ * when, after giving back every empty run, no free block of the rounded-up
+ * class exists (so a request may fail while a free block up to 1/32 larger
+ * than the request is available, but never when one of the next class
+ * exists). Measured on the bench's game-frame trace: peak footprint / peak
+ * live bytes 1.08 (see docs/zone.md).
  *
  * Per-block overhead (release build, no debug flags):
- *  - untracked blocks (hk_zone_alloc & co. with the default tag, no owner, no
+ *  - slots: 8 bytes (the slot header: index in its run, class, slack, tag,
+ *    flags and a 16-bit check), plus the rounding to the slot size of the
+ *    class (under 16 bytes up to 1 KiB, under 1/8 of the size above); a run
+ *    adds 112 bytes for its whole set of slots.
+ *  - untracked plain blocks (hk_zone_alloc & co. with the default tag, no owner, no
  *    name, no site): 8 bytes. The 16-byte header holds the size, tag, flags,
  *    slack and a 10-bit header check; its first 8 bytes (the previous
  *    block's size, needed only while that block is free) overlap the last 8
@@ -57,9 +87,11 @@
  *  and change_tag of an untracked block to another tag needs 56 spare bytes
  *  in or right after the block (see hk_zone_change_tag).
  *  HK_FLAG_CANARY adds at least 8 bytes per block.
+ *  change_tag of a slot to any tag other than HK_TAG_STATIC fails: a slot
+ *  has no room for a record (see hk_zone_change_tag).
  *
  * Limits: tags are 1..HK_ZONE_TAG_MAX; one block is at most 64 GiB - 16
- * bytes; a zone has at most HK_ZONE_MAX_REGIONS regions; alignment up to 2^35.
+ * bytes; a zone has at most HK_ZONE_MAX_REGIONS regions; alignment up to 2^34.
  *
  * Thread-safety: a zone is not thread-safe unless its desc carries lock
  * hooks, which every call below then takes (walk callbacks and on_error run
@@ -189,7 +221,7 @@ void *hk_zone_alloc_ex(hk_zone *z, const hk_zone_alloc_desc *d);
  * and returns NULL. O(1) plus the zeroing. */
 void *hk_zone_calloc(hk_zone *z, size_t count, size_t size);
 
-/* `size` bytes aligned to `align` (a power of two up to 2^35); the
+/* `size` bytes aligned to `align` (a power of two up to 2^34); the
  * alignment is kept when the block is reallocated. Bad alignment reports
  * HK_EK_INVALID_ARG and returns NULL. O(1). */
 void *hk_zone_memalign(hk_zone *z, size_t align, size_t size);
@@ -198,8 +230,11 @@ void *hk_zone_memalign(hk_zone *z, size_t align, size_t size);
  * more, becomes free); grows in place into a free block right after it;
  * otherwise allocates a new block with the same tag, owner, name and
  * alignment, copies, and frees the old one (the owner then points to the new
- * block). p NULL acts as alloc; size 0 keeps a minimal block (it does not
- * free). On failure returns NULL and the block at p is unchanged. A bad p is
+ * block). A slot (see "Small-block runs") stays in place while the new size
+ * fits it and uses at least half of it, and otherwise moves to the class of
+ * the new size (or to a plain block above 16376 bytes). p NULL acts as
+ * alloc; size 0 keeps a minimal block (it does not free). On failure
+ * returns NULL and the block at p is unchanged. A bad p is
  * reported as by hk_zone_free and NULL returned. O(1) plus the copy. */
 void *hk_zone_realloc(hk_zone *z, void *p, size_t size);
 
@@ -227,7 +262,10 @@ bool hk_zone_owns(hk_zone *z, const void *p);
  * (allocated with the default tag and no owner/name/site) gets its 56-byte
  * record from its own slack or the free block after it; when neither has
  * room, returns HK_ERR_NOMEM (reported) and the tag is unchanged: allocate
- * such blocks with hk_zone_alloc_tagged or use HK_ZONE_TRACK_ALL. O(1). */
+ * such blocks with hk_zone_alloc_tagged or use HK_ZONE_TRACK_ALL. A slot
+ * (a small block from hk_zone_alloc, see "Small-block runs") never has
+ * room: any tag but HK_TAG_STATIC gives HK_ERR_NOMEM (HK_ERR_INVALID for a
+ * purgeable tag, which needs an owner). O(1). */
 hk_result hk_zone_change_tag(hk_zone *z, void *p, int tag);
 
 /* The tag of the block at p, or 0 for a bad pointer (reported). O(1). */
