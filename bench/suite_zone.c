@@ -19,8 +19,8 @@
  * is tens to hundreds of us: timer interrupts and preemption, not the
  * allocator. So each allocator runs the same deterministic sequence (same
  * seed, fill, warm-up and timed churn; the warm-up length the first replay
- * reached within its time budget is repeated exactly) R times, each on a
- * freshly opened subject: R = 5 at heaps up to 16 MiB, 3 at 256 MiB and
+ * reached within its time budget is repeated exactly) R times on one
+ * instance of the subject: R = 5 at heaps up to 16 MiB, 3 at 256 MiB and
  * 1 GiB, 3 with --quick. Each timed operation's time is kept per replay
  * (free and malloc separately) and the filtered series is, per operation
  * index, the minimum over the R replays: an interrupt or a preemption hits
@@ -28,12 +28,13 @@
  * operation every time (a syscall, a page fault, a long merge, a trim)
  * stays. filtered_p99, filtered_p99.99 and filtered_max come from that
  * series; only the operations reached in every replay take part
- * (filtered_samples; the 4 s budget can stop the rover early). Caveat: the
- * zone and the rover start each replay from new memory, while the peers'
- * "fresh" instance is their process-wide heap after the previous replay
- * freed everything, so page faults they take only in the first replay drop
- * out of their filtered figures (filtered_faulting_ops counts the ops that
- * faulted in every replay; filtered_nofault_* leaves those out). The raw
+ * (filtered_samples; the 4 s budget can stop the rover early). Every
+ * replay frees all it allocated, and the next one reuses the same instance
+ * (the zone, the rover, or a peer's process-wide heap), so page faults an
+ * allocator takes only while first reaching its footprint drop out of the
+ * filtered figures, for every allocator alike (filtered_faulting_ops counts
+ * the ops that faulted in every replay; filtered_nofault_* leaves those
+ * out). The raw
  * figures (p99, max, nofault_*) are medians over the first min(reps, 3)
  * replays (1 at 256 MiB and 1 GiB), as before the filter was added.
  * Operations are timed with rdtscp (calibrated against clock_gettime over
@@ -603,7 +604,7 @@ static void lat_timer_init(void) {
     g_timer_overhead = hkb_median(d, 1001);
 }
 
-/* One replay of the latency sequence on a freshly opened subject: fill to
+/* One replay of the latency sequence on the open subject: fill to
  * `heap` live bytes (blocks of 16 B - 64 KiB), untimed warm-up churn, then
  * up to `limit` timed operations: free a random block, allocate a random
  * size. lat[i] gets operation i's time (ns; even i a malloc, odd i the free
@@ -616,7 +617,6 @@ static void lat_timer_init(void) {
 static size_t lat_replay(const subject *s, size_t heap, uint64_t seed, void **blk, size_t maxblocks,
                          size_t warm_max, size_t *warm, size_t limit, double *lat, unsigned char *faulted) {
     uint64_t r = seed;
-    subject_open(s, heap * 2 + ((size_t)64 << 20));
     const hkb_allocator *a = &s->a;
     size_t nb = 0, live = 0;
     while (live < heap && nb < maxblocks) {
@@ -673,7 +673,6 @@ static size_t lat_replay(const subject *s, size_t heap, uint64_t seed, void **bl
         }
     }
     for (size_t q = 0; q < nb; q++) a->free(blk[q]);
-    subject_close(s);
     return i;
 }
 
@@ -723,6 +722,10 @@ static void workload_latency(hkb_ctx *ctx) {
             double p99[3], p9999[3], mx[3], c99[3] = {0, 0, 0}, c9999[3] = {0, 0, 0}, cmx[3] = {0, 0, 0},
                                             faulted[3];
             size_t warm = 0, common = samples, rawtaken = samples;
+            /* one instance for all R replays (each ends with no live block):
+             * from the second replay on, every allocator works on memory it
+             * already has, as the peers' process-wide heaps do */
+            subject_open(&subj[s], heaps[h] * 2 + ((size_t)64 << 20));
             for (int k = 0; k < R; k++) {
                 double *lk = lat + (size_t)k * samples;
                 size_t taken = lat_replay(&subj[s], heaps[h], ctx->seed + (uint64_t)h * 7919, blk, maxblocks,
@@ -744,6 +747,7 @@ static void workload_latency(hkb_ctx *ctx) {
                     if (nf) lat_stats(clean, nf, &c99[k], &c9999[k], &cmx[k]);
                 }
             }
+            subject_close(&subj[s]);
             char wl[48];
             snprintf(wl, sizeof wl, "latency_%zuMiB", heaps[h] >> 20);
             double m99 = hkb_median(p99, reps), m9999 = hkb_median(p9999, reps), mmax = hkb_median(mx, reps);
