@@ -141,7 +141,7 @@ enum {
 
 /* Zero-initialisable. */
 typedef struct hk_zone_desc {
-    /* The first region. With `memory` the control block (about 29 KiB) lives
+    /* The first region. With `memory` the control block (about 31 KiB) lives
      * at its start and the rest is the heap; the OS is never called unless
      * grow_size is set. Without `memory`, `size` bytes (0: 1 MiB) are taken
      * from the OS. */
