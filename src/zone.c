@@ -914,7 +914,8 @@ static hk_result zone_classify_in_run(hk_zone *z, const void *p, zone_blk *b, co
     const unsigned char *a = (const unsigned char *)p;
     if (!zone_run_sane(r, b, zone_bsize(b)))
         return hk__report(&z->rep, HK_ERR_CORRUPT, HK_EK_CORRUPT_STRUCTURE, p, 0, NULL,
-                          "%s(%p): the small-block run %p holding it is damaged; nothing freed", op, p, (void *)r);
+                          "%s(%p): the small-block run %p holding it is damaged; nothing freed", op, p,
+                          (void *)r);
     if (a < r->first + ZONE_HDR)
         return hk__report(&z->rep, HK_ERR_INVALID, HK_EK_INTERIOR_PTR, p, 0, NULL,
                           "%s(%p): pointer is inside the header of small-block run %p, not a block", op, p,
@@ -931,10 +932,11 @@ static hk_result zone_classify_in_run(hk_zone *z, const void *p, zone_blk *b, co
                           "%s(%p): the header of that block (at %p) is damaged; block left alone", op, p,
                           (void *)((unsigned char *)s + ZONE_OVERLAP));
     if (!(s->bits & ZB_USED))
-        return hk__report(&z->rep, HK_ERR_DOUBLE_FREE, HK_EK_DOUBLE_FREE, p, zone_area(s), NULL,
-                          "%s(%p): pointer is in free space (free block %p of %zu bytes in a small-block run): "
-                          "freed already?",
-                          op, p, (void *)zone_user(s), zone_area(s));
+        return hk__report(
+            &z->rep, HK_ERR_DOUBLE_FREE, HK_EK_DOUBLE_FREE, p, zone_area(s), NULL,
+            "%s(%p): pointer is in free space (free block %p of %zu bytes in a small-block run): "
+            "freed already?",
+            op, p, (void *)zone_user(s), zone_area(s));
     if (a == zone_user(s))
         return hk__report(&z->rep, HK_ERR_CORRUPT, HK_EK_CORRUPT_HEADER, p, 0, NULL,
                           "%s(%p): the header of that block does not match its run; block left alone", op, p);
@@ -1012,9 +1014,9 @@ static zone_blk *zone_lookup(hk_zone *z, const void *p, const char *op, hk_resul
     if (zone_is_slot(b)) {
         if (HK__UNLIKELY(!(b->bits & ZB_USED))) {
             size_t n = zone_cls_stride(zone_slot_cls(b) % ZONE_NCLS) - ZONE_OVERLAP;
-            *res = hk__report(&z->rep, HK_ERR_DOUBLE_FREE, HK_EK_DOUBLE_FREE, p, n, NULL,
-                              "%s(%p): block %p (%zu bytes, in a small-block run) is already free", op, p, p,
-                              n);
+            *res =
+                hk__report(&z->rep, HK_ERR_DOUBLE_FREE, HK_EK_DOUBLE_FREE, p, n, NULL,
+                           "%s(%p): block %p (%zu bytes, in a small-block run) is already free", op, p, p, n);
             return NULL;
         }
         if (HK__UNLIKELY(b->tag != HK_TAG_STATIC || !zone_slot_run(r, b))) {
@@ -1027,7 +1029,8 @@ static zone_blk *zone_lookup(hk_zone *z, const void *p, const char *op, hk_resul
         *res = HK_OK;
         return b;
     }
-    if (HK__UNLIKELY(zone_bsize(b) < ZONE_MIN_BLOCK || zone_bsize(b) > (size_t)(r->end - (unsigned char *)b))) {
+    if (HK__UNLIKELY(zone_bsize(b) < ZONE_MIN_BLOCK ||
+                     zone_bsize(b) > (size_t)(r->end - (unsigned char *)b))) {
         *res = zone_classify_bad(z, p, ri, op);
         return NULL;
     }
@@ -1281,10 +1284,10 @@ hk_result hk_zone_free(hk_zone *z, void *p) {
      * hooks. Anything unusual goes through zone_lookup, which reports. */
     const zone_region *hr = &z->regions[z->region_hint];
     zone_blk *b = zone_from_user(p);
-    if (HK__LIKELY(!z->lock.lock && (const unsigned char *)b >= hr->base && (const unsigned char *)p <= hr->end &&
-                   !((uintptr_t)p & 15) && !zone_is_poisoned(b, ZONE_HDR) &&
-                   (b->bits & (ZB_SLOT_MASK | ZB_USED)) == ZB_SLOT_USED && b->tag == HK_TAG_STATIC &&
-                   zone_hdr_ok(b))) {
+    if (HK__LIKELY(!z->lock.lock && (const unsigned char *)b >= hr->base &&
+                   (const unsigned char *)p <= hr->end && !((uintptr_t)p & 15) &&
+                   !zone_is_poisoned(b, ZONE_HDR) && (b->bits & (ZB_SLOT_MASK | ZB_USED)) == ZB_SLOT_USED &&
+                   b->tag == HK_TAG_STATIC && zone_hdr_ok(b))) {
         zone_run *r = zone_slot_run(hr, b);
         if (HK__LIKELY(r != NULL)) {
             zone_slot_free(z, b, r);
@@ -1390,12 +1393,13 @@ static size_t zone_absorb_next(hk_zone *z, zone_blk *b, zone_blk *nx, size_t old
 }
 
 /* realloc of the used slot b: stays in place while n fits and wastes at
- * most half the slot, else moves (to another class or a block). */
+ * most half the slot (or n is of the slot's own class), else moves (to
+ * another class or a block). */
 static void *zone_slot_realloc(hk_zone *z, zone_blk *b, size_t n) {
     zone_run *r = zone_run_of_slot(b);
     unsigned char *u = zone_user(b);
     size_t area = r->stride - ZONE_OVERLAP, old_req = area - zone_slot_slack(b);
-    if (n <= area && n >= area / 2) {
+    if (n <= area && (n >= area / 2 || zone_cls_of(n) == zone_slot_cls(b))) {
         size_t slack = area - n;
         zone_slot_set(b, zone_slot_word(zone_slot_idx(b), zone_slot_cls(b), (uint32_t)slack), HK_TAG_STATIC,
                       ZB_SLOT_USED);

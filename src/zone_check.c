@@ -43,8 +43,8 @@ typedef struct zone_tally {
 static hk_result zone_check_run(hk_zone *z, zone_blk *b, size_t size, zone_tally *t) {
     zone_run *r = zone_run_of_block(b);
     if (!zone_run_sane(r, b, size))
-        ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r, "small-block run %p (block of %zu bytes) is damaged", (void *)r,
-                     size);
+        ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r, "small-block run %p (block of %zu bytes) is damaged",
+                     (void *)r, size);
     size_t used = 0;
     for (uint32_t i = 0; i < r->bump; i++) {
         zone_blk *s = (zone_blk *)(r->first + (size_t)i * r->stride);
@@ -54,8 +54,9 @@ static hk_result zone_check_run(hk_zone *z, zone_blk *b, size_t size, zone_tally
                          (void *)zone_user(s), i, (void *)r);
         if (s->bits & ZB_USED) {
             if (s->tag != HK_TAG_STATIC || zone_slot_slack(s) > r->stride - ZONE_OVERLAP)
-                ZONE_CORRUPT(HK_EK_CORRUPT_HEADER, zone_user(s), "block %p (slot %u of run %p) has tag %u, slack %u",
-                             (void *)zone_user(s), i, (void *)r, s->tag, zone_slot_slack(s));
+                ZONE_CORRUPT(HK_EK_CORRUPT_HEADER, zone_user(s),
+                             "block %p (slot %u of run %p) has tag %u, slack %u", (void *)zone_user(s), i,
+                             (void *)r, s->tag, zone_slot_slack(s));
             used++;
             t->used_req += zone_requested(s);
         } else if (s->tag || zone_slot_slack(s)) {
@@ -64,8 +65,8 @@ static hk_result zone_check_run(hk_zone *z, zone_blk *b, size_t size, zone_tally
         }
     }
     if (used != r->used)
-        ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r, "run %p has %zu used slots, its count says %u", (void *)r, used,
-                     r->used);
+        ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r, "run %p has %zu used slots, its count says %u", (void *)r,
+                     used, r->used);
     size_t nfree = 0;
     for (unsigned char *u = r->free; u;) {
         uintptr_t off = (uintptr_t)(u - r->first - ZONE_HDR);
@@ -258,8 +259,8 @@ static hk_result zone_check_classes(hk_zone *z, const zone_tally *t) {
         if ((r = z->cls[c].spare) != NULL) {
             zone_blk *b = zone_run_block(r);
             if (!zone_ptr_sane(z, b) || !zone_is_run(b) || r->cls != c || r->state != ZONE_RUN_SPARE)
-                ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "class %u's spare run %p is not a spare run of it", c,
-                             (void *)r);
+                ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "class %u's spare run %p is not a spare run of it",
+                             c, (void *)r);
             spare++;
         }
         zone_run *prev = NULL;
@@ -267,14 +268,17 @@ static hk_result zone_check_classes(hk_zone *z, const zone_tally *t) {
             zone_blk *b = zone_run_block(r);
             if (++partial > t->runs_partial || !zone_ptr_sane(z, b) || !zone_is_run(b) || r->cls != c ||
                 r->state != ZONE_RUN_PARTIAL || r->prev != prev)
-                ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "class %u's partial list reaches %p, not a partial run "
-                             "of it", c, (void *)r);
+                ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z,
+                             "class %u's partial list reaches %p, not a partial run "
+                             "of it",
+                             c, (void *)r);
         }
     }
     if (cur != t->runs_cur || partial != t->runs_partial || spare != t->runs_spare)
-        ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z,
-                     "classes list %zu current, %zu partial and %zu spare runs, the heap has %zu, %zu and %zu",
-                     cur, partial, spare, t->runs_cur, t->runs_partial, t->runs_spare);
+        ZONE_CORRUPT(
+            HK_EK_CORRUPT_STRUCTURE, z,
+            "classes list %zu current, %zu partial and %zu spare runs, the heap has %zu, %zu and %zu", cur,
+            partial, spare, t->runs_cur, t->runs_partial, t->runs_spare);
     return HK_OK;
 }
 
@@ -457,7 +461,8 @@ static int zone_visit_run(hk_zone *z, zone_blk *b, zone_visit_fn fn, void *user)
         v = fn(z, ZONE_SPAN_BLOCK, (unsigned char *)s + ZONE_OVERLAP, r->stride, &info, user);
         if (v) return v;
     }
-    unsigned char *tail = r->first + (size_t)r->bump * r->stride + ZONE_OVERLAP, *end = (unsigned char *)b + size;
+    unsigned char *tail = r->first + (size_t)r->bump * r->stride + ZONE_OVERLAP,
+                  *end = (unsigned char *)b + size;
     if (end > tail + ZONE_OVERLAP) {
         memset(&info, 0, sizeof info);
         info.address = tail + ZONE_OVERLAP;

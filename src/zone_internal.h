@@ -30,7 +30,7 @@
 #define ZONE_GROW_CHUNK_MAX ((size_t)256 << 20)
 #define ZONE_RESERVE        ((size_t)1 << 36) /* address space reserved for a growing zone (64-bit hosts) */
 #define ZONE_NTAGS          256u
-#define ZONE_TAG_WAYS       8u    /* each tag's blocks are dealt round-robin over this many lists */
+#define ZONE_TAG_WAYS       8u /* each tag's blocks are dealt round-robin over this many lists */
 /* Small-block runs (see src/zone.c, "runs") */
 #define ZONE_RUN_HDR        112u /* bytes of a run block before its slots (at most; see zone_run_of_block) */
 #define ZONE_RUN_SLOT0      48u  /* run struct to slot 0's block address */
@@ -55,11 +55,11 @@
 #define ZB_ALIGN_SHIFT 3u
 /* The alignment field's top value marks a run: a used block with it (and no
  * EXT) is a run block; a header with it and EXT is a slot header. */
-#define ZONE_RUN_ALOG  31u
-#define ZB_RUN_MARK    (ZONE_RUN_ALOG << ZB_ALIGN_SHIFT)
-#define ZB_SLOT_MASK   (ZB_RUN_MARK | ZB_EXT)
-#define ZB_SLOT_FREE   (ZB_RUN_MARK | ZB_EXT)
-#define ZB_SLOT_USED   (ZB_RUN_MARK | ZB_EXT | ZB_USED)
+#define ZONE_RUN_ALOG 31u
+#define ZB_RUN_MARK   (ZONE_RUN_ALOG << ZB_ALIGN_SHIFT)
+#define ZB_SLOT_MASK  (ZB_RUN_MARK | ZB_EXT)
+#define ZB_SLOT_FREE  (ZB_RUN_MARK | ZB_EXT)
+#define ZB_SLOT_USED  (ZB_RUN_MARK | ZB_EXT | ZB_USED)
 
 typedef struct zone_blk {
     uint64_t prev_size;
@@ -100,12 +100,12 @@ typedef struct zone_run {
     unsigned char *free;  /* free slots' user pointers, LIFO, linked through their first 8 bytes */
     unsigned char *first; /* slot 0's block address (the struct + ZONE_RUN_SLOT0); NULL once released */
     uint32_t stride, nslots;
-    uint32_t used; /* slots in use */
-    uint32_t bump; /* slots carved so far; slots past it have no header yet */
+    uint32_t used;  /* slots in use */
+    uint32_t bump;  /* slots carved so far; slots past it have no header yet */
     uint32_t magic; /* ZONE_RUN_MAGIC ^ (address >> 4) */
     uint16_t cls;
-    uint8_t state; /* ZONE_RUN_CUR, _PARTIAL, _FULL or _SPARE */
-    uint8_t lead;  /* run block address to the struct: 16..64 */
+    uint8_t state;                /* ZONE_RUN_CUR, _PARTIAL, _FULL or _SPARE */
+    uint8_t lead;                 /* run block address to the struct: 16..64 */
     struct zone_run *next, *prev; /* the class's list of partial runs (NULL-terminated) */
 } zone_run;
 
@@ -118,7 +118,8 @@ typedef struct zone_cls {
 } zone_cls;
 
 _Static_assert(sizeof(zone_run) == 56, "run struct is 56 bytes");
-_Static_assert(sizeof(zone_run) <= ZONE_RUN_SLOT0 + ZONE_OVERLAP, "the run struct ends before slot 0's header");
+_Static_assert(sizeof(zone_run) <= ZONE_RUN_SLOT0 + ZONE_OVERLAP,
+               "the run struct ends before slot 0's header");
 _Static_assert(64 + ZONE_RUN_SLOT0 <= ZONE_RUN_HDR, "slot 0 starts within the run header bytes");
 
 typedef struct zone_region {
@@ -151,7 +152,7 @@ struct hk_zone {
     uint32_t seq;
     uint32_t flags;
     int purge_level;
-    int bulk;  /* inside free_tags/purge: no region release */
+    int bulk;          /* inside free_tags/purge: no region release */
     size_t run_bytes;  /* bytes of the TLSF blocks that are runs (not in used_bytes) */
     size_t slot_bytes; /* strides of the used slots */
     size_t nruns;
@@ -237,11 +238,10 @@ static inline uint16_t zone_slot_chk(const zone_blk *b, uint32_t word, unsigned 
 }
 
 static inline int zone_hdr_ok(const zone_blk *b) {
-    if ((b->bits & ZB_SLOT_MASK) == ZB_SLOT_MASK) return b->chk == zone_slot_chk(b, b->size16, b->tag, b->bits);
+    if ((b->bits & ZB_SLOT_MASK) == ZB_SLOT_MASK)
+        return b->chk == zone_slot_chk(b, b->size16, b->tag, b->bits);
     return b->chk == zone_chk_calc(b, b->size16, b->tag, b->bits, b->chk & 63u);
 }
-
-
 
 /* ---- runs ------------------------------------------------------------------ */
 
@@ -261,7 +261,9 @@ static inline int zone_is_run(const zone_blk *b) {
 static inline zone_run *zone_run_of_block(const zone_blk *b) {
     return (zone_run *)(((uintptr_t)b + ZONE_HDR + 63) & ~(uintptr_t)63);
 }
-static inline zone_blk *zone_run_block(const zone_run *r) { return (zone_blk *)((unsigned char *)r - r->lead); }
+static inline zone_blk *zone_run_block(const zone_run *r) {
+    return (zone_blk *)((unsigned char *)r - r->lead);
+}
 static inline uint32_t zone_run_magic(const zone_run *r) {
     return ZONE_RUN_MAGIC ^ (uint32_t)((uintptr_t)r >> 4);
 }
@@ -271,13 +273,12 @@ static inline uint32_t zone_run_magic(const zone_run *r) {
  * stride up without branches). zone_cls_of maps a request to its class;
  * tests/test_zone_runs.c checks the two agree. */
 static const uint32_t zone_stride_tab[ZONE_NCLS] = {
-    32u, 48u, 64u, 80u, 96u, 112u, 128u, 144u, 160u, 176u, 192u, 208u,
-    224u, 240u, 256u, 272u, 288u, 304u, 320u, 336u, 352u, 368u, 384u, 400u,
-    416u, 432u, 448u, 464u, 480u, 496u, 512u, 528u, 544u, 560u, 576u, 592u,
-    608u, 624u, 640u, 656u, 672u, 688u, 704u, 720u, 736u, 752u, 768u, 784u,
-    800u, 816u, 832u, 848u, 864u, 880u, 896u, 912u, 928u, 944u, 960u, 976u,
-    992u, 1008u, 1024u, 1152u, 1280u, 1408u, 1536u, 1664u, 1792u, 1920u, 2048u, 2304u,
-    2560u, 2816u, 3072u, 3328u, 3584u, 3840u, 4096u, 4608u, 5120u, 5632u, 6144u, 6656u,
+    32u,   48u,   64u,   80u,   96u,    112u,   128u,   144u,   160u,   176u,   192u,   208u,  224u,  240u,
+    256u,  272u,  288u,  304u,  320u,   336u,   352u,   368u,   384u,   400u,   416u,   432u,  448u,  464u,
+    480u,  496u,  512u,  528u,  544u,   560u,   576u,   592u,   608u,   624u,   640u,   656u,  672u,  688u,
+    704u,  720u,  736u,  752u,  768u,   784u,   800u,   816u,   832u,   848u,   864u,   880u,  896u,  912u,
+    928u,  944u,  960u,  976u,  992u,   1008u,  1024u,  1152u,  1280u,  1408u,  1536u,  1664u, 1792u, 1920u,
+    2048u, 2304u, 2560u, 2816u, 3072u,  3328u,  3584u,  3840u,  4096u,  4608u,  5120u,  5632u, 6144u, 6656u,
     7168u, 7680u, 8192u, 9216u, 10240u, 11264u, 12288u, 13312u, 14336u, 15360u, 16384u,
 };
 _Static_assert(sizeof zone_stride_tab / sizeof zone_stride_tab[0] == 95, "class table and ZONE_NCLS agree");
@@ -301,7 +302,8 @@ static inline zone_run *zone_run_of_slot(const zone_blk *b) {
 /* Whether run r's struct agrees with its block b of `size` bytes. */
 static inline int zone_run_sane(const zone_run *r, const zone_blk *b, size_t size) {
     return r == zone_run_of_block(b) && r->magic == zone_run_magic(r) && r->cls < ZONE_NCLS &&
-           r->stride == zone_cls_stride(r->cls) && r->lead == (unsigned)((const unsigned char *)r - (const unsigned char *)b) &&
+           r->stride == zone_cls_stride(r->cls) &&
+           r->lead == (unsigned)((const unsigned char *)r - (const unsigned char *)b) &&
            r->first == (const unsigned char *)r + ZONE_RUN_SLOT0 && r->nslots >= 1 &&
            r->nslots <= ZONE_RUN_MAX_SLOTS &&
            (size_t)(r->first - (const unsigned char *)b) + (size_t)r->nslots * r->stride <= size &&

@@ -231,7 +231,7 @@ void *hk_zone_memalign(hk_zone *z, size_t align, size_t size);
  * otherwise allocates a new block with the same tag, owner, name and
  * alignment, copies, and frees the old one (the owner then points to the new
  * block). A slot (see "Small-block runs") stays in place while the new size
- * fits it and uses at least half of it, and otherwise moves to the class of
+ * fits it and uses at least half of it (or belongs to its class), and otherwise moves to the class of
  * the new size (or to a plain block above 16376 bytes). p NULL acts as
  * alloc; size 0 keeps a minimal block (it does not free). On failure
  * returns NULL and the block at p is unchanged. A bad p is
