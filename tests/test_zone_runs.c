@@ -761,8 +761,8 @@ HKT_TEST(runs_small_fixed_zone) {
 HKT_TEST(runs_realloc_same_class_stays) {
     hkt_errors errs = {0};
     static unsigned char mem[256 << 10] __attribute__((aligned(64)));
-    hk_zone *z = hk_zone_create(&(hk_zone_desc){.memory = mem, .size = sizeof mem, .on_error = hkt_on_error,
-                                                .error_user = &errs});
+    hk_zone *z = hk_zone_create(
+        &(hk_zone_desc){.memory = mem, .size = sizeof mem, .on_error = hkt_on_error, .error_user = &errs});
     REQUIRE(z != NULL);
     unsigned char *p = hk_zone_alloc(z, 20);
     REQUIRE(p != NULL);
