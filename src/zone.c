@@ -40,8 +40,8 @@
  *    lists' total length.
  *  - a used block whose alignment field is ZONE_RUN_ALOG (and without EXT)
  *    is a run (see "runs" below); its bytes count in run_bytes, not
- *    used_bytes. Its struct is sane (magic, class, stride, nslots fit the
- *    block, used <= bump <= nslots); slots below bump have slot headers
+ *    used_bytes. Its struct is sane (first slot address, class, stride,
+ *    nslots fit the block, used <= bump <= nslots); slots below bump have slot headers
  *    (used or free) naming their index and class; `used` counts the used
  *    ones; the free list holds exactly the free ones. The class's cur run
  *    has state CUR; a run with state PARTIAL is in its class's partial list
@@ -630,13 +630,14 @@ static zone_blk *zone_release(hk_zone *z, zone_blk *b, int clear_owner) {
  * needs no merging: it goes on its run's free list and is reused by the next
  * request of its class. A run that becomes empty goes back to the TLSF core
  * at once (and is merged there as any block), except each class's current
- * run, which is kept (at most one empty run per class; they are given back
- * before any purge or growth). Slots are carved lazily (`bump`), so a run's
- * untouched pages stay untouched.
+ * run and one spare empty run (given back before any purge or growth).
+ * Slots are carved lazily (`bump`), so a run's untouched pages stay
+ * untouched.
  *
  * A slot's 8-byte header sits where a TLSF header's size/tag/bits/chk sit
- * (user pointer - 8) and carries the same 10-bit check, so every pointer
- * check (double free, foreign, interior, damaged header) works alike for both.
+ * (user pointer - 8) and carries a 16-bit check (zone_slot_chk), so every
+ * pointer check (double free, foreign, interior, damaged header) works alike
+ * for both.
  */
 
 static inline void zone_slot_set(zone_blk *b, uint32_t word, unsigned tag, unsigned bits) {
@@ -700,7 +701,6 @@ static zone_run *zone_run_new(hk_zone *z, unsigned ci) {
     r->cls = (uint16_t)ci;
     r->state = 0;
     r->lead = (uint8_t)((unsigned char *)r - (unsigned char *)b);
-    r->magic = zone_run_magic(r);
     z->run_bytes += bsize;
     z->nruns++;
     return r;
@@ -713,7 +713,6 @@ static zone_blk *zone_run_release(hk_zone *z, zone_run *r) {
     size_t size = zone_bsize(b);
     z->run_bytes -= size;
     z->nruns--;
-    r->magic = 0;
     r->first = NULL; /* a stale slot pointer into it no longer finds a run */
     zone_unpoison(zone_user(b), size - ZONE_HDR);
     zone_blk *m = zone_merge_insert(z, b);
@@ -1013,7 +1012,7 @@ static zone_blk *zone_lookup(hk_zone *z, const void *p, const char *op, hk_resul
     }
     if (zone_is_slot(b)) {
         if (HK__UNLIKELY(!(b->bits & ZB_USED))) {
-            size_t n = zone_cls_stride(zone_slot_cls(b) % ZONE_NCLS) - ZONE_OVERLAP;
+            size_t n = zone_area(b);
             *res =
                 hk__report(&z->rep, HK_ERR_DOUBLE_FREE, HK_EK_DOUBLE_FREE, p, n, NULL,
                            "%s(%p): block %p (%zu bytes, in a small-block run) is already free", op, p, p, n);
@@ -1181,9 +1180,7 @@ static void *zone_alloc_plain(hk_zone *z, size_t size) {
 
 static HK__NOINLINE void *zone_alloc_locked(hk_zone *z, size_t size) {
     hk__lock(&z->lock);
-    void *p = NULL;
-    if (z->runs_on && size <= ZONE_RUN_MAX_REQ) p = zone_slot_alloc(z, size);
-    if (!p) p = zone_alloc_plain(z, size);
+    void *p = zone_alloc_plain(z, size);
     zone_check_after(z);
     hk__unlock(&z->lock);
     return p;
@@ -1303,10 +1300,7 @@ size_t hk_zone_usable_size(hk_zone *z, const void *p) {
     hk_result res;
     zone_blk *b = zone_lookup(z, p, "usable_size", &res);
     size_t n = 0;
-    if (b && zone_is_slot(b))
-        n = zone_cls_stride(zone_slot_cls(b)) - ZONE_OVERLAP;
-    else if (b)
-        n = (z->flags & HK_FLAG_CANARY) ? zone_requested(b) : zone_area(b);
+    if (b) n = (z->flags & HK_FLAG_CANARY) ? zone_requested(b) : zone_area(b);
     hk__unlock(&z->lock);
     return n;
 }

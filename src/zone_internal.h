@@ -44,7 +44,6 @@
 #define ZONE_RUN_TARGET     ((size_t)16 << 10) /* bytes of slots per run, before the slot-count limits */
 #define ZONE_RUN_MIN_SLOTS  4u
 #define ZONE_RUN_MAX_SLOTS  4095u /* slot index is 12 bits */
-#define ZONE_RUN_MAGIC      0x52756e21u
 #define ZONE_RUN_OFF                                                                                         \
     (HK_FLAG_FILL | HK_FLAG_CANARY | HK_FLAG_ZERO | HK_FLAG_PARANOID | HK_FLAG_RECORD_SITE |                 \
      HK_ZONE_TRACK_ALL | HK_ZONE_NO_RUNS)
@@ -100,9 +99,8 @@ typedef struct zone_run {
     unsigned char *free;  /* free slots' user pointers, LIFO, linked through their first 8 bytes */
     unsigned char *first; /* slot 0's block address (the struct + ZONE_RUN_SLOT0); NULL once released */
     uint32_t stride, nslots;
-    uint32_t used;  /* slots in use */
-    uint32_t bump;  /* slots carved so far; slots past it have no header yet */
-    uint32_t magic; /* ZONE_RUN_MAGIC ^ (address >> 4) */
+    uint32_t used; /* slots in use */
+    uint32_t bump; /* slots carved so far; slots past it have no header yet */
     uint16_t cls;
     uint8_t state;                /* ZONE_RUN_CUR, _PARTIAL, _FULL or _SPARE */
     uint8_t lead;                 /* run block address to the struct: 16..64 */
@@ -264,9 +262,6 @@ static inline zone_run *zone_run_of_block(const zone_blk *b) {
 static inline zone_blk *zone_run_block(const zone_run *r) {
     return (zone_blk *)((unsigned char *)r - r->lead);
 }
-static inline uint32_t zone_run_magic(const zone_run *r) {
-    return ZONE_RUN_MAGIC ^ (uint32_t)((uintptr_t)r >> 4);
-}
 
 /* Slot size of each class: 16-byte steps from 32 to 1024, then 8 classes
  * per doubling up to ZONE_RUN_MAX_STRIDE (a table: the free path looks the
@@ -301,8 +296,7 @@ static inline zone_run *zone_run_of_slot(const zone_blk *b) {
 
 /* Whether run r's struct agrees with its block b of `size` bytes. */
 static inline int zone_run_sane(const zone_run *r, const zone_blk *b, size_t size) {
-    return r == zone_run_of_block(b) && r->magic == zone_run_magic(r) && r->cls < ZONE_NCLS &&
-           r->stride == zone_cls_stride(r->cls) &&
+    return r == zone_run_of_block(b) && r->cls < ZONE_NCLS && r->stride == zone_cls_stride(r->cls) &&
            r->lead == (unsigned)((const unsigned char *)r - (const unsigned char *)b) &&
            r->first == (const unsigned char *)r + ZONE_RUN_SLOT0 && r->nslots >= 1 &&
            r->nslots <= ZONE_RUN_MAX_SLOTS &&

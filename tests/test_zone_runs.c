@@ -79,6 +79,9 @@ HKT_TEST(runs_class_table) {
     for (size_t n = 0; n <= ZONE_RUN_MAX_REQ; n++) {
         unsigned c = zone_cls_of(n);
         int ok = c < ZONE_NCLS && zone_cls_stride(c) >= n + 8 && (c == 0 || zone_cls_stride(c - 1) < n + 8);
+        /* the bound zone.h states: max(32, n + 23) up to 1016 bytes, < n + n/8 + 9 above */
+        size_t s = c < ZONE_NCLS ? zone_cls_stride(c) : 0;
+        ok = ok && (n <= 1016 ? s <= (n + 23 > 32 ? n + 23 : 32) : s < n + n / 8 + 9);
         if (!ok && bad++ == 0) first_bad = n;
         if (c < ZONE_NCLS) seen[c] = 1;
     }

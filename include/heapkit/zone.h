@@ -51,8 +51,8 @@
  * Fragmentation bound: in the TLSF core a request of n bytes never takes a
  * block of more than n + n/32 + 31 bytes (class rounding + header + 16-byte
  * granule); a free block larger than the request by at least 32 bytes is
- * always split. A slot takes at most n + 23 bytes up to 1016-byte requests
- * and at most n + n/8 + 8 above. Runs add at most, per class, the unused
+ * always split. A slot for n bytes takes the larger of 32 and n + 23 bytes
+ * at most up to 1016-byte requests, and less than n + n/8 + 9 above. Runs add at most, per class, the unused
  * slots of its partly used runs: the current run (16 KiB of slots, at least
  * 4 slots), one spare run, and the runs left with free slots after frees
  * (each holds at least one used slot). As for any good-fit allocator,
