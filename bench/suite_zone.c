@@ -862,16 +862,23 @@ static void workload_fragment(hkb_ctx *ctx, const trace *t) {
         void *mem = mmap(NULL, (size_t)1 << 30, PROT_READ | PROT_WRITE,
                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (mem == MAP_FAILED) exit(1);
-        g_bz = hk_zone_create(&(hk_zone_desc){.memory = mem, .size = (size_t)1 << 30});
-        hkb_allocator za = {"zone", bz_malloc, bz_free, bz_realloc, bz_memalign, bz_usable};
-        uintptr_t base = 0;
-        hk_zone_walk(g_bz, first_block, &base); /* the region starts at the first block's header */
-        uintptr_t top = 0;
-        trace_replay(&za, t, slots, &top);
-        double zr = (double)(top - base) / (double)t->peak_live;
-        hkb_record(SUITE, "fragment", "zone", "footprint_ratio", zr, "peak high water / peak live");
-        hk_zone_destroy(g_bz);
-        g_bz = NULL;
+        /* the zone, then the zone without runs (its TLSF core alone) */
+        double zr = 0;
+        for (int nr = 0; nr < 2; nr++) {
+            g_bz = hk_zone_create(
+                &(hk_zone_desc){.memory = mem, .size = (size_t)1 << 30, .flags = nr ? HK_ZONE_NO_RUNS : 0u});
+            hkb_allocator za = {"zone", bz_malloc, bz_free, bz_realloc, bz_memalign, bz_usable};
+            uintptr_t base = 0;
+            hk_zone_walk(g_bz, first_block, &base); /* the region starts at the first block's header */
+            uintptr_t top = 0;
+            trace_replay(&za, t, slots, &top);
+            double ratio = (double)(top - base) / (double)t->peak_live;
+            if (!nr) zr = ratio;
+            hkb_record(SUITE, "fragment", nr ? "zone-noruns" : "zone", "footprint_ratio", ratio,
+                       "peak high water / peak live");
+            hk_zone_destroy(g_bz);
+            g_bz = NULL;
+        }
         munmap(mem, (size_t)1 << 30);
 
         subject rov = {{"quake-rover", br_malloc, br_free, br_realloc, NULL, br_usable}, SUBJ_ROVER};
