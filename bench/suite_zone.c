@@ -177,7 +177,10 @@ static int subjects(subject *out, int with_locked) {
             snprintf(pat, sizeof pat, ",%s,", out[i].a.name);
             char list[512];
             snprintf(list, sizeof list, ",%s,", only);
-            if (strstr(list, pat)) out[k++] = out[i];
+            if (strstr(list, pat))
+                out[k++] = out[i];
+            else
+                printf("zone: %s left out (HKB_ZONE_SUBJECTS=%s)\n", out[i].a.name, only);
         }
         n = k;
     }
