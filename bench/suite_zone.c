@@ -607,6 +607,17 @@ static void lat_timer_init(void) {
     g_timer_overhead = hkb_median(d, 1001);
 }
 
+/* Writes one byte in every page of the n-byte block p, as a program that
+ * uses its memory does. Touching only the first byte would leave the
+ * inside of big blocks unfaulted, and an allocator whose placement differs
+ * from one replay to the next would then keep finding fresh pages inside
+ * its own footprint in every replay. */
+static void lat_touch(void *p, size_t n) {
+    unsigned char *c = p;
+    for (size_t o = 0; o < n; o += 4096) c[o] = 1;
+    c[n - 1] = 1;
+}
+
 /* One replay of the latency sequence on the open subject: fill to
  * `heap` live bytes (blocks of 16 B - 64 KiB), untimed warm-up churn, then
  * up to `limit` timed operations: free a random block, allocate a random
@@ -626,7 +637,7 @@ static size_t lat_replay(const subject *s, size_t heap, uint64_t seed, void **bl
         size_t n = (size_t)rnd_logu(&r, 16, 65536);
         blk[nb] = a->malloc(n);
         if (!blk[nb]) exit(1);
-        ((char *)blk[nb++])[0] = 1;
+        lat_touch(blk[nb++], n);
         live += n;
     }
     /* warm-up churn (untimed) so that every allocator runs on memory it
@@ -636,9 +647,10 @@ static size_t lat_replay(const subject *s, size_t heap, uint64_t seed, void **bl
     for (size_t w = 0; w < nwarm; w++) {
         size_t j = (size_t)(hkb_rand(&r) % nb);
         a->free(blk[j]);
-        blk[j] = a->malloc((size_t)rnd_logu(&r, 16, 65536));
+        size_t n = (size_t)rnd_logu(&r, 16, 65536);
+        blk[j] = a->malloc(n);
         if (!blk[j]) exit(1);
-        ((char *)blk[j])[0] = 1;
+        lat_touch(blk[j], n);
         if (!*warm && (w & 1023) == 0 && hkb_now_ns() > budget) nwarm = w + 1;
     }
     *warm = nwarm;
@@ -661,7 +673,7 @@ static size_t lat_replay(const subject *s, size_t heap, uint64_t seed, void **bl
         uint64_t t3 = lat_ticks();
         long f2 = lat_faults();
         if (!p) exit(1);
-        ((char *)p)[0] = 1; /* a fault here is the program's, not the allocator's */
+        lat_touch(p, n); /* a fault here is the program's, not the allocator's */
         blk[j] = p;
         lat[i] = lat_ns(t2, t3);
         faulted[i] = f2 != f1;

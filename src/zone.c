@@ -1277,10 +1277,22 @@ static HK__NOINLINE hk_result zone_free_locked(hk_zone *z, void *p) {
 hk_result hk_zone_free(hk_zone *z, void *p) {
     if (HK__UNLIKELY(!z)) return HK_ERR_INVALID;
     if (HK__UNLIKELY(!p)) return HK_OK;
-    /* Fast path: a used slot in the region of the last lookup, no lock
-     * hooks. Anything unusual goes through zone_lookup, which reports. */
+    /* Fast path: a used slot, no lock hooks. Anything unusual goes through
+     * zone_lookup, which reports. The region is the one of the last lookup
+     * or, in a zone of several regions (caller memory, or growth without
+     * reserved address space), found by a binary search that moves the
+     * hint: frees alternating between regions must not all take the slow
+     * path. */
     const zone_region *hr = &z->regions[z->region_hint];
     zone_blk *b = zone_from_user(p);
+    if (HK__UNLIKELY(((const unsigned char *)b < hr->base || (const unsigned char *)p > hr->end) &&
+                     z->nregions > 1 && !z->lock.lock)) {
+        int ri = zone_region_index(z, p);
+        if (ri >= 0) {
+            z->region_hint = (uint32_t)ri;
+            hr = &z->regions[ri];
+        }
+    }
     if (HK__LIKELY(!z->lock.lock && (const unsigned char *)b >= hr->base &&
                    (const unsigned char *)p <= hr->end && !((uintptr_t)p & 15) &&
                    !zone_is_poisoned(b, ZONE_HDR) && (b->bits & (ZB_SLOT_MASK | ZB_USED)) == ZB_SLOT_USED &&

@@ -781,3 +781,63 @@ HKT_TEST(runs_realloc_same_class_stays) {
     CHECK_EQ(errs.count, 0);
     hk_zone_destroy(z);
 }
+
+/* Slots in a zone of two caller regions with a gap between them: frees
+ * that alternate between the regions all succeed (the free path moves its
+ * region hint), and misuse in the other region or in the gap is still
+ * reported as such. */
+HKT_TEST(runs_two_regions_alternating_frees) {
+    hkt_errors errs = {.quiet = 1};
+    unsigned char *ra = g_mem, *rb = g_mem + (2 << 20), *gap = g_mem + (3 << 19);
+    hk_zone *z = mk_in(&errs, ra, 1 << 20, 0);
+    REQUIRE(z != NULL);
+    memset(rb, 0, 1 << 20);
+    CHECK_EQ(hk_zone_add_region(z, rb, 1 << 20), HK_OK);
+    enum { N = 40000 };
+    static unsigned char *p[N];
+    size_t na = 0, nb = 0, n = 0;
+    while (n < N) {
+        size_t sz = 16 + rnd() % 200;
+        unsigned char *q = hk_zone_alloc(z, sz);
+        if (!q) break;
+        if (q < rb)
+            na++;
+        else
+            nb++;
+        p[n++] = q;
+        if (nb > 1000) break;
+    }
+    REQUIRE(na > 1000 && nb > 1000);
+    /* one slot of each region, in turn */
+    size_t ia = 0, ib = 0, misuses = 0;
+    while (ia < n || ib < n) {
+        while (ia < n && (!p[ia] || p[ia] >= rb)) ia++;
+        if (ia < n) {
+            CHECK_EQ(hk_zone_free(z, p[ia]), HK_OK);
+            p[ia] = NULL;
+        }
+        while (ib < n && (!p[ib] || p[ib] < rb)) ib++;
+        if (ib < n) {
+            unsigned char *q = p[ib];
+            CHECK_EQ(hk_zone_free(z, q), HK_OK);
+            p[ib] = NULL;
+            if (ib + 1 >= n || errs.count) continue;
+            /* a double free in region b right after a free in region a */
+            while (ia < n && (!p[ia] || p[ia] >= rb)) ia++;
+            if (ia < n && (ib & 255) == 0) {
+                CHECK_EQ(hk_zone_free(z, p[ia]), HK_OK);
+                p[ia] = NULL;
+                CHECK_EQ(hk_zone_free(z, q), HK_ERR_DOUBLE_FREE);
+                CHECK_EQ(errs.last_kind, HK_EK_DOUBLE_FREE);
+                /* a pointer into the gap between the regions */
+                CHECK_EQ(hk_zone_free(z, gap), HK_ERR_FOREIGN);
+                CHECK_EQ(errs.last_kind, HK_EK_FOREIGN_PTR);
+                CHECK_EQ(hk_zone_check(z), HK_OK);
+                hkt_errors_reset(&errs);
+                misuses++;
+            }
+        }
+    }
+    CHECK(misuses > 3);
+    end_empty(z, &errs);
+}
