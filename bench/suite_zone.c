@@ -11,6 +11,9 @@
  *
  * "zone-noruns" (frame workload) is the zone created with HK_ZONE_NO_RUNS:
  * every block from its TLSF core, without the small-block runs.
+ * "zone+prefault" (latency workload) is the zone created with
+ * HK_ZONE_PREFAULT: the memory of each growth is faulted in when the zone
+ * takes it.
  *
  * Ratios are recorded as ratio_vs_X = X's figure / the zone's figure (so > 1
  * means the zone is faster, or uses less).
@@ -93,7 +96,7 @@ static void br_free(void *p) { hkb_rover_free(g_br, p); }
 static void *br_realloc(void *p, size_t n) { return hkb_rover_realloc(g_br, p, n); }
 static size_t br_usable(void *p) { return hkb_rover_usable(g_br, p); }
 
-enum { SUBJ_PEER, SUBJ_ZONE, SUBJ_ZONE_LOCKED, SUBJ_ZONE_NR, SUBJ_ROVER };
+enum { SUBJ_PEER, SUBJ_ZONE, SUBJ_ZONE_LOCKED, SUBJ_ZONE_NR, SUBJ_ZONE_PF, SUBJ_ROVER };
 
 typedef struct subject {
     hkb_allocator a;
@@ -102,7 +105,8 @@ typedef struct subject {
 
 /* The zone as the preload configures it: 1 MiB to start, growing from the OS. */
 static void subject_open(const subject *s, size_t heap) {
-    if (s->kind == SUBJ_ZONE || s->kind == SUBJ_ZONE_LOCKED || s->kind == SUBJ_ZONE_NR) {
+    if (s->kind == SUBJ_ZONE || s->kind == SUBJ_ZONE_LOCKED || s->kind == SUBJ_ZONE_NR ||
+        s->kind == SUBJ_ZONE_PF) {
         hk_zone_desc d;
         memset(&d, 0, sizeof d);
         d.size = (size_t)1 << 20;
@@ -110,6 +114,7 @@ static void subject_open(const subject *s, size_t heap) {
         d.name = "bench";
         if (s->kind == SUBJ_ZONE_NR)
             d.flags = HK_ZONE_NO_RUNS; /* every block from the TLSF core, no small-block runs */
+        if (s->kind == SUBJ_ZONE_PF) d.flags = HK_ZONE_PREFAULT; /* memory faulted in as the zone grows */
         if (s->kind == SUBJ_ZONE_LOCKED) {
             d.lock.lock = bz_lock;
             d.lock.unlock = bz_unlock;
@@ -128,7 +133,8 @@ static void subject_open(const subject *s, size_t heap) {
 }
 
 static void subject_close(const subject *s) {
-    if (s->kind == SUBJ_ZONE || s->kind == SUBJ_ZONE_LOCKED || s->kind == SUBJ_ZONE_NR) {
+    if (s->kind == SUBJ_ZONE || s->kind == SUBJ_ZONE_LOCKED || s->kind == SUBJ_ZONE_NR ||
+        s->kind == SUBJ_ZONE_PF) {
         hk_zone_destroy(g_bz);
         g_bz = NULL;
     } else if (s->kind == SUBJ_ROVER) {
@@ -154,15 +160,21 @@ static void subject_restore(subject_state s) {
     g_br_size = s.br_size;
 }
 
+/* The subjects of a workload: the zone, then (with_locked > 0: the frame
+ * workload) zone+mutex and zone-noruns or (with_locked < 0: the latency
+ * workload) zone+prefault, the peers, the rover. */
 static int subjects(subject *out, int with_locked) {
     int n = 0;
     out[n++] = (subject){{"zone", bz_malloc, bz_free, bz_realloc, bz_memalign, bz_usable}, SUBJ_ZONE};
-    if (with_locked) {
+    if (with_locked > 0) {
         out[n++] = (subject){{"zone+mutex", bz_malloc, bz_free, bz_realloc, bz_memalign, bz_usable},
                              SUBJ_ZONE_LOCKED};
         out[n++] =
             (subject){{"zone-noruns", bz_malloc, bz_free, bz_realloc, bz_memalign, bz_usable}, SUBJ_ZONE_NR};
     }
+    if (with_locked < 0) /* the latency workload */
+        out[n++] = (subject){{"zone+prefault", bz_malloc, bz_free, bz_realloc, bz_memalign, bz_usable},
+                             SUBJ_ZONE_PF};
     const hkb_allocator *peers;
     int np = hkb_peers(&peers);
     for (int i = 0; i < np; i++) out[n++] = (subject){peers[i], SUBJ_PEER};
@@ -713,7 +725,7 @@ static void workload_latency(hkb_ctx *ctx) {
     size_t heaps[] = {(size_t)1 << 20, (size_t)16 << 20, (size_t)256 << 20, (size_t)1 << 30};
     int nheaps = ctx->quick ? 2 : 4;
     subject subj[10];
-    int nsub = subjects(subj, 0);
+    int nsub = subjects(subj, -1);
     size_t samples = ctx->quick ? 20000 : 100000;
     enum { RMAX = 5 };
     double *lat = malloc(RMAX * samples * sizeof(double)); /* one row per replay */

@@ -79,6 +79,24 @@ hk_result hk_os_decommit(void *p, size_t size) {
     return mprotect(p, len, PROT_NONE) == 0 ? HK_OK : HK_ERR_INVALID;
 }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+
+hk_result hk_os_prefault(void *p, size_t size) {
+    size_t len;
+    if (!page_range_ok(p, size) || !round_pages(size, &len)) return HK_ERR_INVALID;
+    if (madvise(p, len, MADV_POPULATE_WRITE) == 0) return HK_OK;
+    if (errno == ENOMEM || errno == EFAULT) return HK_ERR_NOMEM;
+    /* older kernels (EINVAL): touch each page, keeping what it holds */
+    size_t page = hk_os_page_size();
+    for (size_t o = 0; o < len; o += page) {
+        volatile unsigned char *c = (volatile unsigned char *)p + o;
+        *c = *c;
+    }
+    return HK_OK;
+}
+
 void hk_os_release(void *p, size_t size) {
     size_t len;
     if (!p || !round_pages(size, &len)) return;

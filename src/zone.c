@@ -270,6 +270,10 @@ static int zone_grow(hk_zone *z, size_t need) {
                 (size_t)(r->end - r->base) + want > ZONE_MAX_BLOCK)
                 continue;
             if (hk_os_commit(cend, want) != HK_OK) break;
+            if ((z->flags & HK_ZONE_PREFAULT) && hk_os_prefault(cend, want) != HK_OK) {
+                hk_os_decommit(cend, want);
+                break;
+            }
             zone_region_extend(z, r, want);
             z->os_grown += want;
             z->grow_count++;
@@ -278,6 +282,10 @@ static int zone_grow(hk_zone *z, size_t need) {
     }
     void *m = hk_os_alloc(want);
     if (!m) return 0;
+    if ((z->flags & HK_ZONE_PREFAULT) && hk_os_prefault(m, want) != HK_OK) {
+        hk_os_release(m, want);
+        return 0;
+    }
     int ri = zone_region_add(z, m, want, m, want, 0);
     if (ri < 0) {
         hk_os_release(m, want);
@@ -1098,6 +1106,10 @@ hk_zone *hk_zone_create(const hk_zone_desc *desc) {
         if (!os) os = hk_os_alloc(size);
         if (!os) return NULL;
         os_size = reserve ? reserve : size;
+        if ((desc->flags & HK_ZONE_PREFAULT) && hk_os_prefault(os, size) != HK_OK) {
+            hk_os_release(os, os_size);
+            return NULL;
+        }
         mem = (unsigned char *)os;
     }
     uintptr_t start = hk_align_ptr((uintptr_t)mem, 64);

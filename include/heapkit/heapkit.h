@@ -280,6 +280,14 @@ void hk_os_release(void *p, size_t size);
 /* Reserve + commit in one call: readable, writable, zeroed pages. NULL on failure. */
 void *hk_os_alloc(size_t size);
 
+/* Faults in every page of [p, p+size) now (page-aligned start, readable and
+ * writable pages), keeping their contents, so that later first writes to
+ * them take no page fault: MADV_POPULATE_WRITE where the kernel has it
+ * (Linux 5.14), else one read and write back per page. O(pages). Returns
+ * HK_ERR_INVALID for a bad range, HK_ERR_NOMEM when the OS cannot back the
+ * pages (some may have been faulted in). Thread-safe. */
+hk_result hk_os_prefault(void *p, size_t size);
+
 /* Monotonic clock in nanoseconds. Thread-safe, O(1). */
 uint64_t hk_os_now_ns(void);
 
