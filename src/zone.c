@@ -244,6 +244,12 @@ static void zone_region_extend(hk_zone *z, zone_region *r, size_t add) {
     zone_merge_insert(z, b);
 }
 
+/* With HK_ZONE_PREFAULT, faults in [p, p+n) of fresh OS memory; 0 when the
+ * OS cannot back it. */
+static int zone_prefault(uint32_t flags, void *p, size_t n) {
+    return !(flags & HK_ZONE_PREFAULT) || hk_os_prefault(p, n) == HK_OK;
+}
+
 static int zone_grow(hk_zone *z, size_t need) {
     if (!z->grow_size || z->nregions >= HK_ZONE_MAX_REGIONS) return 0;
     if (need >= ZONE_SMALL) { /* the search rounds up to a class boundary: the new block must reach it */
@@ -270,9 +276,9 @@ static int zone_grow(hk_zone *z, size_t need) {
                 (size_t)(r->end - r->base) + want > ZONE_MAX_BLOCK)
                 continue;
             if (hk_os_commit(cend, want) != HK_OK) break;
-            if ((z->flags & HK_ZONE_PREFAULT) && hk_os_prefault(cend, want) != HK_OK) {
+            if (!zone_prefault(z->flags, cend, want)) { /* out of memory: a new region would fail too */
                 hk_os_decommit(cend, want);
-                break;
+                return 0;
             }
             zone_region_extend(z, r, want);
             z->os_grown += want;
@@ -282,11 +288,7 @@ static int zone_grow(hk_zone *z, size_t need) {
     }
     void *m = hk_os_alloc(want);
     if (!m) return 0;
-    if ((z->flags & HK_ZONE_PREFAULT) && hk_os_prefault(m, want) != HK_OK) {
-        hk_os_release(m, want);
-        return 0;
-    }
-    int ri = zone_region_add(z, m, want, m, want, 0);
+    int ri = zone_prefault(z->flags, m, want) ? zone_region_add(z, m, want, m, want, 0) : -1;
     if (ri < 0) {
         hk_os_release(m, want);
         return 0;
@@ -991,17 +993,23 @@ static hk_result zone_classify_bad(hk_zone *z, const void *p, int ri, const char
                       "%s(%p): pointer is the end marker of a region of this zone, not a block", op, p);
 }
 
-/* Finds the used block whose user pointer is p, or reports why not. */
-static zone_blk *zone_lookup(hk_zone *z, const void *p, const char *op, hk_result *res) {
-    int ri;
+/* The index of the region holding p, or -1: the region of the last lookup
+ * when p is in it, else a binary search, which moves the hint (so frees
+ * alternating between regions do not all search). Lock held, or no lock
+ * hooks. */
+static inline int zone_find_region(hk_zone *z, const void *p) {
     const zone_region *hr = &z->regions[z->region_hint];
     if (HK__LIKELY(z->region_hint < z->nregions && (const unsigned char *)p >= hr->base &&
-                   (const unsigned char *)p < hr->end + ZONE_HDR)) {
-        ri = (int)z->region_hint;
-    } else {
-        ri = zone_region_index(z, p);
-        if (ri >= 0) z->region_hint = (uint32_t)ri;
-    }
+                   (const unsigned char *)p < hr->end + ZONE_HDR))
+        return (int)z->region_hint;
+    int ri = zone_region_index(z, p);
+    if (ri >= 0) z->region_hint = (uint32_t)ri;
+    return ri;
+}
+
+/* Finds the used block whose user pointer is p, or reports why not. */
+static zone_blk *zone_lookup(hk_zone *z, const void *p, const char *op, hk_result *res) {
+    int ri = zone_find_region(z, p);
     if (HK__UNLIKELY(ri < 0)) {
         *res = hk__report(&z->rep, HK_ERR_FOREIGN, HK_EK_FOREIGN_PTR, p, 0, NULL,
                           "%s(%p): pointer does not belong to this zone", op, p);
@@ -1106,7 +1114,7 @@ hk_zone *hk_zone_create(const hk_zone_desc *desc) {
         if (!os) os = hk_os_alloc(size);
         if (!os) return NULL;
         os_size = reserve ? reserve : size;
-        if ((desc->flags & HK_ZONE_PREFAULT) && hk_os_prefault(os, size) != HK_OK) {
+        if (!zone_prefault(desc->flags, os, size)) {
             hk_os_release(os, os_size);
             return NULL;
         }
@@ -1290,29 +1298,28 @@ hk_result hk_zone_free(hk_zone *z, void *p) {
     if (HK__UNLIKELY(!z)) return HK_ERR_INVALID;
     if (HK__UNLIKELY(!p)) return HK_OK;
     /* Fast path: a used slot, no lock hooks. Anything unusual goes through
-     * zone_lookup, which reports. The region is the one of the last lookup
-     * or, in a zone of several regions (caller memory, or growth without
-     * reserved address space), found by a binary search that moves the
-     * hint: frees alternating between regions must not all take the slow
-     * path. */
-    const zone_region *hr = &z->regions[z->region_hint];
-    zone_blk *b = zone_from_user(p);
-    if (HK__UNLIKELY(((const unsigned char *)b < hr->base || (const unsigned char *)p > hr->end) &&
-                     z->nregions > 1 && !z->lock.lock)) {
-        int ri = zone_region_index(z, p);
-        if (ri >= 0) {
-            z->region_hint = (uint32_t)ri;
-            hr = &z->regions[ri];
+     * zone_lookup, which reports. A pointer outside the hinted region (a
+     * zone of several regions) finds its region by zone_find_region, which
+     * moves the hint, and stays on this path. */
+    if (HK__LIKELY(!z->lock.lock)) {
+        const zone_region *hr = &z->regions[z->region_hint];
+        zone_blk *b = zone_from_user(p);
+        int in = (const unsigned char *)b >= hr->base && (const unsigned char *)p <= hr->end;
+        if (HK__UNLIKELY(!in) && z->nregions > 1) {
+            int ri = zone_find_region(z, p);
+            if (ri >= 0) {
+                hr = &z->regions[ri];
+                in = (const unsigned char *)b >= hr->base && (const unsigned char *)p <= hr->end;
+            }
         }
-    }
-    if (HK__LIKELY(!z->lock.lock && (const unsigned char *)b >= hr->base &&
-                   (const unsigned char *)p <= hr->end && !((uintptr_t)p & 15) &&
-                   !zone_is_poisoned(b, ZONE_HDR) && (b->bits & (ZB_SLOT_MASK | ZB_USED)) == ZB_SLOT_USED &&
-                   b->tag == HK_TAG_STATIC && zone_hdr_ok(b))) {
-        zone_run *r = zone_slot_run(hr, b);
-        if (HK__LIKELY(r != NULL)) {
-            zone_slot_free(z, b, r);
-            return HK_OK;
+        if (HK__LIKELY(in && !((uintptr_t)p & 15) && !zone_is_poisoned(b, ZONE_HDR) &&
+                       (b->bits & (ZB_SLOT_MASK | ZB_USED)) == ZB_SLOT_USED && b->tag == HK_TAG_STATIC &&
+                       zone_hdr_ok(b))) {
+            zone_run *r = zone_slot_run(hr, b);
+            if (HK__LIKELY(r != NULL)) {
+                zone_slot_free(z, b, r);
+                return HK_OK;
+            }
         }
     }
     return zone_free_locked(z, p);

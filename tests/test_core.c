@@ -88,6 +88,22 @@ HKT_TEST(os_pages) {
     hk_os_release(q, 100);
 }
 
+/* hk_os_prefault keeps what the pages hold and refuses a bad range. (That
+ * it takes the page faults ahead is tested through HK_ZONE_PREFAULT in
+ * test_zone.c.) */
+HKT_TEST(os_prefault_keeps_contents) {
+    size_t ps = hk_os_page_size();
+    unsigned char *p = hk_os_alloc(8 * ps);
+    REQUIRE(p != NULL);
+    for (size_t i = 0; i < 8; i += 2) p[i * ps + 7] = (unsigned char)(0x40 + i); /* every other page */
+    CHECK_EQ(hk_os_prefault(p, 8 * ps), HK_OK);
+    for (size_t i = 0; i < 8; i++) CHECK_EQ(p[i * ps + 7], i % 2 ? 0 : 0x40 + i);
+    CHECK_EQ(hk_os_prefault(p + 1, ps), HK_ERR_INVALID);
+    CHECK_EQ(hk_os_prefault(p, 0), HK_ERR_INVALID);
+    CHECK_EQ(hk_os_prefault(NULL, ps), HK_ERR_INVALID);
+    hk_os_release(p, 8 * ps);
+}
+
 HKT_TEST(os_clock_monotonic) {
     uint64_t a = hk_os_now_ns(), b = hk_os_now_ns();
     CHECK(b >= a);

@@ -528,28 +528,28 @@ static long faults_writing(hk_zone *z, size_t total) {
     return f;
 }
 
+/* A zone on OS memory: `size` bytes, growing by `grow` (0: never). */
+static hk_zone *mk_os(hkt_errors *errs, size_t size, size_t grow, uint32_t flags) {
+    return hk_zone_create(&(hk_zone_desc){
+        .size = size, .grow_size = grow, .flags = flags, .on_error = hkt_on_error, .error_user = errs});
+}
+
 /* HK_ZONE_PREFAULT: the first region and every growth are faulted in when
  * the zone takes them, so writing the blocks takes no page fault (without
- * the flag, one per page); fill patterns survive it. */
+ * the flag, one per page). */
 HKT_TEST(prefault_first_region_and_growth) {
     hkt_errors errs = {0};
     size_t mib = (size_t)1 << 20;
-    hk_zone *lazy =
-        hk_zone_create(&(hk_zone_desc){.size = 8 * mib, .on_error = hkt_on_error, .error_user = &errs});
-    hk_zone *pre = hk_zone_create(&(hk_zone_desc){
-        .size = 8 * mib, .flags = HK_ZONE_PREFAULT, .on_error = hkt_on_error, .error_user = &errs});
+    hk_zone *lazy = mk_os(&errs, 8 * mib, 0, 0), *pre = mk_os(&errs, 8 * mib, 0, HK_ZONE_PREFAULT);
     REQUIRE(lazy && pre);
     long fl = faults_writing(lazy, 6 * mib), fp = faults_writing(pre, 6 * mib);
     CHECK(fl >= (long)(6 * mib / 4096) / 2); /* about one per page */
     CHECK(fp < 16);
     hk_zone_destroy(lazy);
     hk_zone_destroy(pre);
-    /* growth, in place and beyond: each chunk is faulted in as it is added */
-    hk_zone *g = hk_zone_create(&(hk_zone_desc){.size = 1 * mib,
-                                                .grow_size = 1 * mib,
-                                                .flags = HK_ZONE_PREFAULT,
-                                                .on_error = hkt_on_error,
-                                                .error_user = &errs});
+    /* growth in place (within the reserved address space): each chunk is
+     * faulted in as it is added */
+    hk_zone *g = mk_os(&errs, 1 * mib, 1 * mib, HK_ZONE_PREFAULT);
     REQUIRE(g != NULL);
     CHECK(faults_writing(g, 24 * mib) < 16);
     hk_stats s;
@@ -557,17 +557,20 @@ HKT_TEST(prefault_first_region_and_growth) {
     CHECK(s.capacity >= 24 * mib);
     CHECK_EQ(hk_zone_check(g), HK_OK);
     hk_zone_destroy(g);
-    /* the free fill pattern survives the prefault (check verifies it) */
-    hk_zone *f = hk_zone_create(&(hk_zone_desc){.size = 1 * mib,
-                                                .grow_size = 1 * mib,
-                                                .flags = HK_ZONE_PREFAULT | HK_FLAG_FILL,
-                                                .on_error = hkt_on_error,
-                                                .error_user = &errs});
-    REQUIRE(f != NULL);
-    faults_writing(f, 4 * mib);
-    CHECK_EQ(hk_zone_check(f), HK_OK);
+    /* a request larger than the growth chunk gets a region of its own */
+    hk_zone *d = mk_os(&errs, 1 * mib, 1 * mib, HK_ZONE_PREFAULT);
+    REQUIRE(d != NULL);
+    unsigned char *big = hk_zone_alloc(d, 8 * mib);
+    REQUIRE(big != NULL);
+    hk_zone_stats(d, &s);
+    CHECK(s.capacity >= 9 * mib);
+    long f0 = faults_now();
+    memset(big, 0x5a, 8 * mib);
+    CHECK(faults_now() - f0 < 16);
+    CHECK_EQ(hk_zone_free(d, big), HK_OK);
+    CHECK_EQ(hk_zone_check(d), HK_OK);
     CHECK_EQ(errs.count, 0);
-    hk_zone_destroy(f);
+    hk_zone_destroy(d);
 }
 
 /* An allocation from a free block that is not the region's last one is
