@@ -97,6 +97,10 @@ static void *br_realloc(void *p, size_t n) { return hkb_rover_realloc(g_br, p, n
 static size_t br_usable(void *p) { return hkb_rover_usable(g_br, p); }
 
 enum { SUBJ_PEER, SUBJ_ZONE, SUBJ_ZONE_LOCKED, SUBJ_ZONE_NR, SUBJ_ZONE_PF, SUBJ_ROVER };
+static int subj_is_zone(int kind) { return kind >= SUBJ_ZONE && kind <= SUBJ_ZONE_PF; }
+
+/* Which zone variants a workload measures besides the zone itself. */
+enum { SUBJ_SET_PLAIN, SUBJ_SET_FRAME /* +mutex, -noruns */, SUBJ_SET_LATENCY /* +prefault */ };
 
 typedef struct subject {
     hkb_allocator a;
@@ -105,8 +109,7 @@ typedef struct subject {
 
 /* The zone as the preload configures it: 1 MiB to start, growing from the OS. */
 static void subject_open(const subject *s, size_t heap) {
-    if (s->kind == SUBJ_ZONE || s->kind == SUBJ_ZONE_LOCKED || s->kind == SUBJ_ZONE_NR ||
-        s->kind == SUBJ_ZONE_PF) {
+    if (subj_is_zone(s->kind)) {
         hk_zone_desc d;
         memset(&d, 0, sizeof d);
         d.size = (size_t)1 << 20;
@@ -133,8 +136,7 @@ static void subject_open(const subject *s, size_t heap) {
 }
 
 static void subject_close(const subject *s) {
-    if (s->kind == SUBJ_ZONE || s->kind == SUBJ_ZONE_LOCKED || s->kind == SUBJ_ZONE_NR ||
-        s->kind == SUBJ_ZONE_PF) {
+    if (subj_is_zone(s->kind)) {
         hk_zone_destroy(g_bz);
         g_bz = NULL;
     } else if (s->kind == SUBJ_ROVER) {
@@ -160,19 +162,18 @@ static void subject_restore(subject_state s) {
     g_br_size = s.br_size;
 }
 
-/* The subjects of a workload: the zone, then (with_locked > 0: the frame
- * workload) zone+mutex and zone-noruns or (with_locked < 0: the latency
- * workload) zone+prefault, the peers, the rover. */
-static int subjects(subject *out, int with_locked) {
+/* The subjects of a workload: the zone, the variants of `set`, the peers,
+ * the rover. */
+static int subjects(subject *out, int set) {
     int n = 0;
     out[n++] = (subject){{"zone", bz_malloc, bz_free, bz_realloc, bz_memalign, bz_usable}, SUBJ_ZONE};
-    if (with_locked > 0) {
+    if (set == SUBJ_SET_FRAME) {
         out[n++] = (subject){{"zone+mutex", bz_malloc, bz_free, bz_realloc, bz_memalign, bz_usable},
                              SUBJ_ZONE_LOCKED};
         out[n++] =
             (subject){{"zone-noruns", bz_malloc, bz_free, bz_realloc, bz_memalign, bz_usable}, SUBJ_ZONE_NR};
     }
-    if (with_locked < 0) /* the latency workload */
+    if (set == SUBJ_SET_LATENCY)
         out[n++] = (subject){{"zone+prefault", bz_malloc, bz_free, bz_realloc, bz_memalign, bz_usable},
                              SUBJ_ZONE_PF};
     const hkb_allocator *peers;
@@ -385,7 +386,7 @@ static double trace_replay(const hkb_allocator *a, const trace *t, void **slots,
 static void workload_frame(hkb_ctx *ctx, const trace *t) {
     hkb_section(SUITE, "frame", "game-frame trace: ns per operation (median), ratio = X / zone");
     subject subj[10];
-    int ns = subjects(subj, 1);
+    int ns = subjects(subj, SUBJ_SET_FRAME);
     void **slots = calloc(t->nslots, sizeof(void *));
     double res[10], cres[10], v[10][32], cv[10][32], fv[10][32];
     int warm[10];
@@ -469,7 +470,7 @@ static void workload_level(hkb_ctx *ctx) {
     uint64_t r = ctx->seed ^ 0x1e7e1;
     for (int i = 0; i < n; i++) sizes[i] = (size_t)rnd_logu(&r, 16, 16384);
     subject subj[10];
-    int nsub = subjects(subj, 0);
+    int nsub = subjects(subj, SUBJ_SET_PLAIN);
     /* rows: zone free_tags, zone free each, peers free each, rover Z_FreeTags walk, rover free each */
     double tags_ns = 0;
     for (int mode = 0; mode < nsub + 2; mode++) {
@@ -626,7 +627,8 @@ static void lat_timer_init(void) {
  * its own footprint in every replay. */
 static void lat_touch(void *p, size_t n) {
     unsigned char *c = p;
-    for (size_t o = 0; o < n; o += 4096) c[o] = 1;
+    size_t page = hk_os_page_size();
+    for (size_t o = 0; o < n; o += page) c[o] = 1;
     c[n - 1] = 1;
 }
 
@@ -725,7 +727,7 @@ static void workload_latency(hkb_ctx *ctx) {
     size_t heaps[] = {(size_t)1 << 20, (size_t)16 << 20, (size_t)256 << 20, (size_t)1 << 30};
     int nheaps = ctx->quick ? 2 : 4;
     subject subj[10];
-    int nsub = subjects(subj, -1);
+    int nsub = subjects(subj, SUBJ_SET_LATENCY);
     size_t samples = ctx->quick ? 20000 : 100000;
     enum { RMAX = 5 };
     double *lat = malloc(RMAX * samples * sizeof(double)); /* one row per replay */
@@ -923,7 +925,7 @@ static void workload_fragment(hkb_ctx *ctx, const trace *t) {
      * operations. Approximate: page granularity, and memory the allocator
      * kept from earlier work is not counted. */
     subject subj[10];
-    int nsub = subjects(subj, 0);
+    int nsub = subjects(subj, SUBJ_SET_PLAIN);
     for (int s = 0; s < nsub - 1; s++) {
         int pfd[2];
         if (pipe(pfd) != 0) exit(1);
