@@ -47,8 +47,11 @@
  *    has state CUR; a run with state PARTIAL is in its class's partial list
  *    and has a free slot and a used one; a FULL run has every slot used.
  *  - untracked used blocks (no EXT) carry tag HK_TAG_STATIC.
- *  - free_bytes/free_blocks/used_bytes/used_req/live/untracked_live equal
- *    the sums over the blocks (slots count as untracked blocks);
+ *  - free_bytes/free_blocks/used_bytes/used_req/untracked_live/slot_bytes
+ *    equal the sums over the blocks (untracked_live counts untracked plain
+ *    blocks, slot_bytes the strides of used slots); alloc_count -
+ *    free_count is the number of used blocks and slots (every path that
+ *    makes or ends a block counts in both, so no separate live counter);
  *    used_bytes + free_bytes + run_bytes = capacity.
  *  - a growing zone's first region may have reserved address space after
  *    its end marker (reserve_end), committed chunk by chunk as it grows.
@@ -562,7 +565,6 @@ static void *zone_finish(hk_zone *z, zone_blk *b, size_t bsize, size_t n, unsign
     }
     z->used_req += n;
     z->used_bytes += bsize;
-    z->live++;
     z->alloc_count++;
     if (z->used_req > z->peak_used) z->peak_used = z->used_req;
     if (owner) *owner = user;
@@ -613,7 +615,6 @@ static zone_blk *zone_release(hk_zone *z, zone_blk *b, int clear_owner) {
     size_t size = zone_bsize(b), area = zone_area(b);
     z->used_req -= area - zone_slack(b);
     z->used_bytes -= size;
-    z->live--;
     z->free_count++;
     if (b->bits & ZB_EXT) {
         zone_ext *e = zone_ext_of(b);
@@ -655,6 +656,20 @@ static inline void zone_slot_set(zone_blk *b, uint32_t word, unsigned tag, unsig
     b->tag = (uint8_t)tag;
     b->bits = (uint8_t)bits;
     b->chk = zone_slot_chk(b, word, tag, bits);
+}
+
+/* Turns the (verified) header of used slot b into its free header: index
+ * and class kept, slack 0, tag 0, bits ZB_SLOT_FREE. zone_slot_chk is an
+ * xor of its inputs folded by h ^ (h >> 16), so the new check is the old
+ * one xor the fold of what changed: the slack (word bits 19..31 fold onto
+ * bits 3..15), the tag (bits 8..15) and ZB_USED. This spares the free path
+ * a rehash; check verifies every free slot's header with the full hash. */
+static inline void zone_slot_mark_free(zone_blk *b) {
+    uint32_t w = b->size16;
+    b->chk = (uint16_t)(b->chk ^ ((w >> 19) << 3) ^ ((unsigned)b->tag << 8) ^ ZB_USED);
+    b->size16 = w & 0x7ffffu;
+    b->tag = 0;
+    b->bits = ZB_SLOT_FREE;
 }
 
 static inline void zone_partial_push(zone_cls *c, zone_run *r) {
@@ -800,9 +815,7 @@ static inline void *zone_slot_finish(hk_zone *z, zone_run *r, unsigned char *u, 
     zone_unpoison(u, n);
     if (slack > ZONE_OVERLAP) zone_poison(u + n, slack - ZONE_OVERLAP);
     z->slot_bytes += r->stride;
-    z->untracked_live++;
     z->used_req += n;
-    z->live++;
     z->alloc_count++;
     if (z->used_req > z->peak_used) z->peak_used = z->used_req;
     return u;
@@ -845,14 +858,12 @@ static inline void zone_slot_free(hk_zone *z, zone_blk *b, zone_run *r) {
     uint32_t stride = r->stride;
     unsigned char *u = zone_user(b);
     z->used_req -= stride - ZONE_OVERLAP - zone_slot_slack(b);
-    zone_slot_set(b, b->size16 & 0x7ffffu, 0, ZB_SLOT_FREE);
+    zone_slot_mark_free(b);
     zone_unpoison(u, sizeof(void *));
     *(unsigned char **)u = r->free;
     r->free = u;
     zone_poison(u, stride - ZONE_HDR);
     z->slot_bytes -= stride;
-    z->untracked_live--;
-    z->live--;
     z->free_count++;
     if (--r->used == 0 || r->state == ZONE_RUN_FULL) zone_run_settle(z, r);
 }
@@ -865,14 +876,12 @@ static size_t zone_run_free_all(hk_zone *z, zone_run *r) {
         zone_blk *s = (zone_blk *)(r->first + (size_t)i * r->stride);
         if (s->bits & ZB_USED) {
             z->used_req -= r->stride - ZONE_OVERLAP - zone_slot_slack(s);
-            zone_slot_set(s, s->size16 & 0x7ffffu, 0, ZB_SLOT_FREE);
+            zone_slot_mark_free(s);
             n++;
         }
     }
     r->used = 0;
     z->slot_bytes -= n * r->stride;
-    z->live -= n;
-    z->untracked_live -= n;
     z->free_count += n;
     zone_cls *c = &z->cls[r->cls];
     if (c->cur == r)
@@ -1189,7 +1198,6 @@ static void *zone_alloc_plain(hk_zone *z, size_t size) {
             z->untracked_live++;
             z->used_req += size;
             z->used_bytes += bsize;
-            z->live++;
             z->alloc_count++;
             if (z->used_req > z->peak_used) z->peak_used = z->used_req;
             return user;
@@ -1617,7 +1625,7 @@ static int zone_purge_one(hk_zone *z, int level) {
 /* Frees the untracked blocks whose tag is in range (walks every region). */
 static size_t zone_free_untracked(hk_zone *z) {
     size_t n = 0;
-    for (uint32_t i = 0; i < z->nregions && z->untracked_live; i++) {
+    for (uint32_t i = 0; i < z->nregions && (z->untracked_live || z->slot_bytes); i++) {
         zone_region *r = &z->regions[i];
         zone_blk *b = (zone_blk *)r->base;
         while ((unsigned char *)b < r->end) {
@@ -1702,7 +1710,8 @@ size_t hk_zone_free_tags(hk_zone *z, int lo, int hi) {
         for (unsigned w = 0; w < ZONE_TAG_WAYS; w++)
             if (pend[w]) zone_release(z, pend[w], -1);
     }
-    if (lo <= HK_TAG_STATIC && HK_TAG_STATIC <= hi && z->untracked_live) n += zone_free_untracked(z);
+    if (lo <= HK_TAG_STATIC && HK_TAG_STATIC <= hi && (z->untracked_live || z->slot_bytes))
+        n += zone_free_untracked(z);
     z->bulk = 0;
     zone_release_empty_regions(z);
     zone_check_after(z);
@@ -1748,7 +1757,7 @@ hk_result hk_zone_stats(const hk_zone *z, hk_stats *out) {
     out->peak_used = z->peak_used;
     out->overhead = out->used_blocks_bytes - z->used_req + sizeof(hk_zone) + z->nregions * ZONE_HDR +
                     z->nruns * ZONE_RUN_HDR;
-    out->live_blocks = z->live;
+    out->live_blocks = (size_t)(z->alloc_count - z->free_count);
     out->free_blocks = z->free_blocks;
     out->alloc_count = z->alloc_count;
     out->free_count = z->free_count;

@@ -145,7 +145,8 @@ struct hk_zone {
     uint32_t region_hint; /* the region of the last pointer looked up */
     uintptr_t lo, hi;     /* bounds of all regions */
     size_t capacity, free_bytes, free_blocks;
-    size_t used_req, used_bytes, peak_used, live, untracked_live;
+    size_t used_req, used_bytes, peak_used;
+    size_t untracked_live; /* untracked plain blocks (used slots are counted by slot_bytes) */
     uint64_t alloc_count, free_count, fail_count, purge_count, grow_count;
     uint32_t seq;
     uint32_t flags;

@@ -555,6 +555,57 @@ static int walk_count(const hk_block_info *i, void *user) {
     return 0;
 }
 
+/* free_tags over HK_TAG_STATIC when only slots are live (no untracked
+ * plain block): the walk must still run (it is skipped only when neither
+ * untracked blocks nor used slots exist). */
+HKT_TEST(runs_free_tags_static_slots_only) {
+    hkt_errors errs = {0};
+    hk_zone *z = mk(&errs, 0);
+    REQUIRE(z != NULL);
+    void *ps[40];
+    for (int i = 0; i < 40; i++) REQUIRE((ps[i] = hk_zone_alloc(z, 24 + (size_t)i * 50)) != NULL);
+    hk_stats s;
+    hk_zone_stats(z, &s);
+    CHECK_EQ(s.live_blocks, 40);
+    CHECK_EQ(hk_zone_free_tags(z, HK_TAG_STATIC, HK_TAG_STATIC), 40);
+    hk_zone_stats(z, &s);
+    CHECK_EQ(s.live_blocks, 0);
+    CHECK_EQ(s.alloc_count - s.free_count, 0);
+    CHECK_EQ(count_runs(z), 0);
+    end_empty(z, &errs);
+}
+
+/* A freed slot's header is the one a full rehash gives (the free path
+ * updates the check by xor instead), for every class and many slacks; a
+ * double free of it is still caught. */
+HKT_TEST(runs_free_header_matches_rehash) {
+    hkt_errors errs = {0};
+    hk_zone *z = mk(&errs, 0);
+    REQUIRE(z != NULL);
+    size_t n_ok = 0;
+    for (unsigned c = 0; c < ZONE_NCLS; c++) {
+        size_t hi = zone_cls_stride(c) - ZONE_OVERLAP, lo = c ? zone_cls_stride(c - 1) - ZONE_OVERLAP + 1 : 1;
+        size_t sizes[4] = {lo, hi, lo + (hi - lo) / 2, lo + (hi - lo) / 3};
+        for (int k = 0; k < 4; k++) {
+            unsigned char *p = hk_zone_alloc(z, sizes[k]);
+            REQUIRE(p != NULL);
+            zone_blk *b = zone_from_user(p);
+            REQUIRE(zone_is_slot(b));
+            uint32_t word = b->size16;
+            CHECK_EQ(hk_zone_free(z, p), HK_OK);
+            CHECK_EQ(b->size16, word & 0x7ffffu);
+            CHECK_EQ(b->tag, 0);
+            CHECK_EQ(b->bits, ZB_SLOT_FREE);
+            if (b->chk == zone_slot_chk(b, word & 0x7ffffu, 0, ZB_SLOT_FREE)) n_ok++;
+            CHECK(hk_zone_free(z, p) != HK_OK); /* double free */
+        }
+    }
+    CHECK_EQ(n_ok, 4u * ZONE_NCLS);
+    CHECK_EQ(errs.count, 4u * ZONE_NCLS);
+    hkt_errors_reset(&errs);
+    end_empty(z, &errs);
+}
+
 HKT_TEST(runs_walk_where_dump) {
     hkt_errors errs = {0};
     hk_zone *z = mk(&errs, 0);
