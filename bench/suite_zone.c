@@ -23,7 +23,10 @@
  * allocator. So each allocator runs the same deterministic sequence (same
  * seed, fill, warm-up and timed churn; the warm-up length the first replay
  * reached within its time budget is repeated exactly) R times on one
- * instance of the subject: R = 5 at heaps up to 16 MiB, 3 at 256 MiB and
+ * instance of the subject, in a process of its own (this program started
+ * again for that allocator and heap size: no allocator inherits the state
+ * that earlier workloads left in glibc's heap, which the whole bench
+ * shares): R = 5 at heaps up to 16 MiB, 3 at 256 MiB and
  * 1 GiB, 3 with --quick. Each timed operation's time is kept per replay
  * (free and malloc separately) and the filtered series is, per operation
  * index, the minimum over the R replays: an interrupt or a preemption hits
@@ -713,10 +716,176 @@ static void lat_stats(double *v, size_t n, double *p99, double *p9999, double *m
     *mx = v[n - 1];
 }
 
+/* What one allocator's latency replays at one heap size give (computed in
+ * the process that ran them, read by the parent). */
+typedef struct lat_out {
+    double p99[3], p9999[3], mx[3], c99[3], c9999[3], cmx[3], faulted[3];
+    double fp99, fp9999, fmx, fn99, fn9999, fnmx;
+    size_t rawtaken, common, nall, ncl;
+    int ok;
+} lat_out;
+
+/* Runs R replays of the latency sequence on subject s at `heap` live
+ * bytes (one instance for all of them) and computes the raw figures over
+ * the first `reps` and the filtered ones over all R. */
+static void lat_subject(const subject *s, size_t heap, uint64_t seed, size_t samples, int R, int reps,
+                        lat_out *o) {
+    memset(o, 0, sizeof *o);
+    double *lat = malloc((size_t)R * samples * sizeof(double)); /* one row per replay */
+    unsigned char *fl = malloc(samples), *flall = malloc(samples);
+    double *work = malloc(samples * sizeof(double)), *clean = malloc(samples * sizeof(double));
+    size_t maxblocks = ((size_t)1 << 30) / 4000 + 1000;
+    void **blk = malloc(maxblocks * sizeof(void *));
+    if (!lat || !fl || !flall || !work || !clean || !blk) exit(1);
+    size_t warm = 0, common = samples, rawtaken = samples;
+    /* one instance for all R replays (each ends with no live block): from
+     * the second replay on, every allocator works on memory it already
+     * has, as the peers' process-wide heaps do */
+    subject_open(s, heap * 2 + ((size_t)64 << 20));
+    for (int k = 0; k < R; k++) {
+        double *lk = lat + (size_t)k * samples;
+        size_t taken =
+            lat_replay(s, heap, seed, blk, maxblocks, samples / 2, &warm, common, lk, k ? fl : flall);
+        if (taken < common) common = taken;
+        if (k) {
+            for (size_t i = 0; i < common; i++) flall[i] &= fl[i];
+        }
+        if (k < reps) {
+            const unsigned char *fk = k ? fl : flall;
+            size_t nf = 0;
+            if (taken < rawtaken) rawtaken = taken;
+            for (size_t i = 0; i < taken; i++) {
+                work[i] = lk[i];
+                if (!fk[i]) clean[nf++] = lk[i];
+            }
+            lat_stats(work, taken, &o->p99[k], &o->p9999[k], &o->mx[k]);
+            o->faulted[k] = (double)(taken - nf);
+            if (nf) lat_stats(clean, nf, &o->c99[k], &o->c9999[k], &o->cmx[k]);
+        }
+    }
+    subject_close(s);
+    /* the filtered figures: each operation's minimum over the R replays */
+    size_t nall = 0;
+    for (size_t i = 0; i < common; i++) {
+        double m = lat[i];
+        for (int k = 1; k < R; k++)
+            if (lat[(size_t)k * samples + i] < m) m = lat[(size_t)k * samples + i];
+        work[i] = m;
+        nall += flall[i];
+    }
+    /* and without the ops that took a page fault in every replay */
+    size_t ncl = 0;
+    for (size_t i = 0; i < common; i++)
+        if (!flall[i]) clean[ncl++] = work[i];
+    lat_stats(work, common, &o->fp99, &o->fp9999, &o->fmx);
+    if (ncl) lat_stats(clean, ncl, &o->fn99, &o->fn9999, &o->fnmx);
+    o->rawtaken = rawtaken;
+    o->common = common;
+    o->nall = nall;
+    o->ncl = ncl;
+    o->ok = 1;
+    free(clean);
+    free(work);
+    free(flall);
+    free(fl);
+    free(lat);
+    free(blk);
+}
+
+/* Each allocator's replays run in a fresh process (this program run again
+ * with --zone-latency-child), so that no allocator's state depends on what
+ * ran before it: glibc, whose heap the rest of the bench shares, behaves
+ * differently in a process that has already allocated and freed other
+ * memory (see docs/zone.md). The timer calibration is passed along so that
+ * every process converts ticks alike. Returns 0 when the child could not be
+ * run (the caller then measures in this process and says so). */
+static int lat_subject_fresh(const subject *s, size_t heap, uint64_t seed, size_t samples, int R, int reps,
+                             lat_out *o) {
+    int pfd[2];
+    if (pipe(pfd) != 0) return 0;
+    char a_fd[16], a_heap[32], a_seed[32], a_samples[32], a_r[16], a_reps[16], a_tick[64], a_tsc[8];
+    snprintf(a_fd, sizeof a_fd, "%d", pfd[1]);
+    snprintf(a_heap, sizeof a_heap, "%zu", heap);
+    snprintf(a_seed, sizeof a_seed, "%llu", (unsigned long long)seed);
+    snprintf(a_samples, sizeof a_samples, "%zu", samples);
+    snprintf(a_r, sizeof a_r, "%d", R);
+    snprintf(a_reps, sizeof a_reps, "%d", reps);
+    snprintf(a_tick, sizeof a_tick, "%a", g_tick_ns);
+    snprintf(a_tsc, sizeof a_tsc, "%d", g_tsc);
+    char *argv[] = {"heapkit-bench",
+                    "--zone-latency-child",
+                    a_fd,
+                    (char *)s->a.name,
+                    a_heap,
+                    a_seed,
+                    a_samples,
+                    a_r,
+                    a_reps,
+                    a_tick,
+                    a_tsc,
+                    NULL};
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(pfd[0]);
+        close(pfd[1]);
+        return 0;
+    }
+    if (pid == 0) {
+        close(pfd[0]);
+        FILE *nul = freopen("/dev/null", "w", stdout); /* the parent prints the figures */
+        (void)nul;
+        execv("/proc/self/exe", argv);
+        _exit(127);
+    }
+    close(pfd[1]);
+    size_t got = 0;
+    while (got < sizeof *o) {
+        ssize_t n = read(pfd[0], (char *)o + got, sizeof *o - got);
+        if (n <= 0) break;
+        got += (size_t)n;
+    }
+    close(pfd[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return got == sizeof *o && o->ok && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+int hkb_zone_latency_child(int argc, char **argv);
+int hkb_zone_latency_child(int argc, char **argv) {
+    if (argc != 11) return 2;
+    int fd = atoi(argv[2]);
+    const char *name = argv[3];
+    size_t heap = (size_t)strtoull(argv[4], NULL, 10);
+    uint64_t seed = strtoull(argv[5], NULL, 10);
+    size_t samples = (size_t)strtoull(argv[6], NULL, 10);
+    int R = atoi(argv[7]), reps = atoi(argv[8]);
+    g_tick_ns = strtod(argv[9], NULL);
+    g_tsc = atoi(argv[10]);
+    if (R < 1 || R > 5 || reps < 1 || reps > 3 || !samples || !(g_tick_ns > 0)) return 2;
+    subject subj[10];
+    int nsub = subjects(subj, SUBJ_SET_LATENCY);
+    for (int s = 0; s < nsub; s++) {
+        if (strcmp(subj[s].a.name, name)) continue;
+        lat_out o;
+        lat_subject(&subj[s], heap, seed, samples, R, reps, &o);
+        size_t put = 0;
+        while (put < sizeof o) {
+            ssize_t n = write(fd, (const char *)&o + put, sizeof o - put);
+            if (n <= 0) return 1;
+            put += (size_t)n;
+        }
+        return 0;
+    }
+    fprintf(stderr, "heapkit-bench: no latency subject named %s\n", name);
+    return 1;
+}
+
 static void workload_latency(hkb_ctx *ctx) {
     hkb_section(SUITE, "latency",
                 "per-operation time at heap sizes 1 MiB .. 1 GiB (ns; timer overhead included); "
-                "filtered_*: each op's minimum over 3-5 replays of the same sequence (drops interrupts)");
+                "filtered_*: each op's minimum over 3-5 replays of the same sequence (drops interrupts); "
+                "each allocator in a fresh process");
     lat_timer_init();
     hkb_record(SUITE, "latency", "timer", "timer_overhead", g_timer_overhead,
                g_tsc ? "ns (rdtscp; median back-to-back, in every figure)"
@@ -729,13 +898,6 @@ static void workload_latency(hkb_ctx *ctx) {
     subject subj[10];
     int nsub = subjects(subj, SUBJ_SET_LATENCY);
     size_t samples = ctx->quick ? 20000 : 100000;
-    enum { RMAX = 5 };
-    double *lat = malloc(RMAX * samples * sizeof(double)); /* one row per replay */
-    unsigned char *fl = malloc(samples), *flall = malloc(samples);
-    double *work = malloc(samples * sizeof(double)), *clean = malloc(samples * sizeof(double));
-    size_t maxblocks = ((size_t)1 << 30) / 4000 + 1000;
-    void **blk = malloc(maxblocks * sizeof(void *));
-    if (!lat || !fl || !flall || !work || !clean || !blk) exit(1);
     double zmax[4] = {0, 0, 0, 0}, znmax[4] = {0, 0, 0, 0};
     double fmax[10][4], f99[10][4];
     for (int h = 0; h < nheaps; h++) {
@@ -748,88 +910,53 @@ static void workload_latency(hkb_ctx *ctx) {
             if (big) reps = 1;
             int R = big || ctx->quick ? 3 : 5;
             if (R < reps) R = reps;
-            double p99[3], p9999[3], mx[3], c99[3] = {0, 0, 0}, c9999[3] = {0, 0, 0}, cmx[3] = {0, 0, 0},
-                                            faulted[3];
-            size_t warm = 0, common = samples, rawtaken = samples;
-            /* one instance for all R replays (each ends with no live block):
-             * from the second replay on, every allocator works on memory it
-             * already has, as the peers' process-wide heaps do */
-            subject_open(&subj[s], heaps[h] * 2 + ((size_t)64 << 20));
-            for (int k = 0; k < R; k++) {
-                double *lk = lat + (size_t)k * samples;
-                size_t taken = lat_replay(&subj[s], heaps[h], ctx->seed + (uint64_t)h * 7919, blk, maxblocks,
-                                          samples / 2, &warm, common, lk, k ? fl : flall);
-                if (taken < common) common = taken;
-                if (k) {
-                    for (size_t i = 0; i < common; i++) flall[i] &= fl[i];
-                }
-                if (k < reps) {
-                    const unsigned char *fk = k ? fl : flall;
-                    size_t nf = 0;
-                    if (taken < rawtaken) rawtaken = taken;
-                    for (size_t i = 0; i < taken; i++) {
-                        work[i] = lk[i];
-                        if (!fk[i]) clean[nf++] = lk[i];
-                    }
-                    lat_stats(work, taken, &p99[k], &p9999[k], &mx[k]);
-                    faulted[k] = (double)(taken - nf);
-                    if (nf) lat_stats(clean, nf, &c99[k], &c9999[k], &cmx[k]);
-                }
-            }
-            subject_close(&subj[s]);
+            uint64_t seed = ctx->seed + (uint64_t)h * 7919;
+            lat_out o;
             char wl[48];
             snprintf(wl, sizeof wl, "latency_%zuMiB", heaps[h] >> 20);
-            double m99 = hkb_median(p99, reps), m9999 = hkb_median(p9999, reps), mmax = hkb_median(mx, reps);
+            if (!lat_subject_fresh(&subj[s], heaps[h], seed, samples, R, reps, &o)) {
+                printf("zone: %s at %s could not run in a fresh process; measured in this one\n",
+                       subj[s].a.name, wl);
+                lat_subject(&subj[s], heaps[h], seed, samples, R, reps, &o);
+                hkb_record(SUITE, wl, subj[s].a.name, "in_bench_process", 1, "(not a fresh process)");
+            }
+            double m99 = hkb_median(o.p99, reps), m9999 = hkb_median(o.p9999, reps),
+                   mmax = hkb_median(o.mx, reps);
             hkb_record(SUITE, wl, subj[s].a.name, "p99", m99, "ns");
             hkb_record(SUITE, wl, subj[s].a.name, "p99.99", m9999, "ns");
             hkb_record(SUITE, wl, subj[s].a.name, "max", mmax, "ns");
-            double n99 = hkb_median(c99, reps), n9999 = hkb_median(c9999, reps), nmax = hkb_median(cmx, reps);
-            hkb_record(SUITE, wl, subj[s].a.name, "faulting_ops", hkb_median(faulted, reps),
+            double n99 = hkb_median(o.c99, reps), n9999 = hkb_median(o.c9999, reps),
+                   nmax = hkb_median(o.cmx, reps);
+            hkb_record(SUITE, wl, subj[s].a.name, "faulting_ops", hkb_median(o.faulted, reps),
                        "ops with a page fault inside the allocator call");
             hkb_record(SUITE, wl, subj[s].a.name, "nofault_p99", n99, "ns (ops without a page fault)");
             hkb_record(SUITE, wl, subj[s].a.name, "nofault_p99.99", n9999, "ns");
             hkb_record(SUITE, wl, subj[s].a.name, "nofault_max", nmax, "ns");
-            if (rawtaken < samples)
-                hkb_record(SUITE, wl, subj[s].a.name, "samples", (double)rawtaken, "ops (time budget)");
-            /* the filtered figures: each operation's minimum over the R replays */
-            size_t nall = 0;
-            for (size_t i = 0; i < common; i++) {
-                double m = lat[i];
-                for (int k = 1; k < R; k++)
-                    if (lat[(size_t)k * samples + i] < m) m = lat[(size_t)k * samples + i];
-                work[i] = m;
-                nall += flall[i];
-            }
-            /* and without the ops that took a page fault in every replay */
-            size_t ncl = 0;
-            for (size_t i = 0; i < common; i++)
-                if (!flall[i]) clean[ncl++] = work[i];
-            double fp99, fp9999, fmx, fn99 = 0, fn9999 = 0, fnmx = 0;
-            lat_stats(work, common, &fp99, &fp9999, &fmx);
-            if (ncl) lat_stats(clean, ncl, &fn99, &fn9999, &fnmx);
+            if (o.rawtaken < samples)
+                hkb_record(SUITE, wl, subj[s].a.name, "samples", (double)o.rawtaken, "ops (time budget)");
             char unit[64];
             snprintf(unit, sizeof unit, "ns (per-op minimum over %d replays)", R);
-            hkb_record(SUITE, wl, subj[s].a.name, "filtered_p99", fp99, unit);
-            hkb_record(SUITE, wl, subj[s].a.name, "filtered_p99.99", fp9999, unit);
-            hkb_record(SUITE, wl, subj[s].a.name, "filtered_max", fmx, unit);
-            hkb_record(SUITE, wl, subj[s].a.name, "filtered_samples", (double)common,
+            hkb_record(SUITE, wl, subj[s].a.name, "filtered_p99", o.fp99, unit);
+            hkb_record(SUITE, wl, subj[s].a.name, "filtered_p99.99", o.fp9999, unit);
+            hkb_record(SUITE, wl, subj[s].a.name, "filtered_max", o.fmx, unit);
+            hkb_record(SUITE, wl, subj[s].a.name, "filtered_samples", (double)o.common,
                        "ops timed in every replay");
-            hkb_record(SUITE, wl, subj[s].a.name, "filtered_faulting_ops", (double)nall,
+            hkb_record(SUITE, wl, subj[s].a.name, "filtered_faulting_ops", (double)o.nall,
                        "ops with a page fault in every replay");
-            hkb_record(SUITE, wl, subj[s].a.name, "filtered_nofault_p99", fn99,
+            hkb_record(SUITE, wl, subj[s].a.name, "filtered_nofault_p99", o.fn99,
                        "ns (filtered, ops faulting in every replay left out)");
-            hkb_record(SUITE, wl, subj[s].a.name, "filtered_nofault_max", fnmx, "ns");
-            fmax[s][h] = fmx;
-            f99[s][h] = fp99;
+            hkb_record(SUITE, wl, subj[s].a.name, "filtered_nofault_max", o.fnmx, "ns");
+            fmax[s][h] = o.fmx;
+            f99[s][h] = o.fp99;
             if (subj[s].kind == SUBJ_ZONE) {
                 zmax[h] = mmax;
                 znmax[h] = nmax;
-                zfmax = fmx;
+                zfmax = o.fmx;
             }
             if (!strcmp(subj[s].a.name, "glibc")) {
                 gmax = mmax;
                 gnmax = nmax;
-                gfmax = fmx;
+                gfmax = o.fmx;
             }
         }
         char wl[48];
@@ -858,12 +985,6 @@ static void workload_latency(hkb_ctx *ctx) {
             hkb_record(SUITE, "latency", subj[s].a.name, "filtered_p99_growth_largest_vs_1MiB",
                        f99[s][nheaps - 1] / f99[s][0], "x (filtered p99 at the largest heap / at 1 MiB)");
     }
-    free(clean);
-    free(work);
-    free(flall);
-    free(fl);
-    free(lat);
-    free(blk);
 }
 
 /* ---- fragmentation ----------------------------------------------------------------- */
