@@ -721,7 +721,7 @@ static void lat_stats(double *v, size_t n, double *p99, double *p9999, double *m
 typedef struct lat_out {
     double p99[3], p9999[3], mx[3], c99[3], c9999[3], cmx[3], faulted[3];
     double fp99, fp9999, fmx, fn99, fn9999, fnmx;
-    size_t rawtaken, common, nall, ncl;
+    size_t rawtaken, common, nall;
     int ok;
 } lat_out;
 
@@ -782,7 +782,6 @@ static void lat_subject(const subject *s, size_t heap, uint64_t seed, size_t sam
     o->rawtaken = rawtaken;
     o->common = common;
     o->nall = nall;
-    o->ncl = ncl;
     o->ok = 1;
     free(clean);
     free(work);

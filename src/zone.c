@@ -1625,7 +1625,7 @@ static int zone_purge_one(hk_zone *z, int level) {
 /* Frees the untracked blocks whose tag is in range (walks every region). */
 static size_t zone_free_untracked(hk_zone *z) {
     size_t n = 0;
-    for (uint32_t i = 0; i < z->nregions && (z->untracked_live || z->slot_bytes); i++) {
+    for (uint32_t i = 0; i < z->nregions && zone_untracked_any(z); i++) {
         zone_region *r = &z->regions[i];
         zone_blk *b = (zone_blk *)r->base;
         while ((unsigned char *)b < r->end) {
@@ -1710,8 +1710,7 @@ size_t hk_zone_free_tags(hk_zone *z, int lo, int hi) {
         for (unsigned w = 0; w < ZONE_TAG_WAYS; w++)
             if (pend[w]) zone_release(z, pend[w], -1);
     }
-    if (lo <= HK_TAG_STATIC && HK_TAG_STATIC <= hi && (z->untracked_live || z->slot_bytes))
-        n += zone_free_untracked(z);
+    if (lo <= HK_TAG_STATIC && HK_TAG_STATIC <= hi && zone_untracked_any(z)) n += zone_free_untracked(z);
     z->bulk = 0;
     zone_release_empty_regions(z);
     zone_check_after(z);
@@ -1757,7 +1756,7 @@ hk_result hk_zone_stats(const hk_zone *z, hk_stats *out) {
     out->peak_used = z->peak_used;
     out->overhead = out->used_blocks_bytes - z->used_req + sizeof(hk_zone) + z->nregions * ZONE_HDR +
                     z->nruns * ZONE_RUN_HDR;
-    out->live_blocks = (size_t)(z->alloc_count - z->free_count);
+    out->live_blocks = zone_live(z);
     out->free_blocks = z->free_blocks;
     out->alloc_count = z->alloc_count;
     out->free_count = z->free_count;

@@ -363,17 +363,16 @@ hk_result hk__zone_check_locked(hk_zone *z) {
     if (r == HK_OK) r = zone_check_classes(z, &t);
     if (r != HK_OK) return r;
     if (t.capacity != z->capacity || t.free_bytes != z->free_bytes || t.nfree != z->free_blocks ||
-        t.used_bytes != z->used_bytes || t.used_req != z->used_req ||
-        t.live != (size_t)(z->alloc_count - z->free_count) || t.untracked != z->untracked_live ||
-        t.run_bytes != z->run_bytes || t.nruns != z->nruns || t.slot_bytes != z->slot_bytes ||
-        t.used_bytes + t.free_bytes + t.run_bytes != t.capacity)
+        t.used_bytes != z->used_bytes || t.used_req != z->used_req || t.live != zone_live(z) ||
+        t.untracked != z->untracked_live || t.run_bytes != z->run_bytes || t.nruns != z->nruns ||
+        t.slot_bytes != z->slot_bytes || t.used_bytes + t.free_bytes + t.run_bytes != t.capacity)
         ZONE_CORRUPT(
             HK_EK_CORRUPT_STRUCTURE, z,
             "counters disagree with the heap: capacity %zu/%zu, free %zu/%zu in %zu/%zu blocks, used "
             "%zu/%zu (%zu/%zu asked) in %zu/%zu blocks, runs %zu/%zu (%zu/%zu bytes, slots %zu/%zu bytes)",
             z->capacity, t.capacity, z->free_bytes, t.free_bytes, z->free_blocks, t.nfree, z->used_bytes,
-            t.used_bytes, z->used_req, t.used_req, (size_t)(z->alloc_count - z->free_count), t.live, z->nruns,
-            t.nruns, z->run_bytes, t.run_bytes, z->slot_bytes, t.slot_bytes);
+            t.used_bytes, z->used_req, t.used_req, zone_live(z), t.live, z->nruns, t.nruns, z->run_bytes,
+            t.run_bytes, z->slot_bytes, t.slot_bytes);
     return HK_OK;
 }
 
@@ -596,9 +595,9 @@ void hk_zone_dump(hk_zone *z, void *out) {
         f,
         "zone '%s': capacity %zu in %u regions, used %zu (%zu with headers) in %zu blocks, free %zu in %zu "
         "blocks, peak %zu, purge level %d, %llu purged, %llu grown\n",
-        z->rep.instance, z->capacity, z->nregions, z->used_req, z->used_bytes,
-        (size_t)(z->alloc_count - z->free_count), z->free_bytes, z->free_blocks, z->peak_used, z->purge_level,
-        (unsigned long long)z->purge_count, (unsigned long long)z->grow_count);
+        z->rep.instance, z->capacity, z->nregions, z->used_req, z->used_bytes, zone_live(z), z->free_bytes,
+        z->free_blocks, z->peak_used, z->purge_level, (unsigned long long)z->purge_count,
+        (unsigned long long)z->grow_count);
     fprintf(f, "  %-14s %12s  %s\n", "address", "bytes", "tag, owner, name, site");
     int v = 0;
     for (uint32_t i = 0; i < z->nregions && !v; i++) {

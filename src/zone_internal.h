@@ -162,6 +162,12 @@ struct hk_zone {
     hk_lock_hooks lock;
 };
 
+/* Used blocks and slots: every path that makes or ends one counts it in
+ * alloc_count or free_count, so the difference needs no counter of its own. */
+static inline size_t zone_live(const hk_zone *z) { return (size_t)(z->alloc_count - z->free_count); }
+/* Whether any untracked block is live: a plain one or a slot. */
+static inline int zone_untracked_any(const hk_zone *z) { return z->untracked_live || z->slot_bytes; }
+
 /* ---- sanitizer helpers (free payload and slack are off limits) ---------- */
 
 static inline void zone_poison(const void *p, size_t n) {
