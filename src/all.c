@@ -10,7 +10,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
 #endif
-#include "core.c"
+#include "common.c"
 #include "os_posix.c"
 #include "hunk.c"
 #include "pool.c"

@@ -190,6 +190,16 @@ typedef struct hk_lock_hooks {
     void *user;
 } hk_lock_hooks;
 
+/* Backing memory for allocators that take memory from another allocator
+ * (pool overflow, gc objects): alloc returns NULL on failure; free receives
+ * the size given to alloc. Both must be set, or neither (the C library's
+ * malloc and free). */
+typedef struct hk_alloc_hooks {
+    void *(*alloc)(size_t size, void *user);
+    void (*free)(void *ptr, size_t size, void *user);
+    void *user;
+} hk_alloc_hooks;
+
 /* ------------------------------------------------------------------------ */
 /* Debug flags and fill patterns                                             */
 /* ------------------------------------------------------------------------ */
