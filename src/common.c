@@ -195,3 +195,8 @@ hk_result hk__core_init(hk__core *c, const char *allocator, const char *name, ui
 void hk__core_paranoid_check(hk__core *c) {
     if (c->check) (void)c->check(c->self);
 }
+
+void hk_print_file(const char *text, void *user) {
+    FILE *f = user ? (FILE *)user : stdout;
+    fputs(text, f);
+}

@@ -38,6 +38,23 @@ extern "C" {
 /* Returns HK_VERSION of the compiled library (compare with the header's). */
 int hk_version(void);
 
+/* Attributes on allocating functions, so compilers and sanitizers know what
+ * they return: HK_MALLOC (a fresh block that aliases nothing),
+ * HK_ALLOC_SIZE(i) / HK_ALLOC_SIZE2(i, j) (argument i, or i * j, is its
+ * size), HK_ALLOC_ALIGN(i) (argument i is its alignment). Empty where the
+ * compiler lacks them. */
+#if defined(__GNUC__) || defined(__clang__)
+#define HK_MALLOC            __attribute__((malloc))
+#define HK_ALLOC_SIZE(i)     __attribute__((alloc_size(i)))
+#define HK_ALLOC_SIZE2(i, j) __attribute__((alloc_size(i, j)))
+#define HK_ALLOC_ALIGN(i)    __attribute__((alloc_align(i)))
+#else
+#define HK_MALLOC
+#define HK_ALLOC_SIZE(i)
+#define HK_ALLOC_SIZE2(i, j)
+#define HK_ALLOC_ALIGN(i)
+#endif
+
 /* ------------------------------------------------------------------------ */
 /* Results                                                                   */
 /* ------------------------------------------------------------------------ */
@@ -176,6 +193,18 @@ typedef void (*hk_error_fn)(const hk_error *err, void *user);
  * prints `message` to stderr prefixed with "heapkit: ". Setting NULL restores
  * that default. Not thread-safe with concurrent reports; set it at start-up. */
 void hk_set_default_error_handler(hk_error_fn fn, void *user);
+
+/* ------------------------------------------------------------------------ */
+/* Text output                                                               */
+/* ------------------------------------------------------------------------ */
+
+/* Every dump takes one of these: it receives the text in pieces (each a
+ * NUL-terminated string, usually one or more whole lines) in order. */
+typedef void (*hk_print_fn)(const char *text, void *user);
+
+/* An hk_print_fn that writes to the C stdio stream `user` (a FILE *; NULL
+ * means stdout), e.g. hk_zone_dump(z, hk_print_file, stderr). */
+void hk_print_file(const char *text, void *user);
 
 /* ------------------------------------------------------------------------ */
 /* Lock hooks                                                                */
