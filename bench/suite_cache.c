@@ -382,9 +382,9 @@ static frag_live fs_pop(frag_state *s) {
 static double frag_cache(size_t limit, uint64_t seed, double *with_table, int64_t *steps_out) {
     uint32_t handles = (uint32_t)(limit / 2048); /* about twice the blocks live at the end */
     hk_cache *c = bench_cache(limit, handles);
-    hk_stats st;
-    hk_cache_stats(c, &st);
-    size_t region = st.capacity;
+    hk_cache_info ci;
+    hk_cache_get_info(c, &ci);
+    size_t region = ci.region_bytes;
     frag_state s = {0};
     int64_t step = 0;
     for (;; step++) {
@@ -400,10 +400,9 @@ static double frag_cache(size_t limit, uint64_t seed, double *with_table, int64_
         fs_push(&s, (frag_live){NULL, h.value, o.size, o.death < 0 ? NEVER : o.death});
         s.live_bytes += o.size;
     }
-    hk_cache_stats(c, &st);
     double occ = (double)s.live_bytes / (double)region;
     /* the handle table lives apart from the region: count it too */
-    *with_table = (double)s.live_bytes / (double)(region + (size_t)handles * HK_CACHE_HANDLE_BYTES);
+    *with_table = (double)s.live_bytes / (double)(region + ci.table_bytes);
     *steps_out = step;
     hk_cache_destroy(c);
     free(s.v);

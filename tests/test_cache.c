@@ -856,7 +856,7 @@ HKT_TEST(walk_where_and_dump) {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    hk_cache_dump(c, f);
+    hk_cache_dump(c, hk_print_file, f);
     fclose(f);
     CHECK_STR_CONTAINS(buf, "Displaying cache 'test'");
     CHECK_STR_CONTAINS(buf, "sky");
@@ -959,5 +959,111 @@ HKT_TEST(null_arguments) {
     CHECK_EQ(hk_cache_compact_step(NULL, 0, 0, NULL), 0);
     CHECK_EQ(hk_cache_purge_all(NULL), 0);
     CHECK(!hk_cache_is_purged(NULL, h));
-    hk_cache_dump(NULL, NULL);
+    hk_cache_dump(NULL, NULL, NULL);
+}
+
+/* The instance core validates the lock hooks once: both or neither. */
+HKT_TEST(half_set_lock_hooks_are_refused) {
+    hkt_errors_reset(&g_errs);
+    CHECK(hk_cache_create(&(hk_cache_desc){.size = 1 << 16,
+                                           .name = "half",
+                                           .lock = {lk, NULL, NULL},
+                                           .on_error = hkt_on_error,
+                                           .error_user = &g_errs}) == NULL);
+    CHECK_EQ(g_errs.count, 1);
+    CHECK_EQ(g_errs.last_kind, HK_EK_INVALID_ARG);
+    CHECK_STR_CONTAINS(g_errs.last_message, "cache 'half'");
+    CHECK_STR_CONTAINS(g_errs.last_message, "unlock is missing");
+    hkt_errors_reset(&g_errs);
+    CHECK(hk_cache_create(&(hk_cache_desc){
+              .size = 1 << 16, .lock = {NULL, ulk, NULL}, .on_error = hkt_on_error, .error_user = &g_errs}) ==
+          NULL);
+    CHECK_EQ(g_errs.count, 1);
+    CHECK_EQ(g_errs.last_result, HK_ERR_INVALID);
+    CHECK_STR_CONTAINS(g_errs.last_message, "lock is missing");
+}
+
+/* Paranoid: every mutating call ends with the full check, the calls that
+ * change only a handle's lock count or flags included. */
+HKT_TEST(paranoid_mode_checks_lock_unlock_and_purgeable) {
+    hk_cache *c = mk(1 << 16, HK_FLAG_PARANOID);
+    hk_cache_handle a = hk_cache_alloc(c, 10, "a"), b = hk_cache_alloc(c, 10, "b");
+    unsigned char *p = hk_cache_deref(c, a);
+    hk__san_access(p + 10, 1);
+    p[10] = 0;
+    hkt_errors_reset(&g_errs);
+    CHECK_EQ(hk_cache_lock(c, b), HK_OK);
+    CHECK_EQ(g_errs.count, 1);
+    CHECK_EQ(g_errs.last_kind, HK_EK_CORRUPT_CANARY);
+    CHECK_STR_CONTAINS(g_errs.last_message, "'a'");
+    CHECK_EQ(hk_cache_unlock(c, b), HK_OK);
+    CHECK_EQ(g_errs.count, 2);
+    CHECK_EQ(hk_cache_set_purgeable(c, b, true), HK_OK);
+    CHECK_EQ(g_errs.count, 3);
+    hkt_errors_reset(&g_errs);
+    CHECK(hk_cache_size(c, b) == 10); /* not a mutating call: no check */
+    CHECK_EQ(g_errs.count, 0);
+    hk__san_access(p + 10, 1);
+    p[10] = HK_FILL_PAD;
+    CHECK_EQ(hk_cache_check(c), HK_OK);
+    hk_cache_destroy(c);
+}
+
+HKT_TEST(get_info_counts_handles_purges_and_moves) {
+    hk_cache *c = mk(1 << 16, 0);
+    hk_cache_info in;
+    CHECK_EQ(hk_cache_get_info(c, &in), HK_OK);
+    CHECK_EQ(in.max_handles, 1024);
+    CHECK_EQ(in.live_handles, 0);
+    CHECK(in.table_bytes >= 1024u * 48u);
+    hk_stats st;
+    hk_cache_stats(c, &st);
+    CHECK_EQ(in.region_bytes, st.capacity);
+    hk_cache_handle a = hk_cache_alloc(c, 100, "a"), b = hk_cache_alloc(c, 100, "b"),
+                    d = hk_cache_alloc(c, 100, "d");
+    hk_cache_set_purgeable(c, b, true);
+    CHECK_EQ(hk_cache_purge(c, b), HK_OK);
+    CHECK_EQ(hk_cache_free(c, a), HK_OK); /* a hole below d */
+    CHECK_EQ(hk_cache_compact(c), HK_OK);
+    CHECK_EQ(hk_cache_get_info(c, &in), HK_OK);
+    CHECK_EQ(in.live_handles, 2);
+    CHECK_EQ(in.empty_handles, 1);
+    CHECK_EQ(in.retired_handles, 0);
+    CHECK_EQ(in.purge_count, 1);
+    CHECK(in.moved_bytes >= 128);
+    CHECK_EQ(hk_cache_get_info(NULL, &in), HK_ERR_INVALID);
+    CHECK_EQ(hk_cache_get_info(c, NULL), HK_ERR_INVALID);
+    (void)d;
+    hk_cache_destroy(c);
+}
+
+typedef struct text_acc {
+    char buf[4096];
+    size_t len;
+    int pieces;
+} text_acc;
+
+static void collect(const char *text, void *user) {
+    text_acc *t = (text_acc *)user;
+    size_t n = strlen(text);
+    if (t->len + n < sizeof t->buf) {
+        memcpy(t->buf + t->len, text, n + 1);
+        t->len += n;
+    }
+    t->pieces++;
+}
+
+HKT_TEST(dump_writes_through_a_print_fn) {
+    hk_cache *c = mk(1 << 16, 0);
+    hk_cache_handle a = hk_cache_alloc(c, 100, "alpha");
+    hk_cache_lock(c, a);
+    static text_acc t;
+    memset(&t, 0, sizeof t);
+    hk_cache_dump(c, collect, &t);
+    CHECK(t.pieces >= 4);
+    CHECK_STR_CONTAINS(t.buf, "Displaying cache 'test'");
+    CHECK_STR_CONTAINS(t.buf, "alpha");
+    CHECK_STR_CONTAINS(t.buf, "relocatable 1 (locked 1");
+    hk_cache_unlock(c, a);
+    hk_cache_destroy(c);
 }

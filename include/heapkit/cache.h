@@ -34,13 +34,11 @@
  * as HK_EK_NOMEM).
  *
  * Layout: the data region is a sequence of 16-byte aligned blocks tiling it
- * in address order, each with a 16-byte header (magic, handle back-pointer,
- * size, size of the previous block) and an 8-byte (at least) canary after
- * the user bytes; free blocks are coalesced. A block of n bytes takes
- * round_up(16 + n + 8, 16) bytes. The handle table costs 56 bytes per handle:
- * a 16-byte hot entry (handle, LRU stamp, address: all hk_cache_deref_fast
- * reads), 32 bytes for the rest and 8 of scratch; the hot entries are
- * counted in a power of two, so a power of two for max_handles wastes none.
+ * in address order, each with a header (handle back-pointer, sizes) and a
+ * canary after the user bytes; free blocks are coalesced. The handle table
+ * lives apart from the region (its size is fixed at creation by
+ * max_handles). Bytes per block and per handle: docs/cache.md;
+ * hk_cache_get_info reports the table's bytes.
  *
  * Thread-safety: an instance is not thread-safe unless its desc carries lock
  * hooks; every call then takes the lock (hk_cache_deref_fast defers to
@@ -59,10 +57,6 @@ extern "C" {
 #endif
 
 typedef struct hk_cache hk_cache;
-
-/* Handle table bytes per handle when max_handles is a power of two (see
- * Layout above). */
-#define HK_CACHE_HANDLE_BYTES 56u
 
 /* A block's handle: generational (a freed handle is detected as stale and
  * its slot is not reused while fresh slots remain, then only in FIFO order),
@@ -130,7 +124,8 @@ typedef struct hk_cache_desc {
     hk_lock_hooks lock;
 } hk_cache_desc;
 
-/* Creates a cache. Returns NULL when desc is NULL, the memory is too small
+/* Creates a cache. Returns NULL when desc is NULL, its lock hooks have only
+ * one of lock and unlock (reported as HK_EK_INVALID_ARG), the memory is too small
  * for the control block, a table of 64 handles and 64 bytes of data (or, with
  * a hunk, the control block and table), the hunk already has a tenant, or the
  * OS refuses. With `hunk` and no memory, the control block and table come
@@ -269,11 +264,26 @@ int hk_cache_walk(hk_cache *c, hk_walk_fn fn, void *user);
 hk_result hk_cache_check(hk_cache *c);
 hk_result hk_cache_where(hk_cache *c, const void *addr, hk_block_info *info);
 
-/* Prints the heap in the style of MacsBug's `hd` (heap display): one line
- * per block (address, length with its overhead, R relocatable / F free,
- * handle, lock and purge marks, LRU rank, name), the empty handles, then a
- * summary. `out` is a FILE* (NULL: stdout). O(blocks + handles log handles). */
-void hk_cache_dump(hk_cache *c, void *out);
+/* Counters of the cache that hk_stats has no field for. O(1). */
+typedef struct hk_cache_info {
+    size_t region_bytes;      /* data region (the hunk claim, for a cache in a hunk) */
+    size_t table_bytes;       /* handle table (hot entries, slots, scratch) */
+    uint32_t max_handles;     /* table capacity */
+    uint32_t live_handles;    /* handles allocated and not freed */
+    uint32_t empty_handles;   /* live handles without a block (purged) */
+    uint32_t retired_handles; /* slots whose generations ran out: never reused */
+    uint64_t purge_count;     /* blocks purged since creation */
+    uint64_t moved_bytes;     /* bytes moved by compaction, scramble, move_high and hunk reclaims */
+} hk_cache_info;
+/* Fills *out. HK_ERR_INVALID for NULL arguments. Takes the lock. */
+hk_result hk_cache_get_info(const hk_cache *c, hk_cache_info *out);
+
+/* Writes the heap in the style of MacsBug's `hd` (heap display) to fn (NULL:
+ * hk_print_file, with user the FILE*): one line per block (address, length
+ * with its overhead, R relocatable / F free, handle, lock and purge marks,
+ * LRU rank, name), the empty handles, then a summary. Does not allocate.
+ * O(blocks + handles log handles). */
+void hk_cache_dump(hk_cache *c, hk_print_fn fn, void *user);
 
 /* ---- inline deref -----------------------------------------------------------
  * hk_cache_deref_fast is hk_cache_deref inlined for the common case: one
