@@ -153,7 +153,7 @@ static void cache_sift(hk_cache *c, uint32_t *o, size_t i, size_t n, int desc) {
         i = m;
     }
 }
-void hk__cache_sort(hk_cache *c, size_t n, int desc) {
+static void cache_sort(hk_cache *c, size_t n, int desc) {
     uint32_t *o = c->order;
     for (size_t i = n / 2; i-- > 0;) cache_sift(c, o, i, n, desc);
     for (size_t k = n; k > 1; k--) {
@@ -168,7 +168,7 @@ void hk__cache_compute_ranks(hk_cache *c) {
     size_t n = 0;
     for (uint32_t i = 0; i < c->high_water; i++)
         if (cache_hot_at(c, i)->key && cache_hot_at(c, i)->data) c->order[n++] = i;
-    hk__cache_sort(c, n, 1);
+    cache_sort(c, n, 1);
     /* rank = how many blocks are newer: blocks with one stamp share a rank */
     for (size_t k = 0; k < n; k++)
         c->rank[c->order[k]] = k && cache_stamp_at(c, c->order[k]) == cache_stamp_at(c, c->order[k - 1])
@@ -182,7 +182,7 @@ void hk__cache_renumber(hk_cache *c) {
     size_t n = 0;
     for (uint32_t i = 0; i < c->high_water; i++)
         if (cache_hot_at(c, i)->key) c->order[n++] = i;
-    hk__cache_sort(c, n, 0);
+    cache_sort(c, n, 0);
     uint32_t next = 1, prev = 0;
     for (size_t k = 0; k < n; k++) {
         uint32_t st = cache_stamp_at(c, c->order[k]);
@@ -197,6 +197,6 @@ size_t hk__cache_purge_candidates(hk_cache *c) {
     size_t n = 0;
     for (uint32_t i = 0; i < c->high_water; i++)
         if (cache_purgeable(c, &c->slots[i])) c->order[n++] = i;
-    hk__cache_sort(c, n, 0);
+    cache_sort(c, n, 0);
     return n;
 }

@@ -297,8 +297,6 @@ cache_slot *hk__cache_slot_new(hk_cache *c);
 /* Makes s's handle stale (s holds no block). */
 void hk__cache_slot_release(hk_cache *c, cache_slot *s);
 
-/* Sorts order[0..n) (slot indices) by LRU stamp, oldest first (desc == 0) or newest first. */
-void hk__cache_sort(hk_cache *c, size_t n, int desc);
 /* Fills rank[] for every resident slot (0 = most recently used). */
 void hk__cache_compute_ranks(hk_cache *c);
 /* The purgeable unlocked resident slots into order[], least recently used first. */
