@@ -4,10 +4,14 @@
 #   make check           build and run the whole test suite (CTest)
 #   make check-sanitize  the whole suite built with address + undefined sanitizers (build-san/)
 #   make bench           build and run the benchmarks; writes build/bench/results.json
+#   make fuzz            libFuzzer targets (clang, library instrumented), each for FUZZ_SECONDS [60]
 #   make install         install into PREFIX (default /usr/local)
 #   make format          clang-format every C source in place
 BUILD ?= build
 SANBUILD ?= build-san
+FUZZBUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?=
 PREFIX ?= /usr/local
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 # Warnings are errors in CI (CI=true is set there) or with WERROR=ON.
@@ -21,7 +25,7 @@ BENCH_FLAGS ?=
 MAKEFLAGS += --no-print-directory
 CMAKE_QUIET = --log-level=WARNING
 
-.PHONY: all build demo check check-sanitize bench install format clean
+.PHONY: all build demo check check-sanitize bench fuzz install format clean
 
 all: build
 
@@ -45,6 +49,12 @@ bench: build
 	mkdir -p $(BUILD)/bench
 	./$(BUILD)/bench/heapkit-bench --out $(BUILD)/bench/results.json $(BENCH_FLAGS)
 
+fuzz:
+	cmake $(CMAKE_QUIET) -S . -B $(FUZZBUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
+	  -DCMAKE_CXX_COMPILER=clang++ -DHEAPKIT_BUILD_BENCH=OFF -DHEAPKIT_BUILD_EXAMPLES=OFF $(CMAKE_FLAGS)
+	cmake --build $(FUZZBUILD) -j $(JOBS) --target fuzzers
+	./fuzz/run.sh $(FUZZBUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
@@ -52,4 +62,4 @@ format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
 clean:
-	rm -rf $(BUILD) $(SANBUILD)
+	rm -rf $(BUILD) $(SANBUILD) $(FUZZBUILD)
