@@ -12,6 +12,7 @@
 #endif
 #include "common.c"
 #include "os_posix.c"
+#include "handles.c"
 #include "hunk.c"
 #include "hunk_check.c"
 #include "pool.c"
