@@ -34,13 +34,14 @@ hk_cache *hk_cache_create(const hk_cache_desc *desc) {
             est = mn / 1024u;
         }
         nslots = (uint32_t)(est < 64 ? 64 : est > ((size_t)1 << 20) ? ((size_t)1 << 20) : est);
-        nslots = 1u << cache_log2(nslots); /* a power of two: no hot entry is wasted */
+        nslots = (1u << cache_log2(nslots)) - 1u; /* 2^k - 1: no hot entry is wasted */
     }
     if (nslots > (1u << 24) - 1u) return NULL;
     uint32_t idx_bits = hk__cache_table_bits(nslots);
     size_t ctl = (sizeof(hk_cache) + 63u) & ~(size_t)63u;
     size_t table = hk__cache_table_bytes(nslots, idx_bits);
     size_t head = ctl + table, total;
+    if (!table) return NULL;
     if (!hk_size_add(head, 16u, &total)) return NULL;
     if (!desc->hunk && !desc->memory && !hk_size_add(total, data_size, &total)) return NULL;
     unsigned char *mem;
@@ -62,8 +63,8 @@ hk_cache *hk_cache_create(const hk_cache_desc *desc) {
     c->core = core;
     c->core.self = c;
     c->slow = (c->core.locked_hooks || c->core.paranoid) ? 1u : 0u;
-    memset((void *)(start + ctl), 0, table);
-    hk__cache_table_init(c, (void *)(start + ctl), nslots, idx_bits);
+    if (!os_base) memset((void *)(start + ctl), 0, table); /* the OS's pages are fresh zeros */
+    if (hk__cache_table_init(c, (void *)(start + ctl), nslots, idx_bits) != HK_OK) goto fail;
     c->on_purge = desc->on_purge;
     c->purge_user = desc->purge_user;
     c->grow = desc->grow;
@@ -113,7 +114,8 @@ hk_result hk_cache_free(hk_cache *c, hk_cache_handle h) {
     if (!c) return HK_ERR_INVALID;
     hk__core_lock(&c->core);
     hk_result r = HK_OK;
-    cache_slot *s = cache_lookup(c, h, "free", &r);
+    cache_slot *s = cache_live(c, h);
+    if (!s) r = hk__cache_bad_handle(c, h, "free", 1); /* freed twice: HK_ERR_DOUBLE_FREE */
     if (s && s->lock) {
         r = hk__report(&c->core.rep, HK_ERR_LOCKED, HK_EK_LOCKED, cache_hot(c, s)->data, s->requested,
                        s->name, "free of locked block '%s' at %p (handle 0x%08x, lock count %u) refused",
@@ -145,13 +147,16 @@ void *hk_cache_deref(hk_cache *c, hk_cache_handle h) {
  * current tick gets it (one write per tick value); everything else goes to
  * hk_cache_deref. Lock-free only when the cache has no lock hooks (then it
  * is not thread-safe anyway): with hooks, `slow` sends every call there. */
-void *hk__cache_deref_miss(hk_cache *c, hk_cache_handle h) {
+void *hk__cache_deref_miss(hk_cache *c, uint32_t handle) {
+    hk_cache_handle h = {handle};
     if (c && !c->slow) {
-        uint32_t idx = cache_slot_index(c, h.value);
-        hk__cache_hot *e = cache_hot_at(c, idx);
-        if (h.value && idx < c->nslots && (uint32_t)e->key == h.value && e->data) {
-            e->key = c->v.tick_key | h.value;
-            return e->data;
+        uint32_t i = hk__ht_find(&c->ht, handle);
+        if (i != HK__HT_NONE) {
+            hk__cache_hot *e = cache_hot_at(c, i);
+            if (e->data) {
+                e->stamp = cache_tick(c);
+                return e->data;
+            }
         }
     }
     return hk_cache_deref(c, h);

@@ -83,7 +83,7 @@ static void cache_fail_nomem(hk_cache *c, size_t size, const char *name, const c
     hk__report(
         &c->core.rep, HK_ERR_NOMEM, HK_EK_NOMEM, NULL, size, name,
         "allocation of %zu bytes for '%s' failed: %s (region %zu, free %zu in %zu blocks, %u handles live)",
-        size, cache_nm(name), why, cache_claim_size(c), c->free_bytes, c->free_blocks, c->live);
+        size, cache_nm(name), why, cache_claim_size(c), c->free_bytes, c->free_blocks, hk__ht_nlive(&c->ht));
 }
 
 static void cache_fail_overflow(hk_cache *c, size_t size, const char *name) {

@@ -113,62 +113,73 @@ static hk_result cache_check_region(hk_cache *c) {
     return HK_OK;
 }
 
-static hk_result cache_check_all(hk_cache *c) {
+/* Every invariant; `table` adds the shared handle table's own check
+ * (hk__ht_check: its free ring and state bytes, O(slots)), which the walk
+ * leaves out: it does not use them, and a walk of a big, mostly unused
+ * table should not pay for them. */
+static hk_result cache_check_all(hk_cache *c, int table) {
     if (c->lo) {
         hk_result r = cache_check_region(c);
         if (r != HK_OK) return r;
     } else if (c->resident || c->free_blocks || c->used_bytes) {
         return cache_corrupt(c, c, "cache without a region has blocks", HK_EK_CORRUPT_STRUCTURE);
     }
-    uint32_t live = 0, resident = 0, queued = 0, retired = 0;
+    if (table) {
+        hk_result r = hk__ht_check(&c->ht, &c->core.rep, "handle");
+        if (r != HK_OK) return r;
+    }
+    if (c->ht.cap != c->nslots || c->ht.index_mask != c->v.idx_mask || c->idx_bits != c->ht.index_bits ||
+        c->high_water > c->nslots)
+        return cache_corrupt(c, c, "control block damaged: handle table geometry", HK_EK_CORRUPT_STRUCTURE);
+    uint32_t resident = 0;
     for (uint32_t i = 0; i < c->high_water; i++) {
         cache_slot *s = &c->slots[i];
-        if (cache_handle(c, s)) {
-            if (cache_slot_index(c, cache_handle(c, s)) != i ||
-                (cache_handle(c, s) >> c->idx_bits) != s->gen || s->gen < c->gen_base)
-                return cache_corrupt(c, s, "handle table entry damaged (index or generation)",
+        hk__cache_hot *e = cache_hot_at(c, i);
+        if (cache_is_live(c, s)) {
+            if (e->stamp > cache_tick(c))
+                return cache_corrupt(c, e, "handle's LRU stamp is ahead of the clock",
                                      HK_EK_CORRUPT_STRUCTURE);
-            if (cache_stamp_at(c, i) > cache_tick(c))
-                return cache_corrupt(c, cache_hot(c, s), "handle's LRU stamp is ahead of the clock",
-                                     HK_EK_CORRUPT_STRUCTURE);
-            live++;
-            if (cache_hot(c, s)->data) {
-                if (!c->lo || (unsigned char *)cache_hot(c, s)->data < c->lo + CACHE_HDR ||
-                    (unsigned char *)cache_hot(c, s)->data >= (unsigned char *)c->end ||
-                    cache_blk_of(cache_hot(c, s)->data)->handle != cache_handle(c, s))
-                    return cache_corrupt(c, cache_hot(c, s)->data, "handle points outside its block",
+            if (e->data) {
+                if (!c->lo || (unsigned char *)e->data < c->lo + CACHE_HDR ||
+                    (unsigned char *)e->data >= (unsigned char *)c->end ||
+                    cache_blk_of(e->data)->handle != e->handle)
+                    return cache_corrupt(c, e->data, "handle points outside its block",
                                          HK_EK_CORRUPT_STRUCTURE);
                 resident++;
             }
-        } else {
-            if (cache_hot(c, s)->key || cache_hot(c, s)->data || s->lock)
-                return cache_corrupt(c, s, "unused handle slot holds a block", HK_EK_CORRUPT_STRUCTURE);
-            if (s->flags & CACHE_SLOT_RETIRED) retired++;
+        } else if (e->stamp || e->data || s->lock) {
+            return cache_corrupt(c, e, "dead handle slot holds a block, a stamp or a lock count",
+                                 HK_EK_CORRUPT_STRUCTURE);
         }
     }
-    /* entries no handle has used (up to the index mask) must never match */
-    for (uint32_t i = c->high_water; i <= c->v.idx_mask; i++)
-        if (cache_hot_at(c, i)->key || cache_hot_at(c, i)->data)
-            return cache_corrupt(c, cache_hot_at(c, i), "unused handle table entry damaged",
+    /* slots never issued a handle: dead, nothing attached */
+    for (uint32_t i = c->high_water; i < c->nslots; i++) {
+        const hk__cache_hot *e = cache_hot_at(c, i);
+        if (hk__ht_word_live(&c->ht, e->handle) || e->stamp || e->data)
+            return cache_corrupt(c, e, "handle slot above the high-water mark is in use",
                                  HK_EK_CORRUPT_STRUCTURE);
+    }
+    /* entries past the table (up to the index mask) must never match */
+    for (uint32_t i = c->nslots; i <= c->v.idx_mask; i++) {
+        const hk__cache_hot *e = cache_hot_at(c, i);
+        if (e->handle || e->stamp || e->data)
+            return cache_corrupt(c, e, "handle table entry past the last slot damaged",
+                                 HK_EK_CORRUPT_STRUCTURE);
+    }
     if ((uint32_t)c->v.tick_key != (c->slow ? 0xFFFFFFFFu : 0u) || (cache_tick(c) & 1u) || !cache_tick(c))
         return cache_corrupt(c, c, "control block damaged: LRU clock", HK_EK_CORRUPT_STRUCTURE);
-    for (uint32_t q = c->fq_head; q; q = c->slots[q - 1u].link) {
-        if (q > c->high_water || cache_hot_at(c, q - 1u)->key || ++queued > c->high_water)
-            return cache_corrupt(c, c->slots, "free handle queue damaged", HK_EK_CORRUPT_STRUCTURE);
-    }
-    if (live != c->live || resident != c->resident || retired != c->retired ||
-        live + queued + retired != c->high_water)
-        return cache_corrupt(c, c->slots, "handle counts disagree with the table", HK_EK_CORRUPT_STRUCTURE);
+    if (resident != c->resident)
+        return cache_corrupt(c, c->slots, "resident count disagrees with the handle table",
+                             HK_EK_CORRUPT_STRUCTURE);
     return HK_OK;
 }
 
-hk_result hk__cache_check(void *self) { return cache_check_all((hk_cache *)self); }
+hk_result hk__cache_check(void *self) { return cache_check_all((hk_cache *)self, 1); }
 
 hk_result hk_cache_check(hk_cache *c) {
     if (!c) return HK_ERR_INVALID;
     hk__core_lock(&c->core);
-    hk_result r = cache_check_all(c);
+    hk_result r = cache_check_all(c, 1);
     hk__core_unlock(&c->core);
     return r;
 }
@@ -239,7 +250,7 @@ int hk_cache_walk(hk_cache *c, hk_walk_fn fn, void *user) {
     if (!c || !fn) return -1;
     hk__core_lock(&c->core);
     int r = 0;
-    if (cache_check_all(c) != HK_OK) {
+    if (cache_check_all(c, 0) != HK_OK) { /* the blocks and slots the walk reads */
         r = -1;
         goto out;
     }
@@ -252,7 +263,7 @@ int hk_cache_walk(hk_cache *c, hk_walk_fn fn, void *user) {
         }
     for (uint32_t i = 0; i < c->high_water && !r; i++) {
         cache_slot *s = &c->slots[i];
-        if (!cache_handle(c, s) || cache_hot(c, s)->data) continue;
+        if (!cache_is_live(c, s) || cache_data(c, s)) continue;
         cache_info_empty(c, s, &info);
         r = fn(&info, user);
     }
@@ -287,9 +298,9 @@ hk_result hk_cache_get_info(const hk_cache *c, hk_cache_info *out) {
     out->region_bytes = cache_claim_size(c);
     out->table_bytes = c->table_bytes;
     out->max_handles = c->nslots;
-    out->live_handles = c->live;
-    out->empty_handles = c->live - c->resident;
-    out->retired_handles = c->retired;
+    out->live_handles = hk__ht_nlive(&c->ht);
+    out->empty_handles = out->live_handles - c->resident;
+    out->retired_handles = c->ht.nretired;
     out->purge_count = c->purge_count;
     out->moved_bytes = c->moved_bytes;
     hk__core_unlock(&m->core);
@@ -318,8 +329,8 @@ void hk_cache_dump(hk_cache *c, hk_print_fn fn, void *user) {
     size_t nrel = 0, nlocked = 0, npurge = 0, nfree = 0, freeb = 0, largest = 0, nempty = 0;
     cache_out(fn, user, "Displaying cache '%s'  region %p..%p (%zu bytes)  handles %u/%u\n",
               c->core.rep.instance, (void *)c->lo,
-              c->lo ? (void *)((unsigned char *)c->end + CACHE_HDR) : NULL, cache_claim_size(c), c->live,
-              c->nslots);
+              c->lo ? (void *)((unsigned char *)c->end + CACHE_HDR) : NULL, cache_claim_size(c),
+              hk__ht_nlive(&c->ht), c->nslots);
     cache_out(fn, user, "   Start            Length          Tag Mstr Ptr  Lock Prg  LRU  Name\n");
     if (c->lo)
         for (cache_blk *b = (cache_blk *)c->lo; b != c->end; b = cache_next(b)) {
@@ -341,7 +352,7 @@ void hk_cache_dump(hk_cache *c, hk_print_fn fn, void *user) {
         }
     for (uint32_t i = 0; i < c->high_water; i++) {
         cache_slot *s = &c->slots[i];
-        if (!cache_handle(c, s) || cache_data(c, s)) continue;
+        if (!cache_is_live(c, s) || cache_data(c, s)) continue;
         if (!nempty) cache_out(fn, user, "Empty (purged) handles:\n");
         nempty++;
         cache_out(fn, user, "   %-16s %-15s R   %08x   %s    %s         %s\n", "(nil)", "",

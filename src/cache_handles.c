@@ -2,32 +2,35 @@
  * src/cache_handles.c - the cache's handle table and its LRU clock
  * (heapkit/cache.h; layout in src/cache_internal.h).
  *
- * Invariants (verified by hk__cache_check):
- *  - A live handle's value is (gen << idx_bits) | index with
- *    gen_base <= gen <= gen_max (never 0); its hot entry's key holds the
- *    value in the low half and the LRU stamp in the high half; its data is
- *    the block's user address, or NULL when the handle is empty (purged).
- *  - Unused entries (also past nslots, up to idx_mask) have key 0 and data
- *    NULL, so no handle ever matches them. Slots never used are handed out
- *    first (high_water); freed slots wait in a FIFO queue (fq_head/fq_tail),
- *    so a freed handle's slot is reused as late as possible; a slot whose
- *    generation would pass gen_max is retired for good.
- *  - live + queued + retired == high_water.
- *  - No stamp is ahead of the tick, which is even and non-zero.
+ * The handles are the shared generational table's (src/handles.h): index +
+ * generation, fresh slots handed out in index order before freed ones come
+ * back through a FIFO ring, ABA-safe retirement of a slot whose generations
+ * ran out, an instance tag so another cache's handle is recognised as
+ * foreign, and one verdict for every misuse (the table in docs/cache.md).
+ * The table's word for slot i is kept in the cache's hot entry i
+ * (hk__cache_hot.handle, step 4 words), next to the block address and the
+ * LRU stamp that hk_cache_deref_fast reads with it in one load.
+ *
+ * Invariants (verified by hk__cache_check, with hk__ht_check for the table):
+ *  - hot entry i < nslots: a live slot holds its handle, its block's user
+ *    address (NULL when empty: purged) and a stamp <= the tick; a dead slot
+ *    holds the table's dead word, stamp 0, data NULL, and its cold slot has
+ *    lock 0. Entries from nslots to idx_mask stay all zero (no handle can
+ *    match them: a handle is never 0 and the handle with index idx_mask is
+ *    never issued).
+ *  - every slot at or above high_water is fresh (never issued a handle).
+ *  - the tick is even and non-zero.
  *
  * The LRU clock: a 32-bit tick kept in the view's tick_key (high half) and
- * stamps in the hot entries' keys (high half). Slow stamps (alloc, deref,
- * touch, reallocate) are odd: tick + 1, and the tick then moves on by 2, so
- * the tick is always even. hk_cache_deref_fast hits only entries stamped
- * with the current (even) tick and hk__cache_deref_miss stamps with it
- * without advancing it: an increment per access would chain every access
- * through memory, and a stamp written only when it changes dirties nothing
- * on repeated accesses. Before the tick would wrap, the stamps of live
- * slots are renumbered in order (hk__cache_renumber). Unused entries have
- * key 0 and the tick is never 0, so they never hit.
- *
- * Each instance starts its generations at its own offset, so a handle from
- * another cache is usually reported as foreign rather than stale.
+ * stamps in the hot entries. Slow stamps (alloc, deref, touch, reallocate)
+ * are odd: tick + 1, and the tick then moves on by 2, so the tick is always
+ * even. hk_cache_deref_fast hits only entries stamped with the current (even)
+ * tick and hk__cache_deref_miss stamps with it without advancing it: an
+ * increment per access would chain every access through memory, and a stamp
+ * written only when it changes dirties nothing on repeated accesses. Before
+ * the tick would wrap, the stamps of live slots are renumbered in order
+ * (hk__cache_renumber). Dead entries have stamp 0 and the tick is never 0,
+ * so they never hit, even when their dead word is all ones.
  */
 #include "cache_internal.h"
 
@@ -35,18 +38,23 @@
 
 uint32_t hk__cache_table_bits(uint32_t nslots) {
     uint32_t idx_bits = 1;
-    while ((1u << idx_bits) < nslots) idx_bits++;
+    while ((1u << idx_bits) - 1u < nslots) idx_bits++; /* the all-ones index is never a slot */
     return idx_bits;
 }
 
-size_t hk__cache_table_bytes(uint32_t nslots, uint32_t idx_bits) {
-    size_t nhot = (size_t)1 << idx_bits; /* every handle & idx_mask lands in the table */
+/* Bytes of the hot entries, cold slots and scratch (the table's storage follows). */
+static size_t cache_table_head(uint32_t nslots, uint32_t idx_bits) {
+    size_t nhot = (size_t)1 << idx_bits; /* every handle & idx_mask lands in the array */
     return nhot * sizeof(hk__cache_hot) + (size_t)nslots * (sizeof(cache_slot) + 2u * sizeof(uint32_t));
 }
 
-static uint32_t cache_instances;
+size_t hk__cache_table_bytes(uint32_t nslots, uint32_t idx_bits) {
+    size_t ht = hk__ht_storage_size(nslots, 0), n;
+    if (!ht || !hk_size_add(cache_table_head(nslots, idx_bits), ht, &n)) return 0;
+    return n;
+}
 
-void hk__cache_table_init(hk_cache *c, void *mem, uint32_t nslots, uint32_t idx_bits) {
+hk_result hk__cache_table_init(hk_cache *c, void *mem, uint32_t nslots, uint32_t idx_bits) {
     size_t nhot = (size_t)1 << idx_bits;
     c->v.hot = (hk__cache_hot *)mem;
     c->slots = (cache_slot *)(void *)(c->v.hot + nhot);
@@ -55,83 +63,52 @@ void hk__cache_table_init(hk_cache *c, void *mem, uint32_t nslots, uint32_t idx_
     c->nslots = nslots;
     c->idx_bits = idx_bits;
     c->v.idx_mask = (1u << idx_bits) - 1u;
-    c->gen_max = (uint32_t)((1ull << (32u - idx_bits)) - 2u);
-    uint32_t k = __atomic_fetch_add(&cache_instances, 1u, __ATOMIC_RELAXED);
-    c->gen_base = 1u + (uint32_t)(((uint64_t)k * 2654435761u) % ((uint64_t)c->gen_max / 4u + 1u));
     c->table_bytes = hk__cache_table_bytes(nslots, idx_bits);
+    hk__ht_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.index_bits = idx_bits;
+    cfg.cap = nslots;
+    cfg.memory = c->rank + nslots;
+    cfg.size = hk__ht_storage_size(nslots, 0);
+    cfg.words = &c->v.hot[0].handle;
+    cfg.step = (uint32_t)(sizeof(hk__cache_hot) / sizeof(uint32_t));
     cache_set_tick(c, 2u);
+    return hk__ht_init(&c->ht, &cfg);
 }
 
 /* ---- misuse --------------------------------------------------------------------------- */
 
-hk_result hk__cache_bad_handle(hk_cache *c, hk_cache_handle h, const char *op) {
-    if (h.value == 0)
-        return hk__report(&c->core.rep, HK_ERR_INVALID, HK_EK_INVALID_ARG, NULL, 0, NULL,
-                          "%s: the none handle (0)", op);
-    uint32_t idx = cache_slot_index(c, h.value), g = h.value >> c->idx_bits;
-    if (idx < c->high_water && g >= c->gen_base && g < c->slots[idx].gen) {
-        const cache_slot *s = &c->slots[idx];
-        return hk__report(
-            &c->core.rep, HK_ERR_STALE, HK_EK_STALE, (const void *)(uintptr_t)h.value, 0, NULL,
-            "%s: handle 0x%08x is stale: its block was freed (slot %u is now at generation %u%s)", op,
-            h.value, idx + 1, s->gen, (s->flags & CACHE_SLOT_RETIRED) ? ", retired" : "");
-    }
-    return hk__report(&c->core.rep, HK_ERR_FOREIGN, HK_EK_FOREIGN_PTR, (const void *)(uintptr_t)h.value, 0,
-                      NULL,
-                      "%s: handle 0x%08x does not belong to this cache (slot %u, generation %u never issued)",
-                      op, h.value, idx + 1, g);
+hk_result hk__cache_bad_handle(hk_cache *c, hk_cache_handle h, const char *op, int freeing) {
+    return hk__ht_report(&c->ht, &c->core.rep, h.value, freeing, op, "handle", NULL, 0, NULL);
 }
 
 /* ---- issuing and retiring handles ------------------------------------------------------ */
 
 cache_slot *hk__cache_slot_new(hk_cache *c) {
-    uint32_t idx;
-    if (c->high_water < c->nslots) {
-        idx = c->high_water++;
-        c->slots[idx].gen = c->gen_base;
-    } else if (c->fq_head) {
-        idx = c->fq_head - 1u;
-        c->fq_head = c->slots[idx].link;
-        if (!c->fq_head) c->fq_tail = 0;
-    } else {
-        return NULL;
-    }
+    uint32_t h = hk__ht_alloc(&c->ht);
+    if (!h) return NULL;
+    uint32_t idx = h & c->v.idx_mask;
+    if (idx >= c->high_water) c->high_water = idx + 1u;
     cache_slot *s = &c->slots[idx];
-    hk__cache_hot *e = cache_hot_at(c, idx);
-    e->key = (s->gen << c->idx_bits) | idx;
-    e->data = NULL;
+    cache_hot_at(c, idx)->data = NULL;
     s->requested = 0;
     s->name = NULL;
     s->lock = 0;
     s->flags = 0;
-    s->link = 0;
     cache_stamp(c, s);
-    c->live++;
     return s;
 }
 
 void hk__cache_slot_release(hk_cache *c, cache_slot *s) {
     uint32_t idx = (uint32_t)(s - c->slots);
-    cache_hot_at(c, idx)->key = 0;
-    cache_hot_at(c, idx)->data = NULL;
+    hk__cache_hot *e = cache_hot_at(c, idx);
+    e->data = NULL;
+    e->stamp = 0;
     s->lock = 0;
+    s->flags = 0;
     s->name = NULL;
     s->requested = 0;
-    c->live--;
-    if (s->gen >= c->gen_max) {
-        s->gen = c->gen_max + 1u;
-        s->flags = CACHE_SLOT_RETIRED;
-        c->retired++;
-        return;
-    }
-    s->gen++;
-    s->flags = 0;
-    s->link = 0;
-    if (c->fq_tail)
-        c->slots[c->fq_tail - 1u].link = idx + 1u;
-    else
-        c->fq_head = idx + 1u;
-    c->fq_tail = idx + 1u;
+    (void)hk__ht_free(&c->ht, idx); /* dead word; FIFO reuse or retirement */
 }
 
 /* ---- LRU order ------------------------------------------------------------------------------ */
@@ -167,7 +144,7 @@ static void cache_sort(hk_cache *c, size_t n, int desc) {
 void hk__cache_compute_ranks(hk_cache *c) {
     size_t n = 0;
     for (uint32_t i = 0; i < c->high_water; i++)
-        if (cache_hot_at(c, i)->key && cache_hot_at(c, i)->data) c->order[n++] = i;
+        if (cache_hot_at(c, i)->data) c->order[n++] = i; /* resident, so live */
     cache_sort(c, n, 1);
     /* rank = how many blocks are newer: blocks with one stamp share a rank */
     for (size_t k = 0; k < n; k++)
@@ -181,7 +158,7 @@ void hk__cache_compute_ranks(hk_cache *c) {
 void hk__cache_renumber(hk_cache *c) {
     size_t n = 0;
     for (uint32_t i = 0; i < c->high_water; i++)
-        if (cache_hot_at(c, i)->key) c->order[n++] = i;
+        if (cache_is_live(c, &c->slots[i])) c->order[n++] = i;
     cache_sort(c, n, 0);
     uint32_t next = 1, prev = 0;
     for (size_t k = 0; k < n; k++) {

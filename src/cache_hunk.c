@@ -115,7 +115,7 @@ static size_t cache_purge_range(hk_cache *c, unsigned char *a, unsigned char *b)
 static size_t cache_release_all(hk_cache *c) {
     for (uint32_t i = 0; i < c->high_water; i++) {
         cache_slot *s = &c->slots[i];
-        if (cache_handle(c, s) && cache_hot(c, s)->data && !cache_purgeable(c, s)) return 0;
+        if (cache_data(c, s) && !cache_purgeable(c, s)) return 0;
     }
     for (uint32_t i = 0; i < c->high_water; i++)
         if (cache_purgeable(c, &c->slots[i])) hk__cache_purge_slot(c, &c->slots[i]);

@@ -21,11 +21,12 @@
  *
  * Two structures, kept apart so that blocks can move:
  *
- *  - The handle table, in two arrays indexed by slot: v.hot[] (16-byte
- *    hk__cache_hot: key = handle value | LRU stamp << 32, block address;
- *    2^idx_bits entries, so handle & idx_mask always lands in the array) and
- *    slots[nslots] (cache_slot: requested size, name, generation, lock
- *    count, flags, free-queue link). See cache_handles.c.
+ *  - The handle table: the shared generational table (src/handles.h, in
+ *    `ht`) whose words live in the hot entries v.hot[] (16-byte
+ *    hk__cache_hot, heapkit/detail/cache.h: the table's word, the LRU stamp,
+ *    the block address; 2^idx_bits entries, so handle & idx_mask always
+ *    lands in the array), plus cold slots[nslots] (cache_slot: requested
+ *    size, name, lock count, flags). See cache_handles.c.
  *
  *  - The data region [lo, end + 16): 16-byte aligned blocks tiling [lo, end)
  *    in address order, then a 16-byte end sentinel at `end`. Every block
@@ -39,6 +40,7 @@
 #define HEAPKIT_CACHE_INTERNAL_H
 
 #include "common.h"
+#include "handles.h"
 #include "heapkit/cache.h"
 
 #include <string.h>
@@ -56,7 +58,7 @@
 #define CACHE_DEFAULT_SIZE ((size_t)16 << 20)
 #define CACHE_TICK_LIMIT   0xFFFFFF00u
 
-enum { CACHE_SLOT_PURGEABLE = 1, CACHE_SLOT_RETIRED = 2, CACHE_SLOT_BUSY = 4 };
+enum { CACHE_SLOT_PURGEABLE = 1, CACHE_SLOT_BUSY = 4 };
 
 typedef struct cache_blk {
     uint32_t magic;
@@ -73,29 +75,27 @@ _Static_assert(sizeof(cache_blk) == CACHE_HDR, "cache header is 16 bytes");
 _Static_assert(sizeof(cache_links) <= CACHE_MIN_FREE - CACHE_HDR, "free links fit a minimal free block");
 
 /* The cold part of a handle's slot (the hot part, hk__cache_hot, holds the
- * handle value, LRU stamp and block address). */
+ * table's word, the LRU stamp and the block address). */
 typedef struct cache_slot {
     size_t requested; /* bytes asked for */
     const char *name;
-    uint32_t gen;  /* generation of the live (or next) handle */
     uint16_t lock; /* lock count */
     uint16_t flags;
-    uint32_t link; /* free-slot queue */
     uint32_t reserved;
 } cache_slot;
 
-_Static_assert(sizeof(cache_slot) == 32, "cold slot is 32 bytes");
+_Static_assert(sizeof(cache_slot) == 24, "cold slot is 24 bytes");
 _Static_assert(sizeof(hk__cache_hot) == 16, "hot entry is 16 bytes");
 
 struct hk_cache {
     hk__cache_view v; /* first: read by hk_cache_deref_fast */
     cache_slot *slots;
-    uint32_t nslots;
-    uint32_t idx_bits, gen_base, gen_max;
-    uint32_t high_water;       /* slots ever used */
-    uint32_t fq_head, fq_tail; /* free-slot FIFO (index + 1, 0 = none) */
-    uint32_t live, resident, retired;
+    uint32_t nslots;        /* == ht.cap */
+    uint32_t idx_bits;      /* == ht.index_bits */
+    uint32_t high_water;    /* slots ever issued a handle: 0 .. high_water - 1 */
+    uint32_t resident;      /* live handles with a block */
     uint32_t *order, *rank; /* scratch, nslots each */
+    hk__htab ht;            /* generations, free ring, retirement, misuse verdicts */
     unsigned char *lo;      /* data region start, NULL when the cache holds none (hunk took it) */
     cache_blk *end;         /* end sentinel */
     cache_blk *hint;        /* incremental compaction resumes here */
@@ -172,33 +172,32 @@ static inline hk__cache_hot *cache_hot_at(const hk_cache *c, uint32_t idx) { ret
 static inline hk__cache_hot *cache_hot(const hk_cache *c, const cache_slot *s) {
     return &c->v.hot[(size_t)(s - c->slots)];
 }
+/* The slot's table word: its handle while live. */
 static inline uint32_t cache_handle(const hk_cache *c, const cache_slot *s) {
-    return (uint32_t)cache_hot(c, s)->key;
+    return cache_hot(c, s)->handle;
+}
+/* Does slot s (index < nslots) hold a live handle? */
+static inline int cache_is_live(const hk_cache *c, const cache_slot *s) {
+    return hk__ht_word_live(&c->ht, cache_handle(c, s));
 }
 static inline void *cache_data(const hk_cache *c, const cache_slot *s) { return cache_hot(c, s)->data; }
 static inline cache_slot *cache_slot_of_blk(hk_cache *c, const cache_blk *b) {
     return &c->slots[cache_slot_index(c, b->handle)];
 }
 
-/* Resident, unlocked, purgeable and not being placed right now. */
+/* Resident (so live), unlocked, purgeable and not being placed right now. */
 static inline int cache_purgeable(const hk_cache *c, const cache_slot *s) {
-    return cache_handle(c, s) && cache_data(c, s) && !s->lock && (s->flags & CACHE_SLOT_PURGEABLE) &&
-           !(s->flags & CACHE_SLOT_BUSY);
+    return cache_data(c, s) && !s->lock && (s->flags & CACHE_SLOT_PURGEABLE) && !(s->flags & CACHE_SLOT_BUSY);
 }
 
 /* ---- the LRU clock (cache_handles.c explains it) ----------------------------------- */
 
-static inline uint32_t cache_stamp_at(const hk_cache *c, uint32_t idx) {
-    return (uint32_t)(c->v.hot[idx].key >> 32);
-}
+static inline uint32_t cache_stamp_at(const hk_cache *c, uint32_t idx) { return c->v.hot[idx].stamp; }
 static inline uint32_t cache_tick(const hk_cache *c) { return (uint32_t)(c->v.tick_key >> 32); }
 static inline void cache_set_tick(hk_cache *c, uint32_t t) {
     c->v.tick_key = ((uint64_t)t << 32) | (c->slow ? 0xFFFFFFFFu : 0u);
 }
-static inline void cache_set_stamp(hk_cache *c, uint32_t idx, uint32_t stamp) {
-    hk__cache_hot *e = cache_hot_at(c, idx);
-    e->key = (uint32_t)e->key | ((uint64_t)stamp << 32);
-}
+static inline void cache_set_stamp(hk_cache *c, uint32_t idx, uint32_t stamp) { c->v.hot[idx].stamp = stamp; }
 
 void hk__cache_renumber(hk_cache *c);
 
@@ -267,29 +266,28 @@ static inline void cache_fill_pad(cache_blk *b, size_t requested) {
  * slots and the two scratch arrays). */
 uint32_t hk__cache_table_bits(uint32_t nslots);
 size_t hk__cache_table_bytes(uint32_t nslots, uint32_t idx_bits);
-/* Lays the (zeroed) table out at `mem` and picks this instance's first
- * generation. */
-void hk__cache_table_init(hk_cache *c, void *mem, uint32_t nslots, uint32_t idx_bits);
+/* Lays the (zeroed) table out at `mem` (hk__cache_table_bytes of it) and
+ * initialises the shared handle table in it. */
+hk_result hk__cache_table_init(hk_cache *c, void *mem, uint32_t nslots, uint32_t idx_bits);
 
-/* Reports a handle that is not live (none, stale or foreign) for `op` and
- * returns the result the call gives. */
-hk_result hk__cache_bad_handle(hk_cache *c, hk_cache_handle h, const char *op);
+/* Reports a handle that is not live (none, foreign, stale, or freed again
+ * when `freeing`) for `op`, with the shared table's verdict (src/handles.h),
+ * and returns the result the call gives. */
+hk_result hk__cache_bad_handle(hk_cache *c, hk_cache_handle h, const char *op, int freeing);
+
+/* The live slot of h, or NULL (no report). */
+static inline cache_slot *cache_live(hk_cache *c, hk_cache_handle h) {
+    uint32_t i = hk__ht_find(&c->ht, h.value);
+    return i != HK__HT_NONE ? &c->slots[i] : NULL;
+}
 
 /* The live slot of h, or NULL after a report (its result in *err). */
 static inline cache_slot *cache_lookup(hk_cache *c, hk_cache_handle h, const char *op, hk_result *err) {
-    uint32_t idx = cache_slot_index(c, h.value);
-    if (HK__LIKELY(h.value && idx < c->nslots && (uint32_t)cache_hot_at(c, idx)->key == h.value))
-        return &c->slots[idx];
-    hk_result r = hk__cache_bad_handle(c, h, op);
+    cache_slot *s = cache_live(c, h);
+    if (HK__LIKELY(s != NULL)) return s;
+    hk_result r = hk__cache_bad_handle(c, h, op, 0);
     if (err) *err = r;
     return NULL;
-}
-
-/* Is h live (no report)? */
-static inline cache_slot *cache_live(hk_cache *c, hk_cache_handle h) {
-    uint32_t idx = cache_slot_index(c, h.value);
-    return h.value && idx < c->nslots && (uint32_t)cache_hot_at(c, idx)->key == h.value ? &c->slots[idx]
-                                                                                        : NULL;
 }
 
 /* A fresh live, empty handle (most recently used), or NULL when the table is full. */
