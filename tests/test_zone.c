@@ -620,3 +620,153 @@ HKT_TEST(carving_from_the_end_of_an_interior_hole) {
 }
 
 /*@RUNS_TEST@*/
+
+/* ---- the instance core, info, dump output ------------------------------------- */
+
+/* A desc with only one of lock/unlock is refused, with a report naming the
+ * missing hook, before any memory is taken. */
+HKT_TEST(create_refuses_half_set_lock_hooks) {
+    hkt_errors errs = {0};
+    hk_zone_desc d;
+    memset(&d, 0, sizeof d);
+    d.memory = g_mem;
+    d.size = sizeof g_mem;
+    d.on_error = hkt_on_error;
+    d.error_user = &errs;
+    d.lock.lock = hkt_lock;
+    CHECK(hk_zone_create(&d) == NULL);
+    CHECK_EQ(errs.count, 1);
+    CHECK_EQ(errs.last_kind, HK_EK_INVALID_ARG);
+    CHECK_STR_CONTAINS(errs.last_message, "unlock is missing");
+    d.lock.lock = NULL;
+    d.lock.unlock = hkt_unlock;
+    d.memory = NULL; /* would take OS memory: refused first */
+    CHECK(hk_zone_create(&d) == NULL);
+    CHECK_EQ(errs.count, 2);
+    CHECK_STR_CONTAINS(errs.last_message, "lock is missing");
+}
+
+/* Memory too small for the control block is refused with a report. */
+HKT_TEST(create_reports_memory_too_small) {
+    hkt_errors errs = {0};
+    static unsigned char small[4096] __attribute__((aligned(64)));
+    hk_zone *z = hk_zone_create(&(hk_zone_desc){
+        .memory = small, .size = sizeof small, .on_error = hkt_on_error, .error_user = &errs});
+    CHECK(z == NULL);
+    CHECK_EQ(errs.count, 1);
+    CHECK_EQ(errs.last_kind, HK_EK_INVALID_ARG);
+    CHECK_STR_CONTAINS(errs.last_message, "control block");
+}
+
+/* HK_FLAG_PARANOID: the full check runs after every mutating call (here a
+ * free of another block finds the damaged canary), not after a read-only
+ * one (stats, usable_size). */
+HKT_TEST(paranoid_reports_damage_on_next_mutating_call) {
+    hkt_errors errs = {0};
+    hk_zone *z = mk(&errs, HK_FLAG_PARANOID | HK_FLAG_CANARY);
+    REQUIRE(z != NULL);
+    unsigned char *a = raw(hk_zone_alloc(z, 40));
+    void *b = hk_zone_alloc(z, 40);
+    REQUIRE(a && b);
+    CHECK_EQ(errs.count, 0);
+    hk__san_access(a + 40, 1);
+    a[40] ^= 0xff; /* into a's canary */
+    hk_stats s;
+    CHECK_EQ(hk_zone_stats(z, &s), HK_OK);
+    CHECK_EQ(hk_zone_usable_size(z, b), 40);
+    CHECK_EQ(errs.count, 0);
+    CHECK_EQ(hk_zone_free(z, b), HK_OK); /* b is fine; the check after it is not */
+    CHECK_EQ(errs.count, 1);
+    CHECK_EQ(errs.last_kind, HK_EK_CORRUPT_CANARY);
+    CHECK(errs.last_address == a);
+    hk__san_access(a + 40, 1);
+    a[40] ^= 0xff;
+    CHECK_EQ(hk_zone_free(z, a), HK_OK);
+    CHECK_EQ(errs.count, 1);
+    hk_zone_destroy(z);
+}
+
+HKT_TEST(get_info_counters) {
+    hkt_errors errs = {0};
+    hk_zone_info info;
+    CHECK_EQ(hk_zone_get_info(NULL, &info), HK_ERR_INVALID);
+    hk_zone *z = hk_zone_create(&(hk_zone_desc){.size = 1 << 20,
+                                                .grow_size = 1 << 20,
+                                                .purge_level = 100,
+                                                .on_error = hkt_on_error,
+                                                .error_user = &errs});
+    REQUIRE(z != NULL);
+    CHECK_EQ(hk_zone_get_info(z, NULL), HK_ERR_INVALID);
+    CHECK_EQ(hk_zone_get_info(z, &info), HK_OK);
+    CHECK(info.control_bytes > 1024 && info.control_bytes < 65536);
+    CHECK_EQ(info.regions, 1);
+    CHECK_EQ(info.purge_level, 100);
+    CHECK_EQ(info.runs, 0);
+    CHECK_EQ(info.grow_count, 0);
+    void *s = hk_zone_alloc(z, 40);    /* a slot: one run */
+    void *p = hk_zone_alloc(z, 40000); /* a plain untracked block */
+    void *owner = NULL;
+    REQUIRE(hk_zone_alloc_tagged(z, 1000, HK_TAG_CACHE, &owner, "cached") != NULL);
+    REQUIRE(s && p);
+    CHECK_EQ(hk_zone_get_info(z, &info), HK_OK);
+    CHECK_EQ(info.runs, 1);
+    CHECK(info.run_bytes > 48);
+    CHECK_EQ(info.slot_bytes, 48);
+    CHECK_EQ(info.untracked_blocks, 1);
+    CHECK_EQ(hk_zone_purge(z, 0), 1);
+    CHECK(owner == NULL);
+    void *big = hk_zone_alloc(z, 3 << 20); /* grows */
+    REQUIRE(big != NULL);
+    CHECK_EQ(hk_zone_get_info(z, &info), HK_OK);
+    CHECK_EQ(info.purge_count, 1);
+    CHECK(info.grow_count >= 1);
+    hk_zone_free(z, big);
+    hk_zone_free(z, p);
+    hk_zone_free(z, s);
+    CHECK_EQ(hk_zone_get_info(z, &info), HK_OK);
+    CHECK_EQ(info.slot_bytes, 0);
+    CHECK_EQ(info.untracked_blocks, 0);
+    CHECK_EQ(errs.count, 0);
+    hk_zone_destroy(z);
+}
+
+typedef struct dump_sink {
+    char text[16384];
+    size_t len;
+    int pieces, whole_lines;
+} dump_sink;
+
+static void dump_collect(const char *text, void *user) {
+    dump_sink *s = (dump_sink *)user;
+    size_t n = strlen(text);
+    s->pieces++;
+    if (n && text[n - 1] == '\n') s->whole_lines++;
+    if (s->len + n < sizeof s->text) {
+        memcpy(s->text + s->len, text, n + 1);
+        s->len += n;
+    }
+}
+
+/* The dump goes to the caller's print function, a whole line per call. */
+HKT_TEST(dump_to_print_function) {
+    hkt_errors errs = {0};
+    hk_zone *z = mk(&errs, 0);
+    REQUIRE(z != NULL);
+    void *owner = NULL;
+    void *a = hk_zone_alloc_tagged(z, 300, HK_TAG_LEVEL, &owner, "e1m1");
+    void *b = hk_zone_alloc(z, 50);
+    REQUIRE(a && b);
+    static dump_sink sink;
+    memset(&sink, 0, sizeof sink);
+    hk_zone_dump(z, dump_collect, &sink);
+    CHECK(sink.pieces >= 6);
+    CHECK_EQ(sink.whole_lines, sink.pieces);
+    CHECK_STR_CONTAINS(sink.text, "zone 'test'");
+    CHECK_STR_CONTAINS(sink.text, "e1m1");
+    CHECK_STR_CONTAINS(sink.text, "tag  50");
+    CHECK_STR_CONTAINS(sink.text, "run of 56-byte blocks: 1 of");
+    CHECK_STR_CONTAINS(sink.text, "totals per tag");
+    hk_zone_dump(NULL, dump_collect, &sink); /* ignored */
+    CHECK_EQ(errs.count, 0);
+    hk_zone_destroy(z);
+}
