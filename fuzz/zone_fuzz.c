@@ -1,6 +1,6 @@
 /*
  * fuzz/zone_fuzz.c - drives a zone with operations decoded from the input
- * (alloc, tagged alloc, memalign, realloc, free, change_tag, free_tags,
+ * (alloc, tagged alloc, alloc_aligned, realloc, free, change_tag, free_tags,
  * purge, and misuse: double free, interior pointer) against a shadow model,
  * running hk_zone_check after every operation. Any disagreement aborts.
  */

@@ -230,8 +230,8 @@ static void *zone_alloc_plain(hk_zone *z, size_t size) {
         void *u = zone_slot_alloc(z, size);
         if (HK__LIKELY(u != NULL)) return u;
     }
-    if (HK__LIKELY(!(ZONE_FLAGS(z) & (HK_ZONE_TRACK_ALL | HK_FLAG_RECORD_SITE | HK_FLAG_CANARY | HK_FLAG_ZERO |
-                                      HK_FLAG_FILL | HK_FLAG_PARANOID)) &&
+    if (HK__LIKELY(!(ZONE_FLAGS(z) & (HK_ZONE_TRACK_ALL | HK_FLAG_RECORD_SITE | HK_FLAG_CANARY |
+                                      HK_FLAG_ZERO | HK_FLAG_FILL | HK_FLAG_PARANOID)) &&
                    size <= ZONE_MAX_REQUEST)) {
         /* The plain block path: no debug work. */
         size_t need = (size + ZONE_PLAIN_OVH + 15) & ~(size_t)15;
@@ -289,7 +289,8 @@ void *hk_zone_alloc_ex(hk_zone *z, const hk_zone_alloc_desc *d) {
     void *p;
     if (!d) {
         z->fail_count++;
-        hk__report(ZONE_REP(z), HK_ERR_INVALID, HK_EK_INVALID_ARG, NULL, 0, NULL, "alloc_ex with a NULL desc");
+        hk__report(ZONE_REP(z), HK_ERR_INVALID, HK_EK_INVALID_ARG, NULL, 0, NULL,
+                   "alloc_ex with a NULL desc");
         p = NULL;
     } else {
         p = zone_alloc_impl(z, d->size, d->align, d->tag, d->owner, d->name, d->file, d->line);

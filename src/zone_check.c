@@ -19,7 +19,7 @@
 
 #define ZONE_CORRUPT(kind, addr, ...)                                                                        \
     do {                                                                                                     \
-        hk__report(ZONE_REP(z), HK_ERR_CORRUPT, (kind), (addr), 0, NULL, __VA_ARGS__);                           \
+        hk__report(ZONE_REP(z), HK_ERR_CORRUPT, (kind), (addr), 0, NULL, __VA_ARGS__);                       \
         return HK_ERR_CORRUPT;                                                                               \
     } while (0)
 
@@ -358,7 +358,8 @@ static hk_result zone_check_tag_lists(hk_zone *z, const zone_tally *t) {
     return HK_OK;
 }
 
-hk_result hk__zone_check_locked(hk_zone *z) {
+/* The full check, lock held. */
+static hk_result zone_check_all(hk_zone *z) {
     zone_tally t;
     memset(&t, 0, sizeof t);
     if (z->nregions > HK_ZONE_MAX_REGIONS)
@@ -380,17 +381,17 @@ hk_result hk__zone_check_locked(hk_zone *z) {
             "counters disagree with the heap: capacity %zu/%zu, free %zu/%zu in %zu/%zu blocks, used "
             "%zu/%zu (%zu/%zu asked) in %zu/%zu blocks, runs %zu/%zu (%zu/%zu bytes, slots %zu/%zu bytes)",
             z->capacity, t.capacity, z->free_bytes, t.free_bytes, z->free_blocks, t.nfree, z->used_bytes,
-            t.used_bytes, z->used_req, t.used_req, zone_live(z), t.live, z->runs.nruns, t.nruns, z->runs.run_bytes,
-            t.run_bytes, z->runs.slot_bytes, t.slot_bytes);
+            t.used_bytes, z->used_req, t.used_req, zone_live(z), t.live, z->runs.nruns, t.nruns,
+            z->runs.run_bytes, t.run_bytes, z->runs.slot_bytes, t.slot_bytes);
     return HK_OK;
 }
 
-hk_result hk__zone_check_core(void *z) { return hk__zone_check_locked((hk_zone *)z); }
+hk_result hk__zone_check_core(void *z) { return zone_check_all((hk_zone *)z); }
 
 hk_result hk_zone_check(hk_zone *z) {
     if (!z) return HK_ERR_INVALID;
     hk__core_lock(&z->core);
-    hk_result r = hk__zone_check_locked(z);
+    hk_result r = zone_check_all(z);
     hk__core_unlock(&z->core);
     return r;
 }
@@ -626,7 +627,8 @@ void hk_zone_dump(hk_zone *z, hk_print_fn fn, void *user) {
     zone_out(fn, user, "  %-14s %12s  %s\n", "address", "bytes", "tag, owner, name, site");
     int v = 0;
     for (uint32_t i = 0; i < z->nregions && !v; i++) {
-        zone_out(fn, user, " region %u: %p .. %p\n", i, (void *)z->regions[i].base, (void *)z->regions[i].end);
+        zone_out(fn, user, " region %u: %p .. %p\n", i, (void *)z->regions[i].base,
+                 (void *)z->regions[i].end);
         v = zone_visit_region(z, i, zone_dump_visit, &c);
     }
     if (v < 0) zone_out(fn, user, "  (dump stopped: the zone is damaged, see the report)\n");

@@ -7,9 +7,11 @@
  * The files form layers; each calls only into the layers below it, never
  * back up (no two files call each other):
  *
- *   zone_check.c    check, walk, where, dump (reads everything, calls nothing)
+ *   zone_check.c    check, walk, where, dump (reads everything, calls no
+ *                   other zone file)
  *   zone.c          public entry points: create/destroy, alloc/free dispatch,
- *                   realloc, stats, info
+ *                   realloc, stats, info (it hands zone_check.c's check to
+ *                   the instance core as the paranoid hook; never calls it)
  *   zone_tags.c     tag records and lists, owners, ending a block, purge,
  *                   free_tags, change_tag, tag
  *   zone_lookup.c   user pointer -> block, and the report when it is none
@@ -176,7 +178,7 @@ typedef struct zone_region {
 } zone_region;
 
 struct hk_zone {
-    int runs_on; /* small blocks come from runs (not HK_ZONE_NO_RUNS, no debug flag) */
+    int runs_on;          /* small blocks come from runs (not HK_ZONE_NO_RUNS, no debug flag) */
     uint32_t region_hint; /* the region of the last pointer looked up */
     hk__core core;        /* names, error hook, lock hooks, flags, paranoid check */
     zone_runset runs;
@@ -579,8 +581,8 @@ void hk__zone_relayout(hk_zone *z, zone_blk *b, size_t bsize, size_t n, const zo
 
 /* ---- zone_check.c: introspection -------------------------------------------- */
 
-/* The full check, lock held (the paranoid hook of the instance core). */
-hk_result hk__zone_check_locked(hk_zone *z);
+/* The full check of zone z, lock held, reporting the first problem: the
+ * paranoid hook zone.c registers with the instance core. */
 hk_result hk__zone_check_core(void *z);
 
 #endif /* HEAPKIT_ZONE_INTERNAL_H */

@@ -167,7 +167,8 @@ zone_blk *hk__zone_lookup(hk_zone *z, const void *p, const char *op, hk_result *
 bool hk__zone_is_block(hk_zone *z, const void *p) {
     int ri = zone_region_index(z, p);
     uintptr_t a = (uintptr_t)p;
-    if (ri < 0 || (a & 15) || a < (uintptr_t)z->regions[ri].base + ZONE_HDR || a > (uintptr_t)z->regions[ri].end)
+    if (ri < 0 || (a & 15) || a < (uintptr_t)z->regions[ri].base + ZONE_HDR ||
+        a > (uintptr_t)z->regions[ri].end)
         return false;
     const zone_region *r = &z->regions[ri];
     zone_blk *b = zone_from_user(p);

@@ -60,7 +60,9 @@ static inline zone_blk *zone_release(hk_zone *z, zone_blk *b, int clear_owner) {
 
 /* The entry for the other files; free_tags and purge inline zone_release
  * (free_tags with clear_owner -1 constant). */
-zone_blk *hk__zone_release(hk_zone *z, zone_blk *b, int clear_owner) { return zone_release(z, b, clear_owner); }
+zone_blk *hk__zone_release(hk_zone *z, zone_blk *b, int clear_owner) {
+    return zone_release(z, b, clear_owner);
+}
 
 void hk__zone_relayout(hk_zone *z, zone_blk *b, size_t bsize, size_t n, const zone_ext *saved,
                        const zone_ext *olde, size_t old_req) {
@@ -225,7 +227,8 @@ size_t hk_zone_free_tags(hk_zone *z, int lo, int hi) {
         }
     }
     /* Pass 2: free. */
-    for (int t = zone_next_tag(z, lo, hi); t >= 0; t = zone_next_tag(z, t + 1, hi)) n += zone_free_tag_lists(z, t);
+    for (int t = zone_next_tag(z, lo, hi); t >= 0; t = zone_next_tag(z, t + 1, hi))
+        n += zone_free_tag_lists(z, t);
     if (lo <= HK_TAG_STATIC && HK_TAG_STATIC <= hi && zone_untracked_any(z)) n += zone_free_untracked(z);
     z->bulk = 0;
     hk__zone_release_empty_regions(z);
@@ -267,7 +270,8 @@ static hk_result zone_change_tag_locked(hk_zone *z, void *p, int tag) {
     if (!b) return res;
     if (tag < 1 || tag > HK_ZONE_TAG_MAX)
         return hk__report(ZONE_REP(z), HK_ERR_INVALID, HK_EK_INVALID_ARG, p, zone_requested(b),
-                          zone_block_name(b), "change_tag(%p, %d): tag outside 1..%d", p, tag, HK_ZONE_TAG_MAX);
+                          zone_block_name(b), "change_tag(%p, %d): tag outside 1..%d", p, tag,
+                          HK_ZONE_TAG_MAX);
     if (zone_is_slot(b) && tag != HK_TAG_STATIC && tag < z->purge_level)
         return hk__report(ZONE_REP(z), HK_ERR_NOMEM, HK_EK_NOMEM, p, zone_requested(b), NULL,
                           "change_tag(%p, %d): the block lives in a small-block run, which has no room for "
@@ -286,9 +290,9 @@ static hk_result zone_change_tag_locked(hk_zone *z, void *p, int tag) {
     }
     if (tag == HK_TAG_STATIC) return HK_OK;
     if (tag >= z->purge_level)
-        return hk__report(ZONE_REP(z), HK_ERR_INVALID, HK_EK_INVALID_ARG, p, zone_requested(b), NULL,
-                          "change_tag(%p, %d): a purgeable block needs an owner pointer (this block has none)",
-                          p, tag);
+        return hk__report(
+            ZONE_REP(z), HK_ERR_INVALID, HK_EK_INVALID_ARG, p, zone_requested(b), NULL,
+            "change_tag(%p, %d): a purgeable block needs an owner pointer (this block has none)", p, tag);
     return zone_track(z, b, p, tag);
 }
 

@@ -189,9 +189,9 @@ HKT_TEST(memalign_every_power_of_two) {
     }
     for (int k = 0; k < 17; k++) hk_zone_free(z, keep[k]);
     CHECK_EQ(hk_zone_check(z), HK_OK);
-    CHECK(hk_zone_alloc_aligned(z, 48, 10) == NULL);
+    CHECK(hk_zone_alloc_aligned(z, opaque_size(48), 10) == NULL);
     CHECK_EQ(errs.last_kind, HK_EK_INVALID_ARG);
-    CHECK(hk_zone_alloc_aligned(z, (size_t)1 << 40, 10) == NULL);
+    CHECK(hk_zone_alloc_aligned(z, opaque_size((size_t)1 << 40), 10) == NULL);
     CHECK_EQ(errs.last_kind, HK_EK_INVALID_ARG);
     CHECK_EQ(hk_zone_check(z), HK_OK);
     hk_zone_destroy(z);

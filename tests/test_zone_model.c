@@ -1,4 +1,4 @@
-/* Zone: randomized operation sequences (alloc, tagged alloc, memalign,
+/* Zone: randomized operation sequences (alloc, tagged alloc, alloc_aligned,
  * calloc, realloc, free, change_tag, free_tags, purge) against a shadow
  * model, with hk_zone_check after every step, under several flag sets. */
 #include "heapkit/zone.h"

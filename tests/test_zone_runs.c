@@ -297,7 +297,8 @@ HKT_TEST(runs_misuse) {
     hk_zone *z = mk(&errs, 0);
     REQUIRE(z != NULL);
     /* first three slots of the class's first run (stride 112) */
-    unsigned char *a = raw(hk_zone_alloc(z, 100)), *b = raw(hk_zone_alloc(z, 100)), *c = raw(hk_zone_alloc(z, 100));
+    unsigned char *a = raw(hk_zone_alloc(z, 100)), *b = raw(hk_zone_alloc(z, 100)),
+                  *c = raw(hk_zone_alloc(z, 100));
     REQUIRE(a && b && c);
     CHECK(b == a + 112 && c == b + 112);
     memset(a, 0x11, 100);

@@ -184,7 +184,8 @@ void *hk_zone_calloc(hk_zone *z, size_t count, size_t size) HK_MALLOC HK_ALLOC_S
  * the alignment is kept when the block is reallocated. Bad alignment
  * reports HK_EK_INVALID_ARG and returns NULL; otherwise fails as
  * hk_zone_alloc. O(1). */
-void *hk_zone_alloc_aligned(hk_zone *z, size_t align, size_t size) HK_MALLOC HK_ALLOC_ALIGN(2) HK_ALLOC_SIZE(3);
+void *hk_zone_alloc_aligned(hk_zone *z, size_t align, size_t size) HK_MALLOC HK_ALLOC_ALIGN(2)
+    HK_ALLOC_SIZE(3);
 
 /* Resizes the block at p. Shrinks in place (the surplus, if 32 bytes or
  * more, becomes free); grows in place into a free block right after it;
