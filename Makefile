@@ -3,12 +3,14 @@
 #   make demo            build and run the main demonstration
 #   make check           build and run the whole test suite (CTest)
 #   make check-sanitize  the whole suite built with address + undefined sanitizers (build-san/)
+#   make check-tsan      the whole suite built with ThreadSanitizer (build-tsan/)
 #   make bench           build and run the benchmarks; writes build/bench/results.json
 #   make fuzz            libFuzzer targets (clang, library instrumented), each for FUZZ_SECONDS [60]
 #   make install         install into PREFIX (default /usr/local)
 #   make format          clang-format every C source in place
 BUILD ?= build
 SANBUILD ?= build-san
+TSANBUILD ?= build-tsan
 FUZZBUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?=
@@ -25,7 +27,7 @@ BENCH_FLAGS ?=
 MAKEFLAGS += --no-print-directory
 CMAKE_QUIET = --log-level=WARNING
 
-.PHONY: all build demo check check-sanitize bench fuzz install format clean
+.PHONY: all build demo check check-sanitize check-tsan bench fuzz install format clean
 
 all: build
 
@@ -43,6 +45,12 @@ check-sanitize:
 	cmake $(CMAKE_QUIET) -S . -B $(SANBUILD) -DCMAKE_BUILD_TYPE=Debug -DHEAPKIT_SANITIZE=ON -DHEAPKIT_WERROR=$(WERROR) $(CMAKE_FLAGS)
 	cmake --build $(SANBUILD) -j $(JOBS)
 	ctest --test-dir $(SANBUILD) --output-on-failure -j $(JOBS) -LE no-sanitize
+
+check-tsan:
+	cmake $(CMAKE_QUIET) -S . -B $(TSANBUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEAPKIT_TSAN=ON -DHEAPKIT_WERROR=$(WERROR) \
+	  -DHEAPKIT_BUILD_BENCH=OFF $(CMAKE_FLAGS)
+	cmake --build $(TSANBUILD) -j $(JOBS)
+	TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ctest --test-dir $(TSANBUILD) --output-on-failure -j $(JOBS) -LE no-sanitize
 
 bench: build
 	-./bench/install-peers.sh
@@ -62,4 +70,4 @@ format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
 clean:
-	rm -rf $(BUILD) $(SANBUILD) $(FUZZBUILD)
+	rm -rf $(BUILD) $(SANBUILD) $(TSANBUILD) $(FUZZBUILD)

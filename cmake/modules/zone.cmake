@@ -7,7 +7,7 @@
 # Not in the sanitizer build: an ASan-instrumented malloc replacement cannot
 # run under ASan's own allocator, so the shim and its tests are left out
 # there (the tests carry the no-sanitize label as well).
-if(NOT HEAPKIT_SANITIZE)
+if(NOT HEAPKIT_SANITIZE_ANY)
   add_library(heapkit_malloc SHARED ${PROJECT_SOURCE_DIR}/shim/zone_malloc.c)
   set_target_properties(heapkit_malloc PROPERTIES OUTPUT_NAME heapkit-malloc
     LIBRARY_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR})
