@@ -553,18 +553,22 @@ static hk_zone *mk_os(hkt_errors *errs, size_t size, size_t grow, uint32_t flags
 HKT_TEST(prefault_first_region_and_growth) {
     hkt_errors errs = {0};
     size_t mib = (size_t)1 << 20;
+    /* ThreadSanitizer's shadow memory takes page faults of its own on first
+     * writes: there only the zone's own results are checked. */
+    int count_faults = !hk__tsan_enabled();
     hk_zone *lazy = mk_os(&errs, 8 * mib, 0, 0), *pre = mk_os(&errs, 8 * mib, 0, HK_ZONE_PREFAULT);
     REQUIRE(lazy && pre);
     long fl = faults_writing(lazy, 6 * mib), fp = faults_writing(pre, 6 * mib);
     CHECK(fl >= (long)(6 * mib / 4096) / 2); /* about one per page */
-    CHECK(fp < 16);
+    if (count_faults) CHECK(fp < 16);
     hk_zone_destroy(lazy);
     hk_zone_destroy(pre);
     /* growth in place (within the reserved address space): each chunk is
      * faulted in as it is added */
     hk_zone *g = mk_os(&errs, 1 * mib, 1 * mib, HK_ZONE_PREFAULT);
     REQUIRE(g != NULL);
-    CHECK(faults_writing(g, 24 * mib) < 16);
+    long fg = faults_writing(g, 24 * mib);
+    if (count_faults) CHECK(fg < 16);
     hk_stats s;
     hk_zone_stats(g, &s);
     CHECK(s.capacity >= 24 * mib);
@@ -579,7 +583,7 @@ HKT_TEST(prefault_first_region_and_growth) {
     CHECK(s.capacity >= 9 * mib);
     long f0 = faults_now();
     memset(big, 0x5a, 8 * mib);
-    CHECK(faults_now() - f0 < 16);
+    if (count_faults) CHECK(faults_now() - f0 < 16);
     CHECK_EQ(hk_zone_free(d, big), HK_OK);
     CHECK_EQ(hk_zone_check(d), HK_OK);
     CHECK_EQ(errs.count, 0);
