@@ -21,6 +21,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "commands.h"
+
 #ifndef HEAPKIT_INSTALL_LIBDIR
 #define HEAPKIT_INSTALL_LIBDIR "/usr/local/lib"
 #endif
@@ -43,6 +45,15 @@ static void help_help(FILE *out);
 static const hk_command k_commands[] = {
     {"guard", "run a program on the page-protected guard heap (overflows, use after free, leaks)", help_guard,
      cmd_guard},
+    {"record", "record every allocation of a program into a trace", hk_cmd_record_help, hk_cmd_record},
+    {"replay", "replay a trace on zone, glibc, mimalloc, jemalloc, tcmalloc side by side", hk_cmd_replay_help,
+     hk_cmd_replay},
+    {"report", "an HTML page of a trace: live bytes, top sites, histograms, leaks, heap map", hk_cmd_report_help,
+     hk_cmd_report},
+    {"map", "an SVG heap map of a trace replayed on a zone, at its peak or any moment", hk_cmd_map_help,
+     hk_cmd_map},
+    {"stats", "run a program on libheapkit-malloc.so: zone statistics and a size histogram", hk_cmd_stats_help,
+     hk_cmd_stats},
     {"help", "show help for a command", help_help, cmd_help},
 };
 #define HK_NCOMMANDS (sizeof k_commands / sizeof k_commands[0])
