@@ -13,6 +13,7 @@
 #include "common.c"
 #include "os_posix.c"
 #include "hunk.c"
+#include "map.c"
 #include "pool.c"
 #include "cache.c"
 #include "gc.c"
