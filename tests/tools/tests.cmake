@@ -39,3 +39,12 @@ if(NOT HEAPKIT_SANITIZE AND NOT HEAPKIT_TSAN)
       PASS_REGULAR_EXPRESSION "is statically linked: a preload library cannot see its allocations")
   endif()
 endif()
+
+if(NOT HEAPKIT_SANITIZE AND NOT HEAPKIT_TSAN)
+  # the report and a heap map in a real browser (skipped without chromium)
+  add_test(NAME tools_report_in_browser
+    COMMAND sh ${HK_TT}/browser_check.sh $<TARGET_FILE:heapkit_tool> $<TARGET_FILE:tools_record_prog>
+      ${CMAKE_CURRENT_BINARY_DIR}/tools_browser)
+  set_tests_properties(tools_report_in_browser PROPERTIES LABELS "no-sanitize;tools" TIMEOUT 300
+    SKIP_RETURN_CODE 77 PASS_REGULAR_EXPRESSION "browser ok" RUN_SERIAL TRUE)
+endif()
