@@ -48,3 +48,10 @@ if(NOT HEAPKIT_SANITIZE AND NOT HEAPKIT_TSAN)
   set_tests_properties(tools_report_in_browser PROPERTIES LABELS "no-sanitize;tools" TIMEOUT 300
     SKIP_RETURN_CODE 77 PASS_REGULAR_EXPRESSION "browser ok" RUN_SERIAL TRUE)
 endif()
+
+if(NOT HEAPKIT_SANITIZE AND NOT HEAPKIT_TSAN)
+  # heapkit stats: the zone's statistics and the size histogram of a known program
+  add_test(NAME tools_stats_histogram COMMAND heapkit_tool stats -- $<TARGET_FILE:tools_record_prog> exit)
+  set_tests_properties(tools_stats_histogram PROPERTIES LABELS "no-sanitize;tools"
+    PASS_REGULAR_EXPRESSION "16 KiB \\.\\. 32767 B +806 .*zone 'malloc': [0-9]+ allocations")
+endif()
