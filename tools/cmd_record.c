@@ -34,14 +34,14 @@ void hk_cmd_record_help(FILE *out) {
             "  --frames N         stack frames kept per allocation, 0..64 [24]\n"
             "  --no-children      record this process only, not the programs it runs or forks\n"
             "  --lib PATH         the preload library   HEAPKIT_RECORD_LIB\n"
-            "  -q, --quiet        no summary\n"
+            "  -q, --quiet        no summary (the trace is not read back)\n"
             "  -h, --help         this text\n"
             "\n"
             "The exit status is the program's (128+N when signal N ended it).\n");
 }
 
 /* Prints what the trace holds (the record summary). */
-static void summarize(const char *path, int quiet) {
+static void summarize(const char *path) {
     hkt_trace t;
     char err[512];
     if (hkt_read_file(path, &t, err, sizeof err) != 0) {
@@ -49,7 +49,7 @@ static void summarize(const char *path, int quiet) {
         return;
     }
     hka a;
-    if (!quiet && hka_analyze(&t, &a) == 0) {
+    if (hka_analyze(&t, &a) == 0) {
         char b1[32], b2[32], b3[32];
         fprintf(stderr,
                 "heapkit record: %s: %llu allocations, %llu frees, %llu reallocs in %u thread%s, %u stacks; "
@@ -137,6 +137,6 @@ int hk_cmd_record(int argc, char **argv) {
         return rc ? rc : 1;
     }
     if (rc >= 128) fprintf(stderr, "heapkit record: the program was ended by signal %d\n", rc - 128);
-    summarize(out, quiet);
+    if (!quiet) summarize(out);
     return rc;
 }
