@@ -119,14 +119,19 @@ int hk_cmd_record(int argc, char **argv) {
         out = outbuf;
     }
     char outabs[PATH_MAX + 8], envout[PATH_MAX + 32], envframes[64];
+    int w;
     if (out[0] != '/') {
         char cwd[PATH_MAX];
         if (!getcwd(cwd, sizeof cwd)) cwd[0] = 0;
-        snprintf(outabs, sizeof outabs, "%s/%s", cwd, out);
+        w = snprintf(outabs, sizeof outabs, "%s/%s", cwd, out);
     } else {
-        snprintf(outabs, sizeof outabs, "%s", out);
+        w = snprintf(outabs, sizeof outabs, "%s", out);
     }
-    snprintf(envout, sizeof envout, "HEAPKIT_RECORD_OUT=%s", outabs);
+    if (w < 0 || (size_t)w >= sizeof outabs ||
+        (size_t)snprintf(envout, sizeof envout, "HEAPKIT_RECORD_OUT=%s", outabs) >= sizeof envout) {
+        fprintf(stderr, "heapkit record: the trace's path is too long\n");
+        return 2;
+    }
     snprintf(envframes, sizeof envframes, "HEAPKIT_RECORD_FRAMES=%s", frames ? frames : "24");
     const char *env[] = {envout, "HEAPKIT_RECORD_PID=@pid", envframes,
                          children ? "HEAPKIT_RECORD_CHILDREN=1" : "HEAPKIT_RECORD_CHILDREN=0", NULL};
