@@ -314,7 +314,7 @@ static void *shim_memalign(size_t a, size_t n) {
     }
     if (shim_busy) return a <= 16 ? hk_guard_alloc_unguarded(g, n) : shim_boot_alloc(n, a);
     shim_busy = 1;
-    void *p = hk_guard_alloc_aligned(g, n, a);
+    void *p = hk_guard_alloc_aligned(g, a, n);
     shim_busy = 0;
     return p;
 }
