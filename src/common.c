@@ -127,14 +127,13 @@ void hk_fill(void *p, size_t n, unsigned b) { memset(p, (int)(b & 0xffu), n); }
 #define FILL_R16(x)  FILL_R4(x), FILL_R4(x), FILL_R4(x), FILL_R4(x)
 #define FILL_R64(x)  FILL_R16(x), FILL_R16(x), FILL_R16(x), FILL_R16(x)
 #define FILL_R256(x) FILL_R64(x), FILL_R64(x), FILL_R64(x), FILL_R64(x)
-#define FILL_REF     1024u
-#define FILL_REF_MIN 64u /* shorter compares stay in the word loop */
-static const unsigned char fill_ref_pad[FILL_REF] = {FILL_R256(HK_FILL_PAD), FILL_R256(HK_FILL_PAD),
-                                                     FILL_R256(HK_FILL_PAD), FILL_R256(HK_FILL_PAD)};
-static const unsigned char fill_ref_free[FILL_REF] = {FILL_R256(HK_FILL_FREE), FILL_R256(HK_FILL_FREE),
-                                                      FILL_R256(HK_FILL_FREE), FILL_R256(HK_FILL_FREE)};
-static const unsigned char fill_ref_alloc[FILL_REF] = {FILL_R256(HK_FILL_ALLOC), FILL_R256(HK_FILL_ALLOC),
-                                                       FILL_R256(HK_FILL_ALLOC), FILL_R256(HK_FILL_ALLOC)};
+#define FILL_R1K(x)  FILL_R256(x), FILL_R256(x), FILL_R256(x), FILL_R256(x)
+#define FILL_R4K(x)  FILL_R1K(x), FILL_R1K(x), FILL_R1K(x), FILL_R1K(x)
+#define FILL_REF     4096u /* a page: a guard block's padding in one memcmp */
+#define FILL_REF_MIN 64u   /* shorter compares stay in the word loop */
+static const unsigned char fill_ref_pad[FILL_REF] = {FILL_R4K(HK_FILL_PAD)};
+static const unsigned char fill_ref_free[FILL_REF] = {FILL_R4K(HK_FILL_FREE)};
+static const unsigned char fill_ref_alloc[FILL_REF] = {FILL_R4K(HK_FILL_ALLOC)};
 
 /* The word loop: offset of the first byte of [c, c+n) that is not `want`,
  * or n. The common case is "all equal" (a canary or padding checked on

@@ -160,6 +160,30 @@ void hk_guard_destroy(hk_guard *g) {
     hk_os_release(g, g->self_size);
 }
 
+/* ---- sampling ------------------------------------------------------------------------ */
+
+static _Thread_local uint32_t guard_tl_countdown __attribute__((tls_model("initial-exec")));
+static _Thread_local uint64_t guard_tl_sample_gen __attribute__((tls_model("initial-exec")));
+static _Thread_local uint64_t guard_tl_rng __attribute__((tls_model("initial-exec")));
+
+/* True when this allocation is to be guarded: a per-thread random
+ * countdown (as GWP-ASan), inline in the entry points (it runs on every
+ * call in sampling mode). */
+static inline bool guard_sample(hk_guard *g) {
+    if (g->sample_rate <= 1) return true;
+    if (HK__UNLIKELY(guard_tl_sample_gen != g->ctr_gen)) { /* another heap sampled last on this thread */
+        guard_tl_sample_gen = g->ctr_gen;
+        guard_tl_countdown = 0;
+    }
+    if (guard_tl_countdown > 1) {
+        guard_tl_countdown--;
+        return false;
+    }
+    if (!guard_tl_rng) guard_tl_rng = g->rng ^ (uint64_t)(uintptr_t)&guard_tl_rng;
+    guard_tl_countdown = 1u + (uint32_t)(guard_rand(&guard_tl_rng) % (2ull * g->sample_rate - 1));
+    return true;
+}
+
 /* ---- allocation ----------------------------------------------------------------------- */
 
 static void *guard_alloc_any(hk_guard *g, size_t size, size_t align, void *const *frames, int nframes,
@@ -171,7 +195,7 @@ static void *guard_alloc_any(hk_guard *g, size_t size, size_t align, void *const
 HK__NOINLINE void *hk_guard_alloc(hk_guard *g, size_t size) {
     if (!g) return NULL;
     void *p;
-    if (!hk__guard_sample(g)) {
+    if (!guard_sample(g)) {
         p = hk__guard_fb_alloc(g, size, g->align);
     } else {
         void *frames[HK_GUARD_MAX_FRAMES];
@@ -190,7 +214,7 @@ HK__NOINLINE void *hk_guard_alloc_aligned(hk_guard *g, size_t align, size_t size
         return NULL;
     }
     if (align < g->align) align = g->align;
-    bool guarded = hk__guard_sample(g);
+    bool guarded = guard_sample(g);
     void *frames[HK_GUARD_MAX_FRAMES];
     int n = guarded ? hk__guard_capture(g, frames, 1) : 0;
     void *p = guard_alloc_any(g, size, align, frames, n, guarded);
@@ -280,11 +304,11 @@ static HK__NOINLINE void *guard_realloc(hk_guard *g, void *p, size_t size, void 
                                                     ", which is not the start of a live block"));
             return NULL;
         }
-        bool guarded = hk__guard_sample(g);
+        bool guarded = guard_sample(g);
         return guard_move(g, p, b.requested, size, frames, n, guarded);
     }
     if (g->core.flags & HK_GUARD_PLAIN_UNGUARDED) {
-        if (!hk__guard_sample(g)) {
+        if (!guard_sample(g)) {
             void *q = g->backing.realloc(p, size);
             if (!q && size) __atomic_add_fetch(&g->fail_count, 1, __ATOMIC_RELAXED);
             return q;
@@ -306,7 +330,7 @@ static HK__NOINLINE void *guard_realloc(hk_guard *g, void *p, size_t size, void 
                                                 ", which this heap never returned"));
         return NULL;
     }
-    bool guarded = hk__guard_sample(g);
+    bool guarded = guard_sample(g);
     if (!guarded) {
         /* unguarded to unguarded: let the backing allocator grow in place */
         bool done;
@@ -322,7 +346,7 @@ HK__NOINLINE void *hk_guard_realloc(hk_guard *g, void *p, size_t size) {
     void *frames[HK_GUARD_MAX_FRAMES];
     void *q;
     if (!p) {
-        bool guarded = hk__guard_sample(g);
+        bool guarded = guard_sample(g);
         int n = guarded ? hk__guard_capture(g, frames, 1) : 0;
         q = guard_alloc_any(g, size, g->align, frames, n, guarded);
     } else {

@@ -1,8 +1,7 @@
 /*
  * src/guard_fallback.c - the guard heap's unguarded blocks: the ones
  * sampling passes over, the ones over the mapping cap, huge alignments and
- * reentrant calls, served by the backing allocator; and the sampling
- * countdown that decides.
+ * reentrant calls, served by the backing allocator, and their counters.
  *
  * A checked unguarded block sits behind a 16-byte header {size, offset to
  * the raw pointer, magic keyed by the address} and before an 8-byte
@@ -43,10 +42,6 @@ typedef struct guard_tl_batch {
     uint32_t ops;
 } guard_tl_batch;
 static _Thread_local guard_tl_batch guard_tl_b __attribute__((tls_model("initial-exec")));
-
-static _Thread_local uint32_t guard_tl_countdown __attribute__((tls_model("initial-exec")));
-static _Thread_local uint64_t guard_tl_sample_gen __attribute__((tls_model("initial-exec")));
-static _Thread_local uint64_t guard_tl_rng __attribute__((tls_model("initial-exec")));
 
 /* ---- counters ---------------------------------------------------------------------- */
 
@@ -125,23 +120,6 @@ hk_guard_backing hk__guard_libc_backing(void) {
     hk_guard_backing b = {guard_libc_malloc, guard_libc_free, guard_libc_realloc, guard_libc_memalign,
                           guard_libc_usable_size};
     return b;
-}
-
-/* ---- sampling ------------------------------------------------------------------------ */
-
-bool hk__guard_sample(hk_guard *g) {
-    if (g->sample_rate <= 1) return true;
-    if (HK__UNLIKELY(guard_tl_sample_gen != g->ctr_gen)) { /* another heap sampled last on this thread */
-        guard_tl_sample_gen = g->ctr_gen;
-        guard_tl_countdown = 0;
-    }
-    if (guard_tl_countdown > 1) {
-        guard_tl_countdown--;
-        return false;
-    }
-    if (!guard_tl_rng) guard_tl_rng = g->rng ^ (uint64_t)(uintptr_t)&guard_tl_rng;
-    guard_tl_countdown = 1u + (uint32_t)(guard_rand(&guard_tl_rng) % (2ull * g->sample_rate - 1));
-    return true;
 }
 
 /* ---- unguarded blocks --------------------------------------------------------------- */

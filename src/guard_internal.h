@@ -5,12 +5,13 @@
  * The guard heap is split by concept; each file calls only files below it
  * in this list (no two call each other):
  *   guard.c           the public API: create/destroy, alloc/free/realloc,
- *                     stats, info, fork hooks, the paranoid after-op check
+ *                     sampling, stats, info, fork hooks, the paranoid
+ *                     after-op check
  *   guard_leak.c      leak detection (hk_guard_leaks)
  *   guard_check.c     check, walk, where
  *   guard_fault.c     the fault callback: a SIGSEGV in a guard page -> report
  *   guard_slots.c     guarded blocks: slots, page map, quarantine, padding
- *   guard_fallback.c  unguarded blocks (backing allocator), sampling, their
+ *   guard_fallback.c  unguarded blocks (backing allocator) and their
  *                     batched counters
  *   guard_report.c    report text: formatting, stacks symbolized, misuse
  *   guard_trace.c     stack capture and the trace depot
@@ -302,7 +303,7 @@ HK__HIDDEN const char *hk__guard_fmt_what(char *buf, size_t n, const char *lead,
 HK__HIDDEN hk_result hk__guard_corrupt(hk_guard *g, hk_error_kind kind, const void *addr, const char *what,
                                        uint64_t a, uint64_t b);
 
-/* ---- guard_fallback.c: unguarded blocks, sampling --------------------------------- */
+/* ---- guard_fallback.c: unguarded blocks ------------------------------------------ */
 
 /* Claims / releases this instance's entry of the unguarded-path counters. */
 HK__HIDDEN bool hk__guard_ctr_claim(hk_guard *g);
@@ -313,8 +314,6 @@ HK__HIDDEN void hk__guard_ctr_read(const hk_guard *g, size_t *live, size_t *used
                                    uint64_t *frees);
 /* The C library's malloc family, for a desc without backing. */
 HK__HIDDEN hk_guard_backing hk__guard_libc_backing(void);
-/* True when this allocation is to be guarded (sampling countdown). */
-HK__HIDDEN bool hk__guard_sample(hk_guard *g);
 /* An unguarded block (16-byte header, 8-byte canary; or plain with
  * HK_GUARD_PLAIN_UNGUARDED). NULL on exhaustion or overflow (reported). */
 HK__HIDDEN void *hk__guard_fb_alloc(hk_guard *g, size_t size, size_t align);
