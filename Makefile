@@ -3,11 +3,17 @@
 #   make demo            build and run the main demonstration
 #   make check           build and run the whole test suite (CTest)
 #   make check-sanitize  the whole suite built with address + undefined sanitizers (build-san/)
+#   make check-tsan      the whole suite built with ThreadSanitizer (build-tsan/)
 #   make bench           build and run the benchmarks; writes build/bench/results.json
+#   make fuzz            libFuzzer targets (clang, library instrumented), each for FUZZ_SECONDS [60]
 #   make install         install into PREFIX (default /usr/local)
 #   make format          clang-format every C source in place
 BUILD ?= build
 SANBUILD ?= build-san
+TSANBUILD ?= build-tsan
+FUZZBUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?=
 PREFIX ?= /usr/local
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 # Warnings are errors in CI (CI=true is set there) or with WERROR=ON.
@@ -21,7 +27,7 @@ BENCH_FLAGS ?=
 MAKEFLAGS += --no-print-directory
 CMAKE_QUIET = --log-level=WARNING
 
-.PHONY: all build demo check check-sanitize bench install format clean
+.PHONY: all build demo check check-sanitize check-tsan bench fuzz install format clean
 
 all: build
 
@@ -40,10 +46,22 @@ check-sanitize:
 	cmake --build $(SANBUILD) -j $(JOBS)
 	ctest --test-dir $(SANBUILD) --output-on-failure -j $(JOBS) -LE no-sanitize
 
+check-tsan:
+	cmake $(CMAKE_QUIET) -S . -B $(TSANBUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEAPKIT_TSAN=ON -DHEAPKIT_WERROR=$(WERROR) \
+	  -DHEAPKIT_BUILD_BENCH=OFF $(CMAKE_FLAGS)
+	cmake --build $(TSANBUILD) -j $(JOBS)
+	TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ctest --test-dir $(TSANBUILD) --output-on-failure -j $(JOBS) -LE no-sanitize
+
 bench: build
 	-./bench/install-peers.sh
 	mkdir -p $(BUILD)/bench
 	./$(BUILD)/bench/heapkit-bench --out $(BUILD)/bench/results.json $(BENCH_FLAGS)
+
+fuzz:
+	cmake $(CMAKE_QUIET) -S . -B $(FUZZBUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
+	  -DCMAKE_CXX_COMPILER=clang++ -DHEAPKIT_BUILD_BENCH=OFF -DHEAPKIT_BUILD_EXAMPLES=OFF $(CMAKE_FLAGS)
+	cmake --build $(FUZZBUILD) -j $(JOBS) --target fuzzers
+	./fuzz/run.sh $(FUZZBUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
@@ -52,4 +70,4 @@ format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
 clean:
-	rm -rf $(BUILD) $(SANBUILD)
+	rm -rf $(BUILD) $(SANBUILD) $(TSANBUILD) $(FUZZBUILD)

@@ -1,8 +1,8 @@
 /*
- * shim/zone_malloc.c - libheapkit.so as a malloc replacement: every malloc
+ * shim/zone_malloc.c - libheapkit-malloc.so, a malloc replacement: every malloc
  * entry point served by one zone grown from the OS.
  *
- *   LD_PRELOAD=libheapkit.so program ...
+ *   LD_PRELOAD=libheapkit-malloc.so program ...
  *
  * Design:
  *  - One zone, created on the first call with its control block and first

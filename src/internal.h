@@ -189,6 +189,24 @@ static inline void hk__asan_unpoison(const void *p, size_t n) {
     (void)n;
 }
 
+#if defined(__SANITIZE_THREAD__)
+#define HK__TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define HK__TSAN 1
+#endif
+#endif
+
+/* True when built with ThreadSanitizer (tests that count page faults or
+ * scan raw memory skip what its shadow memory changes). */
+static inline int hk__tsan_enabled(void) {
+#ifdef HK__TSAN
+    return 1;
+#else
+    return 0;
+#endif
+}
+
 /* True when built with AddressSanitizer (tests use it to skip what ASan owns). */
 static inline int hk__asan_enabled(void) {
 #ifdef HK__ASAN

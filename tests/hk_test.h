@@ -134,10 +134,53 @@ static inline void hkt_unlock(void *u) {
 
 /* ---- runner ------------------------------------------------------------ */
 
+/* Command line:
+ *   (none)                 run every case
+ *   SUBSTRING              run the cases whose name contains it
+ *   --exact NAME           run the case named NAME (CTest runs each case so);
+ *                          no such case is a failure (exit 2)
+ *   --list                 print the case names, one per line
+ *   --expect-cases N...    exit 0 only when the registered cases are exactly
+ *                          the names given (CTest's registration check: the
+ *                          names it found in the source are all there are) */
+static int hkt_find_case(const char *name) {
+    for (int i = 0; i < hkt_ncases; i++)
+        if (strcmp(hkt_cases[i].name, name) == 0) return i;
+    return -1;
+}
+
 static int hkt_run_all(int argc, char **argv) {
     volatile int passed = 0, failed = 0;
-    const char *filter = argc > 1 ? argv[1] : NULL;
+    const char *volatile filter = NULL;
+    const char *volatile exact = NULL;
+    if (argc > 1 && strcmp(argv[1], "--list") == 0) {
+        for (int i = 0; i < hkt_ncases; i++) printf("%s\n", hkt_cases[i].name);
+        return 0;
+    }
+    if (argc > 1 && strcmp(argv[1], "--expect-cases") == 0) {
+        int bad = 0;
+        for (int a = 2; a < argc; a++)
+            if (hkt_find_case(argv[a]) < 0) printf("case %s is not registered\n", argv[a]), bad = 1;
+        for (int i = 0; i < hkt_ncases; i++) {
+            int seen = 0;
+            for (int a = 2; a < argc; a++) seen |= strcmp(argv[a], hkt_cases[i].name) == 0;
+            if (!seen) printf("case %s has no CTest entry (HKT_TEST(name) must be written literally)\n", hkt_cases[i].name), bad = 1;
+        }
+        if (hkt_ncases >= HKT_MAX_CASES) printf("more than %d cases: raise HKT_MAX_CASES\n", HKT_MAX_CASES), bad = 1;
+        printf("%d cases%s\n", hkt_ncases, bad ? ", registration differs" : ", all registered");
+        return bad;
+    }
+    if (argc > 2 && strcmp(argv[1], "--exact") == 0) {
+        exact = argv[2];
+        if (hkt_find_case(exact) < 0) {
+            printf("no test case named %s\n", exact);
+            return 2;
+        }
+    } else if (argc > 1) {
+        filter = argv[1];
+    }
     for (volatile int i = 0; i < hkt_ncases; i++) {
+        if (exact && strcmp(hkt_cases[i].name, exact) != 0) continue;
         if (filter && !strstr(hkt_cases[i].name, filter)) continue;
         hkt_cur_failed = 0;
         printf("  %s\n", hkt_cases[i].name);

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Runs a real program with LD_PRELOAD=libheapkit.so and checks its output.
+# Runs a real program with LD_PRELOAD=libheapkit-malloc.so and checks its output.
 #   zone_preload.sh LIB CASE WORKDIR
 # Exit 77 (CTest SKIP_RETURN_CODE) when the program is not installed.
 set -u
@@ -127,4 +127,4 @@ sqlite)
 *)
     echo "unknown case $case_"; exit 2 ;;
 esac
-echo "$case_ under libheapkit.so: ok"
+echo "$case_ under libheapkit-malloc.so: ok"

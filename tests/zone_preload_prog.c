@@ -1,4 +1,4 @@
-/* Run under LD_PRELOAD=libheapkit.so by CTest (zone_preload_c): exercises
+/* Run under LD_PRELOAD=libheapkit-malloc.so by CTest (zone_preload_c): exercises
  * every malloc entry point of the zone shim, errno on failure, threads and
  * fork. Prints "preload ok" and exits 0 when everything holds. */
 #ifndef _GNU_SOURCE
@@ -50,9 +50,14 @@ static void *worker(void *arg) {
 }
 
 int main(void) {
-    /* The preload is active: the zone's API is visible and malloc is ours. */
-    void *sym = dlsym(RTLD_DEFAULT, "hk_zone_create");
-    EXPECT(sym != NULL);
+    /* The preload is active: malloc resolves into libheapkit-malloc.so, and
+     * the zone's API stays hidden inside it (the library exports only the
+     * malloc family, so it cannot collide with a libheapkit.so the program
+     * links itself). */
+    Dl_info info;
+    void *sym = dlsym(RTLD_DEFAULT, "malloc");
+    EXPECT(sym != NULL && dladdr(sym, &info) != 0 && info.dli_fname && strstr(info.dli_fname, "heapkit-malloc"));
+    EXPECT(dlsym(RTLD_DEFAULT, "hk_zone_create") == NULL);
 
     char *p = malloc(100);
     EXPECT(p && ((uintptr_t)p & 15) == 0);

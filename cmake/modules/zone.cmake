@@ -1,19 +1,37 @@
-# The zone's extras: libheapkit.so becomes the LD_PRELOAD malloc replacement
-# (shim/zone_malloc.c on the zone), and the tests that run real programs
-# under it. The static library never replaces malloc.
+# The zone's extras: libheapkit-malloc.so, the LD_PRELOAD malloc replacement
+# on a zone (shim/zone_malloc.c), and the tests that run real programs under
+# it. libheapkit.so and libheapkit.a are the API only and never replace
+# malloc: a program that links them to use a pool or a hunk keeps its C
+# library's malloc (tests/check_exports.cmake asserts it).
 #
 # Not in the sanitizer build: an ASan-instrumented malloc replacement cannot
 # run under ASan's own allocator, so the shim and its tests are left out
 # there (the tests carry the no-sanitize label as well).
-if(NOT HEAPKIT_SANITIZE)
-  target_sources(heapkit_shared PRIVATE ${PROJECT_SOURCE_DIR}/shim/zone_malloc.c)
-  target_include_directories(heapkit_shared PRIVATE ${PROJECT_SOURCE_DIR}/shim)
+if(NOT HEAPKIT_SANITIZE_ANY)
+  add_library(heapkit_malloc SHARED ${PROJECT_SOURCE_DIR}/shim/zone_malloc.c)
+  set_target_properties(heapkit_malloc PROPERTIES OUTPUT_NAME heapkit-malloc
+    LIBRARY_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR})
+  target_include_directories(heapkit_malloc PRIVATE ${PROJECT_SOURCE_DIR}/shim ${PROJECT_SOURCE_DIR}/src)
+  target_link_libraries(heapkit_malloc PRIVATE heapkit heapkit_warnings)
+  target_compile_definitions(heapkit_malloc PRIVATE _GNU_SOURCE)
+  # The static library is linked whole into the preload; its symbols stay
+  # local, so a program that also links libheapkit.so does not collide.
+  target_link_options(heapkit_malloc PRIVATE -Wl,--exclude-libs,ALL)
+  install(TARGETS heapkit_malloc LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 
   if(BUILD_TESTING AND HEAPKIT_BUILD_TESTS)
+    # libheapkit.so exports no malloc-family symbol; libheapkit-malloc.so
+    # exports all of them.
+    add_test(NAME packaging_exports
+      COMMAND ${CMAKE_COMMAND} -DNM=${CMAKE_NM} -DAPI_LIB=$<TARGET_FILE:heapkit_shared>
+        -DAPI_STATIC=$<TARGET_FILE:heapkit> -DMALLOC_LIB=$<TARGET_FILE:heapkit_malloc>
+        -P ${PROJECT_SOURCE_DIR}/tests/check_exports.cmake)
+    set_tests_properties(packaging_exports PROPERTIES LABELS no-sanitize)
+
     # A C program that exercises every entry point, errno, threads and fork.
     add_executable(zone_preload_prog ${PROJECT_SOURCE_DIR}/tests/zone_preload_prog.c)
     target_link_libraries(zone_preload_prog PRIVATE Threads::Threads ${CMAKE_DL_LIBS})
-    add_test(NAME zone_preload_c COMMAND ${CMAKE_COMMAND} -E env LD_PRELOAD=$<TARGET_FILE:heapkit_shared>
+    add_test(NAME zone_preload_c COMMAND ${CMAKE_COMMAND} -E env LD_PRELOAD=$<TARGET_FILE:heapkit_malloc>
       $<TARGET_FILE:zone_preload_prog>)
     set_tests_properties(zone_preload_c PROPERTIES LABELS no-sanitize TIMEOUT 120
       PASS_REGULAR_EXPRESSION "preload ok")
@@ -22,7 +40,7 @@ if(NOT HEAPKIT_SANITIZE)
     # sqlite3 come from .ci/install-deps.sh; a missing program is skipped.
     foreach(prog python perl gcc cmake lua sqlite)
       add_test(NAME zone_preload_${prog}
-        COMMAND sh ${PROJECT_SOURCE_DIR}/tests/zone_preload.sh $<TARGET_FILE:heapkit_shared> ${prog}
+        COMMAND sh ${PROJECT_SOURCE_DIR}/tests/zone_preload.sh $<TARGET_FILE:heapkit_malloc> ${prog}
           ${CMAKE_CURRENT_BINARY_DIR}/zone_preload/${prog})
       set_tests_properties(zone_preload_${prog} PROPERTIES LABELS no-sanitize TIMEOUT 300
         SKIP_RETURN_CODE 77)
