@@ -9,7 +9,7 @@
 
 #include "../shim/options.h"
 
-HKT_TEST(options_table_consistent) {
+HKT_TEST(guard_options_table_consistent) {
     (void)hkt_on_error;
     for (size_t i = 0; i < HK_NOPTIONS; i++) {
         const hk_option *o = &hk_options[i];
@@ -31,7 +31,7 @@ HKT_TEST(options_table_consistent) {
     }
 }
 
-HKT_TEST(options_values_and_defaults) {
+HKT_TEST(guard_options_values_and_defaults) {
     size_t n = 0;
     CHECK(hk_opt_parse_number("8m", &n) && n == (size_t)8 << 20);
     CHECK(hk_opt_parse_number("64g", &n) && n == (size_t)64 << 30);
