@@ -239,10 +239,7 @@ void hk_guard_fork_parent(hk_guard *g) {
 void hk_guard_fork_child(hk_guard *g) {
     if (!g) return;
     hk__guard_report_end();
-    if (g->own_mutex)
-        hk_os_mutex_init(&g->mutex);
-    else
-        guard_unlock(g);
+    guard_unlock(g); /* the child's one thread is the one that took it in prepare */
 }
 
 /* ---- free -------------------------------------------------------------------------------- */

@@ -270,8 +270,8 @@ size_t hk_guard_leaks(hk_guard *g, hk_guard_leak_mode mode, size_t *bytes);
 
 /* fork() support for processes whose threads share the heap: call prepare
  * before fork (takes the lock), parent in the parent and child in the child
- * afterwards (release it; the child re-creates its mutex). pthread_atfork
- * hooks are the usual place. */
+ * afterwards (both release it: the child's one thread is the one that took
+ * it). pthread_atfork hooks are the usual place. */
 void hk_guard_fork_prepare(hk_guard *g);
 void hk_guard_fork_parent(hk_guard *g);
 void hk_guard_fork_child(hk_guard *g);
