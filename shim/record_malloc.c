@@ -6,7 +6,8 @@
  *
  *   HEAPKIT_RECORD_OUT=app.hkt LD_PRELOAD=libheapkit-record.so prog ...
  *
- * Environment: HEAPKIT_RECORD_OUT (the trace; default heapkit.<pid>.hkt),
+ * Environment (declared in shim/options.h, listed by `heapkit env`):
+ * HEAPKIT_RECORD_OUT (the trace; default heapkit.<pid>.hkt),
  * HEAPKIT_RECORD_PID (the process that writes OUT itself; any other process
  * - a program it runs, a forked child - writes OUT.<pid>), HEAPKIT_RECORD_CHILDREN=0
  * (those other processes record nothing), HEAPKIT_RECORD_FRAMES (stack
@@ -33,7 +34,8 @@
 #define _GNU_SOURCE 1
 #endif
 #include "../tools/trace.h"
-#include "guard_internal.h"
+#include "options.h"
+#include "os.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -122,7 +124,7 @@ static void rec_append(char *buf, size_t cap, size_t *n, const char *s) {
 
 /* Opens the trace file and writes its header. 0 when recording is off. */
 static int rec_open_file(void) {
-    const char *out = getenv("HEAPKIT_RECORD_OUT");
+    const char *out = hk_opt_get(HK_OPT_RECORD_OUT);
     uint32_t pid = (uint32_t)getpid();
     size_t n = 0;
     g_path[0] = 0;
@@ -367,15 +369,12 @@ static void rec_atfork_child(void);
 /* Called with t->busy set. Starts recording in this process. */
 static void rec_start(rec_thread *t) {
     g_start_ns = rec_now();
-    const char *pid = getenv("HEAPKIT_RECORD_PID");
+    const char *pid = hk_opt_get(HK_OPT_RECORD_PID);
     g_root_pid = pid ? (uint32_t)strtoul(pid, NULL, 10) : 0;
-    const char *ch = getenv("HEAPKIT_RECORD_CHILDREN");
-    g_children = !(ch && ch[0] == '0');
-    const char *fr = getenv("HEAPKIT_RECORD_FRAMES");
-    if (fr && *fr) {
-        long v = strtol(fr, NULL, 10);
-        g_frames = v < 0 ? 0 : v > HKT_MAX_FRAMES ? HKT_MAX_FRAMES : (int)v;
-    }
+    g_children = hk_opt_bool(HK_OPT_RECORD_CHILDREN);
+    size_t fr;
+    if (hk_opt_parse_number(hk_opt_get(HK_OPT_RECORD_FRAMES), &fr))
+        g_frames = fr > HKT_MAX_FRAMES ? HKT_MAX_FRAMES : (int)fr;
     if (!st_init() || !rec_open_file()) return;
     __atomic_store_n(&g_on, 1, __ATOMIC_RELEASE);
     t->gen = g_gen;
@@ -477,7 +476,7 @@ static uint64_t rec_obj(rec_thread *t) {
 }
 
 /* frames[0] is a pc in the exported call, frames[1] the program's return address */
-#define REC_CAPTURE(f, n) int n = g_frames ? hk__guard_os_stack((f), g_frames + 1, 0) : 0
+#define REC_CAPTURE(f, n) int n = g_frames ? hk_os_stack_capture((f), g_frames + 1, 0, 0) : 0
 
 static void rec_alloc(rec_thread *t, unsigned fn, void *p, size_t size, size_t align, void **f, int nf) {
     uint32_t sid = nf > 1 ? rec_stack(t, f + 1, nf - 1) : 0;

@@ -122,7 +122,7 @@ typedef struct hk_gc_desc {
     void (*free)(void *p, size_t size, void *user);
     void *alloc_user;
     /* Monotonic clock in nanoseconds for budgets and step statistics.
-     * NULL: hk_os_now_ns. Tests inject a simulated clock here. */
+     * NULL: hk_now_ns. Tests inject a simulated clock here. */
     uint64_t (*clock)(void *user);
     void *clock_user;
     uint32_t step_max_objects; /* cap on objects one hk_gc_step examines; 0: HK_GC_DEFAULT_STEP_OBJECTS */
