@@ -73,9 +73,42 @@ HKT_TEST(pool_create_defaults_and_invalid) {
     bad.lock.lock = (void (*)(void *))abort; /* half-set lock hooks */
     CHECK(hk_pool_create(&bad) == NULL);
     bad = d;
-    bad.alloc = NULL;
-    bad.free = (void (*)(void *, size_t, void *))abort;
+    bad.backing.alloc = NULL;
+    bad.backing.free = (void (*)(void *, size_t, void *))abort; /* half-set backing hooks */
     CHECK(hk_pool_create(&bad) == NULL);
+}
+
+/* Refusals go through on_error, like every other misuse: half-set hooks
+ * (checked by the instance core) and an invalid desc. */
+HKT_TEST(pool_create_refusals_are_reported) {
+    hkt_errors errs = {0};
+    errs.quiet = 1;
+    hk_pool_desc d = {0};
+    d.elem_size = 16;
+    d.on_error = hkt_on_error;
+    d.error_user = &errs;
+    d.lock.lock = hkt_lock; /* no unlock */
+    CHECK(hk_pool_create(&d) == NULL);
+    CHECK_EQ(errs.count, 1);
+    CHECK_EQ(errs.last_kind, HK_EK_INVALID_ARG);
+    CHECK_STR_CONTAINS(errs.last_message, "lock hooks need both lock and unlock");
+    d.lock.lock = NULL;
+    d.backing.free = (void (*)(void *, size_t, void *))abort; /* no alloc */
+    CHECK(hk_pool_create(&d) == NULL);
+    CHECK_EQ(errs.count, 2);
+    CHECK_STR_CONTAINS(errs.last_message, "backing hooks need both alloc and free");
+    d.backing.free = NULL;
+    d.elem_size = 0;
+    CHECK(hk_pool_create(&d) == NULL);
+    CHECK_EQ(errs.count, 3);
+    CHECK_STR_CONTAINS(errs.last_message, "pool 'pool': invalid argument: create: elem_size is 0");
+    static unsigned char small[256];
+    d.elem_size = 16;
+    d.memory = small;
+    d.size = sizeof small;
+    CHECK(hk_pool_create(&d) == NULL);
+    CHECK_EQ(errs.count, 4);
+    CHECK_STR_CONTAINS(errs.last_message, "hk_pool_memory_size");
 }
 
 HKT_TEST(pool_size_overflow_fails_cleanly) {
@@ -324,9 +357,7 @@ HKT_TEST(pool_overflow_path) {
     d.capacity = 8;
     d.on_error = hkt_on_error;
     d.error_user = &g_errs;
-    d.alloc = count_alloc;
-    d.free = count_free;
-    d.alloc_user = &hc;
+    d.backing = (hk_alloc_hooks){count_alloc, count_free, &hc};
     hk_pool *p = hk_pool_create(&d);
     REQUIRE(p != NULL);
     enum { N = 300 };
@@ -361,12 +392,18 @@ HKT_TEST(pool_overflow_path) {
     hk_pool_get_info(p, &info);
     CHECK_EQ(info.overflow_live, (N - 8) / 2);
     CHECK_EQ(info.overflow_peak, N - 8);
-    /* a freed overflow ID is reported as stale */
-    CHECK_EQ(hk_pool_free(p, ids[8], HK_POOL_FREE_SUBTREE), HK_ERR_STALE);
+    /* a freed overflow ID freed again: a double free while its overflow
+     * slot still names it, stale for any other use */
+    CHECK_EQ(hk_pool_free(p, ids[8], HK_POOL_FREE_SUBTREE), HK_ERR_DOUBLE_FREE);
+    CHECK_EQ(g_errs.last_kind, HK_EK_DOUBLE_FREE);
+    CHECK_STR_CONTAINS(g_errs.last_message, "already freed (overflow slot");
+    CHECK_EQ(hk_pool_list_push_back(p, hk_pool_list_create(p, 0, "l"), ids[8]), HK_ERR_STALE);
+    CHECK_EQ(g_errs.last_kind, HK_EK_STALE);
     CHECK_STR_CONTAINS(g_errs.last_message, "stale ID");
     /* a never-issued overflow key is foreign */
     hk_pool_id never = {(hk_pool_id_generation(p, ids[N - 1]) + 1000u) << 14 | 16383u};
     CHECK_EQ(hk_pool_free(p, never, HK_POOL_FREE_SUBTREE), HK_ERR_FOREIGN);
+    CHECK_EQ(g_errs.last_kind, HK_EK_FOREIGN_PTR);
     CHECK_EQ(hk_pool_check(p), HK_OK);
     /* freeing fast objects makes the fast path usable again */
     hk_pool_free(p, ids[3], HK_POOL_FREE_SUBTREE);
@@ -401,9 +438,7 @@ HKT_TEST(pool_overflow_table_failure_injection) {
         d.capacity = 1;
         d.on_error = hkt_on_error;
         d.error_user = &g_errs;
-        d.alloc = count_alloc;
-        d.free = count_free;
-        d.alloc_user = &hc;
+        d.backing = (hk_alloc_hooks){count_alloc, count_free, &hc};
         hk_pool *p = hk_pool_create(&d);
         REQUIRE(p != NULL);
         hk_pool_alloc(p, NULL);
@@ -443,9 +478,11 @@ HKT_TEST(pool_misuse_reports) {
     /* index beyond capacity */
     hk_pool_id beyond = {(1u << 14) | 100u};
     CHECK_EQ(hk_pool_free(p, beyond, HK_POOL_FREE_SUBTREE), HK_ERR_FOREIGN);
-    CHECK_STR_CONTAINS(g_errs.last_message, "beyond the capacity");
+    CHECK_EQ(g_errs.last_kind, HK_EK_FOREIGN_PTR);
+    CHECK_STR_CONTAINS(g_errs.last_message, "slot 100 is beyond this instance's 16 slots");
     /* generation 0 */
     CHECK_EQ(hk_pool_free(p, (hk_pool_id){5}, HK_POOL_FREE_SUBTREE), HK_ERR_FOREIGN);
+    CHECK_EQ(g_errs.last_kind, HK_EK_FOREIGN_PTR);
     /* an ID from another pool */
     hk_pool *q = mk(16, 0);
     hkt_errors_reset(&g_errs);
@@ -454,6 +491,7 @@ HKT_TEST(pool_misuse_reports) {
     CHECK(hk_pool_get(p, other) == NULL);
     CHECK_EQ(hk_pool_free(p, other, HK_POOL_FREE_SUBTREE), HK_ERR_FOREIGN);
     CHECK_EQ(g_errs.count, 1);
+    CHECK_EQ(g_errs.last_kind, HK_EK_FOREIGN_PTR); /* not HK_EK_STALE: another pool's, not an old one */
     CHECK_STR_CONTAINS(g_errs.last_message, "foreign ID");
     CHECK_STR_CONTAINS(g_errs.last_message, "never issued");
     CHECK(hk_pool_get(q, other) != NULL);
@@ -517,7 +555,7 @@ HKT_TEST(pool_check_reports_damage) {
     uint32_t saved = ring[1]; /* the entry after it names slot 2 too */
     ring[1] = 2u;
     CHECK_EQ(hk_pool_check(p), HK_ERR_CORRUPT);
-    CHECK_STR_CONTAINS(g_errs.last_message, "queued twice");
+    CHECK_STR_CONTAINS(g_errs.last_message, "on the free ring twice");
     ring[1] = saved;
     CHECK_EQ(hk_pool_check(p), HK_OK);
     hk_pool_destroy(p);
@@ -579,8 +617,9 @@ HKT_TEST(pool_lists_basic) {
     hk_pool_free(p, b, HK_POOL_FREE_SUBTREE);
     CHECK(list_equals(p, tick, (hk_pool_id[]){c}, 1));
     CHECK(list_equals(p, layer1, NULL, 0));
-    /* dead IDs cannot be added */
-    CHECK_EQ(hk_pool_list_push_back(p, tick, b), HK_ERR_DOUBLE_FREE);
+    /* dead IDs cannot be added (a use of a freed ID: stale) */
+    CHECK_EQ(hk_pool_list_push_back(p, tick, b), HK_ERR_STALE);
+    CHECK_EQ(g_errs.last_kind, HK_EK_STALE);
     CHECK_EQ(hk_pool_check(p), HK_OK);
     /* clear and destroy */
     hk_pool_list_push_back(p, tick, a);
@@ -867,8 +906,8 @@ HKT_TEST(pool_tree_basic) {
     hk_pool_id dead = hk_pool_alloc(p, NULL);
     hk_pool_free(p, dead, HK_POOL_FREE_SUBTREE);
     CHECK_EQ(hk_pool_alloc_child(p, dead, NULL).value, 0);
-    CHECK_EQ(g_errs.last_kind, HK_EK_DOUBLE_FREE);
-    CHECK_EQ(hk_pool_set_parent(p, c1, dead), HK_ERR_DOUBLE_FREE);
+    CHECK_EQ(g_errs.last_kind, HK_EK_STALE);
+    CHECK_EQ(hk_pool_set_parent(p, c1, dead), HK_ERR_STALE);
     CHECK_EQ(hk_pool_check(p), HK_OK);
     hk_pool_destroy(p);
 }
@@ -1146,25 +1185,20 @@ HKT_TEST(pool_paranoid_and_null_args) {
 
 /* ---- inline fast paths ------------------------------------------------------ */
 
-HKT_TEST(pool_inline_paths_null_and_views) {
+HKT_TEST(pool_inline_paths_null_and_misses) {
     hk_pool_id some = {0x12345u};
     CHECK(hk_pool_get(NULL, some) == NULL);
     CHECK(!hk_pool_is_alive(NULL, some));
-    hk_pool_view v = hk_pool_get_view(NULL);
-    CHECK(v.ids == NULL && v.cap == 0 && v.pool == NULL);
-    CHECK(hk_pool_view_get(&v, some) == NULL);
     hk_pool *p = mk(4, 0);
     obj *o;
     hk_pool_id a = hk_pool_alloc(p, (void **)&o);
-    v = hk_pool_get_view(p);
-    CHECK(hk_pool_view_get(&v, a) == o);
+    CHECK(hk_pool_get(p, a) == o);
     CHECK(hk_pool_get(p, (hk_pool_id){0}) == NULL);
-    CHECK(hk_pool_view_get(&v, (hk_pool_id){0}) == NULL);
-    CHECK(hk_pool_get(p, (hk_pool_id){(a.value & ~0x3FFFu) | 5u}) == NULL);  /* slot beyond capacity */
-    CHECK(hk_pool_get(p, (hk_pool_id){0x3FFFu}) == NULL);                    /* overflow mark, key 0 */
-    CHECK(hk_pool_view_get(&v, (hk_pool_id){a.value + (1u << 14)}) == NULL); /* next generation */
+    CHECK(hk_pool_get(p, (hk_pool_id){(a.value & ~0x3FFFu) | 5u}) == NULL); /* slot beyond capacity */
+    CHECK(hk_pool_get(p, (hk_pool_id){0x3FFFu}) == NULL);                   /* overflow mark, key 0 */
+    CHECK(hk_pool_get(p, (hk_pool_id){a.value + (1u << 14)}) == NULL);      /* next generation */
     CHECK_EQ(hk_pool_free(p, a, HK_POOL_FREE_SUBTREE), HK_OK);
-    CHECK(hk_pool_view_get(&v, a) == NULL);
+    CHECK(hk_pool_get(p, a) == NULL);
     CHECK_EQ(g_errs.count, 0);
     hk_pool_destroy(p);
 }

@@ -65,10 +65,10 @@ static inline uint32_t hk__ht_find(const hk__htab *t, uint32_t h) {
 
 /* The inline allocation: pops the oldest free slot and makes it live with
  * the next generation, when that needs no decision (the ring is not empty
- * and the generation field does not wrap). Returns the handle, or 0: then
- * call hk__ht_alloc (the full path), which handles every case. Dense tables
- * (step 1) only. */
-static inline uint32_t hk__ht_alloc_fast(hk__htab *t) {
+ * and the generation field does not wrap). Returns the handle and stores
+ * its slot in *slot, or returns 0: then call hk__ht_alloc (the full path),
+ * which handles every case. Dense tables (step 1) only. */
+static inline uint32_t hk__ht_alloc_fast(hk__htab *t, uint32_t *slot) {
     if (t->head == t->tail) return 0;
     uint32_t s = t->ring[(uint32_t)t->head & t->ring_mask];
     uint32_t x = t->words[s];
@@ -76,6 +76,7 @@ static inline uint32_t hk__ht_alloc_fast(hk__htab *t) {
     uint32_t v = (x + 1u) | s; /* dead word + 1: the next generation, index bits 0 */
     t->head++;
     t->words[s] = v;
+    *slot = s;
     return v;
 }
 
