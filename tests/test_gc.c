@@ -65,7 +65,7 @@ static node *N(hk_gc *gc, hk_gc_obj *o) { return (node *)hk_gc_data(gc, o); }
 
 static hk_gc_info info(hk_gc *gc) {
     hk_gc_info i;
-    hk_gc_info_get(gc, &i);
+    hk_gc_get_info(gc, &i);
     return i;
 }
 
@@ -74,8 +74,8 @@ static hk_gc_info info(hk_gc *gc) {
 HKT_TEST(gc_create_destroy_defaults) {
     CHECK(hk_gc_create(NULL) == NULL);
     hk_gc_desc bad = {0};
-    bad.alloc = NULL;
-    bad.free = (void (*)(void *, size_t, void *))1;
+    bad.backing.alloc = NULL;
+    bad.backing.free = (void (*)(void *, size_t, void *))1;
     CHECK(hk_gc_create(&bad) == NULL);
     hk_gc *gc = mk(0);
     REQUIRE(gc);
@@ -87,7 +87,7 @@ HKT_TEST(gc_create_destroy_defaults) {
     CHECK_EQ(hk_gc_check(gc), HK_OK);
     hk_gc_destroy(gc);
     hk_gc_destroy(NULL);
-    hk_gc *im = mk(HK_GC_FLAG_IMMEDIATE);
+    hk_gc *im = mk(HK_GC_IMMEDIATE);
     CHECK(!hk_gc_incremental(im));
     hk_gc_destroy(im);
 }
@@ -160,9 +160,7 @@ HKT_TEST(gc_oom_injection) {
         hkt_errors e = {0};
         e.quiet = 1;
         hk_gc_desc d = {0};
-        d.alloc = oom_alloc;
-        d.free = oom_free;
-        d.alloc_user = &c;
+        d.backing = (hk_alloc_hooks){oom_alloc, oom_free, &c};
         d.on_error = hkt_on_error;
         d.error_user = &e;
         hk_gc *gc = hk_gc_create(&d);
@@ -305,7 +303,7 @@ HKT_TEST(gc_cascade_in_one_pass) {
 
 /* A 200k-long chain reclaimed without recursion (no stack overflow). */
 HKT_TEST(gc_long_chain_no_recursion) {
-    hk_gc *gc = mk(HK_GC_FLAG_IMMEDIATE);
+    hk_gc *gc = mk(HK_GC_IMMEDIATE);
     enum { LEN = 200000 };
     hk_gc_obj *head = hk_gc_alloc(gc, &k_node), *cur = head;
     for (int i = 1; i < LEN; i++) {
@@ -560,7 +558,7 @@ HKT_TEST(gc_step_statistics) {
     CHECK_EQ(i.step_max_ns, 0);
     CHECK_EQ(i.step_p99_ns, 0);
     CHECK_EQ(i.freed, 400);
-    CHECK_EQ(hk_gc_info_get(NULL, &i), HK_ERR_INVALID);
+    CHECK_EQ(hk_gc_get_info(NULL, &i), HK_ERR_INVALID);
     hk_gc_destroy(gc);
 }
 
@@ -584,24 +582,27 @@ HKT_TEST(gc_misuse_release_below_zero) {
     CHECK_STR_CONTAINS(g_errs.last_message, "garbage awaiting reclamation");
     CHECK_EQ(hk_gc_check(gc), HK_OK);
     hk_gc_step(gc, UINT64_MAX);
-    /* After reclamation: release of a freed object. */
-    CHECK_EQ(hk_gc_release(gc, a), HK_ERR_STALE);
-    CHECK_EQ(g_errs.last_kind, HK_EK_STALE);
-    CHECK_STR_CONTAINS(g_errs.last_message, "release of a freed object");
+    /* After reclamation: released again, the reference its slot gave out
+     * last: still a release below zero (a double free). */
+    CHECK_EQ(hk_gc_release(gc, a), HK_ERR_DOUBLE_FREE);
+    CHECK_EQ(g_errs.last_kind, HK_EK_DOUBLE_FREE);
+    CHECK_STR_CONTAINS(g_errs.last_message, "release of reference");
+    CHECK_STR_CONTAINS(g_errs.last_message, "it was already freed");
     CHECK_EQ(hk_gc_check(gc), HK_OK);
     CHECK_EQ(info(gc).freed, 1);
     hk_gc_destroy(gc);
 }
 
 HKT_TEST(gc_misuse_retain_of_freed) {
-    hk_gc *gc = mk(HK_GC_FLAG_IMMEDIATE);
+    hk_gc *gc = mk(HK_GC_IMMEDIATE);
     hk_gc_obj *a = hk_gc_alloc(gc, &k_leaf);
     hk_gc_release(gc, a);
     CHECK_EQ(hk_gc_retain(gc, a), HK_ERR_STALE);
     CHECK_EQ(g_errs.last_kind, HK_EK_STALE);
-    CHECK_STR_CONTAINS(g_errs.last_message, "retain of a freed object");
+    CHECK_STR_CONTAINS(g_errs.last_message, "retain of stale reference");
+    CHECK_STR_CONTAINS(g_errs.last_message, "it was freed");
     CHECK(hk_gc_data(gc, a) == NULL);
-    CHECK_STR_CONTAINS(g_errs.last_message, "data access of a freed object");
+    CHECK_STR_CONTAINS(g_errs.last_message, "data access of stale reference");
     CHECK_EQ(hk_gc_refcount(gc, a), 0);
     CHECK_EQ(hk_gc_size(gc, a), 0);
     CHECK(hk_gc_type_of(gc, a) == NULL);
@@ -610,11 +611,17 @@ HKT_TEST(gc_misuse_retain_of_freed) {
     CHECK(field == NULL);
     CHECK_EQ(hk_gc_check(gc), HK_OK);
     /* Freed slots are reused last (FIFO): a thousand allocations later the
-     * stale pointer is still caught. */
-    hk_gc_obj *keep[1000];
+     * stale reference is still caught; and after its slot was reused too
+     * (generations): a release of it is then stale, not a double free. */
+    hk_gc_obj *keep[1100];
     for (int i = 0; i < 1000; i++) keep[i] = hk_gc_alloc(gc, &k_leaf);
     CHECK_EQ(hk_gc_retain(gc, a), HK_ERR_STALE);
-    for (int i = 0; i < 1000; i++) hk_gc_release(gc, keep[i]);
+    for (int i = 1000; i < 1100; i++) keep[i] = hk_gc_alloc(gc, &k_leaf); /* a's slot is reused */
+    CHECK(hk_gc_data(gc, a) == NULL);
+    CHECK_EQ(hk_gc_release(gc, a), HK_ERR_STALE);
+    CHECK_EQ(g_errs.last_kind, HK_EK_STALE);
+    for (int i = 0; i < 1100; i++) CHECK_EQ(hk_gc_refcount(gc, keep[i]), 1);
+    for (int i = 0; i < 1100; i++) hk_gc_release(gc, keep[i]);
     CHECK_EQ(hk_gc_check(gc), HK_OK);
     hk_gc_destroy(gc);
 }
@@ -630,14 +637,17 @@ HKT_TEST(gc_misuse_foreign_objects) {
     hk_gc_obj *theirs = hk_gc_alloc(other, &k_node);
     CHECK_EQ(hk_gc_retain(gc, theirs), HK_ERR_FOREIGN);
     CHECK_EQ(g_errs.last_kind, HK_EK_FOREIGN_PTR);
-    CHECK_STR_CONTAINS(g_errs.last_message, "does not belong to this collector");
+    CHECK_STR_CONTAINS(g_errs.last_message, "foreign reference");
+    CHECK_STR_CONTAINS(g_errs.last_message, "another instance's reference");
     CHECK_EQ(hk_gc_release(gc, theirs), HK_ERR_FOREIGN);
+    CHECK_EQ(g_errs.last_kind, HK_EK_FOREIGN_PTR);
     CHECK_EQ(hk_gc_refcount(other, theirs), 1);
-    /* Interior pointer, stack pointer, NULL. */
+    /* A forged reference (a slot never used), a real pointer, NULL. */
     CHECK_EQ(hk_gc_retain(gc, (hk_gc_obj *)((char *)mine + 8)), HK_ERR_FOREIGN);
-    CHECK_EQ(g_errs.last_kind, HK_EK_INTERIOR_PTR);
+    CHECK_EQ(g_errs.last_kind, HK_EK_FOREIGN_PTR);
     int local;
     CHECK_EQ(hk_gc_release(gc, (hk_gc_obj *)(void *)&local), HK_ERR_FOREIGN);
+    CHECK_EQ(g_errs.last_kind, HK_EK_FOREIGN_PTR);
     CHECK_EQ(hk_gc_retain(gc, NULL), HK_ERR_INVALID);
     CHECK_EQ(hk_gc_release(gc, NULL), HK_ERR_INVALID);
     CHECK_EQ(hk_gc_assign(gc, NULL, mine), HK_ERR_INVALID);
@@ -702,7 +712,7 @@ HKT_TEST(gc_misuse_reentry_from_callbacks) {
  * retaining it, then released b. check finds it; reclaiming a reports it and
  * goes on. */
 HKT_TEST(gc_corrupt_counts_detected) {
-    hk_gc *gc = mk(HK_GC_FLAG_IMMEDIATE);
+    hk_gc *gc = mk(HK_GC_IMMEDIATE);
     hk_gc_obj *a = hk_gc_alloc(gc, &k_node), *b = hk_gc_alloc(gc, &k_node);
     N(gc, a)->ref[0] = b; /* uncounted */
     hk_gc_obj *c = hk_gc_alloc(gc, &k_node);
@@ -718,7 +728,7 @@ HKT_TEST(gc_corrupt_counts_detected) {
     hk_gc_release(gc, b);
     hk_gc_release(gc, b); /* b reclaimed while a still points to it */
     CHECK_EQ(hk_gc_check(gc), HK_ERR_CORRUPT);
-    CHECK_STR_CONTAINS(g_errs.last_message, "which is a freed object");
+    CHECK_STR_CONTAINS(g_errs.last_message, "which is a reclaimed object");
     int before = g_errs.count;
     N(gc, a)->ref[1] = NULL;
     hk_gc_release(gc, a); /* the stale reference is reported and ignored */
@@ -791,8 +801,10 @@ HKT_TEST(gc_walk_where_stats) {
     int local;
     CHECK_EQ(hk_gc_where(gc, &local, &bi), HK_ERR_FOREIGN);
     hk_gc_step(gc, UINT64_MAX);
-    CHECK_EQ(hk_gc_where(gc, c, &bi), HK_OK); /* a free slot */
+    CHECK_EQ(hk_gc_where(gc, c, &bi), HK_OK); /* a free slot: the last reference it gave out */
     CHECK_EQ(bi.flags, 0);
+    CHECK(bi.owner == (void *)c);
+    CHECK_EQ(hk_gc_where(gc, (char *)c + (1u << 22), &bi), HK_ERR_FOREIGN); /* its next generation */
     hk_stats s;
     CHECK_EQ(hk_gc_stats(gc, &s), HK_OK);
     CHECK_EQ(s.live_blocks, 2);
@@ -826,7 +838,7 @@ HKT_TEST(gc_destroy_finalizes_everything) {
 
 HKT_TEST(gc_fill_freed_data) {
     /* The free hook sees the data filled with HK_FILL_FREE. */
-    hk_gc *gc = mk(HK_FLAG_FILL | HK_GC_FLAG_IMMEDIATE);
+    hk_gc *gc = mk(HK_FLAG_FILL | HK_GC_IMMEDIATE);
     hk_gc_obj *a = hk_gc_alloc(gc, &k_leaf);
     memset(hk_gc_data(gc, a), 0x11, 16);
     hk_gc_release(gc, a);
@@ -970,7 +982,7 @@ static void run_model(uint64_t seed, int ops, int immediate, int use_pacing) {
     d.error_user = &g_errs;
     d.clock = fake_now;
     d.clock_user = &fc;
-    d.flags = immediate ? HK_GC_FLAG_IMMEDIATE : 0;
+    d.flags = immediate ? HK_GC_IMMEDIATE : 0;
     d.step_max_objects = 5;
     d.pace_bytes = use_pacing ? 2000 : 0;
     hk_gc *gc = hk_gc_create(&d);
