@@ -136,7 +136,7 @@ typedef struct hk_gc_desc {
      * [malloc/free]. */
     hk_alloc_hooks backing;
     /* Monotonic clock in nanoseconds for budgets and step statistics.
-     * NULL: hk_os_now_ns. Tests inject a simulated clock here. */
+     * NULL: hk_now_ns. Tests inject a simulated clock here. */
     uint64_t (*clock)(void *user);
     void *clock_user;
     uint32_t step_max_objects; /* cap on objects one hk_gc_step examines; 0: HK_GC_DEFAULT_STEP_OBJECTS */
