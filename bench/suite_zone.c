@@ -630,7 +630,7 @@ static void lat_timer_init(void) {
  * its own footprint in every replay. */
 static void lat_touch(void *p, size_t n) {
     unsigned char *c = p;
-    size_t page = hk_os_page_size();
+    size_t page = hk_page_size();
     for (size_t o = 0; o < n; o += page) c[o] = 1;
     c[n - 1] = 1;
 }

@@ -1,12 +1,14 @@
 /*
  * src/internal.h - machinery shared by heapkit's allocators and not part of
  * the public API: error reporting, lock hooks, sanitizer awareness and
- * internal assertions. Names here use the `hk__` prefix.
+ * internal assertions. Names here use the `hk__` prefix. It includes the
+ * host layer (os.h), so every module sees the hk_os_* functions.
  */
 #ifndef HEAPKIT_INTERNAL_H
 #define HEAPKIT_INTERNAL_H
 
 #include "heapkit/heapkit.h"
+#include "os.h"
 
 #include <stdarg.h>
 #include <string.h>

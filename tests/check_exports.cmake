@@ -1,6 +1,7 @@
 # tests/check_exports.cmake - packaging: the API libraries (libheapkit.so,
 # libheapkit.a) define no malloc-family symbol, so linking them never
-# replaces the program's malloc; libheapkit-malloc.so defines every one.
+# replaces the program's malloc, and exports no private (hk_os_*, hk__*)
+# symbol; libheapkit-malloc.so defines every malloc-family symbol.
 #   cmake -DNM=nm -DAPI_LIB=... -DAPI_STATIC=... -DMALLOC_LIB=... -P check_exports.cmake
 cmake_policy(SET CMP0057 NEW)
 set(family malloc free calloc realloc memalign posix_memalign aligned_alloc valloc pvalloc
@@ -35,6 +36,13 @@ endforeach()
 foreach(f malloc free calloc realloc memalign posix_memalign aligned_alloc malloc_usable_size)
   if(NOT f IN_LIST shim_dyn)
     list(APPEND bad "libheapkit-malloc.so does not define ${f}")
+  endif()
+endforeach()
+# Nothing private leaks out of the API library: the host layer (hk_os_*)
+# and internal names (hk__*) stay hidden.
+foreach(n ${api_dyn})
+  if(n MATCHES "^hk_os_")
+    list(APPEND bad "libheapkit.so exports the private symbol ${n}")
   endif()
 endforeach()
 list(LENGTH api_dyn n_api)
