@@ -174,7 +174,7 @@ static void zone_unlock(void *u) {
 static void *zone_malloc(size_t n) { return hk_zone_alloc(g_replay_zone, n); }
 static void zone_free(void *p) { (void)hk_zone_free(g_replay_zone, p); }
 static void *zone_realloc(void *p, size_t n) { return hk_zone_realloc(g_replay_zone, p, n); }
-static void *zone_memalign(size_t a, size_t n) { return hk_zone_memalign(g_replay_zone, a, n); }
+static void *zone_memalign(size_t a, size_t n) { return hk_zone_alloc_aligned(g_replay_zone, a, n); }
 static size_t zone_usable(void *p) { return hk_zone_usable_size(g_replay_zone, p); }
 
 int hkr_allocator(const char *name, hkb_allocator *out, char *why, size_t whyn) {
@@ -230,7 +230,7 @@ void hkr_zone_until(const hkt_trace *t, size_t upto, hk_zone *z) {
         if (e->kind == HKT_EV_REALLOC)
             p = slot[e->old] ? hk_zone_realloc(z, slot[e->old], (size_t)e->size) : hk_zone_alloc(z, (size_t)e->size);
         else if (e->align)
-            p = hk_zone_memalign(z, e->align, (size_t)e->size);
+            p = hk_zone_alloc_aligned(z, e->align, (size_t)e->size);
         else
             p = hk_zone_alloc(z, (size_t)e->size);
         slot[e->obj] = p;
