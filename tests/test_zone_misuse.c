@@ -5,9 +5,9 @@
 #include "internal.h"
 
 /* The block at p with its provenance hidden from the compiler: the zone's
- * allocators are declared HK_ALLOC_SIZE, so a deliberate write past a
- * block's end or into its header would be flagged at compile time (and by
- * UBSan's object-size check). opaque_size does the same for a size. */
+ * allocators are declared HK_MALLOC / HK_ALLOC_SIZE, so a deliberate write
+ * past a block's end or into its header would be flagged at compile time
+ * (and by UBSan's object-size check), or dropped as a dead store. opaque_size does the same for a size. */
 static HK__UNUSED unsigned char *raw(void *p) {
     __asm__ volatile("" : "+r"(p));
     return (unsigned char *)p;

@@ -8,10 +8,7 @@
 #include "hk_test.h"
 #include "zone_internal.h"
 
-/* The block at p with its provenance hidden from the compiler: the zone's
- * allocators are declared HK_ALLOC_SIZE, so a deliberate write past a
- * block's end or into its header would be flagged at compile time (and by
- * UBSan's object-size check). */
+/* p with its provenance hidden (see raw() in test_zone.c). */
 static unsigned char *raw(void *p) {
     __asm__ volatile("" : "+r"(p));
     return (unsigned char *)p;
