@@ -197,6 +197,13 @@ static inline void hk__asan_unpoison(const void *p, size_t n) {
 #endif
 #endif
 
+/* Functions that read memory no sanitizer tracks (conservative scans). */
+#if defined(HK__TSAN) && (defined(__GNUC__) || defined(__clang__))
+#define HK__NO_TSAN __attribute__((no_sanitize("thread")))
+#else
+#define HK__NO_TSAN
+#endif
+
 /* True when built with ThreadSanitizer (tests that count page faults or
  * scan raw memory skip what its shadow memory changes). */
 static inline int hk__tsan_enabled(void) {
