@@ -3,7 +3,8 @@
  * descriptions, error reports, fill patterns, checked size arithmetic and the
  * host facts (page size, clock). Every allocator header includes this one.
  *
- * Conventions shared by every module (see docs/DESIGN.md):
+ * Conventions shared by every module (docs/architecture.md: the layers, what
+ * each file owns and how a call flows from here to the OS):
  *
  *  - Allocation calls return NULL on failure; every other call that can fail
  *    returns an hk_result. HK_OK is zero; every error is negative.
