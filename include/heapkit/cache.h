@@ -57,6 +57,7 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+HK_API_BEGIN
 
 typedef struct hk_cache hk_cache;
 
@@ -310,6 +311,8 @@ static inline void *hk_cache_deref_fast(hk_cache *c, hk_cache_handle h) {
     if (e->key == (v->tick_key | h.value)) return e->data;
     return hk__cache_deref_miss(c, h);
 }
+
+HK_API_END
 
 #ifdef __cplusplus
 }

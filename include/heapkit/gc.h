@@ -83,6 +83,7 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+HK_API_BEGIN
 
 typedef struct hk_gc hk_gc;
 typedef struct hk_gc_obj hk_gc_obj; /* an object reference; opaque */
@@ -297,6 +298,8 @@ hk_result hk_gc_check(hk_gc *gc);
  * free slot issued: flags 0), or any byte of an object's data. HK_OK with
  * *info filled, or HK_ERR_FOREIGN. O(1) for references, O(slots) for data. */
 hk_result hk_gc_where(hk_gc *gc, const void *addr, hk_block_info *info);
+
+HK_API_END
 
 #ifdef __cplusplus
 }

@@ -103,6 +103,7 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+HK_API_BEGIN
 
 typedef struct hk_guard hk_guard;
 
@@ -278,6 +279,8 @@ void hk_guard_fork_child(hk_guard *g);
 
 /* Number of reports this instance made (errors, faults, leaks). O(1). */
 uint64_t hk_guard_report_count(const hk_guard *g);
+
+HK_API_END
 
 #ifdef __cplusplus
 }

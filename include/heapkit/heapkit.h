@@ -27,9 +27,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Everything declared between HK_API_BEGIN and HK_API_END in the public
+ * headers is the library's ABI: exported from libheapkit.so, which is built
+ * with every other symbol hidden. */
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(_WIN32)
+#define HK_API_BEGIN _Pragma("GCC visibility push(default)")
+#define HK_API_END   _Pragma("GCC visibility pop")
+#else
+#define HK_API_BEGIN
+#define HK_API_END
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
+HK_API_BEGIN
 
 #define HK_VERSION_MAJOR 0
 #define HK_VERSION_MINOR 1
@@ -303,6 +315,8 @@ size_t hk_page_size(void);
 /* A monotonic clock in nanoseconds (the gc's default clock). Thread-safe,
  * O(1). */
 uint64_t hk_now_ns(void);
+
+HK_API_END
 
 #ifdef __cplusplus
 }

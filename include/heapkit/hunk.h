@@ -36,6 +36,7 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+HK_API_BEGIN
 
 typedef struct hk_hunk hk_hunk;
 
@@ -184,6 +185,8 @@ hk_result hk_hunk_where(hk_hunk *h, const void *addr, hk_block_info *info);
 /* Prints every block and then totals per name (Quake Hunk_Print) to `out`
  * (a FILE*; NULL means stdout). */
 void hk_hunk_print(hk_hunk *h, void *out);
+
+HK_API_END
 
 #ifdef __cplusplus
 }

@@ -39,6 +39,7 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+HK_API_BEGIN
 
 enum {
     HK_MAP_NO_CHECK = 1u << 0, /* do not call the check (it is O(heap) and may report) */
@@ -75,6 +76,8 @@ hk_result hk_map_cache(hk_cache *c, const hk_map_options *opt, hk_print_fn out, 
 hk_result hk_map_pool(hk_pool *p, const hk_map_options *opt, hk_print_fn out, void *user);
 hk_result hk_map_gc(hk_gc *gc, const hk_map_options *opt, hk_print_fn out, void *user);
 hk_result hk_map_guard(hk_guard *g, const hk_map_options *opt, hk_print_fn out, void *user);
+
+HK_API_END
 
 #ifdef __cplusplus
 }

@@ -106,6 +106,7 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+HK_API_BEGIN
 
 typedef struct hk_pool hk_pool;
 
@@ -445,6 +446,8 @@ hk_result hk_pool_check(hk_pool *p);
  * HK_OK and *info filled, or HK_ERR_FOREIGN. O(1) for fast slots and exact
  * overflow object addresses, O(overflow) for interior overflow addresses. */
 hk_result hk_pool_where(hk_pool *p, const void *addr, hk_block_info *info);
+
+HK_API_END
 
 #ifdef __cplusplus
 }

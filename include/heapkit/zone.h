@@ -56,6 +56,7 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+HK_API_BEGIN
 
 typedef struct hk_zone hk_zone;
 
@@ -281,6 +282,8 @@ hk_result hk_zone_get_info(const hk_zone *z, hk_zone_info *out);
  * FILE*, NULL meaning stdout), a line per call. Does not allocate.
  * O(blocks). */
 void hk_zone_dump(hk_zone *z, hk_print_fn fn, void *user);
+
+HK_API_END
 
 #ifdef __cplusplus
 }

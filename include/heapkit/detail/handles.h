@@ -20,6 +20,7 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+HK_API_BEGIN
 
 #define HK__HT_NONE 0xFFFFFFFFu /* "no slot" */
 
@@ -92,6 +93,8 @@ static inline int hk__ht_free_fast(hk__htab *t, uint32_t s, uint32_t h) {
     t->tail++;
     return 1;
 }
+
+HK_API_END
 
 #ifdef __cplusplus
 }
