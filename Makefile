@@ -37,6 +37,9 @@ build:
 
 demo: build
 	./$(BUILD)/examples/demo
+	./$(BUILD)/examples/demo_maps $(BUILD)/demo
+	-./$(BUILD)/heapkit record -q -o $(BUILD)/demo/demo_maps.hkt -- ./$(BUILD)/examples/demo_maps $(BUILD)/demo/rec >/dev/null \
+	  && ./$(BUILD)/heapkit report $(BUILD)/demo/demo_maps.hkt -o $(BUILD)/demo/report.html
 
 check: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)

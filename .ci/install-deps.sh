@@ -3,7 +3,8 @@
 # tests that need a missing program say so and are skipped by CTest.
 set -u
 [ "$(id -u)" = 0 ] || exit 0
-pkgs="valgrind lua5.4 sqlite3 electric-fence duma binutils"
+# chromium: the report/heap-map browser test (tests/tools/browser_check.sh)
+pkgs="valgrind lua5.4 sqlite3 electric-fence duma binutils chromium"
 missing=""
 for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 [ -z "$missing" ] && exit 0

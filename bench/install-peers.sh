@@ -2,7 +2,8 @@
 # Installs the allocators heapkit-bench compares against (Debian packages).
 # Safe to run again; does nothing when they are all present. Needs root.
 set -e
-pkgs="libmimalloc-dev libjemalloc-dev libgoogle-perftools-dev"
+# heaptrack: the recording overhead `heapkit record` is compared with (suite replay)
+pkgs="libmimalloc-dev libjemalloc-dev libgoogle-perftools-dev heaptrack"
 missing=""
 for p in $pkgs; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

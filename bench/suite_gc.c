@@ -61,11 +61,7 @@ static uint64_t bgc_clock(void *u) {
 static hk_gc *bgc_new(const hkb_allocator *a, uint32_t cap, size_t pace) {
     hk_gc_desc d = {0};
     d.name = "bench";
-    if (a) {
-        d.alloc = bgc_alloc;
-        d.free = bgc_free;
-        d.alloc_user = (void *)(uintptr_t)a;
-    }
+    if (a) d.backing = (hk_alloc_hooks){bgc_alloc, bgc_free, (void *)(uintptr_t)a};
     d.step_max_objects = cap;
     d.pace_bytes = pace;
     return hk_gc_create(&d);
@@ -132,7 +128,7 @@ static void bench_budget_one(hkb_ctx *ctx, const hkb_allocator *a, const char *a
             size_t examined = 0;
             for (int s = 0; s < steps; s++) {
                 hk_gc_info in;
-                hk_gc_info_get(gc, &in);
+                hk_gc_get_info(gc, &in);
                 for (size_t k = in.backlog * 3; k < need; k += 3) bgc_garbage_unit(gc);
                 uint64_t t0 = hkb_now_ns();
                 examined += hk_gc_step(gc, b);
@@ -233,12 +229,12 @@ static void steady_heapkit(size_t pace, int frames, steady_res *out) {
     for (int f = 0; f < frames; f++) {
         for (int i = 0; i < 1000; i++) hk_gc_release(gc, hk_gc_alloc(gc, &k_pstruct));
         for (int i = 0; i < 1000; i++) hk_gc_release(gc, hk_gc_alloc_size(gc, &k_parray, 0));
-        hk_gc_info_get(gc, &in);
+        hk_gc_get_info(gc, &in);
         if (in.backlog > max_b) max_b = in.backlog;
         hk_gc_step(gc, 10000);
     }
     out->ms = (double)(hkb_now_ns() - t0) / 1e6;
-    hk_gc_info_get(gc, &in);
+    hk_gc_get_info(gc, &in);
     out->backlog_end = (double)in.backlog;
     out->backlog_max = (double)max_b;
     out->p99_step = (double)in.step_p99_ns;

@@ -3,9 +3,9 @@
  * same run:
  *   churn    create/destroy churn of 64, 256 and 1024-byte objects (random
  *            victim in a live working set), vs malloc/free of every peer;
- *   get      hk_pool_get (a library call) and hk_pool_view_get (the inline
- *            lookup) on random live IDs vs dereferencing a raw pointer
- *            taken from an array of pointers (same access pattern);
+ *   get      hk_pool_get (inline: a mask, a load and a compare) on random
+ *            live IDs vs dereferencing a raw pointer taken from an array
+ *            of pointers (same access pattern);
  *   storm    a bullet-cancel storm: 16,000 live objects (parents with
  *            children) on a tick list and 8 draw layers; 90% of the parents
  *            end in one frame while the tick iterates; the frame draws, the
@@ -142,7 +142,7 @@ static void bench_get(hkb_ctx *ctx) {
     }
     uint64_t s = ctx->seed;
     for (int i = 0; i < (1 << 16); i++) order[i] = (uint16_t)(hkb_rand(&s) % N);
-    double vp[32], vr[32], vv[32];
+    double vp[32], vr[32];
     uint64_t sink = 0;
     for (int r = 0; r < ctx->reps; r++) {
         uint64_t t0 = hkb_now_ns(), sum = 0;
@@ -153,25 +153,15 @@ static void bench_get(hkb_ctx *ctx) {
         uint64_t t1 = hkb_now_ns();
         for (long i = 0; i < accesses; i++) sum += ptrs[order[i & 0xFFFF]]->value;
         uint64_t t2 = hkb_now_ns();
-        hk_pool_view view = hk_pool_get_view(p);
-        for (long i = 0; i < accesses; i++) {
-            get_obj *o = (get_obj *)hk_pool_view_get(&view, ids[order[i & 0xFFFF]]);
-            sum += o->value;
-        }
-        uint64_t t3 = hkb_now_ns();
         sink += sum;
         vp[r] = (double)(t1 - t0) / (double)accesses;
         vr[r] = (double)(t2 - t1) / (double)accesses;
-        vv[r] = (double)(t3 - t2) / (double)accesses;
     }
     hkb_sink(&sink);
     double pool_ns = hkb_median(vp, ctx->reps), raw_ns = hkb_median(vr, ctx->reps);
-    double view_ns = hkb_median(vv, ctx->reps);
     hkb_record(SUITE, wl, "heapkit_pool", "ns_per_access", pool_ns, "ns");
-    hkb_record(SUITE, wl, "heapkit_pool_view", "ns_per_access", view_ns, "ns");
     hkb_record(SUITE, wl, "raw_pointer", "ns_per_access", raw_ns, "ns");
     hkb_record(SUITE, wl, "heapkit_pool", "ratio_vs_raw", pool_ns / raw_ns, "x");
-    hkb_record(SUITE, wl, "heapkit_pool_view", "ratio_vs_raw", view_ns / raw_ns, "x");
     hk_pool_destroy(p);
 }
 

@@ -78,7 +78,7 @@ static hk_zone *g_bz;
 static void *bz_malloc(size_t n) { return hk_zone_alloc(g_bz, n); }
 static void bz_free(void *p) { hk_zone_free(g_bz, p); }
 static void *bz_realloc(void *p, size_t n) { return hk_zone_realloc(g_bz, p, n); }
-static void *bz_memalign(size_t a, size_t n) { return hk_zone_memalign(g_bz, a, n); }
+static void *bz_memalign(size_t a, size_t n) { return hk_zone_alloc_aligned(g_bz, a, n); }
 static size_t bz_usable(void *p) { return hk_zone_usable_size(g_bz, p); }
 
 static pthread_mutex_t g_bz_mutex = PTHREAD_MUTEX_INITIALIZER;
@@ -630,7 +630,7 @@ static void lat_timer_init(void) {
  * its own footprint in every replay. */
 static void lat_touch(void *p, size_t n) {
     unsigned char *c = p;
-    size_t page = hk_os_page_size();
+    size_t page = hk_page_size();
     for (size_t o = 0; o < n; o += page) c[o] = 1;
     c[n - 1] = 1;
 }

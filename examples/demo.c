@@ -140,7 +140,7 @@ int main(void) {
         hk_zone_stats(g.zone, &zs);
         hk_cache_stats(g.cache, &cs);
         hk_pool_stats(g.ents, &ps);
-        hk_gc_info_get(g.gc, &gi);
+        hk_gc_get_info(g.gc, &gi);
         printf(
             "level %d, 120 frames: hunk %zu KiB in use; zone %zu blocks; cache %zu textures in %zu KiB;\n"
             "  %zu entities (%llu created); script: %llu objects collected, backlog %zu, step p99 %llu ns\n",

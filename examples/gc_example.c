@@ -72,13 +72,13 @@ int main(void) {
     hk_gc_release(gc, b);
 
     hk_gc_info in;
-    hk_gc_info_get(gc, &in);
+    hk_gc_get_info(gc, &in);
     printf("after 300 frames: %zu live, backlog %zu, %llu freed, step p99 %llu ns, %llu paced steps\n",
            in.live, in.backlog, (unsigned long long)in.freed, (unsigned long long)in.step_p99_ns,
            (unsigned long long)in.paced_steps);
 
     size_t n = hk_gc_collect(gc); /* "save": everything unreachable, cycles included */
-    hk_gc_info_get(gc, &in);
+    hk_gc_get_info(gc, &in);
     printf("full pass: %zu reclaimed (%llu from cycles) in %llu ns; %zu objects left (the scene)\n", n,
            (unsigned long long)in.freed_cycles, (unsigned long long)in.collect_last_ns, in.objects);
 

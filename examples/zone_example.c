@@ -16,7 +16,7 @@ int main(void) {
     hk_zone_alloc_tagged(z, 64 << 10, HK_TAG_LEVEL, &map, "e1m1 lines");
     hk_zone_alloc_tagged(z, 8 << 10, HK_TAG_CACHE, &sound, "dspistol");
 
-    hk_zone_dump(z, stdout);                                                  /* Z_DumpHeap */
+    hk_zone_dump(z, hk_print_file, stdout);                                   /* Z_DumpHeap */
     size_t purged = hk_zone_purge(z, HK_TAG_PURGELEVEL);                      /* cached data goes first */
     size_t freed = hk_zone_free_tags(z, HK_TAG_LEVEL, HK_TAG_PURGELEVEL - 1); /* level exit */
     printf("purged %zu, freed %zu, sound %s, map %s, console \"%s\"\n", purged, freed,

@@ -2,8 +2,9 @@
  * fuzz/gc_fuzz.c - random operation sequences on a collector, decoded from
  * the input bytes: allocations, retains and releases of references the
  * harness holds, field assignments, steps, full passes, mode switches, and
- * detectable misuse (NULL, foreign and interior pointers, release below
- * zero of backlog objects). hk_gc_check must pass after every operation.
+ * detectable misuse (NULL, another collector's reference, a real pointer,
+ * a forged reference, release below zero of backlog objects).
+ * hk_gc_check must pass after every operation.
  */
 #include "heapkit/gc.h"
 
@@ -95,12 +96,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         case 6: hk_gc_step(gc, arg); break;
         case 7: hk_gc_collect(gc); break;
         case 8: hk_gc_set_incremental(gc, !hk_gc_incremental(gc)); break;
-        case 9: /* misuse: foreign, interior, NULL */
+        case 9: { /* misuse: another collector's, a pointer, forged (generation 0), NULL */
+            int local = 0;
             if (hk_gc_release(gc, foreign) != HK_ERR_FOREIGN) abort();
             if (hk_gc_retain(gc, NULL) != HK_ERR_INVALID) abort();
-            if (nheld && hk_gc_retain(gc, (hk_gc_obj *)((char *)held[0] + 1 + arg % 40)) != HK_ERR_FOREIGN)
-                abort();
-            break;
+            if (hk_gc_retain(gc, (hk_gc_obj *)(void *)&local) != HK_ERR_FOREIGN) abort();
+            if (hk_gc_retain(gc, (hk_gc_obj *)(uintptr_t)(1u + arg % 4000u)) != HK_ERR_FOREIGN) abort();
+        } break;
         case 10: /* misuse: release below zero of an object in the backlog */
             if (nheld) {
                 int k = (int)(arg % (unsigned)nheld);
@@ -120,7 +122,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             hk_stats s;
             hk_gc_stats(gc, &s);
             hk_gc_info in;
-            hk_gc_info_get(gc, &in);
+            hk_gc_get_info(gc, &in);
             if (in.objects != s.live_blocks) abort();
         } break;
         }
@@ -129,7 +131,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     while (nheld) hk_gc_release(gc, held[--nheld]);
     hk_gc_collect(gc);
     hk_gc_info in;
-    hk_gc_info_get(gc, &in);
+    hk_gc_get_info(gc, &in);
     if (in.objects != 0 || hk_gc_check(gc) != HK_OK) abort();
     hk_gc_destroy(gc);
     hk_gc_destroy(other);

@@ -1,6 +1,6 @@
 /*
  * fuzz/zone_fuzz.c - drives a zone with operations decoded from the input
- * (alloc, tagged alloc, memalign, realloc, free, change_tag, free_tags,
+ * (alloc, tagged alloc, alloc_aligned, realloc, free, change_tag, free_tags,
  * purge, and misuse: double free, interior pointer) against a shadow model,
  * running hk_zone_check after every operation. Any disagreement aborts.
  */
@@ -85,7 +85,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 s->p = hk_zone_alloc_tagged(z, n, s->tag, &s->owner, "fuzz");
             } else {
                 s->align = (size_t)1 << (data[i + 2] % 14);
-                s->p = hk_zone_memalign(z, s->align, n);
+                s->p = hk_zone_alloc_aligned(z, s->align, n);
             }
             for (int k = 0; k < ZF_SLOTS; k++) /* purged on exhaustion */
                 if (sl[k].p && sl[k].owned && !sl[k].owner) {

@@ -4,26 +4,9 @@
  * LD_PRELOAD (the `heapkit guard` command sets it up).
  *
  * Configuration comes from the environment (read once, at the first
- * allocation or at load, whichever is first):
- *
- *   HEAPKIT_GUARD_SIDE=end|start|random  block placement             [end]
- *   HEAPKIT_GUARD_ALIGN=N                alignment; 1 = exact mode    [16]
- *   HEAPKIT_GUARD_QUARANTINE=BYTES       freed bytes kept (k/m/g)     [8m]
- *   HEAPKIT_GUARD_QUARANTINE_BLOCKS=N    freed blocks kept            [8192]
- *   HEAPKIT_GUARD_SAMPLE=N               guard one allocation in N    [1: all]
- *   HEAPKIT_GUARD_PLAIN=0|1              with sampling: unguarded blocks are glibc's own, no
- *                                        header/canary (HK_GUARD_PLAIN_UNGUARDED)  [1]
- *   HEAPKIT_GUARD_MAX_GUARDED=N          cap on live guarded blocks   [from vm.max_map_count]
- *   HEAPKIT_GUARD_LEAKS=0|1|all          leak report at exit: off, unreachable blocks, every live block [1]
- *   HEAPKIT_GUARD_LOG=FILE               reports to FILE (%p = pid)    [stderr]
- *   HEAPKIT_GUARD_FRAMES=N               stack frames per trace       [16]
- *   HEAPKIT_GUARD_EXACT_STACKS=0|1       DWARF-unwind every stack (HK_GUARD_EXACT_STACKS) [0]
- *   HEAPKIT_GUARD_ABORT=0|1              abort at the first report    [1]
- *   HEAPKIT_GUARD_EXITCODE=N             exit status after reports    [23]
- *   HEAPKIT_GUARD_SYMBOLIZE=0|1          file:line via addr2line      [1]
- *   HEAPKIT_GUARD_FILL=0|1               fill patterns                [1]
- *   HEAPKIT_GUARD_DISCARD=0|1            freed pages back to the OS at free (less memory, slower) [0]
- *   HEAPKIT_GUARD_RESERVE=BYTES          address space for slots      [64g]
+ * allocation or at load, whichever is first): the HEAPKIT_GUARD_* options
+ * of shim/options.h, where each is declared with its default and help
+ * (`heapkit env` lists them; `heapkit guard --help` shows their flags).
  *
  * Leak check: at exit, in the process that loaded the library (a child
  * forked without exec is not leak-checked; its blocks are its parent's).
@@ -43,6 +26,7 @@
 #define _GNU_SOURCE 1
 #endif
 #include "heapkit/guard.h"
+#include "options.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -103,25 +87,6 @@ static size_t shim_boot_size(const void *p) {
 
 /* ---- configuration ------------------------------------------------------------- */
 
-static size_t shim_env_size(const char *name, size_t dflt) {
-    const char *v = getenv(name);
-    if (!v || !*v) return dflt;
-    size_t n = 0;
-    const char *s = v;
-    while (*s >= '0' && *s <= '9') n = n * 10 + (size_t)(*s++ - '0');
-    if (s == v) return dflt;
-    switch (*s) {
-    case 'k':
-    case 'K': n <<= 10; break;
-    case 'm':
-    case 'M': n <<= 20; break;
-    case 'g':
-    case 'G': n <<= 30; break;
-    default: break;
-    }
-    return n;
-}
-
 static int shim_open_log(const char *path) {
     char buf[512];
     size_t o = 0;
@@ -153,25 +118,25 @@ static void shim_create(void) {
     memset(&d, 0, sizeof d);
     d.name = "preload";
     d.flags = HK_GUARD_REPORT | HK_GUARD_FAULT_HANDLER | HK_FLAG_QUIET;
-    if (shim_env_size("HEAPKIT_GUARD_ABORT", 1)) d.flags |= HK_GUARD_ABORT;
-    if (!shim_env_size("HEAPKIT_GUARD_SYMBOLIZE", 1)) d.flags |= HK_GUARD_NO_SYMBOLIZE_LINES;
-    if (!shim_env_size("HEAPKIT_GUARD_FILL", 1)) d.flags |= HK_GUARD_NO_FILL;
-    if (shim_env_size("HEAPKIT_GUARD_DISCARD", 0)) d.flags |= HK_GUARD_DISCARD_FREED;
-    if (shim_env_size("HEAPKIT_GUARD_EXACT_STACKS", 0)) d.flags |= HK_GUARD_EXACT_STACKS;
-    const char *side = getenv("HEAPKIT_GUARD_SIDE");
-    if (side && strcmp(side, "start") == 0)
+    if (hk_opt_bool(HK_OPT_GUARD_ABORT)) d.flags |= HK_GUARD_ABORT;
+    if (!hk_opt_bool(HK_OPT_GUARD_SYMBOLIZE)) d.flags |= HK_GUARD_NO_SYMBOLIZE_LINES;
+    if (!hk_opt_bool(HK_OPT_GUARD_FILL)) d.flags |= HK_GUARD_NO_FILL;
+    if (hk_opt_bool(HK_OPT_GUARD_DISCARD)) d.flags |= HK_GUARD_DISCARD_FREED;
+    if (hk_opt_bool(HK_OPT_GUARD_EXACT_STACKS)) d.flags |= HK_GUARD_EXACT_STACKS;
+    const char *side = hk_opt_get(HK_OPT_GUARD_SIDE);
+    if (strcmp(side, "start") == 0)
         d.side = HK_GUARD_SIDE_START;
-    else if (side && strcmp(side, "random") == 0)
+    else if (strcmp(side, "random") == 0)
         d.side = HK_GUARD_SIDE_RANDOM;
-    d.align = shim_env_size("HEAPKIT_GUARD_ALIGN", 0);
-    d.quarantine_bytes = shim_env_size("HEAPKIT_GUARD_QUARANTINE", 0);
-    if (getenv("HEAPKIT_GUARD_QUARANTINE") && d.quarantine_bytes == 0) d.quarantine_bytes = 1; /* "0": none */
-    d.quarantine_blocks = shim_env_size("HEAPKIT_GUARD_QUARANTINE_BLOCKS", 0);
-    d.sample_rate = (uint32_t)shim_env_size("HEAPKIT_GUARD_SAMPLE", 0);
-    d.max_guarded = shim_env_size("HEAPKIT_GUARD_MAX_GUARDED", 0);
-    size_t frames = shim_env_size("HEAPKIT_GUARD_FRAMES", 0);
+    d.align = hk_opt_number(HK_OPT_GUARD_ALIGN);
+    d.quarantine_bytes = hk_opt_number(HK_OPT_GUARD_QUARANTINE);
+    if (d.quarantine_bytes == 0) d.quarantine_bytes = 1; /* "0": none (0 in the desc means the default) */
+    d.quarantine_blocks = hk_opt_number(HK_OPT_GUARD_QUARANTINE_BLOCKS);
+    d.sample_rate = (uint32_t)hk_opt_number(HK_OPT_GUARD_SAMPLE);
+    d.max_guarded = hk_opt_number(HK_OPT_GUARD_MAX_GUARDED);
+    size_t frames = hk_opt_number(HK_OPT_GUARD_FRAMES);
     d.frames = frames > HK_GUARD_MAX_FRAMES ? HK_GUARD_MAX_FRAMES : (int)frames;
-    d.reserve = shim_env_size("HEAPKIT_GUARD_RESERVE", 0);
+    d.reserve = hk_opt_number(HK_OPT_GUARD_RESERVE);
     d.seed = (uint64_t)(unsigned)getpid() * 0x9E3779B97F4A7C15ull;
     d.backing.malloc = __libc_malloc;
     d.backing.free = __libc_free;
@@ -180,19 +145,16 @@ static void shim_create(void) {
     /* glibc's, not ours (override.inc defines malloc_usable_size too) */
     void *mus = dlsym(RTLD_NEXT, "malloc_usable_size");
     if (mus) memcpy(&d.backing.usable_size, &mus, sizeof mus);
-    if (d.sample_rate > 1 && d.backing.usable_size && shim_env_size("HEAPKIT_GUARD_PLAIN", 1))
+    if (d.sample_rate > 1 && d.backing.usable_size && hk_opt_bool(HK_OPT_GUARD_PLAIN))
         d.flags |= HK_GUARD_PLAIN_UNGUARDED;
-    const char *log = getenv("HEAPKIT_GUARD_LOG");
+    const char *log = hk_opt_get(HK_OPT_GUARD_LOG);
     if (log && *log) {
         int fd = shim_open_log(log);
         if (fd > 2) d.report_fd = fd;
     }
-    const char *leaks = getenv("HEAPKIT_GUARD_LEAKS");
-    if (leaks && strcmp(leaks, "all") == 0)
-        shim_leaks = 2;
-    else if (leaks && *leaks)
-        shim_leaks = leaks[0] != '0';
-    shim_exitcode = (int)shim_env_size("HEAPKIT_GUARD_EXITCODE", 23);
+    const char *leaks = hk_opt_get(HK_OPT_GUARD_LEAKS);
+    shim_leaks = strcmp(leaks, "all") == 0 ? 2 : leaks[0] != '0';
+    shim_exitcode = (int)hk_opt_number(HK_OPT_GUARD_EXITCODE);
 
     shim_pid = getpid();
     shim_heap = hk_guard_create(&d);
@@ -314,7 +276,7 @@ static void *shim_memalign(size_t a, size_t n) {
     }
     if (shim_busy) return a <= 16 ? hk_guard_alloc_unguarded(g, n) : shim_boot_alloc(n, a);
     shim_busy = 1;
-    void *p = hk_guard_alloc_aligned(g, n, a);
+    void *p = hk_guard_alloc_aligned(g, a, n);
     shim_busy = 0;
     return p;
 }

@@ -116,7 +116,7 @@ static void *shim_realloc(void *p, size_t n) {
 
 static void *shim_memalign(size_t a, size_t n) {
     hk_zone *z = shim_zone();
-    return z ? hk_zone_memalign(z, a, n) : NULL;
+    return z ? hk_zone_alloc_aligned(z, a, n) : NULL;
 }
 
 static size_t shim_usable_size(void *p) {

@@ -121,15 +121,28 @@ void hk__assert_fail(const char *expr, const char *file, int line) {
 
 void hk_fill(void *p, size_t n, unsigned b) { memset(p, (int)(b & 0xffu), n); }
 
-size_t hk__fill_find(const void *p, size_t n, unsigned b) {
-    const unsigned char *c = (const unsigned char *)p;
-    const unsigned char want = (unsigned char)(b & 0xffu);
+/* Reference runs of the three fill patterns: a long compare against one is
+ * a memcmp, which the C library does with its widest vector code. */
+#define FILL_R4(x)   x, x, x, x
+#define FILL_R16(x)  FILL_R4(x), FILL_R4(x), FILL_R4(x), FILL_R4(x)
+#define FILL_R64(x)  FILL_R16(x), FILL_R16(x), FILL_R16(x), FILL_R16(x)
+#define FILL_R256(x) FILL_R64(x), FILL_R64(x), FILL_R64(x), FILL_R64(x)
+#define FILL_R1K(x)  FILL_R256(x), FILL_R256(x), FILL_R256(x), FILL_R256(x)
+#define FILL_R4K(x)  FILL_R1K(x), FILL_R1K(x), FILL_R1K(x), FILL_R1K(x)
+#define FILL_REF     4096u /* a page: a guard block's padding in one memcmp */
+#define FILL_REF_MIN 64u   /* shorter compares stay in the word loop */
+static const unsigned char fill_ref_pad[FILL_REF] = {FILL_R4K(HK_FILL_PAD)};
+static const unsigned char fill_ref_free[FILL_REF] = {FILL_R4K(HK_FILL_FREE)};
+static const unsigned char fill_ref_alloc[FILL_REF] = {FILL_R4K(HK_FILL_ALLOC)};
+
+/* The word loop: offset of the first byte of [c, c+n) that is not `want`,
+ * or n. The common case is "all equal" (a canary or padding checked on
+ * every free in debug modes): OR the differences of 32-byte blocks
+ * together with no branch per word, and locate the bad byte only in the
+ * block that has one. */
+static inline size_t fill_scan(const unsigned char *c, size_t n, unsigned char want) {
     const uint64_t pat = 0x0101010101010101ull * want;
     size_t i = 0;
-    /* The common case is "all equal" (a canary or padding checked on every
-     * free in debug modes): OR the differences of 32-byte blocks together
-     * with no branch per word, which compilers vectorize, and locate the
-     * bad byte only in the block that has one. */
     while (i + 32 <= n) {
         uint64_t w[4];
         memcpy(w, c + i, sizeof w);
@@ -147,6 +160,29 @@ size_t hk__fill_find(const void *p, size_t n, unsigned b) {
         i++;
     }
     return n;
+}
+
+/* n >= FILL_REF_MIN: memcmp against a reference run in FILL_REF-byte steps
+ * (the common case, all equal, never leaves memcmp); the word loop locates
+ * the bad byte in the step that has one. */
+static HK__NOINLINE size_t fill_find_long(const unsigned char *c, size_t n, unsigned char want) {
+    const unsigned char *ref = want == HK_FILL_PAD     ? fill_ref_pad
+                               : want == HK_FILL_FREE  ? fill_ref_free
+                               : want == HK_FILL_ALLOC ? fill_ref_alloc
+                                                       : NULL;
+    if (!ref) return fill_scan(c, n, want);
+    for (size_t i = 0; i < n;) {
+        size_t k = n - i < FILL_REF ? n - i : FILL_REF;
+        if (memcmp(c + i, ref, k) != 0) return i + fill_scan(c + i, k, want);
+        i += k;
+    }
+    return n;
+}
+
+size_t hk__fill_find(const void *p, size_t n, unsigned b) {
+    const unsigned char want = (unsigned char)(b & 0xffu);
+    if (HK__UNLIKELY(n >= FILL_REF_MIN)) return fill_find_long((const unsigned char *)p, n, want);
+    return fill_scan((const unsigned char *)p, n, want);
 }
 
 size_t hk_fill_check(const void *p, size_t n, unsigned b) { return hk__fill_find(p, n, b); }

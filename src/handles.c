@@ -41,15 +41,15 @@ static inline uint32_t ht_fresh_word(const hk__htab *t) {
     return ((t->gbase - 1u) << t->index_bits) | t->index_mask;
 }
 
-/* Lays the storage out: [ring][words if own][state]. */
+/* Lays the storage out: [words if own][ring][state]. */
 static void ht_place(hk__htab *t, unsigned char *mem, uint32_t room) {
     uint32_t rs = ht_ring_size(room);
-    t->ring = (uint32_t *)(void *)mem;
-    mem += (size_t)rs * sizeof(uint32_t);
     if (t->flags & HK__HT_OWN_WORDS) {
         t->words = (uint32_t *)(void *)mem;
         mem += (size_t)room * sizeof(uint32_t);
     }
+    t->ring = (uint32_t *)(void *)mem;
+    mem += (size_t)rs * sizeof(uint32_t);
     t->state = mem;
     t->ring_mask = rs - 1u;
     t->room = room;
@@ -148,41 +148,6 @@ hk_result hk__ht_grow(hk__htab *t, uint32_t add) {
     return HK_OK;
 }
 
-uint32_t hk__ht_alloc(hk__htab *t) {
-    if (t->head == t->tail) return 0;
-    uint32_t s = t->ring[(uint32_t)t->head & t->ring_mask];
-    t->head++;
-    uint32_t *w = hk__ht_word(t, s);
-    uint32_t h = (hk__ht_gen_next(t, *w >> t->index_bits) << t->index_bits) | s;
-    *w = h;
-    t->state[s] &= HK__HT_S_WRAPPED;
-    return h;
-}
-
-void hk__ht_kill(hk__htab *t, uint32_t i) {
-    *hk__ht_word(t, i) |= t->index_mask; /* dead; the generation stays */
-    t->state[i] = (unsigned char)((t->state[i] & HK__HT_S_WRAPPED) | HK__HT_S_HELD);
-    t->nheld++;
-}
-
-int hk__ht_release(hk__htab *t, uint32_t i) {
-    unsigned char st = (unsigned char)(t->state[i] & HK__HT_S_WRAPPED);
-    t->nheld--;
-    if (*hk__ht_word(t, i) == t->last_dead && !st) {
-        /* the slot has issued every generation of its sequence */
-        if (!(t->flags & HK__HT_WRAP)) {
-            t->state[i] = HK__HT_S_RETIRED;
-            t->nretired++;
-            return 1;
-        }
-        st = HK__HT_S_WRAPPED;
-    }
-    t->state[i] = st; /* FREE */
-    t->ring[(uint32_t)t->tail & t->ring_mask] = i;
-    t->tail++;
-    return 0;
-}
-
 uint32_t hk__ht_recycle(hk__htab *t) {
     uint32_t n = 0, fresh = ht_fresh_word(t);
     for (uint32_t i = 0; i < t->cap && t->nretired; i++) {
@@ -196,11 +161,6 @@ uint32_t hk__ht_recycle(hk__htab *t) {
         n++;
     }
     return n;
-}
-
-int hk__ht_status(const hk__htab *t, uint32_t i) {
-    if (hk__ht_word_live(t, *hk__ht_word(t, i))) return HK__HT_LIVE;
-    return t->state[i] & HK__HT_S_MASK;
 }
 
 uint32_t hk__ht_uses(const hk__htab *t, uint32_t i) {
@@ -276,13 +236,13 @@ hk_result hk__ht_report(const hk__htab *t, hk__reporter *rep, uint32_t h, int fr
         return hk__report(rep, v.result, v.kind, NULL, 0, NULL, "%s of the none %s (0)", op, noun);
     case HK__HT_WHY_RANGE:
         return hk__report(rep, v.result, v.kind, a, size, block_name,
-                          "%s of %s 0x%08x: slot %u is beyond this instance's %u slots (another instance's %s, "
-                          "or one never issued)",
+                          "%s of foreign %s 0x%08x: slot %u is beyond this instance's %u slots (another "
+                          "instance's %s, or one never issued)",
                           op, noun, h, v.index, t->cap, noun);
     case HK__HT_WHY_NEVER:
         return hk__report(rep, v.result, v.kind, a, size, block_name,
-                          "%s of %s 0x%08x: generation %u was never issued for slot %u (another instance's %s, "
-                          "or a damaged one)",
+                          "%s of foreign %s 0x%08x: generation %u was never issued for slot %u (another "
+                          "instance's %s, or a damaged one)",
                           op, noun, h, v.gen, v.index, noun);
     case HK__HT_WHY_DOUBLE_FREE:
         return hk__report(rep, v.result, v.kind, a, size, block_name,

@@ -114,31 +114,16 @@ void hk__ht_fini(hk__htab *t);
  * unchanged). O(cap) when the storage moves (doubling), else O(add). */
 hk_result hk__ht_grow(hk__htab *t, uint32_t add);
 
-/* Pops the oldest free slot and makes it live with its next generation;
- * returns the handle, or 0 when no slot is free. O(1). */
-uint32_t hk__ht_alloc(hk__htab *t);
-
-/* Live slot i becomes HELD: dead to every lookup, not reusable. O(1). */
-void hk__ht_kill(hk__htab *t, uint32_t i);
-
-/* HELD slot i becomes FREE (queued for reuse) or, when it issued the last
- * generation of its sequence, RETIRED (or WRAPPED and queued under
- * HK__HT_WRAP). Returns 1 when it retired. O(1). */
-int hk__ht_release(hk__htab *t, uint32_t i);
-
-/* Live slot i: kill and release in one. Returns 1 when it retired. O(1). */
-static inline int hk__ht_free(hk__htab *t, uint32_t i) {
-    hk__ht_kill(t, i);
-    return hk__ht_release(t, i);
-}
-
 /* Retired slots become FREE with a fresh sequence, queued in index order.
  * Only when no handle of those slots is kept anywhere. Returns how many.
  * O(cap). */
 uint32_t hk__ht_recycle(hk__htab *t);
 
 /* Slot status (HK__HT_LIVE / FREE / HELD / RETIRED). O(1). */
-int hk__ht_status(const hk__htab *t, uint32_t i);
+static inline int hk__ht_status(const hk__htab *t, uint32_t i) {
+    if (hk__ht_word_live(t, *hk__ht_word(t, i))) return HK__HT_LIVE;
+    return t->state[i] & HK__HT_S_MASK;
+}
 
 /* The handle slot i issued last (live or not), 0 when it never issued one.
  * O(1). */
@@ -157,6 +142,53 @@ static inline uint32_t hk__ht_gen_next(const hk__htab *t, uint32_t gen) {
 }
 static inline uint32_t hk__ht_gen_ord(const hk__htab *t, uint32_t gen) {
     return (gen + t->gmax - t->gbase) % t->gmax;
+}
+
+/* Pops the oldest free slot and makes it live with its next generation;
+ * returns the handle, or 0 when no slot is free. O(1). */
+static inline uint32_t hk__ht_alloc(hk__htab *t) {
+    if (t->head == t->tail) return 0;
+    uint32_t s = t->ring[(uint32_t)t->head & t->ring_mask];
+    t->head++;
+    uint32_t *w = hk__ht_word(t, s);
+    uint32_t h = (hk__ht_gen_next(t, *w >> t->index_bits) << t->index_bits) | s;
+    *w = h;
+    t->state[s] &= HK__HT_S_WRAPPED;
+    return h;
+}
+
+/* Live slot i becomes HELD: dead to every lookup, not reusable. O(1). */
+static inline void hk__ht_kill(hk__htab *t, uint32_t i) {
+    *hk__ht_word(t, i) |= t->index_mask; /* dead; the generation stays */
+    t->state[i] = (unsigned char)((t->state[i] & HK__HT_S_WRAPPED) | HK__HT_S_HELD);
+    t->nheld++;
+}
+
+/* HELD slot i becomes FREE (queued for reuse) or, when it issued the last
+ * generation of its sequence, RETIRED (or WRAPPED and queued under
+ * HK__HT_WRAP). Returns 1 when it retired. O(1). */
+static inline int hk__ht_release(hk__htab *t, uint32_t i) {
+    unsigned char st = (unsigned char)(t->state[i] & HK__HT_S_WRAPPED);
+    t->nheld--;
+    if (*hk__ht_word(t, i) == t->last_dead && !st) {
+        /* the slot has issued every generation of its sequence */
+        if (!(t->flags & HK__HT_WRAP)) {
+            t->state[i] = HK__HT_S_RETIRED;
+            t->nretired++;
+            return 1;
+        }
+        st = HK__HT_S_WRAPPED;
+    }
+    t->state[i] = st; /* FREE */
+    t->ring[(uint32_t)t->tail & t->ring_mask] = i;
+    t->tail++;
+    return 0;
+}
+
+/* Live slot i: kill and release in one. Returns 1 when it retired. O(1). */
+static inline int hk__ht_free(hk__htab *t, uint32_t i) {
+    hk__ht_kill(t, i);
+    return hk__ht_release(t, i);
 }
 
 /* Counts. O(1). */

@@ -1,12 +1,14 @@
 /*
  * src/internal.h - machinery shared by heapkit's allocators and not part of
  * the public API: error reporting, lock hooks, sanitizer awareness and
- * internal assertions. Names here use the `hk__` prefix.
+ * internal assertions. Names here use the `hk__` prefix. It includes the
+ * host layer (os.h), so every module sees the hk_os_* functions.
  */
 #ifndef HEAPKIT_INTERNAL_H
 #define HEAPKIT_INTERNAL_H
 
 #include "heapkit/heapkit.h"
+#include "os.h"
 
 #include <stdarg.h>
 #include <string.h>
@@ -193,6 +195,13 @@ static inline void hk__asan_unpoison(const void *p, size_t n) {
 #if __has_feature(thread_sanitizer)
 #define HK__TSAN 1
 #endif
+#endif
+
+/* Functions that read memory no sanitizer tracks (conservative scans). */
+#if defined(HK__TSAN) && (defined(__GNUC__) || defined(__clang__))
+#define HK__NO_TSAN __attribute__((no_sanitize("thread")))
+#else
+#define HK__NO_TSAN
 #endif
 
 /* True when built with ThreadSanitizer (tests that count page faults or

@@ -1,16 +1,25 @@
 /*
- * src/zone_check.c - the zone's introspection: walk, check, where, dump.
+ * src/zone_check.c - the zone's introspection: check, walk, where, dump. The
+ * top of the zone's layers (see src/zone_internal.h): it reads every
+ * structure through the inline helpers of zone_internal.h and calls no
+ * other zone file; zone.c registers hk__zone_check_core as the instance
+ * core's paranoid hook.
  *
  * Everything here reads the heap without trusting it: a header is used only
  * after its check bits and size were verified, and a list pointer is followed
  * only when it points into a region at a 16-byte boundary. The invariants
- * being verified are listed at the top of src/zone.c.
+ * being verified are stated at the top of the file that maintains each
+ * (zone_tlsf.c, zone_region.c, zone_runs.c, zone_tags.c, zone.c). Nothing
+ * here writes to the heap (the sanitizer poisoning of bytes it reads is
+ * restored) or allocates.
  */
 #include "zone_internal.h"
 
+#include <stdio.h>
+
 #define ZONE_CORRUPT(kind, addr, ...)                                                                        \
     do {                                                                                                     \
-        hk__report(&z->rep, HK_ERR_CORRUPT, (kind), (addr), 0, NULL, __VA_ARGS__);                           \
+        hk__report(ZONE_REP(z), HK_ERR_CORRUPT, (kind), (addr), 0, NULL, __VA_ARGS__);                       \
         return HK_ERR_CORRUPT;                                                                               \
     } while (0)
 
@@ -28,7 +37,7 @@ static int zone_ptr_sane(const hk_zone *z, const zone_blk *b) {
  * are poisoned again afterwards when `repoison` says so. */
 static size_t zone_scan_fill(const unsigned char *p, size_t n, unsigned fill, size_t repoison) {
     zone_unpoison(p, n);
-    size_t off = hk_fill_check(p, n, fill);
+    size_t off = hk__fill_find(p, n, fill);
     zone_poison(p, repoison);
     return off;
 }
@@ -84,8 +93,8 @@ static hk_result zone_check_run(hk_zone *z, zone_blk *b, size_t size, zone_tally
                      nfree, r->bump - r->used);
     if ((r->state == ZONE_RUN_FULL && r->used != r->nslots) ||
         (r->state == ZONE_RUN_PARTIAL && (r->used == 0 || r->used == r->nslots || r->bump != r->nslots)) ||
-        (r->state == ZONE_RUN_CUR && z->cls[r->cls].cur != r) ||
-        (r->state == ZONE_RUN_SPARE && (z->cls[r->cls].spare != r || r->used != 0)))
+        (r->state == ZONE_RUN_CUR && z->runs.cls[r->cls].cur != r) ||
+        (r->state == ZONE_RUN_SPARE && (z->runs.cls[r->cls].spare != r || r->used != 0)))
         ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r, "run %p is in state %u with %u of %u slots used", (void *)r,
                      r->state, r->used, r->nslots);
     t->live += used;
@@ -155,13 +164,13 @@ static hk_result zone_check_region(hk_zone *z, uint32_t ri, zone_tally *t) {
                     ZONE_CORRUPT(HK_EK_CORRUPT_HEADER, zone_user(b), "untracked block %p has tag %u",
                                  (void *)zone_user(b), b->tag);
             }
-            if (z->flags & HK_FLAG_CANARY) {
+            if (ZONE_FLAGS(z) & HK_FLAG_CANARY) {
                 size_t area = zone_area(b), req = zone_requested(b), n = area - req;
                 size_t pe = (b->bits & ZB_EXT) ? n : (n > ZONE_OVERLAP ? n - ZONE_OVERLAP : 0);
                 size_t off = n < HK_CANARY_BYTES ? 0 : zone_scan_fill(zone_user(b) + req, n, HK_FILL_PAD, pe);
                 if (off != n) {
                     const char *name = zone_block_name(b);
-                    hk__report(&z->rep, HK_ERR_CORRUPT, HK_EK_CORRUPT_CANARY, zone_user(b), req, name,
+                    hk__report(ZONE_REP(z), HK_ERR_CORRUPT, HK_EK_CORRUPT_CANARY, zone_user(b), req, name,
                                "block %p (%zu bytes, tag %u%s%s%s): canary damaged at byte %zu past the end",
                                (void *)zone_user(b), req, b->tag, name ? ", '" : "", name ? name : "",
                                name ? "'" : "", off);
@@ -178,7 +187,7 @@ static hk_result zone_check_region(hk_zone *z, uint32_t ri, zone_tally *t) {
                              (unsigned)b->bits);
             t->nfree++;
             t->free_bytes += size;
-            if (z->flags & HK_FLAG_FILL) {
+            if (ZONE_FLAGS(z) & HK_FLAG_FILL) {
                 size_t n = size - sizeof(zone_blk);
                 size_t off = zone_scan_fill((unsigned char *)b + sizeof(zone_blk), n, HK_FILL_FREE, n);
                 if (off != n)
@@ -247,7 +256,7 @@ static hk_result zone_check_free_lists(hk_zone *z, const zone_tally *t) {
 static hk_result zone_check_classes(hk_zone *z, const zone_tally *t) {
     size_t cur = 0, partial = 0, spare = 0;
     for (unsigned c = 0; c < ZONE_NCLS; c++) {
-        zone_run *r = z->cls[c].cur;
+        zone_run *r = z->runs.cls[c].cur;
         if (r) {
             zone_blk *b = zone_run_block(r);
             if (!zone_ptr_sane(z, b) || !zone_is_run(b) || r->cls != c || r->state != ZONE_RUN_CUR)
@@ -255,7 +264,7 @@ static hk_result zone_check_classes(hk_zone *z, const zone_tally *t) {
                              (void *)r);
             cur++;
         }
-        if ((r = z->cls[c].spare) != NULL) {
+        if ((r = z->runs.cls[c].spare) != NULL) {
             zone_blk *b = zone_run_block(r);
             if (!zone_ptr_sane(z, b) || !zone_is_run(b) || r->cls != c || r->state != ZONE_RUN_SPARE)
                 ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "class %u's spare run %p is not a spare run of it",
@@ -263,7 +272,7 @@ static hk_result zone_check_classes(hk_zone *z, const zone_tally *t) {
             spare++;
         }
         zone_run *prev = NULL;
-        for (r = z->cls[c].partial; r; prev = r, r = r->next) {
+        for (r = z->runs.cls[c].partial; r; prev = r, r = r->next) {
             zone_blk *b = zone_run_block(r);
             if (++partial > t->runs_partial || !zone_ptr_sane(z, b) || !zone_is_run(b) || r->cls != c ||
                 r->state != ZONE_RUN_PARTIAL || r->prev != prev)
@@ -349,7 +358,8 @@ static hk_result zone_check_tag_lists(hk_zone *z, const zone_tally *t) {
     return HK_OK;
 }
 
-hk_result hk__zone_check_locked(hk_zone *z) {
+/* The full check, lock held. */
+static hk_result zone_check_all(hk_zone *z) {
     zone_tally t;
     memset(&t, 0, sizeof t);
     if (z->nregions > HK_ZONE_MAX_REGIONS)
@@ -364,23 +374,25 @@ hk_result hk__zone_check_locked(hk_zone *z) {
     if (r != HK_OK) return r;
     if (t.capacity != z->capacity || t.free_bytes != z->free_bytes || t.nfree != z->free_blocks ||
         t.used_bytes != z->used_bytes || t.used_req != z->used_req || t.live != zone_live(z) ||
-        t.untracked != z->untracked_live || t.run_bytes != z->run_bytes || t.nruns != z->nruns ||
-        t.slot_bytes != z->slot_bytes || t.used_bytes + t.free_bytes + t.run_bytes != t.capacity)
+        t.untracked != z->untracked_live || t.run_bytes != z->runs.run_bytes || t.nruns != z->runs.nruns ||
+        t.slot_bytes != z->runs.slot_bytes || t.used_bytes + t.free_bytes + t.run_bytes != t.capacity)
         ZONE_CORRUPT(
             HK_EK_CORRUPT_STRUCTURE, z,
             "counters disagree with the heap: capacity %zu/%zu, free %zu/%zu in %zu/%zu blocks, used "
             "%zu/%zu (%zu/%zu asked) in %zu/%zu blocks, runs %zu/%zu (%zu/%zu bytes, slots %zu/%zu bytes)",
             z->capacity, t.capacity, z->free_bytes, t.free_bytes, z->free_blocks, t.nfree, z->used_bytes,
-            t.used_bytes, z->used_req, t.used_req, zone_live(z), t.live, z->nruns, t.nruns, z->run_bytes,
-            t.run_bytes, z->slot_bytes, t.slot_bytes);
+            t.used_bytes, z->used_req, t.used_req, zone_live(z), t.live, z->runs.nruns, t.nruns,
+            z->runs.run_bytes, t.run_bytes, z->runs.slot_bytes, t.slot_bytes);
     return HK_OK;
 }
 
+hk_result hk__zone_check_core(void *z) { return zone_check_all((hk_zone *)z); }
+
 hk_result hk_zone_check(hk_zone *z) {
     if (!z) return HK_ERR_INVALID;
-    hk__lock(&z->lock);
-    hk_result r = hk__zone_check_locked(z);
-    hk__unlock(&z->lock);
+    hk__core_lock(&z->core);
+    hk_result r = zone_check_all(z);
+    hk__core_unlock(&z->core);
     return r;
 }
 
@@ -405,7 +417,7 @@ static void zone_info(const hk_zone *z, const zone_blk *b, hk_block_info *info) 
     if (b->bits & ZB_USED) {
         size_t req = zone_requested(b);
         info->requested = req;
-        info->size = (z->flags & HK_FLAG_CANARY) ? req : zone_area(b);
+        info->size = (ZONE_FLAGS(z) & HK_FLAG_CANARY) ? req : zone_area(b);
         info->overhead = size - req;
         info->flags = HK_BLOCK_USED;
         info->tag = b->tag;
@@ -438,7 +450,7 @@ static int zone_visit_run(hk_zone *z, zone_blk *b, zone_visit_fn fn, void *user)
     zone_run *r = zone_run_of_block(b);
     hk_block_info info;
     if (!zone_run_sane(r, b, size)) {
-        hk__report(&z->rep, HK_ERR_CORRUPT, HK_EK_CORRUPT_STRUCTURE, r, 0, NULL,
+        hk__report(ZONE_REP(z), HK_ERR_CORRUPT, HK_EK_CORRUPT_STRUCTURE, r, 0, NULL,
                    "walk stopped at small-block run %p: damaged", (void *)r);
         return -1;
     }
@@ -452,7 +464,7 @@ static int zone_visit_run(hk_zone *z, zone_blk *b, zone_visit_fn fn, void *user)
     for (uint32_t i = 0; i < r->bump; i++) {
         zone_blk *s = (zone_blk *)(r->first + (size_t)i * r->stride);
         if (!zone_hdr_ok(s) || !zone_is_slot(s) || zone_slot_idx(s) != i) {
-            hk__report(&z->rep, HK_ERR_CORRUPT, HK_EK_CORRUPT_HEADER, s, 0, NULL,
+            hk__report(ZONE_REP(z), HK_ERR_CORRUPT, HK_EK_CORRUPT_HEADER, s, 0, NULL,
                        "walk stopped at block %p: damaged header", (void *)zone_user(s));
             return -1;
         }
@@ -478,7 +490,7 @@ static int zone_visit_region(hk_zone *z, uint32_t ri, zone_visit_fn fn, void *us
     while ((unsigned char *)b < r->end) {
         if (!zone_hdr_ok(b) || zone_is_slot(b) || zone_bsize(b) < ZONE_MIN_BLOCK ||
             zone_bsize(b) > (size_t)(r->end - (unsigned char *)b)) {
-            hk__report(&z->rep, HK_ERR_CORRUPT, HK_EK_CORRUPT_HEADER, b, 0, NULL,
+            hk__report(ZONE_REP(z), HK_ERR_CORRUPT, HK_EK_CORRUPT_HEADER, b, 0, NULL,
                        "walk stopped at block %p: damaged header", (void *)zone_user(b));
             return -1;
         }
@@ -513,11 +525,11 @@ static int zone_walk_visit(const hk_zone *z, int kind, const unsigned char *star
 
 int hk_zone_walk(hk_zone *z, hk_walk_fn fn, void *user) {
     if (!z || !fn) return -1;
-    hk__lock(&z->lock);
+    hk__core_lock(&z->core);
     zone_walk_ctx c = {fn, user};
     int v = 0;
     for (uint32_t i = 0; i < z->nregions && !v; i++) v = zone_visit_region(z, i, zone_walk_visit, &c);
-    hk__unlock(&z->lock);
+    hk__core_unlock(&z->core);
     return v;
 }
 
@@ -540,21 +552,34 @@ static int zone_where_visit(const hk_zone *z, int kind, const unsigned char *sta
 
 hk_result hk_zone_where(hk_zone *z, const void *addr, hk_block_info *info) {
     if (!z || !info) return HK_ERR_INVALID;
-    hk__lock(&z->lock);
+    hk__core_lock(&z->core);
     int ri = zone_region_index(z, addr);
     int v = 0;
     if (ri >= 0) {
         zone_where_ctx c = {(const unsigned char *)addr, info};
         v = zone_visit_region(z, (uint32_t)ri, zone_where_visit, &c);
     }
-    hk__unlock(&z->lock);
+    hk__core_unlock(&z->core);
     return v == 1 ? HK_OK : HK_ERR_FOREIGN;
 }
 
 /* ---- dump (Z_DumpHeap) ---------------------------------------------------------- */
 
+/* One formatted piece of the dump to fn (a line is at most 511 bytes:
+ * longer ones are cut; no allocation). */
+static void zone_out(hk_print_fn fn, void *user, const char *fmt, ...) HK__PRINTF(3, 4);
+static void zone_out(hk_print_fn fn, void *user, const char *fmt, ...) {
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    fn(line, user);
+}
+
 typedef struct zone_dump_ctx {
-    FILE *out;
+    hk_print_fn fn;
+    void *user;
     size_t count[ZONE_NTAGS], bytes[ZONE_NTAGS];
     size_t free_count, free_bytes;
 } zone_dump_ctx;
@@ -565,51 +590,53 @@ static int zone_dump_visit(const hk_zone *z, int kind, const unsigned char *star
     zone_dump_ctx *c = (zone_dump_ctx *)user;
     if (kind == ZONE_SPAN_RUN) {
         const zone_run *r = (const zone_run *)i->address;
-        fprintf(c->out, "  %p %12zu  run of %u-byte blocks: %u of %u used, %u carved\n", (const void *)start,
-                zone_bsize((const zone_blk *)start), r->stride - ZONE_OVERLAP, r->used, r->nslots, r->bump);
+        zone_out(c->fn, c->user, "  %p %12zu  run of %u-byte blocks: %u of %u used, %u carved\n",
+                 (const void *)start, zone_bsize((const zone_blk *)start), r->stride - ZONE_OVERLAP, r->used,
+                 r->nslots, r->bump);
         return 0;
     }
     if (!(i->flags & HK_BLOCK_USED)) {
         c->free_count++;
         c->free_bytes += len;
-        fprintf(c->out, "  %p %12zu  free\n", i->address, len);
+        zone_out(c->fn, c->user, "  %p %12zu  free\n", i->address, len);
         return 0;
     }
     c->count[i->tag]++;
     c->bytes[i->tag] += i->requested;
-    fprintf(c->out, "  %p %12zu  tag %3d%s  owner %-14p  %s", i->address, i->requested, i->tag,
-            (i->flags & HK_BLOCK_PURGEABLE) ? " (purgeable)" : "", i->owner, i->name ? i->name : "-");
-    if (i->site_file) fprintf(c->out, "  at %s:%d", i->site_file, i->site_line);
-    fputc('\n', c->out);
+    char site[300] = "";
+    if (i->site_file) snprintf(site, sizeof site, "  at %s:%d", i->site_file, i->site_line);
+    zone_out(c->fn, c->user, "  %p %12zu  tag %3d%s  owner %-14p  %s%s\n", i->address, i->requested, i->tag,
+             (i->flags & HK_BLOCK_PURGEABLE) ? " (purgeable)" : "", i->owner, i->name ? i->name : "-", site);
     return 0;
 }
 
-void hk_zone_dump(hk_zone *z, void *out) {
+void hk_zone_dump(hk_zone *z, hk_print_fn fn, void *user) {
     if (!z) return;
-    FILE *f = out ? (FILE *)out : stdout;
-    hk__lock(&z->lock);
+    if (!fn) fn = hk_print_file;
+    hk__core_lock(&z->core);
     zone_dump_ctx c; /* on the stack: dumping must not allocate */
     memset(&c, 0, sizeof c);
-    c.out = f;
-    fprintf(
-        f,
-        "zone '%s': capacity %zu in %u regions, used %zu (%zu with headers) in %zu blocks, free %zu in %zu "
-        "blocks, peak %zu, purge level %d, %llu purged, %llu grown\n",
-        z->rep.instance, z->capacity, z->nregions, z->used_req, z->used_bytes, zone_live(z), z->free_bytes,
-        z->free_blocks, z->peak_used, z->purge_level, (unsigned long long)z->purge_count,
-        (unsigned long long)z->grow_count);
-    fprintf(f, "  %-14s %12s  %s\n", "address", "bytes", "tag, owner, name, site");
+    c.fn = fn;
+    c.user = user;
+    zone_out(fn, user,
+             "zone '%s': capacity %zu in %u regions, used %zu (%zu with headers) in %zu blocks, free %zu in "
+             "%zu blocks, peak %zu, purge level %d, %llu purged, %llu grown\n",
+             ZONE_REP(z)->instance, z->capacity, z->nregions, z->used_req, z->used_bytes, zone_live(z),
+             z->free_bytes, z->free_blocks, z->peak_used, z->purge_level, (unsigned long long)z->purge_count,
+             (unsigned long long)z->grow_count);
+    zone_out(fn, user, "  %-14s %12s  %s\n", "address", "bytes", "tag, owner, name, site");
     int v = 0;
     for (uint32_t i = 0; i < z->nregions && !v; i++) {
-        fprintf(f, " region %u: %p .. %p\n", i, (void *)z->regions[i].base, (void *)z->regions[i].end);
+        zone_out(fn, user, " region %u: %p .. %p\n", i, (void *)z->regions[i].base,
+                 (void *)z->regions[i].end);
         v = zone_visit_region(z, i, zone_dump_visit, &c);
     }
-    if (v < 0) fprintf(f, "  (dump stopped: the zone is damaged, see the report)\n");
-    fprintf(f, "totals per tag:\n");
+    if (v < 0) zone_out(fn, user, "  (dump stopped: the zone is damaged, see the report)\n");
+    zone_out(fn, user, "totals per tag:\n");
     for (unsigned t = 1; t < ZONE_NTAGS; t++)
         if (c.count[t])
-            fprintf(f, "  tag %3u%s %8zu blocks %14zu bytes\n", t,
-                    (int)t >= z->purge_level ? " (purgeable)" : "", c.count[t], c.bytes[t]);
-    fprintf(f, "  free    %8zu blocks %14zu bytes\n", c.free_count, c.free_bytes);
-    hk__unlock(&z->lock);
+            zone_out(fn, user, "  tag %3u%s %8zu blocks %14zu bytes\n", t,
+                     (int)t >= z->purge_level ? " (purgeable)" : "", c.count[t], c.bytes[t]);
+    zone_out(fn, user, "  free    %8zu blocks %14zu bytes\n", c.free_count, c.free_bytes);
+    hk__core_unlock(&z->core);
 }

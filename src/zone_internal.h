@@ -1,15 +1,52 @@
 /*
- * src/zone_internal.h - the zone's block layout and the helpers shared by
- * src/zone.c (the allocator) and src/zone_check.c (walk, check, where, dump).
- * See src/zone.c for the invariants.
+ * src/zone_internal.h - the zone's data layout and the inline helpers that
+ * read it, shared by every src/zone*.c file; the interfaces between the
+ * zone's files. docs/zone.md ("Source map") says which file owns what; the
+ * invariants each file maintains open that file.
+ *
+ * The files form layers; each calls only into the layers below it, never
+ * back up (no two files call each other):
+ *
+ *   zone_check.c    check, walk, where, dump (reads everything, calls no
+ *                   other zone file)
+ *   zone.c          public entry points: create/destroy, alloc/free dispatch,
+ *                   realloc, stats, info (it hands zone_check.c's check to
+ *                   the instance core as the paranoid hook; never calls it)
+ *   zone_tags.c     tag records and lists, owners, ending a block, purge,
+ *                   free_tags, change_tag, tag
+ *   zone_lookup.c   user pointer -> block, and the report when it is none
+ *   zone_runs.c     small-block runs and their slots (interface: zone_runs.h)
+ *   zone_region.c   regions, growth from the OS, prefault
+ *   zone_tlsf.c     free blocks: size classes, lists, take, split, merge
+ *
+ * Block layout (every offset a multiple of 16; B is the block address):
+ *
+ *   B+0   prev_size  size of the previous block; meaningful only while that
+ *                    block is free (a used previous block owns these bytes)
+ *   B+8   size16     block size / 16 (header included)
+ *   B+12  tag        1..255 for used blocks, 0 for free ones
+ *   B+13  bits       USED, PREV_USED, EXT, log2(alignment) - 4 in bits 3..7
+ *   B+14  chk        slack (bits 0..5: user area - requested) and a 10-bit
+ *                    hash of the address, size, tag, bits (PREV_USED
+ *                    excluded) and slack
+ *   B+16  user bytes (used)  /  next_free, prev_free links (free)
+ *
+ * A used block's user area runs from B+16 to B+size+8 (it overlaps the next
+ * block's prev_size) for an untracked block, or to B+size-48 for a tracked
+ * one (EXT), whose 56-byte record (tag-list links, block address, owner,
+ * name, site, sequence) sits at B+size-48 and also overlaps the next
+ * prev_size. A slot of a run (zone_runs.h) has the same 8-byte header at
+ * user - 8, marked by the alignment field's top value.
+ *
+ * Each region is [base, end) tiled by blocks, followed by a 16-byte epilogue
+ * header at `end` (size 0, USED) so every block has a next header.
  */
 #ifndef HEAPKIT_ZONE_INTERNAL_H
 #define HEAPKIT_ZONE_INTERNAL_H
 
+#include "common.h"
 #include "heapkit/zone.h"
-#include "internal.h"
 
-#include <stdio.h>
 #include <string.h>
 
 #define ZONE_HDR            16u
@@ -31,7 +68,7 @@
 #define ZONE_RESERVE        ((size_t)1 << 36) /* address space reserved for a growing zone (64-bit hosts) */
 #define ZONE_NTAGS          256u
 #define ZONE_TAG_WAYS       8u /* each tag's blocks are dealt round-robin over this many lists */
-/* Small-block runs (see src/zone.c, "runs") */
+/* Small-block runs (see zone_runs.h) */
 #define ZONE_RUN_HDR        112u /* bytes of a run block before its slots (at most; see zone_run_of_block) */
 #define ZONE_RUN_SLOT0      48u  /* run struct to slot 0's block address */
 #define ZONE_RUN_MAX_STRIDE 16384u /* largest slot */
@@ -59,6 +96,8 @@
 #define ZB_SLOT_MASK  (ZB_RUN_MARK | ZB_EXT)
 #define ZB_SLOT_FREE  (ZB_RUN_MARK | ZB_EXT)
 #define ZB_SLOT_USED  (ZB_RUN_MARK | ZB_EXT | ZB_USED)
+
+/* ---- data layout ------------------------------------------------------------ */
 
 typedef struct zone_blk {
     uint64_t prev_size;
@@ -120,6 +159,14 @@ _Static_assert(sizeof(zone_run) <= ZONE_RUN_SLOT0 + ZONE_OVERLAP,
                "the run struct ends before slot 0's header");
 _Static_assert(64 + ZONE_RUN_SLOT0 <= ZONE_RUN_HDR, "slot 0 starts within the run header bytes");
 
+/* The run layer's state (zone_runs.c): the classes and what the runs hold. */
+typedef struct zone_runset {
+    zone_cls cls[ZONE_NCLS];
+    size_t run_bytes;  /* bytes of the TLSF blocks that are runs (not in used_bytes) */
+    size_t slot_bytes; /* strides of the used slots */
+    size_t nruns;
+} zone_runset;
+
 typedef struct zone_region {
     unsigned char *base; /* first block */
     unsigned char *end;  /* epilogue header */
@@ -131,10 +178,12 @@ typedef struct zone_region {
 } zone_region;
 
 struct hk_zone {
-    int runs_on; /* small blocks come from runs (not HK_ZONE_NO_RUNS, no debug flag) */
+    int runs_on;          /* small blocks come from runs (not HK_ZONE_NO_RUNS, no debug flag) */
+    uint32_t region_hint; /* the region of the last pointer looked up */
+    hk__core core;        /* names, error hook, lock hooks, flags, paranoid check */
+    zone_runset runs;
     uint32_t fl_map;
     uint32_t sl_map[ZONE_FL_COUNT];
-    zone_cls cls[ZONE_NCLS];
     zone_blk *heads[ZONE_FL_COUNT][ZONE_SL_COUNT];
     uint64_t tag_map[ZONE_NTAGS / 64];
     zone_ext *tag_head[ZONE_NTAGS][ZONE_TAG_WAYS];
@@ -142,31 +191,28 @@ struct hk_zone {
     uint32_t tag_owned[ZONE_NTAGS];           /* blocks of that tag with an owner pointer */
     zone_region regions[HK_ZONE_MAX_REGIONS]; /* sorted by base */
     uint32_t nregions;
-    uint32_t region_hint; /* the region of the last pointer looked up */
-    uintptr_t lo, hi;     /* bounds of all regions */
+    uintptr_t lo, hi; /* bounds of all regions */
     size_t capacity, free_bytes, free_blocks;
     size_t used_req, used_bytes, peak_used;
-    size_t untracked_live; /* untracked plain blocks (used slots are counted by slot_bytes) */
+    size_t untracked_live; /* untracked plain blocks (used slots are counted by runs.slot_bytes) */
     uint64_t alloc_count, free_count, fail_count, purge_count, grow_count;
     uint32_t seq;
-    uint32_t flags;
     int purge_level;
-    int bulk;          /* inside free_tags/purge: no region release */
-    size_t run_bytes;  /* bytes of the TLSF blocks that are runs (not in used_bytes) */
-    size_t slot_bytes; /* strides of the used slots */
-    size_t nruns;
+    int bulk; /* inside free_tags/purge: no region release */
     size_t grow_size, max_size, os_grown;
     void *ctl_os; /* the control block's own mapping (with the first region) */
     size_t ctl_os_size;
-    hk__reporter rep;
-    hk_lock_hooks lock;
 };
+
+/* The zone's reporter and flags (kept by its instance core). */
+#define ZONE_REP(z)   (&(z)->core.rep)
+#define ZONE_FLAGS(z) ((z)->core.flags)
 
 /* Used blocks and slots: every path that makes or ends one counts it in
  * alloc_count or free_count, so the difference needs no counter of its own. */
 static inline size_t zone_live(const hk_zone *z) { return (size_t)(z->alloc_count - z->free_count); }
 /* Whether any untracked block is live: a plain one or a slot. */
-static inline int zone_untracked_any(const hk_zone *z) { return z->untracked_live || z->slot_bytes; }
+static inline int zone_untracked_any(const hk_zone *z) { return z->untracked_live || z->runs.slot_bytes; }
 
 /* ---- sanitizer helpers (free payload and slack are off limits) ---------- */
 
@@ -209,8 +255,6 @@ static inline zone_ext *zone_ext_of(const zone_blk *b) {
     return (zone_ext *)((unsigned char *)b + zone_bsize(b) - ZONE_EXT_OFF);
 }
 static inline unsigned zone_slack(const zone_blk *b) { return b->chk & 63u; }
-static inline size_t zone_area(const zone_blk *b);
-static inline size_t zone_requested(const zone_blk *b);
 static inline size_t zone_align_of(const zone_blk *b) { return (size_t)16 << (b->bits >> ZB_ALIGN_SHIFT); }
 
 /* The 10-bit header check: the address (so a header copied or read at the
@@ -248,7 +292,7 @@ static inline int zone_hdr_ok(const zone_blk *b) {
     return b->chk == zone_chk_calc(b, b->size16, b->tag, b->bits, b->chk & 63u);
 }
 
-/* ---- runs ------------------------------------------------------------------ */
+/* ---- slot and run headers --------------------------------------------------- */
 
 /* Slot header word (in size16's place): bits 0..11 slot index, 12..18
  * class, 19..31 slack (user area - requested). */
@@ -325,7 +369,7 @@ static inline const char *zone_block_name(const zone_blk *b) {
     return ((b->bits & ZB_EXT) && !zone_is_slot(b)) ? zone_ext_of(b)->name : NULL;
 }
 
-/* ---- size classes and free lists ---------------------------------------- */
+/* ---- size classes of free blocks ------------------------------------------- */
 
 static inline unsigned zone_msb(size_t x) { return 63u - (unsigned)__builtin_clzll((unsigned long long)x); }
 
@@ -360,6 +404,27 @@ static inline size_t zone_class_start(unsigned fl, unsigned sl) {
     return ((size_t)1 << m) + ((size_t)sl << (m - ZONE_SL_LOG2));
 }
 
+/* The smallest block in the largest non-empty class (0 when no block is
+ * free): a request of that block's size (less overhead) succeeds now. */
+static inline size_t zone_largest_class_start(const hk_zone *z) {
+    if (!z->fl_map) return 0;
+    unsigned fl = zone_msb(z->fl_map);
+    return zone_class_start(fl, zone_msb(z->sl_map[fl]));
+}
+
+/* Block size for a request of n bytes; 0 when n is too large. */
+static inline size_t zone_need(const hk_zone *z, size_t n, int tracked) {
+    if (n > ZONE_MAX_REQUEST) return 0;
+    size_t need = n + (tracked ? ZONE_EXT_OVH : ZONE_PLAIN_OVH);
+    if (HK__UNLIKELY(ZONE_FLAGS(z) & HK_FLAG_CANARY)) need += HK_CANARY_BYTES;
+    need = (need + 15) & ~(size_t)15;
+    return need < ZONE_MIN_BLOCK ? ZONE_MIN_BLOCK : need;
+}
+
+/* ---- regions ---------------------------------------------------------------- */
+
+/* The index of the region holding p (its blocks or its end marker), or -1.
+ * O(log regions). */
 static inline int zone_region_index(const hk_zone *z, const void *p) {
     uintptr_t a = (uintptr_t)p;
     if (a < z->lo || a >= z->hi) return -1;
@@ -377,12 +442,147 @@ static inline int zone_region_index(const hk_zone *z, const void *p) {
     return -1;
 }
 
-/* Runs the full check when the zone is paranoid (or HK_DEBUG >= 3); reports
- * what broke. Defined in zone_check.c. */
-hk_result hk__zone_check_locked(hk_zone *z);
-
-static inline void zone_check_after(hk_zone *z) {
-    if (HK__UNLIKELY(z->flags & HK_FLAG_PARANOID) || HK_DEBUG >= 3) (void)hk__zone_check_locked(z);
+/* The index of the region holding p, or -1: the region of the last lookup
+ * when p is in it, else a binary search, which moves the hint (so frees
+ * alternating between regions do not all search). Lock held, or no lock
+ * hooks. */
+static inline int zone_find_region(hk_zone *z, const void *p) {
+    const zone_region *hr = &z->regions[z->region_hint];
+    if (HK__LIKELY(z->region_hint < z->nregions && (const unsigned char *)p >= hr->base &&
+                   (const unsigned char *)p < hr->end + ZONE_HDR))
+        return (int)z->region_hint;
+    int ri = zone_region_index(z, p);
+    if (ri >= 0) z->region_hint = (uint32_t)ri;
+    return ri;
 }
+
+/* ---- tag lists (the records of tracked blocks; see zone_tags.c) ------------- */
+
+/* Appends tracked block b's record (owner set) to the newest end of tag
+ * `tag`'s lists. O(1). */
+static inline void zone_tag_append(hk_zone *z, zone_blk *b, unsigned tag) {
+    zone_ext *e = zone_ext_of(b);
+    e->seq = z->seq++;
+    e->blk = b;
+    zone_ext **hp = &z->tag_head[tag][e->seq & (ZONE_TAG_WAYS - 1)], *head = *hp;
+    z->tag_map[tag >> 6] |= 1ull << (tag & 63);
+    if (!head) {
+        e->next = e->prev = e;
+        *hp = e;
+    } else {
+        zone_ext *tail = head->prev;
+        e->next = head;
+        e->prev = tail;
+        tail->next = e;
+        head->prev = e;
+    }
+    z->tag_count[tag]++;
+    if (e->owner) z->tag_owned[tag]++;
+}
+
+/* Unlinks tracked block b's record from tag `tag`'s lists. O(1). */
+static inline void zone_tag_unlink(hk_zone *z, zone_blk *b, unsigned tag) {
+    zone_ext *e = zone_ext_of(b);
+    zone_ext **hp = &z->tag_head[tag][e->seq & (ZONE_TAG_WAYS - 1)];
+    if (e->next == e) {
+        *hp = NULL;
+    } else {
+        e->prev->next = e->next;
+        e->next->prev = e->prev;
+        if (*hp == e) *hp = e->next;
+    }
+    if (z->tag_count[tag] == 1) z->tag_map[tag >> 6] &= ~(1ull << (tag & 63));
+    z->tag_count[tag]--;
+    if (e->owner) z->tag_owned[tag]--;
+}
+
+/* ======== interfaces between the files (lowest layer first) ================ */
+
+/* ---- zone_tlsf.c: free blocks --------------------------------------------- */
+
+/* Puts free block b (header set, size from it) in its list; takes it out. */
+void hk__zone_list_insert(hk_zone *z, zone_blk *b);
+void hk__zone_list_remove(hk_zone *z, zone_blk *b);
+/* Takes a free block able to hold a block of `need` bytes whose user
+ * pointer is aligned to `align` and splits off the surplus. Returns the
+ * block (header: its old PREV_USED, size *bsize; the next header's
+ * PREV_USED set) or NULL when no free block fits. O(1). */
+zone_blk *hk__zone_take(hk_zone *z, size_t need, size_t align, size_t *bsize);
+/* Makes b (header gives its size; contents dead) free: merges it with free
+ * neighbours and lists the result, which it returns. O(1). */
+zone_blk *hk__zone_merge_insert(hk_zone *z, zone_blk *b);
+/* Grows used block b (`old` bytes) in place to `need` bytes by taking its
+ * free successor nx (old + size of nx >= need); the rest, when it can hold
+ * a block, is listed again. Returns b's new size; the caller rewrites b's
+ * header. O(1). */
+size_t hk__zone_absorb_next(hk_zone *z, zone_blk *b, zone_blk *nx, size_t old, size_t need);
+
+/* ---- zone_region.c: regions and the OS ------------------------------------ */
+
+/* The first region's memory from the OS for a zone without caller memory
+ * (`size` bytes committed, plus reserved address space for a growing zone).
+ * Returns 0 when the OS refuses. */
+typedef struct zone_os_map {
+    void *base;     /* the mapping (NULL: none) */
+    size_t size;    /* bytes committed from base */
+    size_t os_size; /* bytes to release (the reservation when there is one) */
+    size_t reserve; /* bytes reserved (0: none) */
+} zone_os_map;
+int hk__zone_os_first(const hk_zone_desc *desc, size_t size, zone_os_map *out);
+/* Lays out a region in [mem, mem+size) and lists its one free block.
+ * Returns the region index or -1 (reported when `report`). O(regions). */
+int hk__zone_region_add(hk_zone *z, void *mem, size_t size, void *os_base, size_t os_size, int report);
+/* Grows the zone from the OS so that a block of `need` bytes can be taken;
+ * 0 when it may not or the OS refuses. O(regions) plus one mmap. */
+int hk__zone_grow(hk_zone *z, size_t need);
+/* Returns a dedicated OS region to the OS when free block m (just merged)
+ * spans it whole. O(log regions). */
+void hk__zone_maybe_release(hk_zone *z, zone_blk *m);
+/* Gives back every dedicated OS region that is entirely free. O(regions). */
+void hk__zone_release_empty_regions(hk_zone *z);
+/* Releases every OS mapping of the zone (destroy). */
+void hk__zone_release_all(hk_zone *z);
+
+/* The test after a block was freed: does merged block m span a whole region
+ * (PREV_USED set, the region's end marker next) in a zone of several? Only
+ * then is hk__zone_maybe_release worth calling. */
+static inline int zone_spans_region(const hk_zone *z, const zone_blk *m) {
+    return HK__UNLIKELY(z->nregions > 1) && (m->bits & ZB_PREV_USED) && zone_next(m)->size16 == 0;
+}
+
+/* ---- zone_runs.c: small-block runs: see zone_runs.h ----------------------- */
+
+/* ---- zone_lookup.c: user pointers ------------------------------------------ */
+
+/* The used block or slot whose user pointer is p; otherwise reports what p
+ * is (foreign, interior, free space, damaged header; `op` names the call)
+ * and returns NULL with the result in *res. O(1) for a valid p. */
+zone_blk *hk__zone_lookup(hk_zone *z, const void *p, const char *op, hk_result *res);
+/* Whether the canary of used plain block b is intact; reports (with `when`,
+ * e.g. "free of") and returns 0 when not. */
+int hk__zone_canary_ok(hk_zone *z, zone_blk *b, const char *when);
+/* Whether p is the user pointer of a used block or slot (hk_zone_owns);
+ * never reports. O(log regions). */
+bool hk__zone_is_block(hk_zone *z, const void *p);
+
+/* ---- zone_tags.c: records, tags, owners -------------------------------------- */
+
+/* Ends validated used plain block b: clears its owner when clear_owner > 0,
+ * unlinks its record unless clear_owner < 0 (free_tags detached the list),
+ * fills and merges it. Returns the merged free block. O(1). */
+zone_blk *hk__zone_release(hk_zone *z, zone_blk *b, int clear_owner);
+/* Purges the oldest purgeable block with tag >= level; 1 when one was. */
+int hk__zone_purge_one(hk_zone *z, int level);
+/* Re-lays out used block b at size bsize for n requested bytes (old_req
+ * before), restoring its record from *saved (the record before, at olde
+ * when it was tracked: its list neighbours are relinked when it moved). */
+void hk__zone_relayout(hk_zone *z, zone_blk *b, size_t bsize, size_t n, const zone_ext *saved,
+                       const zone_ext *olde, size_t old_req);
+
+/* ---- zone_check.c: introspection -------------------------------------------- */
+
+/* The full check of zone z, lock held, reporting the first problem: the
+ * paranoid hook zone.c registers with the instance core. */
+hk_result hk__zone_check_core(void *z);
 
 #endif /* HEAPKIT_ZONE_INTERNAL_H */

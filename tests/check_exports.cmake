@@ -1,6 +1,7 @@
 # tests/check_exports.cmake - packaging: the API libraries (libheapkit.so,
 # libheapkit.a) define no malloc-family symbol, so linking them never
-# replaces the program's malloc; libheapkit-malloc.so defines every one.
+# replaces the program's malloc, and exports no private (hk_os_*, hk__*)
+# symbol; libheapkit-malloc.so defines every malloc-family symbol.
 #   cmake -DNM=nm -DAPI_LIB=... -DAPI_STATIC=... -DMALLOC_LIB=... -P check_exports.cmake
 cmake_policy(SET CMP0057 NEW)
 set(family malloc free calloc realloc memalign posix_memalign aligned_alloc valloc pvalloc
@@ -36,6 +37,37 @@ foreach(f malloc free calloc realloc memalign posix_memalign aligned_alloc mallo
   if(NOT f IN_LIST shim_dyn)
     list(APPEND bad "libheapkit-malloc.so does not define ${f}")
   endif()
+endforeach()
+# hk__ names that public inline code calls are declared in the public
+# headers; they are the only internal names allowed out.
+file(GLOB_RECURSE public_headers ${CMAKE_CURRENT_LIST_DIR}/../include/heapkit/*.h)
+set(public_internal "")
+foreach(h ${public_headers})
+  file(READ ${h} text)
+  string(REGEX MATCHALL "hk__[A-Za-z0-9_]+" names "${text}")
+  list(APPEND public_internal ${names})
+endforeach()
+# Nothing private leaks out of the API library: the host layer (hk_os_*)
+# and internal names (hk__*) stay hidden.
+foreach(n ${api_dyn})
+  if(n MATCHES "^hk_os_" OR (n MATCHES "^hk__" AND NOT n IN_LIST public_internal))
+    list(APPEND bad "libheapkit.so exports the private symbol ${n}")
+  endif()
+endforeach()
+# Every function the public headers declare (not static inline) is exported.
+foreach(h ${public_headers})
+  file(STRINGS ${h} lines REGEX "^[a-z][A-Za-z0-9_ ]*[ *]hk_[a-z0-9_]+\\(")
+  foreach(l ${lines})
+    if(l MATCHES "^static" OR l MATCHES "^typedef")
+      continue()
+    endif()
+    string(REGEX MATCH "hk_[a-z0-9_]+\\(" fn "${l}")
+    string(REPLACE "(" "" fn "${fn}")
+    if(NOT fn IN_LIST api_dyn)
+      get_filename_component(hn ${h} NAME)
+      list(APPEND bad "libheapkit.so does not export ${fn} (declared in ${hn})")
+    endif()
+  endforeach()
 endforeach()
 list(LENGTH api_dyn n_api)
 if(n_api LESS 20)

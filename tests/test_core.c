@@ -1,6 +1,17 @@
-/* Core: results, error kinds, fill patterns, checked arithmetic, OS layer. */
+/* Core: results, error kinds, fill patterns, checked arithmetic, and the
+ * host layer (src/os.h): pages, the failure point, stack capture,
+ * symbolization, fault callbacks. */
 #include "hk_test.h"
 #include "internal.h"
+#include "heapkit/guard.h"
+#include "heapkit/hunk.h"
+#include "heapkit/zone.h"
+
+#include <execinfo.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 HKT_TEST(result_strings) {
     CHECK(strcmp(hk_result_str(HK_OK), "ok") == 0);
@@ -108,22 +119,367 @@ HKT_TEST(os_clock_monotonic) {
     uint64_t a = hk_os_now_ns(), b = hk_os_now_ns();
     CHECK(b >= a);
     CHECK(a > 0);
+    CHECK(hk_now_ns() >= b); /* the public name of the same clock */
+    CHECK_EQ(hk_page_size(), hk_os_page_size());
 }
 
-static HK__NOINLINE int capture_here(void **frames, int n) { return hk_os_stack_capture(frames, n, 0); }
+/* Long fill compares (the memcmp path) find the same first bad byte as
+ * short ones, for the three fill bytes and for any other byte. */
+HKT_TEST(fill_check_long_runs) {
+    static unsigned char buf[5000];
+    static const unsigned pats[] = {HK_FILL_PAD, HK_FILL_FREE, HK_FILL_ALLOC, 0x00, 0x5a};
+    for (size_t k = 0; k < sizeof pats / sizeof pats[0]; k++) {
+        hk_fill(buf, sizeof buf, pats[k]);
+        CHECK_EQ(hk_fill_check(buf, sizeof buf, pats[k]), sizeof buf);
+        static const size_t at[] = {0, 1, 63, 64, 1023, 1024, 1025, 2047, 4999};
+        for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
+            buf[at[i]] ^= 1;
+            CHECK_EQ(hk_fill_check(buf, sizeof buf, pats[k]), at[i]);
+            CHECK_EQ(hk_fill_check(buf + 1, sizeof buf - 1, pats[k]),
+                     at[i] == 0 ? sizeof buf - 1 : at[i] - 1);
+            buf[at[i]] ^= 1;
+        }
+    }
+}
+
+/* ---- the failure point ------------------------------------------------------ */
+
+HKT_TEST(os_fail_after_counts_acquisitions) {
+    size_t ps = hk_os_page_size();
+    uint64_t before = hk_os_fail_count();
+    hk_os_fail_after(3, false);
+    void *a = hk_os_reserve(ps), *b = hk_os_alloc(ps);
+    CHECK(a != NULL && b != NULL);
+    CHECK_EQ(hk_os_commit(a, ps), HK_ERR_NOMEM); /* the third */
+    CHECK_EQ(hk_os_fail_count(), before + 1);
+    CHECK_EQ(hk_os_commit(a, ps), HK_OK); /* disarmed after firing */
+    hk_os_fail_after(1, false);
+    CHECK(hk_os_alloc(ps) == NULL);
+    hk_os_fail_after(2, false);
+    hk_os_fail_after(0, false); /* disarmed before firing */
+    void *c = hk_os_reserve(ps), *d = hk_os_reserve(ps);
+    CHECK(c != NULL && d != NULL);
+    CHECK_EQ(hk_os_fail_count(), before + 2);
+    hk_os_fail_after(2, true); /* persistent: the second and every later one */
+    void *e = hk_os_reserve(ps);
+    CHECK(e != NULL);
+    CHECK(hk_os_reserve(ps) == NULL);
+    CHECK(hk_os_alloc(ps) == NULL);
+    CHECK_EQ(hk_os_commit(c, ps), HK_ERR_NOMEM);
+    hk_os_fail_after(0, false);
+    CHECK_EQ(hk_os_commit(c, ps), HK_OK);
+    CHECK_EQ(hk_os_fail_count(), before + 5);
+    hk_os_release(a, ps);
+    hk_os_release(b, ps);
+    hk_os_release(c, ps);
+    hk_os_release(d, ps);
+    hk_os_release(e, ps);
+}
+
+/* For N = 1, 2, ...: create an instance and use it with the N-th page
+ * acquisition refused (once, or from then on), until one run sees no
+ * refusal. Each run must fail cleanly: create returns NULL (with an
+ * HK_EK_NOMEM report at most) or a working instance, whose calls may fail
+ * but leave it consistent (check passes); nothing is left mapped after
+ * destroy. Returns the number of runs whose create failed. */
+typedef void *(*oom_create_fn)(hkt_errors *errs);
+typedef int (*oom_use_fn)(void *x); /* 0 when the instance is consistent */
+typedef void (*oom_destroy_fn)(void *x);
+
+static int oom_run(bool persistent, oom_create_fn create, oom_use_fn use, oom_destroy_fn destroy) {
+    int failed_runs = 0;
+    for (uint64_t n = 1; n < 64; n++) {
+        hkt_errors errs = {.quiet = 1};
+        size_t maps = hk_os_map_count();
+        uint64_t fired = hk_os_fail_count();
+        hk_os_fail_after(n, persistent);
+        void *x = create(&errs);
+        if (x) CHECK_EQ(use(x), 0);
+        hk_os_fail_after(0, false);
+        bool injected = hk_os_fail_count() != fired;
+        if (x) {
+            CHECK_EQ(use(x), 0); /* and works again once memory is back */
+            destroy(x);
+        } else {
+            CHECK(injected); /* only the injected failure may make it fail */
+            CHECK(errs.count == 0 || errs.last_kind == HK_EK_NOMEM);
+            failed_runs++;
+        }
+        /* nothing leaked (under ASan or TSan their runtime, whose
+         * allocator the guard's unguarded blocks use, maps memory of its own) */
+        if (!hk__asan_enabled() && !hk__tsan_enabled()) CHECK_EQ(hk_os_map_count(), maps);
+        if (!injected) return failed_runs;
+    }
+    CHECK(!"more than 64 page acquisitions");
+    return failed_runs;
+}
+
+static void *oom_zone_create(hkt_errors *errs) {
+    hk_zone_desc d = {0};
+    d.size = 1 << 20;
+    d.grow_size = 1 << 20;
+    d.on_error = hkt_on_error;
+    d.error_user = errs;
+    return hk_zone_create(&d);
+}
+static int oom_zone_use(void *x) {
+    hk_zone *z = (hk_zone *)x;
+    void *p = hk_zone_alloc(z, 3 << 20); /* a growth: more acquisitions (may fail) */
+    void *q = hk_zone_alloc(z, 100);     /* from the first region */
+    if (!q) return 1;
+    if (p) hk_zone_free(z, p);
+    hk_zone_free(z, q);
+    return hk_zone_check(z) == HK_OK ? 0 : 1;
+}
+static void oom_zone_destroy(void *x) { hk_zone_destroy((hk_zone *)x); }
+
+static void *oom_hunk_create(hkt_errors *errs) {
+    hk_hunk_desc d = {0};
+    d.size = 1 << 20;
+    d.on_error = hkt_on_error;
+    d.error_user = errs;
+    return hk_hunk_create(&d);
+}
+static int oom_hunk_use(void *x) {
+    hk_hunk *h = (hk_hunk *)x;
+    hk_hunk_mark m = hk_hunk_low_mark(h);
+    void *p = hk_hunk_alloc(h, 1000, "block");
+    if (!p) return 1;
+    hk_hunk_free_to_low_mark(h, m);
+    return hk_hunk_check(h) == HK_OK ? 0 : 1;
+}
+static void oom_hunk_destroy(void *x) { hk_hunk_destroy((hk_hunk *)x); }
+
+static void *oom_guard_create(hkt_errors *errs) {
+    hk_guard_desc d = {0};
+    d.reserve = (size_t)1 << 28;
+    d.on_error = hkt_on_error;
+    d.error_user = errs;
+    return hk_guard_create(&d);
+}
+static int oom_guard_use(void *x) {
+    hk_guard *g = (hk_guard *)x;
+    void *p[40];
+    for (int i = 0; i < 40; i++) p[i] = hk_guard_alloc(g, (size_t)(i + 1) * 3000); /* metadata grows */
+    for (int i = 0; i < 40; i++) hk_guard_free(g, p[i]);
+    return hk_guard_check(g) == HK_OK ? 0 : 1;
+}
+static void oom_guard_destroy(void *x) { hk_guard_destroy((hk_guard *)x); }
+
+HKT_TEST(os_fail_point_zone_fails_cleanly) {
+    (void)oom_run(false, oom_zone_create, oom_zone_use, oom_zone_destroy); /* may fall back: never fail */
+    CHECK(oom_run(true, oom_zone_create, oom_zone_use, oom_zone_destroy) >= 1);
+}
+HKT_TEST(os_fail_point_hunk_fails_cleanly) {
+    CHECK(oom_run(false, oom_hunk_create, oom_hunk_use, oom_hunk_destroy) >= 1);
+    CHECK(oom_run(true, oom_hunk_create, oom_hunk_use, oom_hunk_destroy) >= 1);
+}
+HKT_TEST(os_fail_point_guard_fails_cleanly) {
+    CHECK(oom_run(false, oom_guard_create, oom_guard_use, oom_guard_destroy) >= 1);
+    CHECK(oom_run(true, oom_guard_create, oom_guard_use, oom_guard_destroy) >= 1);
+}
+
+/* ---- stack capture and symbolization ----------------------------------------------- */
+
+static HK__NOINLINE int capture_here(void **frames, int n, unsigned flags) {
+    int r = hk_os_stack_capture(frames, n, 0, flags);
+    __asm__ volatile("" ::: "memory");
+    return r;
+}
 
 HKT_TEST(os_stack_capture_and_symbolize) {
     void *frames[16];
     hk_os_stack_init();
-    int n = capture_here(frames, 16);
-    CHECK(n >= 2);
-    char buf[256];
-    size_t len = hk_os_symbolize(frames[0], buf, sizeof buf);
-    CHECK(len > 0);
-    /* The innermost captured frame is capture_here (static: dladdr may only
-     * know the module); the symbolized text names at least the module. */
-    CHECK(strstr(buf, "test_core") != NULL || strstr(buf, "capture_here") != NULL);
-    char tiny[4];
-    CHECK(hk_os_symbolize(frames[0], tiny, sizeof tiny) <= 3);
-    CHECK_EQ(hk_os_stack_capture(frames, 0, 0), 0);
+    hk_os_symbolize_init();
+    for (unsigned flags = 0; flags <= HK_OS_STACK_EXACT; flags += HK_OS_STACK_EXACT) {
+        int n = capture_here(frames, 16, flags);
+        CHECK(n >= 2);
+        hk_os_symbol sym[2];
+        memset(sym, 0, sizeof sym);
+        sym[0].pc = (uintptr_t)frames[0];
+        sym[0].return_address = 1;
+        size_t (*exported)(void) = hk_page_size; /* an exported function */
+        memcpy(&sym[1].pc, &exported, sizeof sym[1].pc);
+        hk_os_symbolize(sym, 2, HK_OS_SYMBOLIZE_LINES);
+        /* The innermost captured frame is in capture_here (static: dladdr
+         * knows the module only; addr2line, when installed, the function). */
+        REQUIRE(sym[0].module != NULL);
+        CHECK(strstr(sym[0].module, "test_core") != NULL);
+        CHECK_EQ(sym[0].base, hk_os_main_base());
+        CHECK(sym[0].func[0] == 0 || strstr(sym[0].func, "capture_here") != NULL);
+        CHECK(sym[1].func[0] == 0 || strstr(sym[1].func, "hk_page_size") != NULL);
+        CHECK_EQ(hk_os_module_base(frames[0]), sym[0].base);
+    }
+    CHECK_EQ(hk_os_stack_capture(frames, 0, 0, 0), 0);
+}
+
+/* The learned-frame-size stack walker against glibc's backtrace(): the
+ * same frames on every call, through recursion, two call paths into the
+ * same function at the same depth, and frames whose size varies (VLAs). */
+typedef struct uw_snap {
+    void *fast[24], *ex[26];
+    int nf, ne;
+} uw_snap;
+static volatile int uw_sink;
+
+static HK__NOINLINE void uw_leaf(uw_snap *s) {
+    s->nf = hk_os_stack_capture(s->fast, 24, 0, 0);
+    s->ne = backtrace(s->ex, 26);
+    uw_sink++;
+}
+static HK__NOINLINE void uw_vla(uw_snap *s, int n) {
+    volatile char buf[n + 1];
+    buf[0] = (char)n;
+    uw_leaf(s);
+    uw_sink += buf[0];
+}
+static HK__NOINLINE void uw_rec(uw_snap *s, int depth, int vla) {
+    if (depth == 0) {
+        if (vla)
+            uw_vla(s, vla);
+        else
+            uw_leaf(s);
+    } else {
+        uw_rec(s, depth - 1, vla);
+    }
+    uw_sink++;
+}
+static HK__NOINLINE void uw_path_a(uw_snap *s) {
+    uw_rec(s, 2, 0);
+    uw_sink++;
+}
+static HK__NOINLINE void uw_path_b(uw_snap *s) {
+    uw_rec(s, 2, 0);
+    uw_sink += 2;
+}
+
+static int uw_same(const uw_snap *s) {
+    /* frame 0 is a pc in uw_leaf (two different call sites); the rest match.
+     * backtrace() may add frames of its own first (ASan intercepts it). */
+    int k = 1;
+    while (k < 4 && s->nf > 1 && s->ex[k] != s->fast[1]) k++;
+    if (k == 4) return 0;
+    int want = s->ne - (k - 1) < 24 ? s->ne - (k - 1) : 24;
+    if (s->nf != want) return 0;
+    for (int i = 1; i < s->nf; i++)
+        if (s->fast[i] != s->ex[i + k - 1]) return 0;
+    return 1;
+}
+
+static void *uw_thread(void *arg) {
+    int *bad = (int *)arg;
+    uw_snap s;
+    for (int i = 0; i < 200; i++) {
+        memset(&s, 0, sizeof s);
+        if (i & 1)
+            uw_path_a(&s);
+        else
+            uw_rec(&s, i % 5, (i % 3) * 100);
+        if (!uw_same(&s)) (*bad)++;
+    }
+    return NULL;
+}
+
+HKT_TEST(os_fast_stacks_match_backtrace) {
+    uw_snap s;
+    int bad = 0;
+    for (int i = 0; i < 600; i++) {
+        memset(&s, 0, sizeof s);
+        switch (i % 4) {
+        case 0: uw_path_a(&s); break;
+        case 1: uw_path_b(&s); break;
+        case 2: uw_rec(&s, i % 7, 0); break;
+        default: uw_rec(&s, i % 3, 1 + (i * 37) % 3000); break;
+        }
+        if (!uw_same(&s)) {
+            if (bad++ < 3) {
+                fprintf(stderr, "case %d nf %d ne %d\n", i % 4, s.nf, s.ne);
+                for (int k = 0; k < 26; k++) fprintf(stderr, "  %p %p\n", k < 24 ? s.fast[k] : NULL, s.ex[k]);
+            }
+        }
+    }
+    CHECK_EQ(bad, 0);
+    pthread_t t;
+    int tbad = 0;
+    REQUIRE(pthread_create(&t, NULL, uw_thread, &tbad) == 0);
+    pthread_join(t, NULL);
+    CHECK_EQ(tbad, 0);
+}
+
+/* ---- faults ------------------------------------------------------------------------ */
+
+/* A registered callback sees every fault: the address, the access type and
+ * the stack from the faulting function; callbacks that return pass the
+ * fault on (to the next one, then to the default action). Runs in a child
+ * (skipped under AddressSanitizer, which owns SIGSEGV). */
+static unsigned char *fault_page;
+static int fault_pipe = -1;
+
+static void fault_cb_pass(const hk_os_fault *f, void *user) {
+    (void)f;
+    (*(int *)user)++;
+}
+static void fault_cb_report(const hk_os_fault *f, void *user) {
+    int passed = *(int *)user;
+    char line[200];
+    int in_victim = 0;
+    for (int i = 0; i < f->nframes && i < 3; i++) {
+        hk_os_symbol s;
+        memset(&s, 0, sizeof s);
+        s.pc = (uintptr_t)f->frames[i];
+        hk_os_symbolize(&s, 1, HK_OS_SYMBOLIZE_LINES);
+        if (strstr(s.func, "fault_victim")) in_victim = 1;
+    }
+    int n = snprintf(line, sizeof line, "%s at page+%ld access %d passed %d victim %d\n", f->signame,
+                     (long)((unsigned char *)f->addr - fault_page), f->access, passed, in_victim);
+    hk_os_write(fault_pipe, line, (size_t)n);
+    _exit(42);
+}
+
+static HK__NOINLINE void fault_victim(void) {
+    fault_page[100] = 1;
+    __asm__ volatile("" ::: "memory");
+}
+
+static void fault_protected_fn(void *arg) { *(volatile unsigned char *)arg = 7; }
+
+HKT_TEST(os_fault_callbacks) {
+    if (hk__asan_enabled()) {
+        printf("    skipped under AddressSanitizer\n");
+        return;
+    }
+    int fds[2];
+    REQUIRE(pipe(fds) == 0);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        fault_pipe = fds[1];
+        hk_os_stack_init();
+        hk_os_symbolize_init();
+        fault_page = hk_os_reserve(hk_os_page_size());
+        static int passed;
+        if (hk_os_fault_register(fault_cb_pass, &passed) != HK_OK) _exit(3);
+        if (hk_os_fault_register(fault_cb_pass, &passed) != HK_OK) _exit(3); /* the same: once */
+        if (hk_os_fault_register(fault_cb_report, &passed) != HK_OK) _exit(3);
+        /* a fault inside a protected call comes back as -1 */
+        if (hk_os_protected_call(fault_protected_fn, fault_page) != -1) _exit(4);
+        fault_victim();
+        _exit(0);
+    }
+    close(fds[1]);
+    char out[256] = {0};
+    size_t have = 0;
+    ssize_t r;
+    while ((r = read(fds[0], out + have, sizeof out - 1 - have)) > 0) have += (size_t)r;
+    close(fds[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 42);
+    CHECK_STR_CONTAINS(out, "SIGSEGV at page+100");
+#if defined(__x86_64__)
+    CHECK_STR_CONTAINS(out, "access 2"); /* HK_OS_ACCESS_WRITE */
+#endif
+    CHECK_STR_CONTAINS(out, "passed 1");
+    if (strstr(out, "victim 0")) printf("    (no function names: addr2line missing?)\n");
 }

@@ -1,5 +1,6 @@
-/* gc: reference counting, steps, cascades, cycles, modes, misuse, stats,
- * introspection, and randomized sequences against a shadow model. */
+/* gc: reference counting, steps, cascades, cycles, modes, misuse, stats and
+ * introspection (the randomized model runs are tests/test_gc_model.c, the
+ * references' handle-table behaviour tests/test_gc_handles.c). */
 #include "heapkit/gc.h"
 #include "hk_test.h"
 #include "internal.h"
@@ -65,7 +66,7 @@ static node *N(hk_gc *gc, hk_gc_obj *o) { return (node *)hk_gc_data(gc, o); }
 
 static hk_gc_info info(hk_gc *gc) {
     hk_gc_info i;
-    hk_gc_info_get(gc, &i);
+    hk_gc_get_info(gc, &i);
     return i;
 }
 
@@ -74,8 +75,9 @@ static hk_gc_info info(hk_gc *gc) {
 HKT_TEST(gc_create_destroy_defaults) {
     CHECK(hk_gc_create(NULL) == NULL);
     hk_gc_desc bad = {0};
-    bad.alloc = NULL;
-    bad.free = (void (*)(void *, size_t, void *))1;
+    bad.flags = HK_FLAG_QUIET; /* refused with a report; keep the output clean */
+    bad.backing.alloc = NULL;
+    bad.backing.free = (void (*)(void *, size_t, void *))1;
     CHECK(hk_gc_create(&bad) == NULL);
     hk_gc *gc = mk(0);
     REQUIRE(gc);
@@ -87,7 +89,7 @@ HKT_TEST(gc_create_destroy_defaults) {
     CHECK_EQ(hk_gc_check(gc), HK_OK);
     hk_gc_destroy(gc);
     hk_gc_destroy(NULL);
-    hk_gc *im = mk(HK_GC_FLAG_IMMEDIATE);
+    hk_gc *im = mk(HK_GC_IMMEDIATE);
     CHECK(!hk_gc_incremental(im));
     hk_gc_destroy(im);
 }
@@ -160,9 +162,7 @@ HKT_TEST(gc_oom_injection) {
         hkt_errors e = {0};
         e.quiet = 1;
         hk_gc_desc d = {0};
-        d.alloc = oom_alloc;
-        d.free = oom_free;
-        d.alloc_user = &c;
+        d.backing = (hk_alloc_hooks){oom_alloc, oom_free, &c};
         d.on_error = hkt_on_error;
         d.error_user = &e;
         hk_gc *gc = hk_gc_create(&d);
@@ -305,7 +305,7 @@ HKT_TEST(gc_cascade_in_one_pass) {
 
 /* A 200k-long chain reclaimed without recursion (no stack overflow). */
 HKT_TEST(gc_long_chain_no_recursion) {
-    hk_gc *gc = mk(HK_GC_FLAG_IMMEDIATE);
+    hk_gc *gc = mk(HK_GC_IMMEDIATE);
     enum { LEN = 200000 };
     hk_gc_obj *head = hk_gc_alloc(gc, &k_node), *cur = head;
     for (int i = 1; i < LEN; i++) {
@@ -560,7 +560,7 @@ HKT_TEST(gc_step_statistics) {
     CHECK_EQ(i.step_max_ns, 0);
     CHECK_EQ(i.step_p99_ns, 0);
     CHECK_EQ(i.freed, 400);
-    CHECK_EQ(hk_gc_info_get(NULL, &i), HK_ERR_INVALID);
+    CHECK_EQ(hk_gc_get_info(NULL, &i), HK_ERR_INVALID);
     hk_gc_destroy(gc);
 }
 
@@ -584,24 +584,27 @@ HKT_TEST(gc_misuse_release_below_zero) {
     CHECK_STR_CONTAINS(g_errs.last_message, "garbage awaiting reclamation");
     CHECK_EQ(hk_gc_check(gc), HK_OK);
     hk_gc_step(gc, UINT64_MAX);
-    /* After reclamation: release of a freed object. */
-    CHECK_EQ(hk_gc_release(gc, a), HK_ERR_STALE);
-    CHECK_EQ(g_errs.last_kind, HK_EK_STALE);
-    CHECK_STR_CONTAINS(g_errs.last_message, "release of a freed object");
+    /* After reclamation: released again, the reference its slot gave out
+     * last: still a release below zero (a double free). */
+    CHECK_EQ(hk_gc_release(gc, a), HK_ERR_DOUBLE_FREE);
+    CHECK_EQ(g_errs.last_kind, HK_EK_DOUBLE_FREE);
+    CHECK_STR_CONTAINS(g_errs.last_message, "release of reference");
+    CHECK_STR_CONTAINS(g_errs.last_message, "it was already freed");
     CHECK_EQ(hk_gc_check(gc), HK_OK);
     CHECK_EQ(info(gc).freed, 1);
     hk_gc_destroy(gc);
 }
 
 HKT_TEST(gc_misuse_retain_of_freed) {
-    hk_gc *gc = mk(HK_GC_FLAG_IMMEDIATE);
+    hk_gc *gc = mk(HK_GC_IMMEDIATE);
     hk_gc_obj *a = hk_gc_alloc(gc, &k_leaf);
     hk_gc_release(gc, a);
     CHECK_EQ(hk_gc_retain(gc, a), HK_ERR_STALE);
     CHECK_EQ(g_errs.last_kind, HK_EK_STALE);
-    CHECK_STR_CONTAINS(g_errs.last_message, "retain of a freed object");
+    CHECK_STR_CONTAINS(g_errs.last_message, "retain of stale reference");
+    CHECK_STR_CONTAINS(g_errs.last_message, "it was freed");
     CHECK(hk_gc_data(gc, a) == NULL);
-    CHECK_STR_CONTAINS(g_errs.last_message, "data access of a freed object");
+    CHECK_STR_CONTAINS(g_errs.last_message, "data access of stale reference");
     CHECK_EQ(hk_gc_refcount(gc, a), 0);
     CHECK_EQ(hk_gc_size(gc, a), 0);
     CHECK(hk_gc_type_of(gc, a) == NULL);
@@ -610,11 +613,17 @@ HKT_TEST(gc_misuse_retain_of_freed) {
     CHECK(field == NULL);
     CHECK_EQ(hk_gc_check(gc), HK_OK);
     /* Freed slots are reused last (FIFO): a thousand allocations later the
-     * stale pointer is still caught. */
-    hk_gc_obj *keep[1000];
+     * stale reference is still caught; and after its slot was reused too
+     * (generations): a release of it is then stale, not a double free. */
+    hk_gc_obj *keep[1100];
     for (int i = 0; i < 1000; i++) keep[i] = hk_gc_alloc(gc, &k_leaf);
     CHECK_EQ(hk_gc_retain(gc, a), HK_ERR_STALE);
-    for (int i = 0; i < 1000; i++) hk_gc_release(gc, keep[i]);
+    for (int i = 1000; i < 1100; i++) keep[i] = hk_gc_alloc(gc, &k_leaf); /* a's slot is reused */
+    CHECK(hk_gc_data(gc, a) == NULL);
+    CHECK_EQ(hk_gc_release(gc, a), HK_ERR_STALE);
+    CHECK_EQ(g_errs.last_kind, HK_EK_STALE);
+    for (int i = 0; i < 1100; i++) CHECK_EQ(hk_gc_refcount(gc, keep[i]), 1);
+    for (int i = 0; i < 1100; i++) hk_gc_release(gc, keep[i]);
     CHECK_EQ(hk_gc_check(gc), HK_OK);
     hk_gc_destroy(gc);
 }
@@ -630,14 +639,17 @@ HKT_TEST(gc_misuse_foreign_objects) {
     hk_gc_obj *theirs = hk_gc_alloc(other, &k_node);
     CHECK_EQ(hk_gc_retain(gc, theirs), HK_ERR_FOREIGN);
     CHECK_EQ(g_errs.last_kind, HK_EK_FOREIGN_PTR);
-    CHECK_STR_CONTAINS(g_errs.last_message, "does not belong to this collector");
+    CHECK_STR_CONTAINS(g_errs.last_message, "foreign reference");
+    CHECK_STR_CONTAINS(g_errs.last_message, "another instance's reference");
     CHECK_EQ(hk_gc_release(gc, theirs), HK_ERR_FOREIGN);
+    CHECK_EQ(g_errs.last_kind, HK_EK_FOREIGN_PTR);
     CHECK_EQ(hk_gc_refcount(other, theirs), 1);
-    /* Interior pointer, stack pointer, NULL. */
+    /* A forged reference (a slot never used), a real pointer, NULL. */
     CHECK_EQ(hk_gc_retain(gc, (hk_gc_obj *)((char *)mine + 8)), HK_ERR_FOREIGN);
-    CHECK_EQ(g_errs.last_kind, HK_EK_INTERIOR_PTR);
+    CHECK_EQ(g_errs.last_kind, HK_EK_FOREIGN_PTR);
     int local;
     CHECK_EQ(hk_gc_release(gc, (hk_gc_obj *)(void *)&local), HK_ERR_FOREIGN);
+    CHECK_EQ(g_errs.last_kind, HK_EK_FOREIGN_PTR);
     CHECK_EQ(hk_gc_retain(gc, NULL), HK_ERR_INVALID);
     CHECK_EQ(hk_gc_release(gc, NULL), HK_ERR_INVALID);
     CHECK_EQ(hk_gc_assign(gc, NULL, mine), HK_ERR_INVALID);
@@ -702,7 +714,7 @@ HKT_TEST(gc_misuse_reentry_from_callbacks) {
  * retaining it, then released b. check finds it; reclaiming a reports it and
  * goes on. */
 HKT_TEST(gc_corrupt_counts_detected) {
-    hk_gc *gc = mk(HK_GC_FLAG_IMMEDIATE);
+    hk_gc *gc = mk(HK_GC_IMMEDIATE);
     hk_gc_obj *a = hk_gc_alloc(gc, &k_node), *b = hk_gc_alloc(gc, &k_node);
     N(gc, a)->ref[0] = b; /* uncounted */
     hk_gc_obj *c = hk_gc_alloc(gc, &k_node);
@@ -718,7 +730,7 @@ HKT_TEST(gc_corrupt_counts_detected) {
     hk_gc_release(gc, b);
     hk_gc_release(gc, b); /* b reclaimed while a still points to it */
     CHECK_EQ(hk_gc_check(gc), HK_ERR_CORRUPT);
-    CHECK_STR_CONTAINS(g_errs.last_message, "which is a freed object");
+    CHECK_STR_CONTAINS(g_errs.last_message, "which is a reclaimed object");
     int before = g_errs.count;
     N(gc, a)->ref[1] = NULL;
     hk_gc_release(gc, a); /* the stale reference is reported and ignored */
@@ -791,8 +803,10 @@ HKT_TEST(gc_walk_where_stats) {
     int local;
     CHECK_EQ(hk_gc_where(gc, &local, &bi), HK_ERR_FOREIGN);
     hk_gc_step(gc, UINT64_MAX);
-    CHECK_EQ(hk_gc_where(gc, c, &bi), HK_OK); /* a free slot */
+    CHECK_EQ(hk_gc_where(gc, c, &bi), HK_OK); /* a free slot: the last reference it gave out */
     CHECK_EQ(bi.flags, 0);
+    CHECK(bi.owner == (void *)c);
+    CHECK_EQ(hk_gc_where(gc, (char *)c + (1u << 22), &bi), HK_ERR_FOREIGN); /* its next generation */
     hk_stats s;
     CHECK_EQ(hk_gc_stats(gc, &s), HK_OK);
     CHECK_EQ(s.live_blocks, 2);
@@ -826,7 +840,7 @@ HKT_TEST(gc_destroy_finalizes_everything) {
 
 HKT_TEST(gc_fill_freed_data) {
     /* The free hook sees the data filled with HK_FILL_FREE. */
-    hk_gc *gc = mk(HK_FLAG_FILL | HK_GC_FLAG_IMMEDIATE);
+    hk_gc *gc = mk(HK_FLAG_FILL | HK_GC_IMMEDIATE);
     hk_gc_obj *a = hk_gc_alloc(gc, &k_leaf);
     memset(hk_gc_data(gc, a), 0x11, 16);
     hk_gc_release(gc, a);
@@ -858,202 +872,6 @@ HKT_TEST(gc_lock_hooks_balanced) {
     CHECK_EQ(hkt_lock_depth, 0);
     hk_gc_desc half = {0};
     half.lock.lock = hkt_lock;
+    half.flags = HK_FLAG_QUIET;
     CHECK(hk_gc_create(&half) == NULL);
-}
-
-/* ---- randomized sequences against a shadow model -------------------------------- */
-
-/* The model: objects we allocated, the references we hold (ext), and the
- * fields (up to two per node, indices). After every operation the collector
- * is compared with it: every allocated object's count equals ext plus the
- * references from allocated objects; an object the collector reclaimed had
- * ext 0 and no reference from an allocated object; after a full pass the
- * allocated set is exactly what is reachable from objects with ext > 0. */
-#define M_MAX 600
-typedef struct mobj {
-    hk_gc_obj *p;
-    int alive; /* allocated in the collector (per the walk) */
-    int ext;
-    int field[2];
-} mobj;
-static mobj g_m[M_MAX];
-static int g_mn;
-
-typedef struct sync_ctx {
-    int n;
-} sync_ctx;
-static int model_sync(const hk_block_info *bi, void *u) {
-    sync_ctx *c = (sync_ctx *)u;
-    int i = ((const node *)bi->address)->value; /* the model index lives in the data */
-    CHECK(i >= 0 && i < g_mn && g_m[i].p == (const hk_gc_obj *)bi->owner && g_m[i].alive);
-    if (i >= 0 && i < g_mn) g_m[i].alive = 2; /* seen */
-    c->n++;
-    return 0;
-}
-
-static uint64_t rng(uint64_t *s) {
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s;
-}
-
-static void model_verify(hk_gc *gc, int after_collect) {
-    sync_ctx c = {0};
-    hk_gc_walk(gc, model_sync, &c);
-    int alive = 0;
-    for (int i = 0; i < g_mn; i++) {
-        if (g_m[i].alive == 2) {
-            g_m[i].alive = 1;
-            alive++;
-        } else if (g_m[i].alive == 1) {
-            /* Reclaimed since the last sync: must have been unreferenced. */
-            g_m[i].alive = 0;
-            CHECK_EQ(g_m[i].ext, 0);
-        }
-    }
-    CHECK_EQ(c.n, alive);
-    int refs[M_MAX] = {0};
-    for (int i = 0; i < g_mn; i++) {
-        if (!g_m[i].alive) continue;
-        for (int k = 0; k < 2; k++)
-            if (g_m[i].field[k] >= 0) {
-                CHECK(g_m[g_m[i].field[k]].alive);
-                refs[g_m[i].field[k]]++;
-            }
-    }
-    size_t backlog = 0;
-    for (int i = 0; i < g_mn; i++) {
-        if (!g_m[i].alive) continue;
-        uint32_t want = (uint32_t)(g_m[i].ext + refs[i]);
-        CHECK_EQ(hk_gc_refcount(gc, g_m[i].p), want);
-        backlog += want == 0;
-    }
-    CHECK_EQ(info(gc).backlog, backlog);
-    if (after_collect) {
-        /* Reachability from the objects we hold. */
-        int reach[M_MAX] = {0}, stack[M_MAX], sp = 0;
-        for (int i = 0; i < g_mn; i++)
-            if (g_m[i].alive && g_m[i].ext > 0) {
-                reach[i] = 1;
-                stack[sp++] = i;
-            }
-        while (sp) {
-            int i = stack[--sp];
-            for (int k = 0; k < 2; k++) {
-                int j = g_m[i].field[k];
-                if (j >= 0 && !reach[j]) {
-                    reach[j] = 1;
-                    stack[sp++] = j;
-                }
-            }
-        }
-        for (int i = 0; i < g_mn; i++)
-            if (g_m[i].alive) CHECK(reach[i]);
-        CHECK_EQ(info(gc).candidates, 0);
-    }
-}
-
-static int pick_held(uint64_t *s) {
-    int cand[M_MAX], n = 0;
-    for (int i = 0; i < g_mn; i++)
-        if (g_m[i].alive && g_m[i].ext > 0) cand[n++] = i;
-    return n ? cand[rng(s) % (uint64_t)n] : -1;
-}
-
-static void run_model(uint64_t seed, int ops, int immediate, int use_pacing) {
-    hkt_errors_reset(&g_errs);
-    g_errs.quiet = 1;
-    fake_clock fc = {0, 50, 0};
-    hk_gc_desc d = {0};
-    d.on_error = hkt_on_error;
-    d.error_user = &g_errs;
-    d.clock = fake_now;
-    d.clock_user = &fc;
-    d.flags = immediate ? HK_GC_FLAG_IMMEDIATE : 0;
-    d.step_max_objects = 5;
-    d.pace_bytes = use_pacing ? 2000 : 0;
-    hk_gc *gc = hk_gc_create(&d);
-    memset(g_m, 0, sizeof g_m);
-    g_mn = 0;
-    uint64_t s = seed;
-    for (int op = 0; op < ops; op++) {
-        int kind = (int)(rng(&s) % 100), after_collect = 0;
-        if (kind < 22 && g_mn < M_MAX) { /* allocate */
-            hk_gc_obj *p = hk_gc_alloc(gc, &k_node);
-            REQUIRE(p);
-            /* The model tracks objects by pointer; slots are reused, so a
-             * reused pointer retires the old model entry (already dead). */
-            for (int i = 0; i < g_mn; i++)
-                if (g_m[i].p == p) {
-                    CHECK(!g_m[i].alive);
-                    g_m[i].p = NULL;
-                }
-            N(gc, p)->value = g_mn;
-            g_m[g_mn].p = p;
-            g_m[g_mn].alive = 1;
-            g_m[g_mn].ext = 1;
-            g_m[g_mn].field[0] = g_m[g_mn].field[1] = -1;
-            g_mn++;
-        } else if (kind < 34) { /* retain a held object */
-            int i = pick_held(&s);
-            if (i >= 0) {
-                CHECK_EQ(hk_gc_retain(gc, g_m[i].p), HK_OK);
-                g_m[i].ext++;
-            }
-        } else if (kind < 58) { /* release a held object */
-            int i = pick_held(&s);
-            if (i >= 0) {
-                CHECK_EQ(hk_gc_release(gc, g_m[i].p), HK_OK);
-                g_m[i].ext--;
-            }
-        } else if (kind < 78) { /* set a field of a held object to a held object or NULL */
-            int i = pick_held(&s), j = pick_held(&s), k = (int)(rng(&s) % 2);
-            if (i >= 0) {
-                if (rng(&s) % 4 == 0) j = -1;
-                node *n = N(gc, g_m[i].p);
-                REQUIRE(n);
-                CHECK_EQ(hk_gc_assign(gc, &n->ref[k], j >= 0 ? g_m[j].p : NULL), HK_OK);
-                g_m[i].field[k] = j;
-            }
-        } else if (kind < 86) { /* take a child of a held object as our own */
-            int i = pick_held(&s), k = (int)(rng(&s) % 2);
-            if (i >= 0 && g_m[i].field[k] >= 0) {
-                int j = g_m[i].field[k];
-                CHECK_EQ(hk_gc_retain(gc, g_m[j].p), HK_OK);
-                g_m[j].ext++;
-            }
-        } else if (kind < 95) {
-            hk_gc_step(gc, rng(&s) % 300);
-        } else if (kind < 97) {
-            hk_gc_set_incremental(gc, !hk_gc_incremental(gc));
-        } else {
-            hk_gc_collect(gc);
-            after_collect = 1;
-        }
-        REQUIRE(hk_gc_check(gc) == HK_OK);
-        model_verify(gc, after_collect);
-        if (hkt_cur_failed) break;
-    }
-    CHECK_EQ(g_errs.count, 0);
-    /* Drop everything we hold; a full pass leaves nothing. */
-    for (int i = 0; i < g_mn; i++)
-        while (g_m[i].alive && g_m[i].ext > 0) {
-            hk_gc_release(gc, g_m[i].p);
-            g_m[i].ext--;
-        }
-    hk_gc_collect(gc);
-    CHECK_EQ(info(gc).objects, 0);
-    CHECK_EQ(hk_gc_check(gc), HK_OK);
-    hk_gc_destroy(gc);
-}
-
-HKT_TEST(gc_random_vs_model_incremental) {
-    for (uint64_t seed = 1; seed <= 6; seed++) run_model(seed * 0x9E3779B97F4A7C15ull, 1500, 0, 0);
-}
-HKT_TEST(gc_random_vs_model_immediate) {
-    for (uint64_t seed = 1; seed <= 4; seed++) run_model(seed * 0xD1B54A32D192ED03ull, 1500, 1, 0);
-}
-HKT_TEST(gc_random_vs_model_paced) {
-    for (uint64_t seed = 1; seed <= 4; seed++) run_model(seed * 0xA0761D6478BD642Full, 1500, 0, 1);
 }

@@ -44,14 +44,14 @@ static void run_heapkit(hk_gc *gc, scenario_result *r) {
         for (int i = 0; i < PER_FRAME; i++) hk_gc_release(gc, hk_gc_alloc(gc, &k_struct));
         for (int i = 0; i < PER_FRAME; i++) hk_gc_release(gc, hk_gc_alloc_size(gc, &k_array, 0));
         hk_gc_info in;
-        hk_gc_info_get(gc, &in);
+        hk_gc_get_info(gc, &in);
         if (in.backlog > r->max_backlog) r->max_backlog = in.backlog;
         hk_gc_step(gc, BUDGET_NS);
-        hk_gc_info_get(gc, &in);
+        hk_gc_get_info(gc, &in);
         r->backlog_at[f] = in.backlog;
     }
     hk_gc_info in;
-    hk_gc_info_get(gc, &in);
+    hk_gc_get_info(gc, &in);
     r->final_backlog = in.backlog;
     r->freed = in.freed;
 }
@@ -76,7 +76,7 @@ HKT_TEST(seed_heapkit_budget_keeps_up) {
     for (int f = 0; f < FRAMES; f++) CHECK_EQ(r.backlog_at[f], 0);
     CHECK_EQ(r.freed, (uint64_t)FRAMES * 2 * PER_FRAME);
     hk_gc_info in;
-    hk_gc_info_get(gc, &in);
+    hk_gc_get_info(gc, &in);
     CHECK_EQ(in.steps, FRAMES);
     CHECK(in.step_max_ns <= BUDGET_NS + 4); /* never past the budget by more than one object */
     CHECK_EQ(hk_gc_check(gc), HK_OK);
@@ -241,7 +241,7 @@ HKT_TEST(seed_full_pass_rounds_vs_one_pass) {
     }
     CHECK_EQ(hk_gc_collect(gc), CHAINS * DEPTH);
     hk_gc_info in;
-    hk_gc_info_get(gc, &in);
+    hk_gc_get_info(gc, &in);
     CHECK_EQ(in.objects, 0);
     CHECK_EQ(in.collects, 1);
     CHECK_EQ(hk_gc_check(gc), HK_OK);

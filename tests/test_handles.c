@@ -258,19 +258,21 @@ HKT_TEST(handles_retire_after_last_generation) {
 
 HKT_TEST(handles_retire_with_gbase_one_and_fast_paths) {
     hk__htab t;
+    uint32_t fs = 0;
     REQUIRE(ht_new(&t, 28, 2, 0, 1, mem_words, sizeof mem_words) == HK_OK);
     CHECK_EQ(t.gen_last, 15);
     CHECK_EQ(t.last_dead, 0xFFFFFFFFu);
     for (int i = 0; i < 14; i++) {
-        uint32_t h = hk__ht_alloc_fast(&t);
+        uint32_t h = hk__ht_alloc_fast(&t, &fs);
         REQUIRE(h != 0);
         uint32_t s = h & t.index_mask;
+        CHECK_EQ(fs, s);
         CHECK_EQ(hk__ht_find(&t, h), s);
         CHECK(hk__ht_free_fast(&t, s, h));
     }
     /* slot 0 and 1 have issued 7 each; go on until slot 0 holds generation 15 */
     for (int i = 0; i < 2 * 8; i++) {
-        uint32_t h = hk__ht_alloc_fast(&t);
+        uint32_t h = hk__ht_alloc_fast(&t, &fs);
         if (!h) h = hk__ht_alloc(&t);
         REQUIRE(h != 0);
         uint32_t s = h & t.index_mask;
@@ -282,7 +284,7 @@ HKT_TEST(handles_retire_with_gbase_one_and_fast_paths) {
         }
     }
     CHECK_EQ(t.nretired, 2);
-    CHECK_EQ(hk__ht_alloc_fast(&t), 0);
+    CHECK_EQ(hk__ht_alloc_fast(&t, &fs), 0);
     CHECK_EQ(hk__ht_alloc(&t), 0);
     hkt_errors errs = {0};
     hk__reporter rep = test_rep(&errs);
@@ -291,10 +293,11 @@ HKT_TEST(handles_retire_with_gbase_one_and_fast_paths) {
 
 HKT_TEST(handles_wrap_policy) {
     hk__htab t;
+    uint32_t fs = 0;
     REQUIRE(ht_new(&t, 28, 1, HK__HT_WRAP, 1, mem_words, sizeof mem_words) == HK_OK);
     uint32_t first = 0;
     for (int i = 0; i < 40; i++) {
-        uint32_t h = hk__ht_alloc_fast(&t);
+        uint32_t h = hk__ht_alloc_fast(&t, &fs);
         if (!h) h = hk__ht_alloc(&t); /* generation 15 -> 1 is the full path's */
         REQUIRE(h != 0);
         CHECK_EQ(h >> 28, (uint32_t)(i % 15) + 1u);
@@ -502,6 +505,7 @@ static void model_run(uint32_t flags, uint64_t seed, int grow) {
     }
     REQUIRE(hk__ht_init(&t, &cfg) == HK_OK);
     const uint32_t gmax = 63, gbase = t.gbase;
+    uint32_t fs = 0;
     M.cap = MCAP;
     for (uint32_t i = 0; i < MCAP; i++) M.queue[M.qt++ % (MCAP * 8)] = i;
     hkt_errors errs = {0};
@@ -510,7 +514,7 @@ static void model_run(uint32_t flags, uint64_t seed, int grow) {
         uint32_t op = mrand(100);
         if (op < 40) { /* alloc */
             uint32_t h = (M.qh == M.qt) ? 0 : 0xFFFFFFFFu;
-            uint32_t got = (mrand(2) ? 0 : hk__ht_alloc_fast(&t));
+            uint32_t got = (mrand(2) ? 0 : hk__ht_alloc_fast(&t, &fs));
             if (!got) got = hk__ht_alloc(&t);
             if (h == 0) {
                 CHECK_EQ(got, 0);

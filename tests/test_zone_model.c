@@ -1,4 +1,4 @@
-/* Zone: randomized operation sequences (alloc, tagged alloc, memalign,
+/* Zone: randomized operation sequences (alloc, tagged alloc, alloc_aligned,
  * calloc, realloc, free, change_tag, free_tags, purge) against a shadow
  * model, with hk_zone_check after every step, under several flag sets. */
 #include "heapkit/zone.h"
@@ -104,7 +104,7 @@ static void run_model(uint32_t flags, size_t mem_size, size_t grow, uint64_t see
                 if (s->p) CHECK(s->owner == s->p);
             } else if (op < 85) {
                 s->align = (size_t)1 << (rng(&r) % 13);
-                s->p = hk_zone_memalign(z, s->align, n);
+                s->p = hk_zone_alloc_aligned(z, s->align, n);
                 if (s->p) CHECK(((uintptr_t)s->p & (s->align - 1)) == 0);
             } else {
                 size_t cnt = 1 + rng(&r) % 8;

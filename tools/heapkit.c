@@ -10,6 +10,12 @@
  *   heapkit guard [options] -- program args...
  *       runs the program on the guard heap (libheapkit-guard.so through
  *       LD_PRELOAD), like Electric Fence's `ef`.
+ *   heapkit env
+ *       lists the environment variables the preload libraries read.
+ *
+ * Options are not declared here: shim/options.h holds every variable (type,
+ * default, help) and every flag that sets one; the help text, the parsing
+ * and the checks below are generated from those tables.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
@@ -20,6 +26,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "commands.h"
+#include "options.h"
 
 #ifndef HEAPKIT_INSTALL_LIBDIR
 #define HEAPKIT_INSTALL_LIBDIR "/usr/local/lib"
@@ -39,10 +48,22 @@ static int cmd_guard(int argc, char **argv);
 static void help_guard(FILE *out);
 static int cmd_help(int argc, char **argv);
 static void help_help(FILE *out);
+static int cmd_env(int argc, char **argv);
+static void help_env(FILE *out);
 
 static const hk_command k_commands[] = {
     {"guard", "run a program on the page-protected guard heap (overflows, use after free, leaks)", help_guard,
      cmd_guard},
+    {"record", "record every allocation of a program into a trace", hk_cmd_record_help, hk_cmd_record},
+    {"replay", "replay a trace on zone, glibc, mimalloc, jemalloc, tcmalloc side by side", hk_cmd_replay_help,
+     hk_cmd_replay},
+    {"report", "an HTML page of a trace: live bytes, top sites, histograms, leaks, heap map", hk_cmd_report_help,
+     hk_cmd_report},
+    {"map", "an SVG heap map of a trace replayed on a zone, at its peak or any moment", hk_cmd_map_help,
+     hk_cmd_map},
+    {"stats", "run a program on libheapkit-malloc.so: zone statistics and a size histogram", hk_cmd_stats_help,
+     hk_cmd_stats},
+    {"env", "list the environment variables the preload libraries read", help_env, cmd_env},
     {"help", "show help for a command", help_help, cmd_help},
 };
 #define HK_NCOMMANDS (sizeof k_commands / sizeof k_commands[0])
@@ -79,60 +100,132 @@ static int cmd_help(int argc, char **argv) {
     return 0;
 }
 
+/* ---- options (shim/options.h) ------------------------------------------------ */
+
+/* Prints `text` wrapped to `width` columns, every line after the first
+ * indented by `indent`; the first starts at column `col`. */
+static void print_wrapped(FILE *out, const char *text, int col, int indent, int width) {
+    const char *s = text;
+    while (*s) {
+        int room = width - col;
+        int n = (int)strlen(s);
+        if (n > room) {
+            int cut = room;
+            while (cut > 0 && s[cut] != ' ') cut--;
+            if (cut == 0) cut = room;
+            n = cut;
+        }
+        fprintf(out, "%.*s", n, s);
+        s += n;
+        while (*s == ' ') s++;
+        if (*s) {
+            fprintf(out, "\n%*s", indent, "");
+            col = indent;
+        }
+    }
+    fputc('\n', out);
+}
+
+static const char *opt_metavar(const hk_option *o) {
+    switch (o->type) {
+    case HK_OPT_BYTES: return "BYTES";
+    case HK_OPT_COUNT: return "N";
+    case HK_OPT_PATH: return "FILE";
+    case HK_OPT_CHOICE: return o->choices;
+    case HK_OPT_BOOL: return "0|1";
+    }
+    return "VALUE";
+}
+
+/* "VAR [default]" or "VAR=value" for a flag. */
+static void flag_effect(const hk_flag *f, char *buf, size_t n) {
+    const hk_option *o = &hk_options[f->option];
+    const char *d = o->shown ? o->shown : o->dflt;
+    if (f->value)
+        snprintf(buf, n, "%s=%s", o->var, f->value);
+    else if (d)
+        snprintf(buf, n, "%s [%s]", o->var, d);
+    else
+        snprintf(buf, n, "%s", o->var);
+}
+
 /* ---- guard --------------------------------------------------------------------- */
 
 static void help_guard(FILE *out) {
-    fprintf(out,
-            "usage: heapkit guard [options] -- program [args...]\n"
-            "\n"
-            "Runs the program with every malloc on its own pages between inaccessible\n"
-            "guard pages (libheapkit-guard.so via LD_PRELOAD). Overflows, underflows and\n"
-            "uses after free fault at the access and are reported with the faulting,\n"
-            "allocation and free stacks; double and invalid frees are reported too; live\n"
-            "unreachable blocks are reported at exit. After any report the process exits\n"
-            "non-zero (aborts at the first fault/misuse; status 23 for leaks or with\n"
-            "--no-abort).\n"
-            "\n"
-            "options (each sets the environment variable shown):\n"
-            "  --side end|start|random  block placed against the trailing guard (overruns\n"
-            "                           fault at once), the leading one (underruns), or\n"
-            "                           either at random          HEAPKIT_GUARD_SIDE [end]\n"
-            "  --align N                block alignment            HEAPKIT_GUARD_ALIGN [16]\n"
-            "  --exact                  alignment 1: every overrun faults at once\n"
-            "  --quarantine BYTES       freed bytes kept inaccessible (k/m/g suffixes; 0: none)\n"
-            "                                                      HEAPKIT_GUARD_QUARANTINE [8m] \n"
-            "  --quarantine-blocks N    freed blocks kept          HEAPKIT_GUARD_QUARANTINE_BLOCKS [8192]\n"
-            "  --sample N               guard one allocation in N on average, the rest on\n"
-            "                           glibc (production runs)    HEAPKIT_GUARD_SAMPLE [1]\n"
-            "  --checked-unguarded      with --sample: keep a header and canary on the\n"
-            "                           unguarded blocks (slower)  HEAPKIT_GUARD_PLAIN=0\n"
-            "  --max-guarded N          cap on live guarded blocks HEAPKIT_GUARD_MAX_GUARDED\n"
-            "                           [(vm.max_map_count - 8192) / 2]\n"
-            "  --leaks | --no-leaks     leak report at exit        HEAPKIT_GUARD_LEAKS [1]\n"
-            "  --leaks-all              report every block still live at exit (not only\n"
-            "                           unreachable ones)          HEAPKIT_GUARD_LEAKS=all\n"
-            "  --log FILE               reports to FILE (%%p: pid)  HEAPKIT_GUARD_LOG [stderr]\n"
-            "  --frames N               stack frames per trace     HEAPKIT_GUARD_FRAMES [16]\n"
-            "  --exact-stacks           unwind every allocation/free stack with the DWARF\n"
-            "                           unwinder (slower)          HEAPKIT_GUARD_EXACT_STACKS=1\n"
-            "  --no-abort               keep running after a misuse report; exit status\n"
-            "                           set at exit                HEAPKIT_GUARD_ABORT=0\n"
-            "  --exitcode N             exit status after reports  HEAPKIT_GUARD_EXITCODE [23]\n"
-            "  --no-lines               no file:line (skip addr2line) HEAPKIT_GUARD_SYMBOLIZE=0\n"
-            "  --no-fill                no fill patterns           HEAPKIT_GUARD_FILL=0\n"
-            "  --discard-freed          give freed pages back at once (less memory,\n"
-            "                           slower)                    HEAPKIT_GUARD_DISCARD=1\n"
-            "  --reserve BYTES          address space for slots    HEAPKIT_GUARD_RESERVE [64g]\n"
-            "  --lib PATH               the preload library to use HEAPKIT_GUARD_LIB\n"
-            "  -h, --help               this text\n"
-            "\n"
-            "Fill patterns: fresh memory 0xcd, freed 0xdd, padding 0xfd.\n");
+    fprintf(out, "usage: heapkit guard [options] -- program [args...]\n"
+                 "\n"
+                 "Runs the program with every malloc on its own pages between inaccessible\n"
+                 "guard pages (libheapkit-guard.so via LD_PRELOAD). Overflows, underflows and\n"
+                 "uses after free fault at the access and are reported with the faulting,\n"
+                 "allocation and free stacks; double and invalid frees are reported too; live\n"
+                 "unreachable blocks are reported at exit. After any report the process exits\n"
+                 "non-zero (aborts at the first fault/misuse; status 23 for leaks or with\n"
+                 "--no-abort).\n"
+                 "\n"
+                 "options (each sets the environment variable shown, [default]):\n");
+    for (size_t i = 0; i < HK_NFLAGS; i++) {
+        const hk_flag *f = &hk_flags[i];
+        const hk_option *o = &hk_options[f->option];
+        char head[64], effect[96];
+        if (f->value)
+            snprintf(head, sizeof head, "  %s", f->flag);
+        else
+            snprintf(head, sizeof head, "  %s %s", f->flag, opt_metavar(o));
+        flag_effect(f, effect, sizeof effect);
+        fprintf(out, "%-30s", head);
+        print_wrapped(out, f->help ? f->help : o->help, 30, 30, 80);
+        fprintf(out, "%30s%s\n", "", effect);
+    }
+    fprintf(out, "%-30s%s\n", "  -h, --help", "this text");
+    fprintf(out, "\nFill patterns: fresh memory 0xcd, freed 0xdd, padding 0xfd.\n"
+                 "`heapkit env` lists every variable, with the ones no flag sets.\n");
+}
+
+/* ---- env ----------------------------------------------------------------------------- */
+
+static void help_env(FILE *out) {
+    fprintf(out, "usage: heapkit env\n\nLists the environment variables heapkit's preload libraries and\n"
+                 "tool read: name, library, [default], what it does, and its value here\n"
+                 "when set.\n");
+}
+
+static int cmd_env(int argc, char **argv) {
+    if (argc > 1 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
+        help_env(stdout);
+        return 0;
+    }
+    if (argc > 1) {
+        fprintf(stderr, "heapkit env: no arguments expected\n");
+        return 2;
+    }
+    static const char *const libs[][2] = {{"guard", "libheapkit-guard.so (heapkit guard)"},
+                                          {"malloc", "the zone's malloc replacement (LD_PRELOAD)"},
+                                          {"record", "libheapkit-record.so (heapkit record)"},
+                                          {"tool", "the heapkit command"}};
+    for (size_t l = 0; l < sizeof libs / sizeof libs[0]; l++) {
+        printf("%s%s:\n", l ? "\n" : "", libs[l][1]);
+        for (size_t i = 0; i < HK_NOPTIONS; i++) {
+            const hk_option *o = &hk_options[i];
+            if (strcmp(o->library, libs[l][0]) != 0) continue;
+            const char *d = o->shown ? o->shown : o->dflt;
+            char head[96];
+            snprintf(head, sizeof head, "  %s=%s", o->var, opt_metavar(o));
+            printf("%-44s", head);
+            if (d) printf("[%s] ", d);
+            print_wrapped(stdout, o->help, 44 + (d ? (int)strlen(d) + 3 : 0), 44, 100);
+            const char *v = getenv(o->var);
+            if (v)
+                printf("%44sset here: %s%s\n", "", v,
+                       hk_opt_valid((hk_opt_id)i, v) ? "" : " (not valid: ignored)");
+        }
+    }
+    return 0;
 }
 
 /* Finds libheapkit-guard.so: $HEAPKIT_GUARD_LIB, next to this program, in
  * ../lib, in the install libdir. */
 static int find_guard_lib(char *out, size_t n) {
-    const char *env = getenv("HEAPKIT_GUARD_LIB");
+    const char *env = getenv(hk_options[HK_OPT_GUARD_LIB].var);
     if (env && *env) {
         snprintf(out, n, "%s", env);
         return access(out, R_OK) == 0;
@@ -157,38 +250,10 @@ static int find_guard_lib(char *out, size_t n) {
     return access(out, R_OK) == 0;
 }
 
-static int need_arg(int i, int argc, char **argv) {
-    if (i + 1 >= argc) {
-        fprintf(stderr, "heapkit guard: %s needs a value\n", argv[i]);
-        return 0;
-    }
-    return 1;
-}
-
-static int is_number(const char *s) {
-    if (!s || !*s) return 0;
-    while (*s >= '0' && *s <= '9') s++;
-    return *s == 0 ||
-           ((*s == 'k' || *s == 'K' || *s == 'm' || *s == 'M' || *s == 'g' || *s == 'G') && s[1] == 0);
-}
-
 static int cmd_guard(int argc, char **argv) {
     char lib[PATH_MAX];
     const char *lib_opt = NULL;
     int i = 1;
-    /* option -> variable, for the options that take a numeric value */
-    static const struct {
-        const char *opt, *var;
-    } numeric[] = {
-        {"--align", "HEAPKIT_GUARD_ALIGN"},
-        {"--quarantine", "HEAPKIT_GUARD_QUARANTINE"},
-        {"--quarantine-blocks", "HEAPKIT_GUARD_QUARANTINE_BLOCKS"},
-        {"--sample", "HEAPKIT_GUARD_SAMPLE"},
-        {"--max-guarded", "HEAPKIT_GUARD_MAX_GUARDED"},
-        {"--frames", "HEAPKIT_GUARD_FRAMES"},
-        {"--exitcode", "HEAPKIT_GUARD_EXITCODE"},
-        {"--reserve", "HEAPKIT_GUARD_RESERVE"},
-    };
     for (; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--") == 0) {
@@ -200,58 +265,30 @@ static int cmd_guard(int argc, char **argv) {
             help_guard(stdout);
             return 0;
         }
-        int done = 0;
-        for (size_t k = 0; k < sizeof numeric / sizeof numeric[0]; k++) {
-            if (strcmp(a, numeric[k].opt) == 0) {
-                if (!need_arg(i, argc, argv)) return 2;
-                if (!is_number(argv[i + 1])) {
-                    fprintf(stderr, "heapkit guard: %s wants a number, not '%s'\n", a, argv[i + 1]);
-                    return 2;
-                }
-                setenv(numeric[k].var, argv[++i], 1);
-                done = 1;
-                break;
-            }
-        }
-        if (done) continue;
-        if (strcmp(a, "--side") == 0) {
-            if (!need_arg(i, argc, argv)) return 2;
-            const char *v = argv[++i];
-            if (strcmp(v, "end") != 0 && strcmp(v, "start") != 0 && strcmp(v, "random") != 0) {
-                fprintf(stderr, "heapkit guard: --side wants end, start or random, not '%s'\n", v);
-                return 2;
-            }
-            setenv("HEAPKIT_GUARD_SIDE", v, 1);
-        } else if (strcmp(a, "--exact") == 0) {
-            setenv("HEAPKIT_GUARD_ALIGN", "1", 1);
-        } else if (strcmp(a, "--leaks") == 0) {
-            setenv("HEAPKIT_GUARD_LEAKS", "1", 1);
-        } else if (strcmp(a, "--no-leaks") == 0) {
-            setenv("HEAPKIT_GUARD_LEAKS", "0", 1);
-        } else if (strcmp(a, "--leaks-all") == 0) {
-            setenv("HEAPKIT_GUARD_LEAKS", "all", 1);
-        } else if (strcmp(a, "--log") == 0) {
-            if (!need_arg(i, argc, argv)) return 2;
-            setenv("HEAPKIT_GUARD_LOG", argv[++i], 1);
-        } else if (strcmp(a, "--no-abort") == 0) {
-            setenv("HEAPKIT_GUARD_ABORT", "0", 1);
-        } else if (strcmp(a, "--no-lines") == 0) {
-            setenv("HEAPKIT_GUARD_SYMBOLIZE", "0", 1);
-        } else if (strcmp(a, "--discard-freed") == 0) {
-            setenv("HEAPKIT_GUARD_DISCARD", "1", 1);
-        } else if (strcmp(a, "--exact-stacks") == 0) {
-            setenv("HEAPKIT_GUARD_EXACT_STACKS", "1", 1);
-        } else if (strcmp(a, "--checked-unguarded") == 0) {
-            setenv("HEAPKIT_GUARD_PLAIN", "0", 1);
-        } else if (strcmp(a, "--no-fill") == 0) {
-            setenv("HEAPKIT_GUARD_FILL", "0", 1);
-        } else if (strcmp(a, "--lib") == 0) {
-            if (!need_arg(i, argc, argv)) return 2;
-            lib_opt = argv[++i];
-        } else {
+        const hk_flag *f = NULL;
+        for (size_t k = 0; k < HK_NFLAGS && !f; k++)
+            if (strcmp(a, hk_flags[k].flag) == 0) f = &hk_flags[k];
+        if (!f) {
             fprintf(stderr, "heapkit guard: unknown option '%s' (heapkit guard --help)\n", a);
             return 2;
         }
+        const hk_option *o = &hk_options[f->option];
+        const char *v = f->value;
+        if (!v) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "heapkit guard: %s needs a value (%s)\n", a, opt_metavar(o));
+                return 2;
+            }
+            v = argv[++i];
+            if (!hk_opt_valid(f->option, v)) {
+                fprintf(stderr, "heapkit guard: %s wants %s, not '%s'\n", a, opt_metavar(o), v);
+                return 2;
+            }
+        }
+        if (f->option == HK_OPT_GUARD_LIB)
+            lib_opt = v; /* the tool's own, not the program's */
+        else
+            setenv(o->var, v, 1);
     }
     if (i >= argc) {
         fprintf(stderr, "heapkit guard: no program given\n");

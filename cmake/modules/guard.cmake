@@ -25,6 +25,7 @@ target_link_options(heapkit_guard_preload PRIVATE -Wl,--exclude-libs,ALL)
 add_executable(heapkit_tool ${PROJECT_SOURCE_DIR}/tools/heapkit.c)
 set_target_properties(heapkit_tool PROPERTIES OUTPUT_NAME heapkit RUNTIME_OUTPUT_DIRECTORY ${HK_GUARD_OUT})
 target_link_libraries(heapkit_tool PRIVATE heapkit_warnings)
+target_include_directories(heapkit_tool PRIVATE ${PROJECT_SOURCE_DIR}/shim) # options.h: the option table
 target_compile_definitions(heapkit_tool PRIVATE
   HEAPKIT_INSTALL_LIBDIR="${CMAKE_INSTALL_FULL_LIBDIR}" HEAPKIT_VERSION_STRING="${PROJECT_VERSION}")
 add_dependencies(heapkit_tool heapkit_guard_preload)
@@ -81,6 +82,8 @@ if(BUILD_TESTING AND HEAPKIT_BUILD_TESTS AND NOT HEAPKIT_SANITIZE)
   guard_case(uaf_write            ${C}uaf_write "" nonzero "use after free (write)" "freed at:" "write_after_free")
   guard_case(double_free          ${C}double_free "" nonzero "double free" "already freed" "free_twice" "freed at:")
   guard_case(double_free_no_abort ${C}double_free "--no-abort" 23 "double free" "still running after the double free")
+  # a flag with a value, through the option table to the preload
+  guard_case(double_free_exitcode ${C}double_free "--no-abort;--exitcode;7" 7 "double free")
   guard_case(invalid_free_stack   ${C}invalid_free_stack "" nonzero "foreign pointer" "never returned" "free_stack_buffer")
   guard_case(invalid_free_global  ${C}invalid_free_global "" nonzero "foreign pointer" "never returned" "free_global_table")
   guard_case(interior_free        ${C}interior_free "" nonzero "interior pointer" "offset +8 of 64-byte block" "free_interior")
@@ -133,4 +136,12 @@ if(BUILD_TESTING AND HEAPKIT_BUILD_TESTS AND NOT HEAPKIT_SANITIZE)
     PASS_REGULAR_EXPRESSION "HEAPKIT_GUARD_SAMPLE")
   add_test(NAME guard_tool_bad_option COMMAND heapkit_tool guard --side middle -- true)
   set_tests_properties(guard_tool_bad_option PROPERTIES LABELS "no-sanitize;guard" WILL_FAIL TRUE)
+  add_test(NAME guard_tool_bad_value COMMAND heapkit_tool guard --quarantine lots -- true)
+  set_tests_properties(guard_tool_bad_value PROPERTIES LABELS "no-sanitize;guard" WILL_FAIL TRUE)
+  # `heapkit env` lists every variable of the option table, the zone's too,
+  # and says when a set value is not valid (the libraries ignore it)
+  add_test(NAME guard_tool_env COMMAND heapkit_tool env)
+  set_tests_properties(guard_tool_env PROPERTIES LABELS "no-sanitize;guard"
+    ENVIRONMENT "HEAPKIT_GUARD_SIDE=middle"
+    PASS_REGULAR_EXPRESSION "set here: middle \\(not valid: ignored\\).*HEAPKIT_QUIET.*HEAPKIT_STATS.*HEAPKIT_GUARD_LIB")
 endif()

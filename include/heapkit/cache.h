@@ -56,6 +56,7 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+HK_API_BEGIN
 
 typedef struct hk_cache hk_cache;
 
@@ -331,6 +332,8 @@ static inline void *hk_cache_deref_fast(hk_cache *c, hk_cache_handle h) {
     if (hk__cache_hot_key(e) == (v->tick_key | h.value)) return e->data;
     return hk__cache_deref_miss(c, h.value);
 }
+
+HK_API_END
 
 #ifdef __cplusplus
 }

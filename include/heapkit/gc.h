@@ -29,19 +29,31 @@
  *    percent of the debt. Pacing is counted in bytes, not time, so it keeps
  *    the backlog bounded even when the per-frame budget is too small.
  *
- * Object references: the user holds `hk_gc_obj *` pointers (opaque). The
- * headers they point to live in chunks owned by the collector that are not
- * released before hk_gc_destroy; the object's data (the bytes the user
- * reads and writes, hk_gc_data) comes from the desc's alloc hook. Because a
- * header outlives its object, every call validates the pointer without
- * touching freed memory: a pointer outside this collector's chunks is
- * reported as foreign (an object of another collector), a header whose
- * object was reclaimed is reported as stale. Freed header slots are reused
- * in FIFO order (least recently freed first), so a stale pointer is caught
- * exactly until its slot is reused, which takes at least as many fresh
- * allocations as there are free slots. Generation-checked handles would
- * catch reuse too but would make every reference held inside user data a
- * handle to translate; game scripts hold pointers, as Papyrus does.
+ * Object references: the user holds `hk_gc_obj *` values (opaque, never
+ * dereferenced, NULL = none), stored in variables and inside objects' data
+ * like pointers, as Papyrus scripts hold them. A reference is a generational
+ * handle of heapkit's one handle table (the one under pool IDs and cache
+ * handles), carried in a pointer type: its value is (generation <<
+ * index_bits) | slot, so every call resolves it in O(1) without touching
+ * freed memory and gives the same answer as the pool and the cache for a
+ * bad one:
+ *   NULL                                              HK_ERR_INVALID      HK_EK_INVALID_ARG
+ *   not a reference of this collector (another        HK_ERR_FOREIGN      HK_EK_FOREIGN_PTR
+ *     collector's, a real pointer, a forged value)
+ *   hk_gc_release of a reference whose count is       HK_ERR_DOUBLE_FREE  HK_EK_DOUBLE_FREE
+ *     already zero ("release below zero"), in the
+ *     backlog or reclaimed, while its slot has not
+ *     been reused
+ *   any other use of a reclaimed reference, or a      HK_ERR_STALE        HK_EK_STALE
+ *     retain of garbage awaiting reclamation
+ * Header slots are reused in FIFO order (least recently freed first) and
+ * each reuse issues the slot's next generation, so a stale reference is
+ * caught until its slot has been reused 2^(32 - index_bits) - 1 times (1023
+ * with the default 22 index bits): by default the generation then wraps
+ * (an older reference could alias a new object); with HK_GC_RETIRE the slot
+ * is retired instead, never reused until hk_gc_recycle. The object's data
+ * (the bytes the user reads and writes, hk_gc_data) comes from the desc's
+ * backing hooks; headers live in chunks the collector keeps until destroy.
  *
  * Reference counting rules: hk_gc_alloc returns an object with count 1,
  * owned by the caller. Every reference an object holds to another object
@@ -71,6 +83,7 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+HK_API_BEGIN
 
 typedef struct hk_gc hk_gc;
 typedef struct hk_gc_obj hk_gc_obj; /* an object reference; opaque */
@@ -102,35 +115,40 @@ typedef struct hk_gc_type {
  * HK_FLAG_QUIET. Data is always zeroed on allocation (HK_FLAG_ZERO is
  * implied), so trace sees NULL references in a fresh object. */
 enum {
-    HK_GC_FLAG_IMMEDIATE = 1u << 16 /* start with incremental mode off (see hk_gc_set_incremental) */
+    HK_GC_IMMEDIATE = 1u << 16, /* start with incremental mode off (see hk_gc_set_incremental) */
+    HK_GC_RETIRE = 1u << 17     /* retire a header slot that used every generation (see hk_gc_recycle) */
 };
 
 #define HK_GC_DEFAULT_STEP_OBJECTS 4096u /* per-step cap on objects examined when the desc says 0 */
 #define HK_GC_DEFAULT_PACE_PERCENT 200u  /* pacing work per byte of debt when the desc says 0 */
 #define HK_GC_CHUNK_OBJECTS        1024u /* object headers per chunk */
+#define HK_GC_DEFAULT_INDEX_BITS   22u   /* reference bits naming the slot: up to 4,194,303 objects */
+#define HK_GC_MIN_INDEX_BITS       10u
+#define HK_GC_MAX_INDEX_BITS       24u
 
 /* Zero-initialisable: every zero field means the documented default. */
 typedef struct hk_gc_desc {
-    uint32_t flags;   /* HK_FLAG_* and HK_GC_FLAG_* */
+    uint32_t flags;   /* HK_FLAG_* and HK_GC_* */
     const char *name; /* instance name for reports ("gc" when NULL); the pointer is kept */
     hk_error_fn on_error;
     void *error_user;
     hk_lock_hooks lock;
-    /* Memory for object data, header chunks and tables. Both or neither;
-     * NULL: malloc / free. free receives the size given to alloc. */
-    void *(*alloc)(size_t size, void *user);
-    void (*free)(void *p, size_t size, void *user);
-    void *alloc_user;
+    /* Memory for the control block, object data, header chunks and tables
+     * [malloc/free]. */
+    hk_alloc_hooks backing;
     /* Monotonic clock in nanoseconds for budgets and step statistics.
-     * NULL: hk_os_now_ns. Tests inject a simulated clock here. */
+     * NULL: hk_now_ns. Tests inject a simulated clock here. */
     uint64_t (*clock)(void *user);
     void *clock_user;
     uint32_t step_max_objects; /* cap on objects one hk_gc_step examines; 0: HK_GC_DEFAULT_STEP_OBJECTS */
     size_t pace_bytes;         /* allocation debt that triggers a paced step; 0: no pacing */
     uint32_t pace_percent;     /* garbage bytes reclaimed per 100 bytes of debt; 0: 200 */
+    uint32_t index_bits;       /* bits of a reference naming its slot, 10..24; 0: 22. Objects
+                                  allocated at once <= 2^index_bits - 1; generations per slot
+                                  2^(32 - index_bits) - 1 */
 } hk_gc_desc;
 
-/* Collector-specific statistics (hk_gc_info). Times are in the clock's
+/* Collector-specific statistics (hk_gc_get_info). Times are in the clock's
  * nanoseconds. Percentiles come from a log-linear histogram of step times
  * (8 sub-buckets per power of two: within 12.5%, rounded up). */
 typedef struct hk_gc_info {
@@ -153,12 +171,15 @@ typedef struct hk_gc_info {
     uint64_t collects;        /* hk_gc_collect calls */
     uint64_t collect_last_ns; /* duration of the last full pass */
     uint64_t collect_max_ns;  /* longest full pass */
+    size_t retired_slots;     /* header slots retired (HK_GC_RETIRE), waiting for hk_gc_recycle */
+    uint32_t index_bits;      /* the desc's, or the default */
     bool incremental;         /* current mode */
 } hk_gc_info;
 
-/* Creates a collector. Returns NULL when desc is NULL, only one of
- * alloc/free or lock/unlock is set, or the control block cannot be
- * allocated. O(1). Thread-safe (touches no shared state). */
+/* Creates a collector. Returns NULL when desc is NULL, when only one of the
+ * backing or lock hooks is set or index_bits is out of range (reported,
+ * HK_EK_INVALID_ARG), or when the control block cannot be allocated
+ * (reported, HK_EK_NOMEM). O(1). Thread-safe. */
 hk_gc *hk_gc_create(const hk_gc_desc *desc);
 
 /* Destroys the collector: every object still allocated (live, backlog or
@@ -171,10 +192,12 @@ void hk_gc_destroy(hk_gc *gc);
 /* Allocates an object of `type` with type->size zeroed data bytes and count
  * 1 (owned by the caller). Size 0 is allowed (hk_gc_data returns NULL).
  * Returns NULL and reports: HK_EK_INVALID_ARG for a NULL gc/type,
- * HK_EK_OVERFLOW for sizes past PTRDIFF_MAX, HK_EK_NOMEM when the alloc hook
- * fails, HK_EK_STATE from a callback. In incremental mode with pacing, the
- * call may first reclaim garbage (bounded by the debt). O(1) amortised
- * (+ O(size) zeroing, + the paced work). */
+ * HK_EK_OVERFLOW for sizes past PTRDIFF_MAX, HK_EK_NOMEM when the backing
+ * hooks fail or 2^index_bits - 1 objects are allocated (or their slots
+ * retired), HK_EK_STATE from a callback. In incremental mode with pacing,
+ * the call may first reclaim garbage (bounded by the debt). O(1) amortised
+ * (+ O(size) zeroing, + the paced work). The result is a reference, not
+ * memory: HK_MALLOC does not apply. */
 hk_gc_obj *hk_gc_alloc(hk_gc *gc, const hk_gc_type *type);
 
 /* Same with an explicit data size (variable-size objects). */
@@ -184,28 +207,28 @@ hk_gc_obj *hk_gc_alloc_size(hk_gc *gc, const hk_gc_type *type, size_t size);
 hk_gc_obj *hk_gc_alloc_array(hk_gc *gc, const hk_gc_type *type, size_t count, size_t elem_size);
 
 /* The object's data (NULL for size 0), its size, type and count. An invalid
- * pointer (foreign, freed) is reported and gives NULL / 0. Objects in the
- * backlog are still readable (they are garbage but not yet reclaimed).
- * O(log chunks). Allowed from callbacks. */
+ * reference (foreign, reclaimed) is reported and gives NULL / 0. Objects in
+ * the backlog are still readable (they are garbage but not yet reclaimed).
+ * O(1). Allowed from callbacks. */
 void *hk_gc_data(hk_gc *gc, const hk_gc_obj *obj);
 size_t hk_gc_size(hk_gc *gc, const hk_gc_obj *obj);
 const hk_gc_type *hk_gc_type_of(hk_gc *gc, const hk_gc_obj *obj);
 uint32_t hk_gc_refcount(hk_gc *gc, const hk_gc_obj *obj);
 
 /* Adds one reference. Misuse, reported and refused (count unchanged):
- * NULL (HK_ERR_INVALID), an object of another collector (HK_ERR_FOREIGN),
- * a reclaimed object (HK_ERR_STALE, "retain of a freed object"), an object
- * whose count is zero (HK_ERR_STALE: it is garbage awaiting reclamation),
- * a count at UINT32_MAX (HK_ERR_OVERFLOW), a call from a callback
- * (HK_ERR_STATE). O(log chunks). */
+ * NULL (HK_ERR_INVALID), not this collector's (HK_ERR_FOREIGN), a reclaimed
+ * object (HK_ERR_STALE), an object whose count is zero (HK_ERR_STALE: it is
+ * garbage awaiting reclamation), a count at UINT32_MAX (HK_ERR_OVERFLOW), a
+ * call from a callback (HK_ERR_STATE). O(1). */
 hk_result hk_gc_retain(hk_gc *gc, hk_gc_obj *obj);
 
 /* Drops one reference. At zero the object joins the backlog (incremental
  * mode) or is reclaimed at once with its cascade (immediate mode); at a
  * non-zero count it becomes a possible cycle root. Misuse, reported and
- * refused: NULL, foreign, reclaimed (HK_ERR_STALE), count already zero
- * (HK_ERR_DOUBLE_FREE, "release below zero"), from a callback.
- * O(log chunks) in incremental mode; immediate mode adds the cascade. */
+ * refused: NULL, foreign, count already zero (HK_ERR_DOUBLE_FREE, "release
+ * below zero": in the backlog, or reclaimed while its slot is not reused),
+ * reclaimed and its slot reused since (HK_ERR_STALE), from a callback.
+ * O(1) in incremental mode; immediate mode adds the cascade. */
 hk_result hk_gc_release(hk_gc *gc, hk_gc_obj *obj);
 
 /* Stores `value` into the reference field *field: retains value (when not
@@ -243,7 +266,13 @@ bool hk_gc_incremental(const hk_gc *gc);
 
 /* Collector statistics (see hk_gc_info). O(1) (the percentiles scan a
  * fixed-size histogram). */
-hk_result hk_gc_info_get(const hk_gc *gc, hk_gc_info *out);
+hk_result hk_gc_get_info(const hk_gc *gc, hk_gc_info *out);
+
+/* HK_GC_RETIRE: makes the retired header slots reusable, their generations
+ * restarted. Call it only when no reference to a reclaimed object is kept
+ * anywhere (a level load). Returns the number of slots recycled (0 without
+ * HK_GC_RETIRE); HK_ERR_STATE (negative, reported) from a callback. O(slots). */
+long hk_gc_recycle(hk_gc *gc);
 
 /* Forgets the step and full-pass timing statistics (counts of objects stay). */
 void hk_gc_reset_timing(hk_gc *gc);
@@ -251,23 +280,26 @@ void hk_gc_reset_timing(hk_gc *gc);
 /* Introspection (see heapkit.h). stats: O(1); `used` counts data bytes,
  * `overhead` header chunks and tables, live_blocks the allocated objects,
  * free_blocks the free header slots.
- * walk: every allocated object in header order. info.address is the data
- * (NULL for size 0), owner the hk_gc_obj, lock_count the reference count,
- * name the type name, id the slot's reuse generation, flags HK_BLOCK_USED,
+ * walk: every allocated object in slot order. info.address is the data
+ * (NULL for size 0), owner the hk_gc_obj reference, id its 32-bit value,
+ * lock_count the reference count, name the type name, flags HK_BLOCK_USED,
  * plus HK_BLOCK_PURGEABLE for backlog objects (garbage awaiting
  * reclamation). The callback must not call into the collector.
  * check: every invariant (lists, counts, states, chunk table) and, tracing
- * every object, that each reference points to an allocated object of this
- * collector and that no count is lower than the references to it. Reports
- * the first problem and returns HK_ERR_CORRUPT. O(objects + references). */
+ * every object, that each reference names an allocated object of this
+ * collector and that no count is lower than the references to it, and the
+ * handle table. Reports the first problem and returns HK_ERR_CORRUPT.
+ * O(slots + references). */
 hk_result hk_gc_stats(const hk_gc *gc, hk_stats *out);
 int hk_gc_walk(hk_gc *gc, hk_walk_fn fn, void *user);
 hk_result hk_gc_check(hk_gc *gc);
 
-/* Where is `addr`: an object header (any byte of it; a free slot gives
- * flags 0) or an object's data bytes. HK_OK with *info filled, or
- * HK_ERR_FOREIGN. O(log chunks) for headers, O(objects) for data. */
+/* Where is `addr`: a reference (an allocated object's, or the last one a
+ * free slot issued: flags 0), or any byte of an object's data. HK_OK with
+ * *info filled, or HK_ERR_FOREIGN. O(1) for references, O(slots) for data. */
 hk_result hk_gc_where(hk_gc *gc, const void *addr, hk_block_info *info);
+
+HK_API_END
 
 #ifdef __cplusplus
 }

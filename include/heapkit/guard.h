@@ -35,21 +35,21 @@
  * Up to max_guarded / 2 slots get data pages that are a kernel mapping of
  * their own (mapped without MAP_NORESERVE, so the kernel never merges them
  * with the guard pages): alloc and free then change the protection of a
- * whole mapping, about half the cost of splitting and re-merging one. Such
- * a slot costs two mappings whether live, quarantined or free; any other
- * slot costs two while live (its pages split from the inaccessible run) and
+ * whole mapping instead of splitting and re-merging one. Such a slot
+ * costs two mappings whether live, quarantined or free; any other slot
+ * costs two while live (its pages split from the inaccessible run) and
  * none otherwise. The heap keeps (own-mapping slots + other live slots) <=
  * max_guarded (default (vm.max_map_count - 8192) / 2), which bounds its
  * mappings; live guarded blocks are capped by max_guarded too, and at least
  * max_guarded / 2 can always be live. Allocations beyond the cap, and the
  * ones sampling passes over, are served unguarded by the backing allocator
  * with a 16-byte header and an 8-byte canary (checked on free), so a program
- * with 100,000 live blocks keeps running.
+ * with 100,000 live blocks keeps running (docs/guard.md has the figures).
  *
  * Stack traces (allocation and free): by default a walker that reads return
  * addresses off the stack using frame sizes it learned, per return address,
- * from earlier exact DWARF unwinds (_Unwind_Backtrace): about 10 ns a frame
- * instead of 150. A site never seen, a frame size seen to vary (alloca,
+ * from earlier exact DWARF unwinds (_Unwind_Backtrace), an order of
+ * magnitude cheaper per frame (docs/guard.md). A site never seen, a frame size seen to vary (alloca,
  * VLAs, signal frames) or a frame outside the part of the thread's stack
  * already unwound makes it unwind exactly (and learn). Limit: a function
  * whose frame size varies but that was seen only once can give a wrong
@@ -65,8 +65,8 @@
  * Plain unguarded blocks (HK_GUARD_PLAIN_UNGUARDED; the preload sets it in
  * sampling mode): unguarded blocks are handed out by the backing allocator
  * as they are, with no header and no canary, and freed straight back to it
- * (one range compare tells a guarded pointer from the others). Their cost is
- * the backing allocator's plus a few nanoseconds, but overruns of them,
+ * (one range compare tells a guarded pointer from the others). They cost
+ * little more than the backing allocator's own, but overruns of them,
  * double frees and foreign frees of pointers outside the reservation are
  * left to the backing allocator; hk_guard_usable_size gives the backing's
  * usable size for them, hk_guard_owns answers true for any pointer outside
@@ -83,7 +83,12 @@
  * mprotect/madvise calls and the stack capture (O(frames)); walk and check
  * are O(blocks); leak detection is O(scanned memory).
  * Thread-safety: every call is thread-safe (an internal mutex, or the desc's
- * lock hooks when given).
+ * lock hooks when given: both lock and unlock, or neither).
+ * Paranoid mode: with HK_FLAG_PARANOID (or HK_DEBUG >= 3) every alloc,
+ * free and realloc ends with hk_guard_check, so damage to padding or
+ * metadata is reported at the next call after it happens (slow: O(blocks
+ * + their pages) per call). hk_guard_alloc_unguarded, which must not take
+ * the lock, is exempt.
  * Errors: misuse (double free, foreign/interior/stack/global pointer, realloc
  * of a freed block, damaged padding) is reported through desc.on_error as
  * one line; with HK_GUARD_REPORT a multi-line report with stack traces goes
@@ -98,6 +103,7 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+HK_API_BEGIN
 
 typedef struct hk_guard hk_guard;
 
@@ -119,8 +125,8 @@ enum {
     HK_GUARD_NO_SYMBOLIZE_LINES = 1u << 21, /* never run addr2line for file:line */
     HK_GUARD_DISCARD_FREED = 1u << 22,      /* give freed pages back to the OS at the free: the quarantine
                                               costs no memory, but every allocation then takes a page fault */
-    HK_GUARD_EXACT_STACKS = 1u << 23,       /* unwind every allocation/free stack with backtrace() (DWARF,
-                                               ~150 ns a frame) instead of the learned-frame-size walker */
+    HK_GUARD_EXACT_STACKS = 1u << 23,       /* unwind every allocation/free stack with the DWARF unwinder
+                                               (slower) instead of the learned-frame-size walker */
     HK_GUARD_PLAIN_UNGUARDED = 1u << 24     /* unguarded blocks are the backing allocator's own: no header,
                                              no canary, no checks (see "Plain unguarded blocks" above) */
 };
@@ -166,9 +172,11 @@ typedef struct hk_guard_desc {
     uint64_t seed;            /* randomness for side RANDOM and sampling [fixed] */
 } hk_guard_desc;
 
-/* Creates a guard heap. Returns NULL when desc is NULL, align is not a power
- * of two (or exceeds the page size), backing is partly set, or the OS
- * refuses the reservations. With HK_GUARD_FAULT_HANDLER the instance is
+/* Creates a guard heap. Returns NULL when desc is NULL, or after a report
+ * through desc.on_error (HK_EK_INVALID_ARG) when align is not a power of
+ * two (or exceeds the page size), backing or the lock hooks are partly set,
+ * side or frames are out of range; or (HK_EK_NOMEM) when the OS refuses
+ * the reservations. With HK_GUARD_FAULT_HANDLER the instance is
  * registered with the process-wide fault reporter (up to 8 instances).
  * Not thread-safe with hk_guard_destroy of another instance. */
 hk_guard *hk_guard_create(const hk_guard_desc *desc);
@@ -182,18 +190,20 @@ void hk_guard_destroy(hk_guard *g);
  * NULL (reporting HK_EK_OVERFLOW or HK_EK_NOMEM) when the size overflows or
  * neither the reservation nor the backing allocator can serve it. Fresh
  * bytes are HK_FILL_ALLOC (zero with HK_FLAG_ZERO). O(1) + O(pages). */
-void *hk_guard_alloc(hk_guard *g, size_t size);
+void *hk_guard_alloc(hk_guard *g, size_t size) HK_MALLOC HK_ALLOC_SIZE(2);
 
 /* Same with alignment `align` (power of two; below the heap's alignment
- * means the heap's). Non power of two: HK_EK_INVALID_ARG, NULL. Alignments
- * above the page size are served unguarded by the backing allocator. */
-void *hk_guard_alloc_aligned(hk_guard *g, size_t size, size_t align);
+ * means the heap's), given before the size as in aligned_alloc. Non power
+ * of two: HK_EK_INVALID_ARG, NULL. Alignments above the page size are
+ * served unguarded by the backing allocator. */
+void *hk_guard_alloc_aligned(hk_guard *g, size_t align, size_t size) HK_MALLOC HK_ALLOC_ALIGN(2)
+    HK_ALLOC_SIZE(3);
 
 /* Serves `size` bytes from the backing allocator (16-byte header, 8-byte
  * canary, not page-protected) without taking the heap's lock: for reentrant
  * calls (a preload's malloc called from inside the heap). Freed with
  * hk_guard_free like any block. NULL on exhaustion or overflow. */
-void *hk_guard_alloc_unguarded(hk_guard *g, size_t size);
+void *hk_guard_alloc_unguarded(hk_guard *g, size_t size) HK_MALLOC HK_ALLOC_SIZE(2);
 
 /* Frees p (NULL is ignored). A guarded block's padding is checked (damage is
  * reported as HK_EK_HEAP_OVERFLOW / HK_EK_HEAP_UNDERFLOW, result
@@ -209,7 +219,7 @@ hk_result hk_guard_free(hk_guard *g, void *p);
  * frees p and returns a fresh size-0 block. A freed or foreign p is
  * reported (HK_EK_USE_AFTER_FREE "realloc of a freed block" /
  * HK_EK_FOREIGN_PTR) and NULL returned, p untouched. NULL on exhaustion, p kept. */
-void *hk_guard_realloc(hk_guard *g, void *p, size_t size);
+void *hk_guard_realloc(hk_guard *g, void *p, size_t size) HK_ALLOC_SIZE(3);
 
 /* Bytes usable at p: exactly the requested size (writing more is an
  * overflow). 0 for NULL; foreign pointers report and return 0. O(1). */
@@ -230,7 +240,8 @@ int hk_guard_walk(hk_guard *g, hk_walk_fn fn, void *user);
 hk_result hk_guard_check(hk_guard *g);
 hk_result hk_guard_where(hk_guard *g, const void *addr, hk_block_info *info);
 
-/* Guard-specific counters (O(1)). */
+/* Guard-specific counters: hk_guard_get_info fills *out (O(1)); returns
+ * HK_ERR_INVALID (out zeroed when not NULL) for a NULL g or out. */
 typedef struct hk_guard_info {
     size_t live_guarded;      /* live blocks between guard pages */
     size_t live_unguarded;    /* live blocks served by the backing allocator */
@@ -242,7 +253,7 @@ typedef struct hk_guard_info {
     uint64_t reports;         /* reports made (errors, faults, leaks) */
     uint64_t over_cap;        /* allocations served unguarded because of the cap */
 } hk_guard_info;
-void hk_guard_info_get(const hk_guard *g, hk_guard_info *out);
+hk_result hk_guard_get_info(const hk_guard *g, hk_guard_info *out);
 
 /* Leak detection. Mode HK_GUARD_LEAKS_ALL treats every live guarded block as
  * a leak (for programs that free everything); HK_GUARD_LEAKS_UNREACHABLE
@@ -260,14 +271,16 @@ size_t hk_guard_leaks(hk_guard *g, hk_guard_leak_mode mode, size_t *bytes);
 
 /* fork() support for processes whose threads share the heap: call prepare
  * before fork (takes the lock), parent in the parent and child in the child
- * afterwards (release it; the child re-creates its mutex). pthread_atfork
- * hooks are the usual place. */
+ * afterwards (both release it: the child's one thread is the one that took
+ * it). pthread_atfork hooks are the usual place. */
 void hk_guard_fork_prepare(hk_guard *g);
 void hk_guard_fork_parent(hk_guard *g);
 void hk_guard_fork_child(hk_guard *g);
 
 /* Number of reports this instance made (errors, faults, leaks). O(1). */
 uint64_t hk_guard_report_count(const hk_guard *g);
+
+HK_API_END
 
 #ifdef __cplusplus
 }

@@ -1,9 +1,10 @@
 /*
  * heapkit/heapkit.h - the core of heapkit: results, statistics, block
  * descriptions, error reports, fill patterns, checked size arithmetic and the
- * OS page layer. Every allocator header includes this one.
+ * host facts (page size, clock). Every allocator header includes this one.
  *
- * Conventions shared by every module (see docs/DESIGN.md):
+ * Conventions shared by every module (docs/architecture.md: the layers, what
+ * each file owns and how a call flows from here to the OS):
  *
  *  - Allocation calls return NULL on failure; every other call that can fail
  *    returns an hk_result. HK_OK is zero; every error is negative.
@@ -26,9 +27,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Everything declared between HK_API_BEGIN and HK_API_END in the public
+ * headers is the library's ABI: exported from libheapkit.so, which is built
+ * with every other symbol hidden. */
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(_WIN32)
+#define HK_API_BEGIN _Pragma("GCC visibility push(default)")
+#define HK_API_END   _Pragma("GCC visibility pop")
+#else
+#define HK_API_BEGIN
+#define HK_API_END
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
+HK_API_BEGIN
 
 #define HK_VERSION_MAJOR 0
 #define HK_VERSION_MINOR 1
@@ -290,58 +303,20 @@ static inline uintptr_t hk_align_ptr(uintptr_t p, size_t align) {
 }
 
 /* ------------------------------------------------------------------------ */
-/* OS layer (src/os_posix.c is the only file that talks to the OS)           */
+/* Host facts                                                                */
 /* ------------------------------------------------------------------------ */
+/* heapkit's host layer (pages, protection, stack capture, faults) is
+ * private; these are the parts of it a program may need. */
 
-typedef enum hk_prot { HK_PROT_NONE = 0, HK_PROT_READ = 1, HK_PROT_READ_WRITE = 3 } hk_prot;
+/* The system's page size in bytes: a power of two, cached after the first
+ * call. Thread-safe, O(1). */
+size_t hk_page_size(void);
 
-/* Page size of the system (cached after the first call). */
-size_t hk_os_page_size(void);
+/* A monotonic clock in nanoseconds (the gc's default clock). Thread-safe,
+ * O(1). */
+uint64_t hk_now_ns(void);
 
-/* Reserves `size` bytes of address space (rounded up to pages), inaccessible.
- * Returns NULL on failure. Thread-safe. */
-void *hk_os_reserve(size_t size);
-
-/* Makes [p, p+size) readable and writable (page-aligned range inside a
- * reservation). Fresh pages read as zero. */
-hk_result hk_os_commit(void *p, size_t size);
-
-/* Returns the pages' memory to the OS, keeping the reservation (the range
- * becomes inaccessible and reads as zero when committed again). */
-hk_result hk_os_decommit(void *p, size_t size);
-
-/* Changes the protection of a page-aligned range. */
-hk_result hk_os_protect(void *p, size_t size, hk_prot prot);
-
-/* Releases a reservation made by hk_os_reserve or hk_os_alloc. */
-void hk_os_release(void *p, size_t size);
-
-/* Reserve + commit in one call: readable, writable, zeroed pages. NULL on failure. */
-void *hk_os_alloc(size_t size);
-
-/* Faults in every page of [p, p+size) now (page-aligned start, readable and
- * writable pages), keeping their contents, so that later first writes to
- * them take no page fault: MADV_POPULATE_WRITE where the kernel has it
- * (Linux 5.14), else one read and write back per page. O(pages). Returns
- * HK_ERR_INVALID for a bad range, HK_ERR_NOMEM when the OS cannot back the
- * pages (some may have been faulted in). Thread-safe. */
-hk_result hk_os_prefault(void *p, size_t size);
-
-/* Monotonic clock in nanoseconds. Thread-safe, O(1). */
-uint64_t hk_os_now_ns(void);
-
-/* Captures up to `max` return addresses of the calling thread, skipping the
- * `skip` innermost frames (hk_os_stack_capture's own frame is always
- * skipped). Returns the number stored. Async-signal-unsafe on the first call
- * (the unwinder may load itself); call hk_os_stack_init() early from code
- * that must not allocate later. */
-int hk_os_stack_capture(void **frames, int max, int skip);
-void hk_os_stack_init(void);
-
-/* Writes "function+0xoff (module)" for a code address into buf (always
- * NUL-terminated). Returns the number of characters written. Does not
- * allocate. */
-size_t hk_os_symbolize(const void *addr, char *buf, size_t n);
+HK_API_END
 
 #ifdef __cplusplus
 }

@@ -35,6 +35,7 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+HK_API_BEGIN
 
 typedef struct hk_hunk hk_hunk;
 
@@ -197,6 +198,8 @@ hk_result hk_hunk_where(hk_hunk *h, const void *addr, hk_block_info *info);
 /* Writes every block and then totals per name (Quake Hunk_Print) to fn
  * (NULL: hk_print_file, with user the FILE*). Does not allocate. O(blocks). */
 void hk_hunk_dump(hk_hunk *h, hk_print_fn fn, void *user);
+
+HK_API_END
 
 #ifdef __cplusplus
 }

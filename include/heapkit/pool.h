@@ -25,10 +25,13 @@
  * (2^index_bits - 1) is reserved for the overflow path, so the fast capacity
  * is at most 2^index_bits - 1 slots (16383 by default).
  *
- * Generations: each slot issues the generations of a per-pool sequence
- * (every pool starts at a different point, so an ID handed to the wrong pool
- * is very likely reported as foreign rather than silently accepted). Every
- * reuse of a slot issues the next generation, so a stale ID never resolves.
+ * The fast slots' IDs come from heapkit's one generational handle table,
+ * which the cache's handles and the gc's references use too (see
+ * docs/pool.md). Generations: each slot issues the generations of a
+ * per-pool sequence (every pool starts at a different point, its instance
+ * tag, so an ID handed to the wrong pool is very likely reported as foreign
+ * rather than silently accepted). Every reuse of a slot issues the next
+ * generation, so a stale ID never resolves.
  *
  * Wraparound policy: RETIRE (default). A slot may be issued
  * HK_POOL_SLOT_USES(index_bits) = 2^(32 - index_bits) - 1 generations
@@ -79,18 +82,31 @@
  * Ownership: the pool owns every object's memory; pointers from
  * hk_pool_alloc / hk_pool_get are valid until the object is released (see
  * deferred destruction) or the pool is destroyed.
- * Errors: misuse is reported through desc.on_error (or the default handler):
- * double free, stale ID, foreign ID, bad list. The pool stays consistent and
- * hk_pool_check passes afterwards. Nothing here aborts.
+ * Errors: misuse is reported through desc.on_error (or the default handler)
+ * and the pool stays consistent (hk_pool_check passes afterwards); nothing
+ * here aborts. An ID that names no live object gets the answer the cache and
+ * the gc give for their handles and references:
+ *   the none ID (0)                                   HK_ERR_INVALID      HK_EK_INVALID_ARG
+ *   an ID this pool never issued (another pool's, a   HK_ERR_FOREIGN      HK_EK_FOREIGN_PTR
+ *     slot beyond the capacity, a generation its
+ *     slot never issued, an unknown overflow key)
+ *   hk_pool_free of the ID freed last from its slot   HK_ERR_DOUBLE_FREE  HK_EK_DOUBLE_FREE
+ *     (release pending, free or retired)
+ *   any other use of a freed ID, or a free after its  HK_ERR_STALE        HK_EK_STALE
+ *     slot was reused
+ * A bad list handle is HK_ERR_INVALID (never a list of this pool) or
+ * HK_ERR_STALE (a destroyed list).
  */
 #ifndef HEAPKIT_POOL_H
 #define HEAPKIT_POOL_H
 
 #include "heapkit/heapkit.h"
+#include "heapkit/detail/handles.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+HK_API_BEGIN
 
 typedef struct hk_pool hk_pool;
 
@@ -151,10 +167,7 @@ typedef struct hk_pool_desc {
     hk_error_fn on_error;
     void *error_user;
     hk_lock_hooks lock;
-    /* Backing allocator for overflow objects and overflow tables [malloc/free]. */
-    void *(*alloc)(size_t size, void *user);
-    void (*free)(void *ptr, size_t size, void *user);
-    void *alloc_user;
+    hk_alloc_hooks backing;        /* overflow objects and overflow tables [malloc/free] */
     hk_pool_destroy_fn on_destroy; /* [none] */
     void *destroy_user;
 } hk_pool_desc;
@@ -182,8 +195,9 @@ size_t hk_pool_memory_size(const hk_pool_desc *desc);
 
 /* Creates a pool. Returns NULL when desc is NULL or invalid (elem_size 0,
  * bad align, index_bits out of range, capacity too large, links > 8,
- * lock hooks half set, alloc/free hooks half set), when desc->memory is
- * smaller than hk_pool_memory_size(desc), or when the OS refuses memory.
+ * max_lists too large, lock hooks half set, backing hooks half set: each
+ * reported as HK_EK_INVALID_ARG), when desc->memory is smaller than
+ * hk_pool_memory_size(desc), or when the OS refuses memory (reported).
  * O(1) with caller memory; O(capacity) otherwise (the OS zeroes the pages). */
 hk_pool *hk_pool_create(const hk_pool_desc *desc);
 
@@ -212,29 +226,23 @@ uint32_t hk_pool_id_generation(const hk_pool *p, hk_pool_id id);
 
 /* PRIVATE: the first member of every pool, read and written by the inline
  * functions below. Do not touch it; it may change in any release.
- * ids[s] is the live ID of fast slot s, or (generation << index_bits) |
- * index_mask when the slot is not alive (never equal to any fast ID), so
- * ids[s] + 1 is the next generation's ID bits (0 when the generation field
- * wraps, which the full path handles). busy[s]
- * is non-zero while the object is on a list or in a tree. ring holds the free
- * fast slots, FIFO: ring[head & ring_mask] .. ring[(tail - 1) & ring_mask]. */
-typedef struct hk_pool__hot {
-    uint32_t *ids;
+ * ht is the fast slots' generational handle table (heapkit/detail/handles.h):
+ * ht.words[s] is the live ID of fast slot s, or (generation << index_bits) |
+ * index_mask when the slot is not alive (never equal to any ID), so
+ * words[s] + 1 is the next generation's ID bits; ht.ring holds the free
+ * fast slots, FIFO. busy[s] is non-zero while the object is on a list or in
+ * a tree. */
+typedef struct hk__pool_hot {
+    hk__htab ht;
     const unsigned char *busy;
-    uint32_t *ring;
     unsigned char *base;
     size_t stride;
-    uint64_t head, tail; /* ring pops and pushes ever made */
-    size_t hold_base;    /* objects held (live + pending) = hold_base - free slots */
-    size_t peak;         /* high-water mark of objects held */
-    uint32_t ring_mask;
-    uint32_t index_mask;
-    uint32_t get_cap;   /* capacity, or 0 when lookups must take the lock */
-    uint32_t view_cap;  /* capacity (views never lock) */
-    uint32_t free_cap;  /* capacity, or 0 when frees must take the full path */
-    uint32_t alloc_ok;  /* 0 when allocations must take the full path */
-    uint32_t last_dead; /* ids[] of a slot whose occupant had the last generation of the sequence */
-} hk_pool__hot;
+    size_t hold_base;  /* objects held (live + pending) = hold_base - free slots */
+    size_t peak;       /* high-water mark of objects held */
+    uint32_t get_cap;  /* capacity, or 0 when lookups must take the lock */
+    uint32_t free_cap; /* capacity, or 0 when frees must take the full path */
+    uint32_t alloc_ok; /* 0 when allocations must take the full path */
+} hk__pool_hot;
 
 #if defined(__GNUC__) || defined(__clang__)
 #define HK_POOL__LIKELY(x) __builtin_expect(!!(x), 1)
@@ -245,36 +253,32 @@ typedef struct hk_pool__hot {
 #endif
 
 /* The full (out-of-line) paths behind the inline functions. Same contracts.
- * hk_pool__get changes no memory the caller can see (with lock hooks it
+ * hk__pool_get changes no memory the caller can see (with lock hooks it
  * takes and releases the lock), so it is declared pure: a loop of lookups
  * keeps the pool's table addresses in registers. */
-hk_pool_id hk_pool__alloc(hk_pool *p, void **obj);
-hk_result hk_pool__free(hk_pool *p, hk_pool_id id, hk_pool_children children);
-void *hk_pool__get(const hk_pool *p, hk_pool_id id) HK_POOL__PURE;
+hk_pool_id hk__pool_alloc(hk_pool *p, void **obj);
+hk_result hk__pool_free(hk_pool *p, hk_pool_id id, hk_pool_children children);
+void *hk__pool_get(const hk_pool *p, hk_pool_id id) HK_POOL__PURE;
 /* The hot block of "no pool" (every capacity 0), read in place of NULL. */
-extern const hk_pool__hot hk_pool__none;
+extern const hk__pool_hot hk__pool_none;
 
 /* Allocates one object (elem_size bytes, aligned; zeroed with HK_FLAG_ZERO,
  * filled with HK_FILL_ALLOC with HK_FLAG_FILL, otherwise unspecified) and
  * returns its ID; stores its address in *obj when obj is not NULL. Takes the
  * oldest free fast slot; when none is left the object comes from the desc's
- * alloc hook (overflow path). Returns the none ID (and reports HK_EK_NOMEM)
+ * backing hooks (overflow path). Returns the none ID (and reports HK_EK_NOMEM)
  * when the slots are exhausted and the overflow path is disabled or its
  * allocation fails. O(1) (overflow: expected O(1), amortised table growth).
  * Inline: with a free fast slot in a pool without lock hooks, on_destroy,
  * HK_FLAG_ZERO/FILL/PARANOID (and not under a sanitizer), it is a ring pop,
  * a generation bump and a store, in the caller's code; anything else calls
- * hk_pool__alloc. */
+ * hk__pool_alloc. */
 static inline hk_pool_id hk_pool_alloc(hk_pool *p, void **obj) {
-    hk_pool__hot *h = (hk_pool__hot *)p;
-    if (HK_POOL__LIKELY(p && h->alloc_ok && h->head != h->tail)) {
-        uint32_t s = h->ring[(uint32_t)h->head & h->ring_mask];
-        uint32_t x = h->ids[s];
-        if (HK_POOL__LIKELY(x != 0xFFFFFFFFu)) {
-            uint32_t v = (x + 1u) | s; /* next generation, same slot */
-            h->head++;
-            h->ids[s] = v;
-            size_t held = h->hold_base - (size_t)(h->tail - h->head);
+    hk__pool_hot *h = (hk__pool_hot *)p;
+    if (HK_POOL__LIKELY(p && h->alloc_ok)) {
+        uint32_t s, v = hk__ht_alloc_fast(&h->ht, &s);
+        if (HK_POOL__LIKELY(v != 0)) {
+            size_t held = h->hold_base - (size_t)(h->ht.tail - h->ht.head);
             if (held > h->peak) h->peak = held;
             unsigned char *o = h->base + (size_t)s * h->stride;
             if (obj) *obj = o;
@@ -283,88 +287,50 @@ static inline hk_pool_id hk_pool_alloc(hk_pool *p, void **obj) {
             return id;
         }
     }
-    return hk_pool__alloc(p, obj);
+    return hk__pool_alloc(p, obj);
 }
 
 /* Frees an object, and its subtree or not (`children`). See "Deferred
  * destruction" for what happens inside a defer scope. Errors (reported, the
- * pool unchanged): HK_ERR_INVALID for the none ID, HK_ERR_DOUBLE_FREE when
- * the object was already freed (still pending or released, as long as its
- * slot has not been reused), HK_ERR_STALE for an older generation,
- * HK_ERR_FOREIGN for an ID this pool never issued. O(1) + O(subtree) or
+ * pool unchanged; see "Errors" above): HK_ERR_INVALID for the none ID,
+ * HK_ERR_DOUBLE_FREE when the object was already freed (still pending or
+ * released, as long as its slot has not been reused), HK_ERR_STALE for an
+ * older generation, HK_ERR_FOREIGN for an ID this pool never issued. O(1) + O(subtree) or
  * O(children). Inline: a live fast object on no list and in no tree, freed
  * outside any defer scope in a pool without hooks or debug flags, is a
  * compare, a store and a ring push in the caller's code; anything else
- * (including every error) calls hk_pool__free. */
+ * (including every error) calls hk__pool_free. */
 static inline hk_result hk_pool_free(hk_pool *p, hk_pool_id id, hk_pool_children children) {
-    hk_pool__hot *h = (hk_pool__hot *)p;
+    hk__pool_hot *h = (hk__pool_hot *)p;
     if (HK_POOL__LIKELY(p != 0)) {
-        uint32_t v = id.value, s = v & h->index_mask, dead = v | h->index_mask;
-        if (HK_POOL__LIKELY(s < h->free_cap && h->ids[s] == v && !h->busy[s] && dead != h->last_dead)) {
-            h->ids[s] = dead;
-            h->ring[(uint32_t)h->tail & h->ring_mask] = s;
-            h->tail++;
+        uint32_t v = id.value, s = v & h->ht.index_mask;
+        if (HK_POOL__LIKELY(s < h->free_cap && h->ht.words[s] == v && !h->busy[s] &&
+                            hk__ht_free_fast(&h->ht, s, v)))
             return HK_OK;
-        }
     }
-    return hk_pool__free(p, id, children);
+    return hk__pool_free(p, id, children);
 }
 
 /* The object's address, or NULL for the none ID or a stale, freed, foreign
  * or never-issued ID. Never reports. O(1) (overflow: expected O(1)).
  * Inline: a live fast ID costs a mask, one load and one compare in the
- * caller's code (pools with lock hooks and overflow IDs call hk_pool__get). */
+ * caller's code (pools with lock hooks and overflow IDs call hk__pool_get). */
 static inline void *hk_pool_get(const hk_pool *p, hk_pool_id id) {
     /* Every field is read unconditionally (a NULL pool reads an empty
      * stand-in), so in a loop the compiler hoists them into registers; a
      * miss calls out of line, so the compiler keeps a predicted branch here
      * rather than making the object address wait for the compare. */
-    const hk_pool__hot *h = p ? (const hk_pool__hot *)p : &hk_pool__none;
-    const uint32_t *ids = h->ids;
+    const hk__pool_hot *h = p ? (const hk__pool_hot *)p : &hk__pool_none;
+    const uint32_t *ids = h->ht.words;
     unsigned char *base = h->base;
     size_t stride = h->stride;
-    uint32_t s = id.value & h->index_mask, cap = h->get_cap;
+    uint32_t s = id.value & h->ht.index_mask, cap = h->get_cap;
     if (HK_POOL__LIKELY(s < cap && ids[s] == id.value)) return base + (size_t)s * stride;
-    return hk_pool__get(p, id);
+    return hk__pool_get(p, id);
 }
 
 /* true when get(id) would return an object. O(1). */
 static inline bool hk_pool_is_alive(const hk_pool *p, hk_pool_id id) { return hk_pool_get(p, id) != 0; }
-
-/* A lookup view: the fast-slot tables, which never move for the pool's
- * lifetime. Kept for code written against it; hk_pool_get is now as cheap
- * (both are inline). hk_pool_view_get is hk_pool_get on the copied fields;
- * overflow IDs and misses fall back to hk_pool__get. The view stays valid
- * until hk_pool_destroy. It reads without taking the lock hooks: with
- * threads, use it only while no other thread changes the pool. */
-typedef struct hk_pool_view {
-    const uint32_t *ids; /* per fast slot: the live ID, or a value no ID equals */
-    unsigned char *base; /* fast slot 0 */
-    size_t stride;       /* bytes between fast slots */
-    uint32_t cap;        /* fast slots */
-    uint32_t index_mask; /* 2^index_bits - 1 */
-    const hk_pool *pool;
-} hk_pool_view;
-
-/* Fills a view of the pool (all zero for NULL). O(1). Inline, so the view's
- * fields can live in registers. */
-static inline hk_pool_view hk_pool_get_view(const hk_pool *p) {
-    hk_pool_view v;
-    const hk_pool__hot *h = (const hk_pool__hot *)p;
-    v.ids = p ? h->ids : 0;
-    v.base = p ? h->base : 0;
-    v.stride = p ? h->stride : 0;
-    v.cap = p ? h->view_cap : 0;
-    v.index_mask = p ? h->index_mask : 0;
-    v.pool = p;
-    return v;
-}
-
-static inline void *hk_pool_view_get(const hk_pool_view *v, hk_pool_id id) {
-    uint32_t s = id.value & v->index_mask;
-    if (HK_POOL__LIKELY(s < v->cap && v->ids[s] == id.value)) return v->base + (size_t)s * v->stride;
-    return hk_pool__get(v->pool, id);
-}
 
 /* ---- parent / child ------------------------------------------------------ */
 
@@ -480,6 +446,8 @@ hk_result hk_pool_check(hk_pool *p);
  * HK_OK and *info filled, or HK_ERR_FOREIGN. O(1) for fast slots and exact
  * overflow object addresses, O(overflow) for interior overflow addresses. */
 hk_result hk_pool_where(hk_pool *p, const void *addr, hk_block_info *info);
+
+HK_API_END
 
 #ifdef __cplusplus
 }

@@ -2,105 +2,51 @@
  * heapkit/zone.h - the zone: an O(1) general-purpose heap with DOOM/Quake
  * semantics (tags, purge levels, owner pointers, free-by-tag).
  *
- * Algorithm: two-level segregated fit (TLSF) with boundary tags.
- *  - Free blocks sit in 28 x 32 size classes: sizes below 512 bytes in exact
- *    16-byte classes, larger sizes in 32 subdivisions of each power of two.
- *    Two bitmaps (one word per level) find a non-empty class with two
- *    count-trailing-zeros instructions.
- *  - A freed block is merged at once with a free neighbour on either side,
- *    so two free blocks are never adjacent.
- *  - Allocation rounds the request up to the next class boundary and takes
- *    the head of the first non-empty class at or above it (good fit), then
- *    splits off the surplus. The allocation is carved from the END of an
- *    interior free block, so the free remainder keeps its address and, when
- *    its class does not change, its place in its list (no list work); the
- *    last block of a region is carved from its start, so a region's untouched
- *    tail stays untouched. Likewise a block freed after a free neighbour
- *    grows that neighbour in place when its class does not change.
+ * Algorithm: two-level segregated fit (TLSF) with boundary tags: free
+ * blocks sit in size classes found with two bit scans; a freed block is
+ * merged at once with free neighbours. Small untracked requests (at most
+ * 16376 bytes, from hk_zone_alloc, hk_zone_calloc and hk_zone_realloc) are
+ * served from "runs": TLSF blocks cut into equal slots of one size class,
+ * reused LIFO without merging (on by default; off with HK_ZONE_NO_RUNS or
+ * any debug flag). Tagged, owned, named, site-recorded or aligned
+ * allocations (hk_zone_alloc_tagged, _ex, _aligned) are always plain TLSF
+ * blocks. Untracked blocks (default tag, no owner, name or site) carry an
+ * 8-byte header; tracked ones also a record that links them into their
+ * tag's lists. docs/zone.md gives the layout, the byte costs, the
+ * fragmentation bound and measurements.
  *
- * Small-block runs (on by default; off with HK_ZONE_NO_RUNS or any debug
- * flag): untracked requests of at most 16376 bytes from hk_zone_alloc,
- * hk_zone_calloc and hk_zone_realloc are served from runs. A run is one
- * used block of the TLSF core cut into equal slots of one size class (95
- * classes: slot sizes in 16-byte steps from 32 to 1024 bytes, then 8 per
- * doubling up to 16 KiB). Slots of one class are interchangeable, so a
- * freed slot needs no merging: it goes on its run's free list (LIFO) and
- * the next request of its class takes it, which keeps recently used memory
- * in the cache. A run whose last slot is freed goes back to the TLSF core
- * at once and is merged there like any block, except that each class keeps
- * its current run and one spare empty run; those are given back before any
- * allocation purges, grows or fails. Slots are carved from a run as they are
- * first needed, so its untouched pages stay untouched. A growing zone grows
- * to make a run; a zone that cannot grow gives a run at most 1/16 of its
- * capacity and otherwise serves the request from a plain block. Slots are
- * untracked blocks with tag HK_TAG_STATIC: tagged, owned, named or aligned
- * allocations (hk_zone_alloc_tagged, _ex, memalign) are always plain TLSF
- * blocks.
- *
- * Complexity: alloc, free, calloc (plus the zeroing), memalign, realloc in
- * place (plus the copy when it moves), usable_size, change_tag: O(1) in the
- * number of blocks and in the heap size. The worst case is a fixed number of
- * bit scans and list operations; pointer validation adds a binary search over
- * the regions (O(log regions), at most HK_ZONE_MAX_REGIONS). When a request
+ * Complexity: alloc, free, calloc (plus the zeroing), alloc_aligned, realloc
+ * in place (plus the copy when it moves), usable_size, change_tag: O(1) in
+ * the number of blocks and in the heap size: a fixed number of bit scans
+ * and list operations; pointer validation adds a binary search over the
+ * regions (O(log regions), at most HK_ZONE_MAX_REGIONS). When a request
  * cannot be met, each purged block costs O(distinct purgeable tags in use)
  * and growing from the OS costs one mmap. free_tags and purge cost
  * O(blocks freed + distinct tags in the range), except that a range holding
- * HK_TAG_STATIC also walks the heap for untracked blocks (see below).
- * walk, check, where and dump are O(blocks).
+ * HK_TAG_STATIC also walks the heap for untracked blocks (see
+ * hk_zone_free_tags). walk, check, where and dump are O(blocks).
  *
- * Fragmentation bound: in the TLSF core a request of n bytes never takes a
- * block of more than n + n/32 + 31 bytes (class rounding + header + 16-byte
- * granule); a free block larger than the request by at least 32 bytes is
- * always split. A slot for n bytes takes the larger of 32 and n + 23 bytes
- * at most up to 1016-byte requests, and less than n + n/8 + 9 above. Runs add at most, per class, the unused
- * slots of its partly used runs: the current run (16 KiB of slots, at least
- * 4 slots), one spare run, and the runs left with free slots after frees
- * (each holds at least one used slot). As for any good-fit allocator,
- * external fragmentation depends on the workload; an allocation fails only
- * when, after giving back every empty run, no free block of the rounded-up
- * class exists (so a request may fail while a free block up to 1/32 larger
- * than the request is available, but never when one of the next class
- * exists). Measured on the bench's game-frame trace: peak footprint / peak
- * live bytes 1.08 (see docs/zone.md).
- *
- * Per-block overhead (release build, no debug flags):
- *  - slots: 8 bytes (the slot header: index in its run, class, slack, tag,
- *    flags and a 16-bit check), plus the rounding to the slot size of the
- *    class (under 16 bytes up to 1 KiB, under 1/8 of the size above); a run
- *    adds 112 bytes for its whole set of slots.
- *  - untracked plain blocks (hk_zone_alloc & co. with the default tag, no owner, no
- *    name, no site): 8 bytes. The 16-byte header holds the size, tag, flags,
- *    slack and a 10-bit header check; its first 8 bytes (the previous
- *    block's size, needed only while that block is free) overlap the last 8
- *    bytes of the previous block. Blocks are 16-byte granular, minimum 32.
- *  - tracked blocks (a tag other than HK_TAG_STATIC, an owner, a name, a site,
- *    or any block in a zone with HK_ZONE_TRACK_ALL): 64 bytes: the header plus
- *    a 56-byte record at the end of the block (links in a per-tag list of
- *    records, the block's address, owner, name, site, allocation sequence).
- *    Each tag's records are dealt over 8 lists by allocation sequence, so
- *    free_tags follows 8 pointer chains at once instead of one.
- *  Trade-off: the per-tag lists that make free_tags and purge O(freed
- *  blocks) need two links per block; keeping them only on blocks that carry
- *  DOOM-style metadata keeps malloc-like use at 8 bytes per block. The cost:
- *  free_tags over a range that includes HK_TAG_STATIC also visits the
- *  untracked blocks with a heap walk (O(heap), skipped when there are none),
- *  and change_tag of an untracked block to another tag needs 56 spare bytes
- *  in or right after the block (see hk_zone_change_tag).
- *  HK_FLAG_CANARY adds at least 8 bytes per block.
- *  change_tag of a slot to any tag other than HK_TAG_STATIC fails: a slot
- *  has no room for a record (see hk_zone_change_tag).
+ * When allocation fails: only when, after giving back every empty run,
+ * purging every purgeable block (oldest first) and growing (if the desc
+ * allows), no free block of the request's rounded-up size class exists. So
+ * a request may fail while a free block up to 1/32 larger than the request
+ * is available, but never when one of the next class exists.
  *
  * Limits: tags are 1..HK_ZONE_TAG_MAX; one block is at most 64 GiB - 16
  * bytes; a zone has at most HK_ZONE_MAX_REGIONS regions; alignment up to 2^34.
  *
  * Thread-safety: a zone is not thread-safe unless its desc carries lock
- * hooks, which every call below then takes (walk callbacks and on_error run
- * with the lock held: they must not call back into the zone). Different
- * zones are independent.
+ * hooks, which every call below then takes (walk callbacks, dump output and
+ * on_error run with the lock held: they must not call back into the zone).
+ * Different zones are independent.
  *
  * Errors: misuse is reported through desc.on_error (or the default handler,
  * see heapkit.h) with the address and what was wrong; the zone is left
  * unchanged by the failing call, so check() still passes. Nothing aborts.
+ *
+ * Ownership: the zone never frees caller memory (the desc's `memory`,
+ * regions added with hk_zone_add_region); it keeps the name, owner and
+ * site pointers it is given, so those must outlive the zone or the block.
  */
 #ifndef HEAPKIT_ZONE_H
 #define HEAPKIT_ZONE_H
@@ -110,6 +56,7 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+HK_API_BEGIN
 
 typedef struct hk_zone hk_zone;
 
@@ -132,27 +79,26 @@ enum {
 /* Zone-specific desc flags, in addition to HK_FLAG_ZERO, HK_FLAG_FILL,
  * HK_FLAG_CANARY, HK_FLAG_PARANOID, HK_FLAG_RECORD_SITE and HK_FLAG_QUIET. */
 enum {
-    HK_ZONE_TRACK_ALL = 1u << 16, /* every block carries the 56-byte record (change_tag never needs room) */
+    HK_ZONE_TRACK_ALL = 1u << 16, /* every block carries a tag record (change_tag never needs room) */
     /* No small-block runs: every block, however small, is a boundary-tagged
-     * TLSF block (see "Small-block runs" above). Slower for small blocks;
-     * every untracked block can then take a tag record when it has room. */
+     * TLSF block. Slower for small blocks; every untracked block can then
+     * take a tag record when it has room (see hk_zone_change_tag). */
     HK_ZONE_NO_RUNS = 1u << 17,
     /* Memory the zone takes from the OS (its first region without `memory`,
-     * and every growth) is faulted in when it is taken (hk_os_prefault),
-     * not on first use: no later allocation or free takes a page fault in
-     * it, at the price of resident memory for the whole capacity and a
-     * slower create and growth (about 0.25 ms per MiB on the test
-     * machine). For real-time programs that size the zone up front. Caller
-     * memory is left as it is. */
+     * and every growth) is faulted in when it is taken, not on first use:
+     * no later allocation or free takes a page fault in it, at the price of
+     * resident memory for the whole capacity and a slower create and growth
+     * (O(bytes taken); docs/zone.md has the cost measured). For real-time
+     * programs that size the zone up front. Caller memory is left as it is. */
     HK_ZONE_PREFAULT = 1u << 18
 };
 
 /* Zero-initialisable. */
 typedef struct hk_zone_desc {
-    /* The first region. With `memory` the control block (about 31 KiB) lives
-     * at its start and the rest is the heap; the OS is never called unless
-     * grow_size is set. Without `memory`, `size` bytes (0: 1 MiB) are taken
-     * from the OS. */
+    /* The first region. With `memory` the control block (its size is
+     * hk_zone_info.control_bytes) lives at its start and the rest is the
+     * heap; the OS is never called unless grow_size is set. Without
+     * `memory`, `size` bytes (0: 1 MiB) are taken from the OS. */
     void *memory;
     size_t size;
     /* Growth from the OS when a request cannot be met (after purging):
@@ -187,9 +133,12 @@ typedef struct hk_zone_alloc_desc {
     int line;
 } hk_zone_alloc_desc;
 
-/* Creates a zone. Returns NULL when desc is NULL, caller memory is too small
- * for the control block plus HK_ZONE_MIN_REGION bytes, or the OS refuses
- * memory. O(1) (plus O(size) for HK_FLAG_FILL). */
+/* Creates a zone. Returns NULL when desc is NULL, and after a report
+ * through desc.on_error when the desc has only one of lock/unlock
+ * (HK_EK_INVALID_ARG), caller memory is too small for the control block
+ * plus HK_ZONE_MIN_REGION bytes (HK_EK_INVALID_ARG), or the OS refuses
+ * memory (HK_EK_NOMEM). O(1) (plus O(size) for HK_FLAG_FILL or
+ * HK_ZONE_PREFAULT). */
 hk_zone *hk_zone_create(const hk_zone_desc *desc);
 
 /* Destroys the zone and returns its OS memory; caller regions are left
@@ -209,16 +158,18 @@ hk_result hk_zone_add_region(hk_zone *z, void *memory, size_t size);
  * size, or HK_EK_OVERFLOW for sizes above 64 GiB. Before failing, purgeable
  * blocks are purged oldest first, then the zone grows (if allowed), and the
  * allocation is retried. O(1) (see above). */
-void *hk_zone_alloc(hk_zone *z, size_t size);
+void *hk_zone_alloc(hk_zone *z, size_t size) HK_MALLOC HK_ALLOC_SIZE(2);
 
 /* DOOM's Z_Malloc(size, tag, user): a block with a tag, an owner pointer
  * (may be NULL unless the tag is purgeable: a purgeable block needs an owner
  * to learn about the purge, as in DOOM) and a name (may be NULL). Bad tags
- * or a purgeable tag without owner report HK_EK_INVALID_ARG and return NULL. */
-void *hk_zone_alloc_tagged(hk_zone *z, size_t size, int tag, void **owner, const char *name);
+ * or a purgeable tag without owner report HK_EK_INVALID_ARG and return NULL.
+ * (Not declared HK_MALLOC: *owner holds the block's address on return.) */
+void *hk_zone_alloc_tagged(hk_zone *z, size_t size, int tag, void **owner, const char *name) HK_ALLOC_SIZE(2);
 
 /* The general form; the others are shorthands for it. Also reports a
- * non-power-of-two alignment (HK_EK_INVALID_ARG). */
+ * non-power-of-two alignment (HK_EK_INVALID_ARG). (Not HK_MALLOC: d->owner
+ * may hold the block's address on return.) */
 void *hk_zone_alloc_ex(hk_zone *z, const hk_zone_alloc_desc *d);
 
 /* Allocates with the call site recorded (kept with HK_FLAG_RECORD_SITE). */
@@ -227,24 +178,27 @@ void *hk_zone_alloc_ex(hk_zone *z, const hk_zone_alloc_desc *d);
 
 /* count * size zeroed bytes; overflow of the product reports HK_EK_OVERFLOW
  * and returns NULL. O(1) plus the zeroing. */
-void *hk_zone_calloc(hk_zone *z, size_t count, size_t size);
+void *hk_zone_calloc(hk_zone *z, size_t count, size_t size) HK_MALLOC HK_ALLOC_SIZE2(2, 3);
 
-/* `size` bytes aligned to `align` (a power of two up to 2^34); the
- * alignment is kept when the block is reallocated. Bad alignment reports
- * HK_EK_INVALID_ARG and returns NULL. O(1). */
-void *hk_zone_memalign(hk_zone *z, size_t align, size_t size);
+/* `size` bytes aligned to `align` (a power of two up to 2^34; below 16
+ * means 16), tag HK_TAG_STATIC, like C's aligned_alloc (alignment first);
+ * the alignment is kept when the block is reallocated. Bad alignment
+ * reports HK_EK_INVALID_ARG and returns NULL; otherwise fails as
+ * hk_zone_alloc. O(1). */
+void *hk_zone_alloc_aligned(hk_zone *z, size_t align, size_t size) HK_MALLOC HK_ALLOC_ALIGN(2)
+    HK_ALLOC_SIZE(3);
 
 /* Resizes the block at p. Shrinks in place (the surplus, if 32 bytes or
  * more, becomes free); grows in place into a free block right after it;
  * otherwise allocates a new block with the same tag, owner, name and
  * alignment, copies, and frees the old one (the owner then points to the new
- * block). A slot (see "Small-block runs") stays in place while the new size
- * fits it and uses at least half of it (or belongs to its class), and otherwise moves to the class of
- * the new size (or to a plain block above 16376 bytes). p NULL acts as
- * alloc; size 0 keeps a minimal block (it does not free). On failure
- * returns NULL and the block at p is unchanged. A bad p is
- * reported as by hk_zone_free and NULL returned. O(1) plus the copy. */
-void *hk_zone_realloc(hk_zone *z, void *p, size_t size);
+ * block). A slot of a run stays in place while the new size fits it and
+ * uses at least half of it (or belongs to its class), and otherwise moves to
+ * the class of the new size (or to a plain block above 16376 bytes). p NULL
+ * acts as alloc; size 0 keeps a minimal block (it does not free). On failure
+ * returns NULL and the block at p is unchanged. A bad p is reported as by
+ * hk_zone_free and NULL returned. O(1) plus the copy. */
+void *hk_zone_realloc(hk_zone *z, void *p, size_t size) HK_ALLOC_SIZE(3);
 
 /* Frees the block at p and merges it with free neighbours; its owner, if
  * any, is set to NULL (DOOM's Z_Free). p NULL is a no-op returning HK_OK.
@@ -267,13 +221,13 @@ bool hk_zone_owns(hk_zone *z, const void *p);
 /* DOOM's Z_ChangeTag. A block that becomes purgeable must have an owner
  * (HK_ERR_INVALID otherwise). The block moves to the newest end of the new
  * tag's list (it is purged last among its peers). An untracked block
- * (allocated with the default tag and no owner/name/site) gets its 56-byte
+ * (allocated with the default tag and no owner/name/site) gets its tag
  * record from its own slack or the free block after it; when neither has
  * room, returns HK_ERR_NOMEM (reported) and the tag is unchanged: allocate
  * such blocks with hk_zone_alloc_tagged or use HK_ZONE_TRACK_ALL. A slot
- * (a small block from hk_zone_alloc, see "Small-block runs") never has
- * room: any tag but HK_TAG_STATIC gives HK_ERR_NOMEM (HK_ERR_INVALID for a
- * purgeable tag, which needs an owner). O(1). */
+ * of a run (a small block from hk_zone_alloc) never has room: any tag but
+ * HK_TAG_STATIC gives HK_ERR_NOMEM (HK_ERR_INVALID for a purgeable tag,
+ * which needs an owner). O(1). */
 hk_result hk_zone_change_tag(hk_zone *z, void *p, int tag);
 
 /* The tag of the block at p, or 0 for a bad pointer (reported). O(1). */
@@ -307,9 +261,29 @@ hk_result hk_zone_check(hk_zone *z);
  * HK_OK and fills *info, or HK_ERR_FOREIGN. O(blocks in that region). */
 hk_result hk_zone_where(hk_zone *z, const void *addr, hk_block_info *info);
 
-/* Z_DumpHeap: prints every block (address, size, tag, owner, name, site)
- * and totals per tag to `out` (a FILE*; NULL means stdout). */
-void hk_zone_dump(hk_zone *z, void *out);
+/* Zone-specific counters (hk_zone_stats gives the common ones). */
+typedef struct hk_zone_info {
+    size_t control_bytes;    /* the control block at the start of the first region */
+    size_t grown_bytes;      /* OS memory taken by growth (regions of one large request not counted) */
+    uint32_t regions;        /* regions in use */
+    int purge_level;         /* tags >= this are purgeable */
+    size_t runs;             /* small-block runs */
+    size_t run_bytes;        /* bytes of the runs' blocks (slots, free or used, and run headers) */
+    size_t slot_bytes;       /* bytes of the used slots */
+    size_t untracked_blocks; /* live plain blocks without a tag record (slots not counted) */
+    uint64_t purge_count;    /* blocks purged since creation */
+    uint64_t grow_count;     /* times the zone grew from the OS */
+} hk_zone_info;
+/* Fills *out. HK_ERR_INVALID for NULL arguments. O(1). */
+hk_result hk_zone_get_info(const hk_zone *z, hk_zone_info *out);
+
+/* Z_DumpHeap: writes every block (address, size, tag, owner, name, site),
+ * every run, and totals per tag to fn (NULL: hk_print_file, with user the
+ * FILE*, NULL meaning stdout), a line per call. Does not allocate.
+ * O(blocks). */
+void hk_zone_dump(hk_zone *z, hk_print_fn fn, void *user);
+
+HK_API_END
 
 #ifdef __cplusplus
 }

@@ -17,9 +17,13 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "heapkit/heapkit.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+HK_API_BEGIN
 
 typedef struct hk__cache_hot {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
@@ -49,6 +53,8 @@ typedef struct hk__cache_view {
 
 struct hk_cache;
 void *hk__cache_deref_miss(struct hk_cache *c, uint32_t handle);
+
+HK_API_END
 
 #ifdef __cplusplus
 }

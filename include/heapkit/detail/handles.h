@@ -20,6 +20,7 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+HK_API_BEGIN
 
 #define HK__HT_NONE 0xFFFFFFFFu /* "no slot" */
 
@@ -65,10 +66,10 @@ static inline uint32_t hk__ht_find(const hk__htab *t, uint32_t h) {
 
 /* The inline allocation: pops the oldest free slot and makes it live with
  * the next generation, when that needs no decision (the ring is not empty
- * and the generation field does not wrap). Returns the handle, or 0: then
- * call hk__ht_alloc (the full path), which handles every case. Dense tables
- * (step 1) only. */
-static inline uint32_t hk__ht_alloc_fast(hk__htab *t) {
+ * and the generation field does not wrap). Returns the handle and stores
+ * its slot in *slot, or returns 0: then call hk__ht_alloc (the full path),
+ * which handles every case. Dense tables (step 1) only. */
+static inline uint32_t hk__ht_alloc_fast(hk__htab *t, uint32_t *slot) {
     if (t->head == t->tail) return 0;
     uint32_t s = t->ring[(uint32_t)t->head & t->ring_mask];
     uint32_t x = t->words[s];
@@ -76,6 +77,7 @@ static inline uint32_t hk__ht_alloc_fast(hk__htab *t) {
     uint32_t v = (x + 1u) | s; /* dead word + 1: the next generation, index bits 0 */
     t->head++;
     t->words[s] = v;
+    *slot = s;
     return v;
 }
 
@@ -91,6 +93,8 @@ static inline int hk__ht_free_fast(hk__htab *t, uint32_t s, uint32_t h) {
     t->tail++;
     return 1;
 }
+
+HK_API_END
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,239 @@
+/*
+ * src/guard_leak.c - leak detection at exit (hk_guard_leaks): blocks no
+ * pointer reaches (a conservative mark from the process's writable
+ * memory), or every live block, grouped by allocation stack, largest
+ * first; and the padding of every live block checked once more.
+ *
+ * Invariants: the scan reads the heap's metadata and blocks under its lock
+ * and writes nothing but its own work arrays (fresh OS pages, excluded from
+ * the roots with the heap's own mappings); reading a root that vanished or
+ * is unreadable is survived (a protected call) when the fault handler is
+ * installed; a block is reported unreachable only when no aligned word in
+ * the roots or in reached blocks points into it.
+ */
+#include "guard_internal.h"
+
+#define GUARD_SCAN_WHOLE ((uintptr_t)1 << 30) /* roots larger than this: resident pages only */
+#define GUARD_SCAN_STEP  ((uintptr_t)64 << 20)
+
+typedef struct guard_leak_ctx {
+    hk_guard *g;
+    uint8_t *marks;  /* one byte per slot id */
+    uint32_t *stack; /* ids to scan */
+    size_t nstack, capstack;
+    uintptr_t excl_lo[8], excl_hi[8];
+    int nexcl;
+    uintptr_t scan_lo, scan_hi; /* the range being scanned (for protected calls) */
+} guard_leak_ctx;
+
+static void guard_leak_mark_word(guard_leak_ctx *c, uintptr_t w) {
+    hk_guard *g = c->g;
+    uintptr_t off = w - (uintptr_t)g->arena;
+    if (off >= g->bump) return;
+    uint32_t id = g->pagemap[off / g->page];
+    if (!id || c->marks[id]) return;
+    const guard_slot *s = &g->slots[id];
+    if (s->state != GUARD_STATE_LIVE || w < guard_data(g, s)) return;
+    c->marks[id] = 1;
+    if (c->nstack < c->capstack) c->stack[c->nstack++] = id;
+}
+
+/* Reads whole mappings of the process, memory no sanitizer tracks: under
+ * ThreadSanitizer the loads are plain (not instrumented, no intercepted
+ * memcpy), or its shadow lookup faults on them. */
+static HK__NO_TSAN void guard_leak_scan_range(void *arg) {
+    guard_leak_ctx *c = (guard_leak_ctx *)arg;
+    uintptr_t lo = (c->scan_lo + 7) & ~(uintptr_t)7, hi = c->scan_hi & ~(uintptr_t)7;
+    for (uintptr_t p = lo; p < hi; p += 8) {
+        uintptr_t w;
+        if (hk__tsan_enabled())
+            w = *(const volatile uintptr_t *)p;
+        else
+            memcpy(&w, (const void *)p, sizeof w);
+        guard_leak_mark_word(c, w);
+    }
+}
+
+static void guard_leak_root(uintptr_t lo, uintptr_t hi, void *user) {
+    guard_leak_ctx *c = (guard_leak_ctx *)user;
+    /* subtract the heap's own mappings */
+    for (int i = 0; i < c->nexcl; i++) {
+        if (c->excl_hi[i] <= lo || c->excl_lo[i] >= hi) continue;
+        if (c->excl_lo[i] > lo) guard_leak_root(lo, c->excl_lo[i], user);
+        if (c->excl_hi[i] < hi) guard_leak_root(c->excl_hi[i], hi, user);
+        return;
+    }
+    if (hi - lo <= GUARD_SCAN_WHOLE) {
+        c->scan_lo = lo;
+        c->scan_hi = hi;
+        (void)hk_os_protected_call(guard_leak_scan_range, c);
+        return;
+    }
+    /* A huge writable mapping (a sanitizer's shadow, a runtime's arena
+     * reservation): scan only its resident pages. */
+    static unsigned char vec[GUARD_SCAN_STEP / 4096];
+    size_t ps = c->g->page;
+    for (uintptr_t at = lo; at < hi; at += GUARD_SCAN_STEP) {
+        uintptr_t end = hi - at > GUARD_SCAN_STEP ? at + GUARD_SCAN_STEP : hi;
+        size_t npages = (end - at) / ps;
+        if (npages > sizeof vec || hk_os_resident((void *)at, end - at, vec) != 0) continue;
+        for (size_t i = 0; i < npages; i++) {
+            if (!(vec[i] & 1)) continue;
+            c->scan_lo = at + i * ps;
+            c->scan_hi = c->scan_lo + ps;
+            (void)hk_os_protected_call(guard_leak_scan_range, c);
+        }
+    }
+}
+
+typedef struct guard_leak_group {
+    uint32_t trace;
+    uint32_t count;
+    uint64_t bytes;
+} guard_leak_group;
+
+static void guard_group_sift(guard_leak_group *a, size_t n, size_t i) {
+    for (;;) { /* min-heap on bytes, so the sort leaves the largest first */
+        size_t l = 2 * i + 1, m = i;
+        if (l < n && a[l].bytes < a[m].bytes) m = l;
+        if (l + 1 < n && a[l + 1].bytes < a[m].bytes) m = l + 1;
+        if (m == i) return;
+        guard_leak_group t = a[i];
+        a[i] = a[m];
+        a[m] = t;
+        i = m;
+    }
+}
+
+/* Clears 32 KiB of dead stack below the caller: stale copies of block
+ * pointers left there by earlier calls would otherwise make blocks look
+ * reachable to the conservative scan (the scan's own frames and buffers
+ * are laid over this area). */
+static HK__NOINLINE void guard_scrub_stack(void) {
+    volatile unsigned char junk[32768];
+    memset((unsigned char *)(uintptr_t)junk, 0, sizeof junk);
+    __asm__ volatile("" : : "r"(junk) : "memory");
+}
+
+size_t hk_guard_leaks(hk_guard *g, hk_guard_leak_mode mode, size_t *bytes_out) {
+    if (bytes_out) *bytes_out = 0;
+    if (!g) return 0;
+    if (mode == HK_GUARD_LEAKS_UNREACHABLE) guard_scrub_stack();
+    guard_lock(g);
+    size_t marks_sz = g->nslots, stack_sz = (g->live_guarded + 1) * sizeof(uint32_t);
+    size_t groups_sz = ((size_t)g->ntraces + 1) * sizeof(guard_leak_group);
+    uint8_t *marks = (uint8_t *)hk_os_alloc(marks_sz);
+    uint32_t *stack = (uint32_t *)hk_os_alloc(stack_sz);
+    guard_leak_group *groups = (guard_leak_group *)hk_os_alloc(groups_sz);
+    size_t leaked = 0, leaked_bytes = 0, ngroups = 0;
+    if (!marks || !stack || !groups) goto out;
+
+    if (mode == HK_GUARD_LEAKS_UNREACHABLE && g->live_guarded > 0) { /* nothing live: nothing to scan for */
+        guard_leak_ctx c;
+        memset(&c, 0, sizeof c);
+        c.g = g;
+        c.marks = marks;
+        c.stack = stack;
+        c.capstack = stack_sz / sizeof(uint32_t);
+        const guard_region *regs[4] = {&g->slot_reg, &g->map_reg, &g->trace_reg, &g->bucket_reg};
+        c.excl_lo[c.nexcl] = (uintptr_t)g->arena;
+        c.excl_hi[c.nexcl++] = (uintptr_t)g->arena + g->arena_size;
+        for (int i = 0; i < 4; i++) {
+            c.excl_lo[c.nexcl] = (uintptr_t)regs[i]->base;
+            c.excl_hi[c.nexcl++] = (uintptr_t)regs[i]->base + regs[i]->size;
+        }
+        c.excl_lo[c.nexcl] = (uintptr_t)g;
+        c.excl_hi[c.nexcl++] = (uintptr_t)g + g->self_size;
+        c.excl_lo[c.nexcl] = (uintptr_t)marks;
+        c.excl_hi[c.nexcl++] = (uintptr_t)marks + marks_sz;
+        c.excl_lo[c.nexcl] = (uintptr_t)stack;
+        c.excl_hi[c.nexcl++] = (uintptr_t)stack + stack_sz;
+        if (hk_os_writable_ranges(guard_leak_root, &c) < 0) {
+            for (uint32_t id = 1; id < g->nslots; id++) marks[id] = 1; /* cannot tell: report nothing */
+        }
+        while (c.nstack > 0) {
+            const guard_slot *s = &g->slots[c.stack[--c.nstack]];
+            c.scan_lo = guard_user(g, s);
+            c.scan_hi = c.scan_lo + s->requested;
+            guard_leak_scan_range(&c);
+        }
+    }
+    /* padding of every live block, at exit as on free (after the scan:
+     * pointers into blocks left in registers or on the stack by this loop
+     * must not make them look reachable) */
+    for (uint32_t id = 1; id < g->nslots; id++) {
+        const guard_slot *s = &g->slots[id];
+        uintptr_t at;
+        int d;
+        if (s->state == GUARD_STATE_LIVE && (d = hk__guard_pads_damaged(g, s, &at)) != 0) {
+            __atomic_add_fetch(&g->reports, 1, __ATOMIC_RELAXED);
+            hk__report(&g->core.rep, HK_ERR_CORRUPT, d > 0 ? HK_EK_HEAP_OVERFLOW : HK_EK_HEAP_UNDERFLOW,
+                       (void *)at, s->requested, NULL,
+                       "padding of live %zu-byte block %p damaged at offset %+lld (found at exit)",
+                       s->requested, (void *)guard_user(g, s), (long long)(at - guard_user(g, s)));
+        }
+    }
+    for (uint32_t id = 1; id < g->nslots; id++) {
+        const guard_slot *s = &g->slots[id];
+        if (s->state != GUARD_STATE_LIVE || marks[id]) continue;
+        leaked++;
+        leaked_bytes += s->requested;
+        uint32_t t = s->alloc_trace <= g->ntraces ? s->alloc_trace : 0;
+        groups[t].trace = t;
+        groups[t].count++;
+        groups[t].bytes += s->requested;
+    }
+    /* compact the groups and sort them, largest first */
+    for (size_t t = 0; t <= g->ntraces; t++)
+        if (groups[t].count) groups[ngroups++] = groups[t];
+    for (size_t i = ngroups / 2; i-- > 0;) guard_group_sift(groups, ngroups, i);
+    for (size_t n = ngroups; n > 1; n--) {
+        guard_leak_group t = groups[0];
+        groups[0] = groups[n - 1];
+        groups[n - 1] = t;
+        guard_group_sift(groups, n - 1, 0);
+    }
+    if (leaked) {
+        __atomic_add_fetch(&g->reports, 1, __ATOMIC_RELAXED);
+        hk__report(&g->core.rep, HK_ERR_CORRUPT, HK_EK_LEAK, NULL, leaked_bytes, NULL,
+                   "%zu bytes in %zu blocks %s at exit, from %zu allocation stacks", leaked_bytes, leaked,
+                   mode == HK_GUARD_LEAKS_ALL ? "still live" : "unreachable", ngroups);
+        if (g->core.flags & HK_GUARD_REPORT) {
+            guard_out o0 = hk__guard_report_begin();
+            for (size_t i = 0; i < ngroups && i < 32; i++) {
+                guard_out o = o0;
+                hk__guard_out_prefix(&o);
+                hk__guard_out_str(&o, "leak: ");
+                hk__guard_out_dec(&o, groups[i].bytes);
+                hk__guard_out_str(&o, " bytes in ");
+                hk__guard_out_dec(&o, groups[i].count);
+                hk__guard_out_str(&o, groups[i].count == 1 ? " block" : " blocks");
+                hk__guard_out_str(&o, mode == HK_GUARD_LEAKS_ALL ? " still live" : " unreachable");
+                hk__guard_out_str(&o, ", allocated at:");
+                int n;
+                const void *const *fr = hk__guard_trace_get(g, groups[i].trace, &n);
+                hk__guard_report_finish(g, &o, (void *const *)(uintptr_t)fr, fr ? n : 0, 0, NULL, false);
+            }
+            guard_out o = o0;
+            hk__guard_out_prefix(&o);
+            hk__guard_out_str(&o, "leak summary: ");
+            hk__guard_out_dec(&o, leaked_bytes);
+            hk__guard_out_str(&o, " bytes in ");
+            hk__guard_out_dec(&o, leaked);
+            hk__guard_out_str(&o, " blocks from ");
+            hk__guard_out_dec(&o, ngroups);
+            hk__guard_out_str(&o, ngroups == 1 ? " allocation stack" : " allocation stacks");
+            if (ngroups > 32) hk__guard_out_str(&o, " (the 32 largest shown)");
+            hk__guard_out_str(&o, "\n");
+            hk_os_write(g->report_fd, o.buf, o.n);
+            hk__guard_report_end();
+        }
+    }
+out:
+    guard_unlock(g);
+    if (marks) hk_os_release(marks, marks_sz);
+    if (stack) hk_os_release(stack, stack_sz);
+    if (groups) hk_os_release(groups, groups_sz);
+    if (bytes_out) *bytes_out = leaked_bytes;
+    return leaked;
+}

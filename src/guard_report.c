@@ -1,0 +1,237 @@
+/*
+ * src/guard_report.c - the guard heap's reports: the one-line report
+ * through the instance core's reporter and, with HK_GUARD_REPORT, the
+ * detailed one written to report_fd:
+ *
+ *   ==pid== heapkit guard: <kind>: <what>
+ *       #0 0x... in func at file:line (module+0x...)      current stack
+ *     block 0x... (N bytes) allocated at:  ...            allocation stack
+ *     freed at:  ...                                      free stack
+ *
+ * Invariants: formatting never allocates and never overruns (guard_out
+ * truncates), so reports can be written from the fault handler and by a
+ * heap that is the process's malloc; one report is written at a time (a
+ * spin flag guards the process-wide buffer and symbol table); stacks are
+ * symbolized only here, at report time, through the host layer.
+ */
+#include "guard_internal.h"
+
+#define GUARD_REPORT_CAP (1u << 16)
+#define GUARD_SYM_MAX    (3 * HK_OS_FAULT_FRAMES)
+
+static int guard_report_busy;
+static char guard_report_buf[GUARD_REPORT_CAP];
+static hk_os_symbol guard_syms[GUARD_SYM_MAX];
+static int guard_nsyms;
+static unsigned char guard_own_marker; /* its address tells which module we are */
+static uintptr_t guard_own_base, guard_main_base;
+
+/* ---- output formatting (async-signal-safe: no stdio, no malloc) ----------------- */
+
+void hk__guard_out_mem(guard_out *o, const char *s, size_t n) {
+    if (o->n + n >= o->cap) n = o->cap > o->n + 1 ? o->cap - o->n - 1 : 0;
+    memcpy(o->buf + o->n, s, n);
+    o->n += n;
+    o->buf[o->n] = 0;
+}
+void hk__guard_out_str(guard_out *o, const char *s) {
+    hk__guard_out_mem(o, s ? s : "(null)", strlen(s ? s : "(null)"));
+}
+void hk__guard_out_dec(guard_out *o, uint64_t v) {
+    char t[24];
+    int k = 0;
+    do {
+        t[k++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    char r[24];
+    for (int i = 0; i < k; i++) r[i] = t[k - 1 - i];
+    hk__guard_out_mem(o, r, (size_t)k);
+}
+void hk__guard_out_sdec(guard_out *o, int64_t v) {
+    if (v < 0) {
+        hk__guard_out_str(o, "-");
+        hk__guard_out_dec(o, (uint64_t)0 - (uint64_t)v);
+    } else {
+        hk__guard_out_str(o, "+");
+        hk__guard_out_dec(o, (uint64_t)v);
+    }
+}
+void hk__guard_out_hex(guard_out *o, uint64_t v) {
+    char t[20];
+    int k = 0;
+    do {
+        unsigned d = (unsigned)(v & 15u);
+        t[k++] = (char)(d < 10 ? '0' + d : 'a' + d - 10);
+        v >>= 4;
+    } while (v);
+    char r[20];
+    r[0] = '0';
+    r[1] = 'x';
+    for (int i = 0; i < k; i++) r[2 + i] = t[k - 1 - i];
+    hk__guard_out_mem(o, r, (size_t)k + 2);
+}
+void hk__guard_out_ptr(guard_out *o, const void *p) { hk__guard_out_hex(o, (uint64_t)(uintptr_t)p); }
+
+/* ---- stacks in reports ------------------------------------------------------------ */
+
+void hk__guard_report_init(void) {
+    if (__atomic_load_n(&guard_own_base, __ATOMIC_ACQUIRE)) return;
+    guard_main_base = hk_os_main_base();
+    __atomic_store_n(&guard_own_base, hk_os_module_base(&guard_own_marker), __ATOMIC_RELEASE);
+}
+
+/* Adds a stack to the symbol table; leading frames inside this library are
+ * dropped when the library is a shared object of its own (the preload).
+ * Returns the first index; *count gets the number added. */
+static int guard_sym_stack(void *const *frames, int n, int fault_first, int *count) {
+    int first = guard_nsyms;
+    int i = 0;
+    if (guard_own_base && guard_own_base != guard_main_base)
+        while (i < n - 1 && hk_os_module_base(frames[i]) == guard_own_base) i++;
+    for (; i < n && guard_nsyms < GUARD_SYM_MAX; i++) {
+        hk_os_symbol *s = &guard_syms[guard_nsyms++];
+        s->pc = (uintptr_t)frames[i];
+        s->return_address = !(fault_first && i == 0);
+    }
+    *count = guard_nsyms - first;
+    return first;
+}
+
+static void guard_sym_print(guard_out *o, int first, int count) {
+    for (int i = 0; i < count; i++) {
+        const hk_os_symbol *s = &guard_syms[first + i];
+        hk__guard_out_str(o, "    #");
+        hk__guard_out_dec(o, (uint64_t)i);
+        hk__guard_out_str(o, " ");
+        hk__guard_out_hex(o, s->pc);
+        hk__guard_out_str(o, " in ");
+        if (s->func[0])
+            hk__guard_out_str(o, s->func);
+        else if (s->name) {
+            hk__guard_out_str(o, s->name);
+            hk__guard_out_str(o, "+");
+            hk__guard_out_hex(o, s->pc - s->name_addr);
+        } else
+            hk__guard_out_str(o, "???");
+        if (s->loc[0]) {
+            hk__guard_out_str(o, " at ");
+            hk__guard_out_str(o, s->loc);
+        }
+        if (s->module) {
+            const char *b = strrchr(s->module, '/');
+            hk__guard_out_str(o, " (");
+            hk__guard_out_str(o, b ? b + 1 : s->module);
+            hk__guard_out_str(o, "+");
+            hk__guard_out_hex(o, s->pc - s->base);
+            hk__guard_out_str(o, ")");
+        }
+        hk__guard_out_str(o, "\n");
+    }
+}
+
+/* ---- detailed reports ----------------------------------------------------------- */
+
+guard_out hk__guard_report_begin(void) {
+    while (__atomic_exchange_n(&guard_report_busy, 1, __ATOMIC_ACQUIRE)) {
+    }
+    guard_report_buf[0] = 0;
+    guard_out o = {guard_report_buf, 0, sizeof guard_report_buf};
+    return o;
+}
+void hk__guard_report_end(void) { __atomic_store_n(&guard_report_busy, 0, __ATOMIC_RELEASE); }
+
+void hk__guard_out_prefix(guard_out *o) {
+    hk__guard_out_str(o, "==");
+    hk__guard_out_dec(o, (uint64_t)hk_os_getpid());
+    hk__guard_out_str(o, "== heapkit guard: ");
+}
+
+void hk__guard_report_finish(hk_guard *g, guard_out *o, void *const *cur, int ncur, int fault,
+                             const guard_blockinfo *b, bool aborting) {
+    guard_nsyms = 0;
+    int c0 = 0, cn = 0, a0 = 0, an = 0, f0 = 0, fn = 0;
+    c0 = guard_sym_stack(cur, ncur, fault, &cn);
+    if (b && b->valid) {
+        int n;
+        const void *const *fr = hk__guard_trace_get(g, b->alloc_trace, &n);
+        if (fr) a0 = guard_sym_stack((void *const *)(uintptr_t)fr, n, 0, &an);
+        fr = hk__guard_trace_get(g, b->free_trace, &n);
+        if (fr && b->state != GUARD_STATE_LIVE) f0 = guard_sym_stack((void *const *)(uintptr_t)fr, n, 0, &fn);
+    }
+    hk_os_symbolize(guard_syms, guard_nsyms,
+                    (g->core.flags & HK_GUARD_NO_SYMBOLIZE_LINES) ? 0u : HK_OS_SYMBOLIZE_LINES);
+    hk__guard_out_str(o, "\n");
+    guard_sym_print(o, c0, cn);
+    if (b && b->valid) {
+        hk__guard_out_str(o, "  block ");
+        hk__guard_out_hex(o, b->user);
+        hk__guard_out_str(o, " (");
+        hk__guard_out_dec(o, b->requested);
+        hk__guard_out_str(o, " bytes) allocated at:\n");
+        if (an)
+            guard_sym_print(o, a0, an);
+        else
+            hk__guard_out_str(o, "    (no stack recorded)\n");
+        if (b->state != GUARD_STATE_LIVE) {
+            hk__guard_out_str(o, "  freed at:\n");
+            if (fn)
+                guard_sym_print(o, f0, fn);
+            else
+                hk__guard_out_str(o, "    (no stack recorded)\n");
+        }
+    }
+    if (aborting) {
+        hk__guard_out_prefix(o);
+        hk__guard_out_str(o, "aborting\n");
+    }
+    hk_os_write(g->report_fd, o->buf, o->n);
+}
+
+hk_result hk__guard_misuse(hk_guard *g, hk_result res, hk_error_kind kind, const void *addr, size_t size,
+                           const guard_blockinfo *b, void *const *cur, int ncur, const char *what) {
+    bool aborting = (g->core.flags & HK_GUARD_ABORT) != 0;
+    __atomic_add_fetch(&g->reports, 1, __ATOMIC_RELAXED);
+    hk__report(&g->core.rep, res, kind, addr, size, NULL, "%s", what);
+    if (g->core.flags & HK_GUARD_REPORT) {
+        guard_out o = hk__guard_report_begin();
+        hk__guard_out_prefix(&o);
+        hk__guard_out_str(&o, hk_error_kind_str(kind));
+        hk__guard_out_str(&o, ": ");
+        hk__guard_out_str(&o, what);
+        hk__guard_report_finish(g, &o, cur, ncur, 0, b, aborting);
+        hk__guard_report_end();
+    }
+    if (aborting) hk_os_abort();
+    return res;
+}
+
+const char *hk__guard_fmt_what(char *buf, size_t n, const char *lead, const void *p, const guard_blockinfo *b,
+                               const char *tail) {
+    guard_out o = {buf, 0, n};
+    buf[0] = 0;
+    hk__guard_out_str(&o, lead);
+    hk__guard_out_str(&o, " ");
+    hk__guard_out_ptr(&o, p);
+    if (b && b->valid) {
+        hk__guard_out_str(&o, ": ");
+        int64_t off = (int64_t)((uintptr_t)p - b->user);
+        if (off != 0) {
+            hk__guard_out_str(&o, "offset ");
+            hk__guard_out_sdec(&o, off);
+            hk__guard_out_str(&o, " of ");
+        }
+        hk__guard_out_dec(&o, b->requested);
+        hk__guard_out_str(&o, "-byte block ");
+        hk__guard_out_hex(&o, b->user);
+    }
+    if (tail) hk__guard_out_str(&o, tail);
+    return buf;
+}
+
+hk_result hk__guard_corrupt(hk_guard *g, hk_error_kind kind, const void *addr, const char *what, uint64_t a,
+                            uint64_t b) {
+    __atomic_add_fetch(&g->reports, 1, __ATOMIC_RELAXED);
+    return hk__report(&g->core.rep, HK_ERR_CORRUPT, kind, addr, 0, NULL, "%s (%llu, %llu)", what,
+                      (unsigned long long)a, (unsigned long long)b);
+}

@@ -1,0 +1,256 @@
+/*
+ * src/os.h - the host layer: everything heapkit asks of the operating system,
+ * behind one private interface. Not part of the public API (the functions
+ * have hidden visibility: libheapkit.so does not export them); what users
+ * need from it has a deliberate public name in heapkit.h (hk_page_size,
+ * hk_now_ns).
+ *
+ * The POSIX implementation is split by concept:
+ *   os_posix.c          pages, the out-of-memory failure point, the clock,
+ *                       process helpers, /proc queries, mutexes, thread exit
+ *   os_posix_stack.c    stack capture (one implementation, two speeds)
+ *   os_posix_fault.c    the SIGSEGV/SIGBUS handler and its callbacks
+ *   os_posix_symbols.c  symbolization: dladdr, then addr2line for file:line
+ * The host layer calls no allocator and names none: the guard heap, for
+ * one, registers its fault callback here rather than being called by name.
+ *
+ * Unless noted, nothing here calls malloc (the guard heap may be the
+ * process's malloc), and every function is thread-safe.
+ */
+#ifndef HEAPKIT_OS_H
+#define HEAPKIT_OS_H
+
+#include "heapkit/heapkit.h"
+
+#if defined(__GNUC__) || defined(__clang__)
+#define HK__HIDDEN   __attribute__((visibility("hidden")))
+#define HK__NORETURN __attribute__((noreturn))
+#else
+#define HK__HIDDEN
+#define HK__NORETURN
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Pages                                                                     */
+/* ------------------------------------------------------------------------ */
+
+typedef enum hk_prot { HK_PROT_NONE = 0, HK_PROT_READ = 1, HK_PROT_READ_WRITE = 3 } hk_prot;
+
+/* Page size of the system (cached after the first call). */
+HK__HIDDEN size_t hk_os_page_size(void);
+
+/* Reserves `size` bytes of address space (rounded up to pages), inaccessible.
+ * Returns NULL on failure (or when the failure point fires). */
+HK__HIDDEN void *hk_os_reserve(size_t size);
+
+/* Makes [p, p+size) readable and writable (page-aligned range inside a
+ * reservation). Fresh pages read as zero. HK_ERR_NOMEM when the OS (or the
+ * failure point) refuses, HK_ERR_INVALID for a bad range. */
+HK__HIDDEN hk_result hk_os_commit(void *p, size_t size);
+
+/* Returns the pages' memory to the OS, keeping the reservation (the range
+ * becomes inaccessible and reads as zero when committed again). */
+HK__HIDDEN hk_result hk_os_decommit(void *p, size_t size);
+
+/* Changes the protection of a page-aligned range. */
+HK__HIDDEN hk_result hk_os_protect(void *p, size_t size, hk_prot prot);
+
+/* Releases a reservation made by hk_os_reserve or hk_os_alloc. */
+HK__HIDDEN void hk_os_release(void *p, size_t size);
+
+/* Reserve + commit in one call: readable, writable, zeroed pages. NULL on
+ * failure (or when the failure point fires). */
+HK__HIDDEN void *hk_os_alloc(size_t size);
+
+/* Faults in every page of [p, p+size) now (page-aligned start, readable and
+ * writable pages), keeping their contents, so that later first writes to
+ * them take no page fault: MADV_POPULATE_WRITE where the kernel has it
+ * (Linux 5.14), else one read and write back per page. O(pages). Returns
+ * HK_ERR_INVALID for a bad range, HK_ERR_NOMEM when the OS cannot back the
+ * pages (some may have been faulted in). */
+HK__HIDDEN hk_result hk_os_prefault(void *p, size_t size);
+
+/* Gives the pages of [p, p+n) back to the OS and makes the range
+ * inaccessible in one call (a fresh inaccessible mapping over it, with a
+ * reservation's flags, so the kernel can merge it with its neighbours).
+ * Fresh pages read as zero when made accessible again. */
+HK__HIDDEN hk_result hk_os_discard(void *p, size_t n);
+
+/* Maps fresh pages over [p, p+n) (read/write when rw, else inaccessible) as
+ * a mapping of its own: flags that differ from a reservation's, so the
+ * kernel never merges it with its neighbours and later protection changes
+ * of exactly this range change one mapping instead of splitting and merging
+ * (see docs/guard.md). */
+HK__HIDDEN hk_result hk_os_map_own(void *p, size_t n, int rw);
+
+/* One byte per page of [p, p+n) into vec, bit 0 = resident (mincore).
+ * Returns 0 on success. */
+HK__HIDDEN int hk_os_resident(void *p, size_t n, unsigned char *vec);
+
+/* True when n bytes (at most 64 are probed) at p can be read without
+ * faulting. Raises no signal. */
+HK__HIDDEN int hk_os_readable(const void *p, size_t n);
+
+/* ------------------------------------------------------------------------ */
+/* Out-of-memory failure point (tests)                                       */
+/* ------------------------------------------------------------------------ */
+
+/* Arms the failure point: the n-th page acquisition from now (counting
+ * hk_os_reserve, hk_os_alloc and hk_os_commit calls, in any thread) fails
+ * as if the OS had refused it. Once: the point then disarms itself;
+ * persistent: every later acquisition fails too, until
+ * hk_os_fail_after(0, ...) disarms it. For out-of-memory tests in the
+ * manner of SQLite's: for N = 1, 2, ... run an operation with the N-th
+ * acquisition failing, until it runs with no failure injected; each run
+ * must fail cleanly. */
+HK__HIDDEN void hk_os_fail_after(uint64_t n, bool persistent);
+
+/* Number of acquisitions the failure point has refused so far. */
+HK__HIDDEN uint64_t hk_os_fail_count(void);
+
+/* ------------------------------------------------------------------------ */
+/* Clock, process                                                            */
+/* ------------------------------------------------------------------------ */
+
+/* Monotonic clock in nanoseconds. O(1). */
+HK__HIDDEN uint64_t hk_os_now_ns(void);
+
+HK__HIDDEN int hk_os_getpid(void);
+
+/* Writes all of buf to fd, retrying on EINTR. Async-signal-safe. */
+HK__HIDDEN void hk_os_write(int fd, const char *buf, size_t n);
+
+/* Restores the default SIGABRT action, unblocks it and aborts. */
+HK__HIDDEN HK__NORETURN void hk_os_abort(void);
+
+/* vm.max_map_count (65530 when unknown) and the current number of mappings
+ * of the process (0 when unknown). */
+HK__HIDDEN size_t hk_os_max_map_count(void);
+HK__HIDDEN size_t hk_os_map_count(void);
+
+/* Calls fn for each private writable mapping of the process (lo < hi),
+ * except device mappings, [vvar] and [vsyscall]. Returns the number of
+ * ranges, or -1 when the mappings cannot be read. Not reentrant (one
+ * static line buffer): callers serialize. */
+typedef void (*hk_os_range_fn)(uintptr_t lo, uintptr_t hi, void *user);
+HK__HIDDEN int hk_os_writable_ranges(hk_os_range_fn fn, void *user);
+
+/* ------------------------------------------------------------------------ */
+/* Threads                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* A mutex with no allocation: storage for the platform's mutex. */
+typedef union hk_os_mutex {
+    unsigned char storage[64];
+    long long align_;
+    void *align_p_;
+} hk_os_mutex;
+HK__HIDDEN void hk_os_mutex_init(hk_os_mutex *m);
+HK__HIDDEN void hk_os_mutex_destroy(hk_os_mutex *m);
+HK__HIDDEN void hk_os_mutex_lock(hk_os_mutex *m);
+HK__HIDDEN void hk_os_mutex_unlock(hk_os_mutex *m);
+/* The two above with the lock-hook signature (user = the hk_os_mutex *). */
+HK__HIDDEN void hk_os_mutex_lock_hook(void *m);
+HK__HIDDEN void hk_os_mutex_unlock_hook(void *m);
+
+/* Makes fn run when the calling thread exits (once per thread, however
+ * often this is called). Up to 8 distinct functions per process. Returns
+ * HK_OK, or HK_ERR_NOMEM when the table is full. */
+HK__HIDDEN hk_result hk_os_on_thread_exit(void (*fn)(void));
+
+/* ------------------------------------------------------------------------ */
+/* Stack capture                                                             */
+/* ------------------------------------------------------------------------ */
+
+#define HK_OS_STACK_EXACT 1u /* unwind with the DWARF unwinder every time */
+
+/* Captures the calling thread's stack into frames: [a pc in the caller,
+ * its return address, ...], the first `skip` of those dropped, at most max
+ * kept. Returns the number stored. By default a walker that reads return
+ * addresses off the stack using frame sizes learned per return address from
+ * earlier exact unwinds; a site never seen, a frame size seen to vary
+ * (alloca, VLAs, signal frames) or a frame outside the part of the thread's
+ * stack already unwound falls back to the exact unwinder, which learns.
+ * HK_OS_STACK_EXACT unwinds exactly every time. Async-signal-safe once
+ * hk_os_stack_init ran (the unwinder's first use may load libgcc_s, which
+ * allocates). */
+HK__HIDDEN int hk_os_stack_capture(void **frames, int max, int skip, unsigned flags);
+HK__HIDDEN void hk_os_stack_init(void);
+
+/* ------------------------------------------------------------------------ */
+/* Symbolization                                                             */
+/* ------------------------------------------------------------------------ */
+
+typedef struct hk_os_symbol {
+    uintptr_t pc;        /* in: the code address */
+    int return_address;  /* in: pc is a return address (the call is at pc - 1) */
+    const char *module;  /* out: path of the module holding pc, or NULL */
+    uintptr_t base;      /* out: the module's load address */
+    const char *name;    /* out: nearest exported symbol, or NULL */
+    uintptr_t name_addr; /* out: its address */
+    char func[160];      /* out: function (addr2line), "" when unknown */
+    char loc[224];       /* out: "file:line" (addr2line), "" when unknown */
+} hk_os_symbol;
+
+#define HK_OS_SYMBOLIZE_LINES 1u /* run addr2line (once per module) for func and loc */
+
+/* Fills the out fields of n entries: module and nearest symbol (dladdr),
+ * and with HK_OS_SYMBOLIZE_LINES function and file:line from `addr2line`
+ * (when hk_os_symbolize_init found it on PATH), run with fork/execve/pipe
+ * only, so this may be called after a fault. Not reentrant (static
+ * buffers): callers serialize. */
+HK__HIDDEN void hk_os_symbolize(hk_os_symbol *syms, int n, unsigned flags);
+
+/* Looks `addr2line` up on PATH (once; later calls are free). Call it early,
+ * from code that may still read the environment. */
+HK__HIDDEN void hk_os_symbolize_init(void);
+
+/* Load address of the module holding addr (0 when none), and of the main
+ * program. */
+HK__HIDDEN uintptr_t hk_os_module_base(const void *addr);
+HK__HIDDEN uintptr_t hk_os_main_base(void);
+
+/* ------------------------------------------------------------------------ */
+/* Faults                                                                    */
+/* ------------------------------------------------------------------------ */
+
+#define HK_OS_ACCESS_UNKNOWN 0
+#define HK_OS_ACCESS_READ    1
+#define HK_OS_ACCESS_WRITE   2
+#define HK_OS_FAULT_NREGS    16
+#define HK_OS_FAULT_FRAMES   56
+
+/* What the handler knows about one SIGSEGV/SIGBUS. */
+typedef struct hk_os_fault {
+    void *addr; /* the faulting address */
+    void *pc;   /* the faulting instruction, or NULL */
+    int signo;
+    const char *signame; /* "SIGSEGV", "SIGBUS" */
+    int code;            /* si_code */
+    int access;          /* HK_OS_ACCESS_* (x86-64 page faults; else unknown) */
+    int nregs;
+    uintptr_t regs[HK_OS_FAULT_NREGS];
+    const char *regnames[HK_OS_FAULT_NREGS];
+    void *frames[HK_OS_FAULT_FRAMES]; /* the stack at the fault, faulting frame first */
+    int nframes;
+} hk_os_fault;
+
+/* A fault callback returns when the fault is none of its business; it may
+ * also report and abort. Runs in the signal handler, on an alternate
+ * stack. */
+typedef void (*hk_os_fault_fn)(const hk_os_fault *f, void *user);
+
+/* Installs the process-wide SIGSEGV/SIGBUS handler (once; an alternate
+ * signal stack for the calling thread) and adds fn to the callbacks it
+ * runs, in registration order, on every fault; when all return, the
+ * default action follows (a core dump at the fault). Registering the same
+ * fn and user twice adds it once. Up to 8 callbacks. Returns HK_OK,
+ * HK_ERR_NOMEM (table full) or HK_ERR_UNSUPPORTED (sigaction failed). */
+HK__HIDDEN hk_result hk_os_fault_register(hk_os_fault_fn fn, void *user);
+
+/* Runs fn(arg); if it faults (SIGSEGV/SIGBUS) in this thread, returns -1
+ * instead of crashing, else 0. Protects only once the handler is installed
+ * (hk_os_fault_register). Not reentrant. */
+HK__HIDDEN int hk_os_protected_call(void (*fn)(void *arg), void *arg);
+
+#endif /* HEAPKIT_OS_H */

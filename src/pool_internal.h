@@ -1,0 +1,254 @@
+/*
+ * src/pool_internal.h - the pool's state, shared by its files:
+ *
+ *   pool_slots.c     create / destroy, allocation, freeing and release,
+ *                    deferred destruction, lookups, recycle, clear, counters
+ *   pool_overflow.c  the overflow path: objects from the backing hooks, found
+ *                    by ID and by address through two hash tables
+ *   pool_links.c     the link primitives: list link / unlink (with iterator
+ *                    fix-ups) and tree attach / detach
+ *   pool_lists.c     the list API and list iteration
+ *   pool_tree.c      the parent / child API
+ *   pool_check.c     check, walk and where
+ *
+ * Calls go down only: lists and tree call slots, links and overflow; slots
+ * calls links and overflow (and check, through the core's check pointer);
+ * check calls overflow; links and overflow call nothing of the pool.
+ *
+ * Slots. A slot number s names every object the pool holds: s < cap is a
+ * fast slot (object at base + s * stride, metadata in meta[s], links in
+ * lk[s * links ..], identity in the handle table hot.ht); s >= cap is
+ * overflow slot s - cap (object from the backing hooks, metadata in ometa /
+ * olk / oobj, tables that grow). Slot numbers are used for every link,
+ * never pointers, so the overflow tables may move. POOL_NIL is "no slot".
+ *
+ * Invariants (verified by hk_pool_check; the handle table's own by
+ * hk__ht_check):
+ *  - A fast slot's state is its handle table status: FREE (on the table's
+ *    free ring), ALIVE (its word is its ID), DYING (HELD: freed inside a
+ *    defer scope, on the pending queue, memory valid) or RETIRED (all
+ *    generations used; on no queue until recycle). meta[s].state is unused
+ *    for fast slots.
+ *  - Overflow slots are FREE (on the overflow free list) or ALIVE/DYING
+ *    (meta state); an ALIVE/DYING overflow slot's ID is (key << index_bits)
+ *    | mark, found in the ID hash (key = ID) and the pointer hash (key =
+ *    object address), both mapping back to the slot. A FREE overflow slot
+ *    keeps the ID of its last occupant (for the double-free verdict).
+ *  - The pending queue (pend_head .. pend_tail through meta.next) holds
+ *    exactly the DYING slots, npending of them. DYING objects are on no list
+ *    and in no tree: they left them when they were freed.
+ *  - Lists: for each list, head/tail/prev/next are consistent both ways,
+ *    count is the number of members, and a member's link for the list's link
+ *    slot names that list; every link naming a list is on it. Only ALIVE
+ *    objects are members.
+ *  - Tree: a child's parent lists it among its children (doubly linked,
+ *    first/last, nchildren); only ALIVE objects have parents or children;
+ *    the parent chain has no cycle.
+ *  - busy[s] (fast slots) is non-zero iff the object is on a list or in a
+ *    tree: the inline free leaves such objects to the full path.
+ *  - Active list iterations (iters, a stack of frames on the C stack) hold
+ *    the next member to visit and the last one; unlinking a member fixes
+ *    them up, so a member removed during an iteration is never reached.
+ *  - live == fast_live + overflow_live == number of ALIVE slots.
+ */
+#ifndef HEAPKIT_POOL_INTERNAL_H
+#define HEAPKIT_POOL_INTERNAL_H
+
+#include "heapkit/pool.h"
+#include "common.h"
+#include "handles.h"
+
+#define POOL_NIL           0xFFFFFFFFu
+#define POOL_DEFAULT_ALIGN 16u
+
+/* Slot states: the handle table's for fast slots, meta.state for overflow. */
+enum { POOL_FREE = HK__HT_FREE, POOL_DYING = HK__HT_HELD, POOL_RETIRED = HK__HT_RETIRED, POOL_ALIVE = HK__HT_LIVE };
+#define POOL_MF_SUBTREE  1u /* DYING: its children die with it */
+#define POOL_MF_NOTIFIED 2u /* DYING: on_destroy has run */
+
+typedef struct pool_meta {
+    uint32_t id;   /* overflow: ID of the current (or last) occupant; unused for fast slots */
+    uint32_t next; /* pending queue or overflow free list */
+    uint32_t parent, first_child, last_child, next_sib, prev_sib;
+    uint32_t nchildren;
+    uint8_t state, mflags; /* state: overflow slots only */
+    uint16_t nlinked;      /* lists the object is on (any link slot) */
+} pool_meta;
+
+typedef struct pool_link {
+    uint32_t prev, next;
+    uint32_t list; /* list index + 1, 0 when on no list of this link slot */
+} pool_link;
+
+typedef struct pool_lst {
+    uint32_t head, tail, count;
+    uint16_t gen; /* handle value = (gen << 16) | (index + 1) */
+    uint8_t link;
+    uint8_t used;
+    const char *name;
+} pool_lst;
+
+typedef struct pool_ovf {
+    void *obj;
+    void *raw;
+    size_t raw_size;
+} pool_ovf;
+
+/* Open addressing, linear probing, backward-shift deletion; key 0 = empty. */
+typedef struct pool_hash {
+    uint64_t *keys;
+    uint32_t *vals;
+    uint32_t size; /* power of two, 0 before the first insert */
+    uint32_t count;
+    uint32_t shift; /* 64 - log2(size) */
+} pool_hash;
+
+typedef struct pool_iter {
+    struct pool_iter *up;
+    uint32_t list; /* list index */
+    uint32_t next; /* next member to visit, POOL_NIL when done */
+    uint32_t last; /* last member to visit */
+} pool_iter;
+
+struct hk_pool {
+    hk__pool_hot hot;    /* first: the inline fast paths of pool.h read it */
+    unsigned char *base; /* fast objects */
+    size_t stride, elem_size, align;
+    uint32_t cap, index_bits, imask, mark;
+    uint32_t links;
+    unsigned char *busy; /* == hot.busy */
+    pool_meta *meta;
+    pool_link *lk;
+    pool_lst *lists;
+    uint32_t max_lists, nlists;
+    uint32_t pend_head, pend_tail, npending; /* fast pending slots: hot.ht.nheld */
+    size_t ovf_live, ovf_peak;
+    /* overflow path */
+    pool_meta *ometa;
+    pool_link *olk;
+    pool_ovf *oobj;
+    uint32_t ocap, ofree_head;
+    pool_hash oid, optr;
+    uint32_t okey_last, okey_issued;
+    size_t ovf_bytes;
+    uint64_t ovf_allocs;
+    /* scopes */
+    uint32_t defer_depth;
+    int flushing;
+    int slow; /* lock hooks, on_destroy, FILL or PARANOID: no fast free path */
+    int san;  /* announce blocks to ASan / Valgrind (client requests cost time: only when running under it) */
+    pool_iter *iters;
+    /* counters and host */
+    uint64_t fail_count;
+    hk_pool_destroy_fn on_destroy;
+    void *destroy_user;
+    void *os_base;
+    size_t os_size;
+    size_t table_bytes;
+    hk__core core; /* names, reporter, lock hooks, flags, paranoid check, backing hooks */
+};
+
+/* ---- slot accessors ------------------------------------------------------- */
+
+static inline pool_meta *pool_m(const hk_pool *p, uint32_t s) {
+    return s < p->cap ? &p->meta[s] : &p->ometa[s - p->cap];
+}
+static inline pool_link *pool_l(const hk_pool *p, uint32_t s, uint32_t link) {
+    return s < p->cap ? &p->lk[(size_t)s * p->links + link] : &p->olk[(size_t)(s - p->cap) * p->links + link];
+}
+static inline void *pool_obj(const hk_pool *p, uint32_t s) {
+    return s < p->cap ? (void *)(p->base + (size_t)s * p->stride) : p->oobj[s - p->cap].obj;
+}
+/* The ID of slot s's current (or last) occupant. */
+static inline uint32_t pool_id(const hk_pool *p, uint32_t s) {
+    return s < p->cap ? (p->hot.ht.words[s] & ~p->imask) | s : p->ometa[s - p->cap].id;
+}
+static inline int pool_state(const hk_pool *p, uint32_t s) {
+    if (s < p->cap) return hk__ht_status(&p->hot.ht, s);
+    return p->ometa[s - p->cap].state;
+}
+static inline uint32_t pool_nfree(const hk_pool *p) { return hk__ht_nfree(&p->hot.ht); }
+static inline size_t pool_fast_live(const hk_pool *p) { return hk__ht_nlive(&p->hot.ht); }
+static inline size_t pool_live(const hk_pool *p) { return pool_fast_live(p) + p->ovf_live; }
+static inline uint32_t pool_flags(const hk_pool *p) { return p->core.flags; }
+
+/* busy[s]: the inline free must leave this object to the full path. */
+static inline void pool_busy_update(hk_pool *p, uint32_t s) {
+    if (s >= p->cap) return;
+    const pool_meta *m = &p->meta[s];
+    p->busy[s] = (unsigned char)(m->parent != POOL_NIL || m->first_child != POOL_NIL || m->nlinked != 0);
+}
+
+/* Recomputes what the inline paths may do and the held-objects base; called
+ * after every full-path operation and whenever a defer scope opens. */
+static inline void pool_hot_update(hk_pool *p) {
+    hk__pool_hot *h = &p->hot;
+    int plain = !p->slow && !p->san;
+    h->alloc_ok = plain && !(pool_flags(p) & HK_FLAG_ZERO);
+    h->free_cap = plain && !p->defer_depth && !p->flushing ? p->cap : 0;
+    h->get_cap = p->core.locked_hooks ? 0 : p->cap;
+    h->hold_base = (size_t)p->cap - h->ht.nretired + p->ovf_live + (p->npending - h->ht.nheld);
+    size_t held = pool_live(p) + p->npending;
+    if (held > h->peak) h->peak = held;
+}
+
+/* The end of every full-path call that may change the pool, inside the
+ * lock: the inline paths' permissions, then the paranoid check. */
+static inline void pool_after_op(hk_pool *p) {
+    pool_hot_update(p);
+    hk__core_after(&p->core);
+}
+
+/* ---- pool_overflow.c --------------------------------------------------------- */
+
+uint32_t hk__pool_hash_find(const pool_hash *h, uint64_t key);
+/* Allocates an overflow object: its slot (ALIVE, ID minted), or POOL_NIL
+ * when memory fails or every key is live. */
+uint32_t hk__pool_ovf_alloc(hk_pool *p, void **obj_out);
+/* Releases DYING overflow slot s: memory back to the hooks, slot FREE. */
+void hk__pool_ovf_release(hk_pool *p, uint32_t s);
+/* The live (or DYING) overflow slot with ID v, or POOL_NIL. */
+static inline uint32_t hk__pool_ovf_find(const hk_pool *p, uint32_t v) { return hk__pool_hash_find(&p->oid, v); }
+/* The overflow slot whose object starts at obj, or POOL_NIL. */
+static inline uint32_t hk__pool_ovf_at(const hk_pool *p, const void *obj) {
+    return hk__pool_hash_find(&p->optr, (uint64_t)(uintptr_t)obj);
+}
+/* Reports why overflow ID v (index bits == mark) names no live object. */
+hk_result hk__pool_ovf_report(hk_pool *p, uint32_t v, int freeing, const char *what);
+/* Frees every overflow object and table (destroy). */
+void hk__pool_ovf_destroy(hk_pool *p);
+
+/* ---- pool_links.c ------------------------------------------------------------- */
+
+void hk__pool_list_link(hk_pool *p, uint32_t li, uint32_t s, int front);
+void hk__pool_list_unlink(hk_pool *p, uint32_t li, uint32_t s);
+void hk__pool_attach(hk_pool *p, uint32_t s, uint32_t parent);
+void hk__pool_detach(hk_pool *p, uint32_t s);
+
+/* ---- pool_slots.c ------------------------------------------------------------- */
+
+/* The slot of the live object with ID v, or POOL_NIL. No report. */
+static inline uint32_t pool_alive_slot(const hk_pool *p, uint32_t v) {
+    uint32_t s = v & p->imask;
+    if (s < p->cap) return p->hot.ht.words[s] == v ? s : POOL_NIL;
+    if (s != p->mark) return POOL_NIL;
+    uint32_t o = hk__pool_ovf_find(p, v);
+    if (o == POOL_NIL || p->ometa[o - p->cap].state != POOL_ALIVE) return POOL_NIL;
+    return o;
+}
+/* The slot of a live object, or POOL_NIL after reporting why the ID is not
+ * one (for the operation `what`; `freeing` for a free) with *res set. */
+uint32_t hk__pool_resolve(hk_pool *p, hk_pool_id id, const char *what, int freeing, hk_result *res);
+/* Allocates one object (fast slot or overflow), reporting failure. */
+hk_pool_id hk__pool_alloc_locked(hk_pool *p, void **obj);
+/* Opens / closes an internal defer scope (iterations); closing the
+ * outermost releases what was freed inside. */
+void hk__pool_scope_begin(hk_pool *p);
+void hk__pool_scope_end(hk_pool *p);
+
+/* ---- pool_check.c ------------------------------------------------------------- */
+
+/* The full check, without the lock (the core's paranoid hook). */
+hk_result hk__pool_check(void *pool);
+
+#endif /* HEAPKIT_POOL_INTERNAL_H */

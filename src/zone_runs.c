@@ -1,0 +1,181 @@
+/*
+ * src/zone_runs.c - small-block runs: the slow paths of the run layer
+ * (interface and fast paths: src/zone_runs.h). Calls down into
+ * zone_tlsf.c (a run's block) and zone_region.c (growth, release) only.
+ *
+ * Small untracked blocks (hk_zone_alloc, calloc and realloc of at most
+ * ZONE_RUN_MAX_REQ bytes, in a zone without debug flags or HK_ZONE_NO_RUNS)
+ * live in runs: a run is one used block of the TLSF core, cut into slots of
+ * one size class (95 classes: 16-byte steps up to 1 KiB, then 8 per
+ * doubling up to 16 KiB). A run that becomes empty goes back to the TLSF
+ * core at once (and is merged there as any block), except each class's
+ * current run and one spare empty run (given back before any purge or
+ * growth). Slots are carved lazily (`bump`), so a run's untouched pages stay
+ * untouched.
+ *
+ * A slot's 8-byte header sits where a TLSF header's size/tag/bits/chk sit
+ * (user pointer - 8) and carries a 16-bit check (zone_slot_chk), so every
+ * pointer check (double free, foreign, interior, damaged header) works alike
+ * for both.
+ *
+ * Invariants (verified by hk_zone_check):
+ *  - a used block whose alignment field is ZONE_RUN_ALOG (and without EXT)
+ *    is a run; its bytes count in runs.run_bytes, not used_bytes; nruns
+ *    counts the runs. Its struct is sane (zone_run_sane: first slot
+ *    address, class, stride, nslots fit the block, used <= bump <= nslots).
+ *  - slots below bump have slot headers (used or free) naming their index
+ *    and class; `used` counts the used ones, which carry tag HK_TAG_STATIC;
+ *    the run's free list holds exactly the free ones.
+ *  - the class's cur run has state CUR; a PARTIAL run is on its class's
+ *    partial list and has a free slot and a used one, and every slot
+ *    carved; a FULL run has every slot used; a SPARE run is its class's
+ *    spare and empty.
+ *  - runs.slot_bytes is the sum of the strides of the used slots.
+ */
+#include "zone_runs.h"
+
+static inline void zone_partial_push(zone_cls *c, zone_run *r) {
+    r->prev = NULL;
+    r->next = c->partial;
+    if (c->partial) c->partial->prev = r;
+    c->partial = r;
+    r->state = ZONE_RUN_PARTIAL;
+}
+
+static inline void zone_partial_unlink(zone_cls *c, zone_run *r) {
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        c->partial = r->next;
+    if (r->next) r->next->prev = r->prev;
+}
+
+/* Slots for a new run of `stride`-byte slots: ZONE_RUN_TARGET bytes of
+ * them within the slot-count limits; in a zone that cannot grow, at most
+ * 1/16 of the capacity (0: no run). */
+static size_t zone_run_slots(const hk_zone *z, uint32_t stride) {
+    size_t n = ZONE_RUN_TARGET / stride, cap = z->capacity / 16;
+    if (n > ZONE_RUN_MAX_SLOTS) n = ZONE_RUN_MAX_SLOTS;
+    if (n < ZONE_RUN_MIN_SLOTS) n = ZONE_RUN_MIN_SLOTS;
+    if (ZONE_RUN_HDR + n * stride > cap && !z->grow_size) {
+        if (cap < ZONE_RUN_HDR + (size_t)ZONE_RUN_MIN_SLOTS * stride) return 0;
+        n = (cap - ZONE_RUN_HDR) / stride;
+    }
+    return n;
+}
+
+/* A new run of class ci from the TLSF core, or NULL (the caller falls back
+ * to a plain block). Nothing is purged for a run; a growing zone grows.
+ * O(1) (plus one mmap when growing). */
+static zone_run *zone_run_new(hk_zone *z, unsigned ci) {
+    uint32_t stride = zone_cls_stride(ci);
+    size_t n = zone_run_slots(z, stride), bsize;
+    if (!n) return NULL;
+    zone_blk *b = hk__zone_take(z, ZONE_RUN_HDR + n * stride, 16, &bsize);
+    /* a growing zone grows for a run rather than serve the class from plain
+     * blocks for good */
+    if (!b && z->grow_size && hk__zone_grow(z, ZONE_RUN_HDR + n * stride))
+        b = hk__zone_take(z, ZONE_RUN_HDR + n * stride, 16, &bsize);
+    if (!b) return NULL;
+    zone_set_hdr(b, bsize, HK_TAG_STATIC, ZB_USED | (b->bits & ZB_PREV_USED) | ZB_RUN_MARK, 0);
+    zone_run *r = zone_run_of_block(b);
+    zone_unpoison(r, sizeof *r);
+    r->free = NULL;
+    r->next = r->prev = NULL;
+    r->first = (unsigned char *)r + ZONE_RUN_SLOT0;
+    r->stride = stride;
+    r->nslots = (uint32_t)n;
+    r->used = 0;
+    r->bump = 0;
+    r->cls = (uint16_t)ci;
+    r->state = 0;
+    r->lead = (uint8_t)((unsigned char *)r - (unsigned char *)b);
+    z->runs.run_bytes += bsize;
+    z->runs.nruns++;
+    return r;
+}
+
+zone_blk *hk__zone_run_release(hk_zone *z, zone_run *r) {
+    zone_blk *b = zone_run_block(r);
+    size_t size = zone_bsize(b);
+    z->runs.run_bytes -= size;
+    z->runs.nruns--;
+    r->first = NULL; /* a stale slot pointer into it no longer finds a run */
+    zone_unpoison(zone_user(b), size - ZONE_HDR);
+    zone_blk *m = hk__zone_merge_insert(z, b);
+    if (zone_spans_region(z, m)) hk__zone_maybe_release(z, m);
+    return m;
+}
+
+void hk__zone_runs_trim(hk_zone *z) {
+    for (unsigned c = 0; c < ZONE_NCLS; c++) {
+        zone_cls *cl = &z->runs.cls[c];
+        zone_run *r = cl->cur;
+        if (r && r->used == 0) {
+            cl->cur = NULL;
+            hk__zone_run_release(z, r);
+        }
+        if ((r = cl->spare) != NULL) {
+            cl->spare = NULL;
+            hk__zone_run_release(z, r);
+        }
+    }
+}
+
+HK__NOINLINE unsigned char *hk__zone_slot_refill(hk_zone *z, unsigned ci, zone_run **out, uint32_t *word) {
+    zone_cls *c = &z->runs.cls[ci];
+    if (c->cur) {
+        c->cur->state = ZONE_RUN_FULL;
+        c->cur = NULL;
+    }
+    zone_run *r = c->partial;
+    if (r) {
+        zone_partial_unlink(c, r);
+    } else if ((r = c->spare) != NULL) {
+        c->spare = NULL;
+    } else if (!(r = zone_run_new(z, ci))) {
+        return NULL;
+    }
+    r->state = ZONE_RUN_CUR;
+    c->cur = r;
+    *out = r;
+    return zone_slot_pop(r, word);
+}
+
+void hk__zone_run_settle(hk_zone *z, zone_run *r) {
+    zone_cls *c = &z->runs.cls[r->cls];
+    if (r->state == ZONE_RUN_FULL) {
+        zone_partial_push(c, r);
+    } else if (r->state == ZONE_RUN_PARTIAL && r->used == 0) {
+        zone_partial_unlink(c, r);
+        if (!c->spare) {
+            r->state = ZONE_RUN_SPARE;
+            c->spare = r;
+        } else {
+            hk__zone_run_release(z, r);
+        }
+    }
+}
+
+size_t hk__zone_run_free_all(hk_zone *z, zone_run *r) {
+    size_t n = 0;
+    for (uint32_t i = 0; i < r->bump; i++) {
+        zone_blk *s = (zone_blk *)(r->first + (size_t)i * r->stride);
+        if (s->bits & ZB_USED) {
+            z->used_req -= r->stride - ZONE_OVERLAP - zone_slot_slack(s);
+            zone_slot_mark_free(s);
+            n++;
+        }
+    }
+    r->used = 0;
+    z->runs.slot_bytes -= n * r->stride;
+    z->free_count += n;
+    zone_cls *c = &z->runs.cls[r->cls];
+    if (c->cur == r)
+        c->cur = NULL;
+    else if (c->spare == r)
+        c->spare = NULL;
+    else if (r->state == ZONE_RUN_PARTIAL)
+        zone_partial_unlink(c, r);
+    return n;
+}

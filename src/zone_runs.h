@@ -1,0 +1,175 @@
+/*
+ * src/zone_runs.h - the run layer's interface: small untracked blocks as
+ * slots of size-class runs (src/zone_runs.c holds the invariants and the
+ * slow paths; the slot fast paths are inline here so that hk_zone_alloc and
+ * hk_zone_free inline them).
+ *
+ * The layer's state is one zone_runset (z->runs). It asks the TLSF core for
+ * exactly two things: a block for a new run (hk__zone_take, growing the zone
+ * with hk__zone_grow when allowed) and taking an empty run's block back
+ * (hk__zone_merge_insert, hk__zone_maybe_release). It also keeps the zone's
+ * counters of live memory (used_req, peak_used, alloc_count, free_count)
+ * for the slots it hands out. Everything else (which requests come here,
+ * locking, reports) is its callers' business.
+ *
+ * Slots of one class are interchangeable, so a freed slot needs no merging:
+ * it goes on its run's free list (LIFO) and the next request of its class
+ * takes it.
+ */
+#ifndef HEAPKIT_ZONE_RUNS_H
+#define HEAPKIT_ZONE_RUNS_H
+
+#include "zone_internal.h"
+
+/* ---- slow paths (zone_runs.c) ------------------------------------------------ */
+
+/* The current run of class ci is exhausted or absent: makes a partial,
+ * spare or new run current and takes a slot from it (its user pointer; its
+ * run in *out, its header word in *word). NULL when no run can be had
+ * (nothing is purged for a run; the caller falls back to a plain block). */
+unsigned char *hk__zone_slot_refill(hk_zone *z, unsigned ci, zone_run **out, uint32_t *word);
+/* A run's state after a slot of it was freed (full -> partial; an empty
+ * partial run becomes the class's spare or goes back to the core). */
+void hk__zone_run_settle(hk_zone *z, zone_run *r);
+/* Gives back every class's spare run and its current run when empty (before
+ * any purge, growth or failure). O(classes). */
+void hk__zone_runs_trim(hk_zone *z);
+/* Frees every used slot of run r at once and takes r off its class (the
+ * caller then releases it). Returns the slots freed. O(slots of r). */
+size_t hk__zone_run_free_all(hk_zone *z, zone_run *r);
+/* Gives the empty run r (on no list) back to the TLSF core. Returns the
+ * merged free block. */
+zone_blk *hk__zone_run_release(hk_zone *z, zone_run *r);
+
+/* ---- fast paths ------------------------------------------------------------------ */
+
+static inline void zone_slot_set(zone_blk *b, uint32_t word, unsigned tag, unsigned bits) {
+    b->size16 = word;
+    b->tag = (uint8_t)tag;
+    b->bits = (uint8_t)bits;
+    b->chk = zone_slot_chk(b, word, tag, bits);
+}
+
+/* Turns the (verified) header of used slot b into its free header: index
+ * and class kept, slack 0, tag 0, bits ZB_SLOT_FREE. zone_slot_chk is an
+ * xor of its inputs folded by h ^ (h >> 16), so the new check is the old
+ * one xor the fold of what changed: the slack (word bits 19..31 fold onto
+ * bits 3..15), the tag (bits 8..15) and ZB_USED. This spares the free path
+ * a rehash; check verifies every free slot's header with the full hash. */
+static inline void zone_slot_mark_free(zone_blk *b) {
+    uint32_t w = b->size16;
+    b->chk = (uint16_t)(b->chk ^ ((w >> 19) << 3) ^ ((unsigned)b->tag << 8) ^ ZB_USED);
+    b->size16 = w & 0x7ffffu;
+    b->tag = 0;
+    b->bits = ZB_SLOT_FREE;
+}
+
+/* A slot of run r (its user pointer), with its header word (index and
+ * class) in *word, or NULL when r has none left. */
+static inline unsigned char *zone_slot_pop(zone_run *r, uint32_t *word) {
+    unsigned char *u = r->free;
+    if (u) {
+        zone_unpoison(u, sizeof(void *));
+        r->free = *(unsigned char **)u;
+        *word = zone_from_user(u)->size16 & 0x7ffffu;
+        return u;
+    }
+    if (r->bump < r->nslots) {
+        u = r->first + (size_t)r->bump * r->stride + ZONE_HDR;
+        /* the header and the 8 bytes before it (the previous slot's last
+         * bytes, like a plain block's overlap) stay addressable */
+        zone_unpoison(u - ZONE_HDR, ZONE_HDR);
+        *word = zone_slot_word(r->bump, r->cls, 0);
+        r->bump++;
+        return u;
+    }
+    return NULL;
+}
+
+/* Makes slot u (just popped from run r, header word `word`) a used block
+ * of n bytes. */
+static inline void *zone_slot_finish(hk_zone *z, zone_run *r, unsigned char *u, uint32_t word, size_t n) {
+    uint32_t slack = r->stride - ZONE_OVERLAP - (uint32_t)n;
+    zone_slot_set(zone_from_user(u), word | (slack << 19), HK_TAG_STATIC, ZB_SLOT_USED);
+    r->used++;
+    zone_unpoison(u, n);
+    if (slack > ZONE_OVERLAP) zone_poison(u + n, slack - ZONE_OVERLAP);
+    z->runs.slot_bytes += r->stride;
+    z->used_req += n;
+    z->alloc_count++;
+    if (z->used_req > z->peak_used) z->peak_used = z->used_req;
+    return u;
+}
+
+/* n <= ZONE_RUN_MAX_REQ bytes from the current run of n's class, or NULL
+ * when it has no slot left (or there is none). O(1). */
+static inline void *zone_slot_alloc_fast(hk_zone *z, size_t n) {
+    zone_run *r = z->runs.cls[zone_cls_of(n)].cur;
+    if (HK__LIKELY(r != NULL)) {
+        uint32_t word;
+        unsigned char *u = zone_slot_pop(r, &word);
+        if (HK__LIKELY(u != NULL)) return zone_slot_finish(z, r, u, word, n);
+    }
+    return NULL;
+}
+
+/* n <= ZONE_RUN_MAX_REQ bytes from a run, refilling the class when needed;
+ * NULL (no report) when no run can be had. O(1). */
+static inline void *zone_slot_alloc(hk_zone *z, size_t n) {
+    unsigned ci = zone_cls_of(n);
+    zone_run *r = z->runs.cls[ci].cur;
+    uint32_t word;
+    unsigned char *u = r ? zone_slot_pop(r, &word) : NULL;
+    if (HK__UNLIKELY(!u)) {
+        u = hk__zone_slot_refill(z, ci, &r, &word);
+        if (!u) return NULL;
+    }
+    return zone_slot_finish(z, r, u, word, n);
+}
+
+/* The run of the slot whose (check-verified) header is b, or NULL when it
+ * names none in region rg. */
+static inline zone_run *zone_slot_run(const zone_region *rg, const zone_blk *b) {
+    if (zone_slot_cls(b) >= ZONE_NCLS) return NULL;
+    zone_run *r = zone_run_of_slot(b);
+    if ((unsigned char *)r < rg->base + ZONE_HDR || (unsigned char *)r + sizeof *r > rg->end) return NULL;
+    if (r->first != (unsigned char *)r + ZONE_RUN_SLOT0 || r->stride != zone_cls_stride(zone_slot_cls(b)) ||
+        zone_slot_idx(b) >= r->bump)
+        return NULL;
+    return r;
+}
+
+/* Frees the validated used slot b of run r. O(1). */
+static inline void zone_slot_free(hk_zone *z, zone_blk *b, zone_run *r) {
+    uint32_t stride = r->stride;
+    unsigned char *u = zone_user(b);
+    z->used_req -= stride - ZONE_OVERLAP - zone_slot_slack(b);
+    zone_slot_mark_free(b);
+    zone_unpoison(u, sizeof(void *));
+    *(unsigned char **)u = r->free;
+    r->free = u;
+    zone_poison(u, stride - ZONE_HDR);
+    z->runs.slot_bytes -= stride;
+    z->free_count++;
+    if (--r->used == 0 || r->state == ZONE_RUN_FULL) hk__zone_run_settle(z, r);
+}
+
+/* Resizes used slot b in place to n bytes when n fits and wastes at most
+ * half the slot (or is of the slot's own class): returns 1. Otherwise 0 and
+ * the slot is unchanged (the caller moves it). O(1). */
+static inline int zone_slot_resize(hk_zone *z, zone_blk *b, size_t n) {
+    zone_run *r = zone_run_of_slot(b);
+    unsigned char *u = zone_user(b);
+    size_t area = r->stride - ZONE_OVERLAP, old_req = area - zone_slot_slack(b);
+    if (n > area || (n < area / 2 && zone_cls_of(n) != zone_slot_cls(b))) return 0;
+    size_t slack = area - n;
+    zone_slot_set(b, zone_slot_word(zone_slot_idx(b), zone_slot_cls(b), (uint32_t)slack), HK_TAG_STATIC,
+                  ZB_SLOT_USED);
+    zone_unpoison(u, n);
+    if (slack > ZONE_OVERLAP) zone_poison(u + n, slack - ZONE_OVERLAP);
+    z->used_req = z->used_req - old_req + n;
+    if (z->used_req > z->peak_used) z->peak_used = z->used_req;
+    return 1;
+}
+
+#endif /* HEAPKIT_ZONE_RUNS_H */
