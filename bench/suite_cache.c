@@ -149,7 +149,7 @@ static int record_block(const hk_block_info *bi, void *user) {
  * three adjacent blocks that compaction moves with one memmove each). */
 static hk_cache *fragmented(size_t size, uint64_t *seed, hk_cache_handle *hs, int max, int *n_out,
                             int every_other) {
-    hk_cache *c = bench_cache(size + 4096, (uint32_t)max);
+    hk_cache *c = bench_cache(size + 4096, (uint32_t)max - 1u); /* 2^k - 1 handles: no hot entry wasted */
     int n = 0;
     for (; n < max; n++) {
         size_t sz = 64 + (size_t)(hkb_rand(seed) % 4033);
@@ -380,11 +380,11 @@ static frag_live fs_pop(frag_state *s) {
 #define NEVER INT64_MAX
 
 static double frag_cache(size_t limit, uint64_t seed, double *with_table, int64_t *steps_out) {
-    uint32_t handles = (uint32_t)(limit / 2048); /* about twice the blocks live at the end */
+    uint32_t handles = (uint32_t)(limit / 2048) - 1u; /* about twice the blocks live at the end; 2^k - 1 */
     hk_cache *c = bench_cache(limit, handles);
-    hk_stats st;
-    hk_cache_stats(c, &st);
-    size_t region = st.capacity;
+    hk_cache_info ci;
+    hk_cache_get_info(c, &ci);
+    size_t region = ci.region_bytes;
     frag_state s = {0};
     int64_t step = 0;
     for (;; step++) {
@@ -400,10 +400,9 @@ static double frag_cache(size_t limit, uint64_t seed, double *with_table, int64_
         fs_push(&s, (frag_live){NULL, h.value, o.size, o.death < 0 ? NEVER : o.death});
         s.live_bytes += o.size;
     }
-    hk_cache_stats(c, &st);
     double occ = (double)s.live_bytes / (double)region;
     /* the handle table lives apart from the region: count it too */
-    *with_table = (double)s.live_bytes / (double)(region + (size_t)handles * HK_CACHE_HANDLE_BYTES);
+    *with_table = (double)s.live_bytes / (double)(region + ci.table_bytes);
     *steps_out = step;
     hk_cache_destroy(c);
     free(s.v);

@@ -33,7 +33,7 @@ int main(void) {
     if (hk_cache_is_purged(cache, sound) && hk_cache_reallocate(cache, sound, 100 * 1024) == HK_OK)
         printf("sound reloaded at a smaller size\n");
 
-    hk_cache_dump(cache, NULL); /* MacsBug-style heap display */
+    hk_cache_dump(cache, hk_print_file, stdout); /* MacsBug-style heap display */
     int ok = hk_cache_check(cache) == HK_OK && hk_hunk_check(hunk) == HK_OK;
     hk_cache_destroy(cache);
     hk_hunk_destroy(hunk);

@@ -154,9 +154,9 @@ int main(void) {
     }
 
     printf("\nthe hunk at the end (Hunk_Print):\n");
-    hk_hunk_print(g.hunk, stdout);
+    hk_hunk_dump(g.hunk, hk_print_file, stdout);
     printf("\nthe cache (MacsBug hd):\n");
-    hk_cache_dump(g.cache, stdout);
+    hk_cache_dump(g.cache, hk_print_file, stdout);
 
     printf("\nmistakes are reported, and nothing is damaged:\n");
     hk_pool_id dead = ids[0];

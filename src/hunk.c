@@ -1,16 +1,7 @@
 /*
  * src/hunk.c - Quake's hunk: a region allocated from both ends.
  *
- * Layout of a block (all offsets multiples of 16):
- *
- *   [hunk_hdr 16][user bytes n][canary: 8..23 bytes of HK_FILL_PAD]
- *   ^ start      ^ start + 16                        ^ start + 16 + round16(n + 8)
- *
- * A padding block (flag HUNK_F_PAD) is a header followed by `requested`
- * bytes of HK_FILL_PAD; it fills the gap that an alignment above 16 leaves
- * (below the block on the low end, above it on the high end), so that every
- * header sits right before its user bytes and the region stays a plain
- * sequence of headers.
+ * Block layout: src/hunk_internal.h. Introspection: src/hunk_check.c.
  *
  * Invariants (verified by hk_hunk_check):
  *  - low blocks tile [base, base + low.used) from the bottom; high blocks
@@ -35,95 +26,7 @@
  * the sequence number it had when the mark was taken; freeing below a mark
  * and allocating again changes it.
  */
-#include "heapkit/hunk.h"
-#include "internal.h"
-
-#include <stdio.h>
-#include <string.h>
-
-#define HUNK_SENTINEL   0x1df001edu /* "id fooled", as in Quake */
-#define HUNK_NAME_LEN   HK_HUNK_NAME_MAX
-#define HUNK_NAMES      HK_HUNK_NAMES
-#define HUNK_NAME_OTHER (HUNK_NAMES - 1)
-#define HUNK_ALIGN      16u
-#define HUNK_HDR        16u
-#define HUNK_MIN_CANARY 8u
-#define HUNK_REQ_BITS   48
-#define HUNK_MAX_REQ    (((uint64_t)1 << HUNK_REQ_BITS) - 64)
-#define HUNK_F_HIGH     1u
-#define HUNK_F_TEMP     2u
-#define HUNK_F_PAD      4u
-#define HUNK_PAD64      0xFDFDFDFDFDFDFDFDull
-
-typedef struct hunk_hdr {
-    uint32_t sentinel;
-    uint32_t seq;
-    uint64_t word; /* requested (48 bits) | name index (12) << 48 | flags (4) << 60 */
-} hunk_hdr;
-
-_Static_assert(sizeof(hunk_hdr) == HUNK_HDR, "hunk header is 16 bytes");
-_Static_assert(HUNK_NAMES <= 4096, "name index has 12 bits");
-
-static inline uint64_t hunk_word(size_t req, uint32_t name, uint32_t flags) {
-    return (uint64_t)req | ((uint64_t)name << 48) | ((uint64_t)flags << 60);
-}
-static inline size_t hunk_req(uint64_t w) { return (size_t)(w & (((uint64_t)1 << 48) - 1)); }
-static inline uint32_t hunk_name_of(uint64_t w) { return (uint32_t)((w >> 48) & 0xfffu); }
-static inline uint32_t hunk_flags_of(uint64_t w) { return (uint32_t)(w >> 60); }
-/* Length of a block from its header fields (requested must be sane). */
-static inline size_t hunk_len(size_t req, uint32_t flags) {
-    return (flags & HUNK_F_PAD) ? HUNK_HDR + req : HUNK_HDR + ((req + HUNK_MIN_CANARY + 15) & ~(size_t)15);
-}
-
-typedef struct hunk_end {
-    size_t used;       /* bytes taken from this end */
-    size_t user_bytes; /* sum of requested sizes */
-    size_t blocks;     /* non-padding blocks */
-    size_t last;       /* low end: offset of the last block's header */
-} hunk_end;
-
-typedef struct hunk_name_cache {
-    const char *ptr;
-    uint32_t idx;
-    uint64_t mask[2]; /* the bytes of the name that must match: its text and NUL */
-} hunk_name_cache;
-
-struct hk_hunk {
-    unsigned char *base; /* 16-aligned start of the block area */
-    size_t cap;          /* bytes of the block area (multiple of 16) */
-    hunk_end low, high;
-    uint64_t allocs; /* blocks ever allocated (their seq is the low 32 bits) */
-    uint64_t frees;
-    uint64_t fail_count;
-    size_t peak_used; /* updated lazily: before every decrease, and by stats */
-    int temp_active;
-    hunk_end temp_mark;
-    uint32_t flags;
-    int running_on_valgrind;
-    int slow;      /* lock hooks, zero/fill/paranoid flags, a sanitizer, Valgrind or a tenant: no fast path */
-    void *os_base; /* the OS mapping to release, or NULL for caller memory */
-    size_t os_size;
-    hk__reporter rep;
-    hk_lock_hooks lock;
-    int slow_base; /* `slow` without the tenant */
-    /* tenant (hk_hunk_set_tenant): a claim inside the free middle */
-    hk_hunk_reclaim_fn tenant_fn;
-    void *tenant_user;
-    unsigned char *tenant_start;
-    size_t tenant_size;
-    uint32_t nnames;
-    hunk_name_cache name_cache[8];
-    char names[HUNK_NAMES][HUNK_NAME_LEN];
-};
-
-static inline size_t hunk_total_used(const hk_hunk *h) { return h->low.used + h->high.used; }
-
-static inline void hunk_note_peak(hk_hunk *h) {
-    size_t u = hunk_total_used(h);
-    if (u > h->peak_used) h->peak_used = u;
-}
-
-static void hunk_after_op(hk_hunk *h);
+#include "hunk_internal.h"
 
 /* ---- names ------------------------------------------------------------- */
 
@@ -184,16 +87,12 @@ static inline uint32_t hunk_name_index(hk_hunk *h, const char *name) {
     return hunk_name_slow(h, name, slot);
 }
 
-static void hunk_name_text(const hk_hunk *h, uint32_t idx, char out[HUNK_NAME_LEN + 1]) {
-    if (idx >= h->nnames && idx != HUNK_NAME_OTHER) idx = 0;
-    memcpy(out, h->names[idx], HUNK_NAME_LEN);
-    out[HUNK_NAME_LEN] = 0;
-}
-
 /* ---- create / destroy -------------------------------------------------- */
 
 hk_hunk *hk_hunk_create(const hk_hunk_desc *desc) {
     if (!desc) return NULL;
+    hk__core core;
+    if (HK__CORE_INIT(&core, "hunk", desc, hk__hunk_check, NULL) != HK_OK) return NULL;
     unsigned char *mem;
     size_t size;
     void *os_base = NULL;
@@ -221,20 +120,19 @@ hk_hunk *hk_hunk_create(const hk_hunk_desc *desc) {
     memset(h, 0, sizeof *h);
     h->base = (unsigned char *)area;
     h->cap = end - area;
-    h->flags = desc->flags;
+    h->core = core;
+    h->core.self = h;
     h->os_base = os_base;
     h->os_size = os_size;
-    hk__reporter_init(&h->rep, "hunk", desc->name, desc->on_error, desc->error_user, desc->flags);
-    h->lock = desc->lock;
     memcpy(h->names[0], "unknown", 8);
     memcpy(h->names[HUNK_NAME_OTHER], "(other)", 8);
     h->nnames = 1;
 #ifdef HK__VALGRIND
     h->running_on_valgrind = RUNNING_ON_VALGRIND ? 1 : 0;
 #endif
-    h->slow_base = h->lock.lock || h->lock.unlock ||
-                   (h->flags & (HK_FLAG_ZERO | HK_FLAG_FILL | HK_FLAG_PARANOID)) || h->running_on_valgrind ||
-                   hk__asan_enabled() || HK_DEBUG >= 3;
+    h->slow_base = h->core.locked_hooks || h->core.paranoid ||
+                   (h->core.flags & (HK_FLAG_ZERO | HK_FLAG_FILL)) || h->running_on_valgrind ||
+                   hk__asan_enabled();
     h->slow = h->slow_base;
     hk__asan_poison(h->base, h->cap);
     return h;
@@ -250,7 +148,7 @@ void hk_hunk_destroy(hk_hunk *h) {
 
 static HK__NOINLINE void *hunk_fail_nomem(hk_hunk *h, size_t size, int high) {
     h->fail_count++;
-    hk__report(&h->rep, HK_ERR_NOMEM, HK_EK_NOMEM, NULL, size, NULL,
+    hk__report(&h->core.rep, HK_ERR_NOMEM, HK_EK_NOMEM, NULL, size, NULL,
                "%s allocation failed: asked %zu, low %zu, high %zu, capacity %zu", high ? "high" : "low",
                size, h->low.used, h->high.used, h->cap);
     return NULL;
@@ -258,7 +156,7 @@ static HK__NOINLINE void *hunk_fail_nomem(hk_hunk *h, size_t size, int high) {
 
 static HK__NOINLINE void *hunk_fail_overflow(hk_hunk *h, size_t size) {
     h->fail_count++;
-    hk__report(&h->rep, HK_ERR_OVERFLOW, HK_EK_OVERFLOW, NULL, size, NULL,
+    hk__report(&h->core.rep, HK_ERR_OVERFLOW, HK_EK_OVERFLOW, NULL, size, NULL,
                "asked %zu bytes, more than a hunk block can describe (capacity %zu)", size, h->cap);
     return NULL;
 }
@@ -289,14 +187,14 @@ static inline void *hunk_put_block(hk_hunk *h, unsigned char *start, size_t tota
     if (h->running_on_valgrind) VALGRIND_MAKE_MEM_UNDEFINED(start, total);
 #endif
     unsigned char *user = hunk_fast_put(h, start, total, n, name, flags);
-    if (HK__UNLIKELY(h->flags & (HK_FLAG_ZERO | HK_FLAG_FILL)))
-        memset(user, (h->flags & HK_FLAG_ZERO) ? 0 : HK_FILL_ALLOC, n);
+    if (HK__UNLIKELY(h->core.flags & (HK_FLAG_ZERO | HK_FLAG_FILL)))
+        memset(user, (h->core.flags & HK_FLAG_ZERO) ? 0 : HK_FILL_ALLOC, n);
 #ifdef HK__ASAN
     hk__asan_poison(start, HUNK_HDR);
     hk__asan_poison(user + n, (size_t)(start + total - (user + n)));
 #endif
 #ifdef HK__VALGRIND
-    if (h->running_on_valgrind) VALGRIND_MALLOCLIKE_BLOCK(user, n, 0, (h->flags & HK_FLAG_ZERO) != 0);
+    if (h->running_on_valgrind) VALGRIND_MALLOCLIKE_BLOCK(user, n, 0, (h->core.flags & HK_FLAG_ZERO) != 0);
 #endif
     return user;
 }
@@ -339,8 +237,6 @@ static int hunk_tenant_room(hk_hunk *h, int high, uintptr_t edge) {
     h->tenant_size -= got;
     return got >= want;
 }
-
-static inline size_t hunk_free_bytes(const hk_hunk *h) { return h->cap - hunk_total_used(h); }
 
 /* Low end, any alignment (>= 16, power of two). */
 static void *hunk_alloc_low(hk_hunk *h, size_t n, size_t align, const char *name) {
@@ -397,7 +293,7 @@ static int hunk_check_align(hk_hunk *h, size_t *align) {
     if (*align == 0) *align = HUNK_ALIGN;
     if (!hk_is_pow2(*align) || *align > ((size_t)1 << 30)) {
         h->fail_count++;
-        hk__report(&h->rep, HK_ERR_INVALID, HK_EK_INVALID_ARG, NULL, *align, NULL,
+        hk__report(&h->core.rep, HK_ERR_INVALID, HK_EK_INVALID_ARG, NULL, *align, NULL,
                    "alignment %zu is not a power of two up to 1 GiB", *align);
         return 0;
     }
@@ -423,10 +319,10 @@ static inline size_t hunk_fast_fit(const hk_hunk *h, size_t n, const char *name,
 }
 
 static HK__NOINLINE void *hunk_alloc_low_locked(hk_hunk *h, size_t size, const char *name) {
-    hk__lock(&h->lock);
+    hk__core_lock(&h->core);
     void *p = hunk_alloc_low(h, size, HUNK_ALIGN, name);
-    hunk_after_op(h);
-    hk__unlock(&h->lock);
+    hk__core_after(&h->core);
+    hk__core_unlock(&h->core);
     return p;
 }
 
@@ -445,12 +341,12 @@ void *hk_hunk_alloc(hk_hunk *h, size_t size, const char *name) {
     return hunk_alloc_low_locked(h, size, name);
 }
 
-void *hk_hunk_alloc_aligned(hk_hunk *h, size_t size, size_t align, const char *name) {
+void *hk_hunk_alloc_aligned(hk_hunk *h, size_t align, size_t size, const char *name) {
     if (!h) return NULL;
-    hk__lock(&h->lock);
+    hk__core_lock(&h->core);
     void *p = hunk_check_align(h, &align) ? hunk_alloc_low(h, size, align, name) : NULL;
-    hunk_after_op(h);
-    hk__unlock(&h->lock);
+    hk__core_after(&h->core);
+    hk__core_unlock(&h->core);
     return p;
 }
 
@@ -465,30 +361,30 @@ void *hk_hunk_alloc_high(hk_hunk *h, size_t size, const char *name) {
         h->high.blocks++;
         return hunk_fast_put(h, h->base + h->cap - h->high.used, total, size, idx, HUNK_F_HIGH);
     }
-    hk__lock(&h->lock);
+    hk__core_lock(&h->core);
     if (h->temp_active) hunk_release_temp(h);
     void *p = hunk_alloc_high(h, size, HUNK_ALIGN, 0, name);
-    hunk_after_op(h);
-    hk__unlock(&h->lock);
+    hk__core_after(&h->core);
+    hk__core_unlock(&h->core);
     return p;
 }
 
-void *hk_hunk_alloc_high_aligned(hk_hunk *h, size_t size, size_t align, const char *name) {
+void *hk_hunk_alloc_high_aligned(hk_hunk *h, size_t align, size_t size, const char *name) {
     if (!h) return NULL;
-    hk__lock(&h->lock);
+    hk__core_lock(&h->core);
     void *p = NULL;
     if (hunk_check_align(h, &align)) {
         if (h->temp_active) hunk_release_temp(h);
         p = hunk_alloc_high(h, size, align, 0, name);
     }
-    hunk_after_op(h);
-    hk__unlock(&h->lock);
+    hk__core_after(&h->core);
+    hk__core_unlock(&h->core);
     return p;
 }
 
 void *hk_hunk_alloc_temp(hk_hunk *h, size_t size) {
     if (!h) return NULL;
-    hk__lock(&h->lock);
+    hk__core_lock(&h->core);
     hunk_release_temp(h);
     hunk_end before = h->high;
     void *p = hunk_alloc_high(h, size, HUNK_ALIGN, HUNK_F_TEMP, "temp");
@@ -496,8 +392,8 @@ void *hk_hunk_alloc_temp(hk_hunk *h, size_t size) {
         h->temp_mark = before;
         h->temp_active = 1;
     }
-    hunk_after_op(h);
-    hk__unlock(&h->lock);
+    hk__core_after(&h->core);
+    hk__core_unlock(&h->core);
     return p;
 }
 
@@ -529,7 +425,7 @@ static void hunk_release_range(hk_hunk *h, unsigned char *lo, unsigned char *hi,
     if (hi <= lo) return;
     h->frees += blocks;
     hunk_vg_free_range(h, lo, hi);
-    if (h->flags & HK_FLAG_FILL) {
+    if (h->core.flags & HK_FLAG_FILL) {
         hk__asan_unpoison(lo, (size_t)(hi - lo));
         memset(lo, HK_FILL_FREE, (size_t)(hi - lo));
     }
@@ -549,24 +445,17 @@ static void hunk_release_temp(hk_hunk *h) {
 
 void hk_hunk_free_temp(hk_hunk *h) {
     if (!h) return;
-    hk__lock(&h->lock);
+    hk__core_lock(&h->core);
     hunk_release_temp(h);
-    hunk_after_op(h);
-    hk__unlock(&h->lock);
-}
-
-/* Reads the header at `p` (which may be poisoned) into *out. */
-static void hunk_read_hdr(const unsigned char *p, hunk_hdr *out) {
-    hk__asan_unpoison(p, HUNK_HDR);
-    memcpy(out, p, HUNK_HDR);
-    hk__asan_poison(p, HUNK_HDR);
+    hk__core_after(&h->core);
+    hk__core_unlock(&h->core);
 }
 
 hk_hunk_mark hk_hunk_low_mark(hk_hunk *h) {
     hk_hunk_mark m;
     memset(&m, 0, sizeof m);
     if (!h) return m;
-    hk__lock(&h->lock);
+    hk__core_lock(&h->core);
     m.offset = h->low.used;
     m.user_bytes = h->low.user_bytes;
     m.blocks = h->low.blocks;
@@ -577,7 +466,7 @@ hk_hunk_mark hk_hunk_low_mark(hk_hunk *h) {
         hunk_read_hdr(h->base + h->low.last, &hd);
         m.seq = hd.seq;
     }
-    hk__unlock(&h->lock);
+    hk__core_unlock(&h->core);
     return m;
 }
 
@@ -586,7 +475,7 @@ hk_hunk_mark hk_hunk_high_mark(hk_hunk *h) {
     memset(&m, 0, sizeof m);
     m.end = 1;
     if (!h) return m;
-    hk__lock(&h->lock);
+    hk__core_lock(&h->core);
     hunk_release_temp(h);
     m.offset = h->high.used;
     m.user_bytes = h->high.user_bytes;
@@ -596,12 +485,12 @@ hk_hunk_mark hk_hunk_high_mark(hk_hunk *h) {
         hunk_read_hdr(h->base + h->cap - h->high.used, &hd);
         m.seq = hd.seq;
     }
-    hk__unlock(&h->lock);
+    hk__core_unlock(&h->core);
     return m;
 }
 
 static hk_result hunk_bad_mark(hk_hunk *h, hk_hunk_mark m, int high, const char *why) {
-    return hk__report(&h->rep, HK_ERR_INVALID, HK_EK_INVALID_ARG, NULL, m.offset, NULL,
+    return hk__report(&h->core.rep, HK_ERR_INVALID, HK_EK_INVALID_ARG, NULL, m.offset, NULL,
                       "free to %s mark %zu refused: %s (low %zu, high %zu)", high ? "high" : "low", m.offset,
                       why, h->low.used, h->high.used);
 }
@@ -657,39 +546,52 @@ static hk_result hunk_free_to_mark(hk_hunk *h, hk_hunk_mark m, int high) {
 
 hk_result hk_hunk_free_to_low_mark(hk_hunk *h, hk_hunk_mark mark) {
     if (!h) return HK_ERR_INVALID;
-    hk__lock(&h->lock);
+    hk__core_lock(&h->core);
     hk_result r = hunk_free_to_mark(h, mark, 0);
-    hunk_after_op(h);
-    hk__unlock(&h->lock);
+    hk__core_after(&h->core);
+    hk__core_unlock(&h->core);
     return r;
 }
 
 hk_result hk_hunk_free_to_high_mark(hk_hunk *h, hk_hunk_mark mark) {
     if (!h) return HK_ERR_INVALID;
-    hk__lock(&h->lock);
+    hk__core_lock(&h->core);
     hk_result r = hunk_free_to_mark(h, mark, 1);
-    hunk_after_op(h);
-    hk__unlock(&h->lock);
+    hk__core_after(&h->core);
+    hk__core_unlock(&h->core);
     return r;
 }
 
 void hk_hunk_reset(hk_hunk *h) {
     if (!h) return;
-    hk__lock(&h->lock);
+    hk__core_lock(&h->core);
     hunk_note_peak(h);
     h->temp_active = 0;
     hunk_release_range(h, h->base, h->base + h->low.used, h->low.blocks);
     hunk_release_range(h, h->base + h->cap - h->high.used, h->base + h->cap, h->high.blocks);
     memset(&h->low, 0, sizeof h->low);
     memset(&h->high, 0, sizeof h->high);
-    hk__unlock(&h->lock);
+    hk__core_after(&h->core);
+    hk__core_unlock(&h->core);
 }
 
 /* ---- queries -------------------------------------------------------------- */
 
-size_t hk_hunk_low_used(const hk_hunk *h) { return h ? h->low.used : 0; }
-size_t hk_hunk_high_used(const hk_hunk *h) { return h ? h->high.used : 0; }
-size_t hk_hunk_capacity(const hk_hunk *h) { return h ? h->cap : 0; }
+hk_result hk_hunk_get_info(const hk_hunk *h, hk_hunk_info *out) {
+    if (!h || !out) return HK_ERR_INVALID;
+    hk__core_lock(&h->core);
+    memset(out, 0, sizeof *out);
+    out->capacity = h->cap;
+    out->low_used = h->low.used;
+    out->high_used = h->high.used;
+    out->low_blocks = h->low.blocks;
+    out->high_blocks = h->high.blocks;
+    out->temp_bytes = h->temp_active ? h->high.used - h->temp_mark.used : 0;
+    out->tenant_bytes = h->tenant_size;
+    out->names_used = h->nnames;
+    hk__core_unlock(&h->core);
+    return HK_OK;
+}
 
 void hk_hunk_free_range(const hk_hunk *h, void **start, size_t *size) {
     if (start) *start = h ? h->base + h->low.used : NULL;
@@ -703,7 +605,7 @@ static hk_result hunk_tenant_check_range(hk_hunk *h, void *start, size_t size) {
     if (size == 0) return HK_OK;
     if (((uintptr_t)s & 15) || (size & 15) || s < h->base + h->low.used ||
         size > (size_t)(h->base + h->cap - h->high.used - s))
-        return hk__report(&h->rep, HK_ERR_INVALID, HK_EK_INVALID_ARG, start, size, NULL,
+        return hk__report(&h->core.rep, HK_ERR_INVALID, HK_EK_INVALID_ARG, start, size, NULL,
                           "tenant claim %p + %zu is not a 16-aligned range of the free middle %p..%p", start,
                           size, (void *)(h->base + h->low.used), (void *)(h->base + h->cap - h->high.used));
     return HK_OK;
@@ -711,7 +613,7 @@ static hk_result hunk_tenant_check_range(hk_hunk *h, void *start, size_t size) {
 
 hk_result hk_hunk_set_tenant(hk_hunk *h, hk_hunk_reclaim_fn fn, void *user, void *start, size_t size) {
     if (!h) return HK_ERR_INVALID;
-    hk__lock(&h->lock);
+    hk__core_lock(&h->core);
     hk_result r = HK_OK;
     if (!fn) {
         h->tenant_fn = NULL;
@@ -719,7 +621,7 @@ hk_result hk_hunk_set_tenant(hk_hunk *h, hk_hunk_reclaim_fn fn, void *user, void
         h->tenant_start = NULL;
         h->tenant_size = 0;
     } else if (h->tenant_fn) {
-        r = hk__report(&h->rep, HK_ERR_STATE, HK_EK_STATE, start, size, NULL,
+        r = hk__report(&h->core.rep, HK_ERR_STATE, HK_EK_STATE, start, size, NULL,
                        "a tenant is already installed (claim %p + %zu)", (void *)h->tenant_start,
                        h->tenant_size);
     } else if ((r = hunk_tenant_check_range(h, start, size)) == HK_OK) {
@@ -729,297 +631,22 @@ hk_result hk_hunk_set_tenant(hk_hunk *h, hk_hunk_reclaim_fn fn, void *user, void
         h->tenant_size = size;
     }
     h->slow = h->slow_base || h->tenant_fn != NULL;
-    hk__unlock(&h->lock);
+    hk__core_after(&h->core);
+    hk__core_unlock(&h->core);
     return r;
 }
 
 hk_result hk_hunk_set_tenant_range(hk_hunk *h, void *start, size_t size) {
     if (!h) return HK_ERR_INVALID;
-    hk__lock(&h->lock);
+    hk__core_lock(&h->core);
     hk_result r;
     if (!h->tenant_fn)
-        r = hk__report(&h->rep, HK_ERR_STATE, HK_EK_STATE, start, size, NULL, "no tenant is installed");
+        r = hk__report(&h->core.rep, HK_ERR_STATE, HK_EK_STATE, start, size, NULL, "no tenant is installed");
     else if ((r = hunk_tenant_check_range(h, start, size)) == HK_OK) {
         h->tenant_start = size ? (unsigned char *)start : NULL;
         h->tenant_size = size;
     }
-    hk__unlock(&h->lock);
+    hk__core_after(&h->core);
+    hk__core_unlock(&h->core);
     return r;
-}
-
-hk_result hk_hunk_stats(const hk_hunk *h, hk_stats *out) {
-    if (!h || !out) return HK_ERR_INVALID;
-    memset(out, 0, sizeof *out);
-    out->size = (uint32_t)sizeof *out;
-    out->version = HK_STATS_VERSION;
-    out->allocator = "hunk";
-    out->capacity = h->cap;
-    out->used = h->low.user_bytes + h->high.user_bytes;
-    out->used_blocks_bytes = hunk_total_used(h);
-    out->free = hunk_free_bytes(h);
-    /* The largest low-end request that fits the free middle now. */
-    out->largest_free = out->free >= HUNK_HDR + 16 ? out->free - HUNK_HDR - HUNK_MIN_CANARY : 0;
-    out->peak_used = h->peak_used > hunk_total_used(h) ? h->peak_used : hunk_total_used(h);
-    out->overhead = out->used_blocks_bytes - out->used;
-    out->live_blocks = h->low.blocks + h->high.blocks;
-    out->free_blocks = out->free ? 1 : 0;
-    out->alloc_count = h->allocs;
-    out->free_count = h->frees;
-    out->fail_count = h->fail_count;
-    out->error_count = h->rep.error_count;
-    return HK_OK;
-}
-
-/* ---- walking and checking ------------------------------------------------- */
-
-typedef struct hunk_block {
-    unsigned char *start;
-    hunk_hdr hdr; /* a copy: the original may be poisoned */
-    size_t req, len;
-    uint32_t flags;
-} hunk_block;
-
-/* Reads and validates the block at p, which must end by `limit`. */
-static int hunk_read_block(hk_hunk *h, unsigned char *p, unsigned char *limit, int high, hunk_block *b,
-                           const char **why) {
-    b->start = p;
-    if ((size_t)(limit - p) < HUNK_HDR) {
-        *why = "block header runs past the end of its region";
-        return 0;
-    }
-    hunk_read_hdr(p, &b->hdr);
-    if (b->hdr.sentinel != HUNK_SENTINEL) {
-        *why = "header sentinel damaged (overrun of the block below?)";
-        return 0;
-    }
-    b->req = hunk_req(b->hdr.word);
-    b->flags = hunk_flags_of(b->hdr.word);
-    if ((uint64_t)b->req > HUNK_MAX_REQ || (b->flags & ~(HUNK_F_HIGH | HUNK_F_TEMP | HUNK_F_PAD)) ||
-        ((b->flags & HUNK_F_PAD) && (b->req & 15))) {
-        *why = "header size or flags damaged";
-        return 0;
-    }
-    if (((b->flags & HUNK_F_HIGH) != 0) != (high != 0)) {
-        *why = high ? "low-end block found on the high end" : "high-end block found on the low end";
-        return 0;
-    }
-    uint32_t name = hunk_name_of(b->hdr.word);
-    if (name >= h->nnames && name != HUNK_NAME_OTHER) {
-        *why = "header name index damaged";
-        return 0;
-    }
-    b->len = hunk_len(b->req, b->flags);
-    if (b->len > (size_t)(limit - p)) {
-        *why = "header size runs past the end of its region";
-        return 0;
-    }
-    return 1;
-}
-
-/* The canary bytes after the user bytes, or a padding block's bytes. */
-static int hunk_canary_ok(const hunk_block *b) {
-    unsigned char *from = b->start + HUNK_HDR + ((b->flags & HUNK_F_PAD) ? 0 : b->req);
-    size_t n = (size_t)(b->start + b->len - from);
-    hk__asan_unpoison(from, n);
-    int ok = hk_fill_check(from, n, HK_FILL_PAD) == n;
-    hk__asan_poison(from, n);
-    return ok;
-}
-
-static void hunk_info(const hk_hunk *h, const hunk_block *b, hk_block_info *info,
-                      char name[HUNK_NAME_LEN + 1]) {
-    memset(info, 0, sizeof *info);
-    hunk_name_text(h, hunk_name_of(b->hdr.word), name);
-    info->address = b->start + HUNK_HDR;
-    info->requested = b->req;
-    info->size = b->req;
-    info->overhead = b->len - b->req;
-    info->flags = HK_BLOCK_USED;
-    if (b->flags & HUNK_F_HIGH) info->flags |= HK_BLOCK_HIGH;
-    if (b->flags & HUNK_F_TEMP) info->flags |= HK_BLOCK_TEMP;
-    info->name = name;
-}
-
-typedef int (*hunk_visit_fn)(hk_hunk *h, const hunk_block *b, void *user);
-
-static int hunk_damaged(hk_hunk *h, const hunk_block *b, int canary, const char *why) {
-    char name[HUNK_NAME_LEN + 1] = "?";
-    if (b->start && b->hdr.sentinel == HUNK_SENTINEL) hunk_name_text(h, hunk_name_of(b->hdr.word), name);
-    if (canary)
-        hk__report(&h->rep, HK_ERR_CORRUPT, HK_EK_CORRUPT_CANARY, b->start + HUNK_HDR, b->req, name,
-                   "block '%s' at %p (%zu bytes): %s", name, (void *)(b->start + HUNK_HDR), b->req, why);
-    else
-        hk__report(&h->rep, HK_ERR_CORRUPT, HK_EK_CORRUPT_HEADER, b->start, 0, name,
-                   "block '%s' with header at %p: %s", name, (void *)b->start, why);
-    return -1;
-}
-
-/* Visits one end's region [p, limit), padding blocks skipped. */
-static int hunk_visit_end(hk_hunk *h, unsigned char *p, unsigned char *limit, int high, hunk_visit_fn fn,
-                          void *user, int report, const hunk_end *e) {
-    size_t count = 0, bytes = 0;
-    const char *why = NULL;
-    hunk_block b;
-    unsigned char *last = NULL;
-    while (p < limit) {
-        if (!hunk_read_block(h, p, limit, high, &b, &why)) return report ? hunk_damaged(h, &b, 0, why) : -1;
-        if (!hunk_canary_ok(&b)) {
-            why = (b.flags & HUNK_F_PAD) ? "alignment padding damaged"
-                                         : "canary damaged (write past the end of the block)";
-            return report ? hunk_damaged(h, &b, !(b.flags & HUNK_F_PAD), why) : -1;
-        }
-        if (!(b.flags & HUNK_F_PAD)) {
-            count++;
-            bytes += b.req;
-            last = p;
-            if (fn) {
-                int r = fn(h, &b, user);
-                if (r) return r;
-            }
-        } else if (high && p == h->base + h->cap - h->high.used) {
-            return report ? hunk_damaged(h, &b, 0, "padding block at the bottom of the high end") : -1;
-        }
-        p += b.len;
-    }
-    if (count != e->blocks || bytes != e->user_bytes || (!high && count && last != h->base + e->last)) {
-        b.start = limit;
-        b.hdr.sentinel = 0;
-        return report ? hunk_damaged(h, &b, 0,
-                                     "block counts in the control block disagree with the blocks found")
-                      : -1;
-    }
-    return 0;
-}
-
-/* Visits every non-padding block: low end bottom-up, then the high end from
- * its lowest block up. Stops at the first damaged block (reported when
- * `report`). Returns the visitor's non-zero value, -1 for damage, else 0. */
-static int hunk_visit(hk_hunk *h, hunk_visit_fn fn, void *user, int report) {
-    if (h->low.used + h->high.used > h->cap || (h->low.used & 15) || (h->high.used & 15)) {
-        if (report)
-            hk__report(&h->rep, HK_ERR_CORRUPT, HK_EK_CORRUPT_STRUCTURE, h, h->cap, NULL,
-                       "control block damaged: low %zu + high %zu exceed capacity %zu", h->low.used,
-                       h->high.used, h->cap);
-        return -1;
-    }
-    if (h->tenant_size && (h->tenant_start < h->base + h->low.used ||
-                           h->tenant_start + h->tenant_size > h->base + h->cap - h->high.used)) {
-        if (report)
-            hk__report(&h->rep, HK_ERR_CORRUPT, HK_EK_CORRUPT_STRUCTURE, h->tenant_start, h->tenant_size,
-                       NULL, "tenant claim %p..%p is outside the free middle %p..%p", (void *)h->tenant_start,
-                       (void *)(h->tenant_start + h->tenant_size), (void *)(h->base + h->low.used),
-                       (void *)(h->base + h->cap - h->high.used));
-        return -1;
-    }
-    int r = hunk_visit_end(h, h->base, h->base + h->low.used, 0, fn, user, report, &h->low);
-    if (r) return r;
-    return hunk_visit_end(h, h->base + h->cap - h->high.used, h->base + h->cap, 1, fn, user, report,
-                          &h->high);
-}
-
-hk_result hk_hunk_check(hk_hunk *h) {
-    if (!h) return HK_ERR_INVALID;
-    hk__lock(&h->lock);
-    hk_result r = hunk_visit(h, NULL, NULL, 1) == 0 ? HK_OK : HK_ERR_CORRUPT;
-    hk__unlock(&h->lock);
-    return r;
-}
-
-static void hunk_after_op(hk_hunk *h) {
-    if (HK__UNLIKELY(h->flags & HK_FLAG_PARANOID) || HK_DEBUG >= 3) (void)hunk_visit(h, NULL, NULL, 1);
-}
-
-typedef struct hunk_walk_ctx {
-    hk_walk_fn fn;
-    void *user;
-} hunk_walk_ctx;
-
-static int hunk_walk_visit(hk_hunk *h, const hunk_block *b, void *user) {
-    hunk_walk_ctx *c = (hunk_walk_ctx *)user;
-    hk_block_info info;
-    char name[HUNK_NAME_LEN + 1];
-    hunk_info(h, b, &info, name);
-    return c->fn(&info, c->user);
-}
-
-int hk_hunk_walk(hk_hunk *h, hk_walk_fn fn, void *user) {
-    if (!h || !fn) return -1;
-    hk__lock(&h->lock);
-    hunk_walk_ctx c = {fn, user};
-    int r = hunk_visit(h, hunk_walk_visit, &c, 1);
-    hk__unlock(&h->lock);
-    return r;
-}
-
-typedef struct hunk_where_ctx {
-    const unsigned char *addr;
-    hk_block_info *info;
-    char *name;
-} hunk_where_ctx;
-
-static int hunk_where_visit(hk_hunk *h, const hunk_block *b, void *user) {
-    hunk_where_ctx *c = (hunk_where_ctx *)user;
-    if (c->addr >= b->start && c->addr < b->start + b->len) {
-        hunk_info(h, b, c->info, c->name);
-        return 1;
-    }
-    return 0;
-}
-
-hk_result hk_hunk_where(hk_hunk *h, const void *addr, hk_block_info *info) {
-    /* The name must outlive the call: keep it in thread-local storage. */
-    static _Thread_local char name[HUNK_NAME_LEN + 1];
-    if (!h || !info) return HK_ERR_INVALID;
-    const unsigned char *a = (const unsigned char *)addr;
-    if (a < h->base || a >= h->base + h->cap) return HK_ERR_FOREIGN;
-    hk__lock(&h->lock);
-    hunk_where_ctx c = {a, info, name};
-    int r = hunk_visit(h, hunk_where_visit, &c, 0);
-    hk__unlock(&h->lock);
-    return r == 1 ? HK_OK : HK_ERR_FOREIGN;
-}
-
-/* ---- Hunk_Print -------------------------------------------------------- */
-
-typedef struct hunk_print_ctx {
-    FILE *out;
-    size_t blocks[HUNK_NAMES], bytes[HUNK_NAMES], total[HUNK_NAMES];
-} hunk_print_ctx;
-
-static int hunk_print_visit(hk_hunk *h, const hunk_block *b, void *user) {
-    hunk_print_ctx *c = (hunk_print_ctx *)user;
-    char name[HUNK_NAME_LEN + 1];
-    uint32_t idx = hunk_name_of(b->hdr.word);
-    hunk_name_text(h, idx, name);
-    fprintf(c->out, "  %-4s %p %10zu %10zu  %-16s%s\n", (b->flags & HUNK_F_HIGH) ? "high" : "low",
-            (void *)(b->start + HUNK_HDR), b->req, b->len, name, (b->flags & HUNK_F_TEMP) ? " (temp)" : "");
-    c->blocks[idx]++;
-    c->bytes[idx] += b->req;
-    c->total[idx] += b->len;
-    return 0;
-}
-
-void hk_hunk_print(hk_hunk *h, void *out) {
-    if (!h) return;
-    FILE *f = out ? (FILE *)out : stdout;
-    hunk_print_ctx c; /* on the stack: printing must not allocate */
-    memset(&c, 0, sizeof c);
-    c.out = f;
-    hk__lock(&h->lock);
-    fprintf(f, "hunk '%s': capacity %zu, low %zu, high %zu, free %zu%s\n", h->rep.instance, h->cap,
-            h->low.used, h->high.used, hunk_free_bytes(h), h->temp_active ? ", temp block active" : "");
-    fprintf(f, "  %-4s %-14s %10s %10s  %s\n", "end", "address", "bytes", "with hdr", "name");
-    if (hunk_visit(h, hunk_print_visit, &c, 1) < 0)
-        fprintf(f, "  (walk stopped: the hunk is damaged, see the report)\n");
-    fprintf(f, "totals per name:\n");
-    for (uint32_t i = 0; i < HUNK_NAMES; i++) {
-        if (!c.blocks[i]) continue;
-        char name[HUNK_NAME_LEN + 1];
-        hunk_name_text(h, i, name);
-        fprintf(f, "  %-16s %6zu blocks %12zu bytes %12zu with headers\n", name, c.blocks[i], c.bytes[i],
-                c.total[i]);
-    }
-    fprintf(f, "  %-16s %6zu blocks %12zu bytes %12zu with headers\n", "(all)",
-            h->low.blocks + h->high.blocks, h->low.user_bytes + h->high.user_bytes, hunk_total_used(h));
-    hk__unlock(&h->lock);
 }

@@ -120,14 +120,17 @@ HKT_TEST(stale_foreign_and_none_handles) {
     CHECK_STR_CONTAINS(g_errs.last_message, "stale");
     CHECK(hk_cache_deref_fast(c, a) == NULL);
     CHECK_EQ(g_errs.count, 2);
-    CHECK_EQ(hk_cache_free(c, a), HK_ERR_STALE);
+    CHECK_EQ(hk_cache_free(c, a), HK_ERR_DOUBLE_FREE); /* the shared table's verdict */
+    CHECK_EQ(g_errs.last_kind, HK_EK_DOUBLE_FREE);
+    CHECK_STR_CONTAINS(g_errs.last_message, "already freed");
     CHECK_EQ(hk_cache_lock(c, a), HK_ERR_STALE);
     CHECK_EQ(hk_cache_resize(c, a, 20), HK_ERR_STALE);
     CHECK_EQ(hk_cache_check(c), HK_OK);
     hkt_errors_reset(&g_errs);
     CHECK(hk_cache_deref(c, o) == NULL);
     CHECK_EQ(g_errs.last_result, HK_ERR_FOREIGN);
-    CHECK_STR_CONTAINS(g_errs.last_message, "does not belong");
+    CHECK_EQ(g_errs.last_kind, HK_EK_FOREIGN_PTR);
+    CHECK_STR_CONTAINS(g_errs.last_message, "another instance's handle");
     CHECK_EQ(hk_cache_free(c, (hk_cache_handle){0xFFFFFFFFu}), HK_ERR_FOREIGN);
     CHECK_EQ(hk_cache_free(c, (hk_cache_handle){0}), HK_ERR_INVALID);
     CHECK(hk_cache_deref(c, (hk_cache_handle){0}) == NULL);
@@ -148,7 +151,7 @@ HKT_TEST(handle_slots_reused_late_and_never_equal) {
     hk_cache_handle first = hk_cache_alloc(c, 8, NULL);
     hk_cache_free(c, first);
     /* the 7 fresh slots are used before the freed one comes back (8 slots:
-     * the handle's low 3 bits are the slot index) */
+     * the handle's low 4 bits are the slot index, 0..7) */
     hk_cache_handle hs[8];
     for (int i = 0; i < 7; i++) {
         hs[i] = hk_cache_alloc(c, 8, NULL);
@@ -205,14 +208,15 @@ HKT_TEST(deref_fast_stamps_once_per_clock_value) {
                     d = hk_cache_alloc(c, 64, "d");
     const hk__cache_view *v = (const hk__cache_view *)(const void *)c;
     const hk__cache_hot *ea = &v->hot[a.value & v->idx_mask];
-    CHECK(ea->key != (v->tick_key | a.value)); /* stamped by alloc (odd): the first deref_fast misses */
+    CHECK(hk__cache_hot_key(ea) !=
+          (v->tick_key | a.value)); /* stamped by alloc (odd): the first deref_fast misses */
     void *pa = hk_cache_deref_fast(c, a);
     CHECK(pa == hk_cache_deref(c, a));
     CHECK(hk_cache_deref_fast(c, a) == pa);
-    CHECK(ea->key == (v->tick_key | a.value)); /* now a hit */
-    uint64_t key = ea->key;
+    CHECK(hk__cache_hot_key(ea) == (v->tick_key | a.value)); /* now a hit */
+    uint64_t key = hk__cache_hot_key(ea);
     for (int i = 0; i < 100; i++) CHECK(hk_cache_deref_fast(c, a) == pa);
-    CHECK(ea->key == key); /* repeated hits write nothing */
+    CHECK(hk__cache_hot_key(ea) == key); /* repeated hits write nothing */
     CHECK(hk_cache_deref_fast(c, b) != NULL);
     CHECK_EQ(rank_of(c, a), 0); /* a and b share the newest rank */
     CHECK_EQ(rank_of(c, b), 0);
@@ -856,7 +860,7 @@ HKT_TEST(walk_where_and_dump) {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    hk_cache_dump(c, f);
+    hk_cache_dump(c, hk_print_file, f);
     fclose(f);
     CHECK_STR_CONTAINS(buf, "Displaying cache 'test'");
     CHECK_STR_CONTAINS(buf, "sky");
@@ -959,5 +963,155 @@ HKT_TEST(null_arguments) {
     CHECK_EQ(hk_cache_compact_step(NULL, 0, 0, NULL), 0);
     CHECK_EQ(hk_cache_purge_all(NULL), 0);
     CHECK(!hk_cache_is_purged(NULL, h));
-    hk_cache_dump(NULL, NULL);
+    hk_cache_dump(NULL, NULL, NULL);
+}
+
+/* The instance core validates the lock hooks once: both or neither. */
+HKT_TEST(half_set_lock_hooks_are_refused) {
+    hkt_errors_reset(&g_errs);
+    CHECK(hk_cache_create(&(hk_cache_desc){.size = 1 << 16,
+                                           .name = "half",
+                                           .lock = {lk, NULL, NULL},
+                                           .on_error = hkt_on_error,
+                                           .error_user = &g_errs}) == NULL);
+    CHECK_EQ(g_errs.count, 1);
+    CHECK_EQ(g_errs.last_kind, HK_EK_INVALID_ARG);
+    CHECK_STR_CONTAINS(g_errs.last_message, "cache 'half'");
+    CHECK_STR_CONTAINS(g_errs.last_message, "unlock is missing");
+    hkt_errors_reset(&g_errs);
+    CHECK(hk_cache_create(&(hk_cache_desc){
+              .size = 1 << 16, .lock = {NULL, ulk, NULL}, .on_error = hkt_on_error, .error_user = &g_errs}) ==
+          NULL);
+    CHECK_EQ(g_errs.count, 1);
+    CHECK_EQ(g_errs.last_result, HK_ERR_INVALID);
+    CHECK_STR_CONTAINS(g_errs.last_message, "lock is missing");
+}
+
+/* Paranoid: every mutating call ends with the full check, the calls that
+ * change only a handle's lock count or flags included. */
+HKT_TEST(paranoid_mode_checks_lock_unlock_and_purgeable) {
+    hk_cache *c = mk(1 << 16, HK_FLAG_PARANOID);
+    hk_cache_handle a = hk_cache_alloc(c, 10, "a"), b = hk_cache_alloc(c, 10, "b");
+    unsigned char *p = hk_cache_deref(c, a);
+    hk__san_access(p + 10, 1);
+    p[10] = 0;
+    hkt_errors_reset(&g_errs);
+    CHECK_EQ(hk_cache_lock(c, b), HK_OK);
+    CHECK_EQ(g_errs.count, 1);
+    CHECK_EQ(g_errs.last_kind, HK_EK_CORRUPT_CANARY);
+    CHECK_STR_CONTAINS(g_errs.last_message, "'a'");
+    CHECK_EQ(hk_cache_unlock(c, b), HK_OK);
+    CHECK_EQ(g_errs.count, 2);
+    CHECK_EQ(hk_cache_set_purgeable(c, b, true), HK_OK);
+    CHECK_EQ(g_errs.count, 3);
+    hkt_errors_reset(&g_errs);
+    CHECK(hk_cache_size(c, b) == 10); /* not a mutating call: no check */
+    CHECK_EQ(g_errs.count, 0);
+    hk__san_access(p + 10, 1);
+    p[10] = HK_FILL_PAD;
+    CHECK_EQ(hk_cache_check(c), HK_OK);
+    hk_cache_destroy(c);
+}
+
+HKT_TEST(get_info_counts_handles_purges_and_moves) {
+    hk_cache *c = mk(1 << 16, 0);
+    hk_cache_info in;
+    CHECK_EQ(hk_cache_get_info(c, &in), HK_OK);
+    CHECK_EQ(in.max_handles, 1024);
+    CHECK_EQ(in.live_handles, 0);
+    CHECK(in.table_bytes >= 1024u * 48u);
+    hk_stats st;
+    hk_cache_stats(c, &st);
+    CHECK_EQ(in.region_bytes, st.capacity);
+    hk_cache_handle a = hk_cache_alloc(c, 100, "a"), b = hk_cache_alloc(c, 100, "b"),
+                    d = hk_cache_alloc(c, 100, "d");
+    hk_cache_set_purgeable(c, b, true);
+    CHECK_EQ(hk_cache_purge(c, b), HK_OK);
+    CHECK_EQ(hk_cache_free(c, a), HK_OK); /* a hole below d */
+    CHECK_EQ(hk_cache_compact(c), HK_OK);
+    CHECK_EQ(hk_cache_get_info(c, &in), HK_OK);
+    CHECK_EQ(in.live_handles, 2);
+    CHECK_EQ(in.empty_handles, 1);
+    CHECK_EQ(in.retired_handles, 0);
+    CHECK_EQ(in.purge_count, 1);
+    CHECK(in.moved_bytes >= 128);
+    CHECK_EQ(hk_cache_get_info(NULL, &in), HK_ERR_INVALID);
+    CHECK_EQ(hk_cache_get_info(c, NULL), HK_ERR_INVALID);
+    (void)d;
+    hk_cache_destroy(c);
+}
+
+typedef struct text_acc {
+    char buf[4096];
+    size_t len;
+    int pieces;
+} text_acc;
+
+static void collect(const char *text, void *user) {
+    text_acc *t = (text_acc *)user;
+    size_t n = strlen(text);
+    if (t->len + n < sizeof t->buf) {
+        memcpy(t->buf + t->len, text, n + 1);
+        t->len += n;
+    }
+    t->pieces++;
+}
+
+HKT_TEST(dump_writes_through_a_print_fn) {
+    hk_cache *c = mk(1 << 16, 0);
+    hk_cache_handle a = hk_cache_alloc(c, 100, "alpha");
+    hk_cache_lock(c, a);
+    static text_acc t;
+    memset(&t, 0, sizeof t);
+    hk_cache_dump(c, collect, &t);
+    CHECK(t.pieces >= 4);
+    CHECK_STR_CONTAINS(t.buf, "Displaying cache 'test'");
+    CHECK_STR_CONTAINS(t.buf, "alpha");
+    CHECK_STR_CONTAINS(t.buf, "relocatable 1 (locked 1");
+    hk_cache_unlock(c, a);
+    hk_cache_destroy(c);
+}
+
+/* Misuse of handles: the shared handle table's verdicts (src/handles.h,
+ * docs/cache.md), each reported once, and the cache stays consistent. */
+HKT_TEST(handle_misuse_table) {
+    hk_cache *c = mk(1 << 16, 0);
+    hk_cache *other = mk(1 << 16, 0);
+    hkt_errors_reset(&g_errs);
+    hk_cache_handle a = hk_cache_alloc(c, 10, "a");
+    /* none */
+    CHECK_EQ(hk_cache_free(c, (hk_cache_handle){0}), HK_ERR_INVALID);
+    CHECK_EQ(g_errs.last_kind, HK_EK_INVALID_ARG);
+    /* freed, then freed again: double free */
+    CHECK_EQ(hk_cache_free(c, a), HK_OK);
+    CHECK_EQ(hk_cache_free(c, a), HK_ERR_DOUBLE_FREE);
+    CHECK_EQ(g_errs.last_kind, HK_EK_DOUBLE_FREE);
+    /* freed, then used: stale */
+    CHECK_EQ(hk_cache_touch(c, a), HK_ERR_STALE);
+    CHECK_EQ(g_errs.last_kind, HK_EK_STALE);
+    CHECK_EQ(hk_cache_size(c, a), 0);
+    CHECK_EQ(g_errs.last_kind, HK_EK_STALE);
+    /* freed, its slot reused, then freed again: stale, not a double free */
+    hk_cache_handle fill[1024];
+    int n = 0;
+    for (; n < 1024; n++) {
+        fill[n] = hk_cache_alloc(c, 0, "f");
+        if ((fill[n].value & 0x7FFu) == (a.value & 0x7FFu)) break;
+    }
+    REQUIRE(n < 1024);
+    CHECK(fill[n].value != a.value);
+    CHECK_EQ(hk_cache_free(c, a), HK_ERR_STALE);
+    CHECK_EQ(g_errs.last_kind, HK_EK_STALE);
+    CHECK(hk_cache_deref(c, fill[n]) != NULL); /* the new owner is untouched */
+    /* another cache's handle, and one beyond the table: foreign */
+    hk_cache_handle o = hk_cache_alloc(other, 10, "o");
+    CHECK_EQ(hk_cache_free(c, o), HK_ERR_FOREIGN);
+    CHECK_EQ(g_errs.last_kind, HK_EK_FOREIGN_PTR);
+    CHECK_EQ(hk_cache_lock(c, (hk_cache_handle){0x7FFu}), HK_ERR_FOREIGN);
+    CHECK_EQ(g_errs.last_kind, HK_EK_FOREIGN_PTR);
+    CHECK(hk_cache_deref(other, o) != NULL);
+    CHECK_EQ(hk_cache_check(c), HK_OK);
+    CHECK_EQ(hk_cache_check(other), HK_OK);
+    hk_cache_destroy(c);
+    hk_cache_destroy(other);
 }

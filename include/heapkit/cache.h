@@ -34,13 +34,11 @@
  * as HK_EK_NOMEM).
  *
  * Layout: the data region is a sequence of 16-byte aligned blocks tiling it
- * in address order, each with a 16-byte header (magic, handle back-pointer,
- * size, size of the previous block) and an 8-byte (at least) canary after
- * the user bytes; free blocks are coalesced. A block of n bytes takes
- * round_up(16 + n + 8, 16) bytes. The handle table costs 56 bytes per handle:
- * a 16-byte hot entry (handle, LRU stamp, address: all hk_cache_deref_fast
- * reads), 32 bytes for the rest and 8 of scratch; the hot entries are
- * counted in a power of two, so a power of two for max_handles wastes none.
+ * in address order, each with a header (handle back-pointer, sizes) and a
+ * canary after the user bytes; free blocks are coalesced. The handle table
+ * lives apart from the region (its size is fixed at creation by
+ * max_handles). Bytes per block and per handle: docs/cache.md;
+ * hk_cache_get_info reports the table's bytes.
  *
  * Thread-safety: an instance is not thread-safe unless its desc carries lock
  * hooks; every call then takes the lock (hk_cache_deref_fast defers to
@@ -51,6 +49,7 @@
 #ifndef HEAPKIT_CACHE_H
 #define HEAPKIT_CACHE_H
 
+#include "heapkit/detail/cache.h"
 #include "heapkit/heapkit.h"
 #include "heapkit/hunk.h"
 
@@ -61,19 +60,35 @@ HK_API_BEGIN
 
 typedef struct hk_cache hk_cache;
 
-/* Handle table bytes per handle when max_handles is a power of two (see
- * Layout above). */
-#define HK_CACHE_HANDLE_BYTES 56u
-
-/* A block's handle: generational (a freed handle is detected as stale and
- * its slot is not reused while fresh slots remain, then only in FIFO order),
- * 0 = none. Compare values with ==. */
+/* A block's handle: 0 = none, else index + generation from heapkit's shared
+ * generational handle table (the one under pool IDs and gc references). A
+ * freed handle's slot is not reused while fresh slots remain, then only in
+ * FIFO order; a slot whose generations run out is retired, never reused.
+ * Compare values with ==.
+ *
+ * Misuse of a handle is answered the same way by every call (the table's
+ * verdict; each is reported once through on_error and changes nothing):
+ *
+ *   handle                                      result              kind
+ *   the none handle (0)                         HK_ERR_INVALID      HK_EK_INVALID_ARG
+ *   another cache's, or one never issued        HK_ERR_FOREIGN      HK_EK_FOREIGN_PTR
+ *   freed, then freed again (its slot not yet   HK_ERR_DOUBLE_FREE  HK_EK_DOUBLE_FREE
+ *     reused)
+ *   freed, then used by any other call, or      HK_ERR_STALE        HK_EK_STALE
+ *     freed after its slot was reused
+ *
+ * Calls that return no hk_result (deref, size, lock_count) return NULL or 0
+ * after the same report; hk_cache_is_purged reports nothing. A purged
+ * handle is not misuse: it stays live and empty. */
 typedef struct hk_cache_handle {
     uint32_t value;
 } hk_cache_handle;
 
 /* Cache flags, in addition to HK_FLAG_ZERO, HK_FLAG_FILL, HK_FLAG_PARANOID,
- * HK_FLAG_QUIET (canaries are always on). */
+ * HK_FLAG_QUIET (canaries are always on). With HK_FLAG_PARANOID (or
+ * HK_DEBUG >= 3) every call that changes blocks, handles, lock counts or
+ * flags ends with the full check (reads, deref and touch do not), and
+ * hk_cache_deref_fast always takes hk_cache_deref. */
 enum {
     /* HeapQC's scramble: every call that may move blocks first moves every
      * unlocked block that has room to move (alternately to the top and to
@@ -117,8 +132,9 @@ typedef struct hk_cache_desc {
      * again, when the hunk has freed some, on an allocation that does not
      * fit. At most one cache per hunk; destroy the cache before the hunk. */
     hk_hunk *hunk;
-    /* Handle table capacity (0: data bytes / 1024, at least 64, at most
-     * 2^20; at most 2^24 - 1). */
+    /* Handle table capacity (0: data bytes / 1024 rounded down to 2^k - 1,
+     * from 63 to 2^20 - 1; at most 2^24 - 1). The hot entries are counted
+     * in the power of two above max_handles, so 2^k - 1 wastes none. */
     uint32_t max_handles;
     uint32_t flags;   /* HK_FLAG_* and HK_CACHE_* */
     const char *name; /* instance name for reports ("cache" when NULL); the pointer is kept */
@@ -131,7 +147,8 @@ typedef struct hk_cache_desc {
     hk_lock_hooks lock;
 } hk_cache_desc;
 
-/* Creates a cache. Returns NULL when desc is NULL, the memory is too small
+/* Creates a cache. Returns NULL when desc is NULL, its lock hooks have only
+ * one of lock and unlock (reported as HK_EK_INVALID_ARG), the memory is too small
  * for the control block, a table of 64 handles and 64 bytes of data (or, with
  * a hunk, the control block and table), the hunk already has a tenant, or the
  * OS refuses. With `hunk` and no memory, the control block and table come
@@ -155,19 +172,22 @@ hk_cache_handle hk_cache_alloc(hk_cache *c, size_t size, const char *name);
 
 /* Frees the block and its handle (purged handles too); the handle becomes
  * stale. Returns HK_ERR_LOCKED (reported, nothing freed) for a locked block,
- * HK_ERR_STALE / HK_ERR_FOREIGN (reported) for a handle that is not live,
- * HK_ERR_INVALID for the none handle, HK_ERR_CORRUPT (reported, freed anyway)
- * when the canary was damaged. Never moves other blocks. O(1). */
+ * HK_ERR_CORRUPT (reported, freed anyway) when the canary was damaged, and
+ * for a handle that is not live (reported) HK_ERR_DOUBLE_FREE, HK_ERR_STALE,
+ * HK_ERR_FOREIGN or HK_ERR_INVALID as in the table at hk_cache_handle. Never
+ * moves other blocks. O(1). */
 hk_result hk_cache_free(hk_cache *c, hk_cache_handle h);
 
 /* The block's current address, and marks it most recently used (Quake
  * Cache_Check). NULL, without a report, when the handle is empty (purged);
  * NULL with a report (HK_EK_STALE, HK_EK_FOREIGN_PTR, HK_EK_INVALID_ARG for
- * the none handle) when the handle is not live. Never moves anything. O(1). */
+ * the none handle: the table at hk_cache_handle) when the handle is not
+ * live. Never moves anything. O(1). */
 void *hk_cache_deref(hk_cache *c, hk_cache_handle h);
 
 /* Marks the block most recently used without returning its address.
- * HK_OK for live handles (purged ones too), otherwise as hk_cache_free. O(1). */
+ * HK_OK for live handles (purged ones too), otherwise HK_ERR_STALE,
+ * HK_ERR_FOREIGN or HK_ERR_INVALID (reported). O(1). */
 hk_result hk_cache_touch(hk_cache *c, hk_cache_handle h);
 
 /* Requested size of the block; 0 for empty (purged) or invalid handles
@@ -270,46 +290,47 @@ int hk_cache_walk(hk_cache *c, hk_walk_fn fn, void *user);
 hk_result hk_cache_check(hk_cache *c);
 hk_result hk_cache_where(hk_cache *c, const void *addr, hk_block_info *info);
 
-/* Prints the heap in the style of MacsBug's `hd` (heap display): one line
- * per block (address, length with its overhead, R relocatable / F free,
- * handle, lock and purge marks, LRU rank, name), the empty handles, then a
- * summary. `out` is a FILE* (NULL: stdout). O(blocks + handles log handles). */
-void hk_cache_dump(hk_cache *c, void *out);
+/* Counters of the cache that hk_stats has no field for. O(1). */
+typedef struct hk_cache_info {
+    size_t region_bytes;      /* data region (the hunk claim, for a cache in a hunk) */
+    size_t table_bytes;       /* handle table (hot entries, slots, scratch) */
+    uint32_t max_handles;     /* table capacity */
+    uint32_t live_handles;    /* handles allocated and not freed */
+    uint32_t empty_handles;   /* live handles without a block (purged) */
+    uint32_t retired_handles; /* slots whose generations ran out: never reused */
+    uint64_t purge_count;     /* blocks purged since creation */
+    uint64_t moved_bytes;     /* bytes moved by compaction, scramble, move_high and hunk reclaims */
+} hk_cache_info;
+/* Fills *out. HK_ERR_INVALID for NULL arguments. Takes the lock. */
+hk_result hk_cache_get_info(const hk_cache *c, hk_cache_info *out);
+
+/* Writes the heap in the style of MacsBug's `hd` (heap display) to fn (NULL:
+ * hk_print_file, with user the FILE*): one line per block (address, length
+ * with its overhead, R relocatable / F free, handle, lock and purge marks,
+ * LRU rank, name), the empty handles, then a summary. Does not allocate.
+ * O(blocks + handles log handles). */
+void hk_cache_dump(hk_cache *c, hk_print_fn fn, void *user);
 
 /* ---- inline deref -----------------------------------------------------------
  * hk_cache_deref_fast is hk_cache_deref inlined for the common case: one
- * load of the handle's 16-byte hot entry and one compare. It returns the
- * address at once when the handle is live, its block resident, and the
- * block already stamped with the LRU clock's current value; otherwise it
- * calls hk__cache_deref_miss, which stamps a live resident block with the
- * current value (writing the entry once per clock value, so repeated
- * accesses dirty nothing) and defers every other case (empty, stale,
- * foreign, none, lock hooks, paranoid) to hk_cache_deref, so reports and
- * results are the same. LRU: deref_fast marks the block most recently used
- * like hk_cache_deref, except that blocks reached with deref_fast between
- * two calls that advance the clock (alloc, reallocate, deref, touch) share
- * one rank, newer than anything stamped before. `c` must not be NULL. With
- * lock hooks it always takes hk_cache_deref (and the lock). The types below
- * are the part of the cache it reads: internal, do not use them. */
-typedef struct hk__cache_hot {
-    uint64_t key; /* handle value | LRU stamp << 32; 0 for unused entries */
-    void *data;   /* block address, NULL when empty or unused */
-} hk__cache_hot;
-
-typedef struct hk__cache_view {
-    hk__cache_hot *hot; /* indexed by handle & idx_mask */
-    uint64_t tick_key;  /* LRU clock << 32, low 32 bits all ones: deref_fast always misses */
-    uint32_t idx_mask;
-    uint32_t reserved;
-} hk__cache_view;
-
-void *hk__cache_deref_miss(hk_cache *c, hk_cache_handle h);
-
+ * load of the handle's hot entry (heapkit/detail/cache.h) and one compare.
+ * It returns the address at once when the handle is live, its block
+ * resident, and the block already stamped with the LRU clock's current
+ * value; otherwise it calls hk__cache_deref_miss, which stamps a live
+ * resident block with the current value (writing the entry once per clock
+ * value, so repeated accesses dirty nothing) and defers every other case
+ * (empty, stale, foreign, none, lock hooks, paranoid) to hk_cache_deref, so
+ * reports and results are the same. LRU: deref_fast marks the block most
+ * recently used like hk_cache_deref, except that blocks reached with
+ * deref_fast between two calls that advance the clock (alloc, reallocate,
+ * deref, touch) share one rank, newer than anything stamped before. `c` must
+ * not be NULL. With lock hooks or HK_FLAG_PARANOID it always takes
+ * hk_cache_deref (and the lock). O(1). */
 static inline void *hk_cache_deref_fast(hk_cache *c, hk_cache_handle h) {
     const hk__cache_view *v = (const hk__cache_view *)(const void *)c;
     const hk__cache_hot *e = &v->hot[h.value & v->idx_mask];
-    if (e->key == (v->tick_key | h.value)) return e->data;
-    return hk__cache_deref_miss(c, h);
+    if (hk__cache_hot_key(e) == (v->tick_key | h.value)) return e->data;
+    return hk__cache_deref_miss(c, h.value);
 }
 
 HK_API_END

@@ -7,21 +7,20 @@
  *   [hdr|block|canary][hdr|block|canary] ...free... [hdr|block|canary]
  *   ^ base             low_used ->        <- high_used           base+size ^
  *
- * Every block carries a 16-byte header right before its user bytes: the
- * sentinel 0x1df001ed ("id fooled", as in Quake), a sequence number, the
- * requested size, the name (as an index into the hunk's name table) and
- * flags. After the user bytes come 8 to 23 canary bytes filled with
- * HK_FILL_PAD, up to the next 16-byte boundary. A block of n bytes takes
- * 16 + round_up(n + 8, 16) bytes of the hunk (Quake's took 16 + n, rounded
- * to 16, with no canary). Alignment above 16 adds a padding block of its own.
- * hk_hunk_check verifies every sentinel, size and canary.
+ * Every block carries a header right before its user bytes: the sentinel
+ * 0x1df001ed ("id fooled", as in Quake), a sequence number, the requested
+ * size, the name (as an index into the hunk's name table) and flags. After
+ * the user bytes come canary bytes filled with HK_FILL_PAD, up to the next
+ * 16-byte boundary. Alignment above 16 adds a padding block of its own.
+ * hk_hunk_check verifies every sentinel, size and canary. Bytes per block
+ * and of the control block: docs/hunk.md.
  *
  * Names: the hunk keeps a table of up to HK_HUNK_NAMES distinct names of up
  * to HK_HUNK_NAME_MAX bytes (copied, so the caller's string need not
  * outlive the call); a block records its name's index. Once the table is
  * full, further new names show as "(other)". NULL shows as "unknown".
  *
- * Complexity: every call is O(1) except walk, check, print (O(blocks)) and
+ * Complexity: every call is O(1) except walk, check, dump (O(blocks)) and
  * the zero fill (O(size)).
  * Thread-safety: an instance is not thread-safe unless the desc carries lock
  * hooks, in which case every call below takes the lock.
@@ -40,8 +39,8 @@ HK_API_BEGIN
 
 typedef struct hk_hunk hk_hunk;
 
-/* Hunk-specific flags (in addition to HK_FLAG_ZERO, HK_FLAG_FILL,
- * HK_FLAG_PARANOID, HK_FLAG_QUIET). Canaries are always on in the hunk. */
+/* The hunk has no flags of its own; it understands HK_FLAG_ZERO, HK_FLAG_FILL,
+ * HK_FLAG_PARANOID and HK_FLAG_QUIET. Canaries are always on in the hunk. */
 
 #define HK_HUNK_NAME_MAX      16  /* names are truncated to this many bytes (NUL excluded) */
 #define HK_HUNK_NAMES         128 /* distinct names a hunk remembers, "unknown" and "(other)" included */
@@ -69,11 +68,12 @@ typedef struct hk_hunk_mark {
     uint32_t seq;      /* sequence number of the block at the mark's edge: detects stale marks */
 } hk_hunk_mark;
 
-/* Creates a hunk. With desc->memory the control block lives at the start of
- * that memory (so the usable capacity is a little smaller than size) and the
- * OS is never called. The control block (with the name table) takes about
- * 2.3 KiB. Returns NULL when desc is NULL, the memory is too small (under
- * 4 KiB), or the OS refuses the reservation. O(1). */
+/* Creates a hunk. With desc->memory the control block (with the name table)
+ * lives at the start of that memory (so the usable capacity is a little
+ * smaller than size) and the OS is never called. Returns NULL when desc is
+ * NULL, its lock hooks have only one of lock and unlock (reported as
+ * HK_EK_INVALID_ARG), the memory is too small (under 4 KiB), or the OS
+ * refuses the reservation. O(1). */
 hk_hunk *hk_hunk_create(const hk_hunk_desc *desc);
 
 /* Destroys the hunk; OS memory is released, caller memory is left alone.
@@ -88,22 +88,25 @@ void hk_hunk_destroy(hk_hunk *h);
  * not fit while a temp block exists releases the temp block and retries, when
  * that makes room (otherwise the temp block is kept).
  * O(1) (plus O(size) for zero or fill). */
-void *hk_hunk_alloc(hk_hunk *h, size_t size, const char *name);
+void *hk_hunk_alloc(hk_hunk *h, size_t size, const char *name) HK_MALLOC HK_ALLOC_SIZE(2);
 
 /* Same, from the high end. Releases the temp block first. */
-void *hk_hunk_alloc_high(hk_hunk *h, size_t size, const char *name);
+void *hk_hunk_alloc_high(hk_hunk *h, size_t size, const char *name) HK_MALLOC HK_ALLOC_SIZE(2);
 
-/* Low/high allocation with alignment `align` (a power of two; values below
- * 16 mean 16). Non-power-of-two alignment reports HK_EK_INVALID_ARG and
- * returns NULL. */
-void *hk_hunk_alloc_aligned(hk_hunk *h, size_t size, size_t align, const char *name);
-void *hk_hunk_alloc_high_aligned(hk_hunk *h, size_t size, size_t align, const char *name);
+/* Low/high allocation with alignment `align` (a power of two up to 1 GiB;
+ * 0 and values below 16 mean 16), alignment before size as in C's
+ * aligned_alloc. Any other alignment reports HK_EK_INVALID_ARG and returns
+ * NULL. Otherwise as hk_hunk_alloc / hk_hunk_alloc_high. O(1). */
+void *hk_hunk_alloc_aligned(hk_hunk *h, size_t align, size_t size, const char *name) HK_MALLOC
+    HK_ALLOC_ALIGN(2) HK_ALLOC_SIZE(3);
+void *hk_hunk_alloc_high_aligned(hk_hunk *h, size_t align, size_t size, const char *name) HK_MALLOC
+    HK_ALLOC_ALIGN(2) HK_ALLOC_SIZE(3);
 
 /* The temp block (Quake Hunk_TempAlloc): one block on the high end that is
  * released automatically by the next hk_hunk_alloc_temp, high-end allocation,
  * high-mark query or free to a high mark. NULL on exhaustion (reported).
  * Its contents are not preserved. */
-void *hk_hunk_alloc_temp(hk_hunk *h, size_t size);
+void *hk_hunk_alloc_temp(hk_hunk *h, size_t size) HK_MALLOC HK_ALLOC_SIZE(2);
 
 /* Releases the temp block now, if there is one. O(1). */
 void hk_hunk_free_temp(hk_hunk *h);
@@ -122,10 +125,20 @@ hk_result hk_hunk_free_to_high_mark(hk_hunk *h, hk_hunk_mark mark);
 /* Frees everything on both ends (and the temp block). O(1). */
 void hk_hunk_reset(hk_hunk *h);
 
-/* Bytes used on each end (headers and canaries included) and the capacity. */
-size_t hk_hunk_low_used(const hk_hunk *h);
-size_t hk_hunk_high_used(const hk_hunk *h);
-size_t hk_hunk_capacity(const hk_hunk *h);
+/* Counters of the hunk that hk_stats has no field for. */
+typedef struct hk_hunk_info {
+    size_t capacity;     /* bytes of the block area (the control block excluded) */
+    size_t low_used;     /* bytes taken from the low end, headers and canaries included */
+    size_t high_used;    /* bytes taken from the high end (the temp block included) */
+    size_t low_blocks;   /* blocks on the low end (alignment padding not counted) */
+    size_t high_blocks;  /* blocks on the high end */
+    size_t temp_bytes;   /* bytes of the temp block, 0 when there is none */
+    size_t tenant_bytes; /* bytes of the tenant's claim in the free middle (free to the hunk) */
+    uint32_t names_used; /* entries of the name table in use ("unknown" included) */
+} hk_hunk_info;
+
+/* Fills *out. HK_ERR_INVALID for NULL arguments. O(1); takes the lock. */
+hk_result hk_hunk_get_info(const hk_hunk *h, hk_hunk_info *out);
 
 /* The free middle between the two ends: [*start, *start + *size).
  * Used by a cache that lives inside a hunk (heapkit/cache.h). O(1). */
@@ -182,9 +195,9 @@ hk_result hk_hunk_check(hk_hunk *h);
  * Returns HK_OK and fills *info, or HK_ERR_FOREIGN when no block holds it. */
 hk_result hk_hunk_where(hk_hunk *h, const void *addr, hk_block_info *info);
 
-/* Prints every block and then totals per name (Quake Hunk_Print) to `out`
- * (a FILE*; NULL means stdout). */
-void hk_hunk_print(hk_hunk *h, void *out);
+/* Writes every block and then totals per name (Quake Hunk_Print) to fn
+ * (NULL: hk_print_file, with user the FILE*). Does not allocate. O(blocks). */
+void hk_hunk_dump(hk_hunk *h, hk_print_fn fn, void *user);
 
 HK_API_END
 

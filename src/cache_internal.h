@@ -1,0 +1,350 @@
+/*
+ * src/cache_internal.h - what the cache's files share (heapkit/cache.h):
+ * the instance, the block header and the handle slot, and the small inline
+ * helpers every layer uses. Not part of the API.
+ *
+ * The cache is layered; a file calls only files above it in this list
+ * (lower layers never call back up):
+ *
+ *   cache_handles.c  the handle table and the LRU clock
+ *   cache_region.c   the data region: blocks, free index, carve / release,
+ *                    purging one block, sanitizer open/close
+ *   cache_compact.c  sliding blocks (compaction, scramble, move_high),
+ *                    max_block
+ *   cache_hunk.c     living in a hunk's free middle (the tenant hooks)
+ *   cache_alloc.c    making room (fit, hunk, compact, purge LRU, grow) and
+ *                    the calls that place blocks: alloc, resize, reallocate
+ *   cache.c          create / destroy and the per-handle calls (free, deref,
+ *                    lock, purge, ...)
+ *   cache_check.c    check, walk, where, stats, info, dump (called by
+ *                    cache.c only through the core's paranoid hook)
+ *
+ * Two structures, kept apart so that blocks can move:
+ *
+ *  - The handle table: the shared generational table (src/handles.h, in
+ *    `ht`) whose words live in the hot entries v.hot[] (16-byte
+ *    hk__cache_hot, heapkit/detail/cache.h: the table's word, the LRU stamp,
+ *    the block address; 2^idx_bits entries, so handle & idx_mask always
+ *    lands in the array), plus cold slots[nslots] (cache_slot: requested
+ *    size, name, lock count, flags). See cache_handles.c.
+ *
+ *  - The data region [lo, end + 16): 16-byte aligned blocks tiling [lo, end)
+ *    in address order, then a 16-byte end sentinel at `end`. Every block
+ *    starts with a cache_blk header {magic, handle, size16, prev16}: used
+ *    blocks carry the handle (the back-pointer to their slot); free blocks
+ *    carry two links right after the header (so a free block is at least 32
+ *    bytes) and sit in one of CACHE_NBINS size-class lists (class =
+ *    floor(log2(size16))). See cache_region.c.
+ */
+#ifndef HEAPKIT_CACHE_INTERNAL_H
+#define HEAPKIT_CACHE_INTERNAL_H
+
+#include "common.h"
+#include "handles.h"
+#include "heapkit/cache.h"
+
+#include <string.h>
+
+#define CACHE_HDR          16u
+#define CACHE_MIN_CANARY   8u
+#define CACHE_MIN_FREE     32u
+#define CACHE_NBINS        32
+#define CACHE_SCAN_LIMIT   64
+#define CACHE_MAGIC_USED   0xCAC4EB10u
+#define CACHE_MAGIC_FREE   0xCAC4EF4Eu
+#define CACHE_MAGIC_END    0xCAC4E4D0u
+#define CACHE_LOCK_MAX     65535u
+#define CACHE_GROW_ROUNDS  64
+#define CACHE_DEFAULT_SIZE ((size_t)16 << 20)
+#define CACHE_TICK_LIMIT   0xFFFFFF00u
+
+enum { CACHE_SLOT_PURGEABLE = 1, CACHE_SLOT_BUSY = 4 };
+
+typedef struct cache_blk {
+    uint32_t magic;
+    uint32_t handle;
+    uint32_t size16;
+    uint32_t prev16;
+} cache_blk;
+
+typedef struct cache_links {
+    cache_blk *next, *prev;
+} cache_links;
+
+_Static_assert(sizeof(cache_blk) == CACHE_HDR, "cache header is 16 bytes");
+_Static_assert(sizeof(cache_links) <= CACHE_MIN_FREE - CACHE_HDR, "free links fit a minimal free block");
+
+/* The cold part of a handle's slot (the hot part, hk__cache_hot, holds the
+ * table's word, the LRU stamp and the block address). */
+typedef struct cache_slot {
+    size_t requested; /* bytes asked for */
+    const char *name;
+    uint16_t lock; /* lock count */
+    uint16_t flags;
+    uint32_t reserved;
+} cache_slot;
+
+_Static_assert(sizeof(cache_slot) == 24, "cold slot is 24 bytes");
+_Static_assert(sizeof(hk__cache_hot) == 16, "hot entry is 16 bytes");
+
+struct hk_cache {
+    hk__cache_view v; /* first: read by hk_cache_deref_fast */
+    cache_slot *slots;
+    uint32_t nslots;        /* == ht.cap */
+    uint32_t idx_bits;      /* == ht.index_bits */
+    uint32_t high_water;    /* slots ever issued a handle: 0 .. high_water - 1 */
+    uint32_t resident;      /* live handles with a block */
+    uint32_t *order, *rank; /* scratch, nslots each */
+    hk__htab ht;            /* generations, free ring, retirement, misuse verdicts */
+    unsigned char *lo;      /* data region start, NULL when the cache holds none (hunk took it) */
+    cache_blk *end;         /* end sentinel */
+    cache_blk *hint;        /* incremental compaction resumes here */
+    cache_blk *bins[CACHE_NBINS];
+    uint32_t bin_map;
+    int scramble_dir, in_grow;
+    uint32_t slow; /* lock hooks or paranoid: deref_fast always misses */
+    size_t free_bytes, free_blocks, used_bytes, requested_bytes, peak_requested, table_bytes;
+    uint64_t alloc_count, free_count, fail_count, purge_count, moved_bytes;
+    hk_cache_purge_fn on_purge;
+    void *purge_user;
+    hk_cache_grow_fn grow;
+    void *grow_user;
+    hk_hunk *hunk;
+    void *os_base;
+    size_t os_size;
+    hk__core core; /* names, reporter, lock hooks, flags, paranoid check */
+};
+
+/* ---- sanitizer helpers ------------------------------------------------------- */
+
+static inline void cache_poison(const void *p, size_t n) {
+#ifdef HK__ASAN
+    if (n) ASAN_POISON_MEMORY_REGION(p, n);
+#endif
+    (void)p;
+    (void)n;
+}
+static inline void cache_unpoison(const void *p, size_t n) {
+#ifdef HK__ASAN
+    if (n) ASAN_UNPOISON_MEMORY_REGION(p, n);
+#endif
+    (void)p;
+    (void)n;
+}
+
+/* ---- blocks --------------------------------------------------------------------- */
+
+static inline size_t cache_bytes(const cache_blk *b) { return (size_t)b->size16 * 16u; }
+static inline cache_blk *cache_next(cache_blk *b) {
+    return (cache_blk *)((unsigned char *)b + cache_bytes(b));
+}
+static inline cache_blk *cache_prev(const hk_cache *c, cache_blk *b) {
+    return (unsigned char *)b == c->lo ? NULL : (cache_blk *)((unsigned char *)b - (size_t)b->prev16 * 16u);
+}
+static inline unsigned char *cache_user(cache_blk *b) { return (unsigned char *)b + CACHE_HDR; }
+static inline cache_blk *cache_blk_of(void *data) { return (cache_blk *)((unsigned char *)data - CACHE_HDR); }
+static inline cache_links *cache_links_of(cache_blk *b) { return (cache_links *)(void *)cache_user(b); }
+static inline unsigned cache_log2(uint32_t x) { return 31u - (unsigned)__builtin_clz(x); }
+static inline const char *cache_nm(const char *n) { return n ? n : "(unnamed)"; }
+
+/* Bytes of the data region, end sentinel included (0 without a region). */
+static inline size_t cache_claim_size(const hk_cache *c) {
+    return c->lo ? (size_t)((unsigned char *)c->end + CACHE_HDR - c->lo) : 0;
+}
+
+/* The largest request a block of block_bytes can hold. */
+static inline size_t cache_req_for(size_t block_bytes) {
+    return block_bytes >= CACHE_HDR + CACHE_MIN_CANARY ? block_bytes - CACHE_HDR - CACHE_MIN_CANARY : 0;
+}
+
+/* Block size in 16-byte units for a request, 0 on overflow. */
+static inline uint32_t cache_need16(size_t size) {
+    size_t t;
+    if (!hk_size_add(size, CACHE_HDR + CACHE_MIN_CANARY, &t) || !hk_size_align(t, 16, &t)) return 0;
+    t /= 16u;
+    return t > UINT32_MAX ? 0 : (uint32_t)t;
+}
+
+/* ---- handle slots ------------------------------------------------------------------ */
+
+static inline uint32_t cache_slot_index(const hk_cache *c, uint32_t handle) { return handle & c->v.idx_mask; }
+static inline hk__cache_hot *cache_hot_at(const hk_cache *c, uint32_t idx) { return &c->v.hot[idx]; }
+static inline hk__cache_hot *cache_hot(const hk_cache *c, const cache_slot *s) {
+    return &c->v.hot[(size_t)(s - c->slots)];
+}
+/* The slot's table word: its handle while live. */
+static inline uint32_t cache_handle(const hk_cache *c, const cache_slot *s) {
+    return cache_hot(c, s)->handle;
+}
+/* Does slot s (index < nslots) hold a live handle? */
+static inline int cache_is_live(const hk_cache *c, const cache_slot *s) {
+    return hk__ht_word_live(&c->ht, cache_handle(c, s));
+}
+static inline void *cache_data(const hk_cache *c, const cache_slot *s) { return cache_hot(c, s)->data; }
+static inline cache_slot *cache_slot_of_blk(hk_cache *c, const cache_blk *b) {
+    return &c->slots[cache_slot_index(c, b->handle)];
+}
+
+/* Resident (so live), unlocked, purgeable and not being placed right now. */
+static inline int cache_purgeable(const hk_cache *c, const cache_slot *s) {
+    return cache_data(c, s) && !s->lock && (s->flags & CACHE_SLOT_PURGEABLE) && !(s->flags & CACHE_SLOT_BUSY);
+}
+
+/* ---- the LRU clock (cache_handles.c explains it) ----------------------------------- */
+
+static inline uint32_t cache_stamp_at(const hk_cache *c, uint32_t idx) { return c->v.hot[idx].stamp; }
+static inline uint32_t cache_tick(const hk_cache *c) { return (uint32_t)(c->v.tick_key >> 32); }
+static inline void cache_set_tick(hk_cache *c, uint32_t t) {
+    c->v.tick_key = ((uint64_t)t << 32) | (c->slow ? 0xFFFFFFFFu : 0u);
+}
+static inline void cache_set_stamp(hk_cache *c, uint32_t idx, uint32_t stamp) { c->v.hot[idx].stamp = stamp; }
+
+void hk__cache_renumber(hk_cache *c);
+
+/* Marks slot s most recently used. */
+static inline void cache_stamp(hk_cache *c, cache_slot *s) {
+    if (HK__UNLIKELY(cache_tick(c) >= CACHE_TICK_LIMIT)) hk__cache_renumber(c);
+    uint32_t t = cache_tick(c);
+    cache_set_stamp(c, (uint32_t)(s - c->slots), t + 1u);
+    cache_set_tick(c, t + 2u);
+}
+
+/* ---- the free-block index ------------------------------------------------------------ */
+
+static inline void cache_bin_insert(hk_cache *c, cache_blk *b) {
+    unsigned i = cache_log2(b->size16);
+    cache_unpoison(b, CACHE_MIN_FREE);
+    b->magic = CACHE_MAGIC_FREE;
+    b->handle = 0;
+    cache_links *l = cache_links_of(b);
+    l->prev = NULL;
+    l->next = c->bins[i];
+    if (c->bins[i]) cache_links_of(c->bins[i])->prev = b;
+    c->bins[i] = b;
+    c->bin_map |= 1u << i;
+    c->free_bytes += cache_bytes(b);
+    c->free_blocks++;
+}
+
+static inline void cache_bin_remove(hk_cache *c, cache_blk *b) {
+    unsigned i = cache_log2(b->size16);
+    cache_links *l = cache_links_of(b);
+    if (l->prev)
+        cache_links_of(l->prev)->next = l->next;
+    else
+        c->bins[i] = l->next;
+    if (l->next) cache_links_of(l->next)->prev = l->prev;
+    if (!c->bins[i]) c->bin_map &= ~(1u << i);
+    c->free_bytes -= cache_bytes(b);
+    c->free_blocks--;
+}
+
+/* Makes the fresh free block b (header fields size16 and prev16 set) known:
+ * indexes it, fills its body when asked, poisons it. */
+static inline void cache_add_free(hk_cache *c, cache_blk *b) {
+    cache_bin_insert(c, b);
+    size_t n = cache_bytes(b) - CACHE_MIN_FREE;
+    if (c->core.flags & (HK_FLAG_FILL | HK_CACHE_SCRAMBLE)) {
+        cache_unpoison((unsigned char *)b + CACHE_MIN_FREE, n);
+        memset((unsigned char *)b + CACHE_MIN_FREE, HK_FILL_FREE, n);
+    }
+    cache_poison((unsigned char *)b + CACHE_MIN_FREE, n);
+}
+
+/* Writes the canary: HK_FILL_PAD from the requested size to the block's end. */
+static inline void cache_fill_pad(cache_blk *b, size_t requested) {
+    unsigned char *pad = cache_user(b) + requested;
+    size_t n = cache_bytes(b) - CACHE_HDR - requested;
+    cache_unpoison(pad, n);
+    memset(pad, HK_FILL_PAD, n);
+    cache_poison(pad, n);
+}
+
+/* ---- cache_handles.c: the handle table and the LRU clock ---------------------------- */
+
+/* Table geometry for nslots handles: index bits and bytes (hot entries, cold
+ * slots and the two scratch arrays). */
+uint32_t hk__cache_table_bits(uint32_t nslots);
+size_t hk__cache_table_bytes(uint32_t nslots, uint32_t idx_bits);
+/* Lays the (zeroed) table out at `mem` (hk__cache_table_bytes of it) and
+ * initialises the shared handle table in it. */
+hk_result hk__cache_table_init(hk_cache *c, void *mem, uint32_t nslots, uint32_t idx_bits);
+
+/* Reports a handle that is not live (none, foreign, stale, or freed again
+ * when `freeing`) for `op`, with the shared table's verdict (src/handles.h),
+ * and returns the result the call gives. */
+hk_result hk__cache_bad_handle(hk_cache *c, hk_cache_handle h, const char *op, int freeing);
+
+/* The live slot of h, or NULL (no report). */
+static inline cache_slot *cache_live(hk_cache *c, hk_cache_handle h) {
+    uint32_t i = hk__ht_find(&c->ht, h.value);
+    return i != HK__HT_NONE ? &c->slots[i] : NULL;
+}
+
+/* The live slot of h, or NULL after a report (its result in *err). */
+static inline cache_slot *cache_lookup(hk_cache *c, hk_cache_handle h, const char *op, hk_result *err) {
+    cache_slot *s = cache_live(c, h);
+    if (HK__LIKELY(s != NULL)) return s;
+    hk_result r = hk__cache_bad_handle(c, h, op, 0);
+    if (err) *err = r;
+    return NULL;
+}
+
+/* A fresh live, empty handle (most recently used), or NULL when the table is full. */
+cache_slot *hk__cache_slot_new(hk_cache *c);
+/* Makes s's handle stale (s holds no block). */
+void hk__cache_slot_release(hk_cache *c, cache_slot *s);
+
+/* Fills rank[] for every resident slot (0 = most recently used). */
+void hk__cache_compute_ranks(hk_cache *c);
+/* The purgeable unlocked resident slots into order[], least recently used first. */
+size_t hk__cache_purge_candidates(hk_cache *c);
+
+/* ---- cache_region.c: blocks, the free index, purging one block ------------------------- */
+
+void hk__cache_region_init(hk_cache *c, unsigned char *lo, unsigned char *hi);
+cache_blk *hk__cache_fit(hk_cache *c, uint32_t need16);
+cache_blk *hk__cache_carve(hk_cache *c, cache_blk *f, uint32_t need16, int high);
+void hk__cache_release(hk_cache *c, cache_blk *b);
+/* Releases slot s's block (counters included); the handle stays live and empty. */
+void hk__cache_drop_block(hk_cache *c, cache_slot *s);
+/* The purge callback, then hk__cache_drop_block. */
+void hk__cache_purge_slot(hk_cache *c, cache_slot *s);
+/* Is the canary of s's block intact? Reports (when `report`) if not. */
+int hk__cache_canary_ok(hk_cache *c, cache_slot *s, int report);
+/* Unpoison the whole region before many blocks move; poison it again from
+ * a walk afterwards (ASan only). */
+void hk__cache_san_open(hk_cache *c);
+void hk__cache_san_close(hk_cache *c);
+
+/* ---- cache_compact.c: sliding blocks ----------------------------------------------------- */
+
+/* Slides unlocked blocks down (from the hint, or the bottom) within the
+ * budget; returns 1 when work remains. */
+int hk__cache_slide_down(hk_cache *c, int from_bottom, size_t max_bytes, uint64_t max_ns, size_t *moved_out);
+/* Slides every unlocked block up: free space gathers at the bottom. */
+void hk__cache_slide_up(hk_cache *c);
+/* HeapQC's scramble (HK_CACHE_SCRAMBLE). */
+void hk__cache_scramble(hk_cache *c);
+/* Moves s's unlocked block to the highest free block above it that holds it. */
+hk_result hk__cache_move_high(hk_cache *c, cache_slot *s, const char *op);
+
+/* Where new blocks go in a free block: at its bottom, except in scramble
+ * mode after a slide up (the packed blocks are above: join them). */
+static inline int cache_place_high(const hk_cache *c) {
+    return (c->core.flags & HK_CACHE_SCRAMBLE) && c->scramble_dir;
+}
+
+/* ---- cache_hunk.c: living in a hunk --------------------------------------------------------- */
+
+/* Takes whatever the hunk's middle offers beyond the region. 1 if it grew. */
+int hk__cache_hunk_expand(hk_cache *c);
+/* The hunk's reclaim hook (hk_hunk_set_tenant). */
+size_t hk__cache_hunk_reclaim(void *user, int high, size_t bytes);
+
+/* ---- cache_check.c ------------------------------------------------------------------------ */
+
+/* The full check without the lock (the core's paranoid hook). */
+hk_result hk__cache_check(void *self);
+
+#endif /* HEAPKIT_CACHE_INTERNAL_H */

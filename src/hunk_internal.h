@@ -1,0 +1,127 @@
+/*
+ * src/hunk_internal.h - what the hunk's two files share (heapkit/hunk.h):
+ * the block header, the instance, and small inline helpers. Not part of the
+ * API. src/hunk.c allocates and frees; src/hunk_check.c reads (check, walk,
+ * where, stats, dump) and is called by hunk.c only through the core's
+ * paranoid hook.
+ *
+ * Layout of a block (all offsets multiples of 16):
+ *
+ *   [hunk_hdr 16][user bytes n][canary: 8..23 bytes of HK_FILL_PAD]
+ *   ^ start      ^ start + 16                        ^ start + 16 + round16(n + 8)
+ *
+ * A padding block (flag HUNK_F_PAD) is a header followed by `requested`
+ * bytes of HK_FILL_PAD; it fills the gap that an alignment above 16 leaves
+ * (below the block on the low end, above it on the high end), so that every
+ * header sits right before its user bytes and the region stays a plain
+ * sequence of headers.
+ */
+#ifndef HEAPKIT_HUNK_INTERNAL_H
+#define HEAPKIT_HUNK_INTERNAL_H
+
+#include "common.h"
+#include "heapkit/hunk.h"
+
+#include <string.h>
+
+#define HUNK_SENTINEL   0x1df001edu /* "id fooled", as in Quake */
+#define HUNK_NAME_LEN   HK_HUNK_NAME_MAX
+#define HUNK_NAMES      HK_HUNK_NAMES
+#define HUNK_NAME_OTHER (HUNK_NAMES - 1)
+#define HUNK_ALIGN      16u
+#define HUNK_HDR        16u
+#define HUNK_MIN_CANARY 8u
+#define HUNK_REQ_BITS   48
+#define HUNK_MAX_REQ    (((uint64_t)1 << HUNK_REQ_BITS) - 64)
+#define HUNK_F_HIGH     1u
+#define HUNK_F_TEMP     2u
+#define HUNK_F_PAD      4u
+#define HUNK_PAD64      0xFDFDFDFDFDFDFDFDull
+
+typedef struct hunk_hdr {
+    uint32_t sentinel;
+    uint32_t seq;
+    uint64_t word; /* requested (48 bits) | name index (12) << 48 | flags (4) << 60 */
+} hunk_hdr;
+
+_Static_assert(sizeof(hunk_hdr) == HUNK_HDR, "hunk header is 16 bytes");
+_Static_assert(HUNK_NAMES <= 4096, "name index has 12 bits");
+
+static inline uint64_t hunk_word(size_t req, uint32_t name, uint32_t flags) {
+    return (uint64_t)req | ((uint64_t)name << 48) | ((uint64_t)flags << 60);
+}
+static inline size_t hunk_req(uint64_t w) { return (size_t)(w & (((uint64_t)1 << 48) - 1)); }
+static inline uint32_t hunk_name_of(uint64_t w) { return (uint32_t)((w >> 48) & 0xfffu); }
+static inline uint32_t hunk_flags_of(uint64_t w) { return (uint32_t)(w >> 60); }
+/* Length of a block from its header fields (requested must be sane). */
+static inline size_t hunk_len(size_t req, uint32_t flags) {
+    return (flags & HUNK_F_PAD) ? HUNK_HDR + req : HUNK_HDR + ((req + HUNK_MIN_CANARY + 15) & ~(size_t)15);
+}
+
+typedef struct hunk_end {
+    size_t used;       /* bytes taken from this end */
+    size_t user_bytes; /* sum of requested sizes */
+    size_t blocks;     /* non-padding blocks */
+    size_t last;       /* low end: offset of the last block's header */
+} hunk_end;
+
+typedef struct hunk_name_cache {
+    const char *ptr;
+    uint32_t idx;
+    uint64_t mask[2]; /* the bytes of the name that must match: its text and NUL */
+} hunk_name_cache;
+
+struct hk_hunk {
+    unsigned char *base; /* 16-aligned start of the block area */
+    size_t cap;          /* bytes of the block area (multiple of 16) */
+    hunk_end low, high;
+    uint64_t allocs; /* blocks ever allocated (their seq is the low 32 bits) */
+    uint64_t frees;
+    uint64_t fail_count;
+    size_t peak_used; /* updated lazily: before every decrease, and by stats */
+    int temp_active;
+    hunk_end temp_mark;
+    int running_on_valgrind;
+    int slow; /* lock hooks, zero/fill flags, paranoid, a sanitizer, Valgrind or a tenant: no fast path */
+    void *os_base; /* the OS mapping to release, or NULL for caller memory */
+    size_t os_size;
+    hk__core core; /* names, reporter, lock hooks, flags, paranoid check */
+    int slow_base; /* `slow` without the tenant */
+    /* tenant (hk_hunk_set_tenant): a claim inside the free middle */
+    hk_hunk_reclaim_fn tenant_fn;
+    void *tenant_user;
+    unsigned char *tenant_start;
+    size_t tenant_size;
+    uint32_t nnames;
+    hunk_name_cache name_cache[8];
+    char names[HUNK_NAMES][HUNK_NAME_LEN];
+};
+
+static inline size_t hunk_total_used(const hk_hunk *h) { return h->low.used + h->high.used; }
+
+static inline void hunk_note_peak(hk_hunk *h) {
+    size_t u = hunk_total_used(h);
+    if (u > h->peak_used) h->peak_used = u;
+}
+
+static inline size_t hunk_free_bytes(const hk_hunk *h) { return h->cap - hunk_total_used(h); }
+
+/* The name with table index idx, NUL-terminated, into out. */
+static inline void hunk_name_text(const hk_hunk *h, uint32_t idx, char out[HUNK_NAME_LEN + 1]) {
+    if (idx >= h->nnames && idx != HUNK_NAME_OTHER) idx = 0;
+    memcpy(out, h->names[idx], HUNK_NAME_LEN);
+    out[HUNK_NAME_LEN] = 0;
+}
+
+/* Reads the header at `p` (which may be poisoned) into *out. */
+static inline void hunk_read_hdr(const unsigned char *p, hunk_hdr *out) {
+    hk__asan_unpoison(p, HUNK_HDR);
+    memcpy(out, p, HUNK_HDR);
+    hk__asan_poison(p, HUNK_HDR);
+}
+
+/* The full check (every sentinel, size, canary, count and the tenant's
+ * claim) without the lock: the core's paranoid hook. */
+hk_result hk__hunk_check(void *self);
+
+#endif /* HEAPKIT_HUNK_INTERNAL_H */
