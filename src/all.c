@@ -39,6 +39,7 @@
 #include "zone_tlsf.c"
 #include "zone_region.c"
 #include "zone_runs.c"
+#include "zone_threads.c"
 #include "zone_lookup.c"
 #include "zone_tags.c"
 #include "zone.c"

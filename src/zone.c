@@ -27,7 +27,7 @@
  *  - a failing call leaves the heap as it was (counting the failure in
  *    fail_count and reporting it).
  */
-#include "zone_runs.h"
+#include "zone_threads.h"
 
 /* ---- reports ----------------------------------------------------------------- */
 
@@ -187,6 +187,7 @@ hk_zone *hk_zone_create(const hk_zone_desc *desc) {
     z->core = core;
     z->core.self = z;
     z->runs_on = !(desc->flags & ZONE_RUN_OFF);
+    z->threads = z->runs_on && (desc->flags & HK_ZONE_THREADS);
     z->purge_level = desc->purge_level > 0 ? desc->purge_level : HK_TAG_PURGELEVEL;
     z->grow_size = desc->grow_size;
     z->max_size = desc->max_size;
@@ -199,11 +200,24 @@ hk_zone *hk_zone_create(const hk_zone_desc *desc) {
         return NULL;
     }
     if (os.reserve) z->regions[0].reserve_end = (unsigned char *)os.base + os.reserve;
+    if (desc->flags & HK_ZONE_THREADS) {
+        if (!z->core.lock.lock) {
+            /* the zone's own lock for its shared core */
+            hk_os_mutex_init(&z->mx);
+            z->core.lock.lock = hk_os_mutex_lock_hook;
+            z->core.lock.unlock = hk_os_mutex_unlock_hook;
+            z->core.lock.user = &z->mx;
+            z->core.locked_hooks = true;
+        }
+        if (z->threads && !hk__zone_thr_init(z)) z->threads = 0; /* registry full: the zone stays locked */
+    }
     return z;
 }
 
 void hk_zone_destroy(hk_zone *z) {
     if (!z) return;
+    if (z->threads) hk__zone_thr_fini(z);
+    if (z->core.lock.user == &z->mx) hk_os_mutex_destroy(&z->mx);
     void *os = z->ctl_os;
     size_t os_size = z->ctl_os_size;
     hk__zone_release_all(z);
@@ -256,6 +270,11 @@ static void *zone_alloc_plain(hk_zone *z, size_t size) {
 }
 
 static HK__NOINLINE void *zone_alloc_locked(hk_zone *z, size_t size) {
+    if (z->threads && size <= ZONE_RUN_MAX_REQ) {
+        /* the calling thread's heap: no lock */
+        void *u = zone_thr_alloc(z, size);
+        if (HK__LIKELY(u != NULL)) return u;
+    }
     hk__core_lock(&z->core);
     void *p = zone_alloc_plain(z, size);
     hk__core_after(&z->core);
@@ -328,10 +347,16 @@ void *hk_zone_alloc_aligned(hk_zone *z, size_t align, size_t size) {
 /* ---- public: free -------------------------------------------------------------- */
 
 static HK__NOINLINE hk_result zone_free_locked(hk_zone *z, void *p) {
+    if (z->threads && hk__zone_thr_free_fast(z, p)) return HK_OK;
     hk__core_lock(&z->core);
     hk_result res;
     zone_blk *b = hk__zone_lookup(z, p, "free", &res);
-    if (HK__LIKELY(b != NULL) && zone_is_slot(b)) {
+    if (HK__LIKELY(b != NULL) && zone_is_slot(b) && z->threads) {
+        /* a slot the lock-free check did not take, or another thread's free won */
+        if (hk__zone_thr_free_slot(z, b, 1) != HK_OK)
+            res = hk__report(ZONE_REP(z), HK_ERR_DOUBLE_FREE, HK_EK_DOUBLE_FREE, p, 0, NULL,
+                             "free(%p): block is already free (freed by another thread at the same time)", p);
+    } else if (HK__LIKELY(b != NULL) && zone_is_slot(b)) {
         zone_slot_free(z, b, zone_run_of_slot(b));
     } else if (HK__LIKELY(b != NULL)) {
         if (HK__UNLIKELY((ZONE_FLAGS(z) & HK_FLAG_CANARY) && !hk__zone_canary_ok(z, b, "free of")))
@@ -402,6 +427,17 @@ bool hk_zone_owns(hk_zone *z, const void *p) {
  * most half the slot (or n is of the slot's own class), else moves (to
  * another class or a block). */
 static void *zone_slot_realloc(hk_zone *z, zone_blk *b, size_t n) {
+    if (z->threads) {
+        /* a thread heap's slot found by the locked lookup: always moves */
+        size_t old_req = zone_requested(b);
+        void *q = zone_alloc_plain(z, n);
+        if (!q) return NULL;
+        memcpy(q, zone_user(b), n < old_req ? n : old_req);
+        if (hk__zone_thr_free_slot(z, b, 1) != HK_OK)
+            hk__report(ZONE_REP(z), HK_ERR_DOUBLE_FREE, HK_EK_DOUBLE_FREE, zone_user(b), 0, NULL,
+                       "realloc(%p): block was freed by another thread at the same time", (void *)zone_user(b));
+        return q;
+    }
     if (zone_slot_resize(z, b, n)) return zone_user(b);
     if (n > ZONE_MAX_REQUEST)
         return zone_fail(z, HK_ERR_OVERFLOW, HK_EK_OVERFLOW, n, "larger than a zone block (64 GiB)");
@@ -475,6 +511,19 @@ static void *zone_realloc_impl(hk_zone *z, void *p, size_t n) {
 void *hk_zone_realloc(hk_zone *z, void *p, size_t size) {
     if (!z) return NULL;
     if (!p) return hk_zone_alloc(z, size);
+    if (z->threads) {
+        size_t old_req;
+        int st = hk__zone_thr_resize(z, p, size, &old_req);
+        if (st > 0) return p;
+        if (st == 0) {
+            /* a slot: move it without the lock where possible */
+            void *q = hk_zone_alloc(z, size);
+            if (!q) return NULL;
+            memcpy(q, p, size < old_req ? size : old_req);
+            (void)hk_zone_free(z, p);
+            return q;
+        }
+    }
     hk__core_lock(&z->core);
     void *q = zone_realloc_impl(z, p, size);
     hk__core_after(&z->core);
@@ -492,10 +541,12 @@ hk_result hk_zone_stats(const hk_zone *z, hk_stats *out) {
     out->version = HK_STATS_VERSION;
     out->allocator = "zone";
     out->capacity = z->capacity;
-    out->used = z->used_req;
-    out->used_blocks_bytes = z->used_bytes + z->runs.slot_bytes;
+    zone_sums sm;
+    hk__zone_thr_sums(z, &sm, 1);
+    out->used = sm.used_req;
+    out->used_blocks_bytes = z->used_bytes + sm.slot_bytes;
     /* free slots and the uncarved part of runs are free for the user */
-    out->free = z->free_bytes + (z->runs.run_bytes - z->runs.slot_bytes - z->runs.nruns * ZONE_RUN_HDR);
+    out->free = z->free_bytes + (z->runs.run_bytes - sm.slot_bytes - z->runs.nruns * ZONE_RUN_HDR);
     size_t cs = zone_largest_class_start(z);
     if (cs) {
         size_t ovh =
@@ -503,13 +554,14 @@ hk_result hk_zone_stats(const hk_zone *z, hk_stats *out) {
             ((ZONE_FLAGS(z) & HK_FLAG_CANARY) ? HK_CANARY_BYTES : 0);
         out->largest_free = cs > ovh ? cs - ovh : 0;
     }
+    if (z->threads && sm.used_req > z->peak_used) ((hk_zone *)z)->peak_used = sm.used_req;
     out->peak_used = z->peak_used;
-    out->overhead = out->used_blocks_bytes - z->used_req + sizeof(hk_zone) + z->nregions * ZONE_HDR +
+    out->overhead = out->used_blocks_bytes - sm.used_req + sizeof(hk_zone) + z->nregions * ZONE_HDR +
                     z->runs.nruns * ZONE_RUN_HDR;
-    out->live_blocks = zone_live(z);
+    out->live_blocks = (size_t)(sm.alloc_count - sm.free_count);
     out->free_blocks = z->free_blocks;
-    out->alloc_count = z->alloc_count;
-    out->free_count = z->free_count;
+    out->alloc_count = sm.alloc_count;
+    out->free_count = sm.free_count;
     out->fail_count = z->fail_count;
     out->error_count = z->core.rep.error_count;
     hk__core_unlock(&z->core);
@@ -526,7 +578,9 @@ hk_result hk_zone_get_info(const hk_zone *z, hk_zone_info *out) {
     out->purge_level = z->purge_level;
     out->runs = z->runs.nruns;
     out->run_bytes = z->runs.run_bytes;
-    out->slot_bytes = z->runs.slot_bytes;
+    zone_sums sm;
+    hk__zone_thr_sums(z, &sm, 1);
+    out->slot_bytes = sm.slot_bytes;
     out->untracked_blocks = z->untracked_live;
     out->purge_count = z->purge_count;
     out->grow_count = z->grow_count;

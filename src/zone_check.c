@@ -1,8 +1,9 @@
 /*
  * src/zone_check.c - the zone's introspection: check, walk, where, dump. The
  * top of the zone's layers (see src/zone_internal.h): it reads every
- * structure through the inline helpers of zone_internal.h and calls no
- * other zone file; zone.c registers hk__zone_check_core as the instance
+ * structure through the inline helpers of zone_internal.h and zone_runs.h
+ * and calls no other zone file but zone_threads.c's read-only counter sum
+ * (a threads zone is checked while no other thread is inside a call); zone.c registers hk__zone_check_core as the instance
  * core's paranoid hook.
  *
  * Everything here reads the heap without trusting it: a header is used only
@@ -13,7 +14,7 @@
  * here writes to the heap (the sanitizer poisoning of bytes it reads is
  * restored) or allocates.
  */
-#include "zone_internal.h"
+#include "zone_threads.h"
 
 #include <stdio.h>
 
@@ -55,6 +56,19 @@ static hk_result zone_check_run(hk_zone *z, zone_blk *b, size_t size, zone_tally
         ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r, "small-block run %p (block of %zu bytes) is damaged",
                      (void *)r, size);
     size_t used = 0;
+    const zone_run_x *x = z->threads ? zone_run_ext(r) : NULL;
+    if (x) {
+        const zone_heap *h = z->heaps;
+        while (h && h != x->heap) h = h->next;
+        if (x->run != r || (x->heap && !h))
+            ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r, "run %p's extension names no heap of this zone",
+                         (void *)r);
+        for (uint32_t i = r->bump; i < ZONE_XBITS * 64u; i++)
+            if ((x->remote[i >> 6] >> (i & 63)) & 1u)
+                ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r, "run %p's remote bitmap marks slot %u, not carved",
+                             (void *)r, i);
+    }
+    const zone_cls *rc = zone_run_cls(z, r);
     for (uint32_t i = 0; i < r->bump; i++) {
         zone_blk *s = (zone_blk *)(r->first + (size_t)i * r->stride);
         if (!zone_hdr_ok(s) || !zone_is_slot(s) || zone_slot_idx(s) != i || zone_slot_cls(s) != r->cls)
@@ -66,6 +80,15 @@ static hk_result zone_check_run(hk_zone *z, zone_blk *b, size_t size, zone_tally
                 ZONE_CORRUPT(HK_EK_CORRUPT_HEADER, zone_user(s),
                              "block %p (slot %u of run %p) has tag %u, slack %u", (void *)zone_user(s), i,
                              (void *)r, s->tag, zone_slot_slack(s));
+            used++;
+            t->used_req += zone_requested(s);
+        } else if (s->bits == ZB_SLOT_REMOTE) {
+            /* freed by another thread, awaiting its owner: still counted as used */
+            if (!x || !((x->remote[i >> 6] >> (i & 63)) & 1u))
+                ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, zone_user(s),
+                             "block %p (slot %u of run %p) was freed by another thread but its run does "
+                             "not mark it",
+                             (void *)zone_user(s), i, (void *)r);
             used++;
             t->used_req += zone_requested(s);
         } else if (s->tag || zone_slot_slack(s)) {
@@ -93,8 +116,8 @@ static hk_result zone_check_run(hk_zone *z, zone_blk *b, size_t size, zone_tally
                      nfree, r->bump - r->used);
     if ((r->state == ZONE_RUN_FULL && r->used != r->nslots) ||
         (r->state == ZONE_RUN_PARTIAL && (r->used == 0 || r->used == r->nslots || r->bump != r->nslots)) ||
-        (r->state == ZONE_RUN_CUR && z->runs.cls[r->cls].cur != r) ||
-        (r->state == ZONE_RUN_SPARE && (z->runs.cls[r->cls].spare != r || r->used != 0)))
+        (r->state == ZONE_RUN_CUR && rc->cur != r) ||
+        (r->state == ZONE_RUN_SPARE && (rc->spare != r || r->used != 0)))
         ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r, "run %p is in state %u with %u of %u slots used", (void *)r,
                      r->state, r->used, r->nslots);
     t->live += used;
@@ -252,11 +275,12 @@ static hk_result zone_check_free_lists(hk_zone *z, const zone_tally *t) {
     return HK_OK;
 }
 
-/* Every class's current run and partial list. */
-static hk_result zone_check_classes(hk_zone *z, const zone_tally *t) {
-    size_t cur = 0, partial = 0, spare = 0;
+/* One class table's current, spare and partial runs (counted). */
+static hk_result zone_check_cls_table(hk_zone *z, const zone_cls *tab, const zone_tally *t, size_t *pcur,
+                                      size_t *ppartial, size_t *pspare) {
+    size_t cur = *pcur, partial = *ppartial, spare = *pspare;
     for (unsigned c = 0; c < ZONE_NCLS; c++) {
-        zone_run *r = z->runs.cls[c].cur;
+        zone_run *r = tab[c].cur;
         if (r) {
             zone_blk *b = zone_run_block(r);
             if (!zone_ptr_sane(z, b) || !zone_is_run(b) || r->cls != c || r->state != ZONE_RUN_CUR)
@@ -264,7 +288,7 @@ static hk_result zone_check_classes(hk_zone *z, const zone_tally *t) {
                              (void *)r);
             cur++;
         }
-        if ((r = z->runs.cls[c].spare) != NULL) {
+        if ((r = tab[c].spare) != NULL) {
             zone_blk *b = zone_run_block(r);
             if (!zone_ptr_sane(z, b) || !zone_is_run(b) || r->cls != c || r->state != ZONE_RUN_SPARE)
                 ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "class %u's spare run %p is not a spare run of it",
@@ -272,7 +296,7 @@ static hk_result zone_check_classes(hk_zone *z, const zone_tally *t) {
             spare++;
         }
         zone_run *prev = NULL;
-        for (r = z->runs.cls[c].partial; r; prev = r, r = r->next) {
+        for (r = tab[c].partial; r; prev = r, r = r->next) {
             zone_blk *b = zone_run_block(r);
             if (++partial > t->runs_partial || !zone_ptr_sane(z, b) || !zone_is_run(b) || r->cls != c ||
                 r->state != ZONE_RUN_PARTIAL || r->prev != prev)
@@ -282,6 +306,29 @@ static hk_result zone_check_classes(hk_zone *z, const zone_tally *t) {
                              c, (void *)r);
         }
     }
+    *pcur = cur;
+    *ppartial = partial;
+    *pspare = spare;
+    return HK_OK;
+}
+
+/* Every class table's runs (the zone's and every heap's) and the heaps'
+ * remote stacks. */
+static hk_result zone_check_classes(hk_zone *z, const zone_tally *t) {
+    size_t cur = 0, partial = 0, spare = 0;
+    hk_result res = zone_check_cls_table(z, z->runs.cls, t, &cur, &partial, &spare);
+    for (const zone_heap *h = z->threads ? z->heaps : NULL; h && res == HK_OK; h = h->next) {
+        res = zone_check_cls_table(z, h->cls, t, &cur, &partial, &spare);
+        size_t n = 0;
+        for (zone_run *r = h->remote_runs; r && res == HK_OK; r = zone_run_ext(r)->rnext) {
+            zone_blk *b = zone_run_block(r);
+            if (++n > t->nruns || !zone_ptr_sane(z, b) || !zone_is_run(b) || zone_run_ext(r)->heap != h ||
+                !zone_run_ext(r)->queued)
+                ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "heap %p's remote stack reaches %p, not a queued run of it",
+                             (const void *)h, (void *)r);
+        }
+    }
+    if (res != HK_OK) return res;
     if (cur != t->runs_cur || partial != t->runs_partial || spare != t->runs_spare)
         ZONE_CORRUPT(
             HK_EK_CORRUPT_STRUCTURE, z,
@@ -372,17 +419,20 @@ static hk_result zone_check_all(hk_zone *z) {
     if (r == HK_OK) r = zone_check_tag_lists(z, &t);
     if (r == HK_OK) r = zone_check_classes(z, &t);
     if (r != HK_OK) return r;
+    zone_sums sm; /* a threads zone's counters are spread over its heaps */
+    hk__zone_thr_sums(z, &sm, 0);
     if (t.capacity != z->capacity || t.free_bytes != z->free_bytes || t.nfree != z->free_blocks ||
-        t.used_bytes != z->used_bytes || t.used_req != z->used_req || t.live != zone_live(z) ||
-        t.untracked != z->untracked_live || t.run_bytes != z->runs.run_bytes || t.nruns != z->runs.nruns ||
-        t.slot_bytes != z->runs.slot_bytes || t.used_bytes + t.free_bytes + t.run_bytes != t.capacity)
+        t.used_bytes != z->used_bytes || t.used_req != sm.used_req ||
+        t.live != (size_t)(sm.alloc_count - sm.free_count) || t.untracked != z->untracked_live ||
+        t.run_bytes != z->runs.run_bytes || t.nruns != z->runs.nruns || t.slot_bytes != sm.slot_bytes ||
+        t.used_bytes + t.free_bytes + t.run_bytes != t.capacity)
         ZONE_CORRUPT(
             HK_EK_CORRUPT_STRUCTURE, z,
             "counters disagree with the heap: capacity %zu/%zu, free %zu/%zu in %zu/%zu blocks, used "
             "%zu/%zu (%zu/%zu asked) in %zu/%zu blocks, runs %zu/%zu (%zu/%zu bytes, slots %zu/%zu bytes)",
             z->capacity, t.capacity, z->free_bytes, t.free_bytes, z->free_blocks, t.nfree, z->used_bytes,
-            t.used_bytes, z->used_req, t.used_req, zone_live(z), t.live, z->runs.nruns, t.nruns,
-            z->runs.run_bytes, t.run_bytes, z->runs.slot_bytes, t.slot_bytes);
+            t.used_bytes, sm.used_req, t.used_req, (size_t)(sm.alloc_count - sm.free_count), t.live, z->runs.nruns, t.nruns,
+            z->runs.run_bytes, t.run_bytes, sm.slot_bytes, t.slot_bytes);
     return HK_OK;
 }
 
@@ -618,10 +668,13 @@ void hk_zone_dump(hk_zone *z, hk_print_fn fn, void *user) {
     memset(&c, 0, sizeof c);
     c.fn = fn;
     c.user = user;
+    zone_sums sm;
+    hk__zone_thr_sums(z, &sm, 1);
     zone_out(fn, user,
              "zone '%s': capacity %zu in %u regions, used %zu (%zu with headers) in %zu blocks, free %zu in "
              "%zu blocks, peak %zu, purge level %d, %llu purged, %llu grown\n",
-             ZONE_REP(z)->instance, z->capacity, z->nregions, z->used_req, z->used_bytes, zone_live(z),
+             ZONE_REP(z)->instance, z->capacity, z->nregions, sm.used_req, z->used_bytes,
+             (size_t)(sm.alloc_count - sm.free_count),
              z->free_bytes, z->free_blocks, z->peak_used, z->purge_level, (unsigned long long)z->purge_count,
              (unsigned long long)z->grow_count);
     zone_out(fn, user, "  %-14s %12s  %s\n", "address", "bytes", "tag, owner, name, site");

@@ -45,6 +45,7 @@
 #define HEAPKIT_ZONE_INTERNAL_H
 
 #include "common.h"
+#include "os.h"
 #include "heapkit/zone.h"
 
 #include <string.h>
@@ -202,6 +203,15 @@ struct hk_zone {
     size_t grow_size, max_size, os_grown;
     void *ctl_os; /* the control block's own mapping (with the first region) */
     size_t ctl_os_size;
+    /* HK_ZONE_THREADS (zone_threads.c): per-thread heaps. Cold for a zone
+     * without it (the single-threaded paths never read these). */
+    int threads;
+    uint64_t zid;                 /* unique per zone ever created: thread caches key on it */
+    unsigned char *thr_lo;        /* the first region's base (fixed) */
+    unsigned char *thr_hi;        /* its end marker + ZONE_HDR (atomic: grows in place) */
+    struct zone_heap *heaps;      /* every heap, live or abandoned (lock held) */
+    struct zone_run_x *xruns;     /* every run's extension (lock held) */
+    hk_os_mutex mx;               /* the zone's lock when the desc gives no lock hooks */
 };
 
 /* The zone's reporter and flags (kept by its instance core). */
@@ -211,8 +221,11 @@ struct hk_zone {
 /* Used blocks and slots: every path that makes or ends one counts it in
  * alloc_count or free_count, so the difference needs no counter of its own. */
 static inline size_t zone_live(const hk_zone *z) { return (size_t)(z->alloc_count - z->free_count); }
-/* Whether any untracked block is live: a plain one or a slot. */
-static inline int zone_untracked_any(const hk_zone *z) { return z->untracked_live || z->runs.slot_bytes; }
+/* Whether any untracked block is live: a plain one or a slot (or may be:
+ * a threads zone counts its slots in its heaps). */
+static inline int zone_untracked_any(const hk_zone *z) {
+    return z->untracked_live || z->runs.slot_bytes || (z->threads && z->runs.nruns);
+}
 
 /* ---- sanitizer helpers (free payload and slack are off limits) ---------- */
 

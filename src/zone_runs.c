@@ -55,6 +55,7 @@ static inline void zone_partial_unlink(zone_cls *c, zone_run *r) {
  * 1/16 of the capacity (0: no run). */
 static size_t zone_run_slots(const hk_zone *z, uint32_t stride) {
     size_t n = ZONE_RUN_TARGET / stride, cap = z->capacity / 16;
+    if (z->threads) cap = cap > ZONE_RUN_XBYTES ? cap - ZONE_RUN_XBYTES : 0;
     if (n > ZONE_RUN_MAX_SLOTS) n = ZONE_RUN_MAX_SLOTS;
     if (n < ZONE_RUN_MIN_SLOTS) n = ZONE_RUN_MIN_SLOTS;
     if (ZONE_RUN_HDR + n * stride > cap && !z->grow_size) {
@@ -67,15 +68,15 @@ static size_t zone_run_slots(const hk_zone *z, uint32_t stride) {
 /* A new run of class ci from the TLSF core, or NULL (the caller falls back
  * to a plain block). Nothing is purged for a run; a growing zone grows.
  * O(1) (plus one mmap when growing). */
-static zone_run *zone_run_new(hk_zone *z, unsigned ci) {
+zone_run *hk__zone_run_new(hk_zone *z, unsigned ci, struct zone_heap *h) {
     uint32_t stride = zone_cls_stride(ci);
     size_t n = zone_run_slots(z, stride), bsize;
     if (!n) return NULL;
-    zone_blk *b = hk__zone_take(z, ZONE_RUN_HDR + n * stride, 16, &bsize);
+    size_t need = ZONE_RUN_HDR + n * stride + (z->threads ? ZONE_RUN_XBYTES : 0);
+    zone_blk *b = hk__zone_take(z, need, 16, &bsize);
     /* a growing zone grows for a run rather than serve the class from plain
      * blocks for good */
-    if (!b && z->grow_size && hk__zone_grow(z, ZONE_RUN_HDR + n * stride))
-        b = hk__zone_take(z, ZONE_RUN_HDR + n * stride, 16, &bsize);
+    if (!b && z->grow_size && hk__zone_grow(z, need)) b = hk__zone_take(z, need, 16, &bsize);
     if (!b) return NULL;
     zone_set_hdr(b, bsize, HK_TAG_STATIC, ZB_USED | (b->bits & ZB_PREV_USED) | ZB_RUN_MARK, 0);
     zone_run *r = zone_run_of_block(b);
@@ -90,6 +91,17 @@ static zone_run *zone_run_new(hk_zone *z, unsigned ci) {
     r->cls = (uint16_t)ci;
     r->state = 0;
     r->lead = (uint8_t)((unsigned char *)r - (unsigned char *)b);
+    if (z->threads) {
+        /* the extension: remote bitmap, owner heap, link on the zone's list */
+        zone_run_x *x = zone_run_ext(r);
+        zone_unpoison(x, sizeof *x);
+        memset(x, 0, sizeof *x);
+        x->heap = h;
+        x->run = r;
+        x->anext = z->xruns;
+        if (z->xruns) z->xruns->aprev = x;
+        z->xruns = x;
+    }
     z->runs.run_bytes += bsize;
     z->runs.nruns++;
     return r;
@@ -100,6 +112,14 @@ zone_blk *hk__zone_run_release(hk_zone *z, zone_run *r) {
     size_t size = zone_bsize(b);
     z->runs.run_bytes -= size;
     z->runs.nruns--;
+    if (z->threads) {
+        zone_run_x *x = zone_run_ext(r);
+        if (x->aprev)
+            x->aprev->anext = x->anext;
+        else
+            z->xruns = x->anext;
+        if (x->anext) x->anext->aprev = x->aprev;
+    }
     r->first = NULL; /* a stale slot pointer into it no longer finds a run */
     zone_unpoison(zone_user(b), size - ZONE_HDR);
     zone_blk *m = hk__zone_merge_insert(z, b);
@@ -133,7 +153,7 @@ HK__NOINLINE unsigned char *hk__zone_slot_refill(hk_zone *z, unsigned ci, zone_r
         zone_partial_unlink(c, r);
     } else if ((r = c->spare) != NULL) {
         c->spare = NULL;
-    } else if (!(r = zone_run_new(z, ci))) {
+    } else if (!(r = hk__zone_run_new(z, ci, NULL))) {
         return NULL;
     }
     r->state = ZONE_RUN_CUR;
@@ -161,16 +181,19 @@ size_t hk__zone_run_free_all(hk_zone *z, zone_run *r) {
     size_t n = 0;
     for (uint32_t i = 0; i < r->bump; i++) {
         zone_blk *s = (zone_blk *)(r->first + (size_t)i * r->stride);
-        if (s->bits & ZB_USED) {
+        if ((s->bits & ZB_USED) || s->bits == ZB_SLOT_REMOTE) {
             z->used_req -= r->stride - ZONE_OVERLAP - zone_slot_slack(s);
-            zone_slot_mark_free(s);
+            if (s->bits & ZB_USED)
+                zone_slot_mark_free(s);
+            else /* freed by another thread, not collected (a threads zone) */
+                zone_slot_set(s, s->size16 & 0x7ffffu, 0, ZB_SLOT_FREE);
             n++;
         }
     }
     r->used = 0;
     z->runs.slot_bytes -= n * r->stride;
     z->free_count += n;
-    zone_cls *c = &z->runs.cls[r->cls];
+    zone_cls *c = zone_run_cls(z, r);
     if (c->cur == r)
         c->cur = NULL;
     else if (c->spare == r)

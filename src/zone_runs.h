@@ -21,6 +21,58 @@
 
 #include "zone_internal.h"
 
+/* ---- threads zones: a run's extension and a per-thread heap's table ---------- */
+
+/* A slot header whose slot was freed by another thread and awaits its
+ * owner's collection: slot marks, USED clear, PREV_USED (unused by slots)
+ * set. Its slack is kept (stats subtract the pending bytes). */
+#define ZB_SLOT_REMOTE (ZB_RUN_MARK | ZB_EXT | ZB_PREV_USED)
+#define ZONE_XBITS     8u /* remote bitmap words: 512 slots at most per run of a threads zone */
+_Static_assert(ZONE_RUN_TARGET / 32u <= ZONE_XBITS * 64u, "a run's slots fit the remote bitmap");
+
+struct zone_heap;
+
+/* A run's extension in a threads zone: after its last slot (64-byte
+ * aligned; zone_run_ext). */
+typedef struct zone_run_x {
+    uint64_t remote[ZONE_XBITS]; /* atomic: slots freed by other threads, not yet collected */
+    struct zone_heap *heap;      /* owner heap (fixed for the run's life); NULL: the zone's own runs */
+    zone_run *rnext;             /* link on heap->remote_runs (written by the pusher before its CAS) */
+    uint32_t queued;             /* atomic: 1 while on heap->remote_runs */
+    uint32_t pad_;
+    struct zone_run_x *anext, *aprev; /* z->xruns, lock held */
+    zone_run *run;
+} zone_run_x;
+
+typedef struct zone_heap {
+    zone_cls cls[ZONE_NCLS];        /* owner only */
+    zone_run *remote_runs;          /* atomic stack of runs with remote frees (pushed by any thread) */
+    /* Counters of the owner's slots (relaxed atomic stores by the owner,
+     * relaxed loads by stats; summed with the zone's at read time; a
+     * heap's own used_req may wrap: only the sum means anything). */
+    size_t used_req, slot_bytes;
+    uint64_t alloc_count, free_count;
+    struct zone_heap *next; /* z->heaps, lock held */
+    hk_zone *z;
+    int abandoned; /* lock held: no thread owns it; the next heap request adopts it */
+    size_t os_size;
+} zone_heap;
+
+static inline zone_run_x *zone_run_ext(const zone_run *r) {
+    return (zone_run_x *)(((uintptr_t)r->first + (size_t)r->nslots * r->stride + 63) & ~(uintptr_t)63);
+}
+/* Bytes a threads zone's run block needs past its slots for the extension. */
+#define ZONE_RUN_XBYTES (sizeof(zone_run_x) + 64u)
+
+/* The class table run r belongs to (its heap's or the zone's). */
+static inline zone_cls *zone_run_cls(hk_zone *z, const zone_run *r) {
+    if (z->threads) {
+        zone_heap *h = zone_run_ext(r)->heap;
+        if (h) return &h->cls[r->cls];
+    }
+    return &z->runs.cls[r->cls];
+}
+
 /* ---- slow paths (zone_runs.c) ------------------------------------------------ */
 
 /* The current run of class ci is exhausted or absent: makes a partial,
@@ -37,6 +89,9 @@ void hk__zone_runs_trim(hk_zone *z);
 /* Frees every used slot of run r at once and takes r off its class (the
  * caller then releases it). Returns the slots freed. O(slots of r). */
 size_t hk__zone_run_free_all(hk_zone *z, zone_run *r);
+/* A new run of class ci (heap h in a threads zone, else NULL), on no
+ * list, or NULL. Lock held. */
+zone_run *hk__zone_run_new(hk_zone *z, unsigned ci, struct zone_heap *h);
 /* Gives the empty run r (on no list) back to the TLSF core. Returns the
  * merged free block. */
 zone_blk *hk__zone_run_release(hk_zone *z, zone_run *r);
@@ -134,7 +189,7 @@ static inline zone_run *zone_slot_run(const zone_region *rg, const zone_blk *b) 
     zone_run *r = zone_run_of_slot(b);
     if ((unsigned char *)r < rg->base + ZONE_HDR || (unsigned char *)r + sizeof *r > rg->end) return NULL;
     if (r->first != (unsigned char *)r + ZONE_RUN_SLOT0 || r->stride != zone_cls_stride(zone_slot_cls(b)) ||
-        zone_slot_idx(b) >= r->bump)
+        zone_slot_idx(b) >= __atomic_load_n(&r->bump, __ATOMIC_RELAXED))
         return NULL;
     return r;
 }

@@ -19,7 +19,7 @@
  *  - used_req, used_bytes: the sums over the used plain blocks (requested
  *    bytes, block bytes).
  */
-#include "zone_runs.h"
+#include "zone_threads.h"
 
 /* ---- tag lists --------------------------------------------------------------- */
 
@@ -213,6 +213,9 @@ size_t hk_zone_free_tags(hk_zone *z, int lo, int hi) {
     if (lo > hi) return 0;
     hk__core_lock(&z->core);
     size_t n = 0;
+    /* threads zone (other threads quiescent): remote frees become plain free
+     * slots first, so no run on a remote stack is released */
+    if (z->threads) hk__zone_thr_collect_all(z);
     z->bulk = 1;
     /* Pass 1: clear owners while every block is still allocated (an owner
      * may live inside another block being freed). */

@@ -90,7 +90,18 @@ enum {
      * resident memory for the whole capacity and a slower create and growth
      * (O(bytes taken); docs/zone.md has the cost measured). For real-time
      * programs that size the zone up front. Caller memory is left as it is. */
-    HK_ZONE_PREFAULT = 1u << 18
+    HK_ZONE_PREFAULT = 1u << 18,
+    /* Per-thread heaps: any number of threads use the zone at once with no
+     * user lock. Each thread allocates small untracked blocks (hk_zone_alloc,
+     * calloc, realloc up to 16376 bytes) from runs of its own heap and frees
+     * its own blocks with no lock and no atomic read-modify-write; a block
+     * freed by another thread is handed to its owner lock-free (and still
+     * checked). Everything else (tagged, owned, named, aligned and large
+     * blocks, free_tags, purge, walk, check, dump, where, stats) goes
+     * through the zone's lock: the desc's lock hooks, or the zone's own
+     * mutex when the desc has none. See "Thread-safety" above. Ignored
+     * (the zone is then only locked) with HK_ZONE_NO_RUNS or a debug flag. */
+    HK_ZONE_THREADS = 1u << 19
 };
 
 /* Zero-initialisable. */

@@ -1,0 +1,501 @@
+/*
+ * src/zone_threads.c - per-thread heaps of a HK_ZONE_THREADS zone: heap
+ * lookup, adoption and abandonment, refill, lock-free frees (owner and
+ * remote) and their collection, and the sums that keep statistics exact.
+ * Calls down into zone_runs.c only (a run's block); zone.c dispatches to it
+ * and keeps the locked paths, which report bad pointers.
+ *
+ * Protocol (docs/zone.md, "Threads", has the picture):
+ *  - owner alloc: pop the class's current run (plain; `bump` stored with a
+ *    relaxed atomic store because remote freers read it), write the slot
+ *    header with one relaxed 64-bit store. Refill (no lock): collect the
+ *    heap's remote stack, then partial run, spare run, else a new run from
+ *    the TLSF core under the zone lock.
+ *  - owner free: relaxed load of the header, verify, relaxed store of the
+ *    free header, push on the run's free list.
+ *  - remote free (the slot's run belongs to another heap, live or
+ *    abandoned): verify, CAS the header used -> remote (the CAS decides
+ *    between two threads freeing the same block: exactly one wins, the
+ *    other goes to the locked path, which reports the double free), set the
+ *    slot's bit in the run's remote bitmap, and push the run on its heap's
+ *    remote stack unless it is already there (`queued` exchanged to 1).
+ *  - collection (owner, at refill): take the stack; for each run clear
+ *    `queued`, then exchange each bitmap word with 0 and turn each marked
+ *    slot whose header says remote into a free slot. A marked slot whose
+ *    header says anything else lost a race against its owner's own free
+ *    (both passed their check: the owner's load/store is not atomic as a
+ *    pair): a double free, reported here once, the mark dropped; the owner
+ *    counted the free, the remote freer counts nothing, so the counters
+ *    stay exact.
+ *  - counters: the owner counts its allocations and frees in its heap
+ *    (relaxed stores); collection counts the remote frees in the collecting
+ *    heap; paths under the lock count in the zone. Only the sum means
+ *    anything; hk_zone_stats sums at read time and subtracts the slots
+ *    freed remotely and not collected yet (remote headers marked in a
+ *    bitmap).
+ *  - thread exit: the thread's heaps are abandoned (collected first); a
+ *    run keeps pointing at its heap, so an abandoned heap's live slots are
+ *    freed through the remote path from anywhere, and the next thread that
+ *    needs a heap in that zone adopts the whole heap, runs and all.
+ *
+ * Invariants (verified by hk_zone_check while no other thread is inside a
+ * zone call):
+ *  - every run of a threads zone has an extension (zone_run_ext) linked on
+ *    z->xruns; its heap is NULL (the zone's own runs, used under the lock
+ *    by a thread without a heap) or one of z->heaps, whose class table
+ *    holds it as cur/partial/spare per its state.
+ *  - a slot with a remote header has its bit set in its run's bitmap and
+ *    counts as used in the run; a run with a bit set is on its heap's
+ *    remote stack (queued 1), or its pusher is between its bit and push.
+ *  - heaps are freed only by hk_zone_destroy; a thread's cache entry names
+ *    the zone by zid, so a destroyed zone's entry never matches again.
+ */
+#include "zone_threads.h"
+
+_Thread_local zone_tl_ent hk__zone_tl_cur __attribute__((tls_model("initial-exec")));
+
+/* The zones a thread holds heaps in (checked against the registry at exit). */
+#define ZONE_TL_HELD 8u
+static _Thread_local zone_tl_ent zone_tl_held[ZONE_TL_HELD] __attribute__((tls_model("initial-exec")));
+
+/* Registry of live threads zones: a thread's exit touches a heap only while
+ * its zone is registered (destroy unregisters first). A spin lock: taken
+ * at zone create/destroy, heap creation and thread exit only. */
+#define ZONE_REG_MAX 256u
+static struct {
+    uint64_t zid;
+    hk_zone *z;
+} zone_reg[ZONE_REG_MAX];
+static int zone_reg_lock_word;
+static uint64_t zone_next_zid = 1;
+
+static void zone_reg_lock(void) {
+    while (__atomic_exchange_n(&zone_reg_lock_word, 1, __ATOMIC_ACQUIRE))
+        while (__atomic_load_n(&zone_reg_lock_word, __ATOMIC_RELAXED)) {
+        }
+}
+static void zone_reg_unlock(void) { __atomic_store_n(&zone_reg_lock_word, 0, __ATOMIC_RELEASE); }
+
+static hk_zone *zone_reg_find(uint64_t zid) {
+    for (unsigned i = 0; i < ZONE_REG_MAX; i++)
+        if (zone_reg[i].zid == zid) return zone_reg[i].z;
+    return NULL;
+}
+
+/* ---- runs and heap class tables ------------------------------------------ */
+
+static inline void zone_thr_partial_push(zone_cls *c, zone_run *r) {
+    r->prev = NULL;
+    r->next = c->partial;
+    if (c->partial) c->partial->prev = r;
+    c->partial = r;
+    r->state = ZONE_RUN_PARTIAL;
+}
+static inline void zone_thr_partial_unlink(zone_cls *c, zone_run *r) {
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        c->partial = r->next;
+    if (r->next) r->next->prev = r->prev;
+}
+
+/* A run of h whose used count dropped (owner free or collection): full ->
+ * partial; an empty partial run becomes the spare or goes back to the core
+ * (under the lock: `locked` says whether the caller holds it). */
+static void zone_thr_settle_run(hk_zone *z, zone_heap *h, zone_run *r, int locked) {
+    zone_cls *c = &h->cls[r->cls];
+    if (r->state == ZONE_RUN_FULL) {
+        if (r->used < r->nslots) zone_thr_partial_push(c, r);
+    }
+    if (r->state == ZONE_RUN_PARTIAL && r->used == 0) {
+        zone_thr_partial_unlink(c, r);
+        if (!c->spare) {
+            r->state = ZONE_RUN_SPARE;
+            c->spare = r;
+        } else {
+            if (!locked) hk__core_lock(&z->core);
+            hk__zone_run_release(z, r);
+            if (!locked) hk__core_unlock(&z->core);
+        }
+    }
+}
+
+void hk__zone_thr_settle(hk_zone *z, zone_heap *h, zone_run *r) { zone_thr_settle_run(z, h, r, 0); }
+
+/* Reports a double free found by a collection (lock taken for the reporter
+ * unless held). */
+static void zone_thr_report_late(hk_zone *z, zone_blk *b, int locked) {
+    if (!locked) hk__core_lock(&z->core);
+    hk__report(ZONE_REP(z), HK_ERR_DOUBLE_FREE, HK_EK_DOUBLE_FREE, zone_user(b), 0, NULL,
+               "free(%p): block freed by two threads at once (its owner and another); the second free "
+               "was ignored",
+               (void *)zone_user(b));
+    if (!locked) hk__core_unlock(&z->core);
+}
+
+/* Turns the remotely freed slots of run r (heap h) free. */
+static void zone_thr_collect_run(hk_zone *z, zone_heap *h, zone_run *r, int locked) {
+    zone_run_x *x = zone_run_ext(r);
+    unsigned nw = (r->nslots + 63u) / 64u;
+    size_t req = 0, nfreed = 0;
+    for (unsigned wi = 0; wi < nw; wi++) {
+        if (!__atomic_load_n(&x->remote[wi], __ATOMIC_RELAXED)) continue;
+        uint64_t bits = __atomic_exchange_n(&x->remote[wi], 0, __ATOMIC_ACQ_REL);
+        while (bits) {
+            unsigned i = wi * 64u + (unsigned)__builtin_ctzll(bits);
+            bits &= bits - 1;
+            zone_blk *s = (zone_blk *)(r->first + (size_t)i * r->stride);
+            uint64_t w = zone_hdr_load(s);
+            if (zone_w_bits(w) != ZB_SLOT_REMOTE || (uint16_t)(w >> 48) != zone_slot_chk(s, (uint32_t)w, zone_w_tag(w), ZB_SLOT_REMOTE)) {
+                zone_thr_report_late(z, s, locked);
+                continue;
+            }
+            uint32_t word = (uint32_t)w;
+            zone_hdr_store(s, zone_hdr_make(s, word & 0x7ffffu, 0, ZB_SLOT_FREE));
+            unsigned char *u = zone_user(s);
+            zone_unpoison(u, sizeof(void *));
+            *(unsigned char **)u = r->free;
+            r->free = u;
+            zone_poison(u, r->stride - ZONE_HDR);
+            r->used--;
+            req += r->stride - ZONE_OVERLAP - (word >> 19);
+            nfreed++;
+        }
+    }
+    __atomic_store_n(&h->used_req, h->used_req - req, __ATOMIC_RELAXED);
+    __atomic_store_n(&h->slot_bytes, h->slot_bytes - nfreed * r->stride, __ATOMIC_RELAXED);
+    __atomic_store_n(&h->free_count, h->free_count + nfreed, __ATOMIC_RELAXED);
+}
+
+/* Takes heap h's remote stack and collects every run on it. */
+static void zone_thr_collect(hk_zone *z, zone_heap *h, int locked) {
+    zone_run *r = __atomic_exchange_n(&h->remote_runs, NULL, __ATOMIC_ACQUIRE);
+    while (r) {
+        zone_run_x *x = zone_run_ext(r);
+        zone_run *next = x->rnext;
+        __atomic_store_n(&x->queued, 0, __ATOMIC_SEQ_CST);
+        zone_thr_collect_run(z, h, r, locked);
+        if (r->state == ZONE_RUN_FULL || r->state == ZONE_RUN_PARTIAL) zone_thr_settle_run(z, h, r, locked);
+        r = next;
+    }
+}
+
+void hk__zone_thr_collect_all(hk_zone *z) {
+    for (zone_heap *h = z->heaps; h; h = h->next) zone_thr_collect(z, h, 1);
+}
+
+HK__NOINLINE unsigned char *hk__zone_thr_refill(hk_zone *z, zone_heap *h, unsigned ci, zone_run **out,
+                                                uint32_t *word) {
+    zone_cls *c = &h->cls[ci];
+    if (__atomic_load_n(&h->remote_runs, __ATOMIC_RELAXED)) zone_thr_collect(z, h, 0);
+    zone_run *r = c->cur;
+    if (r) {
+        unsigned char *u = zone_slot_pop(r, word); /* collection may have refilled it */
+        if (u) {
+            *out = r;
+            return u;
+        }
+        r->state = ZONE_RUN_FULL;
+        c->cur = NULL;
+    }
+    r = c->partial;
+    if (r) {
+        zone_thr_partial_unlink(c, r);
+    } else if ((r = c->spare) != NULL) {
+        c->spare = NULL;
+    } else {
+        hk__core_lock(&z->core);
+        r = hk__zone_run_new(z, ci, h);
+        hk__core_unlock(&z->core);
+        if (!r) return NULL;
+    }
+    r->state = ZONE_RUN_CUR;
+    c->cur = r;
+    *out = r;
+    /* bump is read by remote freers: store it atomically */
+    unsigned char *u = r->free;
+    if (u) {
+        zone_unpoison(u, sizeof(void *));
+        r->free = *(unsigned char **)u;
+        *word = (uint32_t)zone_hdr_load(zone_from_user(u)) & 0x7ffffu;
+        return u;
+    }
+    if (r->bump >= r->nslots) return NULL; /* cannot happen: partial and spare runs have a free slot */
+    u = r->first + (size_t)r->bump * r->stride + ZONE_HDR;
+    zone_unpoison(u - ZONE_HDR, ZONE_HDR);
+    *word = zone_slot_word(r->bump, r->cls, 0);
+    __atomic_store_n(&r->bump, r->bump + 1, __ATOMIC_RELAXED);
+    return u;
+}
+
+/* ---- heaps: lookup, creation, adoption, abandonment ------------------------- */
+
+/* Abandons every heap the exiting thread holds (registered zones only). */
+static void zone_thread_exit(void) {
+    zone_reg_lock();
+    for (unsigned i = 0; i < ZONE_TL_HELD; i++) {
+        zone_tl_ent *e = &zone_tl_held[i];
+        if (!e->h) continue;
+        hk_zone *z = zone_reg_find(e->zid);
+        if (z) {
+            hk__core_lock(&z->core);
+            zone_thr_collect(z, e->h, 1);
+            e->h->abandoned = 1;
+            hk__core_unlock(&z->core);
+        }
+        e->zid = 0;
+        e->h = NULL;
+    }
+    hk__zone_tl_cur.zid = 0;
+    hk__zone_tl_cur.h = NULL;
+    zone_reg_unlock();
+}
+
+/* The calling thread's heap in z if it has one (no creation). */
+static zone_heap *zone_tl_find(const hk_zone *z) {
+    if (hk__zone_tl_cur.zid == z->zid) return hk__zone_tl_cur.h;
+    for (unsigned i = 0; i < ZONE_TL_HELD; i++)
+        if (zone_tl_held[i].zid == z->zid) {
+            hk__zone_tl_cur = zone_tl_held[i];
+            return zone_tl_held[i].h;
+        }
+    return NULL;
+}
+
+HK__NOINLINE zone_heap *hk__zone_heap_get(hk_zone *z) {
+    zone_heap *h = zone_tl_find(z);
+    if (h) return h;
+    /* a free entry, or one whose zone is gone */
+    zone_tl_ent *slot = NULL;
+    zone_reg_lock();
+    for (unsigned i = 0; i < ZONE_TL_HELD && !slot; i++)
+        if (!zone_tl_held[i].h || !zone_reg_find(zone_tl_held[i].zid)) slot = &zone_tl_held[i];
+    zone_reg_unlock();
+    if (!slot || hk_os_on_thread_exit(zone_thread_exit) != HK_OK) return NULL;
+    hk__core_lock(&z->core);
+    for (h = z->heaps; h && !h->abandoned; h = h->next) {
+    }
+    if (h) {
+        h->abandoned = 0; /* adopted, runs and all */
+    } else {
+        size_t size = (sizeof(zone_heap) + hk_os_page_size() - 1) & ~(hk_os_page_size() - 1);
+        h = (zone_heap *)hk_os_alloc(size);
+        if (h) {
+            memset(h, 0, sizeof *h);
+            h->z = z;
+            h->os_size = size;
+            h->next = z->heaps;
+            z->heaps = h;
+        }
+    }
+    hk__core_unlock(&z->core);
+    if (!h) return NULL;
+    slot->zid = z->zid;
+    slot->h = h;
+    hk__zone_tl_cur = *slot;
+    return h;
+}
+
+int hk__zone_thr_init(hk_zone *z) {
+    zone_reg_lock();
+    unsigned i = 0;
+    while (i < ZONE_REG_MAX && zone_reg[i].zid) i++;
+    if (i == ZONE_REG_MAX) {
+        zone_reg_unlock();
+        return 0;
+    }
+    z->zid = zone_next_zid++;
+    zone_reg[i].zid = z->zid;
+    zone_reg[i].z = z;
+    zone_reg_unlock();
+    z->thr_lo = z->regions[0].base;
+    __atomic_store_n(&z->thr_hi, z->regions[0].end + ZONE_HDR, __ATOMIC_RELEASE);
+    return 1;
+}
+
+void hk__zone_thr_fini(hk_zone *z) {
+    zone_reg_lock();
+    for (unsigned i = 0; i < ZONE_REG_MAX; i++)
+        if (zone_reg[i].zid == z->zid) {
+            zone_reg[i].zid = 0;
+            zone_reg[i].z = NULL;
+        }
+    zone_reg_unlock();
+    if (hk__zone_tl_cur.zid == z->zid) hk__zone_tl_cur.h = NULL, hk__zone_tl_cur.zid = 0;
+    for (unsigned i = 0; i < ZONE_TL_HELD; i++)
+        if (zone_tl_held[i].zid == z->zid) zone_tl_held[i].zid = 0, zone_tl_held[i].h = NULL;
+    zone_heap *h = z->heaps;
+    z->heaps = NULL;
+    while (h) {
+        zone_heap *n = h->next;
+        hk_os_release(h, h->os_size);
+        h = n;
+    }
+}
+
+/* ---- fork ------------------------------------------------------------------------ */
+
+void hk__zone_fork_prepare(hk_zone *z) {
+    zone_reg_lock();
+    hk__core_lock(&z->core);
+}
+void hk__zone_fork_parent(hk_zone *z) {
+    hk__core_unlock(&z->core);
+    zone_reg_unlock();
+}
+void hk__zone_fork_child(hk_zone *z) {
+    /* the child's one thread keeps its heap; the others' threads are gone */
+    zone_heap *mine = z->threads ? zone_tl_find(z) : NULL;
+    for (zone_heap *h = z->heaps; h; h = h->next)
+        if (h != mine) h->abandoned = 1;
+    hk__core_unlock(&z->core);
+    zone_reg_unlock();
+}
+
+/* ---- free and realloc -------------------------------------------------------------- */
+
+/* The used slot at p, verified without the lock (header word in *w, run in
+ * *rp), or NULL: p is anything else (the locked path decides and reports). */
+static zone_blk *zone_thr_slot_at(hk_zone *z, const void *p, uint64_t *w, zone_run **rp) {
+    const unsigned char *lo = z->thr_lo, *hi = __atomic_load_n(&z->thr_hi, __ATOMIC_ACQUIRE);
+    zone_blk *b = zone_from_user(p);
+    if ((const unsigned char *)b < lo || (const unsigned char *)p > hi - ZONE_HDR || ((uintptr_t)p & 15) ||
+        zone_is_poisoned(b, ZONE_HDR))
+        return NULL;
+    uint64_t v = zone_hdr_load(b);
+    uint32_t word = (uint32_t)v;
+    if (zone_w_bits(v) != ZB_SLOT_USED || zone_w_tag(v) != HK_TAG_STATIC ||
+        (uint16_t)(v >> 48) != zone_slot_chk(b, word, HK_TAG_STATIC, ZB_SLOT_USED))
+        return NULL;
+    unsigned cls = (word >> 12) & 0x7fu, idx = word & 0xfffu;
+    if (cls >= ZONE_NCLS) return NULL;
+    uint32_t stride = zone_cls_stride(cls);
+    zone_run *r = (zone_run *)((unsigned char *)b - (size_t)idx * stride - ZONE_RUN_SLOT0);
+    if ((const unsigned char *)r < lo + ZONE_HDR || (const unsigned char *)r + sizeof *r > hi - ZONE_HDR ||
+        r->first != (unsigned char *)r + ZONE_RUN_SLOT0 || r->stride != stride ||
+        idx >= __atomic_load_n(&r->bump, __ATOMIC_RELAXED))
+        return NULL;
+    *w = v;
+    *rp = r;
+    return b;
+}
+
+/* The remote path: claims used slot b (header word w) of run r owned by
+ * heap h; HK_ERR_DOUBLE_FREE when another free changed the header first. */
+static hk_result zone_thr_remote(zone_blk *b, zone_run *r, zone_run_x *x, zone_heap *h,
+                                 uint64_t w) {
+    uint64_t want = zone_hdr_make(b, (uint32_t)w, HK_TAG_STATIC, ZB_SLOT_REMOTE);
+    if (!__atomic_compare_exchange_n((zone_word *)((unsigned char *)b + 8), &w, want, false, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_RELAXED))
+        return HK_ERR_DOUBLE_FREE; /* another free won: the caller reports */
+    unsigned idx = (uint32_t)w & 0xfffu;
+    __atomic_fetch_or(&x->remote[idx >> 6], 1ull << (idx & 63u), __ATOMIC_RELEASE);
+    if (!__atomic_exchange_n(&x->queued, 1, __ATOMIC_SEQ_CST)) {
+        zone_run *head = __atomic_load_n(&h->remote_runs, __ATOMIC_RELAXED);
+        do {
+            x->rnext = head;
+        } while (!__atomic_compare_exchange_n(&h->remote_runs, &head, r, true, __ATOMIC_RELEASE,
+                                              __ATOMIC_RELAXED));
+    }
+    return HK_OK;
+}
+
+/* Frees used slot b (header word w) of run r from any thread: the owner's
+ * path or the remote one (HK_ERR_DOUBLE_FREE, unreported, when another
+ * thread's free won the header). */
+static hk_result zone_thr_free_slot(hk_zone *z, zone_blk *b, zone_run *r, uint64_t w, int locked) {
+    zone_run_x *x = zone_run_ext(r);
+    zone_heap *h = __atomic_load_n(&x->heap, __ATOMIC_RELAXED);
+    if (h && h == zone_tl_find(z)) {
+        uint32_t stride = r->stride, word = (uint32_t)w;
+        unsigned char *u = zone_user(b);
+        zone_hdr_store(b, zone_hdr_make(b, word & 0x7ffffu, 0, ZB_SLOT_FREE));
+        zone_unpoison(u, sizeof(void *));
+        *(unsigned char **)u = r->free;
+        r->free = u;
+        zone_poison(u, stride - ZONE_HDR);
+        __atomic_store_n(&h->used_req, h->used_req - (stride - ZONE_OVERLAP - (word >> 19)), __ATOMIC_RELAXED);
+        __atomic_store_n(&h->slot_bytes, h->slot_bytes - stride, __ATOMIC_RELAXED);
+        __atomic_store_n(&h->free_count, h->free_count + 1, __ATOMIC_RELAXED);
+        if (--r->used == 0 || r->state == ZONE_RUN_FULL) zone_thr_settle_run(z, h, r, locked);
+        return HK_OK;
+    }
+    if (h) return zone_thr_remote(b, r, x, h, w);
+    /* the zone's own run: under the lock */
+    if (!locked) hk__core_lock(&z->core);
+    zone_slot_free(z, b, r);
+    if (!locked) hk__core_unlock(&z->core);
+    return HK_OK;
+}
+
+hk_result hk__zone_thr_free_slot(hk_zone *z, zone_blk *b, int locked) {
+    return zone_thr_free_slot(z, b, zone_run_of_slot(b), zone_hdr_load(b), locked);
+}
+
+int hk__zone_thr_free_fast(hk_zone *z, void *p) {
+    uint64_t w;
+    zone_run *r;
+    zone_blk *b = zone_thr_slot_at(z, p, &w, &r);
+    if (HK__LIKELY(b != NULL)) {
+        zone_heap *h = hk__zone_tl_cur.zid == z->zid ? hk__zone_tl_cur.h : NULL;
+        if (HK__LIKELY(h != NULL && zone_run_ext(r)->heap == h)) {
+            zone_thr_free_owner(z, h, b, r, w);
+            return 1;
+        }
+        if (zone_thr_free_slot(z, b, r, w, 0) == HK_OK) return 1;
+    }
+    return 0;
+}
+
+int hk__zone_thr_resize(hk_zone *z, void *p, size_t n, size_t *old_req) {
+    uint64_t w;
+    zone_run *r;
+    zone_blk *b = zone_thr_slot_at(z, p, &w, &r);
+    if (!b) return -1;
+    uint32_t word = (uint32_t)w;
+    size_t area = r->stride - ZONE_OVERLAP;
+    *old_req = area - (word >> 19);
+    zone_heap *h = zone_tl_find(z);
+    if (!h || zone_run_ext(r)->heap != h || n > area || (n < area / 2 && zone_cls_of(n) != ((word >> 12) & 0x7fu)))
+        return 0;
+    uint32_t slack = (uint32_t)(area - n);
+    zone_hdr_store(b, zone_hdr_make(b, (word & 0x7ffffu) | (slack << 19), HK_TAG_STATIC, ZB_SLOT_USED));
+    zone_unpoison(p, n);
+    if (slack > ZONE_OVERLAP) zone_poison((unsigned char *)p + n, slack - ZONE_OVERLAP);
+    __atomic_store_n(&h->used_req, h->used_req - *old_req + n, __ATOMIC_RELAXED);
+    return 1;
+}
+
+/* ---- sums ------------------------------------------------------------------------ */
+
+void hk__zone_thr_sums(const hk_zone *z, zone_sums *s, int pending) {
+    s->used_req = z->used_req;
+    s->slot_bytes = z->runs.slot_bytes;
+    s->alloc_count = z->alloc_count;
+    s->free_count = z->free_count;
+    if (!z->threads) return;
+    for (const zone_heap *h = z->heaps; h; h = h->next) {
+        s->used_req += __atomic_load_n(&h->used_req, __ATOMIC_RELAXED);
+        s->slot_bytes += __atomic_load_n(&h->slot_bytes, __ATOMIC_RELAXED);
+        s->alloc_count += __atomic_load_n(&h->alloc_count, __ATOMIC_RELAXED);
+        s->free_count += __atomic_load_n(&h->free_count, __ATOMIC_RELAXED);
+    }
+    if (!pending) return;
+    /* slots freed by other threads and not collected yet are free already */
+    for (const zone_run_x *x = z->xruns; x; x = x->anext) {
+        const zone_run *r = x->run;
+        for (unsigned wi = 0; wi < (r->nslots + 63u) / 64u; wi++) {
+            uint64_t bits = __atomic_load_n(&x->remote[wi], __ATOMIC_ACQUIRE);
+            while (bits) {
+                unsigned i = wi * 64u + (unsigned)__builtin_ctzll(bits);
+                bits &= bits - 1;
+                const zone_blk *sl = (const zone_blk *)(r->first + (size_t)i * r->stride);
+                uint64_t w = zone_hdr_load(sl);
+                if (zone_w_bits(w) != ZB_SLOT_REMOTE) continue;
+                s->used_req -= r->stride - ZONE_OVERLAP - ((uint32_t)w >> 19);
+                s->slot_bytes -= r->stride;
+                s->free_count++;
+            }
+        }
+    }
+}
