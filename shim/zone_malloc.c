@@ -10,27 +10,37 @@
  *    grows that region in place by chunks of at least 1 MiB, doubling with
  *    the memory taken so far (up to 256 MiB a chunk). A request larger than
  *    the chunk gets a region of its own, given back to the OS when freed.
- *  - Thread safety: one pthread mutex, taken by the zone's lock hooks around
- *    every call (a statically initialised mutex: no allocation).
+ *  - Thread safety: no global lock. The zone has HK_ZONE_THREADS: each
+ *    thread allocates small blocks from its own heap and frees its own
+ *    blocks with no lock; other threads' blocks are handed back lock-free;
+ *    large and aligned blocks use the zone's own mutex (docs/zone.md,
+ *    "Threads"). A thread's heap is made on its first malloc, abandoned
+ *    when it exits and adopted by the next new thread.
  *  - Start-up: the zone is created under pthread_once with nothing but mmap.
  *    pthread_atfork, which may itself call malloc, is registered afterwards
  *    by the first thread to get there; a nested malloc from inside it finds
  *    the zone ready.
- *  - fork: the mutex is held across fork() (atfork prepare/parent/child), so
- *    the child never inherits a zone in the middle of an operation.
+ *  - fork: the zone's lock (and its heap registry) is held across fork()
+ *    (atfork prepare/parent/child), so the child never inherits the shared
+ *    core in the middle of an operation; in the child the other threads'
+ *    heaps are abandoned (their blocks stay valid and freeable) and the
+ *    forking thread keeps its own.
  *  - Bad pointers (a free of memory this zone never returned, a double free)
  *    are reported on stderr as "heapkit: zone 'malloc': ..." and ignored;
  *    the program goes on. Out of memory is not reported (malloc returns NULL
  *    with errno ENOMEM, as programs expect).
  *
- * Environment: HEAPKIT_QUIET=1 silences the reports; HEAPKIT_STATS=1 prints
- * the zone's statistics to stderr at exit.
+ * Environment (rows of shim/options.h): HEAPKIT_QUIET=1 silences the
+ * reports; HEAPKIT_STATS=1 prints the zone's statistics (totals over every
+ * thread) to stderr at exit.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
 #endif
 #include "heapkit/zone.h"
 #include "internal.h"
+#include "options.h"
+#include "zone_threads.h"
 
 #include <malloc.h>
 #include <pthread.h>
@@ -38,20 +48,10 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-static pthread_mutex_t g_shim_mutex = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t g_shim_once = PTHREAD_ONCE_INIT;
 static hk_zone *g_shim_zone;
 static int g_shim_quiet;
 static int g_shim_atfork; /* claimed with an atomic exchange */
-
-static void shim_lock(void *u) {
-    (void)u;
-    pthread_mutex_lock(&g_shim_mutex);
-}
-static void shim_unlock(void *u) {
-    (void)u;
-    pthread_mutex_unlock(&g_shim_mutex);
-}
 
 static void shim_write_all(const char *s, size_t n) {
     while (n) {
@@ -71,22 +71,25 @@ static void shim_on_error(const hk_error *e, void *user) {
     if (n > 0) shim_write_all(line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
 }
 
-static void shim_atfork_prepare(void) { pthread_mutex_lock(&g_shim_mutex); }
-static void shim_atfork_parent(void) { pthread_mutex_unlock(&g_shim_mutex); }
-static void shim_atfork_child(void) { pthread_mutex_init(&g_shim_mutex, NULL); }
+static void shim_atfork_prepare(void) {
+    if (g_shim_zone) hk__zone_fork_prepare(g_shim_zone);
+}
+static void shim_atfork_parent(void) {
+    if (g_shim_zone) hk__zone_fork_parent(g_shim_zone);
+}
+static void shim_atfork_child(void) {
+    if (g_shim_zone) hk__zone_fork_child(g_shim_zone);
+}
 
 static void shim_create(void) {
-    const char *q = getenv("HEAPKIT_QUIET");
-    g_shim_quiet = q && q[0] && q[0] != '0';
+    g_shim_quiet = hk_opt_bool(HK_OPT_MALLOC_QUIET);
     hk_zone_desc d;
     memset(&d, 0, sizeof d);
     d.size = (size_t)1 << 20;
     d.grow_size = (size_t)1 << 20;
     d.name = "malloc";
-    d.flags = HK_FLAG_QUIET;
+    d.flags = HK_FLAG_QUIET | HK_ZONE_THREADS; /* the zone's own mutex for its shared core */
     d.on_error = shim_on_error;
-    d.lock.lock = shim_lock;
-    d.lock.unlock = shim_unlock;
     g_shim_zone = hk_zone_create(&d);
 }
 
@@ -125,8 +128,7 @@ static size_t shim_usable_size(void *p) {
 }
 
 __attribute__((destructor)) static void shim_report_stats(void) {
-    const char *s = getenv("HEAPKIT_STATS");
-    if (!g_shim_zone || !s || !s[0] || s[0] == '0') return;
+    if (!g_shim_zone || !hk_opt_bool(HK_OPT_MALLOC_STATS)) return;
     hk_stats st;
     hk_zone_stats(g_shim_zone, &st);
     char line[400];
