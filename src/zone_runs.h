@@ -189,7 +189,7 @@ static inline zone_run *zone_slot_run(const zone_region *rg, const zone_blk *b) 
     zone_run *r = zone_run_of_slot(b);
     if ((unsigned char *)r < rg->base + ZONE_HDR || (unsigned char *)r + sizeof *r > rg->end) return NULL;
     if (r->first != (unsigned char *)r + ZONE_RUN_SLOT0 || r->stride != zone_cls_stride(zone_slot_cls(b)) ||
-        zone_slot_idx(b) >= __atomic_load_n(&r->bump, __ATOMIC_RELAXED))
+        zone_slot_idx(b) >= r->bump)
         return NULL;
     return r;
 }

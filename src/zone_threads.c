@@ -354,6 +354,16 @@ void hk__zone_fork_child(hk_zone *z) {
 
 /* ---- free and realloc -------------------------------------------------------------- */
 
+/* The header word of the block at user pointer p, read without the lock:
+ * a plain peek first (a plain block's header may be rewritten under the
+ * lock meanwhile: its PREV_USED bit, by a neighbour's free; such a word is
+ * only looked at, never acted on), then, for a slot header, an acquire load
+ * (slot headers are written atomically: it orders this thread after the
+ * free that wrote it). Kept out of ThreadSanitizer's view for the peek. */
+static HK__NO_TSAN uint64_t zone_hdr_peek(const zone_blk *b) {
+    return *(volatile const zone_word *)((const unsigned char *)b + 8);
+}
+
 /* The used slot at p, verified without the lock (header word in *w, run in
  * *rp), or NULL: p is anything else (the locked path decides and reports). */
 static zone_blk *zone_thr_slot_at(hk_zone *z, const void *p, uint64_t *w, zone_run **rp) {
@@ -362,7 +372,9 @@ static zone_blk *zone_thr_slot_at(hk_zone *z, const void *p, uint64_t *w, zone_r
     if ((const unsigned char *)b < lo || (const unsigned char *)p > hi - ZONE_HDR || ((uintptr_t)p & 15) ||
         zone_is_poisoned(b, ZONE_HDR))
         return NULL;
-    uint64_t v = zone_hdr_load(b);
+    uint64_t v = zone_hdr_peek(b);
+    if ((zone_w_bits(v) & ZB_SLOT_MASK) != ZB_SLOT_MASK) return NULL;
+    v = __atomic_load_n((const zone_word *)((const unsigned char *)b + 8), __ATOMIC_ACQUIRE);
     uint32_t word = (uint32_t)v;
     if (zone_w_bits(v) != ZB_SLOT_USED || zone_w_tag(v) != HK_TAG_STATIC ||
         (uint16_t)(v >> 48) != zone_slot_chk(b, word, HK_TAG_STATIC, ZB_SLOT_USED))
@@ -386,7 +398,7 @@ static hk_result zone_thr_remote(zone_blk *b, zone_run *r, zone_run_x *x, zone_h
                                  uint64_t w) {
     uint64_t want = zone_hdr_make(b, (uint32_t)w, HK_TAG_STATIC, ZB_SLOT_REMOTE);
     if (!__atomic_compare_exchange_n((zone_word *)((unsigned char *)b + 8), &w, want, false, __ATOMIC_ACQ_REL,
-                                     __ATOMIC_RELAXED))
+                                     __ATOMIC_ACQUIRE))
         return HK_ERR_DOUBLE_FREE; /* another free won: the caller reports */
     unsigned idx = (uint32_t)w & 0xfffu;
     __atomic_fetch_or(&x->remote[idx >> 6], 1ull << (idx & 63u), __ATOMIC_RELEASE);

@@ -34,7 +34,7 @@ static inline uint64_t zone_hdr_load(const zone_blk *b) {
     return __atomic_load_n((const zone_word *)((const unsigned char *)b + 8), __ATOMIC_RELAXED);
 }
 static inline void zone_hdr_store(zone_blk *b, uint64_t w) {
-    __atomic_store_n((zone_word *)((unsigned char *)b + 8), w, __ATOMIC_RELAXED);
+    __atomic_store_n((zone_word *)((unsigned char *)b + 8), w, __ATOMIC_RELEASE);
 }
 static inline uint64_t zone_hdr_make(const zone_blk *b, uint32_t word, unsigned tag, unsigned bits) {
     return (uint64_t)word | ((uint64_t)tag << 32) | ((uint64_t)bits << 40) |
