@@ -37,8 +37,19 @@
  *
  * Thread-safety: a zone is not thread-safe unless its desc carries lock
  * hooks, which every call below then takes (walk callbacks, dump output and
- * on_error run with the lock held: they must not call back into the zone).
- * Different zones are independent.
+ * on_error run with the lock held: they must not call back into the zone),
+ * or HK_ZONE_THREADS. With HK_ZONE_THREADS each thread has its own heap of
+ * small-block runs: hk_zone_alloc, calloc, realloc and free of small blocks
+ * take no lock (a block freed by another thread than its allocator is
+ * handed back lock-free and still checked); every other path takes the
+ * zone's lock (the hooks, or the zone's own mutex). alloc*, calloc,
+ * realloc, free, usable_size, owns, tag, change_tag, stats and get_info
+ * may run concurrently from any threads; free_tags over a range holding
+ * HK_TAG_STATIC, purge, check, walk, dump, where and destroy need the
+ * other threads quiescent (not inside a call on this zone), e.g. a level
+ * unload between frames. A thread's heap is abandoned when it exits and
+ * adopted by the next thread that needs one; its blocks stay valid and may
+ * be freed from anywhere. Different zones are independent.
  *
  * Errors: misuse is reported through desc.on_error (or the default handler,
  * see heapkit.h) with the address and what was wrong; the zone is left
@@ -255,7 +266,11 @@ size_t hk_zone_free_tags(hk_zone *z, int lo, int hi);
  * Returns the number of blocks purged. O(blocks purged x purgeable tags). */
 size_t hk_zone_purge(hk_zone *z, int level);
 
-/* Introspection (see heapkit.h). stats is O(1): largest_free is the largest
+/* Introspection (see heapkit.h). stats is O(1), except in a HK_ZONE_THREADS
+ * zone, where it sums the per-thread counters and subtracts the blocks
+ * freed by other threads and not yet collected by their owners:
+ * O(threads + runs); exact while no other thread is inside a call, and
+ * peak_used is the highest total stats has seen. largest_free is the largest
  * request guaranteed to succeed now without purging or growing. walk visits
  * every block, used and free, region by region in address order. check
  * verifies every header check, size, boundary tag (a free block's size is
