@@ -9,6 +9,9 @@
  *   roundtrip_check badinput TRACE      truncated, corrupt and foreign copies
  *                                        of TRACE: one-line errors naming the
  *                                        offset, never a crash
+ *   roundtrip_check idle -              the live-bytes curve of a made-up
+ *                                        trace with an idle stretch after a
+ *                                        freed peak
  * Prints "roundtrip ok" when every check passed; exit status 1 otherwise.
  */
 #include "analysis.h"
@@ -237,9 +240,43 @@ static void check_badinput(const char *path) {
     printf("badinput: %zu events in the good trace\n", full);
 }
 
+/* A peak allocated and freed at once, then nothing for most of the run, then
+ * a small block: the curve across the idle buckets is the level left after
+ * the free (0), not the peak (regression: the idle buckets copied the
+ * previous bucket's maximum). */
+static void check_idle(void) {
+    hkt_event ev[4];
+    memset(ev, 0, sizeof ev);
+    ev[0] = (hkt_event){.ts = 0, .size = 1000000, .obj = 1, .thread = 1, .kind = HKT_EV_ALLOC};
+    ev[1] = (hkt_event){.ts = 10, .obj = 1, .thread = 1, .kind = HKT_EV_FREE};
+    ev[2] = (hkt_event){.ts = 20, .size = 100, .obj = 2, .thread = 1, .kind = HKT_EV_ALLOC};
+    ev[3] = (hkt_event){.ts = 1000000000, .size = 10, .obj = 3, .thread = 1, .kind = HKT_EV_ALLOC};
+    hkt_stack stack0 = {0, NULL};
+    hkt_trace t;
+    memset(&t, 0, sizeof t);
+    t.cmdline = "";
+    t.events = ev;
+    t.nevents = 4;
+    t.nobjects = 3;
+    t.stacks = &stack0;
+    t.nstacks = 1;
+    t.nthreads = 1;
+    t.end_ns = 1000000000;
+    hka a;
+    EXPECT(hka_analyze(&t, &a) == 0, "analyze");
+    EXPECT(a.peak_live == 1000000, "%llu", (unsigned long long)a.peak_live);
+    EXPECT(a.curve[0] == 1000000, "the first bucket holds the peak: %llu", (unsigned long long)a.curve[0]);
+    for (int i = 1; i < HKA_CURVE_POINTS - 1; i++)
+        EXPECT(a.curve[i] == 100, "idle bucket %d: %llu, not the 100 bytes left live", i,
+               (unsigned long long)a.curve[i]);
+    EXPECT(a.curve[HKA_CURVE_POINTS - 1] == 110, "%llu", (unsigned long long)a.curve[HKA_CURVE_POINTS - 1]);
+    EXPECT(a.end_live == 110 && a.end_blocks == 2, "end");
+    hka_free(&a);
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: roundtrip_check calls|child|badinput TRACE [MODE]\n");
+        fprintf(stderr, "usage: roundtrip_check calls|child|badinput|idle TRACE [MODE]\n");
         return 2;
     }
     if (!strcmp(argv[1], "calls")) {
@@ -255,6 +292,8 @@ int main(int argc, char **argv) {
         check_child(argv[2]);
     } else if (!strcmp(argv[1], "badinput")) {
         check_badinput(argv[2]);
+    } else if (!strcmp(argv[1], "idle")) {
+        check_idle();
     } else {
         return 2;
     }

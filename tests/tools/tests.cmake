@@ -23,6 +23,9 @@ if(NOT HEAPKIT_SANITIZE AND NOT HEAPKIT_TSAN)
     set_tests_properties(tools_record_roundtrip_${tn} PROPERTIES LABELS "no-sanitize;tools" TIMEOUT 120
       PASS_REGULAR_EXPRESSION "roundtrip ok" FAIL_REGULAR_EXPRESSION "FAIL")
   endforeach()
+  add_test(NAME tools_report_idle_curve COMMAND tools_roundtrip_check idle -)
+  set_tests_properties(tools_report_idle_curve PROPERTIES LABELS tools
+    PASS_REGULAR_EXPRESSION "roundtrip ok" FAIL_REGULAR_EXPRESSION "FAIL")
   add_test(NAME tools_record_no_program COMMAND heapkit_tool record -- /nonexistent/program)
   set_tests_properties(tools_record_no_program PROPERTIES LABELS "no-sanitize;tools"
     PASS_REGULAR_EXPRESSION "heapkit record: no program '/nonexistent/program'")
