@@ -9,7 +9,8 @@
  * Environment (declared in shim/options.h, listed by `heapkit env`):
  * HEAPKIT_RECORD_OUT (the trace; default heapkit.<pid>.hkt),
  * HEAPKIT_RECORD_PID (the process that writes OUT itself; any other process
- * - a program it runs, a forked child - writes OUT.<pid>), HEAPKIT_RECORD_CHILDREN=0
+ * - a program it runs, a forked child - writes OUT.<pid>; unset, the first
+ * process to hold OUT's lock writes it and the others OUT.<pid>), HEAPKIT_RECORD_CHILDREN=0
  * (those other processes record nothing), HEAPKIT_RECORD_FRAMES (stack
  * depth, default 24, 0..64).
  *
@@ -17,6 +18,10 @@
  *  - The recorder never allocates: its tables and the trace itself live in
  *    memory from mmap; the trace file is mapped shared, so what a record
  *    writes is in the file even if the process then dies by any signal.
+ *  - A trace file is written by one process at a time: the writer holds an
+ *    exclusive flock on it from before it truncates the file until it
+ *    exits or execs (O_CLOEXEC), so another program started meanwhile can
+ *    never cut the file under the writer's mappings.
  *  - A record is visible to a reader only once whole: each thread writes
  *    its records into chunks of its own, and publishes the chunk's `used`
  *    byte count (release order) after each record.
@@ -42,6 +47,7 @@
 #include <malloc.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -135,14 +141,26 @@ static int rec_open_file(void) {
         rec_append_num(g_path, sizeof g_path, &n, pid);
         rec_append(g_path, sizeof g_path, &n, ".hkt");
     }
-    if (g_is_child || (g_root_pid && g_root_pid != pid)) {
+    int own_name = g_is_child || (g_root_pid && g_root_pid != pid);
+    if (own_name) {
         if (!g_children) return 0;
         rec_append(g_path, sizeof g_path, &n, ".");
         rec_append_num(g_path, sizeof g_path, &n, pid);
     }
-    g_fd = open(g_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (g_fd < 0) return 0;
-    if (ftruncate(g_fd, HKT_DATA_START) != 0) goto fail;
+    for (;;) {
+        /* Truncated only once held: a file another live process records
+         * into is never cut under its mappings. */
+        g_fd = open(g_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        if (g_fd < 0) return 0;
+        if (flock(g_fd, LOCK_EX | LOCK_NB) == 0 || errno != EWOULDBLOCK) break;
+        close(g_fd);
+        g_fd = -1;
+        if (own_name || !g_children) return 0;
+        own_name = 1; /* OUT is in use (HEAPKIT_RECORD_PID unset, another program has it): OUT.<pid> */
+        rec_append(g_path, sizeof g_path, &n, ".");
+        rec_append_num(g_path, sizeof g_path, &n, pid);
+    }
+    if (ftruncate(g_fd, 0) != 0 || ftruncate(g_fd, HKT_DATA_START) != 0) goto fail;
     g_hdr = mmap(NULL, HKT_DATA_START, PROT_READ | PROT_WRITE, MAP_SHARED, g_fd, 0);
     if (g_hdr == MAP_FAILED) goto fail;
     memcpy(g_hdr, HKT_MAGIC, 8);
