@@ -28,6 +28,9 @@ if(NOT HEAPKIT_SANITIZE AND NOT HEAPKIT_TSAN)
       $<TARGET_FILE:tools_record_prog> ${CMAKE_CURRENT_BINARY_DIR}/tools_rt_unclaimed)
   set_tests_properties(tools_record_unclaimed_out PROPERTIES LABELS "no-sanitize;tools" TIMEOUT 120
     PASS_REGULAR_EXPRESSION "record unclaimed ok" FAIL_REGULAR_EXPRESSION "FAIL")
+  add_test(NAME tools_trace_addresses COMMAND tools_roundtrip_check addresses -)
+  set_tests_properties(tools_trace_addresses PROPERTIES LABELS tools
+    PASS_REGULAR_EXPRESSION "roundtrip ok" FAIL_REGULAR_EXPRESSION "FAIL")
   add_test(NAME tools_report_idle_curve COMMAND tools_roundtrip_check idle -)
   set_tests_properties(tools_report_idle_curve PROPERTIES LABELS tools
     PASS_REGULAR_EXPRESSION "roundtrip ok" FAIL_REGULAR_EXPRESSION "FAIL")
