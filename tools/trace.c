@@ -427,6 +427,8 @@ static int finish(reader *r, hkt_trace *t) {
     }
     for (size_t i = 0; i < n; i++)
         if (t->events[i].ts > t->end_ns) t->end_ns = t->events[i].ts;
+    hkt_event *fit = realloc(t->events, (n ? n : 1) * sizeof *t->events); /* room for implied frees unused */
+    if (fit) t->events = fit;
     u64map_free(&live);
     t->nevents = n;
     t->nobjects = next;
