@@ -305,7 +305,6 @@ HKT_TEST(lock_counts_and_misuse) {
     hk_cache_destroy(c);
 }
 
-
 typedef struct walk_acc {
     int used, freeb, purged, locked, purgeable;
     uint32_t rank_of_a;
