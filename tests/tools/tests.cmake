@@ -9,9 +9,10 @@ target_include_directories(tools_roundtrip_check PRIVATE ${HK_TOOLS_DIR} ${PROJE
 target_link_libraries(tools_roundtrip_check PRIVATE heapkit heapkit_warnings Threads::Threads ${CMAKE_DL_LIBS})
 target_compile_definitions(tools_roundtrip_check PRIVATE _GNU_SOURCE)
 
-# the recorded program: plain C, frame info kept so stacks name its functions
+# the recorded program: plain C, frame info kept so stacks name its functions;
+# -fno-builtin: every call reaches the preload (clang drops malloc/free pairs)
 add_executable(tools_record_prog ${HK_TT}/record_prog.c)
-target_compile_options(tools_record_prog PRIVATE -g -O1 -fno-omit-frame-pointer -Wall)
+target_compile_options(tools_record_prog PRIVATE -g -O1 -fno-omit-frame-pointer -fno-builtin -Wall)
 target_link_libraries(tools_record_prog PRIVATE Threads::Threads)
 
 if(NOT HEAPKIT_SANITIZE AND NOT HEAPKIT_TSAN)
