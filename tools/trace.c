@@ -24,6 +24,9 @@
 
 /* ---- small helpers --------------------------------------------------------- */
 
+static void wr32(uint8_t *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
 static uint32_t rd32(const uint8_t *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
@@ -618,4 +621,23 @@ const hkt_module *hkt_find_module(const hkt_trace *t, uint64_t addr) {
         if (lo - i > 8) break;
     }
     return best;
+}
+
+uint8_t *hkt_wrap_records(const uint8_t *rec, size_t len, uint32_t thread, size_t *size) {
+    if (len > UINT32_MAX) return NULL;
+    size_t n = HKT_DATA_START + HKT_CHUNK_HEADER + len;
+    uint8_t *buf = calloc(1, n);
+    if (!buf) return NULL;
+    memcpy(buf, HKT_MAGIC, 8);
+    wr32(buf + 8, HKT_VERSION);
+    wr32(buf + 12, HKT_HEADER_SIZE);
+    wr32(buf + 40, HKT_F_CLOSED);
+    uint8_t *c = buf + HKT_DATA_START;
+    wr32(c, HKT_CHUNK_MAGIC);
+    wr32(c + 4, thread);
+    wr32(c + 8, (uint32_t)len);
+    wr32(c + 12, (uint32_t)len);
+    if (len) memcpy(c + HKT_CHUNK_HEADER, rec, len);
+    *size = n;
+    return buf;
 }

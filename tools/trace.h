@@ -163,6 +163,11 @@ int hkt_read_mem(const uint8_t *data, size_t n, hkt_trace *out, char *err, size_
 int hkt_read_file(const char *path, hkt_trace *out, char *err, size_t errn);
 void hkt_free(hkt_trace *t);
 
+/* A whole trace (header page, one closed chunk of thread `thread`) holding
+ * the records [rec, rec + len), in memory from malloc; its size in *size.
+ * NULL when out of memory. For tests and the fuzz target. */
+uint8_t *hkt_wrap_records(const uint8_t *rec, size_t len, uint32_t thread, size_t *size);
+
 /* The module holding a code address, or NULL. */
 const hkt_module *hkt_find_module(const hkt_trace *t, uint64_t addr);
 

@@ -282,10 +282,6 @@ static void check_idle(void) {
     hka_free(&a);
 }
 
-static void put32le(uint8_t *p, uint32_t v) {
-    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-
 /* One thread's chunk of hand-written records, read back. */
 static void check_addresses(void) {
     uint8_t rec[256], *w = rec;
@@ -329,18 +325,12 @@ static void check_addresses(void) {
 #undef ALLOC
 #undef REL
 #undef ADDR
-    size_t len = (size_t)(w - rec), n = HKT_DATA_START + HKT_CHUNK_HEADER + len;
-    uint8_t *buf = calloc(1, n);
-    memcpy(buf, HKT_MAGIC, 8);
-    put32le(buf + 8, HKT_VERSION);
-    put32le(buf + 12, HKT_HEADER_SIZE);
-    put32le(buf + 40, HKT_F_CLOSED);
-    uint8_t *c = buf + HKT_DATA_START;
-    put32le(c, HKT_CHUNK_MAGIC);
-    put32le(c + 4, 1);
-    put32le(c + 8, (uint32_t)len);
-    put32le(c + 12, (uint32_t)len);
-    memcpy(c + HKT_CHUNK_HEADER, rec, len);
+    size_t n = 0;
+    uint8_t *buf = hkt_wrap_records(rec, (size_t)(w - rec), 1, &n);
+    if (!buf) {
+        EXPECT(0, "out of memory");
+        return;
+    }
     hkt_trace t;
     char err[256];
     EXPECT(hkt_read_mem(buf, n, &t, err, sizeof err) == 0, "%s", err);
