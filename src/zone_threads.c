@@ -206,6 +206,10 @@ HK__NOINLINE unsigned char *hk__zone_thr_refill(hk_zone *z, zone_heap *h, unsign
     } else {
         hk__core_lock(&z->core);
         r = hk__zone_run_new(z, ci, h);
+        /* the peak, at run granularity: the totals when a heap grows */
+        zone_sums sm;
+        hk__zone_thr_sums(z, &sm, 0);
+        if (sm.used_req > z->peak_used) z->peak_used = sm.used_req;
         hk__core_unlock(&z->core);
         if (!r) return NULL;
     }
