@@ -139,4 +139,5 @@ __attribute__((destructor)) static void shim_report_stats(void) {
     if (n > 0) shim_write_all(line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
 }
 
+#define HK_SHIM_MAX_ALIGN ((size_t)1 << 34) /* the zone's largest alignment */
 #include "override.inc"
