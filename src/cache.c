@@ -52,7 +52,11 @@ hk_cache *hk_cache_create(const hk_cache_desc *desc) {
         mem_size = desc->size;
     } else {
         os_base = hk_os_alloc(total);
-        if (!os_base) return NULL;
+        if (!os_base) {
+            hk__report(&core.rep, HK_ERR_NOMEM, HK_EK_NOMEM, NULL, total, NULL,
+                       "create: the OS refused %zu bytes for the cache", total);
+            return NULL;
+        }
         mem = (unsigned char *)os_base;
         mem_size = total;
     }

@@ -113,7 +113,11 @@ hk_hunk *hk_hunk_create(const hk_hunk_desc *desc) {
         size_t want = desc->size ? desc->size : (size_t)64 << 20;
         if (!hk_size_add(want, sizeof(hk_hunk) + 64, &size)) return NULL;
         os_base = hk_os_alloc(size);
-        if (!os_base) return NULL;
+        if (!os_base) {
+            hk__report(&core.rep, HK_ERR_NOMEM, HK_EK_NOMEM, NULL, size, NULL,
+                       "create: the OS refused %zu bytes for the hunk", size);
+            return NULL;
+        }
         os_size = size;
         mem = (unsigned char *)os_base;
     }

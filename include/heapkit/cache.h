@@ -152,7 +152,8 @@ typedef struct hk_cache_desc {
  * for the control block, a table of 64 handles and 64 bytes of data (or, with
  * a hunk, the control block and table), the hunk already has a tenant, memory
  * + size runs past the end of the address space (reported as
- * HK_EK_INVALID_ARG; checked before a byte is written), or the OS refuses. With `hunk` and no memory, the control block and table come
+ * HK_EK_INVALID_ARG; checked before a byte is written), or the OS refuses
+ * (reported as HK_EK_NOMEM). With `hunk` and no memory, the control block and table come
  * from the OS. O(max_handles) (the table is cleared). */
 hk_cache *hk_cache_create(const hk_cache_desc *desc);
 

@@ -75,7 +75,7 @@ typedef struct hk_hunk_mark {
  * smaller than size) and the OS is never called. Returns NULL when desc is
  * NULL, its lock hooks have only one of lock and unlock (reported as
  * HK_EK_INVALID_ARG), the memory is too small (under 4 KiB), or the OS
- * refuses the reservation. O(1). */
+ * refuses the reservation (reported as HK_EK_NOMEM). O(1). */
 hk_hunk *hk_hunk_create(const hk_hunk_desc *desc);
 
 /* Destroys the hunk; OS memory is released, caller memory is left alone.
