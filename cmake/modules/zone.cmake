@@ -45,6 +45,15 @@ if(NOT HEAPKIT_SANITIZE_ANY)
         $<TARGET_FILE:heapkit_malloc> ${CMAKE_CURRENT_BINARY_DIR}/malloc_compat)
     set_tests_properties(zone_preload_glibc_edges PROPERTIES LABELS no-sanitize TIMEOUT 60)
 
+    # Out of memory injected at every OS call of a small workload (tests/malloc_oom.sh).
+    add_executable(malloc_oom_prog ${PROJECT_SOURCE_DIR}/tests/malloc_oom_prog.c)
+    target_compile_options(malloc_oom_prog PRIVATE -fno-builtin)
+    add_test(NAME zone_preload_oom_sweep
+      COMMAND sh ${PROJECT_SOURCE_DIR}/tests/malloc_oom.sh $<TARGET_FILE:malloc_oom_prog>
+        $<TARGET_FILE:heapkit_malloc> 40)
+    set_tests_properties(zone_preload_oom_sweep PROPERTIES LABELS no-sanitize TIMEOUT 120
+      PASS_REGULAR_EXPRESSION "malloc oom sweep ok")
+
     # Real programs from the machine, their output checked. lua5.4 and
     # sqlite3 come from .ci/install-deps.sh; a missing program is skipped.
     foreach(prog python perl gcc cmake lua sqlite)
