@@ -60,10 +60,12 @@ static int gf_intact(const gf_blk *b, const unsigned char *p) {
 }
 
 /* The guard serves what it cannot guard (alignments above a page) from the
- * C library, which under AddressSanitizer aborts on absurd sizes unless
- * told to return NULL as a malloc must. */
+ * C library, which under AddressSanitizer and ThreadSanitizer aborts on
+ * absurd sizes unless told to return NULL as a malloc must. */
 const char *__asan_default_options(void);
+const char *__tsan_default_options(void);
 __attribute__((used)) const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
+__attribute__((used)) const char *__tsan_default_options(void) { return "allocator_may_return_null=1"; }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
