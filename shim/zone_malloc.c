@@ -24,13 +24,16 @@
  *    with errno ENOMEM, as programs expect).
  *
  * Environment: HEAPKIT_QUIET=1 silences the reports; HEAPKIT_STATS=1 prints
- * the zone's statistics to stderr at exit.
+ * the zone's statistics to stderr at exit; HEAPKIT_FAIL_AFTER=N (with
+ * HEAPKIT_FAIL_PERSIST=1: and every later one) makes the N-th page
+ * acquisition fail, for out-of-memory tests (shim/options.h).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
 #endif
 #include "heapkit/zone.h"
 #include "internal.h"
+#include "options.h"
 
 #include <malloc.h>
 #include <pthread.h>
@@ -78,6 +81,8 @@ static void shim_atfork_child(void) { pthread_mutex_init(&g_shim_mutex, NULL); }
 static void shim_create(void) {
     const char *q = getenv("HEAPKIT_QUIET");
     g_shim_quiet = q && q[0] && q[0] != '0';
+    size_t fail_after = hk_opt_number(HK_OPT_MALLOC_FAIL_AFTER); /* out-of-memory tests */
+    if (fail_after) hk_os_fail_after(fail_after, hk_opt_bool(HK_OPT_MALLOC_FAIL_PERSIST) != 0);
     hk_zone_desc d;
     memset(&d, 0, sizeof d);
     d.size = (size_t)1 << 20;
@@ -139,4 +144,5 @@ __attribute__((destructor)) static void shim_report_stats(void) {
     if (n > 0) shim_write_all(line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
 }
 
+#define HK_SHIM_MAX_ALIGN ((size_t)1 << 34) /* the zone's largest alignment */
 #include "override.inc"

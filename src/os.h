@@ -96,7 +96,8 @@ HK__HIDDEN int hk_os_readable(const void *p, size_t n);
 /* ------------------------------------------------------------------------ */
 
 /* Arms the failure point: the n-th page acquisition from now (counting
- * hk_os_reserve, hk_os_alloc and hk_os_commit calls, in any thread) fails
+ * hk_os_reserve, hk_os_alloc, hk_os_commit, hk_os_protect to an accessible
+ * protection and hk_os_map_own of accessible pages, in any thread) fails
  * as if the OS had refused it. Once: the point then disarms itself;
  * persistent: every later acquisition fails too, until
  * hk_os_fail_after(0, ...) disarms it. For out-of-memory tests in the
@@ -104,6 +105,14 @@ HK__HIDDEN int hk_os_readable(const void *p, size_t n);
  * acquisition failing, until it runs with no failure injected; each run
  * must fail cleanly. */
 HK__HIDDEN void hk_os_fail_after(uint64_t n, bool persistent);
+
+/* Arms the random failure point: from now on every page acquisition
+ * fails with probability per_million / 1000000, drawn from a sequence
+ * fixed by seed (the same seed and the same acquisitions in one thread
+ * fail the same calls). per_million 0 disarms it; 1000000 fails them all.
+ * Independent of hk_os_fail_after (an acquisition fails when either says
+ * so). */
+HK__HIDDEN void hk_os_fail_random(uint32_t per_million, uint64_t seed);
 
 /* Number of acquisitions the failure point has refused so far. */
 HK__HIDDEN uint64_t hk_os_fail_count(void);
