@@ -196,6 +196,8 @@ static void shim_at_exit(void) {
      * parent reports those, not each child. */
     if (shim_leaks && getpid() == shim_pid)
         hk_guard_leaks(g, shim_leaks == 2 ? HK_GUARD_LEAKS_ALL : HK_GUARD_LEAKS_UNREACHABLE, NULL);
+    else
+        (void)hk_guard_check_padding(g); /* damage to live blocks is reported whether or not leaks are */
     shim_busy = 0;
     if (hk_guard_report_count(g) > 0) {
         fflush(NULL);
