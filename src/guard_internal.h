@@ -74,6 +74,7 @@
 #define GUARD_TRACE_HDR     16u /* bytes before the frames of a depot record */
 #define GUARD_COMMIT_CHUNK  ((size_t)1 << 20)
 #define GUARD_MAX_INSTANCES 8
+#define GUARD_MIN_RESERVE   ((size_t)16 << 20) /* the smallest arena create settles for */
 
 typedef struct guard_slot { /* 40 bytes: per live block, this and 8 bytes of page map */
     size_t requested;       /* bytes asked for (LIVE, QUAR; kept while FREE for reports) */
@@ -331,6 +332,9 @@ HK__HIDDEN hk_guard_backing hk__guard_libc_backing(void);
 HK__HIDDEN void *hk__guard_fb_alloc(hk_guard *g, size_t size, size_t align);
 /* Reads the header of a would-be unguarded block: 1 live, 2 freed, 0 not ours. */
 HK__HIDDEN int hk__guard_fb_read(const hk_guard *g, const void *p, guard_fb_hdr *h);
+/* hk__guard_fb_read() == 1 under the header's stripe lock: safe against a
+ * free of p in another thread (hk_guard_owns). */
+HK__HIDDEN bool hk__guard_fb_owns(const hk_guard *g, const void *p);
 /* Frees p when it is a sound live unguarded block (canary intact): true.
  * Otherwise does nothing and returns false. No stack needed. */
 HK__HIDDEN bool hk__guard_fb_free_sound(hk_guard *g, void *p);

@@ -133,9 +133,13 @@ static bool guard_trace_is_stdio(const hk_guard *g, uint32_t t) {
     int n;
     const void *const *fr = hk__guard_trace_get(g, t, &n);
     if (!fr || n == 0) return false;
+    /* past the frames of this library (the preload's malloc) */
+    uintptr_t self = hk_os_module_base((const void *)(uintptr_t)guard_trace_is_stdio);
+    int i = 0;
+    while (self != hk_os_main_base() && i < n - 1 && hk_os_module_base(fr[i]) == self) i++;
     hk_os_symbol sym;
     memset(&sym, 0, sizeof sym);
-    sym.pc = (uintptr_t)fr[0];
+    sym.pc = (uintptr_t)fr[i];
     sym.return_address = 1;
     (void)hk__guard_report_begin(); /* the symbolizer is serialized with reports */
     hk_os_symbolize(&sym, 1, 0);

@@ -16,6 +16,8 @@
  */
 #include "guard_internal.h"
 
+#include <stdlib.h>
+
 #define GUARD_REPORT_CAP (1u << 16)
 #define GUARD_SYM_MAX    (3 * HK_OS_FAULT_FRAMES)
 
@@ -108,9 +110,15 @@ static bool guard_sym_is_crt_start(const hk_os_symbol *s) {
 /* One line per frame: "#i 0x... in func at file:line" when the function is
  * known, "#i 0x... (module+0x...)" when it is not. */
 static void guard_sym_print(guard_out *o, int first, int count) {
+    /* the outermost frames in the C library with no name are its start code */
+    uintptr_t libc = hk_os_module_base((const void *)(uintptr_t)&exit);
+    for (int i = 0; i < count; i++)
+        if (guard_sym_is_crt_start(&guard_syms[first + i])) count = i;
+    while (count > 1 && libc && libc != guard_main_base && guard_syms[first + count - 1].base == libc &&
+           !guard_syms[first + count - 1].func[0] && !guard_syms[first + count - 1].name)
+        count--;
     for (int i = 0; i < count; i++) {
         const hk_os_symbol *s = &guard_syms[first + i];
-        if (guard_sym_is_crt_start(s)) break;
         hk__guard_out_str(o, "    #");
         hk__guard_out_dec(o, (uint64_t)i);
         hk__guard_out_str(o, " ");

@@ -65,6 +65,7 @@ if(BUILD_TESTING AND HEAPKIT_BUILD_TESTS AND NOT HEAPKIT_SANITIZE)
     add_test(NAME guard_corpus.${test}
       COMMAND ${CMAKE_COMMAND} -DTOOL=$<TARGET_FILE:heapkit_tool> "-DOPTS=${opts_s}"
         "-DPROG=${prog}" "-DARGS=${args_s}" -DRC=${rc} "-DEXPECT=${expect_s}"
+        "-DFORBID=${GUARD_FORBID}" "-DONCE=${GUARD_ONCE}" "-DULIMIT_V=${GUARD_ULIMIT_V}"
         -P ${PROJECT_SOURCE_DIR}/tests/guard_corpus/run_case.cmake)
     set_tests_properties(guard_corpus.${test} PROPERTIES LABELS "no-sanitize;guard" TIMEOUT 120)
   endfunction()
@@ -90,6 +91,31 @@ if(BUILD_TESTING AND HEAPKIT_BUILD_TESTS AND NOT HEAPKIT_SANITIZE)
   guard_case(realloc_after_free   ${C}realloc_after_free "" nonzero "use after free: realloc of freed block" "grow_freed")
   guard_case(leak                 ${C}leak "" 23 "leak: 96 bytes in 3 blocks unreachable" "leaky_alloc" "leak summary: 96 bytes in 3 blocks")
   guard_case(leak_off             ${C}leak "--no-leaks" 0)
+  # padding damage on blocks live at exit: reported whether or not leaks are
+  guard_case(pad_live_under       ${C}pad_live_under "" 23 "heap underflow: write before the start of live 100-byte block" "found at exit: padding damaged at offsets -8 to -1" "allocated at:" "make_label")
+  guard_case(pad_live_under_no_leaks ${C}pad_live_under "--no-leaks" 23 "write before the start of live 100-byte block" "found at exit" "make_label")
+  guard_case(pad_live_over        ${C}pad_live_over "" 23 "heap overflow: write past the end of live 50-byte block" "padding damaged at offsets +50 to +51" "make_pair")
+  guard_case(pad_live_over_no_leaks ${C}pad_live_over "--no-leaks" 23 "write past the end of live 50-byte block" "make_pair")
+  # a smashed stack: the captures survive it; the crash is reported once, with the program's frame
+  set(GUARD_FORBID "fault inside the fault handler|os_posix|hk_os_")
+  set(GUARD_ONCE "heapkit guard:")
+  guard_case(stack_smash          ${C}stack_smash "" nonzero "outside every guard heap" "smash_buffer")
+  unset(GUARD_FORBID)
+  unset(GUARD_ONCE)
+  # a stale copy of the pointer in a dead frame (below the stack pointer) hides nothing
+  guard_case(leak_dead_stack      ${C}leak_dead_stack "" 23 "leak: 64 bytes in 1 block unreachable" "leave_pointer_behind" "leak summary: 64 bytes in 1 block from 1 allocation stack")
+  guard_case(ok_stdio             ${C}ok_stdio "" 0 "ok_stdio done")
+  guard_case(ok_stdio_leaks_all   ${C}ok_stdio "--leaks-all" 0 "ok_stdio done")
+  # under `ulimit -v 4000000` the heap takes what the limit allows and says how much;
+  # with no room for any heap the program is not run unchecked (status 125, before main)
+  set(GUARD_ULIMIT_V 4000000)
+  guard_case(ulimit_ok_basic      ${C}ok_basic "" 0 "address space limited (ulimit -v)" "MiB reserved for guarded blocks" "ok_basic done")
+  guard_case(ulimit_leak          ${C}leak "" 23 "leak: 96 bytes in 3 blocks unreachable")
+  set(GUARD_ULIMIT_V 40000)
+  set(GUARD_FORBID "ok_basic done")
+  guard_case(ulimit_no_heap       ${C}ok_basic "" 125 "cannot create the guard heap" "not running the program unchecked")
+  unset(GUARD_FORBID)
+  unset(GUARD_ULIMIT_V)
   guard_case(uninit_pointer       ${C}uninit_read "" nonzero "uninitialized heap memory used as a pointer" "0xcd" "follow_uninit")
   guard_case(ok_basic             ${C}ok_basic "" 0 "ok_basic done")
   guard_case(ok_basic_start       ${C}ok_basic "--side;start" 0 "ok_basic done")

@@ -259,6 +259,9 @@ typedef struct hk_guard_info {
     size_t quarantine_blocks; /* blocks in quarantine */
     size_t quarantine_bytes;  /* their pages' bytes */
     size_t reserve_used;      /* bytes of the reservation carved into slots */
+    size_t reserve_size;      /* bytes reserved for slots: desc.reserve, or less under an address-space
+                                 limit (create halves it until the OS agrees, down to 16 MiB, and
+                                 reports HK_EK_NOMEM saying how much it got) */
     size_t traces;            /* distinct stack traces recorded */
     uint64_t reports;         /* reports made (errors, faults, leaks) */
     uint64_t over_cap;        /* allocations served unguarded because of the cap */
