@@ -188,6 +188,7 @@ static _Thread_local uint64_t guard_tl_rng __attribute__((tls_model("initial-exe
  * countdown (as GWP-ASan), inline in the entry points (it runs on every
  * call in sampling mode). */
 static inline bool guard_sample(hk_guard *g) {
+    if (HK__UNLIKELY(hk__guard_tl_reporting)) return false; /* the symbolizer's allocations */
     if (g->sample_rate <= 1) return true;
     if (HK__UNLIKELY(guard_tl_sample_gen != g->ctr_gen)) { /* another heap sampled last on this thread */
         guard_tl_sample_gen = g->ctr_gen;

@@ -277,6 +277,11 @@ HK__HIDDEN void hk__guard_out_sdec(guard_out *o, int64_t v); /* with its sign, "
 HK__HIDDEN void hk__guard_out_hex(guard_out *o, uint64_t v); /* "0x..." */
 HK__HIDDEN void hk__guard_out_ptr(guard_out *o, const void *p);
 
+/* Non-zero while this thread writes a report: allocations made meanwhile
+ * (the symbolizer's, when the heap is the process's malloc) are served
+ * unguarded, without the lock and without a stack capture. */
+extern _Thread_local int hk__guard_tl_reporting __attribute__((tls_model("initial-exec")));
+
 /* Once per process, before the first report: which module we are. */
 HK__HIDDEN void hk__guard_report_init(void);
 /* The report buffer and symbol table are process-wide: one report at a

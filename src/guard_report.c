@@ -163,14 +163,20 @@ void hk__guard_out_count(guard_out *o, uint64_t n, const char *one, const char *
 
 /* ---- detailed reports ----------------------------------------------------------- */
 
+_Thread_local int hk__guard_tl_reporting __attribute__((tls_model("initial-exec")));
+
 guard_out hk__guard_report_begin(void) {
     while (__atomic_exchange_n(&guard_report_busy, 1, __ATOMIC_ACQUIRE)) {
     }
+    hk__guard_tl_reporting = 1;
     guard_report_buf[0] = 0;
     guard_out o = {guard_report_buf, 0, sizeof guard_report_buf};
     return o;
 }
-void hk__guard_report_end(void) { __atomic_store_n(&guard_report_busy, 0, __ATOMIC_RELEASE); }
+void hk__guard_report_end(void) {
+    hk__guard_tl_reporting = 0;
+    __atomic_store_n(&guard_report_busy, 0, __ATOMIC_RELEASE);
+}
 
 void hk__guard_out_prefix(guard_out *o) {
     hk__guard_out_str(o, "==");

@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 #define FAULT_MAX_FNS 8
-#define FAULT_ALT_SIZE (64 * 1024)
+#define FAULT_ALT_SIZE ((size_t)1 << 20) /* symbolizing (libdw) runs on it; pages are touched lazily */
 
 typedef struct fault_cb {
     hk_os_fault_fn fn;
@@ -222,10 +222,12 @@ void hk_os_fault_thread_init(void) {
     }
     void *mem = hk_os_alloc(FAULT_ALT_SIZE);
     if (!mem) return;
+    size_t ps = hk_os_page_size();
+    (void)hk_os_protect(mem, ps, HK_PROT_NONE); /* a guard page: an overflow faults, never corrupts */
     stack_t ss;
     memset(&ss, 0, sizeof ss);
-    ss.ss_sp = mem;
-    ss.ss_size = FAULT_ALT_SIZE;
+    ss.ss_sp = (char *)mem + ps;
+    ss.ss_size = FAULT_ALT_SIZE - ps;
     if (sigaltstack(&ss, NULL) != 0) {
         hk_os_release(mem, FAULT_ALT_SIZE);
         return;
