@@ -278,7 +278,7 @@ int hk_os_protected_call(void (*fn)(void *arg), void *arg) {
     sigjmp_buf jb;
     sigjmp_buf *outer = fault_protect;
     int rc = 0;
-    if (sigsetjmp(jb, 0) == 0) {
+    if (sigsetjmp(jb, 1) == 0) { /* the mask too: a sanitizer's handler wrapper may block signals */
         fault_protect = &jb;
         fn(arg);
     } else {

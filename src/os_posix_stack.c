@@ -153,7 +153,7 @@ static HK__NOINLINE int uw_exact(void **frames, int max, int skip) {
     st.skip = skip;
     sigjmp_buf jb;
     sigjmp_buf *outer = os_stack_escape;
-    if (sigsetjmp(jb, 0) == 0) {
+    if (sigsetjmp(jb, 1) == 0) { /* the mask too: a sanitizer's handler wrapper may block signals */
         os_stack_escape = &jb;
         (void)_Unwind_Backtrace(uw_cb, &st);
         os_stack_escape = outer;

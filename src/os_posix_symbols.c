@@ -196,7 +196,9 @@ void hk_os_symbolize_init(void) {
     }
     memcpy(sym_a2l_path, found, sizeof found);
 #ifdef SYM_HAVE_DWFL
-    sym_dw_wanted = getenv("HEAPKIT_NO_LIBDW") == NULL;
+    /* not under ThreadSanitizer: it rightly flags libdw's malloc calls in
+     * the fault handler (a report is written there) */
+    sym_dw_wanted = getenv("HEAPKIT_NO_LIBDW") == NULL && !hk__tsan_enabled();
 #endif
     __atomic_store_n(&sym_a2l_looked, 1, __ATOMIC_RELEASE);
 }
