@@ -22,7 +22,7 @@ target_compile_definitions(heapkit_guard_preload PRIVATE _GNU_SOURCE)
 # local so a program that links libheapkit.so itself does not collide.
 target_link_options(heapkit_guard_preload PRIVATE -Wl,--exclude-libs,ALL)
 
-add_executable(heapkit_tool ${PROJECT_SOURCE_DIR}/tools/heapkit.c)
+add_executable(heapkit_tool ${PROJECT_SOURCE_DIR}/tools/heapkit.c ${PROJECT_SOURCE_DIR}/tools/guard_sides.c)
 set_target_properties(heapkit_tool PROPERTIES OUTPUT_NAME heapkit RUNTIME_OUTPUT_DIRECTORY ${HK_GUARD_OUT})
 target_link_libraries(heapkit_tool PRIVATE heapkit_warnings)
 target_include_directories(heapkit_tool PRIVATE ${PROJECT_SOURCE_DIR}/shim) # options.h: the option table
@@ -65,7 +65,7 @@ if(BUILD_TESTING AND HEAPKIT_BUILD_TESTS AND NOT HEAPKIT_SANITIZE)
     add_test(NAME guard_corpus.${test}
       COMMAND ${CMAKE_COMMAND} -DTOOL=$<TARGET_FILE:heapkit_tool> "-DOPTS=${opts_s}"
         "-DPROG=${prog}" "-DARGS=${args_s}" -DRC=${rc} "-DEXPECT=${expect_s}"
-        "-DFORBID=${GUARD_FORBID}" "-DONCE=${GUARD_ONCE}" "-DULIMIT_V=${GUARD_ULIMIT_V}"
+        "-DFORBID=${GUARD_FORBID}" "-DONCE=${GUARD_ONCE}" "-DULIMIT_V=${GUARD_ULIMIT_V}" "-DSTDIN=${GUARD_STDIN}"
         -P ${PROJECT_SOURCE_DIR}/tests/guard_corpus/run_case.cmake)
     set_tests_properties(guard_corpus.${test} PROPERTIES LABELS "no-sanitize;guard" TIMEOUT 120)
   endfunction()
@@ -116,6 +116,17 @@ if(BUILD_TESTING AND HEAPKIT_BUILD_TESTS AND NOT HEAPKIT_SANITIZE)
   guard_case(ulimit_no_heap       ${C}ok_basic "" 125 "cannot create the guard heap" "not running the program unchecked")
   unset(GUARD_FORBID)
   unset(GUARD_ULIMIT_V)
+  # --sides both: trailing then leading guard, same input, the union of the reports, each once
+  guard_case(sides_both_underflow_read ${C}underflow_read "--sides;both" nonzero "heap underflow (read of 8 bytes)" "read_before_start" "--sides both: 1 report (trailing guard: 0, leading guard: 1")
+  set(GUARD_ONCE "leak summary: 96 bytes in 3 blocks")
+  guard_case(sides_both_leak      ${C}leak "--sides;both" 23 "leak: 96 bytes in 3 blocks unreachable" "--sides both: 2 reports")
+  unset(GUARD_ONCE)
+  guard_case(sides_both_overflow  ${C}overflow_read "--sides;both" nonzero "heap overflow (read of" "sum_one_too_many")
+  guard_case(sides_both_ok        ${C}ok_basic "--sides;both" 0 "ok_basic done" "--sides both: 0 reports")
+  set(GUARD_STDIN ${PROJECT_SOURCE_DIR}/tests/guard_corpus/underread_stdin.input)
+  guard_case(underread_stdin      ${C}underread_stdin "" 0 "0")
+  guard_case(sides_both_underread_stdin ${C}underread_stdin "--sides;both" nonzero "heap underflow (read of 8 bytes)" "read_at")
+  unset(GUARD_STDIN)
   guard_case(uninit_pointer       ${C}uninit_read "" nonzero "uninitialized heap memory used as a pointer" "0xcd" "follow_uninit")
   guard_case(ok_basic             ${C}ok_basic "" 0 "ok_basic done")
   guard_case(ok_basic_start       ${C}ok_basic "--side;start" 0 "ok_basic done")

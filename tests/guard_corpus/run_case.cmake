@@ -1,6 +1,7 @@
 # Runs one corpus case for CTest:
 #   cmake -DTOOL=heapkit -DOPTS=a|b -DPROG=prog -DARGS=x|y -DRC=nonzero|N -DEXPECT=s1|s2
-#         [-DFORBID=s1|s2] [-DONCE=s] [-DULIMIT_V=kilobytes] -P run_case.cmake
+#         [-DFORBID=s1|s2] [-DONCE=s] [-DULIMIT_V=kilobytes]
+#         [-DSTDIN=file] -P run_case.cmake
 # Runs `TOOL guard OPTS... -- PROG ARGS...`, then checks the exit status
 # (nonzero: any failure, including death by a signal; N: exactly N) and that
 # every EXPECT string occurs in stdout+stderr. A case expected to exit 0
@@ -14,7 +15,12 @@ if(DEFINED ULIMIT_V AND NOT ULIMIT_V STREQUAL "")
 else()
   set(pre)
 endif()
-execute_process(COMMAND ${pre} ${TOOL} guard ${opts} -- ${PROG} ${args}
+if(DEFINED STDIN AND NOT STDIN STREQUAL "")
+  set(in INPUT_FILE ${STDIN})
+else()
+  set(in)
+endif()
+execute_process(COMMAND ${pre} ${TOOL} guard ${opts} -- ${PROG} ${args} ${in}
   OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc TIMEOUT 100)
 set(all "${out}${err}")
 message("---- exit status: ${rc}\n---- output:\n${all}----")
