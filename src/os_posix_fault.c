@@ -205,12 +205,12 @@ static void fault_handler(int sig, siginfo_t *si, void *ucv) {
 
 static void fault_alt_release(void) {
     void *mem = fault_alt;
-    if (!mem) return;
+    fault_alt = NULL;
+    if (!mem || mem == (void *)1) return; /* none, or the thread's own (not ours to free) */
     stack_t ss;
     memset(&ss, 0, sizeof ss);
     ss.ss_flags = SS_DISABLE;
     if (sigaltstack(&ss, NULL) == 0) hk_os_release(mem, FAULT_ALT_SIZE);
-    fault_alt = NULL;
 }
 
 void hk_os_fault_thread_init(void) {
