@@ -4,7 +4,9 @@
 set -u
 [ "$(id -u)" = 0 ] || exit 0
 # chromium: the report/heap-map browser test (tests/tools/browser_check.sh)
-pkgs="valgrind lua5.4 sqlite3 electric-fence duma binutils chromium"
+# libdw-dev: in-process symbolization of guard reports (src/os_posix_symbols.c; optional)
+# electric-fence, duma, valgrind: the peers of the guard bench suite (bench/suite_guard.c)
+pkgs="valgrind lua5.4 sqlite3 electric-fence duma binutils chromium libdw-dev"
 missing=""
 for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 [ -z "$missing" ] && exit 0

@@ -186,6 +186,12 @@ HK__HIDDEN hk_result hk_os_on_thread_exit(void (*fn)(void));
 HK__HIDDEN int hk_os_stack_capture(void **frames, int max, int skip, unsigned flags);
 HK__HIDDEN void hk_os_stack_init(void);
 
+/* For the fault handler: when the calling thread is inside a capture's
+ * exact unwind (which faulted on a damaged stack), ends that capture with
+ * the frames it has (does not return); else returns at once. Lets a
+ * capture survive a smashed stack without ever faulting the program. */
+HK__HIDDEN void hk_os_stack_fault_escape(void);
+
 /* ------------------------------------------------------------------------ */
 /* Symbolization                                                             */
 /* ------------------------------------------------------------------------ */
@@ -237,6 +243,7 @@ typedef struct hk_os_fault {
     const char *signame; /* "SIGSEGV", "SIGBUS" */
     int code;            /* si_code */
     int access;          /* HK_OS_ACCESS_* (x86-64 page faults; else unknown) */
+    int access_size;     /* bytes of the faulting access (decoded instruction), 0 when unknown */
     int nregs;
     uintptr_t regs[HK_OS_FAULT_NREGS];
     const char *regnames[HK_OS_FAULT_NREGS];
@@ -259,7 +266,13 @@ HK__HIDDEN hk_result hk_os_fault_register(hk_os_fault_fn fn, void *user);
 
 /* Runs fn(arg); if it faults (SIGSEGV/SIGBUS) in this thread, returns -1
  * instead of crashing, else 0. Protects only once the handler is installed
- * (hk_os_fault_register). Not reentrant. */
+ * (hk_os_fault_register). Per thread; calls may nest. */
 HK__HIDDEN int hk_os_protected_call(void (*fn)(void *arg), void *arg);
+
+/* Gives the calling thread an alternate signal stack for the fault handler
+ * (once per thread; released at the thread's exit) unless it has one, so a
+ * fault on an exhausted or damaged stack can still be reported. Cheap after
+ * the first call. */
+HK__HIDDEN void hk_os_fault_thread_init(void);
 
 #endif /* HEAPKIT_OS_H */
