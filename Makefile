@@ -4,6 +4,7 @@
 #   make check           build and run the whole test suite (CTest)
 #   make check-sanitize  the whole suite built with address + undefined sanitizers (build-san/)
 #   make check-tsan      the whole suite built with ThreadSanitizer (build-tsan/)
+#   make check-clang     the whole suite built with clang (build-clang/), warnings as errors
 #   make bench           build and run the benchmarks; writes build/bench/results.json
 #   make fuzz            libFuzzer targets (clang, library instrumented), each for FUZZ_SECONDS [60]
 #   make install         install into PREFIX (default /usr/local)
@@ -11,6 +12,7 @@
 BUILD ?= build
 SANBUILD ?= build-san
 TSANBUILD ?= build-tsan
+CLANGBUILD ?= build-clang
 FUZZBUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?=
@@ -27,7 +29,7 @@ BENCH_FLAGS ?=
 MAKEFLAGS += --no-print-directory
 CMAKE_QUIET = --log-level=WARNING
 
-.PHONY: all build demo check check-sanitize check-tsan bench fuzz install format clean
+.PHONY: all build demo check check-sanitize check-tsan check-clang bench fuzz install format clean
 
 all: build
 
@@ -55,6 +57,12 @@ check-tsan:
 	cmake --build $(TSANBUILD) -j $(JOBS)
 	TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ctest --test-dir $(TSANBUILD) --output-on-failure -j $(JOBS) -LE no-sanitize
 
+check-clang:
+	cmake $(CMAKE_QUIET) -S . -B $(CLANGBUILD) -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=clang \
+	  -DCMAKE_CXX_COMPILER=clang++ -DHEAPKIT_WERROR=ON -DHEAPKIT_BUILD_BENCH=OFF $(CMAKE_FLAGS)
+	cmake --build $(CLANGBUILD) -j $(JOBS)
+	ctest --test-dir $(CLANGBUILD) --output-on-failure -j $(JOBS)
+
 bench: build
 	-./bench/install-peers.sh
 	mkdir -p $(BUILD)/bench
@@ -73,4 +81,4 @@ format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
 clean:
-	rm -rf $(BUILD) $(SANBUILD) $(TSANBUILD) $(FUZZBUILD)
+	rm -rf $(BUILD) $(SANBUILD) $(TSANBUILD) $(CLANGBUILD) $(FUZZBUILD)

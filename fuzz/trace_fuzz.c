@@ -24,28 +24,13 @@ static void tf_fail(const char *what) {
     abort();
 }
 
-static void tf_put32(uint8_t *p, uint32_t v) {
-    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint8_t *buf = NULL;
     const uint8_t *in = data;
     size_t n = size;
     if (size >= 2 && data[0] == 'C') {
-        n = HKT_DATA_START + HKT_CHUNK_HEADER + (size - 2);
-        buf = calloc(1, n);
+        buf = hkt_wrap_records(data + 2, size - 2, data[1] ? data[1] : 1, &n);
         if (!buf) return 0;
-        memcpy(buf, HKT_MAGIC, 8);
-        tf_put32(buf + 8, HKT_VERSION);
-        tf_put32(buf + 12, HKT_HEADER_SIZE);
-        tf_put32(buf + 40, HKT_F_CLOSED);
-        uint8_t *c = buf + HKT_DATA_START;
-        tf_put32(c, HKT_CHUNK_MAGIC);
-        tf_put32(c + 4, data[1] ? data[1] : 1);
-        tf_put32(c + 8, (uint32_t)(size - 2));
-        tf_put32(c + 12, (uint32_t)(size - 2));
-        memcpy(c + HKT_CHUNK_HEADER, data + 2, size - 2);
         in = buf;
     }
     hkt_trace t;

@@ -78,7 +78,7 @@ typedef enum hk_opt_type {
       "the trace file libheapkit-record.so writes")                                                          \
     X(RECORD_PID, "record", "HEAPKIT_RECORD_PID", HK_OPT_COUNT, NULL, NULL, "none",                          \
       "the process that writes the trace itself; any other (a program it runs, a forked child) writes "      \
-      "<trace>.<pid>")                                                                                       \
+      "<trace>.<pid> (unset: the first process to lock the trace file writes it)")                           \
     X(RECORD_CHILDREN, "record", "HEAPKIT_RECORD_CHILDREN", HK_OPT_BOOL, "1", NULL, NULL,                    \
       "other processes record too (0: only the HEAPKIT_RECORD_PID process)")                                 \
     X(RECORD_FRAMES, "record", "HEAPKIT_RECORD_FRAMES", HK_OPT_COUNT, "24", NULL, NULL,                      \

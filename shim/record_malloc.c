@@ -9,7 +9,8 @@
  * Environment (declared in shim/options.h, listed by `heapkit env`):
  * HEAPKIT_RECORD_OUT (the trace; default heapkit.<pid>.hkt),
  * HEAPKIT_RECORD_PID (the process that writes OUT itself; any other process
- * - a program it runs, a forked child - writes OUT.<pid>), HEAPKIT_RECORD_CHILDREN=0
+ * - a program it runs, a forked child - writes OUT.<pid>; unset, the first
+ * process to hold OUT's lock writes it and the others OUT.<pid>), HEAPKIT_RECORD_CHILDREN=0
  * (those other processes record nothing), HEAPKIT_RECORD_FRAMES (stack
  * depth, default 24, 0..64).
  *
@@ -17,17 +18,23 @@
  *  - The recorder never allocates: its tables and the trace itself live in
  *    memory from mmap; the trace file is mapped shared, so what a record
  *    writes is in the file even if the process then dies by any signal.
+ *  - A trace file is written by one process at a time: the writer holds an
+ *    exclusive flock on it from before it truncates the file until it
+ *    exits or execs (O_CLOEXEC), so another program started meanwhile can
+ *    never cut the file under the writer's mappings.
  *  - A record is visible to a reader only once whole: each thread writes
  *    its records into chunks of its own, and publishes the chunk's `used`
  *    byte count (release order) after each record.
- *  - A block's FREE is recorded, and its address taken out of the map,
- *    before the real free runs; its ALLOC after the real malloc returns. So
- *    the recorded times order the events of one block, across threads too.
+ *  - The recorder keeps no table of blocks: records name block addresses,
+ *    and the reader turns them into objects. A block's FREE (and a
+ *    realloc's REALLOC_FROM) is stamped before the real call runs, its
+ *    ALLOC after the real malloc returns; so in time order an address is
+ *    always released before it is handed out again, across threads too.
  *  - Calls made while this thread is inside the recorder (the unwinder or
  *    the loader allocating, a signal handler) are forwarded unrecorded.
  *  - fork: the child leaves the parent's file alone; it records into
  *    OUT.<pid> from the fork on (its trace starts empty: blocks it
- *    inherited are unknown to it, and their frees are not recorded), or
+ *    inherited are unknown to the reader, which drops their frees), or
  *    nothing with HEAPKIT_RECORD_CHILDREN=0.
  */
 #ifndef _GNU_SOURCE
@@ -42,6 +49,7 @@
 #include <malloc.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -55,7 +63,6 @@
 #define REC_SEG      (4u * 1024u * 1024u)
 #define REC_PER_SEG  (REC_SEG / REC_CHUNK)
 #define REC_MAX_SEGS 65536u /* 256 GiB of trace */
-#define REC_OBJ_BATCH 64u
 
 /* ---- process-wide state --------------------------------------------------------- */
 
@@ -68,7 +75,6 @@ static uint8_t *g_seg[REC_MAX_SEGS];
 static uint32_t g_nchunks, g_closed;
 static rt_spin g_chunk_lock;
 static uint32_t g_nthreads;
-static uint64_t g_next_obj = 1;
 static uint64_t g_start_ns;
 static int g_frames = 24;
 static char g_path[4096];
@@ -80,7 +86,7 @@ typedef struct rec_thread {
     uint8_t *chunk; /* the chunk header; payload follows */
     uint32_t used, cap;
     uint64_t last_ts;
-    uint64_t obj_next, obj_end;
+    uint64_t last_addr; /* the previous block address in this chunk (0 at its start) */
     uint32_t index;
     unsigned gen;
     int busy;
@@ -135,14 +141,26 @@ static int rec_open_file(void) {
         rec_append_num(g_path, sizeof g_path, &n, pid);
         rec_append(g_path, sizeof g_path, &n, ".hkt");
     }
-    if (g_is_child || (g_root_pid && g_root_pid != pid)) {
+    int own_name = g_is_child || (g_root_pid && g_root_pid != pid);
+    if (own_name) {
         if (!g_children) return 0;
         rec_append(g_path, sizeof g_path, &n, ".");
         rec_append_num(g_path, sizeof g_path, &n, pid);
     }
-    g_fd = open(g_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (g_fd < 0) return 0;
-    if (ftruncate(g_fd, HKT_DATA_START) != 0) goto fail;
+    for (;;) {
+        /* Truncated only once held: a file another live process records
+         * into is never cut under its mappings. */
+        g_fd = open(g_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        if (g_fd < 0) return 0;
+        if (flock(g_fd, LOCK_EX | LOCK_NB) == 0 || errno != EWOULDBLOCK) break;
+        close(g_fd);
+        g_fd = -1;
+        if (own_name || !g_children) return 0;
+        own_name = 1; /* OUT is in use (HEAPKIT_RECORD_PID unset, another program has it): OUT.<pid> */
+        rec_append(g_path, sizeof g_path, &n, ".");
+        rec_append_num(g_path, sizeof g_path, &n, pid);
+    }
+    if (ftruncate(g_fd, 0) != 0 || ftruncate(g_fd, HKT_DATA_START) != 0) goto fail;
     g_hdr = mmap(NULL, HKT_DATA_START, PROT_READ | PROT_WRITE, MAP_SHARED, g_fd, 0);
     if (g_hdr == MAP_FAILED) goto fail;
     memcpy(g_hdr, HKT_MAGIC, 8);
@@ -186,6 +204,7 @@ static int rec_new_chunk(rec_thread *t) {
     t->used = 0;
     t->cap = REC_CHUNK - HKT_CHUNK_HEADER;
     t->last_ts = 0;
+    t->last_addr = 0;
     return 1;
 stop:
     rt_unlock(&g_chunk_lock);
@@ -413,7 +432,6 @@ static void rec_atfork_child(void) {
     g_nthreads = 0;
     g_nmaps = 0;
     g_maps_reads = 0;
-    am_reset();
     st_reset();
     memset(t, 0, sizeof *t);
     t->busy = 1;
@@ -467,12 +485,12 @@ static inline rec_thread *rec_enter(void) {
 
 static inline void rec_leave(rec_thread *t) { t->busy = 0; }
 
-static uint64_t rec_obj(rec_thread *t) {
-    if (t->obj_next == t->obj_end) {
-        t->obj_next = __atomic_fetch_add(&g_next_obj, REC_OBJ_BATCH, __ATOMIC_RELAXED);
-        t->obj_end = t->obj_next + REC_OBJ_BATCH;
-    }
-    return t->obj_next++;
+/* A block address, as the difference from the previous one in this chunk. */
+static inline uint8_t *rec_put_addr(rec_thread *t, uint8_t *w, const void *p) {
+    uintptr_t a = (uintptr_t)p;
+    w = hkt_put_varint(w, hkt_zigzag((int64_t)(a - t->last_addr)));
+    t->last_addr = a;
+    return w;
 }
 
 /* frames[0] is a pc in the exported call, frames[1] the program's return address */
@@ -480,38 +498,35 @@ static uint64_t rec_obj(rec_thread *t) {
 
 static void rec_alloc(rec_thread *t, unsigned fn, void *p, size_t size, size_t align, void **f, int nf) {
     uint32_t sid = nf > 1 ? rec_stack(t, f + 1, nf - 1) : 0;
-    uint64_t obj = rec_obj(t);
-    am_put((uintptr_t)p, obj);
     uint8_t *w = rec_reserve(t, 64);
     if (!w) return;
     *w++ = (uint8_t)(HKT_R_ALLOC | fn << 4);
     w = rec_put_dt(t, w);
-    w = hkt_put_varint(w, obj);
+    w = rec_put_addr(t, w, p);
     w = hkt_put_varint(w, size);
     w = hkt_put_varint(w, sid);
     if (hkt_fn_has_align(fn)) w = hkt_put_varint(w, align);
     rec_commit(t, w);
 }
 
-static void rec_free(rec_thread *t, uint64_t obj) {
+/* FREE, or REALLOC_FROM: the block p, stamped before the real call runs. */
+static void rec_release(rec_thread *t, unsigned kind, const void *p) {
     uint8_t *w = rec_reserve(t, 32);
     if (!w) return;
-    *w++ = HKT_R_FREE;
+    *w++ = (uint8_t)kind;
     w = rec_put_dt(t, w);
-    w = hkt_put_varint(w, obj);
+    w = rec_put_addr(t, w, p);
     rec_commit(t, w);
 }
 
-static void rec_realloc(rec_thread *t, uint64_t old, void *q, size_t size, int moved, void **f, int nf) {
+/* The end of a realloc: how (HKT_RA_*), and the block q unless it failed or freed. */
+static void rec_realloc(rec_thread *t, unsigned how, void *q, size_t size, void **f, int nf) {
     uint32_t sid = nf > 1 ? rec_stack(t, f + 1, nf - 1) : 0;
-    uint64_t obj = rec_obj(t);
-    am_put((uintptr_t)q, obj);
     uint8_t *w = rec_reserve(t, 64);
     if (!w) return;
-    *w++ = (uint8_t)(HKT_R_REALLOC | (moved ? 1u : 0u) << 4);
+    *w++ = (uint8_t)(HKT_R_REALLOC | how << 4);
     w = rec_put_dt(t, w);
-    w = hkt_put_varint(w, old);
-    w = hkt_put_varint(w, obj);
+    if (how <= HKT_RA_MOVED) w = rec_put_addr(t, w, q);
     w = hkt_put_varint(w, size);
     w = hkt_put_varint(w, sid);
     rec_commit(t, w);
@@ -585,8 +600,7 @@ HK_EXPORT void free(void *p) {
     if (!next_ready()) return;
     rec_thread *t = rec_enter();
     if (t) {
-        uint64_t obj = am_take((uintptr_t)p);
-        if (obj) rec_free(t, obj);
+        rec_release(t, HKT_R_FREE, p);
         rec_leave(t);
     }
     g_next.free(p);
@@ -606,8 +620,10 @@ HK_EXPORT void *realloc(void *p, size_t n) {
         REC_ALLOC_CALL(HKT_FN_REALLOC, n, 0, g_next.realloc(NULL, n));
     }
     rec_thread *t = rec_enter();
-    uint64_t old = t ? am_take((uintptr_t)p) : 0;
-    if (t) rec_leave(t);
+    if (t) {
+        rec_release(t, HKT_R_REALLOC_FROM, p);
+        rec_leave(t);
+    }
     void *q = g_next.realloc(p, n);
     if (!t) return q;
     t = rec_enter();
@@ -615,15 +631,10 @@ HK_EXPORT void *realloc(void *p, size_t n) {
     if (q) {
         void *f[HKT_MAX_FRAMES + 1];
         REC_CAPTURE(f, nf);
-        if (old)
-            rec_realloc(t, old, q, n, q != p, f, nf);
-        else
-            rec_alloc(t, HKT_FN_REALLOC, q, n, 0, f, nf);
-    } else if (old) {
-        if (n == 0)
-            rec_free(t, old); /* glibc: realloc(p, 0) frees p */
-        else
-            am_put((uintptr_t)p, old); /* failed: p is still the program's */
+        rec_realloc(t, q == p ? HKT_RA_INPLACE : HKT_RA_MOVED, q, n, f, nf);
+    } else {
+        /* glibc: realloc(p, 0) frees p; any other NULL leaves p as it was */
+        rec_realloc(t, n == 0 ? HKT_RA_FREED : HKT_RA_FAILED, NULL, n, NULL, 0);
     }
     rec_leave(t);
     return q;

@@ -43,8 +43,10 @@ static size_t curve_slot(const hkt_trace *t, uint64_t ts) {
     return s >= HKA_CURVE_POINTS ? HKA_CURVE_POINTS - 1 : (size_t)s;
 }
 
-/* The scan; with `track` set, also fills the curves of a->curve_sites. */
-static int scan(const hkt_trace *t, hka *a, int track) {
+/* The scan; with `track` set, also fills the curves of a->curve_sites.
+ * ends[0] (untracked scan) or ends[1 + k] (tracked) receive, per bucket, the
+ * level after the bucket's last event. */
+static int scan(const hkt_trace *t, hka *a, int track, uint64_t (*ends)[HKA_CURVE_POINTS]) {
     obj_info *objs = calloc((size_t)t->nobjects + 1, sizeof *objs);
     uint32_t *thread_allocs = calloc((size_t)t->nthreads + 1, sizeof *thread_allocs);
     if (!objs || !thread_allocs) {
@@ -103,10 +105,12 @@ static int scan(const hkt_trace *t, hka *a, int track) {
         size_t slot = curve_slot(t, e->ts);
         if (!track) {
             if (live > a->curve[slot]) a->curve[slot] = live;
+            ends[0][slot] = live;
         } else {
             for (int k = 0; k < a->ncurve_sites; k++) {
                 uint64_t v = a->sites[a->curve_sites[k]].live;
                 if (v > a->site_curve[k][slot]) a->site_curve[k][slot] = v;
+                ends[1 + k][slot] = v;
             }
         }
     }
@@ -139,10 +143,18 @@ int hka_analyze(const hkt_trace *t, hka *a) {
     memset(a, 0, sizeof *a);
     a->nsites = t->nstacks ? t->nstacks : 1;
     a->sites = calloc(a->nsites, sizeof *a->sites);
-    if (!a->sites) return -1;
+    uint64_t(*ends)[HKA_CURVE_POINTS] = calloc(1 + HKA_TOP_CURVES, sizeof *ends);
+    if (!a->sites || !ends) {
+        free(ends);
+        hka_free(a);
+        return -1;
+    }
     for (uint32_t i = 0; i < a->nsites; i++) a->sites[i].stack = i;
     /* the peak must be known before sites' at_peak can be taken: two passes */
-    if (scan(t, a, 0) != 0) return -1;
+    if (scan(t, a, 0, ends) != 0) {
+        free(ends);
+        return -1;
+    }
     for (uint32_t i = 0; i < a->nsites; i++) a->sites[i].live = 0;
     {
         /* at_peak: each site's live bytes once the peak event is done */
@@ -151,6 +163,7 @@ int hka_analyze(const hkt_trace *t, hka *a) {
         if (!sz || !st) {
             free(sz);
             free(st);
+            free(ends);
             return -1;
         }
         size_t end = t->nevents ? a->peak_event + 1 : 0;
@@ -173,18 +186,30 @@ int hka_analyze(const hkt_trace *t, hka *a) {
     a->ncurve_sites = (int)hka_top_sites(a, HKA_BY_PEAK, top, HKA_TOP_CURVES);
     memcpy(a->curve_sites, top, sizeof top);
     for (uint32_t i = 0; i < a->nsites; i++) a->sites[i].live = 0;
-    if (scan(t, a, 1) != 0) return -1;
+    if (scan(t, a, 1, ends) != 0) {
+        free(ends);
+        return -1;
+    }
     for (size_t i = 0; i < HKA_CURVE_POINTS; i++)
         a->curve_t[i] = (uint64_t)((double)(t->end_ns ? t->end_ns : 1) * (double)i / (HKA_CURVE_POINTS - 1));
-    /* a bucket no event fell in holds the level of the one before (a step function) */
+    /* a bucket no event fell in holds the level left by the last event
+     * before it (a step function), not that bucket's maximum: a peak freed
+     * just before an idle stretch must not be drawn across it */
     uint64_t *curves[1 + HKA_TOP_CURVES];
     curves[0] = a->curve;
     for (int k = 0; k < a->ncurve_sites; k++) curves[1 + k] = a->site_curve[k];
     uint8_t seen[HKA_CURVE_POINTS] = {0};
     for (size_t i = 0; i < t->nevents; i++) seen[curve_slot(t, t->events[i].ts)] = 1;
-    for (int k = 0; k <= a->ncurve_sites; k++)
-        for (size_t i = 1; i < HKA_CURVE_POINTS; i++)
-            if (!seen[i]) curves[k][i] = curves[k][i - 1];
+    for (int k = 0; k <= a->ncurve_sites; k++) {
+        uint64_t level = 0;
+        for (size_t i = 0; i < HKA_CURVE_POINTS; i++) {
+            if (seen[i])
+                level = ends[k][i];
+            else
+                curves[k][i] = level;
+        }
+    }
+    free(ends);
     return 0;
 }
 

@@ -258,7 +258,7 @@ int hk_cmd_replay(int argc, char **argv) {
         if (an.peak_live && r->peak_rss > 0) snprintf(foot, sizeof foot, "%.2f", r->peak_rss / (double)an.peak_live);
         printf("  %-10s %12.2f %10.1f %12s %14s %10s%s\n", r->name, r->time_ns / 1e6,
                t.nevents ? r->time_ns / (double)t.nevents : 0, hka_bytes((uint64_t)r->peak_rss, b2, sizeof b2), foot,
-               ratio, r->failed ? "  (some allocations failed)" : "");
+               ratio, r->failed > 0 ? "  (some allocations failed)" : "");
     }
     int rc = 0;
     if (json) {

@@ -2,10 +2,14 @@
  * tools/trace.c - reads a heapkit allocation trace (format: tools/trace.h).
  *
  * Invariants of what it returns: events sorted by (time, file order), so
- * each thread's events keep their order; every FREE and every REALLOC's
- * `old` names an object allocated earlier in the array and not yet freed
- * (frees of blocks the trace never saw are dropped and counted in
- * unknown_frees); objects are numbered 1..nobjects in allocation order;
+ * each thread's events keep their order; records name block addresses, and
+ * objects are given to them here in that order (an address is live from its
+ * ALLOC to its FREE; a realloc's two records are joined per thread); every
+ * FREE and every REALLOC's `old` names an object allocated earlier in the
+ * array and not yet freed (frees of blocks the trace never saw are dropped
+ * and counted in unknown_frees; an address handed out again while still
+ * live gets a FREE of its old object first, counted in implied_frees);
+ * objects are numbered 1..nobjects in allocation order;
  * every event's stack is < nstacks. Bad input never crashes the reader: every
  * read is bounds-checked against the file and every count against a limit,
  * and the first problem ends the read with one line naming its offset.
@@ -20,6 +24,9 @@
 
 /* ---- small helpers --------------------------------------------------------- */
 
+static void wr32(uint8_t *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
 static uint32_t rd32(const uint8_t *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
@@ -105,8 +112,12 @@ static void u64map_free(u64map *m) {
 
 /* ---- decoding ---------------------------------------------------------------- */
 
+/* A raw event's obj is a block address; RAW_REALLOC_FROM is the first half
+ * of a realloc (HKT_EV_REALLOC's fn then holds the HKT_RA_* detail). */
+#define RAW_REALLOC_FROM 4
+
 typedef struct raw_event {
-    uint64_t ts, size, obj, old, stack;
+    uint64_t ts, size, obj, stack;
     uint64_t seq;
     uint32_t align;
     uint16_t thread;
@@ -176,7 +187,7 @@ static int corrupt(reader *r, const uint8_t *at, const char *what) {
 
 /* Decodes the records of one chunk. */
 static int read_chunk(reader *r, const uint8_t *p, const uint8_t *end, uint16_t thread) {
-    uint64_t ts = 0;
+    uint64_t ts = 0, addr = 0;
     while (p < end) {
         const uint8_t *rec = p;
         uint8_t type = *p++;
@@ -185,6 +196,7 @@ static int read_chunk(reader *r, const uint8_t *p, const uint8_t *end, uint16_t 
         switch (kind) {
         case HKT_R_ALLOC:
         case HKT_R_FREE:
+        case HKT_R_REALLOC_FROM:
         case HKT_R_REALLOC: {
             raw_event ev;
             memset(&ev, 0, sizeof ev);
@@ -194,10 +206,16 @@ static int read_chunk(reader *r, const uint8_t *p, const uint8_t *end, uint16_t 
             ev.ts = ts;
             ev.thread = thread;
             ev.seq = (uint64_t)(rec - r->base); /* file order */
+            int has_addr = kind != HKT_R_REALLOC || detail <= HKT_RA_MOVED;
+            if (has_addr) {
+                if (!get_varint(&p, end, &b)) return corrupt(r, rec, "short record");
+                addr += (uint64_t)hkt_unzigzag(b);
+                if (addr == 0) return corrupt(r, rec, "address 0");
+                ev.obj = addr;
+            }
             if (kind == HKT_R_ALLOC) {
                 if (detail >= HKT_FN_COUNT) return corrupt(r, rec, "unknown allocation function");
-                if (!get_varint(&p, end, &ev.obj) || !get_varint(&p, end, &ev.size) ||
-                    !get_varint(&p, end, &ev.stack))
+                if (!get_varint(&p, end, &ev.size) || !get_varint(&p, end, &ev.stack))
                     return corrupt(r, rec, "short record");
                 if (hkt_fn_has_align(detail)) {
                     if (!get_varint(&p, end, &b)) return corrupt(r, rec, "short record");
@@ -206,19 +224,16 @@ static int read_chunk(reader *r, const uint8_t *p, const uint8_t *end, uint16_t 
                 }
                 ev.kind = HKT_EV_ALLOC;
                 ev.fn = (uint8_t)detail;
-            } else if (kind == HKT_R_FREE) {
+            } else if (kind == HKT_R_FREE || kind == HKT_R_REALLOC_FROM) {
                 if (detail) return corrupt(r, rec, "bad record detail");
-                if (!get_varint(&p, end, &ev.obj)) return corrupt(r, rec, "short record");
-                ev.kind = HKT_EV_FREE;
+                ev.kind = kind == HKT_R_FREE ? HKT_EV_FREE : RAW_REALLOC_FROM;
             } else {
-                if (detail > 1) return corrupt(r, rec, "bad record detail");
-                if (!get_varint(&p, end, &ev.old) || !get_varint(&p, end, &ev.obj) ||
-                    !get_varint(&p, end, &ev.size) || !get_varint(&p, end, &ev.stack))
+                if (detail > HKT_RA_FREED) return corrupt(r, rec, "bad record detail");
+                if (!get_varint(&p, end, &ev.size) || !get_varint(&p, end, &ev.stack))
                     return corrupt(r, rec, "short record");
                 ev.kind = HKT_EV_REALLOC;
                 ev.fn = (uint8_t)detail;
             }
-            if (ev.obj == 0) return corrupt(r, rec, "object 0");
             if (!grow((void **)&r->ev, &r->capev, r->nev + 1, sizeof *r->ev)) return oom(r);
             r->ev[r->nev++] = ev;
             break;
@@ -300,16 +315,34 @@ static int cmp_mod(const void *a, const void *b) {
 
 #define HKT_MAX_THREADS 65535u
 
-/* Turns the raw events into the trace's dense, checked form. */
+/* A realloc between its two records, per thread. */
+typedef struct pending_realloc {
+    uint64_t addr; /* the block passed in */
+    uint32_t id;   /* its object (0: a block the trace never saw) */
+    uint8_t open;
+} pending_realloc;
+
+/* The block at addr is gone from the live set, as object id. */
+static int live_drop(u64map *live, uint64_t addr) { return u64map_put(live, addr, 0); }
+
+/* Turns the raw events into the trace's dense, checked form: addresses
+ * become objects in time order. */
 static int finish(reader *r, hkt_trace *t) {
     qsort(r->ev, r->nev, sizeof *r->ev, cmp_raw);
-    t->events = malloc((r->nev ? r->nev : 1) * sizeof *t->events);
-    if (!t->events) return oom(r);
+    /* at most one FREE implied per event, so twice the events is enough */
+    t->events = malloc((r->nev ? 2 * r->nev : 1) * sizeof *t->events);
+    pending_realloc *pend = calloc(HKT_MAX_THREADS + 1u, sizeof *pend);
+    if (!t->events || !pend) {
+        free(pend);
+        return oom(r);
+    }
     u64map live = {0};
     size_t n = 0;
     uint32_t next = 0;
-    for (size_t i = 0; i < r->nev; i++) {
+    int ok = 1;
+    for (size_t i = 0; i < r->nev && ok; i++) {
         raw_event *e = &r->ev[i];
+        pending_realloc *pr = &pend[e->thread];
         hkt_event o;
         memset(&o, 0, sizeof o);
         o.ts = e->ts;
@@ -319,45 +352,86 @@ static int finish(reader *r, hkt_trace *t) {
         o.fn = e->fn;
         o.align = e->align;
         o.stack = e->stack ? u64map_get(&r->stack_ids, e->stack) : 0;
+        if (e->kind == RAW_REALLOC_FROM) {
+            if (pr->open && pr->id && !u64map_get(&live, pr->addr)) /* no result seen: untouched */
+                ok = u64map_put(&live, pr->addr, pr->id);
+            pr->addr = e->obj;
+            pr->id = u64map_get(&live, e->obj);
+            pr->open = 1;
+            if (pr->id) ok = ok && live_drop(&live, e->obj);
+            continue;
+        }
         if (e->kind == HKT_EV_FREE) {
             uint32_t id = u64map_get(&live, e->obj);
             if (!id) {
                 t->unknown_frees++;
                 continue;
             }
-            u64map_put(&live, e->obj, 0);
+            ok = live_drop(&live, e->obj);
             o.obj = id;
-        } else {
-            if (e->kind == HKT_EV_REALLOC) {
-                uint32_t id = u64map_get(&live, e->old);
-                if (id) {
-                    u64map_put(&live, e->old, 0);
-                    o.old = id;
-                } else { /* realloc of a block the trace never saw: an allocation */
-                    o.kind = HKT_EV_ALLOC;
-                    o.fn = HKT_FN_REALLOC;
+            t->events[n++] = o;
+            continue;
+        }
+        if (e->kind == HKT_EV_REALLOC) {
+            uint32_t old = pr->open ? pr->id : 0;
+            unsigned how = e->fn;
+            pr->open = 0;
+            if (how == HKT_RA_FAILED) { /* the block is still the program's */
+                if (old && !u64map_get(&live, pr->addr)) ok = u64map_put(&live, pr->addr, old);
+                continue;
+            }
+            if (how == HKT_RA_FREED) {
+                if (!old) {
+                    t->unknown_frees++;
+                    continue;
                 }
+                o.kind = HKT_EV_FREE;
+                o.fn = 0;
+                o.size = 0;
+                o.stack = 0;
+                o.obj = old;
+                t->events[n++] = o;
+                continue;
             }
-            if (u64map_get(&live, e->obj)) { /* the same live object twice: corrupt */
-                u64map_free(&live);
-                set_err(r->err, r->errn, "corrupt trace: object %llu allocated twice, at offset %llu",
-                        (unsigned long long)e->obj, (unsigned long long)e->seq);
-                return -1;
-            }
-            if (next == UINT32_MAX - 1) {
-                u64map_free(&live);
-                set_err(r->err, r->errn, "trace too large: more than 4 billion blocks");
-                return -1;
-            }
-            o.obj = ++next;
-            if (!u64map_put(&live, e->obj, o.obj)) {
-                u64map_free(&live);
-                return oom(r);
+            o.fn = how == HKT_RA_MOVED;
+            if (old)
+                o.old = old;
+            else { /* realloc of a block the trace never saw: an allocation */
+                o.kind = HKT_EV_ALLOC;
+                o.fn = HKT_FN_REALLOC;
             }
         }
+        /* an allocation (or a realloc's result) at e->obj */
+        uint32_t stale = u64map_get(&live, e->obj);
+        if (stale) { /* its free was not recorded (made inside the recorder): implied here */
+            hkt_event f;
+            memset(&f, 0, sizeof f);
+            f.ts = e->ts;
+            f.thread = e->thread;
+            f.kind = HKT_EV_FREE;
+            f.obj = stale;
+            t->events[n++] = f;
+            t->implied_frees++;
+        }
+        if (next == UINT32_MAX - 1) {
+            u64map_free(&live);
+            free(pend);
+            set_err(r->err, r->errn, "trace too large: more than 4 billion blocks");
+            return -1;
+        }
+        o.obj = ++next;
+        ok = u64map_put(&live, e->obj, o.obj);
         t->events[n++] = o;
-        if (o.ts > t->end_ns) t->end_ns = o.ts;
     }
+    free(pend);
+    if (!ok) {
+        u64map_free(&live);
+        return oom(r);
+    }
+    for (size_t i = 0; i < n; i++)
+        if (t->events[i].ts > t->end_ns) t->end_ns = t->events[i].ts;
+    hkt_event *fit = realloc(t->events, (n ? n : 1) * sizeof *t->events); /* room for implied frees unused */
+    if (fit) t->events = fit;
     u64map_free(&live);
     t->nevents = n;
     t->nobjects = next;
@@ -547,4 +621,23 @@ const hkt_module *hkt_find_module(const hkt_trace *t, uint64_t addr) {
         if (lo - i > 8) break;
     }
     return best;
+}
+
+uint8_t *hkt_wrap_records(const uint8_t *rec, size_t len, uint32_t thread, size_t *size) {
+    if (len > UINT32_MAX) return NULL;
+    size_t n = HKT_DATA_START + HKT_CHUNK_HEADER + len;
+    uint8_t *buf = calloc(1, n);
+    if (!buf) return NULL;
+    memcpy(buf, HKT_MAGIC, 8);
+    wr32(buf + 8, HKT_VERSION);
+    wr32(buf + 12, HKT_HEADER_SIZE);
+    wr32(buf + 40, HKT_F_CLOSED);
+    uint8_t *c = buf + HKT_DATA_START;
+    wr32(c, HKT_CHUNK_MAGIC);
+    wr32(c + 4, thread);
+    wr32(c + 8, (uint32_t)len);
+    wr32(c + 12, (uint32_t)len);
+    if (len) memcpy(c + HKT_CHUNK_HEADER, rec, len);
+    *size = n;
+    return buf;
 }

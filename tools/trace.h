@@ -23,17 +23,25 @@
  *
  * Records: a type byte (low 4 bits the kind, high 4 bits a detail), then
  * unsigned LEB128 varints:
- *   ALLOC   (detail: HKT_FN_*)  dt obj size stack [align if the fn takes one]
- *   FREE                        dt obj
- *   REALLOC (detail 1: moved)   dt old_obj new_obj size stack
+ *   ALLOC   (detail: HKT_FN_*)  dt da size stack [align if the fn takes one]
+ *   FREE                        dt da
+ *   REALLOC_FROM                dt da            (before the real realloc runs)
+ *   REALLOC (detail: HKT_RA_*)  dt da size stack (after it returned; no da if FAILED)
  *   STACK                       id n frame[0] then n-1 zigzag deltas
  *   THREAD                      dt tid
  *   MAPS                        n, then n x (start end offset pathlen path)
  *   CMDLINE                     len bytes (arguments separated by NUL)
  * dt is the time since the thread's previous record in this chunk (the
- * first record of a chunk: since the trace's start), in ns. Objects are
- * numbers (0: none), never reused; stacks are numbers defined once by a
- * STACK record anywhere in the file (stack 0: none captured).
+ * first record of a chunk: since the trace's start), in ns. da is a block
+ * address, zigzag-encoded as the difference from the previous address in
+ * this chunk (the first: from 0). The recorder keeps no table of blocks:
+ * the reader turns addresses into objects, in time order (a FREE is
+ * stamped before the real free runs, an ALLOC after the real malloc
+ * returned, so an address is always freed before it is handed out again).
+ * A REALLOC_FROM names the block passed to realloc; the same thread's next
+ * REALLOC says what became of it (moved, kept in place, freed by a size of
+ * 0, or left untouched when the call FAILED). Stacks are numbers defined
+ * once by a STACK record anywhere in the file (stack 0: none captured).
  *
  * Crash safety: the recorder writes records into a shared file mapping and
  * publishes `used` after each whole record, so a program that ends by
@@ -47,7 +55,7 @@
 #include <stdint.h>
 
 #define HKT_MAGIC        "HKTRACE"
-#define HKT_VERSION      1u
+#define HKT_VERSION      2u /* 1: objects numbered by the recorder */
 #define HKT_HEADER_SIZE  48u
 #define HKT_DATA_START   4096u
 #define HKT_CHUNK_MAGIC  0x4b43484bu /* "KHCK" */
@@ -56,7 +64,24 @@
 #define HKT_MAX_FRAMES   64
 #define HKT_MAX_PATH     4096
 
-enum { HKT_R_ALLOC = 1, HKT_R_FREE, HKT_R_REALLOC, HKT_R_STACK, HKT_R_THREAD, HKT_R_MAPS, HKT_R_CMDLINE };
+enum {
+    HKT_R_ALLOC = 1,
+    HKT_R_FREE,
+    HKT_R_REALLOC,
+    HKT_R_STACK,
+    HKT_R_THREAD,
+    HKT_R_MAPS,
+    HKT_R_CMDLINE,
+    HKT_R_REALLOC_FROM
+};
+
+/* The detail of a REALLOC record. */
+enum {
+    HKT_RA_INPLACE = 0, /* the block kept its address */
+    HKT_RA_MOVED = 1,   /* a new address; the old block is gone */
+    HKT_RA_FAILED = 2,  /* NULL returned: the old block is untouched (no address field) */
+    HKT_RA_FREED = 3    /* realloc(p, 0) freed the block and returned NULL (no address field) */
+};
 
 /* Which call made a block (the detail of ALLOC). */
 enum {
@@ -126,6 +151,7 @@ typedef struct hkt_trace {
     uint64_t end_ns;     /* time of the last event */
     uint64_t file_bytes; /* bytes of the file holding data */
     uint64_t unknown_frees, dropped; /* frees of blocks the trace never saw; records past the end */
+    uint64_t implied_frees; /* addresses handed out again before their free was recorded: freed then */
     int complete;        /* 1: closed at exit; 0: ended by _exit or a signal (read to the last record) */
     void *arena_;        /* reader-owned storage */
 } hkt_trace;
@@ -136,6 +162,11 @@ typedef struct hkt_trace {
 int hkt_read_mem(const uint8_t *data, size_t n, hkt_trace *out, char *err, size_t errn);
 int hkt_read_file(const char *path, hkt_trace *out, char *err, size_t errn);
 void hkt_free(hkt_trace *t);
+
+/* A whole trace (header page, one closed chunk of thread `thread`) holding
+ * the records [rec, rec + len), in memory from malloc; its size in *size.
+ * NULL when out of memory. For tests and the fuzz target. */
+uint8_t *hkt_wrap_records(const uint8_t *rec, size_t len, uint32_t thread, size_t *size);
 
 /* The module holding a code address, or NULL. */
 const hkt_module *hkt_find_module(const hkt_trace *t, uint64_t addr);

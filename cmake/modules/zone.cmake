@@ -31,6 +31,12 @@ if(NOT HEAPKIT_SANITIZE_ANY)
     # A C program that exercises every entry point, errno, threads and fork.
     add_executable(zone_preload_prog ${PROJECT_SOURCE_DIR}/tests/zone_preload_prog.c)
     target_link_libraries(zone_preload_prog PRIVATE Threads::Threads ${CMAKE_DL_LIBS})
+    # every call must reach the preload: clang otherwise folds malloc(huge) == NULL
+    # to false and drops allocations it can prove unused
+    target_compile_options(zone_preload_prog PRIVATE -fno-builtin)
+    if(CMAKE_C_COMPILER_ID MATCHES "Clang") # it passes a bad alignment on purpose
+      target_compile_options(zone_preload_prog PRIVATE -Wno-non-power-of-two-alignment)
+    endif()
     add_test(NAME zone_preload_c COMMAND ${CMAKE_COMMAND} -E env LD_PRELOAD=$<TARGET_FILE:heapkit_malloc>
       $<TARGET_FILE:zone_preload_prog>)
     set_tests_properties(zone_preload_c PROPERTIES LABELS no-sanitize TIMEOUT 120

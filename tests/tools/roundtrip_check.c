@@ -9,6 +9,13 @@
  *   roundtrip_check badinput TRACE      truncated, corrupt and foreign copies
  *                                        of TRACE: one-line errors naming the
  *                                        offset, never a crash
+ *   roundtrip_check addresses -         the reader turns addresses into
+ *                                        objects: realloc's two records,
+ *                                        failed and freeing reallocs,
+ *                                        unseen frees, addresses reused
+ *   roundtrip_check idle -              the live-bytes curve of a made-up
+ *                                        trace with an idle stretch after a
+ *                                        freed peak
  * Prints "roundtrip ok" when every check passed; exit status 1 otherwise.
  */
 #include "analysis.h"
@@ -69,7 +76,8 @@ static void check_calls(const hkt_trace *t, const char *mode) {
         }
         if (phase_a == 100 && phase_a_freed == 50 && !marker_peak_a) marker_peak_a = marker_live;
         /* every allocation of the program has a stack */
-        if (e->kind == HKT_EV_ALLOC && marker(e->size)) EXPECT(e->stack && t->stacks[e->stack].n > 1, "stack");
+        if (e->kind == HKT_EV_ALLOC && marker(e->size))
+            EXPECT(e->stack && t->stacks[e->stack].n > 1, "stack");
     }
     EXPECT(phase_a == 100, "%d", phase_a);
     EXPECT(phase_a_freed == 50, "%d", phase_a_freed);
@@ -93,7 +101,8 @@ static void check_calls(const hkt_trace *t, const char *mode) {
             if (live[id] && marker(size[id])) leaks++;
         EXPECT(leaks == 50 + 1 + 1 + 4, "%d leaked marker blocks", leaks);
     }
-    EXPECT(t->complete == (strcmp(mode, "exit") == 0 || strcmp(mode, "fork") == 0), "complete=%d", t->complete);
+    EXPECT(t->complete == (strcmp(mode, "exit") == 0 || strcmp(mode, "fork") == 0), "complete=%d",
+           t->complete);
     EXPECT(strstr(t->cmdline, "record_prog") != NULL, "cmdline '%s'", t->cmdline);
     EXPECT(t->nmodules > 0, "modules recorded");
 
@@ -158,7 +167,8 @@ static void check_child(const char *path) {
         int has = 0, other = 0;
         for (size_t i = 0; i < t.nevents; i++) {
             if (t.events[i].kind != HKT_EV_FREE && t.events[i].size == 70001) has++;
-            if (t.events[i].kind != HKT_EV_FREE && t.events[i].size >= 40000 && t.events[i].size < 40100) other++;
+            if (t.events[i].kind != HKT_EV_FREE && t.events[i].size >= 40000 && t.events[i].size < 40100)
+                other++;
         }
         EXPECT(has == 1 && other == 0, "child trace: %d 70001-byte blocks, %d of the parent's", has, other);
         EXPECT(t.complete, "the child's trace is closed at its exit");
@@ -170,7 +180,8 @@ static void check_child(const char *path) {
     hkt_trace t;
     char err[512];
     EXPECT(hkt_read_file(path, &t, err, sizeof err) == 0, "%s", err);
-    for (size_t i = 0; i < t.nevents; i++) EXPECT(t.events[i].size != 70001, "the parent's trace has no child block");
+    for (size_t i = 0; i < t.nevents; i++)
+        EXPECT(t.events[i].size != 70001, "the parent's trace has no child block");
     hkt_free(&t);
 }
 
@@ -237,9 +248,120 @@ static void check_badinput(const char *path) {
     printf("badinput: %zu events in the good trace\n", full);
 }
 
+/* A peak allocated and freed at once, then nothing for most of the run, then
+ * a small block: the curve across the idle buckets is the level left after
+ * the free (0), not the peak (regression: the idle buckets copied the
+ * previous bucket's maximum). */
+static void check_idle(void) {
+    hkt_event ev[4];
+    memset(ev, 0, sizeof ev);
+    ev[0] = (hkt_event){.ts = 0, .size = 1000000, .obj = 1, .thread = 1, .kind = HKT_EV_ALLOC};
+    ev[1] = (hkt_event){.ts = 10, .obj = 1, .thread = 1, .kind = HKT_EV_FREE};
+    ev[2] = (hkt_event){.ts = 20, .size = 100, .obj = 2, .thread = 1, .kind = HKT_EV_ALLOC};
+    ev[3] = (hkt_event){.ts = 1000000000, .size = 10, .obj = 3, .thread = 1, .kind = HKT_EV_ALLOC};
+    hkt_stack stack0 = {0, NULL};
+    hkt_trace t;
+    memset(&t, 0, sizeof t);
+    t.cmdline = "";
+    t.events = ev;
+    t.nevents = 4;
+    t.nobjects = 3;
+    t.stacks = &stack0;
+    t.nstacks = 1;
+    t.nthreads = 1;
+    t.end_ns = 1000000000;
+    hka a;
+    EXPECT(hka_analyze(&t, &a) == 0, "analyze");
+    EXPECT(a.peak_live == 1000000, "%llu", (unsigned long long)a.peak_live);
+    EXPECT(a.curve[0] == 1000000, "the first bucket holds the peak: %llu", (unsigned long long)a.curve[0]);
+    for (int i = 1; i < HKA_CURVE_POINTS - 1; i++)
+        EXPECT(a.curve[i] == 100, "idle bucket %d: %llu, not the 100 bytes left live", i,
+               (unsigned long long)a.curve[i]);
+    EXPECT(a.curve[HKA_CURVE_POINTS - 1] == 110, "%llu", (unsigned long long)a.curve[HKA_CURVE_POINTS - 1]);
+    EXPECT(a.end_live == 110 && a.end_blocks == 2, "end");
+    hka_free(&a);
+}
+
+/* One thread's chunk of hand-written records, read back. */
+static void check_addresses(void) {
+    uint8_t rec[256], *w = rec;
+    uint64_t prev = 0;
+#define ADDR(a) (w = hkt_put_varint(w, hkt_zigzag((int64_t)((uint64_t)(a)-prev))), prev = (a))
+#define ALLOC(a, n)                                                                                          \
+    do {                                                                                                     \
+        *w++ = HKT_R_ALLOC;                                                                                  \
+        w = hkt_put_varint(w, 1);                                                                            \
+        ADDR(a);                                                                                             \
+        w = hkt_put_varint(w, n);                                                                            \
+        w = hkt_put_varint(w, 0);                                                                            \
+    } while (0)
+#define REL(kind, a)                                                                                         \
+    do {                                                                                                     \
+        *w++ = (kind);                                                                                       \
+        w = hkt_put_varint(w, 1);                                                                            \
+        ADDR(a);                                                                                             \
+    } while (0)
+    ALLOC(0x1000, 10);               /* obj 1 */
+    REL(HKT_R_REALLOC_FROM, 0x1000); /* fails: obj 1 stays */
+    *w++ = (uint8_t)(HKT_R_REALLOC | HKT_RA_FAILED << 4);
+    w = hkt_put_varint(w, 1);
+    w = hkt_put_varint(w, 1u << 30);
+    w = hkt_put_varint(w, 0);
+    REL(HKT_R_REALLOC_FROM, 0x1000); /* moves obj 1 to obj 2 at 0x2000 */
+    *w++ = (uint8_t)(HKT_R_REALLOC | HKT_RA_MOVED << 4);
+    w = hkt_put_varint(w, 1);
+    ADDR(0x2000);
+    w = hkt_put_varint(w, 20);
+    w = hkt_put_varint(w, 0);
+    ALLOC(0x1000, 30);               /* obj 3: 0x1000 is free again */
+    ALLOC(0x1000, 40);               /* obj 4: obj 3's free was never seen */
+    REL(HKT_R_FREE, 0x9000);         /* never allocated: dropped */
+    REL(HKT_R_REALLOC_FROM, 0x2000); /* realloc(p, 0): obj 2 freed */
+    *w++ = (uint8_t)(HKT_R_REALLOC | HKT_RA_FREED << 4);
+    w = hkt_put_varint(w, 1);
+    w = hkt_put_varint(w, 0);
+    w = hkt_put_varint(w, 0);
+    REL(HKT_R_FREE, 0x1000); /* obj 4 */
+#undef ALLOC
+#undef REL
+#undef ADDR
+    size_t n = 0;
+    uint8_t *buf = hkt_wrap_records(rec, (size_t)(w - rec), 1, &n);
+    if (!buf) {
+        EXPECT(0, "out of memory");
+        return;
+    }
+    hkt_trace t;
+    char err[256];
+    EXPECT(hkt_read_mem(buf, n, &t, err, sizeof err) == 0, "%s", err);
+    /* ALLOC 1, REALLOC 1->2, ALLOC 3, FREE 3 (implied), ALLOC 4, FREE 2, FREE 4 */
+    static const struct {
+        uint8_t kind;
+        uint32_t obj, old;
+        uint64_t size;
+    } want[] = {{HKT_EV_ALLOC, 1, 0, 10}, {HKT_EV_REALLOC, 2, 1, 20}, {HKT_EV_ALLOC, 3, 0, 30},
+                {HKT_EV_FREE, 3, 0, 0},   {HKT_EV_ALLOC, 4, 0, 40},   {HKT_EV_FREE, 2, 0, 0},
+                {HKT_EV_FREE, 4, 0, 0}};
+    size_t nw = sizeof want / sizeof want[0];
+    EXPECT(t.nevents == nw, "%zu events", t.nevents);
+    for (size_t i = 0; i < nw && i < t.nevents; i++) {
+        const hkt_event *e = &t.events[i];
+        EXPECT(e->kind == want[i].kind && e->obj == want[i].obj && e->old == want[i].old &&
+                   e->size == want[i].size,
+               "event %zu: kind %u obj %u old %u size %llu", i, e->kind, e->obj, e->old,
+               (unsigned long long)e->size);
+    }
+    EXPECT(t.nevents < 2 || t.events[1].fn == 1, "the realloc moved");
+    EXPECT(t.nobjects == 4, "%u objects", t.nobjects);
+    EXPECT(t.unknown_frees == 1 && t.implied_frees == 1, "unknown %llu implied %llu",
+           (unsigned long long)t.unknown_frees, (unsigned long long)t.implied_frees);
+    hkt_free(&t);
+    free(buf);
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: roundtrip_check calls|child|badinput TRACE [MODE]\n");
+        fprintf(stderr, "usage: roundtrip_check calls|child|badinput|addresses|idle TRACE [MODE]\n");
         return 2;
     }
     if (!strcmp(argv[1], "calls")) {
@@ -255,6 +377,10 @@ int main(int argc, char **argv) {
         check_child(argv[2]);
     } else if (!strcmp(argv[1], "badinput")) {
         check_badinput(argv[2]);
+    } else if (!strcmp(argv[1], "addresses")) {
+        check_addresses();
+    } else if (!strcmp(argv[1], "idle")) {
+        check_idle();
     } else {
         return 2;
     }

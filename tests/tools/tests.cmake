@@ -9,9 +9,10 @@ target_include_directories(tools_roundtrip_check PRIVATE ${HK_TOOLS_DIR} ${PROJE
 target_link_libraries(tools_roundtrip_check PRIVATE heapkit heapkit_warnings Threads::Threads ${CMAKE_DL_LIBS})
 target_compile_definitions(tools_roundtrip_check PRIVATE _GNU_SOURCE)
 
-# the recorded program: plain C, frame info kept so stacks name its functions
+# the recorded program: plain C, frame info kept so stacks name its functions;
+# -fno-builtin: every call reaches the preload (clang drops malloc/free pairs)
 add_executable(tools_record_prog ${HK_TT}/record_prog.c)
-target_compile_options(tools_record_prog PRIVATE -g -O1 -fno-omit-frame-pointer -Wall)
+target_compile_options(tools_record_prog PRIVATE -g -O1 -fno-omit-frame-pointer -fno-builtin -Wall)
 target_link_libraries(tools_record_prog PRIVATE Threads::Threads)
 
 if(NOT HEAPKIT_SANITIZE AND NOT HEAPKIT_TSAN)
@@ -23,6 +24,17 @@ if(NOT HEAPKIT_SANITIZE AND NOT HEAPKIT_TSAN)
     set_tests_properties(tools_record_roundtrip_${tn} PROPERTIES LABELS "no-sanitize;tools" TIMEOUT 120
       PASS_REGULAR_EXPRESSION "roundtrip ok" FAIL_REGULAR_EXPRESSION "FAIL")
   endforeach()
+  add_test(NAME tools_record_unclaimed_out
+    COMMAND sh ${HK_TT}/record_unclaimed.sh $<TARGET_FILE:heapkit_tool> $<TARGET_FILE:heapkit_record_preload>
+      $<TARGET_FILE:tools_record_prog> ${CMAKE_CURRENT_BINARY_DIR}/tools_rt_unclaimed)
+  set_tests_properties(tools_record_unclaimed_out PROPERTIES LABELS "no-sanitize;tools" TIMEOUT 120
+    PASS_REGULAR_EXPRESSION "record unclaimed ok" FAIL_REGULAR_EXPRESSION "FAIL")
+  add_test(NAME tools_trace_addresses COMMAND tools_roundtrip_check addresses -)
+  set_tests_properties(tools_trace_addresses PROPERTIES LABELS tools
+    PASS_REGULAR_EXPRESSION "roundtrip ok" FAIL_REGULAR_EXPRESSION "FAIL")
+  add_test(NAME tools_report_idle_curve COMMAND tools_roundtrip_check idle -)
+  set_tests_properties(tools_report_idle_curve PROPERTIES LABELS tools
+    PASS_REGULAR_EXPRESSION "roundtrip ok" FAIL_REGULAR_EXPRESSION "FAIL")
   add_test(NAME tools_record_no_program COMMAND heapkit_tool record -- /nonexistent/program)
   set_tests_properties(tools_record_no_program PROPERTIES LABELS "no-sanitize;tools"
     PASS_REGULAR_EXPRESSION "heapkit record: no program '/nonexistent/program'")
