@@ -11,9 +11,10 @@
 # Prints, per allocator, heap size and operation kind: count, median, p99,
 # p99.99 and max instructions; then the worst malloc or free at each size
 # against 1 MiB (target: flat within 10%) and the zone's against glibc's
-# (target: below). realloc is listed apart: its worst case is the copy. Results also go to BUILD_DIR/bench/icount.txt. Takes about 15 s
-# per (allocator, heap size) on a quiet machine with OPS=20000, some 2-3
-# minutes in all (the dumps dominate: about 0.5 ms each). Needs valgrind.
+# (target: below). realloc is listed apart: its worst case is the copy.
+# Results also go to BUILD_DIR/bench/icount.txt. With OPS=20000 the 8 runs
+# took 14 minutes on the 2-core machine at a load average of about 17 (the
+# dumps dominate: about 0.5 ms each). Needs valgrind.
 set -eu
 build=${1:-build}
 ops=${2:-20000}
