@@ -220,12 +220,31 @@ static sg_result sg_run(const sg_tool *t, const char *workload, long n, double t
  * many buggy programs it flagged (non-zero status or a signal) and how many
  * correct ones it flagged wrongly. */
 static void sg_corpus(hkb_ctx *ctx, const sg_tool *tools, int ntools) {
-    static const char *const progs[] = {
-        "overflow_write", "overflow_read",   "overflow_pad_write", "overflow_pad_read", "underflow_write",
-        "underflow_read", "uaf_read",        "uaf_write",          "double_free",       "invalid_free_stack",
-        "invalid_free_global", "interior_free", "realloc_after_free", "leak",           "leak_dead_stack",
-        "pad_live_under", "pad_live_over",   "uninit_read",        "ok_basic",          "ok_list",
-        "ok_threads",     "ok_uninit",       "ok_fork",            "ok_stdio",          NULL};
+    static const char *const progs[] = {"overflow_write",
+                                        "overflow_read",
+                                        "overflow_pad_write",
+                                        "overflow_pad_read",
+                                        "underflow_write",
+                                        "underflow_read",
+                                        "uaf_read",
+                                        "uaf_write",
+                                        "double_free",
+                                        "invalid_free_stack",
+                                        "invalid_free_global",
+                                        "interior_free",
+                                        "realloc_after_free",
+                                        "leak",
+                                        "leak_dead_stack",
+                                        "pad_live_under",
+                                        "pad_live_over",
+                                        "uninit_read",
+                                        "ok_basic",
+                                        "ok_list",
+                                        "ok_threads",
+                                        "ok_uninit",
+                                        "ok_fork",
+                                        "ok_stdio",
+                                        NULL};
     const char *wname = "corpus";
     hkb_section(SG_SUITE, wname,
                 "the bug corpus (tests/guard_corpus): one program per bug class and correct ones, whole-run "
@@ -266,8 +285,10 @@ static void sg_corpus(hkb_ctx *ctx, const sg_tool *tools, int ntools) {
             }
         }
         hkb_record(SG_SUITE, wname, t->name, "corpus_wall_ms", total, "ms (sum of each program's median)");
-        if (nok) hkb_record(SG_SUITE, wname, t->name, "run_no_report_ms", hkb_median(ok_ms, nok), "ms (median)");
-        if (nbug) hkb_record(SG_SUITE, wname, t->name, "run_buggy_ms", hkb_median(bug_ms, nbug), "ms (median)");
+        if (nok)
+            hkb_record(SG_SUITE, wname, t->name, "run_no_report_ms", hkb_median(ok_ms, nok), "ms (median)");
+        if (nbug)
+            hkb_record(SG_SUITE, wname, t->name, "run_buggy_ms", hkb_median(bug_ms, nbug), "ms (median)");
         hkb_record(SG_SUITE, wname, t->name, "detected", detected, "buggy programs flagged");
         hkb_record(SG_SUITE, wname, t->name, "buggy_programs", bugs, "buggy programs run");
         hkb_record(SG_SUITE, wname, t->name, "false_reports", falsep, "correct programs flagged");

@@ -217,10 +217,13 @@ void hkb_suite_preload(hkb_ctx *ctx) {
     if (sp && stat(sp, &sst) == 0)
         al[na++] = (alloc_spec){"heapkit-malloc.so", sp};
     else
-        hkb_skip(SUITE, "all", "heapkit-malloc.so", "libheapkit-malloc.so not built (set HKB_HEAPKIT_MALLOC)");
+        hkb_skip(SUITE, "all", "heapkit-malloc.so",
+                 "libheapkit-malloc.so not built (set HKB_HEAPKIT_MALLOC)");
     static const struct {
         const char *name, *so;
-    } k_so[] = {{"mimalloc", "libmimalloc.so.2"}, {"jemalloc", "libjemalloc.so.2"}, {"tcmalloc", "libtcmalloc_minimal.so.4"}};
+    } k_so[] = {{"mimalloc", "libmimalloc.so.2"},
+                {"jemalloc", "libjemalloc.so.2"},
+                {"tcmalloc", "libtcmalloc_minimal.so.4"}};
     const hkb_allocator *peers;
     int np = hkb_peers(&peers);
     for (size_t i = 0; i < sizeof k_so / sizeof k_so[0]; i++)
@@ -320,10 +323,13 @@ void hkb_suite_preload(hkb_ctx *ctx) {
             cpu[p][a] = hkb_median(c[a], okc[a]);
             hkb_record(SUITE, k_prog[p], al[a].name, "cpu_s", cpu[p][a],
                        "s (user + system, the program and its children)");
-            hkb_record(SUITE, k_prog[p], al[a].name, "peak_rss_MiB", hkb_median(m[a], okc[a]), "MiB (ru_maxrss)");
+            hkb_record(SUITE, k_prog[p], al[a].name, "peak_rss_MiB", hkb_median(m[a], okc[a]),
+                       "MiB (ru_maxrss)");
             if (differs[a]) {
-                hkb_record(SUITE, k_prog[p], al[a].name, "output_differs", 1, "(stdout differs from glibc's)");
-                printf("preload: %s printed something else under %s than under glibc\n", k_prog[p], al[a].name);
+                hkb_record(SUITE, k_prog[p], al[a].name, "output_differs", 1,
+                           "(stdout differs from glibc's)");
+                printf("preload: %s printed something else under %s than under glibc\n", k_prog[p],
+                       al[a].name);
             }
         }
         for (int a = 1; a < na; a++) {
@@ -357,7 +363,8 @@ void hkb_suite_preload(hkb_ctx *ctx) {
                 if (v[p][a] <= 0)
                     snprintf(cell, sizeof cell, "-");
                 else if (mi >= 0 && v[p][mi] > 0 && v[p][0] > 0)
-                    snprintf(cell, sizeof cell, "%.3f (%.2f, %.2f)", v[p][a], v[p][a] / v[p][0], v[p][a] / v[p][mi]);
+                    snprintf(cell, sizeof cell, "%.3f (%.2f, %.2f)", v[p][a], v[p][a] / v[p][0],
+                             v[p][a] / v[p][mi]);
                 else if (v[p][0] > 0)
                     snprintf(cell, sizeof cell, "%.3f (%.2f)", v[p][a], v[p][a] / v[p][0]);
                 else

@@ -69,8 +69,7 @@
 enum { W_CHURN, W_SERVER, W_PRODCONS, W_JOBFRAME, W_COUNT };
 static const char *const k_wl[W_COUNT] = {"churn", "server", "prodcons", "jobframe"};
 static const char *const k_wl_what[W_COUNT] = {
-    "per-thread churn of 16 B - 1 KiB blocks",
-    "server churn: blocks freed by a random other thread",
+    "per-thread churn of 16 B - 1 KiB blocks", "server churn: blocks freed by a random other thread",
     "producer/consumer ring: every free cross-thread (from 2 threads)",
     "job-system frame: shared zone, level freed by the main thread (zone: free_tags)"};
 
@@ -427,8 +426,8 @@ static int run_child(const char *name, int preload, int wl, int nt, long iters, 
     snprintf(a_it, sizeof a_it, "%ld", iters);
     snprintf(a_lv, sizeof a_lv, "%d", levels);
     snprintf(a_seed, sizeof a_seed, "%llu", (unsigned long long)seed);
-    char *argv[] = {"heapkit-bench", "--threads-child", a_fd, (char *)name, a_wl, a_nt, a_it, a_lv, a_seed,
-                    NULL};
+    char *argv[] = {
+        "heapkit-bench", "--threads-child", a_fd, (char *)name, a_wl, a_nt, a_it, a_lv, a_seed, NULL};
     fflush(stdout);
     pid_t pid = fork();
     if (pid < 0) {
@@ -492,7 +491,8 @@ void hkb_suite_threads(hkb_ctx *ctx) {
     const char *only = getenv("HKB_THREADS_WORKLOADS"); /* e.g. churn,jobframe: for profiling */
     printf("threads: %d runs per figure (medians), each in a fresh process; %s is the zone API on one "
            "shared zone%s\n",
-           reps, HKB_ZONE_NAME, HKB_ZONE_FLAGS ? " (HK_ZONE_THREADS)" : " behind a pthread mutex (lock hooks)");
+           reps, HKB_ZONE_NAME,
+           HKB_ZONE_FLAGS ? " (HK_ZONE_THREADS)" : " behind a pthread mutex (lock hooks)");
     if (!have_shim)
         printf("threads: %s not found (%s); set HKB_HEAPKIT_MALLOC\n", HKB_SHIM_NAME, sp ? sp : "no path");
     static double mops[W_COUNT][3][MAXSUBJ], rss[W_COUNT][3][MAXSUBJ];
@@ -511,7 +511,8 @@ void hkb_suite_threads(hkb_ctx *ctx) {
             for (int k = 0; k < reps; k++)
                 for (int s = 0; s < ns; s++) {
                     run_out o;
-                    if (!run_child(names[s], preload[s], wl, nt, iters[wl], levels, ctx->seed + (uint64_t)k, &o))
+                    if (!run_child(names[s], preload[s], wl, nt, iters[wl], levels, ctx->seed + (uint64_t)k,
+                                   &o))
                         continue;
                     v[s][okc[s]] = o.ops / o.secs / 1e6;
                     r[s][okc[s]] = o.rss_bytes / 1048576.0;

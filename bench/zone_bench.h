@@ -81,7 +81,7 @@ void subject_restore(subject_state s);
 int subjects(subject *out, int set);
 
 double rnd_logu(uint64_t *r, double lo, double hi); /* log-uniform in [lo, hi) */
-long lat_faults(void);                               /* page faults of this process so far */
+long lat_faults(void);                              /* page faults of this process so far */
 void trace_make(trace *t, int quick, uint64_t seed);
 double trace_replay(const hkb_allocator *a, const trace *t, void **slots, uintptr_t *top);
 

@@ -291,22 +291,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             case 12:
                 if (hk_cache_compact(c) != HK_OK) cf_fail("compact failed", op);
                 break;
-            case 13:
-                (void)hk_cache_compact_step(c, (size_t)b * 16, 0, NULL);
-                break;
+            case 13: (void)hk_cache_compact_step(c, (size_t)b * 16, 0, NULL); break;
             case 14: { /* interior and wild addresses: where */
                 hk_block_info info;
                 if (!s->empty) {
                     unsigned char *p = (unsigned char *)hk_cache_deref(c, h);
-                    if (hk_cache_where(c, p + (s->n ? b % s->n : 0), &info) != HK_OK) cf_fail("where() misses", op);
+                    if (hk_cache_where(c, p + (s->n ? b % s->n : 0), &info) != HK_OK)
+                        cf_fail("where() misses", op);
                 }
-                if (hk_cache_where(c, (const void *)(uintptr_t)(b + 1), &info) == HK_OK) cf_fail("where() wild", op);
+                if (hk_cache_where(c, (const void *)(uintptr_t)(b + 1), &info) == HK_OK)
+                    cf_fail("where() wild", op);
                 break;
             }
             case 15: { /* absurd sizes */
                 hk_cache_handle nh = hk_cache_alloc(c, cf_opaque(SIZE_MAX - b), "huge");
                 cf_sync_purged(c, e, op);
-                if (nh.value || cf_reports == before) cf_fail("absurd allocation accepted or not reported", op);
+                if (nh.value || cf_reports == before)
+                    cf_fail("absurd allocation accepted or not reported", op);
                 break;
             }
             default: /* touch */
@@ -321,7 +322,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             if (is_live) continue; /* the slot was reused and the very value came back: live again */
             r = hk_cache_free(c, (hk_cache_handle){f});
             if (r == HK_OK || cf_reports == before) cf_fail("free of a freed handle accepted", op);
-            if (r != HK_ERR_DOUBLE_FREE && r != HK_ERR_STALE) cf_fail("free of a freed handle: wrong verdict", op);
+            if (r != HK_ERR_DOUBLE_FREE && r != HK_ERR_STALE)
+                cf_fail("free of a freed handle: wrong verdict", op);
             if (hk_cache_deref(c, (hk_cache_handle){f})) cf_fail("deref of a freed handle", op);
             if (hk_cache_lock(c, (hk_cache_handle){f}) == HK_OK) cf_fail("lock of a freed handle", op);
         } else if (kind == 21) { /* misuse: another cache's handle, the none handle */

@@ -150,13 +150,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             case 5: { /* misuse: interior pointer (or one past a zero-size block's start) */
                 if (x->n < 2) break;
                 unsigned char *in = (unsigned char *)gf_hide(x->p) + 1 + (size_t)b % (x->n - 1);
-                if (hk_guard_free(g, in) == HK_OK || gf_reports == before) gf_fail("interior free accepted", op);
+                if (hk_guard_free(g, in) == HK_OK || gf_reports == before)
+                    gf_fail("interior free accepted", op);
                 if (hk_guard_owns(g, in)) gf_fail("owns() an interior pointer", op);
                 break;
             }
             case 6: { /* where and usable_size */
                 hk_block_info info;
-                if (x->n && hk_guard_where(g, x->p + (size_t)b % x->n, &info) == HK_OK && info.address != x->p)
+                if (x->n && hk_guard_where(g, x->p + (size_t)b % x->n, &info) == HK_OK &&
+                    info.address != x->p)
                     gf_fail("where() names another block", op);
                 break;
             }
@@ -174,7 +176,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             if (kind == 10) {
                 if (hk_guard_free(g, f) == HK_OK || gf_reports == before) gf_fail("double free accepted", op);
             } else {
-                if (hk_guard_realloc(g, f, 10) || gf_reports == before) gf_fail("realloc of a freed block", op);
+                if (hk_guard_realloc(g, f, 10) || gf_reports == before)
+                    gf_fail("realloc of a freed block", op);
             }
         } else if (kind == 12) { /* misuse: wild addresses */
             /* Only addresses whose 16 bytes below lie on another page (or are

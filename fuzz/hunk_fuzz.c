@@ -33,9 +33,9 @@ typedef struct hf_blk {
 typedef struct hf_mark {
     hk_hunk_mark m;
     int used;
-    int end;       /* 0 low, 1 high */
-    size_t depth;  /* blocks on that end when taken */
-    uint32_t top;  /* uid of the block on top then (0: none) */
+    int end;      /* 0 low, 1 high */
+    size_t depth; /* blocks on that end when taken */
+    uint32_t top; /* uid of the block on top then (0: none) */
 } hf_mark;
 
 typedef struct hf_model {
@@ -162,7 +162,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             if (kind >= 3) {
                 static const size_t aligns[8] = {0, 16, 32, 64, 256, 4096, 3, 48};
                 align = aligns[(a >> 5) & 7];
-                p = high ? hk_hunk_alloc_high_aligned(h, align, n, "fz") : hk_hunk_alloc_aligned(h, align, n, "fz");
+                p = high ? hk_hunk_alloc_high_aligned(h, align, n, "fz")
+                         : hk_hunk_alloc_aligned(h, align, n, "fz");
                 if (align == 3 || align == 48) {
                     if (p || hf_reports == before) hf_fail("bad alignment accepted or not reported", op);
                     break;
@@ -170,8 +171,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             } else {
                 p = high ? hk_hunk_alloc_high(h, n, "fz") : hk_hunk_alloc(h, n, kind == 1 ? NULL : "fz");
             }
-            if (high) m.temp_live = 0; /* a high allocation releases the temp block */
-            else hf_sync_temp(h, &m);
+            if (high)
+                m.temp_live = 0; /* a high allocation releases the temp block */
+            else
+                hf_sync_temp(h, &m);
             if (!p) {
                 if (hf_reports == before) hf_fail("failed allocation not reported", op);
                 break;
@@ -227,8 +230,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             int to_high = kind == 11 ? !k->end : k->end;
             hk_result r = to_high ? hk_hunk_free_to_high_mark(h, k->m) : hk_hunk_free_to_low_mark(h, k->m);
             int valid = to_high == k->end && hf_mark_valid(&m, k);
-            if (to_high && valid) m.temp_live = 0; /* freeing to a high mark releases the temp block */
-            else hf_sync_temp(h, &m);               /* a refused mark may or may not have */
+            if (to_high && valid)
+                m.temp_live = 0; /* freeing to a high mark releases the temp block */
+            else
+                hf_sync_temp(h, &m); /* a refused mark may or may not have */
             if (valid) {
                 if (r != HK_OK) hf_fail("valid mark refused", op);
                 m.count[k->end] = k->depth;
@@ -258,14 +263,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 }
             hk_block_info info;
             static const uintptr_t wild[4] = {1, 4096, UINTPTR_MAX - 15, 0x10000};
-            if (hk_hunk_where(h, (const void *)wild[a & 3], &info) == HK_OK) hf_fail("where() of a wild address", op);
+            if (hk_hunk_where(h, (const void *)wild[a & 3], &info) == HK_OK)
+                hf_fail("where() of a wild address", op);
             break;
         }
         case 14: { /* sizes near SIZE_MAX */
             size_t huge = hf_opaque(SIZE_MAX - a);
             void *p = high ? hk_hunk_alloc_high(h, huge, "huge") : hk_hunk_alloc(h, huge, "huge");
-            if (high) m.temp_live = 0;
-            else hf_sync_temp(h, &m);
+            if (high)
+                m.temp_live = 0;
+            else
+                hf_sync_temp(h, &m);
             if (p || hf_reports == before) hf_fail("absurd size accepted or not reported", op);
             break;
         }
@@ -277,10 +285,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             uintptr_t s = lo + (uintptr_t)a * 16 - (b & 2 ? 2048 : 0) + (b & 4 ? mn : 0);
             size_t len = (size_t)(b & 0xf0) * 4;
             int inside = len == 0 || (s >= lo && s <= hi && len <= hi - s); /* size 0: no claim */
-            hk_hunk_set_tenant(h, NULL, NULL, NULL, 0); /* remove any */
+            hk_hunk_set_tenant(h, NULL, NULL, NULL, 0);                     /* remove any */
             hk_result r = hk_hunk_set_tenant(h, hf_reclaim, NULL, (void *)s, len);
             if (inside && r != HK_OK) hf_fail("claim inside the free middle refused", op);
-            if (!inside && (r == HK_OK || hf_reports == before)) hf_fail("claim outside the middle accepted", op);
+            if (!inside && (r == HK_OK || hf_reports == before))
+                hf_fail("claim outside the middle accepted", op);
             break;
         }
         case 16:
@@ -291,8 +300,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         default: /* a zero-size block, a NULL name */
             if (m.count[high] < HF_MAX_BLK) {
                 void *p = high ? hk_hunk_alloc_high(h, 0, NULL) : hk_hunk_alloc(h, 0, NULL);
-                if (high) m.temp_live = 0;
-                else hf_sync_temp(h, &m);
+                if (high)
+                    m.temp_live = 0;
+                else
+                    hf_sync_temp(h, &m);
                 if (p) {
                     hf_blk *blk = &m.end[high][m.count[high]++];
                     blk->p = (unsigned char *)p;

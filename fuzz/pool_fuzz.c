@@ -91,15 +91,19 @@ static void pf_list_drop(int k) { /* k leaves every list */
 static void pf_kill(int k, int subtree, int deferred) {
     for (int c = 0; c < PF_OBJS; c++)
         if (pf_live(c) && o[c].parent == k) {
-            if (subtree) pf_kill(c, 1, deferred);
-            else o[c].parent = -1;
+            if (subtree)
+                pf_kill(c, 1, deferred);
+            else
+                o[c].parent = -1;
         }
     pf_list_drop(k);
     freed[nfreed++ % 16] = o[k].id;
     released_expected++;
     o[k].parent = -1;
-    if (deferred) o[k].pending = 1;
-    else o[k].id = 0;
+    if (deferred)
+        o[k].pending = 1;
+    else
+        o[k].id = 0;
 }
 
 static int pf_is_ancestor(int anc, int k) { /* anc is k or above it */
@@ -199,7 +203,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             void *obj = NULL;
             hk_pool_id nid;
             int parent = (kind & 1) && pf_live(j) ? j : -1;
-            nid = parent >= 0 ? hk_pool_alloc_child(p, (hk_pool_id){o[parent].id}, &obj) : hk_pool_alloc(p, &obj);
+            nid = parent >= 0 ? hk_pool_alloc_child(p, (hk_pool_id){o[parent].id}, &obj)
+                              : hk_pool_alloc(p, &obj);
             if (!nid.value) {
                 if (pf_reports == before) pf_fail("failed allocation not reported", op);
             } else {
@@ -243,7 +248,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             case 3:
             case 4: { /* push back / front on a list (moves it off the other list of that link) */
                 pf_list *ls = &L[b % PF_LISTS];
-                r = (kind % 8 == 3) ? hk_pool_list_push_back(p, ls->l, id) : hk_pool_list_push_front(p, ls->l, id);
+                r = (kind % 8 == 3) ? hk_pool_list_push_back(p, ls->l, id)
+                                    : hk_pool_list_push_front(p, ls->l, id);
                 if (!ls->live) {
                     if (r == HK_OK || pf_reports == before) pf_fail("push on a destroyed list accepted", op);
                     break;
@@ -314,7 +320,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             r = hk_pool_free(p, (hk_pool_id){f}, HK_POOL_FREE_SUBTREE);
             if (r == HK_OK || pf_reports == before) pf_fail("free of a freed ID accepted", op);
             if (hk_pool_get(p, (hk_pool_id){f})) pf_fail("get() of a freed ID", op);
-            if (hk_pool_list_push_back(p, L[0].l, (hk_pool_id){f}) == HK_OK) pf_fail("push of a freed ID", op);
+            if (hk_pool_list_push_back(p, L[0].l, (hk_pool_id){f}) == HK_OK)
+                pf_fail("push of a freed ID", op);
         } else if (kind == 18) { /* misuse: another pool's ID, the none ID */
             hk_pool_id bad = (b & 1) ? foreign : (hk_pool_id){0};
             int here = 0;
@@ -330,7 +337,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 ls->live = 0;
                 ls->n = 0;
             } else if (b & 1) {
-                if (hk_pool_list_destroy(p, ls->l) == HK_OK) pf_fail("destroy of a destroyed list accepted", op);
+                if (hk_pool_list_destroy(p, ls->l) == HK_OK)
+                    pf_fail("destroy of a destroyed list accepted", op);
             } else {
                 ls->l = hk_pool_list_create(p, ls->link, "again");
                 ls->live = ls->l.value != 0;
