@@ -428,32 +428,7 @@ static int run_child(const char *name, int preload, int wl, int nt, long iters, 
     snprintf(a_seed, sizeof a_seed, "%llu", (unsigned long long)seed);
     char *argv[] = {
         "heapkit-bench", "--threads-child", a_fd, (char *)name, a_wl, a_nt, a_it, a_lv, a_seed, NULL};
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(pfd[0]);
-        close(pfd[1]);
-        return 0;
-    }
-    if (pid == 0) {
-        close(pfd[0]);
-        if (preload) setenv("LD_PRELOAD", shim_path(), 1);
-        FILE *nul = freopen("/dev/null", "w", stdout);
-        (void)nul;
-        execv("/proc/self/exe", argv);
-        _exit(127);
-    }
-    close(pfd[1]);
-    size_t got = 0;
-    while (got < sizeof *o) {
-        ssize_t n = read(pfd[0], (char *)o + got, sizeof *o - got);
-        if (n <= 0) break;
-        got += (size_t)n;
-    }
-    close(pfd[0]);
-    int st = 0;
-    waitpid(pid, &st, 0);
-    return got == sizeof *o && o->ok && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    return hkb_run_child(argv, pfd, preload ? shim_path() : NULL, o, sizeof *o) && o->ok;
 }
 
 #define MAXSUBJ 8

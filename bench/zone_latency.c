@@ -328,31 +328,7 @@ static int lat_subject_fresh(const subject *s, size_t heap, uint64_t seed, size_
                     a_tick,
                     a_tsc,
                     NULL};
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(pfd[0]);
-        close(pfd[1]);
-        return 0;
-    }
-    if (pid == 0) {
-        close(pfd[0]);
-        FILE *nul = freopen("/dev/null", "w", stdout); /* the parent prints the figures */
-        (void)nul;
-        execv("/proc/self/exe", argv);
-        _exit(127);
-    }
-    close(pfd[1]);
-    size_t got = 0;
-    while (got < sizeof *o) {
-        ssize_t n = read(pfd[0], (char *)o + got, sizeof *o - got);
-        if (n <= 0) break;
-        got += (size_t)n;
-    }
-    close(pfd[0]);
-    int st = 0;
-    waitpid(pid, &st, 0);
-    return got == sizeof *o && o->ok && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    return hkb_run_child(argv, pfd, NULL, o, sizeof *o) && o->ok;
 }
 
 int hkb_zone_latency_child(int argc, char **argv);
