@@ -3,6 +3,7 @@
 #   make demo            build and run the main demonstration
 #   make check           build and run the whole test suite (CTest)
 #   make check-sanitize  the whole suite built with address + undefined sanitizers (build-san/)
+#   make check-asan      the same (an alias of check-sanitize)
 #   make check-tsan      the whole suite built with ThreadSanitizer (build-tsan/)
 #   make check-clang     the whole suite built with clang (build-clang/), warnings as errors
 #   make bench           build and run the benchmarks; writes build/bench/results.json
@@ -29,7 +30,7 @@ BENCH_FLAGS ?=
 MAKEFLAGS += --no-print-directory
 CMAKE_QUIET = --log-level=WARNING
 
-.PHONY: all build demo check check-sanitize check-tsan check-clang bench fuzz install format clean
+.PHONY: all build demo check check-sanitize check-asan check-tsan check-clang bench fuzz install format clean
 
 all: build
 
@@ -50,6 +51,8 @@ check-sanitize:
 	cmake $(CMAKE_QUIET) -S . -B $(SANBUILD) -DCMAKE_BUILD_TYPE=Debug -DHEAPKIT_SANITIZE=ON -DHEAPKIT_WERROR=$(WERROR) $(CMAKE_FLAGS)
 	cmake --build $(SANBUILD) -j $(JOBS)
 	ctest --test-dir $(SANBUILD) --output-on-failure -j $(JOBS) -LE no-sanitize
+
+check-asan: check-sanitize
 
 check-tsan:
 	cmake $(CMAKE_QUIET) -S . -B $(TSANBUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEAPKIT_TSAN=ON -DHEAPKIT_WERROR=$(WERROR) \

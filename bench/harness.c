@@ -12,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 /* ---- peers ------------------------------------------------------------- */
 
@@ -264,4 +266,33 @@ int hkb__write_json(const char *path) {
     fprintf(f, "]\n");
     fclose(f);
     return 0;
+}
+
+int hkb_run_child(char **argv, int pfd[2], const char *preload, void *out, size_t n) {
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(pfd[0]);
+        close(pfd[1]);
+        return 0;
+    }
+    if (pid == 0) {
+        close(pfd[0]);
+        if (preload) setenv("LD_PRELOAD", preload, 1);
+        FILE *nul = freopen("/dev/null", "w", stdout); /* the parent prints the figures */
+        (void)nul;
+        execv("/proc/self/exe", argv);
+        _exit(127);
+    }
+    close(pfd[1]);
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(pfd[0], (char *)out + got, n - got);
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    close(pfd[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return got == n && WIFEXITED(st) && WEXITSTATUS(st) == 0;
 }

@@ -42,6 +42,12 @@ typedef struct hkb_allocator {
  * Returns the count; *out points to static storage. */
 int hkb_peers(const hkb_allocator **out);
 
+/* Runs this bench again as a child (execv of /proc/self/exe with argv, its
+ * stdout sent to /dev/null, LD_PRELOAD set to `preload` unless NULL) that
+ * writes n bytes of result to the pipe pfd[1]; reads them into out. Closes
+ * both ends of pfd. 1 when the child sent all n bytes and exited 0. */
+int hkb_run_child(char **argv, int pfd[2], const char *preload, void *out, size_t n);
+
 /* The peers that could not be loaded, with the reason (for hkb_skip). */
 int hkb_missing_peers(const char ***names, const char ***reasons);
 

@@ -3,7 +3,8 @@
 # Safe to run again; does nothing when they are all present. Needs root.
 set -e
 # heaptrack: the recording overhead `heapkit record` is compared with (suite replay)
-pkgs="libmimalloc-dev libjemalloc-dev libgoogle-perftools-dev heaptrack"
+# the programs suite preload runs under each allocator; valgrind: bench/icount.sh
+pkgs="libmimalloc-dev libjemalloc-dev libgoogle-perftools-dev heaptrack python3 sqlite3 lua5.4 perl gcc valgrind"
 missing=""
 for p in $pkgs; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

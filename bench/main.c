@@ -51,12 +51,18 @@ static void ensure_static_tls(char **argv) {
 }
 
 int hkb_zone_latency_child(int argc, char **argv);
+int hkb_threads_child(int argc, char **argv);
+int hkb_zone_icount_child(int argc, char **argv);
 
 int main(int argc, char **argv) {
     ensure_static_tls(argv);
     /* internal: one allocator's latency replays in a fresh process (see
      * bench/suite_zone.c, lat_subject_fresh) */
     if (argc > 1 && !strcmp(argv[1], "--zone-latency-child")) return hkb_zone_latency_child(argc, argv);
+    /* internal: one run of suite threads in a fresh process (bench/suite_threads.c) */
+    if (argc > 1 && !strcmp(argv[1], "--threads-child")) return hkb_threads_child(argc, argv);
+    /* internal: per-operation instruction counts under callgrind (bench/icount.sh) */
+    if (argc > 1 && !strcmp(argv[1], "--icount-child")) return hkb_zone_icount_child(argc, argv);
     hkb_ctx ctx = {5, 0, 0x9E3779B97F4A7C15ull};
     const char *out = "results.json";
     const char *only[16];

@@ -52,6 +52,7 @@ typedef struct sg_tool {
 
 typedef struct sg_result {
     int ok;
+    int status; /* exit status, 128 + signal when killed by one (corpus runs) */
     double ms, rss_kb;
     char why[200];
 } sg_result;
@@ -82,8 +83,11 @@ static const char *sg_first_readable(const char *const *paths) {
     return NULL;
 }
 
-/* Runs argv with the tool's environment; waits at most timeout_s. */
-static sg_result sg_run(const sg_tool *t, const char *workload, long n, double timeout_s) {
+/* Runs argv with the tool's environment; waits at most timeout_s. With
+ * prog (a corpus program, no arguments) any exit counts as a run: the
+ * status says whether the tool reported. */
+static sg_result sg_run_prog(const sg_tool *t, const char *prog, const char *workload, long n,
+                             double timeout_s) {
     sg_result r;
     memset(&r, 0, sizeof r);
     char nbuf[32];
@@ -95,10 +99,18 @@ static sg_result sg_run(const sg_tool *t, const char *workload, long n, double t
         argv[a++] = (char *)"--tool=memcheck";
         argv[a++] = (char *)"-q";
         argv[a++] = (char *)"--error-exitcode=99";
+        if (prog) {
+            argv[a++] = (char *)"--leak-check=full";
+            argv[a++] = (char *)"--errors-for-leak-kinds=definite";
+        }
     }
-    argv[a++] = sg_workload;
-    argv[a++] = (char *)workload;
-    argv[a++] = nbuf;
+    if (prog) {
+        argv[a++] = (char *)prog;
+    } else {
+        argv[a++] = sg_workload;
+        argv[a++] = (char *)workload;
+        argv[a++] = nbuf;
+    }
     argv[a] = NULL;
 
     char outpath[] = "/tmp/hkb_guard_XXXXXX";
@@ -176,6 +188,12 @@ static sg_result sg_run(const sg_tool *t, const char *workload, long n, double t
     }
     close(outfd);
 
+    r.status = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+    if (prog && !timed_out) {
+        r.ok = 1;
+        r.ms = (double)(t1 - t0) / 1e6;
+        return r;
+    }
     if (timed_out) {
         snprintf(r.why, sizeof r.why, "timed out after %.0f s (killed)", timeout_s);
     } else if (WIFSIGNALED(status)) {
@@ -189,6 +207,93 @@ static sg_result sg_run(const sg_tool *t, const char *workload, long n, double t
         r.rss_kb = hwm >= 0 ? hwm : (double)ru.ru_maxrss;
     }
     return r;
+}
+
+static sg_result sg_run(const sg_tool *t, const char *workload, long n, double timeout_s) {
+    return sg_run_prog(t, NULL, workload, n, timeout_s);
+}
+
+/* The bug corpus (tests/guard_corpus, built next to the tool): every
+ * program under every tool, a few repetitions interleaved. Per tool: the
+ * whole corpus's wall time (the sum of each program's median), the median
+ * run of a correct program (no report) and of a buggy one (a report), how
+ * many buggy programs it flagged (non-zero status or a signal) and how many
+ * correct ones it flagged wrongly. */
+static void sg_corpus(hkb_ctx *ctx, const sg_tool *tools, int ntools) {
+    static const char *const progs[] = {"overflow_write",
+                                        "overflow_read",
+                                        "overflow_pad_write",
+                                        "overflow_pad_read",
+                                        "underflow_write",
+                                        "underflow_read",
+                                        "uaf_read",
+                                        "uaf_write",
+                                        "double_free",
+                                        "invalid_free_stack",
+                                        "invalid_free_global",
+                                        "interior_free",
+                                        "realloc_after_free",
+                                        "leak",
+                                        "leak_dead_stack",
+                                        "pad_live_under",
+                                        "pad_live_over",
+                                        "uninit_read",
+                                        "ok_basic",
+                                        "ok_list",
+                                        "ok_threads",
+                                        "ok_uninit",
+                                        "ok_fork",
+                                        "ok_stdio",
+                                        NULL};
+    const char *wname = "corpus";
+    hkb_section(SG_SUITE, wname,
+                "the bug corpus (tests/guard_corpus): one program per bug class and correct ones, whole-run "
+                "wall time; detected = buggy programs flagged, false = correct programs flagged");
+    int reps = ctx->quick ? 1 : 3;
+    for (int ti = 0; ti < ntools; ti++) {
+        const sg_tool *t = &tools[ti];
+        if (t->missing) {
+            hkb_skip(SG_SUITE, wname, t->name, t->missing);
+            continue;
+        }
+        double total = 0, ok_ms[32], bug_ms[32];
+        int nok = 0, nbug = 0, detected = 0, falsep = 0, nprog = 0, bugs = 0;
+        for (int i = 0; progs[i]; i++) {
+            char path[PATH_MAX + 64];
+            snprintf(path, sizeof path, "%s/guard_corpus/guard_corpus_%s", sg_dir, progs[i]);
+            if (access(path, X_OK) != 0) continue;
+            int good = strncmp(progs[i], "ok_", 3) == 0;
+            double m[8];
+            int got = 0, flagged = 0;
+            for (int r = 0; r < reps; r++) {
+                sg_result res = sg_run_prog(t, path, NULL, 0, ctx->quick ? 30.0 : 60.0);
+                if (!res.ok) continue;
+                m[got++] = res.ms;
+                flagged = res.status != 0;
+            }
+            if (!got) continue;
+            double med = hkb_median(m, got);
+            total += med;
+            nprog++;
+            if (good) {
+                ok_ms[nok++] = med;
+                falsep += flagged;
+            } else {
+                bug_ms[nbug++] = med;
+                bugs++;
+                detected += flagged;
+            }
+        }
+        hkb_record(SG_SUITE, wname, t->name, "corpus_wall_ms", total, "ms (sum of each program's median)");
+        if (nok)
+            hkb_record(SG_SUITE, wname, t->name, "run_no_report_ms", hkb_median(ok_ms, nok), "ms (median)");
+        if (nbug)
+            hkb_record(SG_SUITE, wname, t->name, "run_buggy_ms", hkb_median(bug_ms, nbug), "ms (median)");
+        hkb_record(SG_SUITE, wname, t->name, "detected", detected, "buggy programs flagged");
+        hkb_record(SG_SUITE, wname, t->name, "buggy_programs", bugs, "buggy programs run");
+        hkb_record(SG_SUITE, wname, t->name, "false_reports", falsep, "correct programs flagged");
+        (void)nprog;
+    }
 }
 
 typedef struct sg_workload_spec {
@@ -257,6 +362,7 @@ void hkb_suite_guard(hkb_ctx *ctx) {
         {"strings", "string table: strdup, realloc growth, replacements", 50000, 20000},
     };
     double timeout = ctx->quick ? 30.0 : 60.0;
+    sg_corpus(ctx, tools, ntools);
 
     for (size_t w = 0; w < sizeof specs / sizeof specs[0]; w++) {
         const sg_workload_spec *sp = &specs[w];

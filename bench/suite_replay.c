@@ -140,9 +140,10 @@ void hkb_suite_replay(hkb_ctx *ctx) {
     FILE *f = fopen(src, "w");
     if (f) {
         for (int i = 0; i < 150 * scale; i++)
-            fprintf(f, "struct s%d { int a[%d]; double d; };\nstatic int f%d(struct s%d *p, int n) { int t = 0; "
-                       "for (int i = 0; i < n; i++) t += p->a[i %% %d] * %d; return t; }\n"
-                       "int g%d(void) { struct s%d x = {{0}}; return f%d(&x, %d); }\n",
+            fprintf(f,
+                    "struct s%d { int a[%d]; double d; };\nstatic int f%d(struct s%d *p, int n) { int t = 0; "
+                    "for (int i = 0; i < n; i++) t += p->a[i %% %d] * %d; return t; }\n"
+                    "int g%d(void) { struct s%d x = {{0}}; return f%d(&x, %d); }\n",
                     i, 1 + i % 9, i, i, 1 + i % 9, i, i, i, i, i);
         fclose(f);
     }
@@ -189,9 +190,11 @@ void hkb_suite_replay(hkb_ctx *ctx) {
     int reps = ctx->reps > 5 ? 5 : ctx->reps;
     for (size_t w = 0; w < sizeof wl / sizeof wl[0]; w++) {
         const sr_workload *x = &wl[w];
-        hkb_section(SR_SUITE, x->name, "recording overhead (wall time) and the trace replayed on each allocator");
+        hkb_section(SR_SUITE, x->name,
+                    "recording overhead (wall time) and the trace replayed on each allocator");
         if (!sr_have(x->prog)) {
-            hkb_skip(SR_SUITE, x->name, "all", "program not installed (.ci/install-deps.sh installs sqlite3)");
+            hkb_skip(SR_SUITE, x->name, "all",
+                     "program not installed (.ci/install-deps.sh installs sqlite3)");
             continue;
         }
         char cmd[PATH_MAX * 16], trace[PATH_MAX * 2], json[PATH_MAX * 2];
@@ -203,8 +206,8 @@ void hkb_suite_replay(hkb_ctx *ctx) {
         }
         hkb_record(SR_SUITE, x->name, "plain", "wall_time", plain / 1e6, "ms");
         snprintf(trace, sizeof trace, "%s/%s.hkt", sr_work, x->name);
-        snprintf(cmd, sizeof cmd, "rm -f %s %s.*; %s record -q -o %s -- %s >/dev/null 2>&1", trace, trace, sr_tool,
-                 trace, x->cmd);
+        snprintf(cmd, sizeof cmd, "rm -f %s %s.*; %s record -q -o %s -- %s >/dev/null 2>&1", trace, trace,
+                 sr_tool, trace, x->cmd);
         double rec = sr_median_time(cmd, reps);
         if (rec > 0) {
             hkb_record(SR_SUITE, x->name, "heapkit-record", "wall_time", rec / 1e6, "ms");
@@ -213,18 +216,20 @@ void hkb_suite_replay(hkb_ctx *ctx) {
             hkb_skip(SR_SUITE, x->name, "heapkit-record", "heapkit record failed");
         }
         if (heaptrack) {
-            snprintf(cmd, sizeof cmd, "cd %s && rm -f ht.%s.*; heaptrack -o %s/ht.%s %s >/dev/null 2>&1", sr_work,
-                     x->name, sr_work, x->name, x->cmd);
+            snprintf(cmd, sizeof cmd, "cd %s && rm -f ht.%s.*; heaptrack -o %s/ht.%s %s >/dev/null 2>&1",
+                     sr_work, x->name, sr_work, x->name, x->cmd);
             double ht = sr_median_time(cmd, reps);
             if (ht > 0) {
                 hkb_record(SR_SUITE, x->name, "heaptrack", "wall_time", ht / 1e6, "ms");
                 hkb_record(SR_SUITE, x->name, "heaptrack", "overhead_vs_plain", ht / plain, "ratio");
-                if (rec > 0) hkb_record(SR_SUITE, x->name, "heapkit-record", "ratio_vs_heaptrack", rec / ht, "ratio");
+                if (rec > 0)
+                    hkb_record(SR_SUITE, x->name, "heapkit-record", "ratio_vs_heaptrack", rec / ht, "ratio");
             } else {
                 hkb_skip(SR_SUITE, x->name, "heaptrack", "heaptrack failed");
             }
         } else {
-            hkb_skip(SR_SUITE, x->name, "heaptrack", "not installed (bench/install-peers.sh installs heaptrack)");
+            hkb_skip(SR_SUITE, x->name, "heaptrack",
+                     "not installed (bench/install-peers.sh installs heaptrack)");
         }
         if (rec <= 0) continue;
         /* the trace to replay: the program's own (or its largest child's) */

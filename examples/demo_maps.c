@@ -81,7 +81,8 @@ int main(int argc, char **argv) {
     printf("heap maps:\n");
     for (int level = 1; level <= 3; level++) {
         hk_hunk_alloc(hunk, (size_t)(600 + 200 * level) * 1024, "world");
-        for (int i = 0; i < 200; i++) hk_zone_alloc_tagged(zone, 256 + (size_t)i * 8, HK_TAG_LEVEL, NULL, "lines");
+        for (int i = 0; i < 200; i++)
+            hk_zone_alloc_tagged(zone, 256 + (size_t)i * 8, HK_TAG_LEVEL, NULL, "lines");
         for (int i = 0; i < 8; i++)
             if (!sound_owner[i]) hk_zone_alloc_tagged(zone, 4096, HK_TAG_CACHE, &sound_owner[i], "sound");
         for (int i = 0; i < 12; i++) {

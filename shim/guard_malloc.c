@@ -15,6 +15,11 @@
  * HEAPKIT_GUARD_ABORT=0, and always for leaks and damage found at exit, the
  * process ends with HEAPKIT_GUARD_EXITCODE instead of its own status.
  *
+ * Under an address-space limit (ulimit -v) the heap reserves what the limit
+ * allows (one line on stderr says how much); when not even 16 MiB can be
+ * had, the process exits with status 125 before main, saying so: a program
+ * the user asked to check never runs unchecked.
+ *
  * Bootstrapping: malloc can be called before this library's constructor
  * (by other constructors) and from inside its own initialization (the
  * unwinder loading libgcc_s, dlsym). Calls made while this thread is
@@ -109,6 +114,15 @@ static int shim_open_log(const char *path) {
     return open(buf, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 }
 
+/* Exit status when no guard heap can be had at all (before main). */
+#define SHIM_EXIT_NO_HEAP 125
+
+/* Errors of hk_guard_create (HK_FLAG_QUIET): the shim prints its own lines. */
+static void shim_on_create_error(const hk_error *e, void *user) {
+    (void)e;
+    (void)user;
+}
+
 static void shim_fork_prepare(void) { hk_guard_fork_prepare(shim_heap); }
 static void shim_fork_parent(void) { hk_guard_fork_parent(shim_heap); }
 static void shim_fork_child(void) { hk_guard_fork_child(shim_heap); }
@@ -157,13 +171,27 @@ static void shim_create(void) {
     shim_exitcode = (int)hk_opt_number(HK_OPT_GUARD_EXITCODE);
 
     shim_pid = getpid();
+    d.on_error = shim_on_create_error;
     shim_heap = hk_guard_create(&d);
     if (!shim_heap) {
-        static const char msg[] = "heapkit guard: cannot create the guard heap; running on glibc malloc\n";
+        /* Never run the program unchecked when checking was asked for. */
+        static const char msg[] = "heapkit guard: cannot create the guard heap (the OS refused even 16 MiB of "
+                                  "address space: see `ulimit -v`); not running the program unchecked\n";
         ssize_t w = write(2, msg, sizeof msg - 1);
         (void)w;
-        __atomic_store_n(&shim_state, SHIM_FAILED, __ATOMIC_RELEASE);
-        return;
+        _exit(SHIM_EXIT_NO_HEAP);
+    }
+    hk_guard_info info;
+    if (hk_guard_get_info(shim_heap, &info) == HK_OK && d.reserve && info.reserve_size < d.reserve) {
+        char line[200];
+        int k = snprintf(line, sizeof line,
+                         "heapkit guard: address space limited (ulimit -v): %zu MiB reserved for guarded blocks "
+                         "instead of %zu MiB\n",
+                         info.reserve_size >> 20, d.reserve >> 20);
+        if (k > 0) {
+            ssize_t w = write(d.report_fd ? d.report_fd : 2, line, (size_t)k < sizeof line ? (size_t)k : sizeof line - 1);
+            (void)w;
+        }
     }
     __atomic_store_n(&shim_state, SHIM_READY, __ATOMIC_RELEASE);
     pthread_atfork(shim_fork_prepare, shim_fork_parent, shim_fork_child);
@@ -196,6 +224,8 @@ static void shim_at_exit(void) {
      * parent reports those, not each child. */
     if (shim_leaks && getpid() == shim_pid)
         hk_guard_leaks(g, shim_leaks == 2 ? HK_GUARD_LEAKS_ALL : HK_GUARD_LEAKS_UNREACHABLE, NULL);
+    else
+        (void)hk_guard_check_padding(g); /* damage to live blocks is reported whether or not leaks are */
     shim_busy = 0;
     if (hk_guard_report_count(g) > 0) {
         fflush(NULL);

@@ -74,6 +74,11 @@ typedef enum hk_opt_type {
       "silence misuse reports (a free of a pointer the zone never returned, a double free)")                 \
     X(MALLOC_STATS, "malloc", "HEAPKIT_STATS", HK_OPT_BOOL, "0", NULL, NULL,                                 \
       "print the zone's statistics to stderr at exit")                                                       \
+    X(MALLOC_FAIL_AFTER, "malloc", "HEAPKIT_FAIL_AFTER", HK_OPT_COUNT, "0", NULL, "off",                     \
+      "testing: the N-th page acquisition from the OS fails as if memory ran out (malloc then returns "      \
+      "NULL with errno ENOMEM)")                                                                             \
+    X(MALLOC_FAIL_PERSIST, "malloc", "HEAPKIT_FAIL_PERSIST", HK_OPT_BOOL, "0", NULL, NULL,                   \
+      "testing: with HEAPKIT_FAIL_AFTER, every acquisition from the N-th on fails, not only that one")       \
     X(RECORD_OUT, "record", "HEAPKIT_RECORD_OUT", HK_OPT_PATH, NULL, NULL, "heapkit.<pid>.hkt",              \
       "the trace file libheapkit-record.so writes")                                                          \
     X(RECORD_PID, "record", "HEAPKIT_RECORD_PID", HK_OPT_COUNT, NULL, NULL, "none",                          \

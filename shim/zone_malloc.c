@@ -32,7 +32,9 @@
  *
  * Environment (rows of shim/options.h): HEAPKIT_QUIET=1 silences the
  * reports; HEAPKIT_STATS=1 prints the zone's statistics (totals over every
- * thread) to stderr at exit.
+ * thread) to stderr at exit; HEAPKIT_FAIL_AFTER=N (with
+ * HEAPKIT_FAIL_PERSIST=1: and every later one) makes the N-th page
+ * acquisition fail, for out-of-memory tests.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
@@ -83,6 +85,8 @@ static void shim_atfork_child(void) {
 
 static void shim_create(void) {
     g_shim_quiet = hk_opt_bool(HK_OPT_MALLOC_QUIET);
+    size_t fail_after = hk_opt_number(HK_OPT_MALLOC_FAIL_AFTER); /* out-of-memory tests */
+    if (fail_after) hk_os_fail_after(fail_after, hk_opt_bool(HK_OPT_MALLOC_FAIL_PERSIST) != 0);
     hk_zone_desc d;
     memset(&d, 0, sizeof d);
     d.size = (size_t)1 << 20;
@@ -141,4 +145,5 @@ __attribute__((destructor)) static void shim_report_stats(void) {
     if (n > 0) shim_write_all(line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
 }
 
+#define HK_SHIM_MAX_ALIGN ((size_t)1 << 34) /* the zone's largest alignment */
 #include "override.inc"

@@ -52,12 +52,27 @@ hk_cache *hk_cache_create(const hk_cache_desc *desc) {
         mem_size = desc->size;
     } else {
         os_base = hk_os_alloc(total);
-        if (!os_base) return NULL;
+        if (!os_base) {
+            hk__report(&core.rep, HK_ERR_NOMEM, HK_EK_NOMEM, NULL, total, NULL,
+                       "create: the OS refused %zu bytes for the cache", total);
+            return NULL;
+        }
         mem = (unsigned char *)os_base;
         mem_size = total;
     }
+    /* the whole range is checked before a byte of it is written: caller
+     * memory whose size runs past the end of the address space is refused */
+    if (mem_size > UINTPTR_MAX - (uintptr_t)mem) {
+        hk__report(&core.rep, HK_ERR_INVALID, HK_EK_INVALID_ARG, mem, mem_size, NULL,
+                   "memory %p + %zu runs past the end of the address space", (void *)mem, mem_size);
+        goto fail;
+    }
     uintptr_t start = hk_align_ptr((uintptr_t)mem, 64);
     if (start - (uintptr_t)mem > mem_size || mem_size - (start - (uintptr_t)mem) < head) goto fail;
+    if (!desc->hunk) {
+        uintptr_t lo = hk_align_ptr(start + head, 16), hi = ((uintptr_t)mem + mem_size) & ~(uintptr_t)15u;
+        if (hi <= lo || hi - lo < 64u) goto fail;
+    }
     hk_cache *c = (hk_cache *)start;
     memset(c, 0, sizeof *c);
     c->core = core;

@@ -71,6 +71,23 @@ static bool guard_reserve(hk_guard *g, size_t reserve) {
     return true;
 }
 
+/* Releases what guard_reserve made (any part of it). */
+static void guard_release_space(hk_guard *g) {
+    if (g->arena) {
+#ifdef HK__ASAN
+        /* freed blocks were poisoned; the shadow outlives the mapping */
+        if (g->bump) ASAN_UNPOISON_MEMORY_REGION(g->arena, g->bump);
+#endif
+        hk_os_release(g->arena, g->arena_size);
+    }
+    g->arena = NULL;
+    g->arena_size = 0;
+    guard_region_free(&g->slot_reg);
+    guard_region_free(&g->map_reg);
+    guard_region_free(&g->trace_reg);
+    guard_region_free(&g->bucket_reg);
+}
+
 hk_guard *hk_guard_create(const hk_guard_desc *desc) {
     if (!desc) return NULL;
     hk__core core;
@@ -126,11 +143,22 @@ hk_guard *hk_guard_create(const hk_guard_desc *desc) {
                    "too many guard heaps alive at once");
         goto fail;
     }
-    if (!guard_reserve(g, desc->reserve ? desc->reserve : HK_GUARD_DEFAULT_RESERVE)) {
-        hk__report(&g->core.rep, HK_ERR_NOMEM, HK_EK_NOMEM, NULL, desc->reserve, NULL,
-                   "the OS refused the address space or metadata");
-        goto fail;
+    /* Under an address-space limit (ulimit -v) the reservation is halved
+     * until it fits, down to GUARD_MIN_RESERVE; reserve_size says what we got. */
+    size_t want = desc->reserve ? desc->reserve : HK_GUARD_DEFAULT_RESERVE, got = want;
+    while (!guard_reserve(g, got)) {
+        guard_release_space(g);
+        if (got / 2 < GUARD_MIN_RESERVE || got < 8 * page) {
+            hk__report(&g->core.rep, HK_ERR_NOMEM, HK_EK_NOMEM, NULL, want, NULL,
+                       "the OS refused the address space or metadata (even %zu bytes)", got);
+            goto fail;
+        }
+        got /= 2;
     }
+    if (got < want)
+        hk__report(&g->core.rep, HK_ERR_NOMEM, HK_EK_NOMEM, NULL, want, NULL,
+                   "address space limited: reserved %zu MiB for guarded blocks instead of %zu MiB",
+                   g->arena_size >> 20, want >> 20);
     hk__guard_report_init();
     if (!(g->core.flags & HK_GUARD_NO_TRACES)) hk_os_stack_init();
     if (!(g->core.flags & HK_GUARD_NO_SYMBOLIZE_LINES)) hk_os_symbolize_init();
@@ -145,17 +173,7 @@ void hk_guard_destroy(hk_guard *g) {
     if (!g) return;
     hk__guard_fault_detach(g);
     hk__guard_ctr_release(g);
-    if (g->arena) {
-#ifdef HK__ASAN
-        /* freed blocks were poisoned; the shadow outlives the mapping */
-        if (g->bump) ASAN_UNPOISON_MEMORY_REGION(g->arena, g->bump);
-#endif
-        hk_os_release(g->arena, g->arena_size);
-    }
-    guard_region_free(&g->slot_reg);
-    guard_region_free(&g->map_reg);
-    guard_region_free(&g->trace_reg);
-    guard_region_free(&g->bucket_reg);
+    guard_release_space(g);
     if (g->own_mutex) hk_os_mutex_destroy(&g->mutex);
     hk_os_release(g, g->self_size);
 }
@@ -170,6 +188,7 @@ static _Thread_local uint64_t guard_tl_rng __attribute__((tls_model("initial-exe
  * countdown (as GWP-ASan), inline in the entry points (it runs on every
  * call in sampling mode). */
 static inline bool guard_sample(hk_guard *g) {
+    if (HK__UNLIKELY(hk__guard_tl_reporting)) return false; /* the symbolizer's allocations */
     if (g->sample_rate <= 1) return true;
     if (HK__UNLIKELY(guard_tl_sample_gen != g->ctr_gen)) { /* another heap sampled last on this thread */
         guard_tl_sample_gen = g->ctr_gen;
@@ -392,8 +411,7 @@ bool hk_guard_owns(hk_guard *g, const void *p) {
         return r;
     }
     if (g->core.flags & HK_GUARD_PLAIN_UNGUARDED) return true; /* cannot tell */
-    guard_fb_hdr h;
-    return hk__guard_fb_read(g, p, &h) == 1;
+    return hk__guard_fb_owns(g, p);
 }
 
 /* ---- stats and info ---------------------------------------------------------------------- */
@@ -439,6 +457,7 @@ hk_result hk_guard_get_info(const hk_guard *g, hk_guard_info *out) {
     out->quarantine_blocks = g->q_blocks;
     out->quarantine_bytes = g->q_bytes;
     out->reserve_used = g->bump;
+    out->reserve_size = g->arena_size;
     out->traces = g->ntraces;
     out->reports = __atomic_load_n(&g->reports, __ATOMIC_RELAXED);
     out->over_cap = g->over_cap;

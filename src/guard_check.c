@@ -52,7 +52,40 @@ hk_result hk_guard_where(hk_guard *g, const void *addr, hk_block_info *info) {
     return r;
 }
 
-hk_result hk__guard_check_locked(hk_guard *g) {
+/* Padding damage found by a check, reported after the lock is released. */
+typedef struct guard_pad_find {
+    int dmg;
+    uintptr_t first, last;
+    guard_blockinfo b;
+} guard_pad_find;
+
+size_t hk__guard_check_pads_locked(hk_guard *g, const char *found) {
+    size_t n = 0;
+    for (uint32_t id = 1; id < g->nslots; id++) {
+        const guard_slot *s = &g->slots[id];
+        uintptr_t first, last;
+        int d;
+        if (s->state == GUARD_STATE_LIVE && (d = hk__guard_pads_damaged(g, s, &first, &last)) != 0) {
+            guard_blockinfo b;
+            guard_blockinfo_from(g, s, &b);
+            (void)hk__guard_pad_report(g, &b, d, first, last, found, NULL, 0);
+            n++;
+        }
+    }
+    return n;
+}
+
+size_t hk_guard_check_padding(hk_guard *g) {
+    if (!g) return 0;
+    guard_lock(g);
+    size_t n = hk__guard_check_pads_locked(g, "at exit");
+    guard_unlock(g);
+    return n;
+}
+
+/* The whole check; padding damage goes into *pf (not reported) when pf is
+ * not NULL, else it is reported in one line like every other problem. */
+static hk_result guard_check_all(hk_guard *g, guard_pad_find *pf) {
     hk_result res = HK_OK;
     size_t npages = g->bump / g->page, live = 0, used = 0, quar = 0, qbytes = 0, nfree = 0, resident = 0;
     size_t own = 0, shared_live = 0;
@@ -81,8 +114,16 @@ hk_result hk__guard_check_locked(hk_guard *g) {
         else if (s->state == GUARD_STATE_LIVE)
             shared_live++;
         if (s->state == GUARD_STATE_LIVE) {
-            uintptr_t at;
-            int d = hk__guard_pads_damaged(g, s, &at);
+            uintptr_t at, last;
+            int d = hk__guard_pads_damaged(g, s, &at, &last);
+            if (d && pf) {
+                pf->dmg = d;
+                pf->first = at;
+                pf->last = last;
+                guard_blockinfo_from(g, s, &pf->b);
+                res = HK_ERR_CORRUPT;
+                goto out;
+            }
             if (d) {
                 __atomic_add_fetch(&g->reports, 1, __ATOMIC_RELAXED);
                 res = hk__report(&g->core.rep, HK_ERR_CORRUPT,
@@ -180,10 +221,15 @@ out:
     return res;
 }
 
+hk_result hk__guard_check_locked(hk_guard *g) { return guard_check_all(g, NULL); }
+
 hk_result hk_guard_check(hk_guard *g) {
     if (!g) return HK_ERR_INVALID;
+    guard_pad_find pf;
+    pf.dmg = 0;
     guard_lock(g);
-    hk_result res = hk__guard_check_locked(g);
+    hk_result res = guard_check_all(g, &pf);
     guard_unlock(g);
+    if (pf.dmg) (void)hk__guard_pad_report(g, &pf.b, pf.dmg, pf.first, pf.last, "by check", NULL, 0);
     return res;
 }

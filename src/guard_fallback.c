@@ -15,7 +15,13 @@
  * guard_ctrs at most every GUARD_TL_BATCH operations, at stats and at the
  * thread's exit. The entries live in a static table, not in the instance,
  * so a late flush after hk_guard_destroy is harmless (the generation no
- * longer matches and the deltas are dropped).
+ * longer matches and the deltas are dropped). A checked block's header is
+ * written (at alloc, resize and free, until the backing allocator has the
+ * block back) and read by hk_guard_owns from any thread only under the
+ * stripe lock of its user address (guard_fb_locks): an ownership query
+ * racing with a free in another thread sees the header before or after,
+ * never a torn one, and is no data race. A failed backing allocation is
+ * reported (HK_EK_NOMEM) like every allocator's.
  */
 #include "guard_internal.h"
 
@@ -124,6 +130,31 @@ hk_guard_backing hk__guard_libc_backing(void) {
 
 /* ---- unguarded blocks --------------------------------------------------------------- */
 
+#define GUARD_FB_STRIPES 64
+typedef struct guard_fb_lock {
+    int held;
+    char pad[60];
+} guard_fb_lock;
+static guard_fb_lock guard_fb_locks[GUARD_FB_STRIPES];
+
+static inline int *guard_fb_stripe(const void *user) {
+    uintptr_t a = (uintptr_t)user;
+    return &guard_fb_locks[((a >> 4) ^ (a >> 12)) & (GUARD_FB_STRIPES - 1)].held;
+}
+static inline void guard_fb_lock_take(int *l) {
+    while (__atomic_exchange_n(l, 1, __ATOMIC_ACQUIRE))
+        while (__atomic_load_n(l, __ATOMIC_RELAXED)) {
+        }
+}
+static inline void guard_fb_lock_drop(int *l) { __atomic_store_n(l, 0, __ATOMIC_RELEASE); }
+
+static void guard_fb_nomem(hk_guard *g, size_t size) {
+    hk__report(&g->core.rep, HK_ERR_NOMEM, HK_EK_NOMEM, NULL, size, NULL,
+               "no memory for %zu bytes (too large for the guard heap's reservation, and the backing "
+               "allocator refused it)",
+               size);
+}
+
 static inline uint32_t guard_fb_key(const void *user) { return (uint32_t)((uintptr_t)user >> 4); }
 
 static void guard_fb_fail(hk_guard *g) { __atomic_add_fetch(&g->fail_count, 1, __ATOMIC_RELAXED); }
@@ -133,6 +164,7 @@ void *hk__guard_fb_alloc(hk_guard *g, size_t size, size_t align) {
         void *p = align > 16 ? g->backing.memalign(align, size) : g->backing.malloc(size);
         if (HK__UNLIKELY(!p)) {
             guard_fb_fail(g);
+            guard_fb_nomem(g, size);
             return NULL;
         }
         if (g->core.flags & HK_FLAG_ZERO) memset(p, 0, size);
@@ -150,11 +182,15 @@ void *hk__guard_fb_alloc(hk_guard *g, size_t size, size_t align) {
                                                                 : g->backing.malloc(total));
     if (!raw) {
         guard_fb_fail(g);
+        guard_fb_nomem(g, size);
         return NULL;
     }
     unsigned char *user = raw + off;
     guard_fb_hdr h = {(uint64_t)size, (uint32_t)off, GUARD_FB_MAGIC ^ guard_fb_key(user)};
+    int *l = guard_fb_stripe(user);
+    guard_fb_lock_take(l);
     memcpy(user - GUARD_FB_HDR, &h, sizeof h);
+    guard_fb_lock_drop(l);
     hk_fill(user + size, GUARD_FB_CANARY, HK_FILL_PAD);
     if (g->core.flags & HK_FLAG_ZERO) memset(user, 0, size);
     guard_count(g, 1, (int64_t)size, 1);
@@ -176,14 +212,26 @@ int hk__guard_fb_read(const hk_guard *g, const void *p, guard_fb_hdr *h) {
     return 0;
 }
 
+bool hk__guard_fb_owns(const hk_guard *g, const void *p) {
+    guard_fb_hdr h;
+    int *l = guard_fb_stripe(p);
+    guard_fb_lock_take(l);
+    int st = hk__guard_fb_read(g, p, &h);
+    guard_fb_lock_drop(l);
+    return st == 1;
+}
+
 /* Retires a live checked block: fill, dead magic, count, back to the backing. */
 static void guard_fb_release(hk_guard *g, unsigned char *user, guard_fb_hdr h) {
     if (!(g->core.flags & HK_GUARD_NO_FILL))
         hk_fill(user, (size_t)h.size < 64 ? (size_t)h.size : 64, HK_FILL_FREE);
     h.magic = GUARD_FB_DEAD ^ guard_fb_key(user);
-    memcpy(user - GUARD_FB_HDR, &h, sizeof h);
     guard_count(g, -1, -(int64_t)h.size, -1);
+    int *l = guard_fb_stripe(user);
+    guard_fb_lock_take(l);
+    memcpy(user - GUARD_FB_HDR, &h, sizeof h);
     g->backing.free(user - h.off);
+    guard_fb_lock_drop(l);
 }
 
 bool hk__guard_fb_free_sound(hk_guard *g, void *p) {
@@ -242,14 +290,21 @@ void *hk__guard_fb_resize(hk_guard *g, void *p, const guard_fb_hdr *h, size_t si
         (void)hk__guard_fb_free(g, p, NULL, 0); /* reports the damage */
         return NULL;
     }
+    int *l = guard_fb_stripe(p);
+    guard_fb_lock_take(l);
     unsigned char *raw = (unsigned char *)g->backing.realloc((unsigned char *)p - GUARD_FB_HDR, total);
+    guard_fb_lock_drop(l);
     if (!raw) {
         guard_fb_fail(g);
+        guard_fb_nomem(g, size);
         return NULL;
     }
     unsigned char *user = raw + GUARD_FB_HDR;
     guard_fb_hdr nh = {(uint64_t)size, GUARD_FB_HDR, GUARD_FB_MAGIC ^ guard_fb_key(user)};
+    l = guard_fb_stripe(user);
+    guard_fb_lock_take(l);
     memcpy(raw, &nh, sizeof nh);
+    guard_fb_lock_drop(l);
     hk_fill(user + size, GUARD_FB_CANARY, HK_FILL_PAD);
     if (size > old) {
         guard_count(g, 0, (int64_t)(size - old), 0);

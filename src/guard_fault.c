@@ -78,7 +78,7 @@ static void guard_on_fault(const hk_os_fault *f, void *user) {
             hk__guard_out_str(&o, pat == HK_FILL_ALLOC ? " of fresh, never-written heap memory" : "");
             __atomic_add_fetch(&any->reports, 1, __ATOMIC_RELAXED);
             any->core.rep.error_count++;
-            hk__guard_report_finish(any, &o, f->frames, f->nframes, 1, NULL, true);
+            hk__guard_report_finish(any, &o, NULL, f->frames, f->nframes, 1, NULL, true);
             hk_os_abort();
         }
         hk__guard_out_str(&o, f->signame);
@@ -86,8 +86,10 @@ static void guard_on_fault(const hk_os_fault *f, void *user) {
         hk__guard_out_ptr(&o, f->addr);
         hk__guard_out_str(&o, " (");
         hk__guard_out_str(&o, guard_access_str(f->access));
+        hk__guard_out_str(&o, ", pc ");
+        hk__guard_out_ptr(&o, f->pc);
         hk__guard_out_str(&o, "); not a heap error heapkit can explain");
-        hk__guard_report_finish(any, &o, f->frames, f->nframes, 1, NULL, false);
+        hk__guard_report_finish(any, &o, NULL, f->frames, f->nframes, 1, NULL, false);
         hk__guard_report_end();
         return; /* the default action follows: a core dump at the fault */
     }
@@ -135,6 +137,11 @@ static void guard_on_fault(const hk_os_fault *f, void *user) {
     hk__guard_out_str(&o, kind == HK_EK_NONE ? "fault in the guard heap" : hk_error_kind_str(kind));
     hk__guard_out_str(&o, " (");
     hk__guard_out_str(&o, guard_access_str(f->access));
+    hk__guard_out_str(&o, " of ");
+    if (f->access_size)
+        hk__guard_out_count(&o, (uint64_t)f->access_size, "byte", "bytes");
+    else
+        hk__guard_out_str(&o, "unknown size");
     hk__guard_out_str(&o, ") at ");
     hk__guard_out_ptr(&o, f->addr);
     if (b.valid) {
@@ -148,18 +155,20 @@ static void guard_on_fault(const hk_os_fault *f, void *user) {
         hk__guard_out_hex(&o, b.user);
         if (kind == HK_EK_HEAP_OVERFLOW) {
             hk__guard_out_str(&o, " (");
-            hk__guard_out_dec(&o, (uint64_t)(a - (b.user + b.requested)));
-            hk__guard_out_str(&o, " bytes past its end)");
+            hk__guard_out_count(&o, (uint64_t)(a - (b.user + b.requested)), "byte", "bytes");
+            hk__guard_out_str(&o, " past its end; the first byte past the end is ");
+            hk__guard_out_hex(&o, b.user + b.requested);
+            hk__guard_out_str(&o, ")");
         } else if (kind == HK_EK_HEAP_UNDERFLOW) {
             hk__guard_out_str(&o, " (");
-            hk__guard_out_dec(&o, (uint64_t)(b.user - a));
-            hk__guard_out_str(&o, " bytes before its start)");
+            hk__guard_out_count(&o, (uint64_t)(b.user - a), "byte", "bytes");
+            hk__guard_out_str(&o, " before its start)");
         }
     }
     if (note) hk__guard_out_str(&o, note);
     __atomic_add_fetch(&g->reports, 1, __ATOMIC_RELAXED);
     g->core.rep.error_count++;
-    hk__guard_report_finish(g, &o, f->frames, f->nframes, 1, &b, true);
+    hk__guard_report_finish(g, &o, NULL, f->frames, f->nframes, 1, &b, true);
     hk_os_abort();
 }
 

@@ -74,6 +74,7 @@
 #define GUARD_TRACE_HDR     16u /* bytes before the frames of a depot record */
 #define GUARD_COMMIT_CHUNK  ((size_t)1 << 20)
 #define GUARD_MAX_INSTANCES 8
+#define GUARD_MIN_RESERVE   ((size_t)16 << 20) /* the smallest arena create settles for */
 
 typedef struct guard_slot { /* 40 bytes: per live block, this and 8 bytes of page map */
     size_t requested;       /* bytes asked for (LIVE, QUAR; kept while FREE for reports) */
@@ -276,6 +277,11 @@ HK__HIDDEN void hk__guard_out_sdec(guard_out *o, int64_t v); /* with its sign, "
 HK__HIDDEN void hk__guard_out_hex(guard_out *o, uint64_t v); /* "0x..." */
 HK__HIDDEN void hk__guard_out_ptr(guard_out *o, const void *p);
 
+/* Non-zero while this thread writes a report: allocations made meanwhile
+ * (the symbolizer's, when the heap is the process's malloc) are served
+ * unguarded, without the lock and without a stack capture. */
+extern _Thread_local int hk__guard_tl_reporting __attribute__((tls_model("initial-exec")));
+
 /* Once per process, before the first report: which module we are. */
 HK__HIDDEN void hk__guard_report_init(void);
 /* The report buffer and symbol table are process-wide: one report at a
@@ -285,17 +291,29 @@ HK__HIDDEN void hk__guard_report_end(void);
 /* "==pid== heapkit guard: " */
 HK__HIDDEN void hk__guard_out_prefix(guard_out *o);
 /* Finishes a detailed report whose headline is in o: the current stack
- * (cur; fault: cur[0] is a faulting pc, not a return address), the block's
+ * (cur, under "  <label>:" when label is not NULL; fault: cur[0] is a
+ * faulting pc, not a return address), the block's
  * allocation and free stacks, "aborting" when `aborting`; then writes it
  * to report_fd. Caller is between report_begin and report_end. */
-HK__HIDDEN void hk__guard_report_finish(hk_guard *g, guard_out *o, void *const *cur, int ncur, int fault,
-                                        const guard_blockinfo *b, bool aborting);
+HK__HIDDEN void hk__guard_report_finish(hk_guard *g, guard_out *o, const char *label, void *const *cur,
+                                        int ncur, int fault, const guard_blockinfo *b, bool aborting);
+/* "1 byte" / "2 bytes" */
+HK__HIDDEN void hk__guard_out_count(guard_out *o, uint64_t n, const char *one, const char *many);
 /* One misuse: the one-line report through the core's reporter and, with
  * HK_GUARD_REPORT, the detailed one; then abort with HK_GUARD_ABORT.
  * Returns res. Call without the lock. */
 HK__HIDDEN hk_result hk__guard_misuse(hk_guard *g, hk_result res, hk_error_kind kind, const void *addr,
                                       size_t size, const guard_blockinfo *b, void *const *cur, int ncur,
                                       const char *what);
+/* hk__guard_misuse that aborts (with HK_GUARD_ABORT) only when may_abort. */
+HK__HIDDEN hk_result hk__guard_misuse_ex(hk_guard *g, hk_result res, hk_error_kind kind, const void *addr,
+                                         size_t size, const guard_blockinfo *b, void *const *cur, int ncur,
+                                         const char *what, bool may_abort);
+/* Damaged padding of block b (dmg > 0 after its end, < 0 before its start),
+ * damaged bytes first..last, found "at free" (may abort), "by check" or
+ * "at exit" (never abort): the one-line and the detailed report. */
+HK__HIDDEN hk_result hk__guard_pad_report(hk_guard *g, const guard_blockinfo *b, int dmg, uintptr_t first,
+                                          uintptr_t last, const char *found, void *const *cur, int ncur);
 /* Formats "<lead> <p>[: offset +k of N-byte block 0x...]<tail>" into buf. */
 HK__HIDDEN const char *hk__guard_fmt_what(char *buf, size_t n, const char *lead, const void *p,
                                           const guard_blockinfo *b, const char *tail);
@@ -319,6 +337,9 @@ HK__HIDDEN hk_guard_backing hk__guard_libc_backing(void);
 HK__HIDDEN void *hk__guard_fb_alloc(hk_guard *g, size_t size, size_t align);
 /* Reads the header of a would-be unguarded block: 1 live, 2 freed, 0 not ours. */
 HK__HIDDEN int hk__guard_fb_read(const hk_guard *g, const void *p, guard_fb_hdr *h);
+/* hk__guard_fb_read() == 1 under the header's stripe lock: safe against a
+ * free of p in another thread (hk_guard_owns). */
+HK__HIDDEN bool hk__guard_fb_owns(const hk_guard *g, const void *p);
 /* Frees p when it is a sound live unguarded block (canary intact): true.
  * Otherwise does nothing and returns false. No stack needed. */
 HK__HIDDEN bool hk__guard_fb_free_sound(hk_guard *g, void *p);
@@ -332,10 +353,11 @@ HK__HIDDEN void *hk__guard_fb_resize(hk_guard *g, void *p, const guard_fb_hdr *h
 
 /* ---- guard_slots.c: guarded blocks ------------------------------------------------- */
 
-/* Checks a live slot's padding: 0 intact, 1 overflow (*at = first damaged
- * byte after the block), -1 underflow (*at = damaged byte nearest the
- * block start). */
-HK__HIDDEN int hk__guard_pads_damaged(const hk_guard *g, const guard_slot *s, uintptr_t *at);
+/* Checks a live slot's padding: 0 intact, 1 overflow (after the block),
+ * -1 underflow (before it); *first and *last (may be NULL) get the lowest
+ * and highest damaged byte of that side. */
+HK__HIDDEN int hk__guard_pads_damaged(const hk_guard *g, const guard_slot *s, uintptr_t *first,
+                                      uintptr_t *last);
 /* A guarded block (or an unguarded one when over the cap / out of address
  * space / too big). Takes the lock. */
 HK__HIDDEN void *hk__guard_alloc_guarded(hk_guard *g, size_t size, size_t align, void *const *frames,
@@ -345,6 +367,9 @@ HK__HIDDEN hk_result hk__guard_free_guarded(hk_guard *g, void *p, void *const *c
 
 /* ---- guard_check.c ----------------------------------------------------------------- */
 
+/* Reports every live block whose padding is damaged (found "at exit", ...);
+ * returns their number. Lock held. */
+HK__HIDDEN size_t hk__guard_check_pads_locked(hk_guard *g, const char *found);
 /* hk_guard_check without the lock (the core's paranoid check). */
 HK__HIDDEN hk_result hk__guard_check_locked(hk_guard *g);
 

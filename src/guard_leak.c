@@ -9,7 +9,13 @@
  * the roots with the heap's own mappings); reading a root that vanished or
  * is unreadable is survived (a protected call) when the fault handler is
  * installed; a block is reported unreachable only when no aligned word in
- * the roots or in reached blocks points into it.
+ * the roots or in reached blocks points into it. The roots: every private
+ * writable mapping (data and bss of every module, TLS blocks, other
+ * threads' stacks, the backing heap) but the heap's own, and of the
+ * scanning thread's stack only the live part, from its stack pointer up,
+ * with its callee-saved registers spilled there first: nothing below a
+ * stack pointer keeps a block alive, so the verdict does not depend on
+ * what dead frames happen to hold.
  */
 #include "guard_internal.h"
 
@@ -24,6 +30,7 @@ typedef struct guard_leak_ctx {
     uintptr_t excl_lo[8], excl_hi[8];
     int nexcl;
     uintptr_t scan_lo, scan_hi; /* the range being scanned (for protected calls) */
+    uintptr_t sp;               /* the scanning thread's stack pointer: nothing below it is live */
 } guard_leak_ctx;
 
 static void guard_leak_mark_word(guard_leak_ctx *c, uintptr_t w) {
@@ -56,6 +63,11 @@ static HK__NO_TSAN void guard_leak_scan_range(void *arg) {
 
 static void guard_leak_root(uintptr_t lo, uintptr_t hi, void *user) {
     guard_leak_ctx *c = (guard_leak_ctx *)user;
+    /* This thread's stack: only its live part, from the stack pointer up
+     * (the scan's own frames are there, and the registers hk_guard_leaks
+     * spilled). Below it lie dead frames whose stale pointers would hide
+     * real leaks, differently on every run. */
+    if (c->sp >= lo && c->sp < hi) lo = c->sp & ~(uintptr_t)7;
     /* subtract the heap's own mappings */
     for (int i = 0; i < c->nexcl; i++) {
         if (c->excl_hi[i] <= lo || c->excl_lo[i] >= hi) continue;
@@ -105,20 +117,40 @@ static void guard_group_sift(guard_leak_group *a, size_t n, size_t i) {
     }
 }
 
-/* Clears 32 KiB of dead stack below the caller: stale copies of block
- * pointers left there by earlier calls would otherwise make blocks look
- * reachable to the conservative scan (the scan's own frames and buffers
- * are laid over this area). */
-static HK__NOINLINE void guard_scrub_stack(void) {
-    volatile unsigned char junk[32768];
-    memset((unsigned char *)(uintptr_t)junk, 0, sizeof junk);
-    __asm__ volatile("" : : "r"(junk) : "memory");
+/* An address in the caller's callee's frame: below every live frame of
+ * the caller, above nothing live. */
+static HK__NOINLINE uintptr_t guard_stack_pointer(void) {
+    volatile char here = 0;
+    uintptr_t sp = (uintptr_t)&here;
+    __asm__ volatile("" : : "r"(sp) : "memory");
+    return sp;
+}
+
+/* True when the stack t was allocated from inside the C library's stdio
+ * (its buffers are still reachable at exit by design): the first frame's
+ * nearest symbol is one of glibc's _IO_ internals. Lock held. */
+static bool guard_trace_is_stdio(const hk_guard *g, uint32_t t) {
+    int n;
+    const void *const *fr = hk__guard_trace_get(g, t, &n);
+    if (!fr || n == 0) return false;
+    /* past the frames of this library (the preload's malloc) */
+    uintptr_t self = hk_os_module_base((const void *)(uintptr_t)guard_trace_is_stdio);
+    int i = 0;
+    while (self != hk_os_main_base() && i < n - 1 && hk_os_module_base(fr[i]) == self) i++;
+    hk_os_symbol sym;
+    memset(&sym, 0, sizeof sym);
+    sym.pc = (uintptr_t)fr[i];
+    sym.return_address = 1;
+    (void)hk__guard_report_begin(); /* the symbolizer is serialized with reports */
+    hk_os_symbolize(&sym, 1, 0);
+    hk__guard_report_end();
+    return sym.name && strncmp(sym.name, "_IO_", 4) == 0;
 }
 
 size_t hk_guard_leaks(hk_guard *g, hk_guard_leak_mode mode, size_t *bytes_out) {
     if (bytes_out) *bytes_out = 0;
     if (!g) return 0;
-    if (mode == HK_GUARD_LEAKS_UNREACHABLE) guard_scrub_stack();
+    __builtin_unwind_init(); /* callee-saved registers onto this frame: scanned as the live stack */
     guard_lock(g);
     size_t marks_sz = g->nslots, stack_sz = (g->live_guarded + 1) * sizeof(uint32_t);
     size_t groups_sz = ((size_t)g->ntraces + 1) * sizeof(guard_leak_group);
@@ -135,6 +167,7 @@ size_t hk_guard_leaks(hk_guard *g, hk_guard_leak_mode mode, size_t *bytes_out) {
         c.marks = marks;
         c.stack = stack;
         c.capstack = stack_sz / sizeof(uint32_t);
+        c.sp = guard_stack_pointer();
         const guard_region *regs[4] = {&g->slot_reg, &g->map_reg, &g->trace_reg, &g->bucket_reg};
         c.excl_lo[c.nexcl] = (uintptr_t)g->arena;
         c.excl_hi[c.nexcl++] = (uintptr_t)g->arena + g->arena_size;
@@ -161,18 +194,7 @@ size_t hk_guard_leaks(hk_guard *g, hk_guard_leak_mode mode, size_t *bytes_out) {
     /* padding of every live block, at exit as on free (after the scan:
      * pointers into blocks left in registers or on the stack by this loop
      * must not make them look reachable) */
-    for (uint32_t id = 1; id < g->nslots; id++) {
-        const guard_slot *s = &g->slots[id];
-        uintptr_t at;
-        int d;
-        if (s->state == GUARD_STATE_LIVE && (d = hk__guard_pads_damaged(g, s, &at)) != 0) {
-            __atomic_add_fetch(&g->reports, 1, __ATOMIC_RELAXED);
-            hk__report(&g->core.rep, HK_ERR_CORRUPT, d > 0 ? HK_EK_HEAP_OVERFLOW : HK_EK_HEAP_UNDERFLOW,
-                       (void *)at, s->requested, NULL,
-                       "padding of live %zu-byte block %p damaged at offset %+lld (found at exit)",
-                       s->requested, (void *)guard_user(g, s), (long long)(at - guard_user(g, s)));
-        }
-    }
+    (void)hk__guard_check_pads_locked(g, "at exit");
     for (uint32_t id = 1; id < g->nslots; id++) {
         const guard_slot *s = &g->slots[id];
         if (s->state != GUARD_STATE_LIVE || marks[id]) continue;
@@ -184,8 +206,15 @@ size_t hk_guard_leaks(hk_guard *g, hk_guard_leak_mode mode, size_t *bytes_out) {
         groups[t].bytes += s->requested;
     }
     /* compact the groups and sort them, largest first */
-    for (size_t t = 0; t <= g->ntraces; t++)
-        if (groups[t].count) groups[ngroups++] = groups[t];
+    for (size_t t = 0; t <= g->ntraces; t++) {
+        if (!groups[t].count) continue;
+        if (mode == HK_GUARD_LEAKS_ALL && guard_trace_is_stdio(g, (uint32_t)t)) {
+            leaked -= groups[t].count; /* stdio's own buffers: never reported */
+            leaked_bytes -= groups[t].bytes;
+            continue;
+        }
+        groups[ngroups++] = groups[t];
+    }
     for (size_t i = ngroups / 2; i-- > 0;) guard_group_sift(groups, ngroups, i);
     for (size_t n = ngroups; n > 1; n--) {
         guard_leak_group t = groups[0];
@@ -196,33 +225,33 @@ size_t hk_guard_leaks(hk_guard *g, hk_guard_leak_mode mode, size_t *bytes_out) {
     if (leaked) {
         __atomic_add_fetch(&g->reports, 1, __ATOMIC_RELAXED);
         hk__report(&g->core.rep, HK_ERR_CORRUPT, HK_EK_LEAK, NULL, leaked_bytes, NULL,
-                   "%zu bytes in %zu blocks %s at exit, from %zu allocation stacks", leaked_bytes, leaked,
-                   mode == HK_GUARD_LEAKS_ALL ? "still live" : "unreachable", ngroups);
+                   "%zu %s in %zu %s %s at exit, from %zu allocation %s", leaked_bytes,
+                   leaked_bytes == 1 ? "byte" : "bytes", leaked, leaked == 1 ? "block" : "blocks",
+                   mode == HK_GUARD_LEAKS_ALL ? "still live" : "unreachable", ngroups,
+                   ngroups == 1 ? "stack" : "stacks");
         if (g->core.flags & HK_GUARD_REPORT) {
             guard_out o0 = hk__guard_report_begin();
             for (size_t i = 0; i < ngroups && i < 32; i++) {
                 guard_out o = o0;
                 hk__guard_out_prefix(&o);
                 hk__guard_out_str(&o, "leak: ");
-                hk__guard_out_dec(&o, groups[i].bytes);
-                hk__guard_out_str(&o, " bytes in ");
-                hk__guard_out_dec(&o, groups[i].count);
-                hk__guard_out_str(&o, groups[i].count == 1 ? " block" : " blocks");
+                hk__guard_out_count(&o, groups[i].bytes, "byte", "bytes");
+                hk__guard_out_str(&o, " in ");
+                hk__guard_out_count(&o, groups[i].count, "block", "blocks");
                 hk__guard_out_str(&o, mode == HK_GUARD_LEAKS_ALL ? " still live" : " unreachable");
                 hk__guard_out_str(&o, ", allocated at:");
                 int n;
                 const void *const *fr = hk__guard_trace_get(g, groups[i].trace, &n);
-                hk__guard_report_finish(g, &o, (void *const *)(uintptr_t)fr, fr ? n : 0, 0, NULL, false);
+                hk__guard_report_finish(g, &o, NULL, (void *const *)(uintptr_t)fr, fr ? n : 0, 0, NULL, false);
             }
             guard_out o = o0;
             hk__guard_out_prefix(&o);
             hk__guard_out_str(&o, "leak summary: ");
-            hk__guard_out_dec(&o, leaked_bytes);
-            hk__guard_out_str(&o, " bytes in ");
-            hk__guard_out_dec(&o, leaked);
-            hk__guard_out_str(&o, " blocks from ");
-            hk__guard_out_dec(&o, ngroups);
-            hk__guard_out_str(&o, ngroups == 1 ? " allocation stack" : " allocation stacks");
+            hk__guard_out_count(&o, leaked_bytes, "byte", "bytes");
+            hk__guard_out_str(&o, " in ");
+            hk__guard_out_count(&o, leaked, "block", "blocks");
+            hk__guard_out_str(&o, " from ");
+            hk__guard_out_count(&o, ngroups, "allocation stack", "allocation stacks");
             if (ngroups > 32) hk__guard_out_str(&o, " (the 32 largest shown)");
             hk__guard_out_str(&o, "\n");
             hk_os_write(g->report_fd, o.buf, o.n);

@@ -16,6 +16,8 @@
  */
 #include "guard_internal.h"
 
+#include <stdlib.h>
+
 #define GUARD_REPORT_CAP (1u << 16)
 #define GUARD_SYM_MAX    (3 * HK_OS_FAULT_FRAMES)
 
@@ -98,48 +100,83 @@ static int guard_sym_stack(void *const *frames, int n, int fault_first, int *cou
     return first;
 }
 
+/* The C runtime's start frames (below main) say nothing to the reader. */
+static bool guard_sym_is_crt_start(const hk_os_symbol *s) {
+    const char *n = s->func[0] ? s->func : s->name;
+    if (!n) return false;
+    return strcmp(n, "_start") == 0 || strncmp(n, "__libc_start", 12) == 0;
+}
+
+/* One line per frame: "#i 0x... in func at file:line" when the function is
+ * known, "#i 0x... (module+0x...)" when it is not. */
 static void guard_sym_print(guard_out *o, int first, int count) {
+    /* the outermost frames in the C library with no name are its start code */
+    uintptr_t libc = hk_os_module_base((const void *)(uintptr_t)&exit);
+    for (int i = 0; i < count; i++)
+        if (guard_sym_is_crt_start(&guard_syms[first + i])) count = i;
+    while (count > 1 && libc && libc != guard_main_base && guard_syms[first + count - 1].base == libc &&
+           !guard_syms[first + count - 1].func[0] && !guard_syms[first + count - 1].name)
+        count--;
     for (int i = 0; i < count; i++) {
         const hk_os_symbol *s = &guard_syms[first + i];
         hk__guard_out_str(o, "    #");
         hk__guard_out_dec(o, (uint64_t)i);
         hk__guard_out_str(o, " ");
         hk__guard_out_hex(o, s->pc);
-        hk__guard_out_str(o, " in ");
-        if (s->func[0])
-            hk__guard_out_str(o, s->func);
-        else if (s->name) {
-            hk__guard_out_str(o, s->name);
-            hk__guard_out_str(o, "+");
-            hk__guard_out_hex(o, s->pc - s->name_addr);
-        } else
-            hk__guard_out_str(o, "???");
-        if (s->loc[0]) {
-            hk__guard_out_str(o, " at ");
-            hk__guard_out_str(o, s->loc);
-        }
-        if (s->module) {
-            const char *b = strrchr(s->module, '/');
+        if (s->func[0] || s->name) {
+            hk__guard_out_str(o, " in ");
+            if (s->func[0]) {
+                hk__guard_out_str(o, s->func);
+            } else {
+                hk__guard_out_str(o, s->name);
+                hk__guard_out_str(o, "+");
+                hk__guard_out_hex(o, s->pc - s->name_addr);
+            }
+            if (s->loc[0]) {
+                hk__guard_out_str(o, " at ");
+                hk__guard_out_str(o, s->loc);
+            } else if (s->module) {
+                const char *m = strrchr(s->module, '/');
+                hk__guard_out_str(o, " (");
+                hk__guard_out_str(o, m ? m + 1 : s->module);
+                hk__guard_out_str(o, ")");
+            }
+        } else if (s->module) {
+            const char *m = strrchr(s->module, '/');
             hk__guard_out_str(o, " (");
-            hk__guard_out_str(o, b ? b + 1 : s->module);
+            hk__guard_out_str(o, m ? m + 1 : s->module);
             hk__guard_out_str(o, "+");
             hk__guard_out_hex(o, s->pc - s->base);
             hk__guard_out_str(o, ")");
+        } else {
+            hk__guard_out_str(o, " in ???");
         }
         hk__guard_out_str(o, "\n");
     }
 }
 
+void hk__guard_out_count(guard_out *o, uint64_t n, const char *one, const char *many) {
+    hk__guard_out_dec(o, n);
+    hk__guard_out_str(o, " ");
+    hk__guard_out_str(o, n == 1 ? one : many);
+}
+
 /* ---- detailed reports ----------------------------------------------------------- */
+
+_Thread_local int hk__guard_tl_reporting __attribute__((tls_model("initial-exec")));
 
 guard_out hk__guard_report_begin(void) {
     while (__atomic_exchange_n(&guard_report_busy, 1, __ATOMIC_ACQUIRE)) {
     }
+    hk__guard_tl_reporting = 1;
     guard_report_buf[0] = 0;
     guard_out o = {guard_report_buf, 0, sizeof guard_report_buf};
     return o;
 }
-void hk__guard_report_end(void) { __atomic_store_n(&guard_report_busy, 0, __ATOMIC_RELEASE); }
+void hk__guard_report_end(void) {
+    hk__guard_tl_reporting = 0;
+    __atomic_store_n(&guard_report_busy, 0, __ATOMIC_RELEASE);
+}
 
 void hk__guard_out_prefix(guard_out *o) {
     hk__guard_out_str(o, "==");
@@ -147,8 +184,8 @@ void hk__guard_out_prefix(guard_out *o) {
     hk__guard_out_str(o, "== heapkit guard: ");
 }
 
-void hk__guard_report_finish(hk_guard *g, guard_out *o, void *const *cur, int ncur, int fault,
-                             const guard_blockinfo *b, bool aborting) {
+void hk__guard_report_finish(hk_guard *g, guard_out *o, const char *label, void *const *cur, int ncur,
+                             int fault, const guard_blockinfo *b, bool aborting) {
     guard_nsyms = 0;
     int c0 = 0, cn = 0, a0 = 0, an = 0, f0 = 0, fn = 0;
     c0 = guard_sym_stack(cur, ncur, fault, &cn);
@@ -162,19 +199,24 @@ void hk__guard_report_finish(hk_guard *g, guard_out *o, void *const *cur, int nc
     hk_os_symbolize(guard_syms, guard_nsyms,
                     (g->core.flags & HK_GUARD_NO_SYMBOLIZE_LINES) ? 0u : HK_OS_SYMBOLIZE_LINES);
     hk__guard_out_str(o, "\n");
+    if (label && cn) {
+        hk__guard_out_str(o, "  ");
+        hk__guard_out_str(o, label);
+        hk__guard_out_str(o, ":\n");
+    }
     guard_sym_print(o, c0, cn);
     if (b && b->valid) {
         hk__guard_out_str(o, "  block ");
         hk__guard_out_hex(o, b->user);
         hk__guard_out_str(o, " (");
-        hk__guard_out_dec(o, b->requested);
-        hk__guard_out_str(o, " bytes) allocated at:\n");
+        hk__guard_out_count(o, b->requested, "byte", "bytes");
+        hk__guard_out_str(o, ") allocated at:\n");
         if (an)
             guard_sym_print(o, a0, an);
         else
             hk__guard_out_str(o, "    (no stack recorded)\n");
         if (b->state != GUARD_STATE_LIVE) {
-            hk__guard_out_str(o, "  freed at:\n");
+            hk__guard_out_str(o, label && strncmp(label, "freed", 5) == 0 ? "  first freed at:\n" : "  freed at:\n");
             if (fn)
                 guard_sym_print(o, f0, fn);
             else
@@ -188,9 +230,17 @@ void hk__guard_report_finish(hk_guard *g, guard_out *o, void *const *cur, int nc
     hk_os_write(g->report_fd, o->buf, o->n);
 }
 
-hk_result hk__guard_misuse(hk_guard *g, hk_result res, hk_error_kind kind, const void *addr, size_t size,
-                           const guard_blockinfo *b, void *const *cur, int ncur, const char *what) {
-    bool aborting = (g->core.flags & HK_GUARD_ABORT) != 0;
+/* The label of the current stack of a misuse report: the call that found it. */
+static const char *guard_misuse_label(const char *what) {
+    if (strncmp(what, "free", 4) == 0 || strstr(what, "found at free")) return "freed at";
+    if (strncmp(what, "realloc", 7) == 0) return "realloc called at";
+    return "at";
+}
+
+hk_result hk__guard_misuse_ex(hk_guard *g, hk_result res, hk_error_kind kind, const void *addr, size_t size,
+                              const guard_blockinfo *b, void *const *cur, int ncur, const char *what,
+                              bool may_abort) {
+    bool aborting = may_abort && (g->core.flags & HK_GUARD_ABORT) != 0;
     __atomic_add_fetch(&g->reports, 1, __ATOMIC_RELAXED);
     hk__report(&g->core.rep, res, kind, addr, size, NULL, "%s", what);
     if (g->core.flags & HK_GUARD_REPORT) {
@@ -199,11 +249,44 @@ hk_result hk__guard_misuse(hk_guard *g, hk_result res, hk_error_kind kind, const
         hk__guard_out_str(&o, hk_error_kind_str(kind));
         hk__guard_out_str(&o, ": ");
         hk__guard_out_str(&o, what);
-        hk__guard_report_finish(g, &o, cur, ncur, 0, b, aborting);
+        hk__guard_report_finish(g, &o, guard_misuse_label(what), cur, ncur, 0, b, aborting);
         hk__guard_report_end();
     }
     if (aborting) hk_os_abort();
     return res;
+}
+
+hk_result hk__guard_misuse(hk_guard *g, hk_result res, hk_error_kind kind, const void *addr, size_t size,
+                           const guard_blockinfo *b, void *const *cur, int ncur, const char *what) {
+    return hk__guard_misuse_ex(g, res, kind, addr, size, b, cur, ncur, what, true);
+}
+
+hk_result hk__guard_pad_report(hk_guard *g, const guard_blockinfo *b, int dmg, uintptr_t first, uintptr_t last,
+                               const char *found, void *const *cur, int ncur) {
+    char what[320];
+    guard_out o = {what, 0, sizeof what};
+    what[0] = 0;
+    hk__guard_out_str(&o, dmg > 0 ? "write past the end of " : "write before the start of ");
+    hk__guard_out_str(&o, b->state == GUARD_STATE_LIVE && strcmp(found, "at free") != 0 ? "live " : "");
+    hk__guard_out_dec(&o, b->requested);
+    hk__guard_out_str(&o, "-byte block ");
+    hk__guard_out_hex(&o, b->user);
+    hk__guard_out_str(&o, " found ");
+    hk__guard_out_str(&o, found);
+    hk__guard_out_str(&o, ": padding damaged at offset");
+    int64_t f = (int64_t)(first - b->user), l = (int64_t)(last - b->user);
+    if (f != l) hk__guard_out_str(&o, "s");
+    hk__guard_out_str(&o, " ");
+    hk__guard_out_sdec(&o, f);
+    if (f != l) {
+        hk__guard_out_str(&o, " to ");
+        hk__guard_out_sdec(&o, l);
+    }
+    hk__guard_out_str(&o, dmg > 0 ? " (first byte past the end: " : " (block start: ");
+    hk__guard_out_hex(&o, dmg > 0 ? b->user + b->requested : b->user);
+    hk__guard_out_str(&o, ")");
+    return hk__guard_misuse_ex(g, HK_ERR_CORRUPT, dmg > 0 ? HK_EK_HEAP_OVERFLOW : HK_EK_HEAP_UNDERFLOW,
+                               (void *)first, b->requested, b, cur, ncur, what, strcmp(found, "at free") == 0);
 }
 
 const char *hk__guard_fmt_what(char *buf, size_t n, const char *lead, const void *p, const guard_blockinfo *b,

@@ -19,20 +19,26 @@
  */
 #include "guard_internal.h"
 
-int hk__guard_pads_damaged(const hk_guard *g, const guard_slot *s, uintptr_t *at) {
+int hk__guard_pads_damaged(const hk_guard *g, const guard_slot *s, uintptr_t *first, uintptr_t *last) {
     const unsigned char *data = (const unsigned char *)guard_data(g, s);
     const unsigned char *user = data + s->user_off;
     const unsigned char *end = data + guard_data_bytes(g, s);
-    size_t tail = (size_t)(end - (user + s->requested));
-    size_t off = hk__fill_find(user + s->requested, tail, HK_FILL_PAD);
-    if (off != tail) {
-        *at = (uintptr_t)(user + s->requested + off);
+    const unsigned char *tail = user + s->requested;
+    size_t ntail = (size_t)(end - tail);
+    size_t off = hk__fill_find(tail, ntail, HK_FILL_PAD);
+    if (off != ntail) {
+        const unsigned char *q = end;
+        while (q > tail + off + 1 && q[-1] == (unsigned char)HK_FILL_PAD) q--;
+        *first = (uintptr_t)(tail + off);
+        if (last) *last = (uintptr_t)(q - 1);
         return 1;
     }
-    if (!hk__fill_ok(data, s->user_off, HK_FILL_PAD)) {
+    off = hk__fill_find(data, s->user_off, HK_FILL_PAD);
+    if (off != s->user_off) {
         const unsigned char *q = user;
-        while (q > data && q[-1] == (unsigned char)HK_FILL_PAD) q--;
-        *at = (uintptr_t)(q - 1);
+        while (q > data + off + 1 && q[-1] == (unsigned char)HK_FILL_PAD) q--;
+        *first = (uintptr_t)(data + off);
+        if (last) *last = (uintptr_t)(q - 1);
         return -1;
     }
     return 0;
@@ -281,11 +287,12 @@ void *hk__guard_alloc_guarded(hk_guard *g, size_t size, size_t align, void *cons
 /* ---- free ------------------------------------------------------------------------------ */
 
 /* Quarantines the LIVE slot id (lock held): fill, protect, append. Returns
- * the padding damage found (hk__guard_pads_damaged) and *at. */
-static int guard_quarantine(hk_guard *g, uint32_t id, void *const *cur, int ncur, uintptr_t *at) {
+ * the padding damage found (hk__guard_pads_damaged), *at and *last. */
+static int guard_quarantine(hk_guard *g, uint32_t id, void *const *cur, int ncur, uintptr_t *at,
+                            uintptr_t *last) {
     guard_slot *s = &g->slots[id];
     void *p = (void *)guard_user(g, s);
-    int dmg = hk__guard_pads_damaged(g, s, at);
+    int dmg = hk__guard_pads_damaged(g, s, at, last);
     size_t dbytes = guard_data_bytes(g, s);
     if (!(g->core.flags & (HK_GUARD_DISCARD_FREED | HK_GUARD_NO_FILL)))
         hk_fill(p, s->requested, HK_FILL_FREE);
@@ -342,21 +349,12 @@ hk_result hk__guard_free_guarded(hk_guard *g, void *p, void *const *cur, int ncu
     guard_blockinfo b;
     guard_blockinfo_from(g, s, &b);
     if (s->state == GUARD_STATE_LIVE && (uintptr_t)p == b.user) {
-        uintptr_t at = 0;
-        int dmg = guard_quarantine(g, id, cur, ncur, &at);
+        uintptr_t at = 0, last = 0;
+        int dmg = guard_quarantine(g, id, cur, ncur, &at, &last);
         guard_blockinfo_from(g, s, &b);
         b.state = GUARD_STATE_LIVE; /* report damage with the allocation stack only */
         guard_unlock(g);
-        if (dmg > 0)
-            return hk__guard_misuse(
-                g, HK_ERR_CORRUPT, HK_EK_HEAP_OVERFLOW, (void *)at, b.requested, &b, cur, ncur,
-                hk__guard_fmt_what(what, sizeof what, "write past the end found at free:", (void *)at, &b,
-                                   " (padding damaged; exact mode --align 1 faults at the write)"));
-        if (dmg < 0)
-            return hk__guard_misuse(
-                g, HK_ERR_CORRUPT, HK_EK_HEAP_UNDERFLOW, (void *)at, b.requested, &b, cur, ncur,
-                hk__guard_fmt_what(what, sizeof what, "write before the start found at free:", (void *)at, &b,
-                                   " (padding damaged; side start faults at the write)"));
+        if (dmg) return hk__guard_pad_report(g, &b, dmg, at, last, "at free", cur, ncur);
         return HK_OK;
     }
     uintptr_t data = guard_data(g, s), end = data + guard_data_bytes(g, s);

@@ -19,7 +19,13 @@ typedef struct guard_trace_hdr {
 } guard_trace_hdr;
 _Static_assert(sizeof(guard_trace_hdr) == GUARD_TRACE_HDR, "trace_stride counts on it");
 
+static _Thread_local bool guard_tl_alt __attribute__((tls_model("initial-exec")));
+
 HK__NOINLINE int hk__guard_capture(const hk_guard *g, void **frames, int depth) {
+    if (HK__UNLIKELY(!guard_tl_alt)) { /* first capture on this thread: its alternate signal stack */
+        guard_tl_alt = true;
+        if (g->core.flags & HK_GUARD_FAULT_HANDLER) hk_os_fault_thread_init();
+    }
     if (g->core.flags & HK_GUARD_NO_TRACES) return 0;
     /* skip: this function and the heapkit frames above it */
     int n = hk_os_stack_capture(frames, g->frames, 1 + depth + g->skip,

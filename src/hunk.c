@@ -21,10 +21,16 @@
  *    base + cap - high.used; allocations that would enter it first ask the
  *    tenant to give the bytes back (hunk_tenant_room).
  *
- * Marks are validated without walking: the block at a mark's edge (the last
- * low block below it, or the lowest high block above it) must still carry
- * the sequence number it had when the mark was taken; freeing below a mark
- * and allocating again changes it.
+ * Marks carry the id of the hunk that issued them (a mark of another hunk
+ * is refused) and the number of cuts of their end then (cuts[end]: every
+ * free to a mark that freed blocks, reset, temp block release). With no
+ * cut since, the blocks under the mark are all still there and the mark
+ * is valid without reading anything. Otherwise the end's headers are
+ * walked from where the hunk knows a header lies (the bottom of the low
+ * end, the lowest high block) to the mark: the mark is valid only when
+ * the walk lands on its offset and the block at its edge still carries
+ * the sequence number it had when the mark was taken. Bytes a block's
+ * owner may hold are never read as a header.
  */
 #include "hunk_internal.h"
 
@@ -37,6 +43,8 @@ static inline int hunk_name_eq(const char stored[HUNK_NAME_LEN], const char *nam
     }
     return 1; /* equal in the first HUNK_NAME_LEN bytes: the same truncated name */
 }
+
+static uint32_t hunk_next_id; /* ids handed to instances (marks carry them) */
 
 static HK__NOINLINE uint32_t hunk_name_slow(hk_hunk *h, const char *name, unsigned slot) {
     uint32_t i;
@@ -105,7 +113,11 @@ hk_hunk *hk_hunk_create(const hk_hunk_desc *desc) {
         size_t want = desc->size ? desc->size : (size_t)64 << 20;
         if (!hk_size_add(want, sizeof(hk_hunk) + 64, &size)) return NULL;
         os_base = hk_os_alloc(size);
-        if (!os_base) return NULL;
+        if (!os_base) {
+            hk__report(&core.rep, HK_ERR_NOMEM, HK_EK_NOMEM, NULL, size, NULL,
+                       "create: the OS refused %zu bytes for the hunk", size);
+            return NULL;
+        }
         os_size = size;
         mem = (unsigned char *)os_base;
     }
@@ -127,6 +139,8 @@ hk_hunk *hk_hunk_create(const hk_hunk_desc *desc) {
     memcpy(h->names[0], "unknown", 8);
     memcpy(h->names[HUNK_NAME_OTHER], "(other)", 8);
     h->nnames = 1;
+    do h->id = __atomic_add_fetch(&hunk_next_id, 1, __ATOMIC_RELAXED);
+    while (h->id == 0);
 #ifdef HK__VALGRIND
     h->running_on_valgrind = RUNNING_ON_VALGRIND ? 1 : 0;
 #endif
@@ -440,6 +454,7 @@ static void hunk_release_temp(hk_hunk *h) {
     size_t blocks = h->high.blocks - h->temp_mark.blocks;
     h->high = h->temp_mark;
     h->temp_active = 0;
+    h->cuts[1]++;
     hunk_release_range(h, lo, hi, blocks);
 }
 
@@ -461,6 +476,8 @@ hk_hunk_mark hk_hunk_low_mark(hk_hunk *h) {
     m.blocks = h->low.blocks;
     m.edge = h->low.last;
     m.end = 0;
+    m.hunk = h->id;
+    m.cuts = h->cuts[0];
     if (h->low.blocks) {
         hunk_hdr hd;
         hunk_read_hdr(h->base + h->low.last, &hd);
@@ -480,6 +497,8 @@ hk_hunk_mark hk_hunk_high_mark(hk_hunk *h) {
     m.offset = h->high.used;
     m.user_bytes = h->high.user_bytes;
     m.blocks = h->high.blocks;
+    m.hunk = h->id;
+    m.cuts = h->cuts[1];
     if (h->high.used) {
         hunk_hdr hd;
         hunk_read_hdr(h->base + h->cap - h->high.used, &hd);
@@ -495,19 +514,32 @@ static hk_result hunk_bad_mark(hk_hunk *h, hk_hunk_mark m, int high, const char 
                       why, h->low.used, h->high.used);
 }
 
-/* Is the block at the mark's edge the one that was there when it was taken? */
+/* Is the block at the mark's edge the one that was there when it was taken?
+ * Reads only headers the hunk knows to be headers: with no cut of the end
+ * since the mark, none at all; else it walks the end's headers from a
+ * known one up to the mark (see the comment at the top). */
 static int hunk_mark_edge_ok(hk_hunk *h, hk_hunk_mark m, int high) {
     if (m.offset == 0) return m.blocks == 0 && m.user_bytes == 0;
     if (m.blocks == 0) return 0;
+    if (!high && (m.edge > m.offset - HUNK_HDR || (m.edge & (HUNK_ALIGN - 1)))) return 0;
+    if (m.cuts == h->cuts[high]) return 1; /* nothing under the mark was freed since */
+    /* low: from the bottom up to the mark's edge; high: from the lowest
+     * high block up to the mark's offset. Each step reads a header at a
+     * position the previous one proved to be a block boundary. */
+    size_t pos = high ? h->cap - h->high.used : 0;
+    size_t stop = high ? h->cap - m.offset : m.edge;
+    size_t limit = high ? h->cap : h->low.used;
     hunk_hdr hd;
-    size_t at;
-    if (high) {
-        at = h->cap - m.offset;
-    } else {
-        if (m.edge > m.offset - HUNK_HDR || (m.edge & (HUNK_ALIGN - 1))) return 0;
-        at = m.edge;
+    while (pos < stop) {
+        if (limit - pos < HUNK_HDR) return 0;
+        hunk_read_hdr(h->base + pos, &hd);
+        if (hd.sentinel != HUNK_SENTINEL || (uint64_t)hunk_req(hd.word) > HUNK_MAX_REQ) return 0;
+        size_t len = hunk_len(hunk_req(hd.word), hunk_flags_of(hd.word));
+        if (len > limit - pos) return 0;
+        pos += len;
     }
-    hunk_read_hdr(h->base + at, &hd);
+    if (pos != stop || limit - pos < HUNK_HDR) return 0;
+    hunk_read_hdr(h->base + pos, &hd);
     if (hd.sentinel != HUNK_SENTINEL || hd.seq != m.seq) return 0;
     uint32_t f = hunk_flags_of(hd.word);
     if ((f & HUNK_F_PAD) || ((f & HUNK_F_HIGH) != 0) != (high != 0)) return 0;
@@ -518,6 +550,9 @@ static int hunk_mark_edge_ok(hk_hunk *h, hk_hunk_mark m, int high) {
 }
 
 static hk_result hunk_free_to_mark(hk_hunk *h, hk_hunk_mark m, int high) {
+    if (m.hunk != h->id)
+        return hunk_bad_mark(h, m, high,
+                             m.hunk ? "the mark belongs to another hunk" : "the mark was issued by no hunk");
     if (m.end != (uint32_t)high) return hunk_bad_mark(h, m, high, "the mark belongs to the other end");
     if (high) hunk_release_temp(h);
     hunk_end *e = high ? &h->high : &h->low;
@@ -540,6 +575,7 @@ static hk_result hunk_free_to_mark(hk_hunk *h, hk_hunk_mark m, int high) {
     e->user_bytes = m.user_bytes;
     e->blocks = m.blocks;
     if (!high) e->last = m.edge;
+    h->cuts[high]++;
     hunk_release_range(h, lo, hi, blocks);
     return HK_OK;
 }
@@ -571,6 +607,8 @@ void hk_hunk_reset(hk_hunk *h) {
     hunk_release_range(h, h->base + h->cap - h->high.used, h->base + h->cap, h->high.blocks);
     memset(&h->low, 0, sizeof h->low);
     memset(&h->high, 0, sizeof h->high);
+    h->cuts[0]++;
+    h->cuts[1]++;
     hk__core_after(&h->core);
     hk__core_unlock(&h->core);
 }
@@ -601,10 +639,11 @@ void hk_hunk_free_range(const hk_hunk *h, void **start, size_t *size) {
 /* ---- tenant ---------------------------------------------------------------- */
 
 static hk_result hunk_tenant_check_range(hk_hunk *h, void *start, size_t size) {
-    unsigned char *s = (unsigned char *)start;
+    /* addresses as integers: a claim outside the hunk compares without UB */
+    uintptr_t s = (uintptr_t)start, lo = (uintptr_t)(h->base + h->low.used),
+              hi = (uintptr_t)(h->base + h->cap - h->high.used);
     if (size == 0) return HK_OK;
-    if (((uintptr_t)s & 15) || (size & 15) || s < h->base + h->low.used ||
-        size > (size_t)(h->base + h->cap - h->high.used - s))
+    if ((s & 15) || (size & 15) || s < lo || s > hi || size > hi - s)
         return hk__report(&h->core.rep, HK_ERR_INVALID, HK_EK_INVALID_ARG, start, size, NULL,
                           "tenant claim %p + %zu is not a 16-aligned range of the free middle %p..%p", start,
                           size, (void *)(h->base + h->low.used), (void *)(h->base + h->cap - h->high.used));

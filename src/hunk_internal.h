@@ -92,6 +92,8 @@ struct hk_hunk {
     void *tenant_user;
     unsigned char *tenant_start;
     size_t tenant_size;
+    uint32_t id;      /* instance id carried by marks (never 0, unique in the process) */
+    uint32_t cuts[2]; /* per end (0 low, 1 high): times it shrank, freeing blocks */
     uint32_t nnames;
     hunk_name_cache name_cache[8];
     char names[HUNK_NAMES][HUNK_NAME_LEN];

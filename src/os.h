@@ -96,7 +96,8 @@ HK__HIDDEN int hk_os_readable(const void *p, size_t n);
 /* ------------------------------------------------------------------------ */
 
 /* Arms the failure point: the n-th page acquisition from now (counting
- * hk_os_reserve, hk_os_alloc and hk_os_commit calls, in any thread) fails
+ * hk_os_reserve, hk_os_alloc, hk_os_commit, hk_os_protect to an accessible
+ * protection and hk_os_map_own of accessible pages, in any thread) fails
  * as if the OS had refused it. Once: the point then disarms itself;
  * persistent: every later acquisition fails too, until
  * hk_os_fail_after(0, ...) disarms it. For out-of-memory tests in the
@@ -104,6 +105,14 @@ HK__HIDDEN int hk_os_readable(const void *p, size_t n);
  * acquisition failing, until it runs with no failure injected; each run
  * must fail cleanly. */
 HK__HIDDEN void hk_os_fail_after(uint64_t n, bool persistent);
+
+/* Arms the random failure point: from now on every page acquisition
+ * fails with probability per_million / 1000000, drawn from a sequence
+ * fixed by seed (the same seed and the same acquisitions in one thread
+ * fail the same calls). per_million 0 disarms it; 1000000 fails them all.
+ * Independent of hk_os_fail_after (an acquisition fails when either says
+ * so). */
+HK__HIDDEN void hk_os_fail_random(uint32_t per_million, uint64_t seed);
 
 /* Number of acquisitions the failure point has refused so far. */
 HK__HIDDEN uint64_t hk_os_fail_count(void);
@@ -177,6 +186,12 @@ HK__HIDDEN hk_result hk_os_on_thread_exit(void (*fn)(void));
 HK__HIDDEN int hk_os_stack_capture(void **frames, int max, int skip, unsigned flags);
 HK__HIDDEN void hk_os_stack_init(void);
 
+/* For the fault handler: when the calling thread is inside a capture's
+ * exact unwind (which faulted on a damaged stack), ends that capture with
+ * the frames it has (does not return); else returns at once. Lets a
+ * capture survive a smashed stack without ever faulting the program. */
+HK__HIDDEN void hk_os_stack_fault_escape(void);
+
 /* ------------------------------------------------------------------------ */
 /* Symbolization                                                             */
 /* ------------------------------------------------------------------------ */
@@ -228,6 +243,7 @@ typedef struct hk_os_fault {
     const char *signame; /* "SIGSEGV", "SIGBUS" */
     int code;            /* si_code */
     int access;          /* HK_OS_ACCESS_* (x86-64 page faults; else unknown) */
+    int access_size;     /* bytes of the faulting access (decoded instruction), 0 when unknown */
     int nregs;
     uintptr_t regs[HK_OS_FAULT_NREGS];
     const char *regnames[HK_OS_FAULT_NREGS];
@@ -250,7 +266,13 @@ HK__HIDDEN hk_result hk_os_fault_register(hk_os_fault_fn fn, void *user);
 
 /* Runs fn(arg); if it faults (SIGSEGV/SIGBUS) in this thread, returns -1
  * instead of crashing, else 0. Protects only once the handler is installed
- * (hk_os_fault_register). Not reentrant. */
+ * (hk_os_fault_register). Per thread; calls may nest. */
 HK__HIDDEN int hk_os_protected_call(void (*fn)(void *arg), void *arg);
+
+/* Gives the calling thread an alternate signal stack for the fault handler
+ * (once per thread; released at the thread's exit) unless it has one, so a
+ * fault on an exhausted or damaged stack can still be reported. Cheap after
+ * the first call. */
+HK__HIDDEN void hk_os_fault_thread_init(void);
 
 #endif /* HEAPKIT_OS_H */

@@ -5,9 +5,11 @@
  * stack capture, faults and symbolization are in os_posix_*.c.
  *
  * Invariants: nothing here calls malloc; every page acquisition (reserve,
- * alloc, commit) passes the failure point first; a one-shot point is
+ * alloc, commit, protect to an accessible protection, map_own of
+ * accessible pages) passes the failure point first; a one-shot point is
  * disarmed (countdown back to 0) by the acquisition it fails, a persistent
- * one stays at 1 (every acquisition fails) until disarmed.
+ * one stays at 1 (every acquisition fails) until disarmed; the random point
+ * draws acquisition k's verdict from splitmix64(seed + k).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
@@ -42,8 +44,32 @@ void hk_os_fail_after(uint64_t n, bool persistent) {
 
 uint64_t hk_os_fail_count(void) { return __atomic_load_n(&os_fail_total, __ATOMIC_RELAXED); }
 
-/* True when this acquisition must fail. One relaxed load when disarmed. */
+static uint32_t os_fail_per_million; /* the random point: 0 disarmed */
+static uint64_t os_fail_seed;
+static uint64_t os_fail_draws; /* acquisitions seen since it was armed */
+
+void hk_os_fail_random(uint32_t per_million, uint64_t seed) {
+    __atomic_store_n(&os_fail_per_million, 0, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&os_fail_seed, seed, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&os_fail_draws, 0, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&os_fail_per_million, per_million > 1000000u ? 1000000u : per_million, __ATOMIC_SEQ_CST);
+}
+
+static bool os_fail_draw(uint32_t pm) {
+    uint64_t x = __atomic_load_n(&os_fail_seed, __ATOMIC_RELAXED) +
+                 0x9E3779B97F4A7C15ull * (__atomic_add_fetch(&os_fail_draws, 1, __ATOMIC_RELAXED));
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull; /* splitmix64's finalizer */
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    x ^= x >> 31;
+    if (x % 1000000u >= pm) return false;
+    __atomic_add_fetch(&os_fail_total, 1, __ATOMIC_RELAXED);
+    return true;
+}
+
+/* True when this acquisition must fail. Two relaxed loads when disarmed. */
 static bool os_fail_now(void) {
+    uint32_t pm = __atomic_load_n(&os_fail_per_million, __ATOMIC_RELAXED);
+    if (HK__UNLIKELY(pm != 0) && os_fail_draw(pm)) return true;
     uint64_t k = __atomic_load_n(&os_fail_countdown, __ATOMIC_RELAXED);
     while (HK__UNLIKELY(k != 0)) {
         uint64_t next = k - 1;
@@ -103,16 +129,22 @@ static bool page_range_ok(const void *p, size_t size) {
     return p != NULL && ((uintptr_t)p % hk_os_page_size()) == 0 && size != 0;
 }
 
-hk_result hk_os_protect(void *p, size_t size, hk_prot prot) {
+static hk_result os_protect(void *p, size_t size, hk_prot prot) {
     size_t len;
     if (!page_range_ok(p, size) || !round_pages(size, &len)) return HK_ERR_INVALID;
     return mprotect(p, len, to_native(prot)) == 0 ? HK_OK : (errno == ENOMEM ? HK_ERR_NOMEM : HK_ERR_INVALID);
 }
 
+hk_result hk_os_protect(void *p, size_t size, hk_prot prot) {
+    if (!page_range_ok(p, size)) return HK_ERR_INVALID;
+    if (prot != HK_PROT_NONE && os_fail_now()) return HK_ERR_NOMEM; /* an acquisition */
+    return os_protect(p, size, prot);
+}
+
 hk_result hk_os_commit(void *p, size_t size) {
     if (!page_range_ok(p, size)) return HK_ERR_INVALID;
     if (os_fail_now()) return HK_ERR_NOMEM;
-    return hk_os_protect(p, size, HK_PROT_READ_WRITE);
+    return os_protect(p, size, HK_PROT_READ_WRITE);
 }
 
 hk_result hk_os_decommit(void *p, size_t size) {
@@ -154,6 +186,7 @@ hk_result hk_os_discard(void *p, size_t n) {
 }
 
 hk_result hk_os_map_own(void *p, size_t n, int rw) {
+    if (rw && os_fail_now()) return HK_ERR_NOMEM; /* an acquisition */
     /* no MAP_NORESERVE: the flags differ from the reservation's, so the
      * kernel never merges this range with the inaccessible pages around it */
     void *r =

@@ -5,10 +5,15 @@
  *
  * Invariants: the handler is installed at most once per process; it calls
  * no malloc and names no allocator: it describes the fault (address, pc,
- * access type, registers, the stack from the faulting frame on) and hands
- * that to each registered callback in turn; when all return it restores
- * the default action, so the fault repeats and dumps core. A fault inside
- * hk_os_protected_call on the same thread jumps back instead.
+ * access type and size, registers, the stack from the faulting frame on)
+ * and hands that to each registered callback in turn; when all return it
+ * restores the default action, so the fault repeats and dumps core. A
+ * fault inside hk_os_protected_call, or inside a stack capture (a damaged
+ * stack), on the same thread jumps back instead. The handler never
+ * re-enters: a fault while one is being described ends the process at
+ * once (same thread) or waits for the first report to end it (another
+ * thread). It runs on an alternate signal stack: the installing thread's,
+ * and each thread's that calls hk_os_fault_thread_init.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
@@ -16,6 +21,7 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <sys/syscall.h>
@@ -23,6 +29,7 @@
 #include <unistd.h>
 
 #define FAULT_MAX_FNS 8
+#define FAULT_ALT_SIZE ((size_t)1 << 20) /* symbolizing (libdw) runs on it; pages are touched lazily */
 
 typedef struct fault_cb {
     hk_os_fault_fn fn;
@@ -33,27 +40,123 @@ static fault_cb fault_cbs[FAULT_MAX_FNS];
 static int fault_ncbs;
 static int fault_installed; /* 0 no, 1 installing or installed */
 static int fault_install_rc;
-static volatile sig_atomic_t fault_scan_tid;
-static sigjmp_buf fault_scan_jmp;
+static long fault_owner; /* the thread whose fault is being described, 0 when none */
+/* this thread's protected call in progress (its escape point), or NULL */
+static _Thread_local sigjmp_buf *fault_protect __attribute__((tls_model("initial-exec")));
+static _Thread_local void *fault_alt __attribute__((tls_model("initial-exec")));
 
 static long fault_tid(void) { return (long)syscall(SYS_gettid); }
 
+#if defined(__x86_64__) && defined(__linux__)
+/* Operand size in bytes of the memory access of the x86-64 instruction at
+ * pc, for the common integer and SSE moves, ALU and string instructions;
+ * 0 when not decoded (VEX/EVEX encodings, x87, anything unusual). */
+static int fault_access_size(const unsigned char *pc) {
+    int opsize16 = 0, rexw = 0, rep = 0, i = 0;
+    for (; i < 14; i++) { /* legacy prefixes */
+        unsigned char b = pc[i];
+        if (b == 0x66)
+            opsize16 = 1;
+        else if (b == 0xF2 || b == 0xF3)
+            rep = b;
+        else if (b == 0xF0 || b == 0x2E || b == 0x36 || b == 0x3E || b == 0x26 || b == 0x64 || b == 0x65 ||
+                 b == 0x67)
+            continue;
+        else
+            break;
+    }
+    if ((pc[i] & 0xF0) == 0x40) { /* REX */
+        rexw = (pc[i] & 8) != 0;
+        i++;
+    }
+    int osz = rexw ? 8 : opsize16 ? 2 : 4;
+    unsigned char op = pc[i];
+    if (op == 0x0F) {
+        unsigned char op2 = pc[i + 1];
+        if (op2 == 0xB6 || op2 == 0xBE) return 1; /* movzx / movsx from a byte */
+        if (op2 == 0xB7 || op2 == 0xBF) return 2;
+        if (op2 == 0x10 || op2 == 0x11) return rep == 0xF3 ? 4 : rep == 0xF2 ? 8 : 16; /* movss/sd/ups/upd */
+        if (op2 == 0x28 || op2 == 0x29 || op2 == 0x6F || op2 == 0x7F || op2 == 0xE7 || op2 == 0x2B)
+            return 16;
+        if (op2 == 0x12 || op2 == 0x13 || op2 == 0x16 || op2 == 0x17 || op2 == 0xD6) return 8;
+        if (op2 == 0x6E || op2 == 0x7E) return rep == 0xF3 ? 8 : rexw ? 8 : 4;
+        if (op2 >= 0x40 && op2 <= 0x4F) return osz; /* cmovcc */
+        if (op2 == 0xAF || op2 == 0xB0 || op2 == 0xB1 || op2 == 0xC0 || op2 == 0xC1)
+            return (op2 == 0xB0 || op2 == 0xC0) ? 1 : osz;
+        return 0;
+    }
+    if (op < 0x40 && (op & 7) < 4) return (op & 1) ? osz : 1; /* add/or/adc/sbb/and/sub/xor/cmp r/m */
+    switch (op) {
+    case 0x80: case 0x84: case 0x86: case 0x88: case 0x8A: case 0xC0: case 0xC6: case 0xD0: case 0xD2:
+    case 0xF6: case 0xFE: case 0xA4: case 0xA6: case 0xAA: case 0xAC: case 0xAE:
+        return 1;
+    case 0x81: case 0x83: case 0x85: case 0x87: case 0x89: case 0x8B: case 0xC1: case 0xC7: case 0xD1:
+    case 0xD3: case 0xF7: case 0xA5: case 0xA7: case 0xAB: case 0xAD: case 0xAF: case 0x63:
+        return op == 0x63 ? 4 : osz;
+    case 0xFF: return 8; /* push / call / jmp through memory (inc/dec: operand size) */
+    case 0x8F: return 8;
+    default: return 0;
+    }
+}
+#endif
+
+/* Walks the saved frame-pointer chain from bp, accepting only frames that
+ * lie above sp, below sp + 64 MiB, in ascending order, and readable: the
+ * callers of a function that crashed on a damaged stack, when the unwinder
+ * found none. */
+static int fault_fp_walk(uintptr_t bp, uintptr_t sp, void **out, int max) {
+    int n = 0;
+    while (n < max && bp > sp && bp - sp < ((uintptr_t)64 << 20) && (bp & 7u) == 0 &&
+           hk_os_readable((const void *)bp, 16)) {
+        uintptr_t next = ((const uintptr_t *)bp)[0], ret = ((const uintptr_t *)bp)[1];
+        if (ret < 4096) break;
+        out[n++] = (void *)ret;
+        if (next <= bp) break;
+        sp = bp;
+        bp = next;
+    }
+    return n;
+}
+
 static void fault_handler(int sig, siginfo_t *si, void *ucv) {
     int saved_errno = errno;
-    if (fault_scan_tid != 0 && fault_scan_tid == (sig_atomic_t)fault_tid()) siglongjmp(fault_scan_jmp, 1);
+    sigjmp_buf *pj = fault_protect;
+    if (pj) {
+        fault_protect = NULL;
+        siglongjmp(*pj, 1);
+    }
+    hk_os_stack_fault_escape(); /* a stack capture faulting on a damaged stack: back to it */
+    long me = fault_tid(), expect = 0;
+    if (!__atomic_compare_exchange_n(&fault_owner, &expect, me, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        if (expect == me) {
+            /* a fault while describing a fault: no second report, no
+             * recursion; die of the signal at once */
+            static const char msg[] = "heapkit: fault inside the fault handler; giving up\n";
+            hk_os_write(2, msg, sizeof msg - 1);
+            signal(sig, SIG_DFL);
+            raise(sig);
+            _exit(128 + sig);
+        }
+        /* another thread is reporting; it ends the process */
+        for (;;) sched_yield();
+    }
     static hk_os_fault f; /* one fault at a time: a report aborts */
     memset(&f, 0, sizeof f);
     f.addr = si->si_addr;
     f.signo = sig;
     f.signame = sig == SIGBUS ? "SIGBUS" : "SIGSEGV";
     f.code = si->si_code;
+    uintptr_t fbp = 0, fsp = 0;
 #if defined(__x86_64__) && defined(__linux__)
     {
         ucontext_t *uc = (ucontext_t *)ucv;
         greg_t *gr = uc->uc_mcontext.gregs;
         f.pc = (void *)(uintptr_t)gr[REG_RIP];
+        fbp = (uintptr_t)gr[REG_RBP];
+        fsp = (uintptr_t)gr[REG_RSP];
         /* Page faults (trap 14) carry the access type in bit 1 of the error code. */
         if (gr[REG_TRAPNO] == 14) f.access = (gr[REG_ERR] & 2) ? HK_OS_ACCESS_WRITE : HK_OS_ACCESS_READ;
+        if (f.pc && hk_os_readable(f.pc, 16)) f.access_size = fault_access_size((const unsigned char *)f.pc);
         static const int idx[HK_OS_FAULT_NREGS] = {REG_RAX, REG_RBX, REG_RCX, REG_RDX, REG_RSI, REG_RDI,
                                                    REG_RBP, REG_R8,  REG_R9,  REG_R10, REG_R11, REG_R12,
                                                    REG_R13, REG_R14, REG_R15, REG_RSP};
@@ -69,7 +172,8 @@ static void fault_handler(int sig, siginfo_t *si, void *ucv) {
 #else
     (void)ucv;
 #endif
-    /* The stack through the signal frame, exactly; start at the faulting frame. */
+    /* The stack through the signal frame, exactly (a damaged stack ends the
+     * capture early instead of faulting); start at the faulting frame. */
     static void *tmp[HK_OS_FAULT_FRAMES];
     int n = hk_os_stack_capture(tmp, HK_OS_FAULT_FRAMES, 0, HK_OS_STACK_EXACT);
     int first = -1;
@@ -79,10 +183,13 @@ static void fault_handler(int sig, siginfo_t *si, void *ucv) {
             break;
         }
     if (first < 0) {
+        /* the unwinder did not get through the faulting frame (a wild pc, a
+         * smashed stack): the pc, then the frame-pointer chain */
         if (f.pc) f.frames[f.nframes++] = f.pc;
-        first = n; /* the handler's own frames are of no interest */
+        f.nframes += fault_fp_walk(fbp, fsp, f.frames + f.nframes, HK_OS_FAULT_FRAMES - f.nframes);
+    } else {
+        for (int i = first; i < n && f.nframes < HK_OS_FAULT_FRAMES; i++) f.frames[f.nframes++] = tmp[i];
     }
-    for (int i = first; i < n && f.nframes < HK_OS_FAULT_FRAMES; i++) f.frames[f.nframes++] = tmp[i];
 
     int ncb = __atomic_load_n(&fault_ncbs, __ATOMIC_ACQUIRE);
     for (int i = 0; i < ncb; i++)
@@ -96,16 +203,41 @@ static void fault_handler(int sig, siginfo_t *si, void *ucv) {
     errno = saved_errno;
 }
 
-static int fault_install(void) {
-    size_t alt = 64 * 1024;
-    void *stack = hk_os_alloc(alt);
-    if (stack) {
-        stack_t ss;
-        memset(&ss, 0, sizeof ss);
-        ss.ss_sp = stack;
-        ss.ss_size = alt;
-        sigaltstack(&ss, NULL);
+static void fault_alt_release(void) {
+    void *mem = fault_alt;
+    fault_alt = NULL;
+    if (!mem || mem == (void *)1) return; /* none, or the thread's own (not ours to free) */
+    stack_t ss;
+    memset(&ss, 0, sizeof ss);
+    ss.ss_flags = SS_DISABLE;
+    if (sigaltstack(&ss, NULL) == 0) hk_os_release(mem, FAULT_ALT_SIZE);
+}
+
+void hk_os_fault_thread_init(void) {
+    if (fault_alt) return;
+    stack_t old;
+    if (sigaltstack(NULL, &old) != 0 || !(old.ss_flags & SS_DISABLE)) {
+        fault_alt = (void *)1; /* the thread has one already (ours or the program's) */
+        return;
     }
+    void *mem = hk_os_alloc(FAULT_ALT_SIZE);
+    if (!mem) return;
+    size_t ps = hk_os_page_size();
+    (void)hk_os_protect(mem, ps, HK_PROT_NONE); /* a guard page: an overflow faults, never corrupts */
+    stack_t ss;
+    memset(&ss, 0, sizeof ss);
+    ss.ss_sp = (char *)mem + ps;
+    ss.ss_size = FAULT_ALT_SIZE - ps;
+    if (sigaltstack(&ss, NULL) != 0) {
+        hk_os_release(mem, FAULT_ALT_SIZE);
+        return;
+    }
+    fault_alt = mem;
+    (void)hk_os_on_thread_exit(fault_alt_release);
+}
+
+static int fault_install(void) {
+    hk_os_fault_thread_init();
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = fault_handler;
@@ -115,7 +247,6 @@ static int fault_install(void) {
     if (sigaction(SIGBUS, &sa, NULL) != 0) return -1;
     return 0;
 }
-
 hk_result hk_os_fault_register(hk_os_fault_fn fn, void *user) {
     static int lock;
     if (!fn) return HK_ERR_INVALID;
@@ -144,13 +275,15 @@ hk_result hk_os_fault_register(hk_os_fault_fn fn, void *user) {
 }
 
 int hk_os_protected_call(void (*fn)(void *arg), void *arg) {
+    sigjmp_buf jb;
+    sigjmp_buf *outer = fault_protect;
     int rc = 0;
-    if (sigsetjmp(fault_scan_jmp, 1) == 0) {
-        fault_scan_tid = (sig_atomic_t)fault_tid();
+    if (sigsetjmp(jb, 1) == 0) { /* the mask too: a sanitizer's handler wrapper may block signals */
+        fault_protect = &jb;
         fn(arg);
     } else {
         rc = -1;
     }
-    fault_scan_tid = 0;
+    fault_protect = outer;
     return rc;
 }

@@ -18,6 +18,15 @@
  * unwinder, which learns. The table is process-wide, lock-free and
  * fixed-size (full: no more learning, unknown sites unwind exactly).
  * Nothing here calls malloc once hk_os_stack_init ran.
+ *
+ * A smashed stack (a program that overran a local array) can hold saved
+ * registers that send the exact unwinder to unmapped memory: the exact
+ * unwind runs with an escape point set for this thread, and the fault
+ * handler (os_posix_fault.c, when installed) jumps back to it through
+ * hk_os_stack_fault_escape, so the capture ends with the frames it had
+ * instead of faulting inside malloc. The fast walk reads only words
+ * between the caller's frame and the highest CFA the exact unwinder has
+ * seen on this thread (the thread's own stack).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
@@ -25,6 +34,18 @@
 #include "internal.h"
 
 #include <execinfo.h>
+#include <setjmp.h>
+
+/* The escape point of the exact unwind in progress on this thread, or NULL. */
+static _Thread_local sigjmp_buf *os_stack_escape __attribute__((tls_model("initial-exec")));
+
+void hk_os_stack_fault_escape(void) {
+    sigjmp_buf *j = os_stack_escape;
+    if (j) {
+        os_stack_escape = NULL;
+        siglongjmp(*j, 1);
+    }
+}
 
 void hk_os_stack_init(void) {
     void *frames[2];
@@ -125,12 +146,24 @@ static _Unwind_Reason_Code uw_cb(struct _Unwind_Context *ctx, void *arg) {
 }
 
 static HK__NOINLINE int uw_exact(void **frames, int max, int skip) {
-    uw_state st;
+    uw_state st; /* in memory (its address escapes): read back after an escape */
     memset(&st, 0, sizeof st);
     st.out = frames;
     st.max = max;
     st.skip = skip;
-    (void)_Unwind_Backtrace(uw_cb, &st);
+    sigjmp_buf jb;
+    sigjmp_buf *outer = os_stack_escape;
+    if (sigsetjmp(jb, 1) == 0) { /* the mask too: a sanitizer's handler wrapper may block signals */
+        os_stack_escape = &jb;
+        (void)_Unwind_Backtrace(uw_cb, &st);
+        os_stack_escape = outer;
+    } else {
+        /* the unwinder faulted on a damaged frame: keep what we have, learn
+         * nothing about the last frame (its distance is not known) */
+        os_stack_escape = outer;
+        __asm__ volatile("" ::: "memory");
+        return st.n;
+    }
     if (!st.stopped && st.prev_ip) uw_learn(st.prev_ip, 0, UW_TERMINAL); /* the outermost frame */
     if (st.hi > uw_stack_hi) uw_stack_hi = st.hi;
     return st.n;

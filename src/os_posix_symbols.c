@@ -1,13 +1,24 @@
 /*
  * src/os_posix_symbols.c - symbolization (hk_os_symbolize in src/os.h):
  * dladdr for the module and nearest exported symbol of each address, then
- * `addr2line -f -C` once per module for function names and file:line.
+ * function names and file:line, in process with elfutils' libdwfl when it
+ * can be loaded, else with `addr2line -f -C` once per module.
  *
- * Invariants: no malloc and no stdio (reports are written after faults and
- * by a heap that may be the process's malloc): addr2line runs through the
- * raw fork system call, execve and a pipe, with LD_PRELOAD removed from its
- * environment; its output lands in a static buffer. The addr2line path is
- * looked up once (hk_os_symbolize_init), never at report time.
+ * libdwfl: its header is found at build time (__has_include; no header, no
+ * libdw path) and the library (libdw.so.1) is loaded with dlopen at the
+ * first symbolization with lines (HEAPKIT_NO_LIBDW=1 keeps addr2line), so neither libheapkit nor the preload depends on it
+ * and a machine without it falls back to addr2line. One Dwfl session per
+ * process, made at the first report: it reads the process's module list
+ * once and each module's symbol table and DWARF line table once (its own
+ * caches), so a report costs table lookups, not a process and a DWARF
+ * parse. An address in a module loaded after that re-reads the list once.
+ * libdw allocates with malloc: the guard's reports run where the preload
+ * serves such re-entrant calls unguarded, without its lock.
+ *
+ * addr2line: no malloc and no stdio; it runs through the raw fork system
+ * call, execve and a pipe, with LD_PRELOAD removed from its environment;
+ * its output lands in a static buffer. The addr2line path is looked up
+ * once (hk_os_symbolize_init), never at report time.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
@@ -25,6 +36,128 @@
 #include <unistd.h>
 
 extern char **environ;
+
+#if defined(__has_include)
+#if __has_include(<elfutils/libdwfl.h>)
+#include <elfutils/libdwfl.h>
+#define SYM_HAVE_DWFL 1
+#endif
+#endif
+
+static void sym_copy(char *dst, size_t cap, const char *src);
+
+#ifdef SYM_HAVE_DWFL
+/* ---- libdwfl, loaded at run time ---------------------------------------------------- */
+
+typedef struct sym_dwfl_api {
+    Dwfl *(*begin)(const Dwfl_Callbacks *);
+    void (*report_begin)(Dwfl *);
+    int (*proc_report)(Dwfl *, pid_t);
+    int (*report_end)(Dwfl *, int (*)(Dwfl_Module *, void *, const char *, Dwarf_Addr, void *), void *);
+    Dwfl_Module *(*addrmodule)(Dwfl *, Dwarf_Addr);
+    const char *(*addrname)(Dwfl_Module *, GElf_Addr);
+    Dwfl_Line *(*getsrc)(Dwfl_Module *, Dwarf_Addr);
+    const char *(*lineinfo)(Dwfl_Line *, Dwarf_Addr *, int *, int *, Dwarf_Word *, Dwarf_Word *);
+} sym_dwfl_api;
+
+static sym_dwfl_api sym_dw;
+static Dwfl_Callbacks sym_dw_cb;
+static Dwfl *sym_dw_session;
+static int sym_dw_ok;       /* the library and every function were found */
+static int sym_dw_reported; /* the module list was re-read after a miss */
+
+static int sym_dw_wanted; /* HEAPKIT_NO_LIBDW unset (read at init: the addr2line path for comparisons) */
+static int sym_dw_tried;
+
+/* Loads libdw at the first report (not at start: a run without a report
+ * pays nothing for it, and loads no extra modules). */
+static void sym_dwfl_load(void) {
+    if (sym_dw_tried || !sym_dw_wanted) return;
+    sym_dw_tried = 1;
+    void *h = dlopen("libdw.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h) return;
+    void *f[10];
+    static const char *const names[10] = {"dwfl_begin",         "dwfl_report_begin",     "dwfl_linux_proc_report",
+                                          "dwfl_report_end",    "dwfl_addrmodule",       "dwfl_module_addrname",
+                                          "dwfl_module_getsrc", "dwfl_lineinfo",         "dwfl_linux_proc_find_elf",
+                                          "dwfl_standard_find_debuginfo"};
+    for (int i = 0; i < 10; i++)
+        if (!(f[i] = dlsym(h, names[i]))) return;
+    memcpy(&sym_dw.begin, &f[0], sizeof f[0]);
+    memcpy(&sym_dw.report_begin, &f[1], sizeof f[1]);
+    memcpy(&sym_dw.proc_report, &f[2], sizeof f[2]);
+    memcpy(&sym_dw.report_end, &f[3], sizeof f[3]);
+    memcpy(&sym_dw.addrmodule, &f[4], sizeof f[4]);
+    memcpy(&sym_dw.addrname, &f[5], sizeof f[5]);
+    memcpy(&sym_dw.getsrc, &f[6], sizeof f[6]);
+    memcpy(&sym_dw.lineinfo, &f[7], sizeof f[7]);
+    memcpy(&sym_dw_cb.find_elf, &f[8], sizeof f[8]);
+    memcpy(&sym_dw_cb.find_debuginfo, &f[9], sizeof f[9]);
+    sym_dw_ok = 1;
+}
+
+/* The system's own libraries (libc, libstdc++, ...): their symbol and line
+ * tables come from separate, compressed debug files when installed
+ * (libc6-dbg: some 200 million instructions of inflate for libc's lines,
+ * 7 million to sort its full symbol table), and a report is about the
+ * program's code. Frames there keep dladdr's exported name. */
+static int sym_is_system_module(const char *path) {
+    if (!path) return 0;
+    return strncmp(path, "/lib/", 5) == 0 || strncmp(path, "/lib64/", 7) == 0 || strncmp(path, "/usr/lib/", 9) == 0 ||
+           strncmp(path, "/usr/lib64/", 11) == 0;
+}
+
+/* (Re-)reads the process's modules into the session. */
+static int sym_dwfl_report(void) {
+    if (!sym_dw_session) {
+        sym_dw_session = sym_dw.begin(&sym_dw_cb);
+        if (!sym_dw_session) return 0;
+    }
+    sym_dw.report_begin(sym_dw_session);
+    int rc = sym_dw.proc_report(sym_dw_session, getpid());
+    sym_dw.report_end(sym_dw_session, NULL, NULL);
+    return rc == 0;
+}
+
+/* Fills func and loc of s from libdwfl. Returns 0 when the session is not
+ * usable (the caller falls back to addr2line). */
+static int sym_dwfl_resolve(hk_os_symbol *s) {
+    if (!sym_dw_session && !sym_dwfl_report()) return 0;
+    Dwarf_Addr a = (Dwarf_Addr)(s->return_address ? s->pc - 1 : s->pc);
+    Dwfl_Module *m = sym_dw.addrmodule(sym_dw_session, a);
+    if (!m && !sym_dw_reported) { /* a module loaded since: read the list once more */
+        sym_dw_reported = 1;
+        if (sym_dwfl_report()) m = sym_dw.addrmodule(sym_dw_session, a);
+    }
+    if (!m) return 1;
+    if (sym_is_system_module(s->module)) return 1; /* dladdr's name only: see sym_is_system_module */
+    const char *fn = sym_dw.addrname(m, a);
+    if (fn) sym_copy(s->func, sizeof s->func, fn);
+    Dwfl_Line *line = sym_dw.getsrc(m, a);
+    int lineno = 0;
+    const char *file = line ? sym_dw.lineinfo(line, NULL, &lineno, NULL, NULL, NULL) : NULL;
+    if (file && lineno > 0) {
+        char num[16];
+        int k = 0;
+        unsigned v = (unsigned)lineno;
+        do {
+            num[k++] = (char)('0' + v % 10);
+            v /= 10;
+        } while (v && k < 15);
+        size_t fl = strlen(file), cap = sizeof s->loc;
+        if (fl + 2 + (size_t)k > cap) { /* keep the end of a long path */
+            file += fl + 2 + (size_t)k - cap;
+            fl = strlen(file);
+        }
+        memcpy(s->loc, file, fl);
+        s->loc[fl] = ':';
+        size_t o = fl + 1;
+        while (k) s->loc[o++] = num[--k];
+        s->loc[o] = 0;
+    }
+    return 1;
+}
+#endif
 
 uintptr_t hk_os_module_base(const void *addr) {
     Dl_info info;
@@ -62,6 +195,11 @@ void hk_os_symbolize_init(void) {
         s = e + 1;
     }
     memcpy(sym_a2l_path, found, sizeof found);
+#ifdef SYM_HAVE_DWFL
+    /* not under ThreadSanitizer: it rightly flags libdw's malloc calls in
+     * the fault handler (a report is written there) */
+    sym_dw_wanted = getenv("HEAPKIT_NO_LIBDW") == NULL && !hk__tsan_enabled();
+#endif
     __atomic_store_n(&sym_a2l_looked, 1, __ATOMIC_RELEASE);
 }
 
@@ -212,9 +350,16 @@ void hk_os_symbolize(hk_os_symbol *syms, int n, unsigned flags) {
             s->name_addr = (uintptr_t)info.dli_saddr;
         }
     }
-    if (!(flags & HK_OS_SYMBOLIZE_LINES) || !__atomic_load_n(&sym_a2l_looked, __ATOMIC_ACQUIRE) ||
-        !sym_a2l_path[0])
-        return;
+    if (!(flags & HK_OS_SYMBOLIZE_LINES) || !__atomic_load_n(&sym_a2l_looked, __ATOMIC_ACQUIRE)) return;
+#ifdef SYM_HAVE_DWFL
+    sym_dwfl_load();
+    if (sym_dw_ok) {
+        int i = 0;
+        while (i < n && sym_dwfl_resolve(&syms[i])) i++;
+        if (i == n) return;
+    }
+#endif
+    if (!sym_a2l_path[0]) return;
     /* once per module: the first entry of each module collects the others */
     for (int i = 0; i < n; i++) {
         if (!syms[i].module || !syms[i].module[0]) continue;

@@ -330,7 +330,13 @@ hk_result hk__pool_free(hk_pool *p, hk_pool_id id, hk_pool_children children) {
     if (!p) return HK_ERR_INVALID;
     hk__core_lock(&p->core);
     hk_result r = HK_OK;
-    uint32_t s = hk__pool_resolve(p, id, "free", 1, &r);
+    uint32_t s = POOL_NIL;
+    if (HK__UNLIKELY((unsigned)children > (unsigned)HK_POOL_DETACH)) /* before anything is touched */
+        r = hk__report(&p->core.rep, HK_ERR_INVALID, HK_EK_INVALID_ARG, NULL, (size_t)(unsigned)children,
+                       NULL, "free of id %#x refused: children mode %u is neither FREE_SUBTREE (0) nor DETACH (1)",
+                       id.value, (unsigned)children);
+    else
+        s = hk__pool_resolve(p, id, "free", 1, &r);
     if (s != POOL_NIL) {
         pool_kill_tree(p, s, children != HK_POOL_DETACH);
         if (p->defer_depth == 0) pool_flush(p);

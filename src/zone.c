@@ -126,13 +126,15 @@ static void *zone_alloc_impl(hk_zone *z, size_t n, size_t align, int tag, void *
                    name ? " for " : "", name ? name : "", tag);
         return NULL;
     }
-    if (align < 16) align = 16;
+    if (align == 0) align = 16;
+    /* tested before rounding up: 3 is refused, not taken for 16 */
     if (HK__UNLIKELY(!hk_is_pow2(align) || align > ZONE_MAX_ALIGN)) {
         z->fail_count++;
         hk__report(ZONE_REP(z), HK_ERR_INVALID, HK_EK_INVALID_ARG, NULL, align, name,
                    "alignment %zu is not a power of two up to 2^34 (request of %zu bytes)", align, n);
         return NULL;
     }
+    if (align < 16) align = 16;
     int tracked = tag != HK_TAG_STATIC || owner || name ||
                   (ZONE_FLAGS(z) & (HK_ZONE_TRACK_ALL | HK_FLAG_RECORD_SITE)) != 0;
     size_t need = zone_need(z, n, tracked);
@@ -379,23 +381,29 @@ hk_result hk_zone_free(hk_zone *z, void *p) {
      * (a zone of several regions) finds its region by zone_find_region,
      * which moves the hint, and stays on this path. */
     if (HK__LIKELY(!z->core.locked_hooks)) {
+        /* the address is validated as an integer: the header pointer is
+         * formed only once p is known to lie inside a region (a wild p such
+         * as (void *)1 would make p - ZONE_HDR wrap, undefined behaviour) */
         const zone_region *hr = &z->regions[z->region_hint];
-        zone_blk *b = zone_from_user(p);
-        int in = (const unsigned char *)b >= hr->base && (const unsigned char *)p <= hr->end;
+        uintptr_t a = (uintptr_t)p;
+        int in = a >= (uintptr_t)hr->base + ZONE_HDR && a <= (uintptr_t)hr->end;
         if (HK__UNLIKELY(!in) && z->nregions > 1) {
             int ri = zone_find_region(z, p);
             if (ri >= 0) {
                 hr = &z->regions[ri];
-                in = (const unsigned char *)b >= hr->base && (const unsigned char *)p <= hr->end;
+                in = a >= (uintptr_t)hr->base + ZONE_HDR && a <= (uintptr_t)hr->end;
             }
         }
-        if (HK__LIKELY(in && !((uintptr_t)p & 15) && !zone_is_poisoned(b, ZONE_HDR) &&
-                       (b->bits & (ZB_SLOT_MASK | ZB_USED)) == ZB_SLOT_USED && b->tag == HK_TAG_STATIC &&
-                       zone_hdr_ok(b))) {
-            zone_run *r = zone_slot_run(hr, b);
-            if (HK__LIKELY(r != NULL)) {
-                zone_slot_free(z, b, r);
-                return HK_OK;
+        if (HK__LIKELY(in && !(a & 15))) {
+            zone_blk *b = zone_from_user(p);
+            if (HK__LIKELY(!zone_is_poisoned(b, ZONE_HDR) &&
+                           (b->bits & (ZB_SLOT_MASK | ZB_USED)) == ZB_SLOT_USED && b->tag == HK_TAG_STATIC &&
+                           zone_hdr_ok(b))) {
+                zone_run *r = zone_slot_run(hr, b);
+                if (HK__LIKELY(r != NULL)) {
+                    zone_slot_free(z, b, r);
+                    return HK_OK;
+                }
             }
         }
     }

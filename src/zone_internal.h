@@ -461,8 +461,9 @@ static inline int zone_region_index(const hk_zone *z, const void *p) {
  * hooks. */
 static inline int zone_find_region(hk_zone *z, const void *p) {
     const zone_region *hr = &z->regions[z->region_hint];
-    if (HK__LIKELY(z->region_hint < z->nregions && (const unsigned char *)p >= hr->base &&
-                   (const unsigned char *)p < hr->end + ZONE_HDR))
+    uintptr_t a = (uintptr_t)p; /* integers: p may be any address */
+    if (HK__LIKELY(z->region_hint < z->nregions && a >= (uintptr_t)hr->base &&
+                   a < (uintptr_t)hr->end + ZONE_HDR))
         return (int)z->region_hint;
     int ri = zone_region_index(z, p);
     if (ri >= 0) z->region_hint = (uint32_t)ri;

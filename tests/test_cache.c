@@ -633,3 +633,30 @@ HKT_TEST(handle_misuse_table) {
     hk_cache_destroy(c);
     hk_cache_destroy(other);
 }
+
+/* Caller memory with an absurd size (SIZE_MAX, or running past the end of
+ * the address space) is refused and reported before a byte is written. */
+HKT_TEST(caller_memory_with_absurd_size_refused) {
+    static _Alignas(64) unsigned char buf[1 << 20];
+    memset(buf, 0x5a, sizeof buf);
+    hkt_errors_reset(&g_errs);
+    hk_cache_desc d = {0};
+    d.memory = buf;
+    d.size = SIZE_MAX;
+    d.on_error = hkt_on_error;
+    d.error_user = &g_errs;
+    CHECK(hk_cache_create(&d) == NULL);
+    CHECK_EQ(g_errs.count, 1);
+    CHECK_EQ(g_errs.last_kind, HK_EK_INVALID_ARG);
+    d.size = SIZE_MAX - (uintptr_t)buf + 1; /* ends exactly at the top of the address space: wraps to 0 */
+    CHECK(hk_cache_create(&d) == NULL);
+    CHECK_EQ(g_errs.count, 2);
+    size_t untouched = 0;
+    for (size_t i = 0; i < sizeof buf; i++) untouched += buf[i] == 0x5a;
+    CHECK_EQ(untouched, sizeof buf);
+    d.size = sizeof buf; /* and the same memory with its true size works */
+    hk_cache *c = hk_cache_create(&d);
+    REQUIRE(c != NULL);
+    CHECK_EQ(hk_cache_check(c), HK_OK);
+    hk_cache_destroy(c);
+}

@@ -222,8 +222,8 @@ static void step(hk_cache *c, hk_hunk *hk, hk_hunk_mark base) {
 static void run(hk_cache *c, hk_hunk *hk, int steps) {
     memset(g_m, 0, sizeof g_m);
     g_bad_purge = 0;
-    hk_hunk_mark base = hk ? hk_hunk_low_mark(hk) : (hk_hunk_mark){0, 0, 0, 0, 0, 0};
-    hk_hunk_mark hbase = hk ? hk_hunk_high_mark(hk) : (hk_hunk_mark){0, 0, 0, 0, 0, 0};
+    hk_hunk_mark base = hk ? hk_hunk_low_mark(hk) : (hk_hunk_mark){0, 0, 0, 0, 0, 0, 0, 0};
+    hk_hunk_mark hbase = hk ? hk_hunk_high_mark(hk) : (hk_hunk_mark){0, 0, 0, 0, 0, 0, 0, 0};
     for (int i = 0; i < steps; i++) {
         step(c, hk, base);
         if (hk && i % 200 == 199) hk_hunk_free_to_high_mark(hk, hbase);

@@ -388,8 +388,8 @@ HKT_TEST(guard_padding_damage) {
     poke(p, 15, 1);
     CHECK_EQ(hk_guard_free(g, p), HK_ERR_CORRUPT);
     CHECK_EQ(errs.last_kind, HK_EK_HEAP_OVERFLOW);
-    CHECK_STR_CONTAINS(errs.last_message, "write past the end found at free");
-    CHECK_STR_CONTAINS(errs.last_message, "offset +15 of 13-byte block");
+    CHECK_STR_CONTAINS(errs.last_message, "write past the end of 13-byte block");
+    CHECK_STR_CONTAINS(errs.last_message, "found at free: padding damaged at offset +15");
     CHECK_EQ(hk_guard_check(g), HK_OK); /* the block was still freed */
     hk_guard_info gi;
     CHECK_EQ(hk_guard_get_info(g, &gi), HK_OK);
@@ -399,7 +399,8 @@ HKT_TEST(guard_padding_damage) {
     poke(q, -1, 7);
     CHECK_EQ(hk_guard_free(g, q), HK_ERR_CORRUPT);
     CHECK_EQ(errs.last_kind, HK_EK_HEAP_UNDERFLOW);
-    CHECK_STR_CONTAINS(errs.last_message, "offset -1 of 32-byte block");
+    CHECK_STR_CONTAINS(errs.last_message, "write before the start of 32-byte block");
+    CHECK_STR_CONTAINS(errs.last_message, "padding damaged at offset -1 ");
     CHECK_EQ(hk_guard_check(g), HK_OK);
 
     /* unguarded blocks: the canary */

@@ -107,27 +107,27 @@ HKT_TEST(guard_fault_reports) {
         return;
     }
     CHECK_EQ(guard_run_child(guard_case_overflow_write, 0, HK_GUARD_SIDE_END, 0), SIGABRT);
-    CHECK_STR_CONTAINS(guard_out, "heap overflow (write)");
+    CHECK_STR_CONTAINS(guard_out, "heap overflow (write of");
     CHECK_STR_CONTAINS(guard_out, "offset +32 of 32-byte block");
     CHECK_STR_CONTAINS(guard_out, "0 bytes past its end");
     CHECK_STR_CONTAINS(guard_out, "allocated at:");
     CHECK_STR_CONTAINS(guard_out, "aborting");
 
     CHECK_EQ(guard_run_child(guard_case_overflow_read, 0, HK_GUARD_SIDE_END, 0), SIGABRT);
-    CHECK_STR_CONTAINS(guard_out, "heap overflow (read)");
+    CHECK_STR_CONTAINS(guard_out, "heap overflow (read of");
     CHECK_STR_CONTAINS(guard_out, "2 bytes past its end");
 
     CHECK_EQ(guard_run_child(guard_case_underflow_write, 0, HK_GUARD_SIDE_START, 0), SIGABRT);
-    CHECK_STR_CONTAINS(guard_out, "heap underflow (write)");
+    CHECK_STR_CONTAINS(guard_out, "heap underflow (write of");
     CHECK_STR_CONTAINS(guard_out, "3 bytes before its start");
 
     CHECK_EQ(guard_run_child(guard_case_uaf_read, 0, HK_GUARD_SIDE_END, 0), SIGABRT);
-    CHECK_STR_CONTAINS(guard_out, "use after free (read)");
+    CHECK_STR_CONTAINS(guard_out, "use after free (read of");
     CHECK_STR_CONTAINS(guard_out, "offset +10 of 100-byte freed block");
     CHECK_STR_CONTAINS(guard_out, "freed at:");
 
     CHECK_EQ(guard_run_child(guard_case_uaf_write_evicted, 0, HK_GUARD_SIDE_END, 0), SIGABRT);
-    CHECK_STR_CONTAINS(guard_out, "use after free (write)");
+    CHECK_STR_CONTAINS(guard_out, "use after free (write of");
     CHECK_STR_CONTAINS(guard_out, "left the quarantine");
 
     CHECK_EQ(guard_run_child(guard_case_double_free, HK_GUARD_ABORT, HK_GUARD_SIDE_END, 0), SIGABRT);

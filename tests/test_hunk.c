@@ -1,42 +1,10 @@
-/* The hunk: both ends, alignment, names, marks, temp block, stats, walk,
- * check, dump, and every bad input the header lists. */
-#include "hk_test.h"
-#include "heapkit/hunk.h"
+/* The hunk: both ends, alignment, names, temp block, stats, walk, check,
+ * dump, and every bad input the header lists. Marks (nesting, foreign,
+ * stale) and tenant claims: test_hunk_marks.c. */
+#include "hunk_test_util.h"
 #include "internal.h"
 
 #include <pthread.h>
-
-static hkt_errors g_errs;
-
-/* hk_hunk_get_info's fields, one at a time. */
-static hk_hunk_info info_of(const hk_hunk *h) {
-    hk_hunk_info i;
-    memset(&i, 0, sizeof i);
-    (void)hk_hunk_get_info(h, &i);
-    return i;
-}
-static size_t low_used(const hk_hunk *h) { return info_of(h).low_used; }
-static size_t high_used(const hk_hunk *h) { return info_of(h).high_used; }
-static size_t capacity(const hk_hunk *h) { return info_of(h).capacity; }
-
-/* The hunk's allocators carry HK_ALLOC_SIZE, so the compiler knows a block's
- * bounds; the tests that damage a block on purpose take its address through
- * this, which hides them. */
-static unsigned char *unbounded(void *p) {
-    __asm__ volatile("" : "+r"(p));
-    return (unsigned char *)p;
-}
-
-static hk_hunk *make(size_t size, uint32_t flags) {
-    hkt_errors_reset(&g_errs);
-    hk_hunk_desc d = {0};
-    d.size = size;
-    d.flags = flags;
-    d.name = "test";
-    d.on_error = hkt_on_error;
-    d.error_user = &g_errs;
-    return hk_hunk_create(&d);
-}
 
 HKT_TEST(create_from_os_and_caller_memory) {
     hk_hunk *h = make(1 << 20, 0);
@@ -191,102 +159,6 @@ HKT_TEST(names_are_kept_and_truncated) {
     size_t sz;
     hk_hunk_free_range(h, &start, &sz);
     CHECK_EQ(hk_hunk_where(h, start, &info), HK_ERR_FOREIGN); /* free middle */
-    hk_hunk_destroy(h);
-}
-
-HKT_TEST(marks_free_everything_after_them) {
-    hk_hunk *h = make(1 << 20, 0);
-    hk_hunk_alloc(h, 100, "base");
-    hk_hunk_mark m = hk_hunk_low_mark(h);
-    size_t low_at_mark = low_used(h);
-    hk_stats before;
-    hk_hunk_stats(h, &before);
-    for (int i = 0; i < 100; i++) hk_hunk_alloc(h, 1000, "level");
-    CHECK(low_used(h) > low_at_mark);
-    CHECK_EQ(hk_hunk_free_to_low_mark(h, m), HK_OK);
-    CHECK_EQ(low_used(h), low_at_mark);
-    hk_stats after;
-    hk_hunk_stats(h, &after);
-    CHECK_EQ(after.used, before.used);
-    CHECK_EQ(after.live_blocks, before.live_blocks);
-    CHECK_EQ(after.free_count, 100);
-    CHECK_EQ(hk_hunk_check(h), HK_OK);
-    /* Freeing to the current top is a no-op. */
-    CHECK_EQ(hk_hunk_free_to_low_mark(h, m), HK_OK);
-
-    hk_hunk_mark hm = hk_hunk_high_mark(h);
-    for (int i = 0; i < 10; i++) hk_hunk_alloc_high(h, 64, "hi");
-    CHECK_EQ(hk_hunk_free_to_high_mark(h, hm), HK_OK);
-    CHECK_EQ(high_used(h), 0);
-    CHECK_EQ(g_errs.count, 0);
-    CHECK_EQ(hk_hunk_check(h), HK_OK);
-    hk_hunk_destroy(h);
-}
-
-HKT_TEST(nested_marks) {
-    hk_hunk *h = make(1 << 20, 0);
-    hk_hunk_mark m0 = hk_hunk_low_mark(h);
-    hk_hunk_alloc(h, 10, "a");
-    hk_hunk_mark m1 = hk_hunk_low_mark(h);
-    hk_hunk_alloc(h, 10, "b");
-    hk_hunk_mark m2 = hk_hunk_low_mark(h);
-    hk_hunk_alloc(h, 10, "c");
-    CHECK_EQ(hk_hunk_free_to_low_mark(h, m2), HK_OK);
-    CHECK_EQ(hk_hunk_free_to_low_mark(h, m1), HK_OK);
-    CHECK_EQ(hk_hunk_free_to_low_mark(h, m0), HK_OK);
-    CHECK_EQ(low_used(h), 0);
-    CHECK_EQ(g_errs.count, 0);
-    hk_hunk_destroy(h);
-}
-
-HKT_TEST(bad_marks_are_refused) {
-    hk_hunk *h = make(1 << 20, 0);
-    hk_hunk_alloc(h, 10, "a");
-    hk_hunk_mark low = hk_hunk_low_mark(h);
-    hk_hunk_mark high = hk_hunk_high_mark(h);
-
-    /* A mark from the other end. */
-    CHECK_EQ(hk_hunk_free_to_high_mark(h, low), HK_ERR_INVALID);
-    CHECK_EQ(g_errs.last_kind, HK_EK_INVALID_ARG);
-    CHECK_STR_CONTAINS(g_errs.last_message, "other end");
-    CHECK_EQ(hk_hunk_free_to_low_mark(h, high), HK_ERR_INVALID);
-
-    /* A mark beyond the current top. */
-    hk_hunk_alloc(h, 10, "b");
-    hk_hunk_mark above = hk_hunk_low_mark(h);
-    CHECK_EQ(hk_hunk_free_to_low_mark(h, low), HK_OK);
-    hkt_errors_reset(&g_errs);
-    CHECK_EQ(hk_hunk_free_to_low_mark(h, above), HK_ERR_INVALID);
-    CHECK_STR_CONTAINS(g_errs.last_message, "beyond the current top");
-
-    /* A stale mark: taken above a position freed since, the hunk grown back. */
-    hk_hunk_alloc(h, 10, "c");
-    hk_hunk_alloc(h, 10, "d");
-    CHECK(low_used(h) > above.offset);
-    hkt_errors_reset(&g_errs);
-    CHECK_EQ(hk_hunk_free_to_low_mark(h, above), HK_ERR_INVALID);
-    CHECK_STR_CONTAINS(g_errs.last_message, "stale");
-    CHECK(low_used(h) > above.offset); /* nothing was freed */
-
-    /* Same on the high end. */
-    hk_hunk_mark h0 = hk_hunk_high_mark(h);
-    hk_hunk_alloc_high(h, 32, "x");
-    hk_hunk_mark h1 = hk_hunk_high_mark(h);
-    hk_hunk_alloc_high(h, 32, "y");
-    CHECK_EQ(hk_hunk_free_to_high_mark(h, h0), HK_OK);
-    hk_hunk_alloc_high(h, 32, "z");
-    hk_hunk_alloc_high(h, 32, "w");
-    hkt_errors_reset(&g_errs);
-    CHECK_EQ(hk_hunk_free_to_high_mark(h, h1), HK_ERR_INVALID);
-    CHECK_STR_CONTAINS(g_errs.last_message, "stale");
-
-    /* A forged mark that is not block-aligned. */
-    hk_hunk_mark forged = hk_hunk_low_mark(h);
-    forged.offset -= 8;
-    CHECK_EQ(hk_hunk_free_to_low_mark(h, forged), HK_ERR_INVALID);
-
-    CHECK_EQ(hk_hunk_check(h), HK_OK);
-    CHECK_EQ(hk_hunk_free_to_low_mark(NULL, low), HK_ERR_INVALID);
     hk_hunk_destroy(h);
 }
 
@@ -795,13 +667,6 @@ HKT_TEST(half_set_lock_hooks_are_refused) {
     CHECK_STR_CONTAINS(g_errs.last_message, "lock is missing");
 }
 
-static size_t no_reclaim(void *user, int high, size_t bytes) {
-    (void)user;
-    (void)high;
-    (void)bytes;
-    return 0;
-}
-
 /* Paranoid: the calls that only free or change the tenant run the check too. */
 HKT_TEST(paranoid_mode_checks_free_temp_and_tenant_calls) {
     if (hk__asan_enabled()) return;
@@ -879,3 +744,5 @@ HKT_TEST(dump_writes_through_a_print_fn) {
     CHECK_STR_CONTAINS(t.buf, "(all)                 2 blocks          107 bytes");
     hk_hunk_destroy(h);
 }
+
+/* ---- marks and tenant claims from a hostile caller (issue 21) ---------------------------- */

@@ -197,3 +197,34 @@ HKT_TEST(pool_lock_hooks_via_core) {
     CHECK(hk_pool_create(&d) == NULL);
     CHECK_EQ(g_errs.last_kind, HK_EK_INVALID_ARG);
 }
+
+/* A children mode that is neither FREE_SUBTREE nor DETACH is refused and
+ * reported, on the inline fast path (an object with no tree, no list) and
+ * on the full path (a parent with a child), overflow IDs included; nothing
+ * is freed. */
+HKT_TEST(pool_misuse_free_with_invalid_children_mode) {
+    hk_pool *p = mk(4, 0, 0);
+    REQUIRE(p != NULL);
+    hk_pool_id lone = hk_pool_alloc(p, NULL), parent = hk_pool_alloc(p, NULL), child = hk_pool_alloc(p, NULL);
+    hk_pool_id over[4];
+    for (int i = 0; i < 4; i++) over[i] = hk_pool_alloc(p, NULL); /* past the capacity: overflow IDs */
+    REQUIRE(hk_pool_set_parent(p, child, parent) == HK_OK);
+    const unsigned modes[] = {2, 7, 0x80000000u, 0xffffffffu};
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        hk_pool_children m = (hk_pool_children)modes[i];
+        EXPECT(hk_pool_free(p, lone, m), HK_ERR_INVALID, HK_EK_INVALID_ARG);
+        EXPECT(hk_pool_free(p, parent, m), HK_ERR_INVALID, HK_EK_INVALID_ARG);
+        EXPECT(hk_pool_free(p, over[3], m), HK_ERR_INVALID, HK_EK_INVALID_ARG);
+    }
+    CHECK_STR_CONTAINS(g_errs.last_message, "children mode");
+    CHECK(hk_pool_get(p, lone) != NULL);
+    CHECK(hk_pool_get(p, parent) != NULL);
+    CHECK(hk_pool_get(p, child) != NULL);
+    for (int i = 0; i < 4; i++) CHECK(hk_pool_get(p, over[i]) != NULL);
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    CHECK_EQ(hk_pool_free(p, parent, HK_POOL_DETACH), HK_OK);
+    CHECK(hk_pool_get(p, child) != NULL);
+    CHECK_EQ(hk_pool_free(p, lone, HK_POOL_FREE_SUBTREE), HK_OK);
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    hk_pool_destroy(p);
+}

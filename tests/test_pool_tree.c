@@ -1,30 +1,7 @@
 /* Pool parent / child trees: navigation, reparenting with the cycle check,
  * freeing a subtree or detaching the children, deep trees without recursion. */
-#include "hk_test.h"
 #include "internal.h"
-
-#include "heapkit/pool.h"
-
-typedef struct obj {
-    uint32_t magic;
-    uint32_t n;
-    char pad[56];
-} obj;
-
-static hkt_errors g_errs;
-
-static hk_pool *mk(uint32_t cap, uint32_t flags) {
-    hkt_errors_reset(&g_errs);
-    g_errs.quiet = 1;
-    hk_pool_desc d = {0};
-    d.elem_size = sizeof(obj);
-    d.capacity = cap;
-    d.flags = flags;
-    d.name = "vms";
-    d.on_error = hkt_on_error;
-    d.error_user = &g_errs;
-    return hk_pool_create(&d);
-}
+#include "pool_test_util.h"
 
 /* ---- parent / child ----------------------------------------------------------- */
 

@@ -297,3 +297,61 @@ HKT_TEST(null_arguments) {
     hk_zone_destroy(NULL);
     hk_zone_dump(NULL, NULL, NULL);
 }
+
+/* Alignments that are not powers of two are refused and reported, before
+ * any rounding (3 used to be taken for 16); 0 and small powers of two mean 16. */
+HKT_TEST(alloc_aligned_non_power_of_two_refused) {
+    hkt_errors errs = {0};
+    hk_zone *z = mk(&errs, 0);
+    const size_t bad[] = {3, 5, 12, 15, 24, 48, 100, (size_t)1 << 35, SIZE_MAX};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int before = errs.count;
+        CHECK(hk_zone_alloc_aligned(z, bad[i], 10) == NULL);
+        CHECK_EQ(errs.count, before + 1);
+        CHECK_EQ(errs.last_kind, HK_EK_INVALID_ARG);
+        CHECK_EQ(errs.last_size, bad[i]);
+        hk_zone_alloc_desc d = {0};
+        d.size = 10;
+        d.align = bad[i];
+        CHECK(hk_zone_alloc_ex(z, &d) == NULL);
+        CHECK_EQ(errs.count, before + 2);
+    }
+    CHECK_STR_CONTAINS(errs.last_message, "not a power of two");
+    const size_t good[] = {0, 1, 2, 4, 8, 16, 32, 4096};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        void *p = hk_zone_alloc_aligned(z, good[i], 10);
+        REQUIRE(p != NULL);
+        CHECK_EQ((uintptr_t)p % (good[i] > 16 ? good[i] : 16), 0);
+        CHECK_EQ(hk_zone_free(z, p), HK_OK);
+    }
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    hk_zone_destroy(z);
+}
+
+/* Wild addresses near 0 and near the top of the address space: reported as
+ * foreign, and validated without pointer arithmetic that could wrap (the
+ * sanitizer build turns such undefined behaviour into a failure). */
+HKT_TEST(wild_pointers_near_address_space_ends) {
+    hkt_errors errs = {0};
+    hk_zone *z = mk(&errs, 0);
+    void *keep = hk_zone_alloc(z, 40);
+    REQUIRE(keep != NULL);
+    memset(keep, 7, 40);
+    const uintptr_t wild[] = {1, 8, 15, 16, 32, 4096, UINTPTR_MAX, UINTPTR_MAX - 15, UINTPTR_MAX - 4095};
+    for (size_t i = 0; i < sizeof wild / sizeof wild[0]; i++) {
+        void *p = (void *)wild[i];
+        int before = errs.count;
+        CHECK_EQ(hk_zone_free(z, p), HK_ERR_FOREIGN);
+        CHECK_EQ(errs.count, before + 1);
+        CHECK_EQ(errs.last_kind, HK_EK_FOREIGN_PTR);
+        CHECK(hk_zone_realloc(z, p, 10) == NULL);
+        CHECK_EQ(hk_zone_usable_size(z, p), 0);
+        CHECK(!hk_zone_owns(z, p));
+        CHECK_EQ(hk_zone_tag(z, p), 0);
+    }
+    unsigned char *k = keep;
+    for (int i = 0; i < 40; i++) CHECK_EQ(k[i], 7);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    CHECK_EQ(hk_zone_free(z, keep), HK_OK);
+    hk_zone_destroy(z);
+}

@@ -104,7 +104,9 @@ int main(void) {
     EXPECT(a && ((uintptr_t)a & 255) == 0); /* alignment kept across realloc */
     free(a);
     errno = 0;
-    EXPECT(aligned_alloc(24, 48) == NULL && errno == EINVAL);
+    void *a24 = aligned_alloc(24, 48); /* glibc rounds 24 up to 32 (tests/malloc_compat.sh checks every edge) */
+    EXPECT(a24 && ((uintptr_t)a24 & 31) == 0);
+    free(a24);
     void *ma = memalign(128, 5);
     EXPECT(ma && ((uintptr_t)ma & 127) == 0);
     free(ma);

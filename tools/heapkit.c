@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "guard_sides.h"
 #include "options.h"
 
 #ifndef HEAPKIT_INSTALL_LIBDIR
@@ -176,6 +177,12 @@ static void help_guard(FILE *out) {
         print_wrapped(out, f->help ? f->help : o->help, 30, 30, 80);
         fprintf(out, "%30s%s\n", "", effect);
     }
+    fprintf(out, "%-30s", "  --sides both");
+    print_wrapped(out,
+                  "run the program twice, guard page after then before each block, with the same "
+                  "arguments, environment and standard input (replayed), and report the union: "
+                  "under-reads too (for deterministic programs; twice the time)",
+                  30, 30, 80);
     fprintf(out, "%-30s%s\n", "  -h, --help", "this text");
     fprintf(out, "\nFill patterns: fresh memory 0xcd, freed 0xdd, padding 0xfd.\n"
                  "`heapkit env` lists every variable, with the ones no flag sets.\n");
@@ -253,6 +260,7 @@ static int find_guard_lib(char *out, size_t n) {
 static int cmd_guard(int argc, char **argv) {
     char lib[PATH_MAX];
     const char *lib_opt = NULL;
+    int sides_both = 0;
     int i = 1;
     for (; i < argc; i++) {
         const char *a = argv[i];
@@ -264,6 +272,18 @@ static int cmd_guard(int argc, char **argv) {
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             help_guard(stdout);
             return 0;
+        }
+        if (strcmp(a, "--sides") == 0) {
+            const char *v = i + 1 < argc ? argv[++i] : "";
+            if (strcmp(v, "both") == 0) {
+                sides_both = 1;
+            } else if (strcmp(v, "trailing") == 0 || strcmp(v, "leading") == 0) {
+                setenv(hk_options[HK_OPT_GUARD_SIDE].var, v[0] == 't' ? "end" : "start", 1);
+            } else {
+                fprintf(stderr, "heapkit guard: --sides wants both|trailing|leading, not '%s'\n", v);
+                return 2;
+            }
+            continue;
         }
         const hk_flag *f = NULL;
         for (size_t k = 0; k < HK_NFLAGS && !f; k++)
@@ -318,6 +338,7 @@ static int cmd_guard(int argc, char **argv) {
     } else {
         setenv("LD_PRELOAD", lib, 1);
     }
+    if (sides_both) return hk_guard_sides_both(&argv[i]);
     execvp(argv[i], &argv[i]);
     fprintf(stderr, "heapkit guard: cannot run %s: %s\n", argv[i], strerror(errno));
     return 127;

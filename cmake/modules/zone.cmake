@@ -42,6 +42,26 @@ if(NOT HEAPKIT_SANITIZE_ANY)
     set_tests_properties(zone_preload_c PROPERTIES LABELS no-sanitize TIMEOUT 120
       PASS_REGULAR_EXPRESSION "preload ok")
 
+    # Every edge of the malloc family (alignments, huge sizes, errno,
+    # realloc to 0) behaves as this machine's glibc does.
+    add_executable(malloc_compat_prog ${PROJECT_SOURCE_DIR}/tests/malloc_compat_prog.c)
+    # -O0: clang 14 crashes (SIGSEGV in its optimizer) on this file at -O1 and above
+    target_compile_options(malloc_compat_prog PRIVATE -O0 -fno-builtin
+      $<$<C_COMPILER_ID:GNU>:-Wno-alloc-size-larger-than>)
+    add_test(NAME zone_preload_glibc_edges
+      COMMAND sh ${PROJECT_SOURCE_DIR}/tests/malloc_compat.sh $<TARGET_FILE:malloc_compat_prog>
+        $<TARGET_FILE:heapkit_malloc> ${CMAKE_CURRENT_BINARY_DIR}/malloc_compat)
+    set_tests_properties(zone_preload_glibc_edges PROPERTIES LABELS no-sanitize TIMEOUT 60)
+
+    # Out of memory injected at every OS call of a small workload (tests/malloc_oom.sh).
+    add_executable(malloc_oom_prog ${PROJECT_SOURCE_DIR}/tests/malloc_oom_prog.c)
+    target_compile_options(malloc_oom_prog PRIVATE -fno-builtin)
+    add_test(NAME zone_preload_oom_sweep
+      COMMAND sh ${PROJECT_SOURCE_DIR}/tests/malloc_oom.sh $<TARGET_FILE:malloc_oom_prog>
+        $<TARGET_FILE:heapkit_malloc> 40)
+    set_tests_properties(zone_preload_oom_sweep PROPERTIES LABELS no-sanitize TIMEOUT 120
+      PASS_REGULAR_EXPRESSION "malloc oom sweep ok")
+
     # Real programs from the machine, their output checked. lua5.4 and
     # sqlite3 come from .ci/install-deps.sh; a missing program is skipped.
     foreach(prog python perl gcc cmake lua sqlite)

@@ -150,8 +150,10 @@ typedef struct hk_cache_desc {
 /* Creates a cache. Returns NULL when desc is NULL, its lock hooks have only
  * one of lock and unlock (reported as HK_EK_INVALID_ARG), the memory is too small
  * for the control block, a table of 64 handles and 64 bytes of data (or, with
- * a hunk, the control block and table), the hunk already has a tenant, or the
- * OS refuses. With `hunk` and no memory, the control block and table come
+ * a hunk, the control block and table), the hunk already has a tenant, memory
+ * + size runs past the end of the address space (reported as
+ * HK_EK_INVALID_ARG; checked before a byte is written), or the OS refuses
+ * (reported as HK_EK_NOMEM). With `hunk` and no memory, the control block and table come
  * from the OS. O(max_handles) (the table is cleared). */
 hk_cache *hk_cache_create(const hk_cache_desc *desc);
 

@@ -240,6 +240,16 @@ int hk_guard_walk(hk_guard *g, hk_walk_fn fn, void *user);
 hk_result hk_guard_check(hk_guard *g);
 hk_result hk_guard_where(hk_guard *g, const void *addr, hk_block_info *info);
 
+/* Checks the padding of every live guarded block (what hk_guard_check does
+ * for the first damaged one, and free for the block it frees) and reports
+ * each damaged block: the one-line report through the error hook and, with
+ * HK_GUARD_REPORT, the detailed one (the block, its allocation stack, the
+ * first and last damaged offsets), "found at exit". Never aborts. Returns
+ * the number of damaged blocks. O(live guarded blocks' padding). Takes the
+ * lock (the error hook runs under it). The preload calls it at exit when
+ * the leak check is off (hk_guard_leaks does it too). */
+size_t hk_guard_check_padding(hk_guard *g);
+
 /* Guard-specific counters: hk_guard_get_info fills *out (O(1)); returns
  * HK_ERR_INVALID (out zeroed when not NULL) for a NULL g or out. */
 typedef struct hk_guard_info {
@@ -249,6 +259,9 @@ typedef struct hk_guard_info {
     size_t quarantine_blocks; /* blocks in quarantine */
     size_t quarantine_bytes;  /* their pages' bytes */
     size_t reserve_used;      /* bytes of the reservation carved into slots */
+    size_t reserve_size;      /* bytes reserved for slots: desc.reserve, or less under an address-space
+                                 limit (create halves it until the OS agrees, down to 16 MiB, and
+                                 reports HK_EK_NOMEM saying how much it got) */
     size_t traces;            /* distinct stack traces recorded */
     uint64_t reports;         /* reports made (errors, faults, leaks) */
     uint64_t over_cap;        /* allocations served unguarded because of the cap */

@@ -66,6 +66,8 @@ typedef struct hk_hunk_mark {
     size_t edge;       /* low end: offset of the last block's header then */
     uint32_t end;      /* 0 low, 1 high */
     uint32_t seq;      /* sequence number of the block at the mark's edge: detects stale marks */
+    uint32_t hunk;     /* the hunk that issued the mark (0: none): detects foreign marks */
+    uint32_t cuts;     /* cuts of that end when the mark was taken: no cut since, no walk needed */
 } hk_hunk_mark;
 
 /* Creates a hunk. With desc->memory the control block (with the name table)
@@ -73,7 +75,7 @@ typedef struct hk_hunk_mark {
  * smaller than size) and the OS is never called. Returns NULL when desc is
  * NULL, its lock hooks have only one of lock and unlock (reported as
  * HK_EK_INVALID_ARG), the memory is too small (under 4 KiB), or the OS
- * refuses the reservation. O(1). */
+ * refuses the reservation (reported as HK_EK_NOMEM). O(1). */
 hk_hunk *hk_hunk_create(const hk_hunk_desc *desc);
 
 /* Destroys the hunk; OS memory is released, caller memory is left alone.
@@ -116,9 +118,15 @@ hk_hunk_mark hk_hunk_low_mark(hk_hunk *h);
 hk_hunk_mark hk_hunk_high_mark(hk_hunk *h);
 
 /* Frees every block allocated on that end after the mark was taken.
- * Returns HK_ERR_INVALID (and reports) for a mark from the other end, a
- * mark beyond the current top, or a stale mark (one taken above a position
- * that was freed since). A mark equal to the current top is a no-op. O(1). */
+ * Returns HK_ERR_INVALID (and reports) for a mark of another hunk (or of
+ * none), a mark from the other end, a mark beyond the current top, or a
+ * stale mark (one taken above a position that was freed since). A mark
+ * equal to the current top is a no-op. Staleness is decided from the
+ * hunk's own block headers, never from bytes a block's owner may hold:
+ * O(1) when that end was not cut (freed to a mark, reset, temp block
+ * released) since the mark was taken, else a walk over that end's headers
+ * (O(blocks below the mark) on the low end, O(blocks above it) on the
+ * high end). */
 hk_result hk_hunk_free_to_low_mark(hk_hunk *h, hk_hunk_mark mark);
 hk_result hk_hunk_free_to_high_mark(hk_hunk *h, hk_hunk_mark mark);
 

@@ -292,7 +292,8 @@ static inline hk_pool_id hk_pool_alloc(hk_pool *p, void **obj) {
 
 /* Frees an object, and its subtree or not (`children`). See "Deferred
  * destruction" for what happens inside a defer scope. Errors (reported, the
- * pool unchanged; see "Errors" above): HK_ERR_INVALID for the none ID,
+ * pool unchanged; see "Errors" above): HK_ERR_INVALID for the none ID or a
+ * `children` that is neither HK_POOL_FREE_SUBTREE nor HK_POOL_DETACH,
  * HK_ERR_DOUBLE_FREE when the object was already freed (still pending or
  * released, as long as its slot has not been reused), HK_ERR_STALE for an
  * older generation, HK_ERR_FOREIGN for an ID this pool never issued. O(1) + O(subtree) or
@@ -304,8 +305,8 @@ static inline hk_result hk_pool_free(hk_pool *p, hk_pool_id id, hk_pool_children
     hk__pool_hot *h = (hk__pool_hot *)p;
     if (HK_POOL__LIKELY(p != 0)) {
         uint32_t v = id.value, s = v & h->ht.index_mask;
-        if (HK_POOL__LIKELY(s < h->free_cap && h->ht.words[s] == v && !h->busy[s] &&
-                            hk__ht_free_fast(&h->ht, s, v)))
+        if (HK_POOL__LIKELY((unsigned)children <= (unsigned)HK_POOL_DETACH && s < h->free_cap &&
+                            h->ht.words[s] == v && !h->busy[s] && hk__ht_free_fast(&h->ht, s, v)))
             return HK_OK;
     }
     return hk__pool_free(p, id, children);

@@ -147,7 +147,7 @@ typedef struct hk_zone_desc {
  * align 16, tag HK_TAG_STATIC, no owner, no name, no site. */
 typedef struct hk_zone_alloc_desc {
     size_t size;      /* bytes asked for (0 gives a unique, valid pointer) */
-    size_t align;     /* power of two; below 16 means 16 */
+    size_t align;     /* 0 or a power of two; below 16 means 16 */
     int tag;          /* 1..HK_ZONE_TAG_MAX */
     void **owner;     /* set to the block on success, to NULL when the block is freed or purged */
     const char *name; /* kept by pointer (for dump and walk): use a string that outlives the block */
@@ -202,8 +202,8 @@ void *hk_zone_alloc_ex(hk_zone *z, const hk_zone_alloc_desc *d);
  * and returns NULL. O(1) plus the zeroing. */
 void *hk_zone_calloc(hk_zone *z, size_t count, size_t size) HK_MALLOC HK_ALLOC_SIZE2(2, 3);
 
-/* `size` bytes aligned to `align` (a power of two up to 2^34; below 16
- * means 16), tag HK_TAG_STATIC, like C's aligned_alloc (alignment first);
+/* `size` bytes aligned to `align` (a power of two up to 2^34; 0 and powers
+ * of two below 16 mean 16; any other value, 3 or 48 say, is refused), tag HK_TAG_STATIC, like C's aligned_alloc (alignment first);
  * the alignment is kept when the block is reallocated. Bad alignment
  * reports HK_EK_INVALID_ARG and returns NULL; otherwise fails as
  * hk_zone_alloc. O(1). */

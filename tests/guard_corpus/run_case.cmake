@@ -1,5 +1,7 @@
 # Runs one corpus case for CTest:
-#   cmake -DTOOL=heapkit -DOPTS=a|b -DPROG=prog -DARGS=x|y -DRC=nonzero|N -DEXPECT=s1|s2 -P run_case.cmake
+#   cmake -DTOOL=heapkit -DOPTS=a|b -DPROG=prog -DARGS=x|y -DRC=nonzero|N -DEXPECT=s1|s2
+#         [-DFORBID=s1|s2] [-DONCE=s] [-DULIMIT_V=kilobytes]
+#         [-DSTDIN=file] -P run_case.cmake
 # Runs `TOOL guard OPTS... -- PROG ARGS...`, then checks the exit status
 # (nonzero: any failure, including death by a signal; N: exactly N) and that
 # every EXPECT string occurs in stdout+stderr. A case expected to exit 0
@@ -7,7 +9,18 @@
 string(REPLACE "|" ";" opts "${OPTS}")
 string(REPLACE "|" ";" args "${ARGS}")
 string(REPLACE "|" ";" expect "${EXPECT}")
-execute_process(COMMAND ${TOOL} guard ${opts} -- ${PROG} ${args}
+if(DEFINED ULIMIT_V AND NOT ULIMIT_V STREQUAL "")
+  # under an address-space limit (kilobytes, as `ulimit -v`)
+  set(pre sh -c "ulimit -v ${ULIMIT_V} && exec \"$0\" \"$@\"")
+else()
+  set(pre)
+endif()
+if(DEFINED STDIN AND NOT STDIN STREQUAL "")
+  set(in INPUT_FILE ${STDIN})
+else()
+  set(in)
+endif()
+execute_process(COMMAND ${pre} ${TOOL} guard ${opts} -- ${PROG} ${args} ${in}
   OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc TIMEOUT 100)
 set(all "${out}${err}")
 message("---- exit status: ${rc}\n---- output:\n${all}----")
@@ -24,8 +37,25 @@ foreach(s ${expect})
     message(FATAL_ERROR "expected the output to contain '${s}'")
   endif()
 endforeach()
+# FORBID: strings that must not occur; ONCE: a string that must occur exactly once
+if(DEFINED FORBID AND NOT FORBID STREQUAL "")
+  string(REPLACE "|" ";" forbid "${FORBID}")
+  foreach(s ${forbid})
+    string(FIND "${all}" "${s}" pos)
+    if(NOT pos EQUAL -1)
+      message(FATAL_ERROR "the output must not contain '${s}'")
+    endif()
+  endforeach()
+endif()
+if(DEFINED ONCE AND NOT ONCE STREQUAL "")
+  string(FIND "${all}" "${ONCE}" first)
+  string(FIND "${all}" "${ONCE}" last REVERSE)
+  if(first EQUAL -1 OR NOT first EQUAL last)
+    message(FATAL_ERROR "expected '${ONCE}' exactly once")
+  endif()
+endif()
 if(RC STREQUAL "0")
-  string(FIND "${all}" "heapkit guard:" pos)
+  string(FIND "${all}" "== heapkit guard:" pos) # no report (a line about the address-space limit is not one)
   if(NOT pos EQUAL -1)
     message(FATAL_ERROR "a clean run printed a heapkit guard report")
   endif()
