@@ -58,11 +58,17 @@ typedef struct zone_heap {
     size_t os_size;
 } zone_heap;
 
+/* The extension starts past the last slot's user bytes, which reach
+ * ZONE_OVERLAP bytes beyond the slots (into what would be the next slot's
+ * header). */
 static inline zone_run_x *zone_run_ext(const zone_run *r) {
-    return (zone_run_x *)(((uintptr_t)r->first + (size_t)r->nslots * r->stride + 63) & ~(uintptr_t)63);
+    return (zone_run_x *)(((uintptr_t)r->first + (size_t)r->nslots * r->stride + ZONE_OVERLAP + 63) &
+                          ~(uintptr_t)63);
 }
-/* Bytes a threads zone's run block needs past its slots for the extension. */
-#define ZONE_RUN_XBYTES (sizeof(zone_run_x) + 64u)
+/* Bytes a threads zone's run block needs past its slots for the extension
+ * (the overlap, the worst alignment gap, the struct; a multiple of 16 like
+ * every block size). */
+#define ZONE_RUN_XBYTES ((sizeof(zone_run_x) + ZONE_OVERLAP + 63u + 15u) & ~(size_t)15)
 
 /* The class table run r belongs to (its heap's or the zone's). */
 static inline zone_cls *zone_run_cls(hk_zone *z, const zone_run *r) {

@@ -382,3 +382,42 @@ HKT_TEST(foreign_and_interior_pointer_from_other_thread_reported) {
 
 /* the shared test header's single-threaded hook is not used here */
 static HK__UNUSED void (*t_unused_hook)(const hk_error *, void *) = hkt_on_error;
+
+/* Regression: a run's last slot may be written up to its usable size, which
+ * reaches 8 bytes past the slots (into the next slot's header position);
+ * the run's remote bitmap once started right there, so a full write of the
+ * last slot set remote marks that no free had made, and check failed (and
+ * collections freed live slots). Every class, every slot written whole. */
+static void *fill_every_class(void *arg) {
+    hk_zone *z = (hk_zone *)arg;
+    enum { PER = 80 };
+    static void *blocks[64 * PER];
+    size_t nb = 0;
+    for (size_t n = 24; n <= 1016 && nb + PER <= 64 * PER; n += 16)
+        for (int i = 0; i < PER; i++) {
+            unsigned char *p = hk_zone_alloc(z, n);
+            if (!p) return NULL;
+            memset(p, 0xff, hk_zone_usable_size(z, p));
+            blocks[nb++] = p;
+        }
+    return blocks;
+}
+
+HKT_TEST(last_slot_written_whole_leaves_run_bookkeeping_intact) {
+    trep rep;
+    hk_zone *z = mk(&rep);
+    pthread_t t;
+    void *res = NULL;
+    REQUIRE(pthread_create(&t, NULL, fill_every_class, z) == 0);
+    pthread_join(t, &res);
+    REQUIRE(res != NULL);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    void **blocks = (void **)res;
+    size_t nb = 0;
+    for (size_t n = 24; n <= 1016 && nb + 80 <= 64 * 80; n += 16) nb += 80;
+    for (size_t i = 0; i < nb; i++) CHECK_EQ(hk_zone_free(z, blocks[i]), HK_OK); /* remote frees */
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    CHECK_EQ(live_of(z), 0);
+    CHECK_EQ(rep.count, 0);
+    hk_zone_destroy(z);
+}
