@@ -48,13 +48,23 @@ int hk__zone_os_first(const hk_zone_desc *desc, size_t size, zone_os_map *out) {
             size_t r2;
             if (hk_size_add(desc->max_size, size, &r2) && hk_size_align(r2, hk_os_page_size(), &r2)) res = r2;
         }
-        if (res > size) {
+        /* Under an address-space limit (ulimit -v, valgrind) the full
+         * reservation may be refused: halve it down to 16x the first region
+         * rather than fall back to growing by separate regions, which the
+         * per-thread fast paths (first region only) do not serve. */
+        size_t floor = size <= SIZE_MAX / 16 ? size * 16 : size;
+        while (res > size) {
             os = hk_os_reserve(res);
             if (os && hk_os_commit(os, size) != HK_OK) {
                 hk_os_release(os, res);
                 os = NULL;
+                break; /* committing failed: memory, not address space */
             }
-            if (os) reserve = res;
+            if (os) {
+                reserve = res;
+                break;
+            }
+            if (res / 2 < floor || !hk_size_align(res / 2, hk_os_page_size(), &res)) break;
         }
     }
     if (!os) os = hk_os_alloc(size);
