@@ -144,6 +144,7 @@ typedef struct zone_run {
     uint16_t cls;
     uint8_t state;                /* ZONE_RUN_CUR, _PARTIAL, _FULL or _SPARE */
     uint8_t lead;                 /* run block address to the struct: 16..64 */
+    uint32_t owner;               /* threads zone: its heap's id (zone_heap.hid), 0 for the zone's own runs */
     struct zone_run *next, *prev; /* the class's list of partial runs (NULL-terminated) */
 } zone_run;
 
@@ -181,6 +182,7 @@ typedef struct zone_region {
 struct hk_zone {
     int runs_on;          /* small blocks come from runs (not HK_ZONE_NO_RUNS, no debug flag) */
     uint32_t region_hint; /* the region of the last pointer looked up */
+    int fast;             /* ZONE_FAST_*: which lock-free path hk_zone_alloc/free take (fixed at create) */
     hk__core core;        /* names, error hook, lock hooks, flags, paranoid check */
     zone_runset runs;
     uint32_t fl_map;
@@ -206,13 +208,18 @@ struct hk_zone {
     /* HK_ZONE_THREADS (zone_threads.c): per-thread heaps. Cold for a zone
      * without it (the single-threaded paths never read these). */
     int threads;
-    uint64_t zid;                 /* unique per zone ever created: thread caches key on it */
-    unsigned char *thr_lo;        /* the first region's base (fixed) */
-    unsigned char *thr_hi;        /* its end marker + ZONE_HDR (atomic: grows in place) */
-    struct zone_heap *heaps;      /* every heap, live or abandoned (lock held) */
-    struct zone_run_x *xruns;     /* every run's extension (lock held) */
-    hk_os_mutex mx;               /* the zone's lock when the desc gives no lock hooks */
+    uint64_t zid;             /* unique per zone ever created: thread caches key on it */
+    unsigned char *thr_lo;    /* the first region's base (fixed) */
+    unsigned char *thr_hi;    /* its end marker + ZONE_HDR (atomic: grows in place) */
+    struct zone_heap *heaps;  /* every heap, live or abandoned (lock held) */
+    uint32_t heap_ids;        /* the last heap id given (lock held); ids start at 1 */
+    struct zone_run_x *xruns; /* every run's extension (lock held) */
+    hk_os_mutex mx;           /* the zone's lock when the desc gives no lock hooks */
 };
+
+/* hk_zone.fast: the runs' fast paths of a zone without lock hooks, the
+ * per-thread heaps of a threads zone, or neither (every call locks). */
+enum { ZONE_FAST_NONE = 0, ZONE_FAST_RUNS = 1, ZONE_FAST_THREADS = 2 };
 
 /* The zone's reporter and flags (kept by its instance core). */
 #define ZONE_REP(z)   (&(z)->core.rep)
