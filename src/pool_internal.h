@@ -110,12 +110,10 @@ typedef struct pool_hash {
     uint32_t shift; /* 64 - log2(size) */
 } pool_hash;
 
-typedef struct pool_iter {
-    struct pool_iter *up;
-    uint32_t list; /* list index */
-    uint32_t next; /* next member to visit, POOL_NIL when done */
-    uint32_t last; /* last member to visit */
-} pool_iter;
+/* A running list iteration (hk_pool_list_each's, or an hk_pool_iter's):
+ * next is the member to visit next (POOL_NIL when done), last the last one. */
+typedef hk__pool_iter_frame pool_iter;
+_Static_assert(HK__POOL_ITER_END == POOL_NIL, "an iteration ends on the no-slot value");
 
 struct hk_pool {
     hk__pool_hot hot;    /* first: the inline fast paths of pool.h read it */
@@ -206,6 +204,11 @@ static inline void pool_after_op(hk_pool *p) {
     pool_hot_update(p);
     hk__core_after(&p->core);
 }
+
+/* The end of a call that changed only lists or the tree (no object was
+ * allocated, freed or released, no scope opened or closed): the inline
+ * paths' permissions are unchanged, only the paranoid check runs. */
+static inline void pool_after_links(hk_pool *p) { hk__core_after(&p->core); }
 
 /* ---- pool_overflow.c --------------------------------------------------------- */
 
