@@ -30,8 +30,13 @@ typedef struct guard_leak_ctx {
     uintptr_t excl_lo[8], excl_hi[8];
     int nexcl;
     uintptr_t scan_lo, scan_hi; /* the range being scanned (for protected calls) */
+    bool scan_block;            /* scanning a block (words from its start) rather than a root */
     uintptr_t sp;               /* the scanning thread's stack pointer: nothing below it is live */
 } guard_leak_ctx;
+
+typedef struct __attribute__((packed, may_alias)) guard_uword { /* a word at any address */
+    uintptr_t v;
+} guard_uword;
 
 static void guard_leak_mark_word(guard_leak_ctx *c, uintptr_t w) {
     hk_guard *g = c->g;
@@ -50,11 +55,14 @@ static void guard_leak_mark_word(guard_leak_ctx *c, uintptr_t w) {
  * memcpy), or its shadow lookup faults on them. */
 static HK__NO_TSAN void guard_leak_scan_range(void *arg) {
     guard_leak_ctx *c = (guard_leak_ctx *)arg;
-    uintptr_t lo = (c->scan_lo + 7) & ~(uintptr_t)7, hi = c->scan_hi & ~(uintptr_t)7;
+    /* roots: aligned words; a block: words at multiples of 8 from its start,
+     * where its fields are (a block may be aligned to less than 8) */
+    uintptr_t lo = c->scan_block ? c->scan_lo : (c->scan_lo + 7) & ~(uintptr_t)7;
+    uintptr_t hi = c->scan_hi < 8 ? 0 : c->scan_hi - 7;
     for (uintptr_t p = lo; p < hi; p += 8) {
         uintptr_t w;
         if (hk__tsan_enabled())
-            w = *(const volatile uintptr_t *)p;
+            w = c->scan_block ? ((const volatile guard_uword *)p)->v : *(const volatile uintptr_t *)p;
         else
             memcpy(&w, (const void *)p, sizeof w);
         guard_leak_mark_word(c, w);
@@ -184,6 +192,7 @@ size_t hk_guard_leaks(hk_guard *g, hk_guard_leak_mode mode, size_t *bytes_out) {
         if (hk_os_writable_ranges(guard_leak_root, &c) < 0) {
             for (uint32_t id = 1; id < g->nslots; id++) marks[id] = 1; /* cannot tell: report nothing */
         }
+        c.scan_block = true;
         while (c.nstack > 0) {
             const guard_slot *s = &g->slots[c.stack[--c.nstack]];
             c.scan_lo = guard_user(g, s);
