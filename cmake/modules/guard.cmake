@@ -113,6 +113,8 @@ if(BUILD_TESTING AND HEAPKIT_BUILD_TESTS AND NOT HEAPKIT_SANITIZE)
   unset(GUARD_ONCE)
   # a stale copy of the pointer in a dead frame (below the stack pointer) hides nothing
   guard_case(leak_dead_stack      ${C}leak_dead_stack "" 23 "leak: 64 bytes in 1 block unreachable" "leave_pointer_behind" "leak summary: 64 bytes in 1 block from 1 allocation stack")
+  # the same in another thread, parked at exit: the scan stops it and reads its stack from its stack pointer
+  guard_case(leak_thread_dead_stack ${C}leak_thread_dead_stack "" 23 "leak: 72 bytes in 1 block unreachable" "thread_leaves_pointer" "leak summary: 72 bytes in 1 block from 1 allocation stack")
   guard_case(ok_stdio             ${C}ok_stdio "" 0 "ok_stdio done")
   guard_case(ok_stdio_leaks_all   ${C}ok_stdio "--leaks-all" 0 "ok_stdio done")
   # under `ulimit -v 4000000` the heap takes what the limit allows and says how much;
