@@ -19,7 +19,7 @@
  */
 #include "guard_internal.h"
 
-#define GUARD_SCAN_WHOLE ((uintptr_t)1 << 30) /* roots larger than this: resident pages only */
+#define GUARD_SCAN_WHOLE ((uintptr_t)64 << 10) /* roots larger than this: resident pages only */
 #define GUARD_SCAN_STEP  ((uintptr_t)64 << 20)
 
 typedef struct guard_leak_ctx {
@@ -105,18 +105,30 @@ static void guard_leak_root(uintptr_t lo, uintptr_t hi, void *user) {
         (void)hk_os_protected_call(guard_leak_scan_range, c);
         return;
     }
-    /* A huge writable mapping (a sanitizer's shadow, a runtime's arena
-     * reservation): scan only its resident pages. */
+    /* A larger range (a sanitizer's shadow, a runtime's arena reservation,
+     * the 1 MiB alternate signal stacks, bss arenas): only its resident
+     * pages. A page never touched reads as zero (holds no pointer), and
+     * reading it would fault in a page per 4 KiB: most of a small
+     * program's exit time. A page swapped out is not resident either: a
+     * pointer in it is missed (see docs/guard.md). */
     static unsigned char vec[GUARD_SCAN_STEP / 4096];
     size_t ps = c->g->page;
-    for (uintptr_t at = lo; at < hi; at += GUARD_SCAN_STEP) {
+    uintptr_t first = lo & ~(uintptr_t)(ps - 1);
+    for (uintptr_t at = first; at < hi; at += GUARD_SCAN_STEP) {
         uintptr_t end = hi - at > GUARD_SCAN_STEP ? at + GUARD_SCAN_STEP : hi;
-        size_t npages = (end - at) / ps;
-        if (npages > sizeof vec || hk_os_resident((void *)at, end - at, vec) != 0) continue;
+        size_t npages = (end - at + ps - 1) / ps;
+        if (npages > sizeof vec || hk_os_resident((void *)at, npages * ps, vec) != 0) {
+            /* cannot tell: scan it all */
+            c->scan_lo = at > lo ? at : lo;
+            c->scan_hi = end;
+            (void)hk_os_protected_call(guard_leak_scan_range, c);
+            continue;
+        }
         for (size_t i = 0; i < npages; i++) {
             if (!(vec[i] & 1)) continue;
-            c->scan_lo = at + i * ps;
-            c->scan_hi = c->scan_lo + ps;
+            uintptr_t pl = at + i * ps, ph = pl + ps;
+            c->scan_lo = pl > lo ? pl : lo;
+            c->scan_hi = ph < end ? ph : end;
             (void)hk_os_protected_call(guard_leak_scan_range, c);
         }
     }
