@@ -143,6 +143,8 @@ static void shim_create(void) {
     else if (strcmp(side, "random") == 0)
         d.side = HK_GUARD_SIDE_RANDOM;
     d.align = hk_opt_number(HK_OPT_GUARD_ALIGN);
+    d.align_min = hk_opt_number(HK_OPT_GUARD_ALIGN_MIN);
+    if (d.align && d.align_min > d.align) d.align_min = d.align; /* --exact with --align-min: exact wins */
     d.quarantine_bytes = hk_opt_number(HK_OPT_GUARD_QUARANTINE);
     if (d.quarantine_bytes == 0) d.quarantine_bytes = 1; /* "0": none (0 in the desc means the default) */
     d.quarantine_blocks = hk_opt_number(HK_OPT_GUARD_QUARANTINE_BLOCKS);

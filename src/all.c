@@ -15,6 +15,7 @@
 #include "os_posix_stack.c"
 #include "os_posix_fault.c"
 #include "os_posix_symbols.c"
+#include "os_posix_world.c"
 #include "handles.c"
 #include "hunk.c"
 #include "hunk_check.c"

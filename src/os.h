@@ -11,6 +11,7 @@
  *   os_posix_stack.c    stack capture (one implementation, two speeds)
  *   os_posix_fault.c    the SIGSEGV/SIGBUS handler and its callbacks
  *   os_posix_symbols.c  symbolization: dladdr, then addr2line for file:line
+ *   os_posix_world.c    stopping the other threads (hk_os_stop_world)
  * The host layer calls no allocator and names none: the guard heap, for
  * one, registers its fault callback here rather than being called by name.
  *
@@ -166,6 +167,33 @@ HK__HIDDEN void hk_os_mutex_unlock_hook(void *m);
  * often this is called). Up to 8 distinct functions per process. Returns
  * HK_OK, or HK_ERR_NOMEM when the table is full. */
 HK__HIDDEN hk_result hk_os_on_thread_exit(void (*fn)(void));
+
+/* ------------------------------------------------------------------------ */
+/* Stopping the other threads (leak scans)                                   */
+/* ------------------------------------------------------------------------ */
+
+#define HK_OS_WORLD_MAX    512 /* threads stopped at most */
+#define HK_OS_THREAD_NREGS 16
+typedef struct hk_os_thread_state {
+    long tid;
+    uintptr_t sp;         /* stack pointer of the interrupted code: its live stack is [sp, top) */
+    uintptr_t handler_sp; /* in the stop handler's frame, below sp and the saved registers */
+    int nregs;            /* general registers in regs (0 where not known: they lie in
+                             [handler_sp, sp), the signal frame) */
+    uintptr_t regs[HK_OS_THREAD_NREGS];
+} hk_os_thread_state;
+typedef void (*hk_os_world_fn)(const hk_os_thread_state *threads, int n, void *user);
+
+/* Stops every other thread of the process (a signal each: each records
+ * its stack pointer and registers and waits), calls fn with the stopped
+ * threads' states, then resumes them. A thread that does not answer within
+ * half a second (it blocks the signal, or exited meanwhile) is left out
+ * and keeps running. fn must not allocate or take locks other threads may
+ * hold. Returns the number of threads stopped, -1 when threads cannot be
+ * stopped (fn not called). One stop at a time (callers wait). A system
+ * call interrupted in a stopped thread is restarted where the kernel can
+ * (sleeps may end early). */
+HK__HIDDEN int hk_os_stop_world(hk_os_world_fn fn, void *user);
 
 /* ------------------------------------------------------------------------ */
 /* Stack capture                                                             */
