@@ -124,6 +124,7 @@ zone_blk *hk__zone_run_release(hk_zone *z, zone_run *r) {
     zone_unpoison(zone_user(b), size - ZONE_HDR);
     zone_blk *m = hk__zone_merge_insert(z, b);
     if (zone_spans_region(z, m)) hk__zone_maybe_release(z, m);
+    else zone_decay_tick(z); /* free pages back to the OS when due */
     return m;
 }
 
@@ -144,6 +145,7 @@ void hk__zone_runs_trim(hk_zone *z) {
 
 HK__NOINLINE unsigned char *hk__zone_slot_refill(hk_zone *z, unsigned ci, zone_run **out, uint32_t *word) {
     zone_cls *c = &z->runs.cls[ci];
+    zone_decay_poll(z, 1);
     if (c->cur) {
         c->cur->state = ZONE_RUN_FULL;
         c->cur = NULL;
@@ -164,6 +166,7 @@ HK__NOINLINE unsigned char *hk__zone_slot_refill(hk_zone *z, unsigned ci, zone_r
 
 void hk__zone_run_settle(hk_zone *z, zone_run *r) {
     zone_cls *c = &z->runs.cls[r->cls];
+    zone_decay_poll(z, 1);
     if (r->state == ZONE_RUN_FULL) {
         zone_partial_push(c, r);
     } else if (r->state == ZONE_RUN_PARTIAL && r->used == 0) {
