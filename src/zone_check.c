@@ -210,17 +210,15 @@ static hk_result zone_check_region(hk_zone *z, uint32_t ri, zone_tally *t) {
                              "free block %p has used-block fields (tag %u, bits %#x)", (void *)b, b->tag,
                              (unsigned)b->bits);
             if (b->bits & ZB_FREE_CLEAN) {
-                /* given back to the OS: only whole pages of the zone's own memory */
+                /* given back to the OS: only the zone's own memory (a block
+                 * without a whole page is clean when carved from a clean one) */
                 uintptr_t lo;
-                size_t span = zone_free_span(z, b, size, &lo);
-                if (!z->decay_on || !span || !zone_own_memory(z, b))
+                if (!z->decay_on || !zone_own_memory(z, b))
                     ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, b,
-                                 "free block %p (%zu bytes) is marked as given back to the OS, which %s", (void *)b,
-                                 size,
-                                 !z->decay_on ? "this zone never does"
-                                 : !span      ? "it has no whole page to give"
-                                              : "the zone may not do with caller memory");
-                t->clean_bytes += span;
+                                 "free block %p (%zu bytes) is marked as given back to the OS, which %s",
+                                 (void *)b, size,
+                                 !z->decay_on ? "this zone never does" : "it may not do with caller memory");
+                t->clean_bytes += zone_free_span(z, b, size, &lo);
             }
             t->nfree++;
             t->free_bytes += size;
