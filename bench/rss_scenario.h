@@ -13,6 +13,10 @@
 #ifndef HEAPKIT_BENCH_RSS_SCENARIO_H
 #define HEAPKIT_BENCH_RSS_SCENARIO_H
 
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1 /* nanosleep, malloc_trim: include this header first */
+#endif
+
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
