@@ -611,6 +611,7 @@ size_t hk_zone_trim(hk_zone *z) {
         if (z->threads) hk__zone_thr_trim(z);
         n = hk__zone_sweep(z, 1);
         z->decay_new = z->decay_old = 0; /* nothing dirty is left to decay */
+        z->decay_check_at = ZONE_DECAY_ARM;
         __atomic_store_n(&z->decay_armed, 0, __ATOMIC_RELAXED);
     }
     hk__core_after(&z->core);

@@ -34,7 +34,10 @@
  *  - decay_on is 0 for a zone with HK_FLAG_FILL (the free fill must stay
  *    readable) or without any OS memory; then no block is ever clean.
  *  - decay_armed implies decay_epoch_ns != 0; decay_next is the end of the
- *    current epoch; decay_old is 0 whenever the zone is not armed.
+ *    current epoch; decay_old is 0 whenever the zone is not armed; the
+ *    free path's tick runs when decay_new reaches decay_check_at (at most
+ *    ZONE_DECAY_ARM while not armed, ZONE_DECAY_CHECK past the last tick
+ *    while armed).
  */
 #include "zone_internal.h"
 
@@ -44,6 +47,7 @@ void hk__zone_decay_init(hk_zone *z, int decay_ms) {
     uint64_t ms = decay_ms > 0 ? (uint64_t)decay_ms : ZONE_DECAY_DEFAULT_MS;
     z->decay_epoch_ns = (z->decay_on && decay_ms >= 0) ? ms * 500000u : 0; /* half the decay time */
     z->decay_next = hk_os_now_ns() + z->decay_epoch_ns;
+    z->decay_check_at = ZONE_DECAY_ARM;
 }
 
 /* Gives back the span of dirty free block b when it has one of at least
@@ -91,26 +95,25 @@ static void zone_decay_step(hk_zone *z, uint64_t now) {
     if (z->decay_old) hk__zone_sweep(z, 0);
     z->decay_old = z->decay_new;
     z->decay_new = 0;
+    z->decay_check_at = z->decay_old ? ZONE_DECAY_CHECK : ZONE_DECAY_ARM;
     z->decay_young ^= ZB_FREE_EPOCH;
     __atomic_store_n(&z->decay_next, now + z->decay_epoch_ns, __ATOMIC_RELAXED);
     __atomic_store_n(&z->decay_armed, z->decay_old != 0, __ATOMIC_RELAXED);
 }
 
 void hk__zone_decay_tick(hk_zone *z) {
-    if (!z->decay_armed) {
-        if (!z->decay_epoch_ns) {
-            z->decay_new = 0; /* no decay: nothing to count */
-            return;
-        }
-        if (z->decay_new < ZONE_DECAY_ARM) return;
-        __atomic_store_n(&z->decay_armed, 1, __ATOMIC_RELAXED);
-        z->decay_skip = 0;
-    }
-    if (z->decay_skip) {
-        z->decay_skip--;
+    if (!z->decay_epoch_ns) { /* no decay: nothing to count */
+        z->decay_new = 0;
         return;
     }
-    z->decay_skip = ZONE_DECAY_SKIP;
+    z->decay_check_at = z->decay_new + ZONE_DECAY_CHECK;
+    if (!z->decay_armed) {
+        if (z->decay_new < ZONE_DECAY_ARM) {
+            z->decay_check_at = ZONE_DECAY_ARM;
+            return;
+        }
+        __atomic_store_n(&z->decay_armed, 1, __ATOMIC_RELAXED);
+    }
     zone_decay_step(z, hk_os_now_ns());
 }
 

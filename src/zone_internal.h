@@ -208,8 +208,8 @@ struct hk_zone {
     /* Free pages back to the OS (zone_decay.c); decay_young and decay_new
      * are written by every merge. */
     uint32_t decay_young;   /* 0 or ZB_FREE_EPOCH: the epoch bit of blocks dirtied now */
-    uint32_t decay_skip;    /* ticks until the next clock read */
     size_t decay_new;       /* bytes freed into the core in this epoch (dirty pages, at most) */
+    size_t decay_check_at;  /* the free path's tick runs when decay_new reaches this */
     size_t decay_old;       /* the same for the previous epoch */
     size_t page;            /* the OS page size */
     size_t clean_bytes;     /* bytes of the clean free blocks' spans (given back) */
@@ -593,7 +593,7 @@ static inline int zone_spans_region(const hk_zone *z, const zone_blk *m) {
 #define ZONE_DECAY_DEFAULT_MS 500u            /* decay time when the desc gives 0 */
 #define ZONE_DECAY_ARM        ((size_t)1 << 20) /* bytes freed before the decay clock runs */
 #define ZONE_DECAY_MIN_SPAN   ((size_t)16 << 10) /* a decay sweep skips smaller spans */
-#define ZONE_DECAY_SKIP       15u               /* ticks between clock reads on the free path */
+#define ZONE_DECAY_CHECK      ((size_t)256 << 10) /* bytes freed between clock reads on the free path */
 
 /* The whole pages of free block b (`size` bytes) past its header and links:
  * their first address in *lo, their bytes returned (0: none). */
@@ -623,19 +623,20 @@ void hk__zone_decay_init(hk_zone *z, int decay_ms);
  * ZONE_DECAY_MIN_SPAN bytes. Returns the bytes given back. Lock held.
  * O(free blocks of a page or more) plus one madvise per span. */
 size_t hk__zone_sweep(hk_zone *z, int all);
-/* After a block was freed into the core, lock held: arms the decay when
- * enough was freed and, every ZONE_DECAY_SKIP calls while armed, reads the
- * clock and ends the epoch when it is over. O(1) unless a sweep is due. */
+/* After blocks were freed into the core (decay_new reached
+ * decay_check_at), lock held: arms the decay when enough was freed, reads
+ * the clock and ends the epoch when it is over; the next tick comes after
+ * ZONE_DECAY_CHECK more bytes. O(1) unless a sweep is due. */
 void hk__zone_decay_tick(hk_zone *z);
-/* The free path's tick: the call only when armed or enough was freed. */
+/* The free path's tick: one compare unless enough was freed since the last. */
 static inline void zone_decay_tick(hk_zone *z) {
-    if (HK__UNLIKELY(z->decay_armed | (z->decay_new >= ZONE_DECAY_ARM))) hk__zone_decay_tick(z);
+    if (HK__UNLIKELY(z->decay_new >= z->decay_check_at)) hk__zone_decay_tick(z);
 }
 /* The clock read and epoch end of an armed zone, from a path that may not
  * hold the lock (`locked` says whether it does). */
 void hk__zone_decay_poll_slow(hk_zone *z, int locked);
-/* The poll of the run layer's slow paths (settle, refill): nothing unless
- * armed. Any thread. */
+/* The poll of the run layer's slow paths (a run emptied, a refill):
+ * nothing unless armed. Any thread. */
 static inline void zone_decay_poll(hk_zone *z, int locked) {
     if (HK__UNLIKELY(__atomic_load_n(&z->decay_armed, __ATOMIC_RELAXED))) hk__zone_decay_poll_slow(z, locked);
 }

@@ -145,7 +145,6 @@ void hk__zone_runs_trim(hk_zone *z) {
 
 HK__NOINLINE unsigned char *hk__zone_slot_refill(hk_zone *z, unsigned ci, zone_run **out, uint32_t *word) {
     zone_cls *c = &z->runs.cls[ci];
-    zone_decay_poll(z, 1);
     if (c->cur) {
         c->cur->state = ZONE_RUN_FULL;
         c->cur = NULL;
@@ -155,8 +154,9 @@ HK__NOINLINE unsigned char *hk__zone_slot_refill(hk_zone *z, unsigned ci, zone_r
         zone_partial_unlink(c, r);
     } else if ((r = c->spare) != NULL) {
         c->spare = NULL;
-    } else if (!(r = hk__zone_run_new(z, ci, NULL))) {
-        return NULL;
+    } else {
+        zone_decay_poll(z, 1); /* a new run: the clock, when a sweep is due */
+        if (!(r = hk__zone_run_new(z, ci, NULL))) return NULL;
     }
     r->state = ZONE_RUN_CUR;
     c->cur = r;
@@ -166,7 +166,7 @@ HK__NOINLINE unsigned char *hk__zone_slot_refill(hk_zone *z, unsigned ci, zone_r
 
 void hk__zone_run_settle(hk_zone *z, zone_run *r) {
     zone_cls *c = &z->runs.cls[r->cls];
-    zone_decay_poll(z, 1);
+    if (r->used == 0) zone_decay_poll(z, 1);
     if (r->state == ZONE_RUN_FULL) {
         zone_partial_push(c, r);
     } else if (r->state == ZONE_RUN_PARTIAL && r->used == 0) {

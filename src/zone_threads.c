@@ -104,7 +104,7 @@ static inline void zone_thr_partial_unlink(zone_cls *c, zone_run *r) {
  * (under the lock: `locked` says whether the caller holds it). */
 static void zone_thr_settle_run(hk_zone *z, zone_heap *h, zone_run *r, int locked) {
     zone_cls *c = &h->cls[r->cls];
-    zone_decay_poll(z, locked);
+    if (r->used == 0) zone_decay_poll(z, locked);
     if (r->state == ZONE_RUN_FULL) {
         if (r->used < r->nslots) zone_thr_partial_push(c, r);
     }
@@ -208,7 +208,6 @@ void hk__zone_thr_collect_all(hk_zone *z) {
 HK__NOINLINE unsigned char *hk__zone_thr_refill(hk_zone *z, zone_heap *h, unsigned ci, zone_run **out,
                                                 uint32_t *word) {
     zone_cls *c = &h->cls[ci];
-    zone_decay_poll(z, 0);
     if (__atomic_load_n(&h->remote_runs, __ATOMIC_RELAXED)) zone_thr_collect(z, h, 0);
     zone_run *r = c->cur;
     if (r) {
@@ -227,6 +226,7 @@ HK__NOINLINE unsigned char *hk__zone_thr_refill(hk_zone *z, zone_heap *h, unsign
         /* the exchange: hk_zone_trim may be taking the spare right now */
     } else {
         hk__core_lock(&z->core);
+        zone_decay_poll(z, 1); /* a new run: the clock, when a sweep is due */
         r = hk__zone_run_new(z, ci, h);
         /* the peak, at run granularity: the totals when a heap grows */
         zone_sums sm;

@@ -28,6 +28,13 @@
  */
 #include "zone_internal.h"
 
+/* clean_bytes moves by a clean block's span (out of line: rare). */
+static HK__NOINLINE void zone_clean_add(hk_zone *z, const zone_blk *b, size_t size, int sign) {
+    uintptr_t lo;
+    size_t span = zone_free_span(z, b, size, &lo);
+    z->clean_bytes = sign > 0 ? z->clean_bytes + span : z->clean_bytes - span;
+}
+
 static inline void zone_insert(hk_zone *z, zone_blk *b) {
     unsigned fl, sl;
     size_t size = zone_bsize(b);
@@ -41,19 +48,13 @@ static inline void zone_insert(hk_zone *z, zone_blk *b) {
     z->fl_map |= 1u << fl;
     z->free_bytes += size;
     z->free_blocks++;
-    if (HK__UNLIKELY(b->bits & ZB_FREE_CLEAN)) {
-        uintptr_t lo;
-        z->clean_bytes += zone_free_span(z, b, size, &lo);
-    }
+    if (HK__UNLIKELY(b->bits & ZB_FREE_CLEAN)) zone_clean_add(z, b, size, 1);
     zone_poison((unsigned char *)b + sizeof(zone_blk), size - sizeof(zone_blk));
 }
 
 /* A clean block's span is counted out before its header changes. */
 static inline void zone_unclean(hk_zone *z, const zone_blk *b, size_t size) {
-    if (HK__UNLIKELY(b->bits & ZB_FREE_CLEAN)) {
-        uintptr_t lo;
-        z->clean_bytes -= zone_free_span(z, b, size, &lo);
-    }
+    if (HK__UNLIKELY(b->bits & ZB_FREE_CLEAN)) zone_clean_add(z, b, size, -1);
 }
 
 /* The head of a list is recognised by heads[fl][sl], not by its back link:
@@ -127,8 +128,8 @@ zone_blk *hk__zone_take(hk_zone *z, size_t need, size_t align, size_t *bsize) {
             zone_blk *a = (zone_blk *)((unsigned char *)b + rem);
             if (zone_same_class(total, rem)) {
                 if (HK__UNLIKELY(keep & ZB_FREE_CLEAN)) {
-                    uintptr_t lo;
-                    z->clean_bytes -= zone_free_span(z, b, total, &lo) - zone_free_span(z, b, rem, &lo);
+                    zone_clean_add(z, b, total, -1);
+                    zone_clean_add(z, b, rem, 1);
                 }
                 zone_set_hdr(b, rem, 0, b->bits & (ZB_PREV_USED | ZB_FREE_STATE), 0);
                 z->free_bytes -= need;
