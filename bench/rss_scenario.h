@@ -31,15 +31,15 @@ typedef struct rss_params {
 } rss_params;
 
 typedef struct rss_result {
-    double base_kib;  /* resident before the small blocks */
-    double peak_kib;  /* with every small block live */
-    double idle_kib;  /* after freeing them and idling */
-    double trim_kib;  /* after malloc_trim(0) */
-    double big_kib;   /* with the four large blocks placed and written */
-    double idle_pct;  /* idle_kib / peak_kib, in percent */
-    double trim_pct;  /* trim_kib / peak_kib */
-    double big_pct;   /* big_kib / peak_kib (<= 100: they fit without growing past the peak) */
-    int ok;           /* every allocation succeeded */
+    double base_kib; /* resident before the small blocks */
+    double peak_kib; /* with every small block live */
+    double idle_kib; /* after freeing them and idling */
+    double trim_kib; /* after malloc_trim(0) */
+    double big_kib;  /* with the four large blocks placed and written */
+    double idle_pct; /* idle_kib / peak_kib, in percent */
+    double trim_pct; /* trim_kib / peak_kib */
+    double big_pct;  /* big_kib / peak_kib (<= 100: they fit without growing past the peak) */
+    int ok;          /* every allocation succeeded */
 } rss_result;
 
 /* Resident memory of this process in KiB (/proc/self/statm), or -1. */

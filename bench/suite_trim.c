@@ -102,10 +102,11 @@ void hkb_suite_trim(hkb_ctx *ctx) {
     int reps = ctx->reps < MAXREPS ? ctx->reps : MAXREPS;
     if (ctx->quick && reps > 1) reps = 1;
     char what[200];
-    snprintf(what, sizeof what,
-             "%zu blocks of 64 B freed; resident %% of the peak after 1 s idle, after malloc_trim(0), with 4 x "
-             "%zu MiB placed",
-             count, big >> 20);
+    snprintf(
+        what, sizeof what,
+        "%zu blocks of 64 B freed; resident %% of the peak after 1 s idle, after malloc_trim(0), with 4 x "
+        "%zu MiB placed",
+        count, big >> 20);
     hkb_section(SUITE, WL, what);
     static double fig[MAXS][4][MAXREPS];
     int got[MAXS] = {0};
@@ -118,8 +119,8 @@ void hkb_suite_trim(hkb_ctx *ctx) {
             snprintf(a_n, sizeof a_n, "%zu", count);
             snprintf(a_idle, sizeof a_idle, "%d", 1000);
             snprintf(a_big, sizeof a_big, "%zu", big);
-            char *argv[] = {"heapkit-bench", "--trim-child", a_fd, (char *)s[i].libname, a_n, "64", a_idle, a_big,
-                            NULL};
+            char *argv[] = {"heapkit-bench", "--trim-child", a_fd, (char *)s[i].libname, a_n, "64",
+                            a_idle,          a_big,          NULL};
             trim_out o;
             if (!hkb_run_child(argv, pfd, s[i].preload, &o, sizeof o) || !o.ok) continue;
             fig[i][0][got[i]] = o.r.idle_pct;

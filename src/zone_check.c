@@ -444,8 +444,9 @@ static hk_result zone_check_all(hk_zone *z) {
             "%zu/%zu (%zu/%zu asked) in %zu/%zu blocks, runs %zu/%zu (%zu/%zu bytes, slots %zu/%zu bytes), "
             "given back to the OS %zu/%zu bytes",
             z->capacity, t.capacity, z->free_bytes, t.free_bytes, z->free_blocks, t.nfree, z->used_bytes,
-            t.used_bytes, sm.used_req, t.used_req, (size_t)(sm.alloc_count - sm.free_count), t.live, z->runs.nruns, t.nruns,
-            z->runs.run_bytes, t.run_bytes, sm.slot_bytes, t.slot_bytes, z->clean_bytes, t.clean_bytes);
+            t.used_bytes, sm.used_req, t.used_req, (size_t)(sm.alloc_count - sm.free_count), t.live,
+            z->runs.nruns, t.nruns, z->runs.run_bytes, t.run_bytes, sm.slot_bytes, t.slot_bytes,
+            z->clean_bytes, t.clean_bytes);
     return HK_OK;
 }
 

@@ -207,12 +207,12 @@ struct hk_zone {
     size_t capacity, free_bytes, free_blocks;
     /* Free pages back to the OS (zone_decay.c); decay_young and decay_new
      * are written by every merge. */
-    uint32_t decay_young;   /* 0 or ZB_FREE_EPOCH: the epoch bit of blocks dirtied now */
-    size_t decay_new;       /* bytes freed into the core in this epoch (dirty pages, at most) */
-    size_t decay_check_at;  /* the free path's tick runs when decay_new reaches this */
-    size_t decay_old;       /* the same for the previous epoch */
-    size_t page;            /* the OS page size */
-    size_t clean_bytes;     /* bytes of the clean free blocks' spans (given back) */
+    uint32_t decay_young;  /* 0 or ZB_FREE_EPOCH: the epoch bit of blocks dirtied now */
+    size_t decay_new;      /* bytes freed into the core in this epoch (dirty pages, at most) */
+    size_t decay_check_at; /* the free path's tick runs when decay_new reaches this */
+    size_t decay_old;      /* the same for the previous epoch */
+    size_t page;           /* the OS page size */
+    size_t clean_bytes;    /* bytes of the clean free blocks' spans (given back) */
     size_t used_req, used_bytes, peak_used;
     size_t untracked_live; /* untracked plain blocks (used slots are counted by runs.slot_bytes) */
     uint64_t alloc_count, free_count, fail_count, purge_count, grow_count;
@@ -230,12 +230,12 @@ struct hk_zone {
     /* HK_ZONE_THREADS (zone_threads.c): per-thread heaps. Cold for a zone
      * without it (the single-threaded paths never read these). */
     int threads;
-    uint64_t zid;                 /* unique per zone ever created: thread caches key on it */
-    unsigned char *thr_lo;        /* the first region's base (fixed) */
-    unsigned char *thr_hi;        /* its end marker + ZONE_HDR (atomic: grows in place) */
-    struct zone_heap *heaps;      /* every heap, live or abandoned (lock held) */
-    struct zone_run_x *xruns;     /* every run's extension (lock held) */
-    hk_os_mutex mx;               /* the zone's lock when the desc gives no lock hooks */
+    uint64_t zid;             /* unique per zone ever created: thread caches key on it */
+    unsigned char *thr_lo;    /* the first region's base (fixed) */
+    unsigned char *thr_hi;    /* its end marker + ZONE_HDR (atomic: grows in place) */
+    struct zone_heap *heaps;  /* every heap, live or abandoned (lock held) */
+    struct zone_run_x *xruns; /* every run's extension (lock held) */
+    hk_os_mutex mx;           /* the zone's lock when the desc gives no lock hooks */
 };
 
 /* The zone's reporter and flags (kept by its instance core). */
@@ -590,9 +590,9 @@ static inline int zone_spans_region(const hk_zone *z, const zone_blk *m) {
 
 /* ---- zone_decay.c: free pages back to the OS --------------------------------- */
 
-#define ZONE_DECAY_DEFAULT_MS 500u            /* decay time when the desc gives 0 */
-#define ZONE_DECAY_ARM        ((size_t)1 << 20) /* bytes freed before the decay clock runs */
-#define ZONE_DECAY_MIN_SPAN   ((size_t)16 << 10) /* a decay sweep skips smaller spans */
+#define ZONE_DECAY_DEFAULT_MS 500u                /* decay time when the desc gives 0 */
+#define ZONE_DECAY_ARM        ((size_t)1 << 20)   /* bytes freed before the decay clock runs */
+#define ZONE_DECAY_MIN_SPAN   ((size_t)16 << 10)  /* a decay sweep skips smaller spans */
 #define ZONE_DECAY_CHECK      ((size_t)256 << 10) /* bytes freed between clock reads on the free path */
 
 /* The whole pages of free block b (`size` bytes) past its header and links:

@@ -118,7 +118,8 @@ int hk__zone_region_add(hk_zone *z, void *mem, size_t size, void *os_base, size_
     zone_unpoison(b, sizeof(zone_blk));
     zone_unpoison(epi, ZONE_HDR);
     /* the zone's own fresh OS memory has no resident page past its header */
-    unsigned clean = z->decay_on && !(ZONE_FLAGS(z) & HK_ZONE_PREFAULT) && zone_own_memory(z, b) ? ZB_FREE_CLEAN : 0;
+    unsigned clean =
+        z->decay_on && !(ZONE_FLAGS(z) & HK_ZONE_PREFAULT) && zone_own_memory(z, b) ? ZB_FREE_CLEAN : 0;
     zone_set_hdr(b, bsize, 0, ZB_PREV_USED | clean, 0);
     epi->prev_size = bsize;
     zone_set_hdr(epi, 0, 0, ZB_USED, 0);

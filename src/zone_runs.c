@@ -123,8 +123,10 @@ zone_blk *hk__zone_run_release(hk_zone *z, zone_run *r) {
     r->first = NULL; /* a stale slot pointer into it no longer finds a run */
     zone_unpoison(zone_user(b), size - ZONE_HDR);
     zone_blk *m = hk__zone_merge_insert(z, b);
-    if (zone_spans_region(z, m)) hk__zone_maybe_release(z, m);
-    else zone_decay_tick(z); /* free pages back to the OS when due */
+    if (zone_spans_region(z, m))
+        hk__zone_maybe_release(z, m);
+    else
+        zone_decay_tick(z); /* free pages back to the OS when due */
     return m;
 }
 

@@ -18,11 +18,8 @@
 #include <time.h>
 
 static hk_zone *mk(int decay_ms, uint32_t flags) {
-    return hk_zone_create(&(hk_zone_desc){.size = 1 << 20,
-                                          .grow_size = 1 << 20,
-                                          .flags = flags,
-                                          .name = "trim",
-                                          .decay_ms = decay_ms});
+    return hk_zone_create(&(hk_zone_desc){
+        .size = 1 << 20, .grow_size = 1 << 20, .flags = flags, .name = "trim", .decay_ms = decay_ms});
 }
 
 static hk_zone_info info_of(hk_zone *z) {
@@ -170,7 +167,7 @@ HKT_TEST(decay_after_half_to_full_time) {
         }
         sleep_ms(10);
     }
-    CHECK(t_back >= 100000000ull);         /* not before half the decay time */
+    CHECK(t_back >= 100000000ull);          /* not before half the decay time */
     CHECK(t_back && t_back < 400000000ull); /* the decay time, plus slack for a busy machine */
     CHECK_EQ(clean_resident(z), 0);
     CHECK_EQ(hk_zone_check(z), HK_OK);

@@ -16,9 +16,10 @@ int main(int argc, char **argv) {
     rss_params p = {400000, 64, 1000, (size_t)5 << 20};
     rss_result r;
     rss_scenario(&p, &r);
-    printf("peak %.0f KiB, idle %.0f KiB (%.1f%%), after malloc_trim %.0f KiB (%.1f%%), four 5 MiB blocks %.0f "
-           "KiB (%.1f%%)\n",
-           r.peak_kib, r.idle_kib, r.idle_pct, r.trim_kib, r.trim_pct, r.big_kib, r.big_pct);
+    printf(
+        "peak %.0f KiB, idle %.0f KiB (%.1f%%), after malloc_trim %.0f KiB (%.1f%%), four 5 MiB blocks %.0f "
+        "KiB (%.1f%%)\n",
+        r.peak_kib, r.idle_kib, r.idle_pct, r.trim_kib, r.trim_pct, r.big_kib, r.big_pct);
     int ok = r.ok && r.peak_kib > 20000 && r.trim_pct <= 10.0 && r.big_pct <= 100.0 &&
              (decay ? r.idle_pct <= 15.0 : r.idle_pct >= 80.0);
     printf("%s\n", ok ? "trim ok" : "trim FAILED");

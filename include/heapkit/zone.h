@@ -132,7 +132,8 @@ typedef struct hk_zone_desc {
      * so pointer checks stay cheap. Where the reservation is refused or used
      * up, chunks become new regions. A request larger than the chunk gets a
      * region of its own, returned to the OS as soon as it is entirely free
-     * again; other memory is kept for reuse until destroy. */
+     * again; other memory keeps its address space until destroy, while its
+     * free pages go back to the OS by decay (decay_ms) or hk_zone_trim. */
     size_t grow_size;
     size_t max_size;  /* cap on the total capacity when growing (0: no cap) */
     int purge_level;  /* tags >= this are purgeable (0: HK_TAG_PURGELEVEL) */
@@ -210,10 +211,9 @@ void *hk_zone_alloc_ex(hk_zone *z, const hk_zone_alloc_desc *d);
 void *hk_zone_calloc(hk_zone *z, size_t count, size_t size) HK_MALLOC HK_ALLOC_SIZE2(2, 3);
 
 /* `size` bytes aligned to `align` (a power of two up to 2^34; 0 and powers
- * of two below 16 mean 16; any other value, 3 or 48 say, is refused), tag HK_TAG_STATIC, like C's aligned_alloc (alignment first);
- * the alignment is kept when the block is reallocated. Bad alignment
- * reports HK_EK_INVALID_ARG and returns NULL; otherwise fails as
- * hk_zone_alloc. O(1). */
+ * of two below 16 mean 16; any other value, 3 or 48 say, is refused), tag HK_TAG_STATIC, like C's
+ * aligned_alloc (alignment first); the alignment is kept when the block is reallocated. Bad alignment reports
+ * HK_EK_INVALID_ARG and returns NULL; otherwise fails as hk_zone_alloc. O(1). */
 void *hk_zone_alloc_aligned(hk_zone *z, size_t align, size_t size) HK_MALLOC HK_ALLOC_ALIGN(2)
     HK_ALLOC_SIZE(3);
 
@@ -297,16 +297,16 @@ hk_result hk_zone_where(hk_zone *z, const void *addr, hk_block_info *info);
 
 /* Zone-specific counters (hk_zone_stats gives the common ones). */
 typedef struct hk_zone_info {
-    size_t control_bytes;    /* the control block at the start of the first region */
-    size_t grown_bytes;      /* OS memory taken by growth (regions of one large request not counted) */
-    uint32_t regions;        /* regions in use */
-    int purge_level;         /* tags >= this are purgeable */
-    size_t runs;             /* small-block runs */
-    size_t run_bytes;        /* bytes of the runs' blocks (slots, free or used, and run headers) */
-    size_t slot_bytes;       /* bytes of the used slots */
-    size_t untracked_blocks; /* live plain blocks without a tag record (slots not counted) */
-    uint64_t purge_count;    /* blocks purged since creation */
-    uint64_t grow_count;     /* times the zone grew from the OS */
+    size_t control_bytes;     /* the control block at the start of the first region */
+    size_t grown_bytes;       /* OS memory taken by growth (regions of one large request not counted) */
+    uint32_t regions;         /* regions in use */
+    int purge_level;          /* tags >= this are purgeable */
+    size_t runs;              /* small-block runs */
+    size_t run_bytes;         /* bytes of the runs' blocks (slots, free or used, and run headers) */
+    size_t slot_bytes;        /* bytes of the used slots */
+    size_t untracked_blocks;  /* live plain blocks without a tag record (slots not counted) */
+    uint64_t purge_count;     /* blocks purged since creation */
+    uint64_t grow_count;      /* times the zone grew from the OS */
     size_t decommitted_bytes; /* free bytes whose pages are given back to the OS now (counted in free) */
     uint64_t decommit_count;  /* page ranges given back since creation */
 } hk_zone_info;
