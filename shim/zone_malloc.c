@@ -30,6 +30,11 @@
  *    the program goes on. Out of memory is not reported (malloc returns NULL
  *    with errno ENOMEM, as programs expect).
  *
+ *  - Memory back to the OS: free pages that stay free HEAPKIT_DECAY_MS
+ *    (500 by default) are given back (madvise), checked on the zone's slow
+ *    paths; malloc_trim(0) gives back everything free at once
+ *    (hk_zone_trim, docs/zone.md "Returning memory to the OS").
+ *
  * Environment (rows of shim/options.h): HEAPKIT_QUIET=1 silences the
  * reports; HEAPKIT_STATS=1 prints the zone's statistics (totals over every
  * thread) to stderr at exit; HEAPKIT_FAIL_AFTER=N (with
@@ -94,6 +99,8 @@ static void shim_create(void) {
     d.name = "malloc";
     d.flags = HK_FLAG_QUIET | HK_ZONE_THREADS; /* the zone's own mutex for its shared core */
     d.on_error = shim_on_error;
+    size_t decay = hk_opt_number(HK_OPT_MALLOC_DECAY_MS);
+    d.decay_ms = decay == 0 ? -1 : decay > 86400000u ? 86400000 : (int)decay; /* at most a day */
     g_shim_zone = hk_zone_create(&d);
 }
 
@@ -166,3 +173,12 @@ __attribute__((destructor)) static void shim_report_stats(void) {
 
 #define HK_SHIM_MAX_ALIGN ((size_t)1 << 34) /* the zone's largest alignment */
 #include "override.inc"
+
+/* glibc's malloc_trim: gives the zone's free memory back to the OS now
+ * (hk_zone_trim; pad is ignored: the zone keeps no pad at its top). 1 when
+ * some memory was given back, else 0, as glibc. */
+HK_SHIM_EXPORT int malloc_trim(size_t pad) {
+    (void)pad;
+    hk_zone *z = shim_zone();
+    return z && hk_zone_trim(z) > 0;
+}

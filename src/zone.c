@@ -196,6 +196,7 @@ hk_zone *hk_zone_create(const hk_zone_desc *desc) {
     z->seq = 1;
     z->ctl_os = os.base;
     z->ctl_os_size = os.os_size;
+    hk__zone_decay_init(z, desc->decay_ms);
     unsigned char *rmem = (unsigned char *)start + ctl;
     if (hk__zone_region_add(z, rmem, size - (size_t)(rmem - mem), NULL, 0, 0) < 0) {
         if (os.base) hk_os_release(os.base, os.os_size); /* cannot happen: the size was checked */
@@ -371,6 +372,7 @@ static HK__NOINLINE hk_result zone_free_locked(hk_zone *z, void *p) {
         /* a block spanning a whole region starts with PREV_USED set and ends
          * at the region's end marker (size 0): only then look further */
         if (zone_spans_region(z, m)) hk__zone_maybe_release(z, m);
+        zone_decay_tick(z); /* free pages back to the OS when due */
     }
     hk__core_after(&z->core);
     hk__core_unlock(&z->core);
@@ -605,6 +607,27 @@ hk_result hk_zone_get_info(const hk_zone *z, hk_zone_info *out) {
     out->untracked_blocks = z->untracked_live;
     out->purge_count = z->purge_count;
     out->grow_count = z->grow_count;
+    out->decommitted_bytes = z->clean_bytes;
+    out->decommit_count = z->decommit_count;
     hk__core_unlock(&z->core);
     return HK_OK;
+}
+
+/* ---- public: trim ------------------------------------------------------------------ */
+
+size_t hk_zone_trim(hk_zone *z) {
+    if (!z) return 0;
+    hk__core_lock(&z->core);
+    size_t n = 0;
+    if (z->decay_on) {
+        if (z->runs.nruns) hk__zone_runs_trim(z);
+        if (z->threads) hk__zone_thr_trim(z);
+        n = hk__zone_sweep(z, 1);
+        z->decay_new = z->decay_old = 0; /* nothing dirty is left to decay */
+        z->decay_check_at = ZONE_DECAY_ARM;
+        __atomic_store_n(&z->decay_armed, 0, __ATOMIC_RELAXED);
+    }
+    hk__core_after(&z->core);
+    hk__core_unlock(&z->core);
+    return n;
 }

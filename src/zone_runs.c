@@ -124,7 +124,10 @@ zone_blk *hk__zone_run_release(hk_zone *z, zone_run *r) {
     r->first = NULL; /* a stale slot pointer into it no longer finds a run */
     zone_unpoison(zone_user(b), size - ZONE_HDR);
     zone_blk *m = hk__zone_merge_insert(z, b);
-    if (zone_spans_region(z, m)) hk__zone_maybe_release(z, m);
+    if (zone_spans_region(z, m))
+        hk__zone_maybe_release(z, m);
+    else
+        zone_decay_tick(z); /* free pages back to the OS when due */
     return m;
 }
 
@@ -154,8 +157,9 @@ HK__NOINLINE unsigned char *hk__zone_slot_refill(hk_zone *z, unsigned ci, zone_r
         zone_partial_unlink(c, r);
     } else if ((r = c->spare) != NULL) {
         c->spare = NULL;
-    } else if (!(r = hk__zone_run_new(z, ci, NULL))) {
-        return NULL;
+    } else {
+        zone_decay_poll(z, 1); /* a new run: the clock, when a sweep is due */
+        if (!(r = hk__zone_run_new(z, ci, NULL))) return NULL;
     }
     r->state = ZONE_RUN_CUR;
     c->cur = r;
@@ -165,6 +169,7 @@ HK__NOINLINE unsigned char *hk__zone_slot_refill(hk_zone *z, unsigned ci, zone_r
 
 void hk__zone_run_settle(hk_zone *z, zone_run *r) {
     zone_cls *c = &z->runs.cls[r->cls];
+    if (r->used == 0) zone_decay_poll(z, 1);
     if (r->state == ZONE_RUN_FULL) {
         zone_partial_push(c, r);
     } else if (r->state == ZONE_RUN_PARTIAL && r->used == 0) {

@@ -104,14 +104,17 @@ static inline void zone_thr_partial_unlink(zone_cls *c, zone_run *r) {
  * (under the lock: `locked` says whether the caller holds it). */
 static void zone_thr_settle_run(hk_zone *z, zone_heap *h, zone_run *r, int locked) {
     zone_cls *c = &h->cls[r->cls];
+    if (r->used == 0) zone_decay_poll(z, locked);
     if (r->state == ZONE_RUN_FULL) {
         if (r->used < r->nslots) zone_thr_partial_push(c, r);
     }
     if (r->state == ZONE_RUN_PARTIAL && r->used == 0) {
         zone_thr_partial_unlink(c, r);
-        if (!c->spare) {
+        /* only the owner makes the spare non-NULL; hk_zone_trim may take it
+         * (an atomic exchange) at any time */
+        if (!__atomic_load_n(&c->spare, __ATOMIC_RELAXED)) {
             r->state = ZONE_RUN_SPARE;
-            c->spare = r;
+            __atomic_store_n(&c->spare, r, __ATOMIC_RELEASE);
         } else {
             if (!locked) hk__core_lock(&z->core);
             hk__zone_run_release(z, r);
@@ -181,6 +184,24 @@ static void zone_thr_collect(hk_zone *z, zone_heap *h, int locked) {
     }
 }
 
+void hk__zone_thr_trim(hk_zone *z) {
+    for (zone_heap *h = z->heaps; h; h = h->next) {
+        /* an abandoned heap has no owner (adoption takes the lock): collect
+         * its remote frees, which may empty runs, and take its empty
+         * current runs as well */
+        if (h->abandoned) zone_thr_collect(z, h, 1);
+        for (unsigned ci = 0; ci < ZONE_NCLS; ci++) {
+            zone_cls *c = &h->cls[ci];
+            zone_run *r = __atomic_exchange_n(&c->spare, NULL, __ATOMIC_ACQUIRE);
+            if (r) hk__zone_run_release(z, r);
+            if (h->abandoned && (r = c->cur) != NULL && r->used == 0) {
+                c->cur = NULL;
+                hk__zone_run_release(z, r);
+            }
+        }
+    }
+}
+
 void hk__zone_thr_collect_all(hk_zone *z) {
     for (zone_heap *h = z->heaps; h; h = h->next) zone_thr_collect(z, h, 1);
 }
@@ -202,10 +223,11 @@ HK__NOINLINE unsigned char *hk__zone_thr_refill(hk_zone *z, zone_heap *h, unsign
     r = c->partial;
     if (r) {
         zone_thr_partial_unlink(c, r);
-    } else if ((r = c->spare) != NULL) {
-        c->spare = NULL;
+    } else if ((r = __atomic_exchange_n(&c->spare, NULL, __ATOMIC_ACQUIRE)) != NULL) {
+        /* the exchange: hk_zone_trim may be taking the spare right now */
     } else {
         hk__core_lock(&z->core);
+        zone_decay_poll(z, 1); /* a new run: the clock, when a sweep is due */
         r = hk__zone_run_new(z, ci, h);
         /* the peak, at run granularity: the totals when a heap grows */
         zone_sums sm;

@@ -94,6 +94,11 @@ int hk__zone_thr_resize(hk_zone *z, void *p, size_t n, size_t *old_req);
 /* Setup at create (lock, registry) and teardown at destroy. 0: refused. */
 int hk__zone_thr_init(hk_zone *z);
 void hk__zone_thr_fini(hk_zone *z);
+/* Lock held, any threads running: takes every heap's spare runs (an atomic
+ * exchange each: their owners may be refilling) and gives them back to the
+ * core; an abandoned heap is first collected, then its empty current runs
+ * go too (hk_zone_trim). O(heaps x classes). */
+void hk__zone_thr_trim(hk_zone *z);
 /* Lock held, other threads quiescent: collects every heap's remote frees
  * (free_tags and purge call it before touching runs). */
 void hk__zone_thr_collect_all(hk_zone *z);
