@@ -175,6 +175,10 @@ _Static_assert(64 + ZONE_RUN_SLOT0 <= ZONE_RUN_HDR, "slot 0 starts within the ru
 /* The run layer's state (zone_runs.c): the classes and what the runs hold. */
 typedef struct zone_runset {
     zone_cls cls[ZONE_NCLS];
+    /* classes whose current run may be empty or that may have a spare
+     * (set when a run of the class empties; cleared by hk__zone_runs_trim,
+     * which visits only these: its cost does not depend on the class count) */
+    uint64_t trim_map[(ZONE_NCLS + 63) / 64];
     size_t run_bytes;  /* bytes of the TLSF blocks that are runs (not in used_bytes) */
     size_t slot_bytes; /* strides of the used slots */
     size_t nruns;
