@@ -78,6 +78,8 @@ typedef enum hk_opt_type {
       "silence misuse reports (a free of a pointer the zone never returned, a double free)")                 \
     X(MALLOC_STATS, "malloc", "HEAPKIT_STATS", HK_OPT_BOOL, "0", NULL, NULL,                                 \
       "print the zone's statistics to stderr at exit")                                                       \
+    X(MALLOC_DECAY_MS, "malloc", "HEAPKIT_DECAY_MS", HK_OPT_COUNT, "500", NULL, NULL,                        \
+      "free memory that stays free this many milliseconds goes back to the OS (0: only on malloc_trim)")     \
     X(MALLOC_FAIL_AFTER, "malloc", "HEAPKIT_FAIL_AFTER", HK_OPT_COUNT, "0", NULL, "off",                     \
       "testing: the N-th page acquisition from the OS fails as if memory ran out (malloc then returns "      \
       "NULL with errno ENOMEM)")                                                                             \

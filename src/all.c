@@ -39,6 +39,7 @@
 #include "gc_check.c"
 #include "zone_tlsf.c"
 #include "zone_region.c"
+#include "zone_decay.c"
 #include "zone_runs.c"
 #include "zone_threads.c"
 #include "zone_lookup.c"

@@ -53,6 +53,17 @@ HK__HIDDEN hk_result hk_os_commit(void *p, size_t size);
  * becomes inaccessible and reads as zero when committed again). */
 HK__HIDDEN hk_result hk_os_decommit(void *p, size_t size);
 
+/* Gives the physical pages of [p, p+size) back to the OS and keeps the
+ * range accessible (readable and writable, like before): the next touch of
+ * a page faults in a fresh zero page. The contents are lost. On POSIX
+ * madvise(MADV_DONTNEED), which lowers the resident size at once
+ * (MADV_FREE would leave the pages counted until the kernel needs them);
+ * on Windows it would be a decommit followed by a commit of the same range.
+ * Not an acquisition: the failure point never fires here. p page-aligned;
+ * size is rounded up to pages. HK_ERR_INVALID for a bad range or when the
+ * OS refuses (the pages then stay as they were). Thread-safe; O(pages). */
+HK__HIDDEN hk_result hk_os_unback(void *p, size_t size);
+
 /* Changes the protection of a page-aligned range. */
 HK__HIDDEN hk_result hk_os_protect(void *p, size_t size, hk_prot prot);
 

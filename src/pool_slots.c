@@ -29,7 +29,8 @@ typedef struct pool_layout {
     size_t elem_size, align, stride;
     uint32_t cap, index_bits, links, max_lists;
     size_t ht_size;
-    size_t off_lists, off_ht, off_busy, off_meta, off_lk, off_base, total;
+    size_t rstride; /* bytes per slot record (meta and links) */
+    size_t off_lists, off_ht, off_busy, off_rec, off_base, total;
 } pool_layout;
 
 /* Plans the pool's block; returns NULL, or what is wrong with the desc. */
@@ -61,17 +62,18 @@ static const char *pool_plan(const hk_pool_desc *d, pool_layout *L) {
     if (!L->ht_size || !hk_size_add(off, L->ht_size, &off)) return too_big;
     L->off_busy = off;
     if (!hk_size_add(off, L->cap, &off) || !hk_size_align(off, 16, &off)) return too_big;
-    L->off_meta = off;
-    if (!hk_size_mul(L->cap, sizeof(pool_meta), &n) || !hk_size_add(off, n, &off)) return too_big;
-    if (!hk_size_align(off, 16, &off)) return too_big;
-    L->off_lk = off;
-    if (!hk_size_mul((size_t)L->cap * L->links, sizeof(pool_link), &n) || !hk_size_add(off, n, &off))
-        return too_big;
+    /* One record per slot, its meta then its links: 64 bytes (one cache
+     * line, 64-aligned) while they fit, else a multiple of 16. */
+    L->rstride = sizeof(pool_meta) + (size_t)L->links * sizeof(pool_link);
+    L->rstride = L->rstride <= 64 ? 64 : (L->rstride + 15) & ~(size_t)15;
+    if (!hk_size_align(off, 64, &off)) return too_big;
+    L->off_rec = off;
+    if (!hk_size_mul(L->cap, L->rstride, &n) || !hk_size_add(off, n, &off)) return too_big;
     if (!hk_size_align(off, L->align, &off)) return too_big;
     L->off_base = off;
     if (!hk_size_mul(L->cap, L->stride, &n) || !hk_size_add(off, n, &off)) return too_big;
     /* room to align the start of caller memory */
-    if (!hk_size_add(off, L->align > 16 ? L->align : 16, &L->total)) return too_big;
+    if (!hk_size_add(off, L->align > 64 ? L->align : 64, &L->total)) return too_big;
     return NULL;
 }
 
@@ -89,7 +91,8 @@ hk_pool *hk_pool_create(const hk_pool_desc *desc) {
     pool_layout L;
     const char *bad = pool_plan(desc, &L);
     if (bad) {
-        hk__report(&core.rep, HK_ERR_INVALID, HK_EK_INVALID_ARG, NULL, desc->elem_size, NULL, "create: %s", bad);
+        hk__report(&core.rep, HK_ERR_INVALID, HK_EK_INVALID_ARG, NULL, desc->elem_size, NULL, "create: %s",
+                   bad);
         return NULL;
     }
     unsigned char *mem;
@@ -114,7 +117,7 @@ hk_pool *hk_pool_create(const hk_pool_desc *desc) {
         mem = (unsigned char *)os_base;
     }
     /* align the start so that every offset keeps its alignment */
-    size_t a = L.align > 16 ? L.align : 16;
+    size_t a = L.align > 64 ? L.align : 64;
     unsigned char *start = (unsigned char *)hk_align_ptr((uintptr_t)mem, a);
     hk_pool *p = (hk_pool *)start;
     memset(p, 0, sizeof *p);
@@ -142,16 +145,15 @@ hk_pool *hk_pool_create(const hk_pool_desc *desc) {
     p->max_lists = L.max_lists;
     p->lists = (pool_lst *)(void *)(start + L.off_lists);
     p->busy = start + L.off_busy;
-    p->meta = (pool_meta *)(void *)(start + L.off_meta);
-    p->lk = (pool_link *)(void *)(start + L.off_lk);
+    p->rec = start + L.off_rec;
+    p->rstride = L.rstride;
     p->base = start + L.off_base;
     memset(p->lists, 0, (size_t)L.max_lists * sizeof(pool_lst));
     for (uint32_t i = 0; i < L.max_lists; i++) p->lists[i].head = p->lists[i].tail = POOL_NIL;
-    memset(p->lk, 0, (size_t)L.cap * L.links * sizeof(pool_link));
+    memset(p->rec, 0, (size_t)L.cap * L.rstride);
     memset(p->busy, 0, L.cap);
     for (uint32_t s = 0; s < L.cap; s++) {
-        pool_meta *m = &p->meta[s];
-        memset(m, 0, sizeof *m);
+        pool_meta *m = pool_m(p, s);
         m->next = POOL_NIL;
         m->parent = m->first_child = m->last_child = m->next_sib = m->prev_sib = POOL_NIL;
     }
@@ -204,7 +206,8 @@ hk_pool_id hk__pool_alloc_locked(hk_pool *p, void **obj) {
     if (HK__LIKELY(v != 0)) {
         /* a FREE slot is on no list and in no tree, its meta clean */
         uint32_t s = v & p->imask;
-        HK__ASSERT(p->meta[s].parent == POOL_NIL && p->meta[s].first_child == POOL_NIL && !p->meta[s].nlinked);
+        HK__ASSERT(pool_m(p, s)->parent == POOL_NIL && pool_m(p, s)->first_child == POOL_NIL &&
+                   !pool_m(p, s)->nlinked);
         id.value = v;
         o = p->base + (size_t)s * p->stride;
         if (p->san) hk__san_alloc(o, p->elem_size, (pool_flags(p) & HK_FLAG_ZERO) != 0);
@@ -333,7 +336,8 @@ hk_result hk__pool_free(hk_pool *p, hk_pool_id id, hk_pool_children children) {
     uint32_t s = POOL_NIL;
     if (HK__UNLIKELY((unsigned)children > (unsigned)HK_POOL_DETACH)) /* before anything is touched */
         r = hk__report(&p->core.rep, HK_ERR_INVALID, HK_EK_INVALID_ARG, NULL, (size_t)(unsigned)children,
-                       NULL, "free of id %#x refused: children mode %u is neither FREE_SUBTREE (0) nor DETACH (1)",
+                       NULL,
+                       "free of id %#x refused: children mode %u is neither FREE_SUBTREE (0) nor DETACH (1)",
                        id.value, (unsigned)children);
     else
         s = hk__pool_resolve(p, id, "free", 1, &r);
@@ -368,7 +372,8 @@ hk_pool_id hk_pool_id_of(const hk_pool *p, const void *obj) {
     if (a >= b && a - b < (uintptr_t)p->cap * p->stride) {
         size_t off = (size_t)(a - b);
         uint32_t s = (uint32_t)(off / p->stride);
-        if (off % p->stride == 0 && hk__ht_word_live(&p->hot.ht, p->hot.ht.words[s])) id.value = p->hot.ht.words[s];
+        if (off % p->stride == 0 && hk__ht_word_live(&p->hot.ht, p->hot.ht.words[s]))
+            id.value = p->hot.ht.words[s];
     } else {
         uint32_t s = hk__pool_ovf_at(p, obj);
         if (s != POOL_NIL && pool_m(p, s)->state == POOL_ALIVE) id.value = pool_m(p, s)->id;

@@ -46,6 +46,7 @@ static size_t zone_scan_fill(const unsigned char *p, size_t n, unsigned fill, si
 typedef struct zone_tally {
     size_t nfree, free_bytes, used_bytes, used_req, live, untracked, tracked, capacity;
     size_t run_bytes, nruns, slot_bytes, runs_cur, runs_partial, runs_spare;
+    size_t clean_bytes; /* spans of the clean free blocks (given back to the OS) */
 } zone_tally;
 
 /* Checks run block b (its struct, every carved slot's header, the free
@@ -204,10 +205,21 @@ static hk_result zone_check_region(hk_zone *z, uint32_t ri, zone_tally *t) {
             if (!prev_used)
                 ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, b, "free blocks %p and %p are adjacent (not merged)",
                              (void *)((unsigned char *)b - prev_size), (void *)b);
-            if (b->tag || zone_slack(b) || (b->bits & ~ZB_PREV_USED))
+            if (b->tag || zone_slack(b) || (b->bits & ~(ZB_PREV_USED | ZB_FREE_STATE)))
                 ZONE_CORRUPT(HK_EK_CORRUPT_HEADER, b,
                              "free block %p has used-block fields (tag %u, bits %#x)", (void *)b, b->tag,
                              (unsigned)b->bits);
+            if (b->bits & ZB_FREE_CLEAN) {
+                /* given back to the OS: only the zone's own memory (a block
+                 * without a whole page is clean when carved from a clean one) */
+                uintptr_t lo;
+                if (!z->decay_on || !zone_own_memory(z, b))
+                    ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, b,
+                                 "free block %p (%zu bytes) is marked as given back to the OS, which %s",
+                                 (void *)b, size,
+                                 !z->decay_on ? "this zone never does" : "it may not do with caller memory");
+                t->clean_bytes += zone_free_span(z, b, size, &lo);
+            }
             t->nfree++;
             t->free_bytes += size;
             if (ZONE_FLAGS(z) & HK_FLAG_FILL) {
@@ -425,14 +437,16 @@ static hk_result zone_check_all(hk_zone *z) {
         t.used_bytes != z->used_bytes || t.used_req != sm.used_req ||
         t.live != (size_t)(sm.alloc_count - sm.free_count) || t.untracked != z->untracked_live ||
         t.run_bytes != z->runs.run_bytes || t.nruns != z->runs.nruns || t.slot_bytes != sm.slot_bytes ||
-        t.used_bytes + t.free_bytes + t.run_bytes != t.capacity)
+        t.used_bytes + t.free_bytes + t.run_bytes != t.capacity || t.clean_bytes != z->clean_bytes)
         ZONE_CORRUPT(
             HK_EK_CORRUPT_STRUCTURE, z,
             "counters disagree with the heap: capacity %zu/%zu, free %zu/%zu in %zu/%zu blocks, used "
-            "%zu/%zu (%zu/%zu asked) in %zu/%zu blocks, runs %zu/%zu (%zu/%zu bytes, slots %zu/%zu bytes)",
+            "%zu/%zu (%zu/%zu asked) in %zu/%zu blocks, runs %zu/%zu (%zu/%zu bytes, slots %zu/%zu bytes), "
+            "given back to the OS %zu/%zu bytes",
             z->capacity, t.capacity, z->free_bytes, t.free_bytes, z->free_blocks, t.nfree, z->used_bytes,
-            t.used_bytes, sm.used_req, t.used_req, (size_t)(sm.alloc_count - sm.free_count), t.live, z->runs.nruns, t.nruns,
-            z->runs.run_bytes, t.run_bytes, sm.slot_bytes, t.slot_bytes);
+            t.used_bytes, sm.used_req, t.used_req, (size_t)(sm.alloc_count - sm.free_count), t.live,
+            z->runs.nruns, t.nruns, z->runs.run_bytes, t.run_bytes, sm.slot_bytes, t.slot_bytes,
+            z->clean_bytes, t.clean_bytes);
     return HK_OK;
 }
 

@@ -5,7 +5,7 @@
 #   cmake -DNM=nm -DAPI_LIB=... -DAPI_STATIC=... -DMALLOC_LIB=... -P check_exports.cmake
 cmake_policy(SET CMP0057 NEW)
 set(family malloc free calloc realloc memalign posix_memalign aligned_alloc valloc pvalloc
-    malloc_usable_size reallocarray)
+    malloc_usable_size reallocarray malloc_trim)
 
 function(defined_symbols out)
   execute_process(COMMAND ${NM} ${ARGN} OUTPUT_VARIABLE text RESULT_VARIABLE rc ERROR_QUIET)
