@@ -234,6 +234,8 @@ static void sg_corpus(hkb_ctx *ctx, const sg_tool *tools, int ntools) {
                                         "underflow_read",
                                         "uaf_read",
                                         "uaf_write",
+                                        "uaf_realloc",
+                                        "overflow_strcpy",
                                         "double_free",
                                         "invalid_free_stack",
                                         "invalid_free_global",
@@ -252,6 +254,7 @@ static void sg_corpus(hkb_ctx *ctx, const sg_tool *tools, int ntools) {
                                         "ok_uninit",
                                         "ok_fork",
                                         "ok_stdio",
+                                        "ok_odd_sizes",
                                         NULL};
     const char *wname = "corpus";
     hkb_section(SG_SUITE, wname,

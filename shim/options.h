@@ -37,11 +37,11 @@ typedef enum hk_opt_type {
       "block placed against the trailing guard (overruns fault at once), the leading one (underruns), "      \
       "or either at random")                                                                                 \
     X(GUARD_ALIGN, "guard", "HEAPKIT_GUARD_ALIGN", HK_OPT_COUNT, "16", NULL, NULL,                           \
-      "most alignment a block gets (a block of n bytes: the largest power of two dividing n, at most "      \
+      "most alignment a block gets (a block of n bytes: the largest power of two dividing n, at most "       \
       "this); 1 = exact mode, every overrun faults at once")                                                 \
     X(GUARD_ALIGN_MIN, "guard", "HEAPKIT_GUARD_ALIGN_MIN", HK_OPT_COUNT, "1", NULL, NULL,                    \
-      "least alignment a block gets (2 or 8 for runtimes that tag pointer bits, such as python3; 16: "      \
-      "glibc's, and reads past odd-sized blocks land in padding unseen)")                                   \
+      "least alignment a block gets (2 or 8 for runtimes that tag pointer bits, such as python3; 16: "       \
+      "glibc's, and reads past odd-sized blocks land in padding unseen)")                                    \
     X(GUARD_QUARANTINE, "guard", "HEAPKIT_GUARD_QUARANTINE", HK_OPT_BYTES, "8m", NULL, NULL,                 \
       "freed bytes kept inaccessible (0: none)")                                                             \
     X(GUARD_QUARANTINE_BLOCKS, "guard", "HEAPKIT_GUARD_QUARANTINE_BLOCKS", HK_OPT_COUNT, "8192", NULL, NULL, \
@@ -107,7 +107,7 @@ typedef enum hk_opt_type {
  *   help   NULL: the option's own help */
 #define HK_FLAGS(F)                                                                                          \
     F("--side", GUARD_SIDE, NULL, NULL)                                                                      \
-    F("--align", GUARD_ALIGN, NULL, "most alignment a block gets")                                                       \
+    F("--align", GUARD_ALIGN, NULL, "most alignment a block gets")                                           \
     F("--exact", GUARD_ALIGN, "1", "alignment 1: every overrun faults at once")                              \
     F("--align-min", GUARD_ALIGN_MIN, NULL, NULL)                                                            \
     F("--align-all", GUARD_ALIGN_MIN, "16", "every block 16-aligned, as glibc (--align-min 16)")             \

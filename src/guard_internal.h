@@ -138,7 +138,7 @@ struct hk_guard {
     /* unguarded-path counters: an entry of guard_fallback.c's table */
     uint32_t ctr;
     uint64_t ctr_gen;
-    uint64_t reports; /* atomic */
+    uint64_t reports;    /* atomic */
     bool fault_attached; /* registered with the installed fault handler: protected calls protect */
     size_t self_size;
 };

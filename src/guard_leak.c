@@ -29,9 +29,9 @@ typedef struct guard_leak_ctx {
     size_t nstack, capstack;
     uintptr_t excl_lo[8], excl_hi[8];
     int nexcl;
-    uintptr_t scan_lo, scan_hi; /* the range being scanned (for protected calls) */
-    bool scan_block;            /* scanning a block (words from its start) rather than a root */
-    uintptr_t sp;               /* the scanning thread's stack pointer: nothing below it is live */
+    uintptr_t scan_lo, scan_hi;        /* the range being scanned (for protected calls) */
+    bool scan_block;                   /* scanning a block (words from its start) rather than a root */
+    uintptr_t sp;                      /* the scanning thread's stack pointer: nothing below it is live */
     const hk_os_thread_state *threads; /* the other threads, stopped (their stack pointers) */
     int nthreads;
     bool scanned; /* the roots could be read (else: report nothing) */
@@ -298,7 +298,8 @@ size_t hk_guard_leaks(hk_guard *g, hk_guard_leak_mode mode, size_t *bytes_out) {
                 hk__guard_out_str(&o, ", allocated at:");
                 int n;
                 const void *const *fr = hk__guard_trace_get(g, groups[i].trace, &n);
-                hk__guard_report_finish(g, &o, NULL, (void *const *)(uintptr_t)fr, fr ? n : 0, 0, NULL, false);
+                hk__guard_report_finish(g, &o, NULL, (void *const *)(uintptr_t)fr, fr ? n : 0, 0, NULL,
+                                        false);
             }
             guard_out o = o0;
             hk__guard_out_prefix(&o);

@@ -42,11 +42,11 @@
 static hk_os_thread_state world_slots[HK_OS_WORLD_MAX];
 static hk_os_thread_state world_out[HK_OS_WORLD_MAX]; /* the slots complete when fn is called */
 static int world_done[HK_OS_WORLD_MAX];               /* slot i is written (this stop) */
-static int world_lock;          /* one stop at a time */
-static int world_gen;           /* futex word: bumped to resume */
-static int world_active;        /* a stop is in progress */
-static int world_next;          /* slots taken */
-static int world_acks;          /* stopped threads counted in */
+static int world_lock;                                /* one stop at a time */
+static int world_gen;                                 /* futex word: bumped to resume */
+static int world_active;                              /* a stop is in progress */
+static int world_next;                                /* slots taken */
+static int world_acks;                                /* stopped threads counted in */
 
 static long world_futex(int *addr, int op, int val) {
     return syscall(SYS_futex, addr, op, val, NULL, NULL, 0);

@@ -102,8 +102,8 @@ HKT_TEST(guard_leak_scan_stops_threads_reads_live_stacks_and_registers) {
     lt_shared s;
     memset(&s, 0, sizeof s);
     REQUIRE(pipe(s.pipe_fds) == 0);
-    s.g = hk_guard_create(&(hk_guard_desc){.on_error = hkt_on_error, .error_user = &errs,
-                                           .reserve = (size_t)1 << 28, .flags = HK_FLAG_QUIET});
+    s.g = hk_guard_create(&(hk_guard_desc){
+        .on_error = hkt_on_error, .error_user = &errs, .reserve = (size_t)1 << 28, .flags = HK_FLAG_QUIET});
     REQUIRE(s.g);
     hkt_errors_reset(&errs);
     pthread_t t[3];

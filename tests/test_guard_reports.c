@@ -73,7 +73,7 @@ HKT_TEST(guard_padding_of_live_blocks_reported_in_full) {
     unsigned char *b = reports_alloc_site(g, 50);
     unsigned char *c = reports_alloc_site(g, 40);
     for (int i = 1; i <= 8; i++) poke(a, -i, 'C'); /* an underwrite of 8 bytes */
-    poke(b, 50, 1);                                 /* two bytes past the end */
+    poke(b, 50, 1);                                /* two bytes past the end */
     poke(b, 51, 2);
     CHECK_EQ(hk_guard_check_padding(g), 2);
     CHECK_EQ(hk_guard_report_count(g), 2);
@@ -112,9 +112,9 @@ HKT_TEST(guard_free_misuse_labels_the_free_stack) {
     CHECK_EQ(hk_guard_free(g, p), HK_OK);
     CHECK_EQ(hk_guard_free(g, p), HK_ERR_DOUBLE_FREE);
     const char *out = rep_read();
-    CHECK_STR_CONTAINS(out, "  freed at:\n");        /* this free */
+    CHECK_STR_CONTAINS(out, "  freed at:\n");          /* this free */
     CHECK_STR_CONTAINS(out, "(1 byte) allocated at:"); /* singular */
-    CHECK_STR_CONTAINS(out, "  first freed at:\n");  /* the earlier one */
+    CHECK_STR_CONTAINS(out, "  first freed at:\n");    /* the earlier one */
     CHECK(strstr(out, "__libc_start") == NULL);
     hk_guard_destroy(g);
 }
@@ -201,12 +201,14 @@ static int wild_free_child(uint32_t flags) {
     if (pid == 0) {
         hk_guard *g = mk_reporting((hk_guard_desc){.flags = flags});
         if (!g) _exit(3);
-        uintptr_t wild[] = {0x12345670u, (uintptr_t)0x7ff0000000ull, UINTPTR_MAX - 15, UINTPTR_MAX - 7, 16, 8};
+        uintptr_t wild[] = {
+            0x12345670u, (uintptr_t)0x7ff0000000ull, UINTPTR_MAX - 15, UINTPTR_MAX - 7, 16, 8};
         int bad = 0;
         for (size_t i = 0; i < sizeof wild / sizeof wild[0]; i++) {
             int before = errs.count;
             hk_result r = hk_guard_free(g, (void *)wild[i]);
-            if (r != HK_ERR_FOREIGN || errs.count != before + 1 || errs.last_kind != HK_EK_FOREIGN_PTR) bad = 1;
+            if (r != HK_ERR_FOREIGN || errs.count != before + 1 || errs.last_kind != HK_EK_FOREIGN_PTR)
+                bad = 1;
             if (hk_guard_realloc(g, (void *)wild[i], 10) != NULL) bad = 1;
             if (hk_guard_usable_size(g, (void *)wild[i]) != 0 || hk_guard_owns(g, (void *)wild[i])) bad = 1;
         }

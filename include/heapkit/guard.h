@@ -10,11 +10,15 @@
  *
  * With side END the block ends against the trailing guard, so an overrun
  * past the (aligned) end faults at once; with side START an underrun faults
- * at once; side RANDOM picks per allocation. The slack between the block and
- * the page edges is filled with HK_FILL_PAD and checked on free, by
- * hk_guard_check and at exit, so a 1-byte overrun hidden in the alignment
- * padding is still caught (late). Alignment 1 ("exact mode") leaves no
- * padding after the block: every overrun faults at once.
+ * at once; side RANDOM picks per allocation. A block is aligned only as
+ * much as its size needs (the largest power of two dividing it, within
+ * [desc.align_min, desc.align]), so by default its end is the guard page's
+ * first byte and a read or write just past it faults. The slack between
+ * the block and the page edges (before it; after it when align_min or an
+ * aligned request leaves some) is filled with HK_FILL_PAD and checked on
+ * free, by hk_guard_check and at exit, so an overwrite there is still
+ * caught (late). Alignment 1 ("exact mode") leaves no padding after any
+ * block, aligned requests included.
  *
  * Freed blocks are filled with HK_FILL_FREE, made inaccessible and kept in
  * a FIFO quarantine bounded by bytes and by count; only the oldest leave it,
