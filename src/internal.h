@@ -16,7 +16,11 @@
 #if defined(__GNUC__) || defined(__clang__)
 #define HK__LIKELY(x)    __builtin_expect(!!(x), 1)
 #define HK__UNLIKELY(x)  __builtin_expect(!!(x), 0)
+#if defined(_WIN32)
+#define HK__PRINTF(f, a) __attribute__((format(gnu_printf, f, a))) /* MinGW's C99 printf (__USE_MINGW_ANSI_STDIO) */
+#else
 #define HK__PRINTF(f, a) __attribute__((format(printf, f, a)))
+#endif
 #define HK__NOINLINE     __attribute__((noinline))
 #define HK__UNUSED       __attribute__((unused))
 #else

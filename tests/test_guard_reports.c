@@ -23,9 +23,13 @@
 #include "heapkit/guard.h"
 
 #include <pthread.h>
+#ifndef _WIN32
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#else
+#include <io.h> /* read, close */
+#endif
 
 static hkt_errors errs = {.quiet = 1};
 static char rep_out[1 << 16];
@@ -246,6 +250,7 @@ static size_t reports_vm_size(void) {
     return kb * 1024;
 }
 
+#ifndef _WIN32 /* setrlimit and fork: POSIX-only (cmake/windows.cmake) */
 HKT_TEST(guard_reserve_shrinks_under_address_space_limit) {
     if (hk__tsan_enabled()) return; /* sanitizers reserve terabytes of shadow */
 #ifdef HK__ASAN
@@ -285,3 +290,4 @@ HKT_TEST(guard_reserve_shrinks_under_address_space_limit) {
     CHECK(WIFEXITED(st));
     CHECK_EQ(WEXITSTATUS(st), 0);
 }
+#endif

@@ -7,7 +7,9 @@
 #include "hk_test.h"
 #include "internal.h"
 
+#ifndef _WIN32
 #include <sys/resource.h>
+#endif
 
 /* The block at p with its provenance hidden from the compiler: the zone's
  * allocators are declared HK_MALLOC / HK_ALLOC_SIZE, so a deliberate write
