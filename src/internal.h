@@ -227,4 +227,21 @@ static inline int hk__asan_enabled(void) {
 #endif
 }
 
+/* ------------------------------------------------------------------------ */
+/* Windows: %p as on POSIX                                                   */
+/* ------------------------------------------------------------------------ */
+/* The C runtimes of Windows print %p as 16 hex digits without "0x"; the
+ * library's messages and reports read the same everywhere ("0x21dad8"):
+ * on Windows snprintf and vsnprintf in the library's sources go through
+ * these, which print each %p as MinGW's %#p (os_common.c). */
+#ifdef _WIN32
+#include <stdio.h>
+int hk__snprintf(char *buf, size_t n, const char *fmt, ...) HK__PRINTF(3, 4);
+int hk__vsnprintf(char *buf, size_t n, const char *fmt, va_list ap) HK__PRINTF(3, 0);
+#undef snprintf
+#undef vsnprintf
+#define snprintf  hk__snprintf
+#define vsnprintf hk__vsnprintf
+#endif
+
 #endif /* HEAPKIT_INTERNAL_H */

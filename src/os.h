@@ -319,8 +319,10 @@ HK__HIDDEN int hk_os_x86_access_size(const unsigned char *pc);
 
 /* For the fault handlers: walks the saved frame-pointer chain from bp,
  * accepting only frames above sp, below sp + 64 MiB, in ascending order
- * and readable; stores up to max return addresses. Returns their number. */
-HK__HIDDEN int hk_os_fp_walk(uintptr_t bp, uintptr_t sp, void **out, int max);
+ * and readable (the host's hk_os_readable, passed in); stores up to max
+ * return addresses. Returns their number. */
+HK__HIDDEN int hk_os_fp_walk(uintptr_t bp, uintptr_t sp, void **out, int max,
+                             int (*readable)(const void *p, size_t n));
 
 #ifdef _WIN32
 /* Windows, for hk_os_abort: inside a fault callback on this thread, ends

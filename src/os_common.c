@@ -1,22 +1,18 @@
 /*
  * src/os_common.c - the parts of the host layer that do not depend on the
  * operating system, shared by the POSIX (os_posix*.c) and Windows
- * (os_win32*.c) hosts: the public names of the clock and page size, the
- * out-of-memory failure point, the x86-64 access-size decoder and the
- * frame-pointer walk the fault handlers use. See src/os.h.
+ * (os_win32*.c) hosts: the out-of-memory failure point, the x86-64 access-size decoder and the
+ * frame-pointer walk the fault handlers use, and on Windows the snprintf
+ * that prints %p as POSIX does (internal.h). See src/os.h.
  *
- * Invariants: nothing here calls malloc or the OS except through os.h;
+ * Invariants: nothing here calls malloc, the OS, or a host file (the
+ * hosts call this file, never the other way: no loop in the file graph);
  * every page acquisition of a host asks hk_os_fail_now first; a one-shot
  * point is disarmed (countdown back to 0) by the acquisition it fails, a
  * persistent one stays at 1 (every acquisition fails) until disarmed; the
  * random point draws acquisition k's verdict from splitmix64(seed + k).
  */
 #include "internal.h"
-
-/* ---- the public names -------------------------------------------------------- */
-
-size_t hk_page_size(void) { return hk_os_page_size(); }
-uint64_t hk_now_ns(void) { return hk_os_now_ns(); }
 
 /* ---- the failure point ---------------------------------------------------------- */
 
@@ -128,10 +124,10 @@ int hk_os_x86_access_size(const unsigned char *pc) {
  * lie above sp, below sp + 64 MiB, in ascending order, and readable: the
  * callers of a function that crashed on a damaged stack, when the unwinder
  * found none. */
-int hk_os_fp_walk(uintptr_t bp, uintptr_t sp, void **out, int max) {
+int hk_os_fp_walk(uintptr_t bp, uintptr_t sp, void **out, int max, int (*readable)(const void *p, size_t n)) {
     int n = 0;
     while (n < max && bp > sp && bp - sp < ((uintptr_t)64 << 20) && (bp & 7u) == 0 &&
-           hk_os_readable((const void *)bp, 16)) {
+           readable((const void *)bp, 16)) {
         uintptr_t next = ((const uintptr_t *)bp)[0], ret = ((const uintptr_t *)bp)[1];
         if (ret < 4096) break;
         out[n++] = (void *)ret;
@@ -141,3 +137,35 @@ int hk_os_fp_walk(uintptr_t bp, uintptr_t sp, void **out, int max) {
     }
     return n;
 }
+
+#ifdef _WIN32
+/* ---- snprintf with POSIX %p ------------------------------------------------------ */
+
+#undef snprintf
+#undef vsnprintf
+
+int hk__vsnprintf(char *buf, size_t n, const char *fmt, va_list ap) {
+    char f[512]; /* fmt with each plain %p turned into %#p */
+    size_t o = 0, len = strlen(fmt);
+    if (len * 2 + 1 > sizeof f) return vsnprintf(buf, n, fmt, ap); /* never so long in heapkit */
+    for (size_t i = 0; i < len; i++) {
+        f[o++] = fmt[i];
+        if (fmt[i] != '%') continue;
+        if (fmt[i + 1] == '%') {
+            f[o++] = fmt[++i];
+            continue;
+        }
+        if (fmt[i + 1] == 'p') f[o++] = '#';
+    }
+    f[o] = 0;
+    return vsnprintf(buf, n, f, ap);
+}
+
+int hk__snprintf(char *buf, size_t n, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int r = hk__vsnprintf(buf, n, fmt, ap);
+    va_end(ap);
+    return r;
+}
+#endif

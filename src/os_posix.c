@@ -24,6 +24,11 @@
 #include <time.h>
 #include <unistd.h>
 
+/* ---- the public names -------------------------------------------------------- */
+
+size_t hk_page_size(void) { return hk_os_page_size(); }
+uint64_t hk_now_ns(void) { return hk_os_now_ns(); }
+
 /* ---- pages ----------------------------------------------------------------------- */
 
 static size_t g_page_size;

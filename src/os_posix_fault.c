@@ -115,7 +115,8 @@ static void fault_handler(int sig, siginfo_t *si, void *ucv) {
         /* the unwinder did not get through the faulting frame (a wild pc, a
          * smashed stack): the pc, then the frame-pointer chain */
         if (f.pc) f.frames[f.nframes++] = f.pc;
-        f.nframes += hk_os_fp_walk(fbp, fsp, f.frames + f.nframes, HK_OS_FAULT_FRAMES - f.nframes);
+        f.nframes += hk_os_fp_walk(fbp, fsp, f.frames + f.nframes, HK_OS_FAULT_FRAMES - f.nframes,
+                                  hk_os_readable);
     } else {
         for (int i = first; i < n && f.nframes < HK_OS_FAULT_FRAMES; i++) f.frames[f.nframes++] = tmp[i];
     }

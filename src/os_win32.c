@@ -9,7 +9,9 @@
  *
  * Invariants: nothing here calls malloc; every page acquisition (reserve,
  * alloc, commit, protect to an accessible protection, map_own of
- * accessible pages) asks the failure point (hk_os_fail_now) first. A
+ * accessible pages) asks the failure point (hk_os_fail_now) first. Thread
+ * exit callbacks run while the thread's _Thread_local variables are still
+ * there (see "Thread exit" below). A
  * reservation is one VirtualAlloc region: hk_os_release of its whole
  * extent from its base releases it (MEM_RELEASE); any other range is
  * decommitted and its address space stays reserved. Pages are either
@@ -24,6 +26,14 @@
 
 #include <io.h>
 #include <windows.h>
+#ifdef HK_WIN32_PTHREAD_EXIT
+#include <pthread.h>
+#endif
+
+/* ---- the public names -------------------------------------------------------- */
+
+size_t hk_page_size(void) { return hk_os_page_size(); }
+uint64_t hk_now_ns(void) { return hk_os_now_ns(); }
 
 /* ---- pages ----------------------------------------------------------------------- */
 
@@ -254,28 +264,24 @@ void hk_os_write(int fd, const char *buf, size_t n) {
     }
 }
 
-void hk_os_abort(void) {
-    hk_os_fault_abort_escape(); /* inside a fault callback: the exception goes on instead */
-    if (IsDebuggerPresent()) DebugBreak();
-    /* the C runtime's abort() status, without its SIGABRT handlers or message box */
-    TerminateProcess(GetCurrentProcess(), 3);
-    ExitProcess(3);
-}
-
 /* ---- the address space ---------------------------------------------------------------- */
 
 /* Windows has no cap on the number of mappings: the Linux default keeps
  * the guard heap's budget of guarded blocks the same on both. */
 size_t hk_os_max_map_count(void) { return 65530; }
 
+/* The number of allocations (reservations, images, views), each counted
+ * once however many regions of different protections it holds. */
 size_t hk_os_map_count(void) {
     (void)hk_os_page_size();
     size_t count = 0;
     uintptr_t at = g_addr_lo;
+    void *last = NULL;
     while (at < g_addr_hi) {
         MEMORY_BASIC_INFORMATION mi;
         if (VirtualQuery((const void *)at, &mi, sizeof mi) != sizeof mi || mi.RegionSize == 0) break;
-        if (mi.State != MEM_FREE) count++;
+        if (mi.State != MEM_FREE && mi.AllocationBase != last) count++;
+        last = mi.State != MEM_FREE ? mi.AllocationBase : NULL;
         at = (uintptr_t)mi.BaseAddress + mi.RegionSize;
     }
     return count;
@@ -330,8 +336,16 @@ void hk_os_mutex_unlock_hook(void *m) { ReleaseSRWLockExclusive((PSRWLOCK)m); }
 /* Thread exit: one FLS index whose callback runs the functions this thread
  * armed. The FLS value itself is the mask of armed functions (bit 8 always
  * set, so it is never NULL: Windows runs callbacks for non-NULL values
- * only), so the callback needs no thread-local variable (the C runtime's
- * may be gone by then). */
+ * only), so the callback itself needs no thread-local variable.
+ *
+ * But the functions do (the zone's and the guard's per-thread state). With
+ * native TLS (MSVC, clang) it outlives the FLS callbacks. GCC on MinGW-w64
+ * emulates TLS (libgcc's emutls), and with the posix thread model frees a
+ * thread's variables from a winpthreads key destructor, before FLS
+ * callbacks run: HK_WIN32_PTHREAD_EXIT (set by CMake for that compiler)
+ * uses a winpthreads key instead, made by a constructor before any
+ * emulated variable exists, so its destructor runs first (winpthreads runs
+ * destructors in key order). */
 #define OS_EXIT_FNS 8
 #define OS_EXIT_SET 0x100u
 static void (*os_exit_fns[OS_EXIT_FNS])(void);
@@ -340,13 +354,22 @@ static INIT_ONCE os_exit_once = INIT_ONCE_STATIC_INIT;
 
 static void WINAPI os_exit_run(void *value) {
     unsigned armed = (unsigned)(uintptr_t)value;
-    if (os_exit_index != FLS_OUT_OF_INDEXES) (void)FlsSetValue(os_exit_index, NULL);
+    if (os_exit_index != FLS_OUT_OF_INDEXES && FlsGetValue(os_exit_index)) (void)FlsSetValue(os_exit_index, NULL);
     for (int i = 0; i < OS_EXIT_FNS; i++)
         if (armed & (1u << i)) {
             void (*fn)(void) = __atomic_load_n(&os_exit_fns[i], __ATOMIC_ACQUIRE);
             if (fn) fn();
         }
 }
+
+#ifdef HK_WIN32_PTHREAD_EXIT
+static pthread_key_t os_exit_pkey;
+static int os_exit_pkey_ok;
+static void os_exit_run_key(void *value) { os_exit_run(value); }
+__attribute__((constructor(101))) static void os_exit_pkey_init(void) {
+    os_exit_pkey_ok = pthread_key_create(&os_exit_pkey, os_exit_run_key) == 0;
+}
+#endif
 
 static BOOL CALLBACK os_exit_index_init(PINIT_ONCE once, void *param, void **ctx) {
     (void)once;
@@ -370,6 +393,14 @@ hk_result hk_os_on_thread_exit(void (*fn)(void)) {
         }
     }
     if (slot < 0) return HK_ERR_NOMEM;
+#ifdef HK_WIN32_PTHREAD_EXIT
+    if (os_exit_pkey_ok) {
+        unsigned set = (unsigned)(uintptr_t)pthread_getspecific(os_exit_pkey);
+        if (set & (1u << slot)) return HK_OK;
+        set |= OS_EXIT_SET | (1u << slot);
+        return pthread_setspecific(os_exit_pkey, (void *)(uintptr_t)set) == 0 ? HK_OK : HK_ERR_NOMEM;
+    }
+#endif
     (void)InitOnceExecuteOnce(&os_exit_once, os_exit_index_init, NULL, NULL);
     if (os_exit_index == FLS_OUT_OF_INDEXES) return HK_ERR_NOMEM;
     unsigned armed = (unsigned)(uintptr_t)FlsGetValue(os_exit_index);

@@ -1,7 +1,8 @@
 /*
  * src/os_win32_fault.c - the process-wide vectored exception handler and
- * the callbacks it runs (hk_os_fault_register in src/os.h), and protected
- * calls that survive a fault: the Windows counterpart of os_posix_fault.c.
+ * the callbacks it runs (hk_os_fault_register in src/os.h), protected
+ * calls that survive a fault, and hk_os_abort (which ends a callback's
+ * fault report): the Windows counterpart of os_posix_fault.c.
  *
  * Invariants: the handler is added at most once per process, first in the
  * vectored list; it takes only access violations and in-page errors, calls
@@ -63,6 +64,14 @@ void hk_os_fault_abort_escape(void) {
     }
 }
 
+void hk_os_abort(void) {
+    hk_os_fault_abort_escape(); /* inside a fault callback: the exception goes on instead */
+    if (IsDebuggerPresent()) DebugBreak();
+    /* the C runtime's abort() status, without its SIGABRT handlers or message box */
+    TerminateProcess(GetCurrentProcess(), 3);
+    ExitProcess(3);
+}
+
 static void fault_describe(hk_os_fault *f, const EXCEPTION_RECORD *er, const CONTEXT *ctx) {
     memset(f, 0, sizeof *f);
     f->signo = (int)er->ExceptionCode;
@@ -93,7 +102,8 @@ static void fault_describe(hk_os_fault *f, const EXCEPTION_RECORD *er, const CON
         f->nframes = 0;
         if (f->pc) f->frames[f->nframes++] = f->pc;
         f->nframes +=
-            hk_os_fp_walk((uintptr_t)ctx->Rbp, (uintptr_t)ctx->Rsp, f->frames + f->nframes, HK_OS_FAULT_FRAMES - 1);
+            hk_os_fp_walk((uintptr_t)ctx->Rbp, (uintptr_t)ctx->Rsp, f->frames + f->nframes, HK_OS_FAULT_FRAMES - 1,
+                                  hk_os_readable);
     }
 }
 

@@ -10,8 +10,9 @@
  * Invariants: module paths are kept in a static table (one entry per
  * module base, forward slashes, so callers can cut the directory at the
  * last '/'), never freed: the strings stay valid for the process's life.
- * dbghelp.dll is loaded by hk_os_symbolize_init (early, where loading a
- * library is safe) and initialized at the first symbolization with lines;
+ * dbghelp.dll is loaded and initialized at the first symbolization with
+ * lines (a run without a report loads no extra module), unless
+ * HEAPKIT_NO_DBGHELP was set when hk_os_symbolize_init read it;
  * DbgHelp is single-threaded, and so are the callers (os.h: callers
  * serialize). Nothing here calls malloc (DbgHelp itself allocates from its
  * own heap).
@@ -106,6 +107,8 @@ static struct {
     sym_line_fn line;
     sym_refresh_fn refresh;
 } sym_dbg;
+static int sym_dbg_wanted; /* HEAPKIT_NO_DBGHELP unset (read at init) */
+static int sym_dbg_tried;
 static int sym_dbg_loaded; /* every function was found */
 static int sym_dbg_ready;  /* SymInitialize succeeded */
 static int sym_looked;
@@ -114,7 +117,14 @@ static FARPROC sym_proc(HMODULE h, const char *name) { return GetProcAddress(h, 
 
 void hk_os_symbolize_init(void) {
     if (__atomic_load_n(&sym_looked, __ATOMIC_ACQUIRE)) return;
-    HMODULE h = GetEnvironmentVariableA("HEAPKIT_NO_DBGHELP", NULL, 0) ? NULL : LoadLibraryA("dbghelp.dll");
+    sym_dbg_wanted = GetEnvironmentVariableA("HEAPKIT_NO_DBGHELP", NULL, 0) == 0;
+    __atomic_store_n(&sym_looked, 1, __ATOMIC_RELEASE);
+}
+
+static void sym_dbghelp_load(void) {
+    if (sym_dbg_tried || !sym_dbg_wanted) return;
+    sym_dbg_tried = 1;
+    HMODULE h = LoadLibraryA("dbghelp.dll");
     if (h) {
         FARPROC f[5] = {sym_proc(h, "SymSetOptions"), sym_proc(h, "SymInitialize"), sym_proc(h, "SymFromAddr"),
                         sym_proc(h, "SymGetLineFromAddr64"), sym_proc(h, "SymRefreshModuleList")};
@@ -127,7 +137,6 @@ void hk_os_symbolize_init(void) {
             sym_dbg_loaded = 1;
         }
     }
-    __atomic_store_n(&sym_looked, 1, __ATOMIC_RELEASE);
 }
 
 /* Fills func and loc of s from DbgHelp. */
@@ -190,8 +199,9 @@ void hk_os_symbolize(hk_os_symbol *syms, int n, unsigned flags) {
         s->module = sym_module_path(base);
         sym_nearest_export(base, s->return_address ? s->pc - 1 : s->pc, s);
     }
-    if (!(flags & HK_OS_SYMBOLIZE_LINES) || !__atomic_load_n(&sym_looked, __ATOMIC_ACQUIRE) || !sym_dbg_loaded)
-        return;
+    if (!(flags & HK_OS_SYMBOLIZE_LINES) || !__atomic_load_n(&sym_looked, __ATOMIC_ACQUIRE)) return;
+    sym_dbghelp_load();
+    if (!sym_dbg_loaded) return;
     if (!sym_dbg_ready) {
         sym_dbg.set_options(SYMOPT_UNDNAME | SYMOPT_DEFERRED_LOADS | SYMOPT_LOAD_LINES | SYMOPT_FAIL_CRITICAL_ERRORS);
         sym_dbg_ready = sym_dbg.initialize(GetCurrentProcess(), NULL, TRUE) ? 1 : -1;
