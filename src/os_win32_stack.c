@@ -36,8 +36,10 @@ HK__NOINLINE int hk_os_stack_capture(void **frames, int max, int skip, unsigned 
     while (got < max) {
         int want = max - got > 62 ? 62 : max - got; /* older systems cap a call at 62 frames */
         USHORT n = RtlCaptureStackBackTrace((DWORD)(skip + got), (DWORD)want, frames + got, NULL);
-        got += n;
-        if (n < want) break;
+        int k = 0;
+        while (k < n && frames[got + k]) k++; /* past the thread's start: no frame */
+        got += k;
+        if (k < want) break;
     }
     __asm__ volatile("" ::: "memory"); /* no tail call: the skip counts this frame */
     return got;
