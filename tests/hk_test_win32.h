@@ -119,6 +119,9 @@ static inline int hkt_unsetenv(const char *name) { return _putenv_s(name, "") ==
 
 static inline int hkt_pipe(int fds[2]) { return _pipe(fds, 1 << 16, _O_BINARY); }
 #define pipe hkt_pipe
+/* read() takes and returns int there */
+static inline long hkt_read(int fd, void *buf, size_t n) { return _read(fd, buf, n > 0x7fffffffu ? 0x7fffffffu : (unsigned)n); }
+#define read hkt_read
 
 static inline void *hkt_aligned_alloc(size_t align, size_t size) { return _aligned_malloc(size, align); }
 #define aligned_alloc hkt_aligned_alloc

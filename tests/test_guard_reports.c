@@ -237,6 +237,7 @@ HKT_TEST(guard_owns_races_no_free) {
     hk_guard_destroy(r.g);
 }
 
+#ifndef _WIN32 /* setrlimit and fork: POSIX-only (cmake/windows.cmake) */
 /* ---- address-space limit ----------------------------------------------------------- */
 
 static size_t reports_vm_size(void) {
@@ -250,7 +251,6 @@ static size_t reports_vm_size(void) {
     return kb * 1024;
 }
 
-#ifndef _WIN32 /* setrlimit and fork: POSIX-only (cmake/windows.cmake) */
 HKT_TEST(guard_reserve_shrinks_under_address_space_limit) {
     if (hk__tsan_enabled()) return; /* sanitizers reserve terabytes of shadow */
 #ifdef HK__ASAN
