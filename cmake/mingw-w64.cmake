@@ -39,7 +39,7 @@ set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE ONLY)
 
 # Static runtime: the .exe files run under Wine without MinGW DLLs.
 set(CMAKE_EXE_LINKER_FLAGS_INIT "-static")
-set(CMAKE_SHARED_LINKER_FLAGS_INIT "-static-libgcc")
+set(CMAKE_SHARED_LINKER_FLAGS_INIT "-static")
 
 # Tests and examples run through Wine (CTest prefixes every test command
 # whose program is a target of this build with the emulator).
