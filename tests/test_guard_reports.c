@@ -23,9 +23,13 @@
 #include "heapkit/guard.h"
 
 #include <pthread.h>
+#ifndef _WIN32
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#else
+#include <io.h> /* read, close */
+#endif
 
 static hkt_errors errs = {.quiet = 1};
 static char rep_out[1 << 16];
@@ -274,6 +278,7 @@ HKT_TEST(guard_owns_races_no_free) {
     hk_guard_destroy(r.g);
 }
 
+#ifndef _WIN32 /* setrlimit and fork: POSIX-only (cmake/windows.cmake) */
 /* ---- address-space limit ----------------------------------------------------------- */
 
 static size_t reports_vm_size(void) {
@@ -326,3 +331,4 @@ HKT_TEST(guard_reserve_shrinks_under_address_space_limit) {
     CHECK(WIFEXITED(st));
     CHECK_EQ(WEXITSTATUS(st), 0);
 }
+#endif

@@ -7,9 +7,11 @@
 #include "hk_test.h"
 #include "internal.h"
 
+#ifndef _WIN32
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#endif
 
 /* The block at p with its provenance hidden from the compiler: the zone's
  * allocators are declared HK_MALLOC / HK_ALLOC_SIZE, so a deliberate write
@@ -777,6 +779,7 @@ HKT_TEST(dump_to_print_function) {
     hk_zone_destroy(z);
 }
 
+#ifndef _WIN32 /* setrlimit and fork: POSIX-only (cmake/windows.cmake) */
 /* VmSize of this process, or 0 when /proc is not there. */
 static size_t zone_vm_size(void) {
     FILE *f = fopen("/proc/self/status", "r");
@@ -823,3 +826,4 @@ HKT_TEST(zone_growing_zone_reserves_less_under_address_space_limit) {
     CHECK(WIFEXITED(st));
     CHECK_EQ(WEXITSTATUS(st), 0);
 }
+#endif /* !_WIN32 */
