@@ -17,6 +17,7 @@
 #include "os_win32_stack.c"
 #include "os_win32_fault.c"
 #include "os_win32_symbols.c"
+#include "os_win32_world.c"
 #else
 #include "os_posix.c"
 #include "os_posix_stack.c"

@@ -21,6 +21,7 @@
  *   os_win32_stack.c    RtlCaptureStackBackTrace
  *   os_win32_fault.c    the vectored exception handler and its callbacks
  *   os_win32_symbols.c  module + export lookup, DbgHelp for names and lines
+ *   os_win32_world.c    stopping the other threads (SuspendThread)
  * Where the hosts differ, the comment of the function says so ("Windows:").
  * The host layer calls no allocator and names none: the guard heap, for
  * one, registers its fault callback here rather than being called by name.
@@ -75,7 +76,9 @@ HK__HIDDEN hk_result hk_os_decommit(void *p, size_t size);
  * a page faults in a fresh zero page. The contents are lost. On POSIX
  * madvise(MADV_DONTNEED), which lowers the resident size at once
  * (MADV_FREE would leave the pages counted until the kernel needs them);
- * on Windows it would be a decommit followed by a commit of the same range.
+ * on Windows a decommit followed by a commit of the same range (when the
+ * commit is refused, HK_ERR_NOMEM and the range stays decommitted: only
+ * for ranges nothing reads meanwhile).
  * Not an acquisition: the failure point never fires here. p page-aligned;
  * size is rounded up to pages. HK_ERR_INVALID for a bad range or when the
  * OS refuses (the pages then stay as they were). Thread-safe; O(pages). */
@@ -222,8 +225,9 @@ typedef struct hk_os_thread_state {
 } hk_os_thread_state;
 typedef void (*hk_os_world_fn)(const hk_os_thread_state *threads, int n, void *user);
 
-/* Stops every other thread of the process (a signal each: each records
- * its stack pointer and registers and waits), calls fn with the stopped
+/* Stops every other thread of the process (POSIX: a signal each: each
+ * records its stack pointer and registers and waits; Windows: SuspendThread
+ * and GetThreadContext), calls fn with the stopped
  * threads' states, then resumes them. A thread that does not answer within
  * half a second (it blocks the signal, or exited meanwhile) is left out
  * and keeps running. fn must not allocate or take locks other threads may

@@ -144,6 +144,18 @@ hk_result hk_os_decommit(void *p, size_t size) {
     return VirtualFree(p, len, MEM_DECOMMIT) ? HK_OK : HK_ERR_INVALID;
 }
 
+/* Decommit then commit: the pages go back and the range reads as zero
+ * pages again (MEM_RESET would leave the contents undefined and the pages
+ * counted in the working set). Between the two calls the range is
+ * inaccessible for a moment: the zone gives back only the inside of free
+ * blocks, which no valid pointer's header lies in. */
+hk_result hk_os_unback(void *p, size_t size) {
+    size_t len;
+    if (!page_range_ok(p, size) || !round_pages(size, &len)) return HK_ERR_INVALID;
+    if (!VirtualFree(p, len, MEM_DECOMMIT)) return HK_ERR_INVALID;
+    return VirtualAlloc(p, len, MEM_COMMIT, PAGE_READWRITE) ? HK_OK : HK_ERR_NOMEM;
+}
+
 hk_result hk_os_prefault(void *p, size_t size) {
     size_t len;
     if (!page_range_ok(p, size) || !round_pages(size, &len)) return HK_ERR_INVALID;
