@@ -188,6 +188,36 @@ static int pool_check_lists(hk_pool *p) {
     return 1;
 }
 
+/* No parent chain has a cycle: every ALIVE object lies under a root. The
+ * child lists were checked against the parent links (pool_check_tree), so
+ * a walk down from the roots (first child, next sibling, back up through
+ * parents: no stack) reaches exactly the objects whose parent chain ends at
+ * a root; any other ALIVE object sits on a cycle. O(objects) whatever the
+ * depth (walking up from every object was O(objects x depth)). */
+static int pool_check_roots(hk_pool *p, uint32_t total) {
+    size_t alive = 0, reached = 0;
+    for (uint32_t s = 0; s < total; s++) alive += pool_state(p, s) == POOL_ALIVE;
+    for (uint32_t s = 0; s < total; s++) {
+        if (pool_state(p, s) != POOL_ALIVE || pool_m(p, s)->parent != POOL_NIL) continue;
+        uint32_t x = s;
+        for (;;) {
+            if (++reached > alive) POOL_BAD("tree: more objects under roots than alive (%zu)", alive);
+            const pool_meta *xm = pool_m(p, x);
+            if (xm->first_child != POOL_NIL) {
+                x = xm->first_child;
+                continue;
+            }
+            while (x != s && pool_m(p, x)->next_sib == POOL_NIL) x = pool_m(p, x)->parent;
+            if (x == s) break;
+            x = pool_m(p, x)->next_sib;
+        }
+    }
+    if (reached != alive)
+        POOL_BAD("tree: %zu of %zu live objects are under no root: their parent chains form a cycle",
+                 alive - reached, alive);
+    return 1;
+}
+
 static int pool_check_tree(hk_pool *p) {
     uint32_t total = p->cap + p->ocap;
     for (uint32_t s = 0; s < total; s++) {
@@ -210,11 +240,8 @@ static int pool_check_tree(hk_pool *p) {
         }
         if (n != m->nchildren || prev != m->last_child)
             POOL_BAD("object 0x%08x at %p: %u children found, count %u", id, pool_obj(p, s), n, m->nchildren);
-        uint32_t depth = 0;
-        for (uint32_t x = m->parent; x != POOL_NIL; x = pool_m(p, x)->parent)
-            if (++depth > total) POOL_BAD("object 0x%08x: its parent chain has a cycle", id);
     }
-    return 1;
+    return pool_check_roots(p, total);
 }
 
 hk_result hk__pool_check(void *pool) {
