@@ -49,6 +49,12 @@
  *    remote stack (queued 1), or its pusher is between its bit and push.
  *  - heaps are freed only by hk_zone_destroy; a thread's cache entry names
  *    the zone by zid, so a destroyed zone's entry never matches again.
+ *  - decay (zone_decay.c): a heap's spare run is read and set by its owner
+ *    and taken by hk_zone_trim, all with atomic operations (only the owner
+ *    makes it non-NULL); the owner polls the decay clock when its
+ *    free_count reaches decay_poll_at, which the arming thread resets to 0
+ *    after setting decay_armed (both sequentially consistent, as is the
+ *    owner's store of its next threshold before it reads decay_armed).
  */
 #include "zone_threads.h"
 
