@@ -233,6 +233,9 @@ struct hk_zone {
     uint64_t decay_epoch_ns; /* half the decay time; 0: pages go back only by hk_zone_trim */
     uint64_t decay_next;     /* atomic: when the current epoch ends (hk_os_now_ns) */
     uint64_t decommit_count; /* spans given back to the OS */
+    /* A threads zone's own runs (threads without a heap, under the lock)
+     * poll the decay clock as a heap does (zone_threads.c). */
+    uint64_t decay_poll_at, decay_poll_ns, decay_poll_fc;
     /* HK_ZONE_THREADS (zone_threads.c): per-thread heaps. Cold for a zone
      * without it (the single-threaded paths never read these). */
     int threads;
@@ -646,6 +649,8 @@ static inline void zone_decay_tick(hk_zone *z) {
 /* The clock read and epoch end of an armed zone, from a path that may not
  * hold the lock (`locked` says whether it does). */
 void hk__zone_decay_poll_slow(hk_zone *z, int locked);
+/* The same with the clock already read (now). */
+void hk__zone_decay_poll_at(hk_zone *z, uint64_t now, int locked);
 /* The poll of the run layer's slow paths (a run emptied, a refill):
  * nothing unless armed. Any thread. */
 static inline void zone_decay_poll(hk_zone *z, int locked) {

@@ -454,3 +454,47 @@ HKT_TEST(races_with_thread_heaps) {
     CHECK_EQ(hk_zone_check(z), HK_OK);
     hk_zone_destroy(z);
 }
+
+/* The decay clock is read from a thread's frees even when no run ever
+ * empties (its small blocks share their run with live ones), in a thread
+ * heap and in the zone's own runs (a thread holding heaps in 8 other zones
+ * gets none in a 9th and uses the zone's runs under the lock). */
+static int decays_while_pinging(hk_zone *z) {
+    void *live[16];
+    for (int i = 0; i < 16; i++) live[i] = hk_zone_alloc(z, 48); /* the ping-pong class keeps live blocks */
+    static void *b[64];
+    fill_blocks(z, b, 64, 128 << 10);
+    for (int i = 0; i < 64; i++) hk_zone_free(z, b[i]);
+    int ok = 0;
+    uint64_t t0 = hk_now_ns();
+    while (!ok && hk_now_ns() - t0 < 2000000000ull) {
+        sleep_ms(20);
+        volatile char *s = hk_zone_alloc(z, 48);
+        s[0] = 1;
+        hk_zone_free(z, (void *)s);
+        ok = info_of(z).decommitted_bytes >= (size_t)7 << 20;
+    }
+    for (int i = 0; i < 16; i++) hk_zone_free(z, live[i]);
+    return ok;
+}
+
+HKT_TEST(decay_polls_from_busy_runs) {
+    hk_zone *z = mk(100, HK_ZONE_THREADS);
+    REQUIRE(z);
+    CHECK(decays_while_pinging(z));
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    hk_zone_destroy(z);
+    /* heap-less: this thread already holds heaps in 8 zones */
+    hk_zone *other[8];
+    for (int i = 0; i < 8; i++) {
+        other[i] = mk(-1, HK_ZONE_THREADS);
+        REQUIRE(other[i]);
+        hk_zone_free(other[i], hk_zone_alloc(other[i], 40));
+    }
+    z = mk(100, HK_ZONE_THREADS);
+    REQUIRE(z);
+    CHECK(decays_while_pinging(z));
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    hk_zone_destroy(z);
+    for (int i = 0; i < 8; i++) hk_zone_destroy(other[i]);
+}
