@@ -39,7 +39,8 @@ static int sym_nmodules;
 
 uintptr_t hk_os_module_base(const void *addr) {
     HMODULE m = NULL;
-    if (!GetModuleHandleExW(GET_MODULE_HANDLE_EX_FLAG_FROM_ADDRESS | GET_MODULE_HANDLE_EX_FLAG_UNCHANGED_REFCOUNT,
+    if (!GetModuleHandleExW(GET_MODULE_HANDLE_EX_FLAG_FROM_ADDRESS |
+                                GET_MODULE_HANDLE_EX_FLAG_UNCHANGED_REFCOUNT,
                             (LPCWSTR)addr, &m))
         return 0;
     return (uintptr_t)m;
@@ -230,8 +231,9 @@ static void sym_dbghelp_load(void) {
     sym_dbg_tried = 1;
     HMODULE h = LoadLibraryA("dbghelp.dll");
     if (h) {
-        FARPROC f[5] = {sym_proc(h, "SymSetOptions"), sym_proc(h, "SymInitialize"), sym_proc(h, "SymFromAddr"),
-                        sym_proc(h, "SymGetLineFromAddr64"), sym_proc(h, "SymRefreshModuleList")};
+        FARPROC f[5] = {sym_proc(h, "SymSetOptions"), sym_proc(h, "SymInitialize"),
+                        sym_proc(h, "SymFromAddr"), sym_proc(h, "SymGetLineFromAddr64"),
+                        sym_proc(h, "SymRefreshModuleList")};
         if (f[0] && f[1] && f[2] && f[3]) {
             memcpy(&sym_dbg.set_options, &f[0], sizeof f[0]);
             memcpy(&sym_dbg.initialize, &f[1], sizeof f[1]);
@@ -309,7 +311,8 @@ void hk_os_symbolize(hk_os_symbol *syms, int n, unsigned flags) {
     sym_dbghelp_load();
     if (!sym_dbg_loaded) return;
     if (!sym_dbg_ready) {
-        sym_dbg.set_options(SYMOPT_UNDNAME | SYMOPT_DEFERRED_LOADS | SYMOPT_LOAD_LINES | SYMOPT_FAIL_CRITICAL_ERRORS);
+        sym_dbg.set_options(SYMOPT_UNDNAME | SYMOPT_DEFERRED_LOADS | SYMOPT_LOAD_LINES |
+                            SYMOPT_FAIL_CRITICAL_ERRORS);
         sym_dbg_ready = sym_dbg.initialize(GetCurrentProcess(), NULL, TRUE) ? 1 : -1;
     } else if (sym_dbg_ready > 0 && sym_dbg.refresh) {
         (void)sym_dbg.refresh(GetCurrentProcess()); /* modules loaded since */

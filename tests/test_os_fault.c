@@ -70,7 +70,8 @@ static void *exit_thread(void *arg) {
 
 HKT_TEST(os_thread_exit_sees_thread_locals) {
     pthread_t t[4];
-    for (int i = 0; i < 4; i++) REQUIRE(pthread_create(&t[i], NULL, exit_thread, (void *)(intptr_t)(i + 1)) == 0);
+    for (int i = 0; i < 4; i++)
+        REQUIRE(pthread_create(&t[i], NULL, exit_thread, (void *)(intptr_t)(i + 1)) == 0);
     for (int i = 0; i < 4; i++) {
         void *rc = NULL;
         pthread_join(t[i], &rc);
