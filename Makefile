@@ -72,7 +72,7 @@ check-clang:
 
 # Windows: MinGW-w64 cross-build, tests and demo under Wine (CMAKE_CROSSCOMPILING_EMULATOR).
 build-windows:
-	cmake $(CMAKE_QUIET) -S . -B $(WINBUILD) -DCMAKE_TOOLCHAIN_FILE=cmake/mingw-w64.cmake -DCMAKE_BUILD_TYPE=Release \
+	cmake $(CMAKE_QUIET) -S . -B $(WINBUILD) -DCMAKE_TOOLCHAIN_FILE=$(CURDIR)/cmake/mingw-w64.cmake -DCMAKE_BUILD_TYPE=Release \
 	  -DHEAPKIT_WERROR=$(WERROR) $(CMAKE_FLAGS)
 	cmake --build $(WINBUILD) -j $(JOBS)
 

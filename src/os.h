@@ -35,7 +35,7 @@
 #include "heapkit/heapkit.h"
 
 #if (defined(__GNUC__) || defined(__clang__)) && defined(_WIN32)
-#define HK__HIDDEN /* PE: heapkit.dll exports only what heapkit.def lists */
+#define HK__HIDDEN   /* PE: heapkit.dll exports only what heapkit.def lists */
 #define HK__NORETURN __attribute__((noreturn))
 #elif defined(__GNUC__) || defined(__clang__)
 #define HK__HIDDEN   __attribute__((visibility("hidden")))

@@ -28,7 +28,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-#define FAULT_MAX_FNS 8
+#define FAULT_MAX_FNS  8
 #define FAULT_ALT_SIZE ((size_t)1 << 20) /* symbolizing (libdw) runs on it; pages are touched lazily */
 
 typedef struct fault_cb {
@@ -89,7 +89,8 @@ static void fault_handler(int sig, siginfo_t *si, void *ucv) {
         fsp = (uintptr_t)gr[REG_RSP];
         /* Page faults (trap 14) carry the access type in bit 1 of the error code. */
         if (gr[REG_TRAPNO] == 14) f.access = (gr[REG_ERR] & 2) ? HK_OS_ACCESS_WRITE : HK_OS_ACCESS_READ;
-        if (f.pc && hk_os_readable(f.pc, 16)) f.access_size = hk_os_x86_access_size((const unsigned char *)f.pc);
+        if (f.pc && hk_os_readable(f.pc, 16))
+            f.access_size = hk_os_x86_access_size((const unsigned char *)f.pc);
         static const int idx[HK_OS_FAULT_NREGS] = {REG_RAX, REG_RBX, REG_RCX, REG_RDX, REG_RSI, REG_RDI,
                                                    REG_RBP, REG_R8,  REG_R9,  REG_R10, REG_R11, REG_R12,
                                                    REG_R13, REG_R14, REG_R15, REG_RSP};
@@ -119,8 +120,8 @@ static void fault_handler(int sig, siginfo_t *si, void *ucv) {
         /* the unwinder did not get through the faulting frame (a wild pc, a
          * smashed stack): the pc, then the frame-pointer chain */
         if (f.pc) f.frames[f.nframes++] = f.pc;
-        f.nframes += hk_os_fp_walk(fbp, fsp, f.frames + f.nframes, HK_OS_FAULT_FRAMES - f.nframes,
-                                  hk_os_readable);
+        f.nframes +=
+            hk_os_fp_walk(fbp, fsp, f.frames + f.nframes, HK_OS_FAULT_FRAMES - f.nframes, hk_os_readable);
     } else {
         for (int i = first; i < n && f.nframes < HK_OS_FAULT_FRAMES; i++) f.frames[f.nframes++] = tmp[i];
     }

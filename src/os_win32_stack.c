@@ -30,12 +30,13 @@ HK__NOINLINE int hk_os_stack_capture(void **frames, int max, int skip, unsigned 
     (void)flags;
     if (max <= 0 || !frames) return 0;
     if (skip < 0) skip = 0;
-    /* frame 0 of RtlCaptureStackBackTrace is our return address into the
-     * caller: "a pc in the caller", what os.h promises first */
+    /* frame 0 of RtlCaptureStackBackTrace is its return address into this
+     * function: skip it, so the first frame kept is our return address into
+     * the caller ("a pc in the caller", what os.h promises first) */
     int got = 0;
     while (got < max) {
         int want = max - got > 62 ? 62 : max - got; /* older systems cap a call at 62 frames */
-        USHORT n = RtlCaptureStackBackTrace((DWORD)(skip + got), (DWORD)want, frames + got, NULL);
+        USHORT n = RtlCaptureStackBackTrace((DWORD)(1 + skip + got), (DWORD)want, frames + got, NULL);
         int k = 0;
         while (k < n && frames[got + k]) k++; /* past the thread's start: no frame */
         got += k;

@@ -2,9 +2,10 @@
  * src/os_win32_symbols.c - symbolization on Windows (hk_os_symbolize in
  * src/os.h): the module holding each address (GetModuleHandleEx), its
  * nearest exported symbol (the module's PE export directory), and with
- * HK_OS_SYMBOLIZE_LINES function names and file:line from DbgHelp when
- * dbghelp.dll can be loaded (PDB for MSVC builds; Wine's DbgHelp also
- * reads the DWARF of MinGW builds). Without it a frame still has its
+ * HK_OS_SYMBOLIZE_LINES function names: from the module file's COFF symbol
+ * table (MinGW keeps one, static functions included, unless stripped),
+ * then names and file:line from DbgHelp when dbghelp.dll loads and knows
+ * the module (PDB for MSVC builds). Without either a frame still has its
  * module and offset.
  *
  * Invariants: module paths are kept in a static table (one entry per
@@ -14,8 +15,9 @@
  * lines (a run without a report loads no extra module), unless
  * HEAPKIT_NO_DBGHELP was set when hk_os_symbolize_init read it;
  * DbgHelp is single-threaded, and so are the callers (os.h: callers
- * serialize). Nothing here calls malloc (DbgHelp itself allocates from its
- * own heap).
+ * serialize). A module's COFF symbol table is read once (hk_os_alloc'd,
+ * kept for the process's life; up to SYM_COFF_MODULES modules). Nothing
+ * here calls malloc (DbgHelp itself allocates from its own heap).
  */
 #ifndef WIN32_LEAN_AND_MEAN
 #define WIN32_LEAN_AND_MEAN 1
@@ -37,7 +39,8 @@ static int sym_nmodules;
 
 uintptr_t hk_os_module_base(const void *addr) {
     HMODULE m = NULL;
-    if (!GetModuleHandleExW(GET_MODULE_HANDLE_EX_FLAG_FROM_ADDRESS | GET_MODULE_HANDLE_EX_FLAG_UNCHANGED_REFCOUNT,
+    if (!GetModuleHandleExW(GET_MODULE_HANDLE_EX_FLAG_FROM_ADDRESS |
+                                GET_MODULE_HANDLE_EX_FLAG_UNCHANGED_REFCOUNT,
                             (LPCWSTR)addr, &m))
         return 0;
     return (uintptr_t)m;
@@ -92,6 +95,108 @@ static void sym_nearest_export(uintptr_t base, uintptr_t pc, hk_os_symbol *s) {
     }
 }
 
+/* ---- COFF symbol tables ------------------------------------------------------------ */
+
+#define SYM_COFF_MODULES 8
+#define SYM_COFF_RECORD  18 /* IMAGE_SIZEOF_SYMBOL */
+static struct {
+    uintptr_t base;
+    int state; /* 1 read, -1 none */
+    const unsigned char *syms;
+    DWORD nsyms;
+    const char *strtab; /* starts with its own 4-byte size */
+    DWORD strsize;
+} sym_coff[SYM_COFF_MODULES];
+static int sym_ncoff;
+
+/* Reads n bytes at offset off of file h into buf. */
+static bool sym_read_at(HANDLE h, DWORD off, void *buf, DWORD n) {
+    LARGE_INTEGER at;
+    at.QuadPart = off;
+    DWORD got = 0;
+    return SetFilePointerEx(h, at, NULL, FILE_BEGIN) && ReadFile(h, buf, n, &got, NULL) && got == n;
+}
+
+/* The COFF symbol table of the module at base (read from its file once). */
+static int sym_coff_of(uintptr_t base, const char *path) {
+    for (int i = 0; i < sym_ncoff; i++)
+        if (sym_coff[i].base == base) return sym_coff[i].state > 0 ? i : -1;
+    if (sym_ncoff == SYM_COFF_MODULES || !path) return -1;
+    int k = sym_ncoff++;
+    sym_coff[k].base = base;
+    sym_coff[k].state = -1;
+    const IMAGE_DOS_HEADER *dos = (const IMAGE_DOS_HEADER *)base;
+    const IMAGE_NT_HEADERS *nt = (const IMAGE_NT_HEADERS *)(base + (uintptr_t)dos->e_lfanew);
+    DWORD off = nt->FileHeader.PointerToSymbolTable, nsyms = nt->FileHeader.NumberOfSymbols;
+    if (!off || !nsyms || nsyms > (1u << 24)) return -1;
+    HANDLE h = CreateFileA(path, GENERIC_READ, FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE, NULL,
+                           OPEN_EXISTING, FILE_ATTRIBUTE_NORMAL, NULL);
+    if (h == INVALID_HANDLE_VALUE) return -1;
+    DWORD symbytes = nsyms * SYM_COFF_RECORD, strsize = 0;
+    unsigned char *mem = NULL;
+    if (sym_read_at(h, off + symbytes, &strsize, 4) && strsize >= 4 && strsize < (1u << 28)) {
+        mem = (unsigned char *)hk_os_alloc((size_t)symbytes + strsize);
+        if (mem && !sym_read_at(h, off, mem, symbytes + strsize)) {
+            hk_os_release(mem, (size_t)symbytes + strsize);
+            mem = NULL;
+        }
+    }
+    CloseHandle(h);
+    if (!mem) return -1;
+    sym_coff[k].syms = mem;
+    sym_coff[k].nsyms = nsyms;
+    sym_coff[k].strtab = (const char *)mem + symbytes;
+    sym_coff[k].strsize = strsize;
+    sym_coff[k].state = 1;
+    return k;
+}
+
+/* The function of the COFF symbol table nearest at or below pc, into func. */
+static void sym_coff_resolve(hk_os_symbol *s) {
+    int k = sym_coff_of(s->base, s->module);
+    if (k < 0) return;
+    const IMAGE_DOS_HEADER *dos = (const IMAGE_DOS_HEADER *)s->base;
+    const IMAGE_NT_HEADERS *nt = (const IMAGE_NT_HEADERS *)(s->base + (uintptr_t)dos->e_lfanew);
+    const IMAGE_SECTION_HEADER *sect = IMAGE_FIRST_SECTION(nt);
+    WORD nsect = nt->FileHeader.NumberOfSections;
+    uintptr_t pc = s->return_address ? s->pc - 1 : s->pc, best = 0;
+    const unsigned char *best_rec = NULL;
+    for (DWORD i = 0; i < sym_coff[k].nsyms; i++) {
+        const unsigned char *r = sym_coff[k].syms + (size_t)i * SYM_COFF_RECORD;
+        DWORD value;
+        SHORT secno;
+        WORD type;
+        memcpy(&value, r + 8, 4);
+        memcpy(&secno, r + 12, 2);
+        memcpy(&type, r + 14, 2);
+        BYTE cls = r[16], naux = r[17];
+        i += naux;
+        if (secno < 1 || secno > nsect || ((type >> 4) & 3) != 2) continue; /* functions only */
+        if (cls != IMAGE_SYM_CLASS_EXTERNAL && cls != IMAGE_SYM_CLASS_STATIC) continue;
+        uintptr_t a = s->base + sect[secno - 1].VirtualAddress + value;
+        if (a <= pc && a >= best) {
+            best = a;
+            best_rec = r;
+        }
+    }
+    if (!best_rec) return;
+    char name[9];
+    const char *n = name;
+    DWORD zero, stroff;
+    memcpy(&zero, best_rec, 4);
+    memcpy(&stroff, best_rec + 4, 4);
+    if (zero == 0) {
+        if (stroff < 4 || stroff >= sym_coff[k].strsize) return;
+        n = sym_coff[k].strtab + stroff;
+    } else {
+        memcpy(name, best_rec, 8);
+        name[8] = 0;
+    }
+    size_t m = strnlen(n, sizeof s->func - 1);
+    memcpy(s->func, n, m);
+    s->func[m] = 0;
+}
+
 /* ---- DbgHelp ------------------------------------------------------------------------ */
 
 typedef DWORD(WINAPI *sym_set_options_fn)(DWORD);
@@ -126,8 +231,9 @@ static void sym_dbghelp_load(void) {
     sym_dbg_tried = 1;
     HMODULE h = LoadLibraryA("dbghelp.dll");
     if (h) {
-        FARPROC f[5] = {sym_proc(h, "SymSetOptions"), sym_proc(h, "SymInitialize"), sym_proc(h, "SymFromAddr"),
-                        sym_proc(h, "SymGetLineFromAddr64"), sym_proc(h, "SymRefreshModuleList")};
+        FARPROC f[5] = {sym_proc(h, "SymSetOptions"), sym_proc(h, "SymInitialize"),
+                        sym_proc(h, "SymFromAddr"), sym_proc(h, "SymGetLineFromAddr64"),
+                        sym_proc(h, "SymRefreshModuleList")};
         if (f[0] && f[1] && f[2] && f[3]) {
             memcpy(&sym_dbg.set_options, &f[0], sizeof f[0]);
             memcpy(&sym_dbg.initialize, &f[1], sizeof f[1]);
@@ -200,10 +306,13 @@ void hk_os_symbolize(hk_os_symbol *syms, int n, unsigned flags) {
         sym_nearest_export(base, s->return_address ? s->pc - 1 : s->pc, s);
     }
     if (!(flags & HK_OS_SYMBOLIZE_LINES) || !__atomic_load_n(&sym_looked, __ATOMIC_ACQUIRE)) return;
+    for (int i = 0; i < n; i++)
+        if (syms[i].module) sym_coff_resolve(&syms[i]);
     sym_dbghelp_load();
     if (!sym_dbg_loaded) return;
     if (!sym_dbg_ready) {
-        sym_dbg.set_options(SYMOPT_UNDNAME | SYMOPT_DEFERRED_LOADS | SYMOPT_LOAD_LINES | SYMOPT_FAIL_CRITICAL_ERRORS);
+        sym_dbg.set_options(SYMOPT_UNDNAME | SYMOPT_DEFERRED_LOADS | SYMOPT_LOAD_LINES |
+                            SYMOPT_FAIL_CRITICAL_ERRORS);
         sym_dbg_ready = sym_dbg.initialize(GetCurrentProcess(), NULL, TRUE) ? 1 : -1;
     } else if (sym_dbg_ready > 0 && sym_dbg.refresh) {
         (void)sym_dbg.refresh(GetCurrentProcess()); /* modules loaded since */

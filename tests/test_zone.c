@@ -521,6 +521,7 @@ HKT_TEST(growth_in_place_extends_the_region) {
     hk_zone_destroy(z);
 }
 
+#ifndef _WIN32 /* page-fault counts: POSIX only (cmake/windows.cmake) */
 /* Minor and major page faults of this process so far. */
 static long faults_now(void) {
     struct rusage ru;
@@ -545,12 +546,15 @@ static long faults_writing(hk_zone *z, size_t total) {
     return f;
 }
 
+#endif
+
 /* A zone on OS memory: `size` bytes, growing by `grow` (0: never). */
 static hk_zone *mk_os(hkt_errors *errs, size_t size, size_t grow, uint32_t flags) {
     return hk_zone_create(&(hk_zone_desc){
         .size = size, .grow_size = grow, .flags = flags, .on_error = hkt_on_error, .error_user = errs});
 }
 
+#ifndef _WIN32 /* page-fault counts: POSIX only (cmake/windows.cmake) */
 /* HK_ZONE_PREFAULT: the first region and every growth are faulted in when
  * the zone takes them, so writing the blocks takes no page fault (without
  * the flag, one per page). */
@@ -593,6 +597,8 @@ HKT_TEST(prefault_first_region_and_growth) {
     CHECK_EQ(errs.count, 0);
     hk_zone_destroy(d);
 }
+
+#endif
 
 /* An allocation from a free block that is not the region's last one is
  * carved from that block's end; the free remainder keeps its address. */
