@@ -117,7 +117,8 @@ HK__HIDDEN hk_result hk_os_discard(void *p, size_t n);
  * (see docs/guard.md). */
 HK__HIDDEN hk_result hk_os_map_own(void *p, size_t n, int rw);
 
-/* One byte per page of [p, p+n) into vec, bit 0 = resident (mincore).
+/* One byte per page of [p, p+n) into vec, bit 0 = resident (mincore;
+ * Windows: in the working set, K32QueryWorkingSetEx, else committed).
  * Returns 0 on success. */
 HK__HIDDEN int hk_os_resident(void *p, size_t n, unsigned char *vec);
 

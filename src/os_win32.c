@@ -175,7 +175,8 @@ static size_t os_reservation_size(void *base) {
     unsigned char *at = (unsigned char *)base;
     for (;;) {
         MEMORY_BASIC_INFORMATION mi;
-        if (VirtualQuery(at, &mi, sizeof mi) != sizeof mi || mi.AllocationBase != base || mi.State == MEM_FREE)
+        if (VirtualQuery(at, &mi, sizeof mi) != sizeof mi || mi.AllocationBase != base ||
+            mi.State == MEM_FREE)
             return total;
         total += mi.RegionSize;
         at += mi.RegionSize;
@@ -208,8 +209,47 @@ hk_result hk_os_map_own(void *p, size_t n, int rw) {
     return os_commit(p, n, PAGE_READWRITE) == HK_OK ? HK_OK : HK_ERR_NOMEM;
 }
 
+/* One entry of QueryWorkingSetEx (psapi's PSAPI_WORKING_SET_EX_INFORMATION:
+ * the address, then flags whose bit 0 says the page is in the working set). */
+typedef struct os_wsx {
+    void *va;
+    ULONG_PTR flags;
+} os_wsx;
+typedef BOOL(WINAPI *os_wsx_fn)(HANDLE, PVOID, DWORD);
+
+/* Residency from the working set (K32QueryWorkingSetEx, kernel32 since
+ * Windows 7): 0, or -1 when the call is not there or fails. */
+static int os_resident_wsx(unsigned char *at, size_t np, unsigned char *vec) {
+    static os_wsx_fn fn;
+    static int looked;
+    if (!__atomic_load_n(&looked, __ATOMIC_ACQUIRE)) {
+        HMODULE k32 = GetModuleHandleA("kernel32.dll");
+        os_wsx_fn f = k32 ? (os_wsx_fn)(void (*)(void))GetProcAddress(k32, "K32QueryWorkingSetEx") : NULL;
+        __atomic_store_n(&fn, f, __ATOMIC_RELAXED);
+        __atomic_store_n(&looked, 1, __ATOMIC_RELEASE);
+    }
+    os_wsx_fn f = __atomic_load_n(&fn, __ATOMIC_RELAXED);
+    if (!f) return -1;
+    size_t ps = hk_os_page_size();
+    os_wsx buf[256];
+    for (size_t i = 0; i < np;) {
+        size_t k = np - i < 256 ? np - i : 256;
+        for (size_t j = 0; j < k; j++) buf[j].va = at + (i + j) * ps, buf[j].flags = 0;
+        if (!f(GetCurrentProcess(), buf, (DWORD)(k * sizeof buf[0]))) return -1;
+        for (size_t j = 0; j < k; j++) vec[i + j] = (unsigned char)(buf[j].flags & 1u);
+        i += k;
+    }
+    return 0;
+}
+
 int hk_os_resident(void *p, size_t n, unsigned char *vec) {
     size_t ps = hk_os_page_size();
+    {
+        unsigned char *lo = (unsigned char *)((uintptr_t)p & ~(uintptr_t)(ps - 1));
+        size_t np = ((size_t)((unsigned char *)p + n - lo) + ps - 1) / ps;
+        if (os_resident_wsx(lo, np, vec) == 0) return 0;
+    }
+    /* without the working-set query: committed pages count as resident */
     unsigned char *at = (unsigned char *)((uintptr_t)p & ~(uintptr_t)(ps - 1));
     unsigned char *end = (unsigned char *)p + n;
     size_t i = 0;
@@ -225,8 +265,8 @@ int hk_os_resident(void *p, size_t n, unsigned char *vec) {
 
 static bool os_prot_readable(DWORD prot) {
     if (prot & (PAGE_GUARD | PAGE_NOACCESS)) return false;
-    return (prot & (PAGE_READONLY | PAGE_READWRITE | PAGE_WRITECOPY | PAGE_EXECUTE_READ | PAGE_EXECUTE_READWRITE |
-                    PAGE_EXECUTE_WRITECOPY)) != 0;
+    return (prot & (PAGE_READONLY | PAGE_READWRITE | PAGE_WRITECOPY | PAGE_EXECUTE_READ |
+                    PAGE_EXECUTE_READWRITE | PAGE_EXECUTE_WRITECOPY)) != 0;
 }
 
 int hk_os_readable(const void *p, size_t n) {
@@ -366,7 +406,8 @@ static INIT_ONCE os_exit_once = INIT_ONCE_STATIC_INIT;
 
 static void WINAPI os_exit_run(void *value) {
     unsigned armed = (unsigned)(uintptr_t)value;
-    if (os_exit_index != FLS_OUT_OF_INDEXES && FlsGetValue(os_exit_index)) (void)FlsSetValue(os_exit_index, NULL);
+    if (os_exit_index != FLS_OUT_OF_INDEXES && FlsGetValue(os_exit_index))
+        (void)FlsSetValue(os_exit_index, NULL);
     for (int i = 0; i < OS_EXIT_FNS; i++)
         if (armed & (1u << i)) {
             void (*fn)(void) = __atomic_load_n(&os_exit_fns[i], __ATOMIC_ACQUIRE);
