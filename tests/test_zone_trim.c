@@ -190,6 +190,31 @@ HKT_TEST(decay_never_when_negative) {
     hk_zone_destroy(z);
 }
 
+HKT_TEST(prefault_keeps_pages_unless_asked) {
+    /* HK_ZONE_PREFAULT promises no page fault on reuse: no decay by default */
+    hk_zone *z = mk(0, HK_ZONE_PREFAULT);
+    REQUIRE(z);
+    CHECK_EQ(z->decay_epoch_ns, 0);
+    static void *b[24];
+    fill_blocks(z, b, 24, 128 << 10);
+    for (int i = 0; i < 24; i++) hk_zone_free(z, b[i]);
+    for (int k = 0; k < 30; k++) {
+        hk_zone_free(z, hk_zone_alloc(z, 40));
+        hk_zone_free(z, hk_zone_alloc(z, 200 << 10));
+        sleep_ms(2);
+    }
+    CHECK_EQ(info_of(z).decommit_count, 0);
+    CHECK(z->decay_armed == 0);
+    CHECK(hk_zone_trim(z) > 0); /* asked for: given back */
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    hk_zone_destroy(z);
+    /* a decay time set explicitly is honoured */
+    z = mk(40, HK_ZONE_PREFAULT);
+    REQUIRE(z);
+    CHECK(z->decay_epoch_ns == 20000000u);
+    hk_zone_destroy(z);
+}
+
 HKT_TEST(hysteresis_no_thrash) {
     /* a 4 MiB block allocated, written and freed over and over across many
      * epochs (20 ms decay: 10 ms epochs) is never given back: each free
