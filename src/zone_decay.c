@@ -31,6 +31,8 @@
  *    block lies in the zone's own OS memory (zone_own_memory) and has
  *    a span (of at least a page); clean_bytes is the sum of the clean
  *    blocks' spans.
+ *  - decay_epoch_ns is 0 (no decay by time) with a negative decay_ms, and
+ *    with HK_ZONE_PREFAULT unless decay_ms is positive.
  *  - decay_on is 0 for a zone with HK_FLAG_FILL (the free fill must stay
  *    readable) or without any OS memory; then no block is ever clean.
  *  - decay_armed implies decay_epoch_ns != 0; decay_next is the end of the
@@ -45,7 +47,9 @@ void hk__zone_decay_init(hk_zone *z, int decay_ms) {
     z->page = hk_os_page_size();
     z->decay_on = !(ZONE_FLAGS(z) & HK_FLAG_FILL) && (z->ctl_os || z->grow_size);
     uint64_t ms = decay_ms > 0 ? (uint64_t)decay_ms : ZONE_DECAY_DEFAULT_MS;
-    z->decay_epoch_ns = (z->decay_on && decay_ms >= 0) ? ms * 500000u : 0; /* half the decay time */
+    /* HK_ZONE_PREFAULT promises no page fault on reuse: no decay unless asked for */
+    int by_time = decay_ms > 0 || (decay_ms == 0 && !(ZONE_FLAGS(z) & HK_ZONE_PREFAULT));
+    z->decay_epoch_ns = (z->decay_on && by_time) ? ms * 500000u : 0; /* half the decay time */
     z->decay_next = hk_os_now_ns() + z->decay_epoch_ns;
     z->decay_check_at = ZONE_DECAY_ARM;
 }
@@ -116,7 +120,8 @@ void hk__zone_decay_tick(hk_zone *z) {
         /* every thread heap polls at its next free (hk__zone_thr_poll
          * stores its next poll, then reads decay_armed: one of the two sees
          * the other) */
-        for (zone_heap *h = z->heaps; h; h = h->next) __atomic_store_n(&h->decay_poll_at, 0, __ATOMIC_SEQ_CST);
+        for (zone_heap *h = z->heaps; h; h = h->next)
+            __atomic_store_n(&h->decay_poll_at, 0, __ATOMIC_SEQ_CST);
         z->decay_poll_at = 0;
     }
     zone_decay_step(z, hk_os_now_ns());

@@ -100,7 +100,9 @@ enum {
      * no later allocation or free takes a page fault in it, at the price of
      * resident memory for the whole capacity and a slower create and growth
      * (O(bytes taken); docs/zone.md has the cost measured). For real-time
-     * programs that size the zone up front. Caller memory is left as it is. */
+     * programs that size the zone up front. Caller memory is left as it is.
+     * Such a zone gives no free page back by decay unless decay_ms is set;
+     * pages given back by hk_zone_trim fault again when reused. */
     HK_ZONE_PREFAULT = 1u << 18,
     /* Per-thread heaps: any number of threads use the zone at once with no
      * user lock. Each thread allocates small untracked blocks (hk_zone_alloc,
@@ -146,8 +148,10 @@ typedef struct hk_zone_desc {
      * pages that stay free this long are given back to the OS (their
      * address space kept), between half of it and all of it after they
      * were freed, when the zone is called meanwhile (see hk_zone_trim). 0
-     * means 500 ms; negative: never by time, only by hk_zone_trim. Caller
-     * memory is never given back; nothing is with HK_FLAG_FILL. */
+     * means 500 ms, or never with HK_ZONE_PREFAULT (whose promise of no
+     * page fault on reuse a decay would break); negative: never by time,
+     * only by hk_zone_trim. Caller memory is never given back; nothing is
+     * with HK_FLAG_FILL. */
     int decay_ms;
 } hk_zone_desc;
 
