@@ -166,7 +166,8 @@ static hk_result cache_check_all(hk_cache *c, int table) {
             return cache_corrupt(c, e, "handle table entry past the last slot damaged",
                                  HK_EK_CORRUPT_STRUCTURE);
     }
-    if ((uint32_t)c->v.tick_key != (c->slow ? 0xFFFFFFFFu : 0u) || (cache_tick(c) & 1u) || !cache_tick(c))
+    if ((uint32_t)c->v.tick_key != (c->slow ? 0xFFFFFFFFu : 0u) || (cache_tick(c) & 1u) || !cache_tick(c) ||
+        c->v.probe != (((uint64_t)(c->slow ? 0u : cache_tick(c)) << 32) | c->v.idx_mask))
         return cache_corrupt(c, c, "control block damaged: LRU clock", HK_EK_CORRUPT_STRUCTURE);
     if (resident != c->resident)
         return cache_corrupt(c, c->slots, "resident count disagrees with the handle table",

@@ -196,6 +196,10 @@ static inline uint32_t cache_stamp_at(const hk_cache *c, uint32_t idx) { return 
 static inline uint32_t cache_tick(const hk_cache *c) { return (uint32_t)(c->v.tick_key >> 32); }
 static inline void cache_set_tick(hk_cache *c, uint32_t t) {
     c->v.tick_key = ((uint64_t)t << 32) | (c->slow ? 0xFFFFFFFFu : 0u);
+    /* deref_fast's word: a slow cache probes with clock 0, which no live
+     * entry's stamp equals (and a dead entry never equals a handle that
+     * lands on it: its index bits are all ones) */
+    c->v.probe = ((uint64_t)(c->slow ? 0u : t) << 32) | c->v.idx_mask;
 }
 static inline void cache_set_stamp(hk_cache *c, uint32_t idx, uint32_t stamp) { c->v.hot[idx].stamp = stamp; }
 

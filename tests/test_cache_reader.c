@@ -113,3 +113,38 @@ HKT_TEST(reader_with_lock_hooks_always_locks) {
     CHECK_EQ(g_locks, 5);
     hk_cache_destroy(c);
 }
+
+/* deref_fast reads the view's probe word (clock and index mask in one
+ * load); check compares it with the clock, the mask and the slow flag. */
+HKT_TEST(probe_word_follows_the_clock_and_check_sees_damage) {
+    hk_cache *c = mk(1 << 16, 0);
+    REQUIRE(c);
+    hk__cache_view *v = (hk__cache_view *)(void *)c;
+    hk_cache_handle a = hk_cache_alloc(c, 64, "a");
+    CHECK_EQ(v->probe, (v->tick_key & ~(uint64_t)0xFFFFFFFFu) | v->idx_mask);
+    void *pa = hk_cache_deref(c, a);
+    CHECK(hk_cache_deref_fast(c, a) == pa);
+    hk_cache_touch(c, a);
+    CHECK_EQ(v->probe, (v->tick_key & ~(uint64_t)0xFFFFFFFFu) | v->idx_mask);
+    CHECK_EQ(hk_cache_check(c), HK_OK);
+    uint64_t saved = v->probe;
+    v->probe ^= (uint64_t)2u << 32; /* another clock value */
+    CHECK_EQ(hk_cache_check(c), HK_ERR_CORRUPT);
+    CHECK_STR_CONTAINS(g_errs.last_message, "LRU clock");
+    v->probe = saved;
+    CHECK_EQ(hk_cache_check(c), HK_OK);
+    hk_cache_destroy(c);
+    /* a paranoid cache probes with clock 0: deref_fast always misses (and
+     * runs through hk_cache_deref, which stamps and checks) */
+    c = mk(1 << 16, HK_FLAG_PARANOID);
+    REQUIRE(c);
+    v = (hk__cache_view *)(void *)c;
+    a = hk_cache_alloc(c, 64, "a");
+    CHECK_EQ(v->probe >> 32, 0);
+    pa = hk_cache_deref(c, a);
+    uint32_t before = (uint32_t)(v->tick_key >> 32);
+    CHECK(hk_cache_deref_fast(c, a) == pa);
+    CHECK((uint32_t)(v->tick_key >> 32) != before); /* took hk_cache_deref: the clock moved */
+    CHECK_EQ(hk_cache_check(c), HK_OK);
+    hk_cache_destroy(c);
+}

@@ -330,8 +330,9 @@ void hk_cache_dump(hk_cache *c, hk_print_fn fn, void *user);
  * hk_cache_deref (and the lock). O(1). */
 static inline void *hk_cache_deref_fast(hk_cache *c, hk_cache_handle h) {
     const hk__cache_view *v = (const hk__cache_view *)(const void *)c;
-    const hk__cache_hot *e = &v->hot[h.value & v->idx_mask];
-    if (hk__cache_hot_key(e) == (v->tick_key | h.value)) return e->data;
+    uint64_t w = v->probe; /* clock << 32 | index mask: one load for both */
+    const hk__cache_hot *e = &v->hot[h.value & (uint32_t)w];
+    if (hk__cache_hot_key(e) == ((w & ~(uint64_t)0xFFFFFFFFu) | h.value)) return e->data;
     return hk__cache_deref_miss(c, h.value);
 }
 

@@ -9,7 +9,8 @@
  * (src/handles.h: the live handle, or a dead word that equals no handle),
  * the slot's LRU stamp (0 when the slot is not live) and its block's
  * address (NULL when the slot is not live or its block was purged).
- * Entries past the table's slots stay all zero.
+ * Entries past the table's slots stay all zero. deref_fast reads the view's
+ * `probe` word alone (clock and mask in one load) besides the entry.
  */
 #ifndef HEAPKIT_DETAIL_CACHE_H
 #define HEAPKIT_DETAIL_CACHE_H
@@ -46,6 +47,8 @@ static inline uint64_t hk__cache_hot_key(const hk__cache_hot *e) {
 
 typedef struct hk__cache_view {
     hk__cache_hot *hot; /* indexed by handle & idx_mask */
+    uint64_t probe;     /* what deref_fast reads: LRU clock << 32 | idx_mask; clock 0 (no live
+                           entry's stamp) when deref_fast must always miss */
     uint64_t tick_key;  /* LRU clock << 32; low 32 bits all ones when deref_fast must always miss */
     uint32_t idx_mask;  /* 2^index_bits - 1 */
     uint32_t reserved;
