@@ -161,6 +161,9 @@ int hk_os_stop_world(hk_os_world_fn fn, void *user) {
     int ready = 0; /* a thread still writing its slot (a stop that timed out) is left out */
     for (int i = 0; i < taken; i++)
         if (__atomic_load_n(&world_done[i], __ATOMIC_ACQUIRE)) world_out[ready++] = world_slots[i];
+    /* one copy only while fn runs: fn may read this module's memory as
+     * data and must find the registers where it was told they are */
+    memset(world_slots, 0, (size_t)taken * sizeof world_slots[0]);
     fn(world_out, ready, user);
     /* resume: no handler of this stop writes a slot from here on */
     __atomic_store_n(&world_active, 0, __ATOMIC_RELEASE);
