@@ -6,6 +6,8 @@
 #   make check-asan      the same (an alias of check-sanitize)
 #   make check-tsan      the whole suite built with ThreadSanitizer (build-tsan/)
 #   make check-clang     the whole suite built with clang (build-clang/), warnings as errors
+#   make check-windows   cross-build for Windows with MinGW-w64 (build-win/) and run the suite under
+#                        Wine (docs/windows.md); make demo-windows runs the demo there
 #   make bench           build and run the benchmarks; writes build/bench/results.json
 #   make fuzz            libFuzzer targets (clang, library instrumented), each for FUZZ_SECONDS [60]
 #   make install         install into PREFIX (default /usr/local)
@@ -15,6 +17,7 @@ SANBUILD ?= build-san
 TSANBUILD ?= build-tsan
 CLANGBUILD ?= build-clang
 FUZZBUILD ?= build-fuzz
+WINBUILD ?= build-win
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?=
 PREFIX ?= /usr/local
@@ -30,7 +33,8 @@ BENCH_FLAGS ?=
 MAKEFLAGS += --no-print-directory
 CMAKE_QUIET = --log-level=WARNING
 
-.PHONY: all build demo check check-sanitize check-asan check-tsan check-clang bench fuzz install format clean
+.PHONY: all build demo check check-sanitize check-asan check-tsan check-clang check-windows build-windows demo-windows \
+  bench fuzz install format clean
 
 all: build
 
@@ -66,6 +70,21 @@ check-clang:
 	cmake --build $(CLANGBUILD) -j $(JOBS)
 	ctest --test-dir $(CLANGBUILD) --output-on-failure -j $(JOBS)
 
+# Windows: MinGW-w64 cross-build, tests and demo under Wine (CMAKE_CROSSCOMPILING_EMULATOR).
+build-windows:
+	cmake $(CMAKE_QUIET) -S . -B $(WINBUILD) -DCMAKE_TOOLCHAIN_FILE=$(CURDIR)/cmake/mingw-w64.cmake -DCMAKE_BUILD_TYPE=Release \
+	  -DHEAPKIT_WERROR=$(WERROR) $(CMAKE_FLAGS)
+	cmake --build $(WINBUILD) -j $(JOBS)
+
+check-windows: build-windows
+	ctest --test-dir $(WINBUILD) --output-on-failure -j $(JOBS)
+
+demo-windows: build-windows
+	cmake -E env WINEPREFIX=$(CURDIR)/$(WINBUILD)/wineprefix WINEDEBUG=-all $(or $(WINE),/usr/lib/wine/wine64) \
+	  $(WINBUILD)/examples/demo.exe
+	cmake -E env WINEPREFIX=$(CURDIR)/$(WINBUILD)/wineprefix WINEDEBUG=-all $(or $(WINE),/usr/lib/wine/wine64) \
+	  $(WINBUILD)/examples/demo_maps.exe $(WINBUILD)/demo
+
 bench: build
 	-./bench/install-peers.sh
 	mkdir -p $(BUILD)/bench
@@ -84,4 +103,4 @@ format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
 clean:
-	rm -rf $(BUILD) $(SANBUILD) $(TSANBUILD) $(CLANGBUILD) $(FUZZBUILD)
+	rm -rf $(BUILD) $(SANBUILD) $(TSANBUILD) $(CLANGBUILD) $(FUZZBUILD) $(WINBUILD)

@@ -17,6 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#ifdef _WIN32
+#include <direct.h> /* _mkdir */
+#endif
 
 static void write_map(const char *dir, const char *what, int level,
                       hk_result (*draw)(void *heap, const char *title, FILE *f), void *heap) {
@@ -65,7 +68,11 @@ static void run_script(int level) {
 
 int main(int argc, char **argv) {
     const char *dir = argc > 1 ? argv[1] : "demo";
+#ifdef _WIN32
+    _mkdir(dir);
+#else
     mkdir(dir, 0755);
+#endif
     hk_hunk *hunk = hk_hunk_create(&(hk_hunk_desc){.size = 8u << 20, .name = "main"});
     if (!hunk) return 1;
     hk_hunk_alloc(hunk, 256 * 1024, "gfx.wad");

@@ -11,11 +11,20 @@
 #define _GNU_SOURCE 1
 #endif
 #include "common.c"
+#include "os_common.c"
+#ifdef _WIN32
+#include "os_win32.c"
+#include "os_win32_stack.c"
+#include "os_win32_fault.c"
+#include "os_win32_symbols.c"
+#include "os_win32_world.c"
+#else
 #include "os_posix.c"
 #include "os_posix_stack.c"
 #include "os_posix_fault.c"
 #include "os_posix_symbols.c"
 #include "os_posix_world.c"
+#endif
 #include "handles.c"
 #include "hunk.c"
 #include "hunk_check.c"

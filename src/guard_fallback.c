@@ -114,6 +114,7 @@ void hk__guard_ctr_read(const hk_guard *g, size_t *live, size_t *used, uint64_t 
 
 /* ---- the backing allocator ------------------------------------------------------- */
 
+#ifndef _WIN32
 static void *guard_libc_malloc(size_t n) { return malloc(n); }
 static void guard_libc_free(void *p) { free(p); }
 static void *guard_libc_realloc(void *p, size_t n) { return realloc(p, n); }
@@ -122,6 +123,38 @@ static void *guard_libc_memalign(size_t a, size_t n) {
     void *p = NULL;
     return posix_memalign(&p, a, n) == 0 ? p : NULL;
 }
+#else
+/* Windows: the C runtime has no posix_memalign whose blocks free() takes,
+ * nor malloc_usable_size; each backing block carries a header (its size,
+ * its distance from what malloc returned) just below the user pointer. */
+typedef struct guard_win_hdr {
+    size_t size, off;
+} guard_win_hdr;
+static void *guard_libc_memalign(size_t a, size_t n) {
+    if (a < 16) a = 16;
+    if ((a & (a - 1)) || n > SIZE_MAX - a - sizeof(guard_win_hdr)) return NULL;
+    unsigned char *raw = malloc(n + a + sizeof(guard_win_hdr));
+    if (!raw) return NULL;
+    uintptr_t u = ((uintptr_t)raw + sizeof(guard_win_hdr) + a - 1) & ~(uintptr_t)(a - 1);
+    guard_win_hdr *h = (guard_win_hdr *)u - 1;
+    h->size = n;
+    h->off = u - (uintptr_t)raw;
+    return (void *)u;
+}
+static void *guard_libc_malloc(size_t n) { return guard_libc_memalign(16, n); }
+static void guard_libc_free(void *p) {
+    if (p) free((unsigned char *)p - ((guard_win_hdr *)p - 1)->off);
+}
+static size_t guard_libc_usable_size(void *p) { return p ? ((guard_win_hdr *)p - 1)->size : 0; }
+static void *guard_libc_realloc(void *p, size_t n) {
+    void *q = guard_libc_memalign(16, n);
+    if (!q || !p) return q;
+    size_t old = guard_libc_usable_size(p);
+    memcpy(q, p, old < n ? old : n);
+    guard_libc_free(p);
+    return q;
+}
+#endif
 
 hk_guard_backing hk__guard_libc_backing(void) {
     hk_guard_backing b = {guard_libc_malloc, guard_libc_free, guard_libc_realloc, guard_libc_memalign,

@@ -16,7 +16,11 @@
 #if defined(__GNUC__) || defined(__clang__)
 #define HK__LIKELY(x)    __builtin_expect(!!(x), 1)
 #define HK__UNLIKELY(x)  __builtin_expect(!!(x), 0)
+#if defined(_WIN32)
+#define HK__PRINTF(f, a) __attribute__((format(gnu_printf, f, a))) /* MinGW's C99 printf (__USE_MINGW_ANSI_STDIO) */
+#else
 #define HK__PRINTF(f, a) __attribute__((format(printf, f, a)))
+#endif
 #define HK__NOINLINE     __attribute__((noinline))
 #define HK__UNUSED       __attribute__((unused))
 #else
@@ -222,5 +226,22 @@ static inline int hk__asan_enabled(void) {
     return 0;
 #endif
 }
+
+/* ------------------------------------------------------------------------ */
+/* Windows: %p as on POSIX                                                   */
+/* ------------------------------------------------------------------------ */
+/* The C runtimes of Windows print %p as 16 hex digits without "0x"; the
+ * library's messages and reports read the same everywhere ("0x21dad8"):
+ * on Windows snprintf and vsnprintf in the library's sources go through
+ * these, which print each %p as MinGW's %#p (os_common.c). */
+#ifdef _WIN32
+#include <stdio.h>
+int hk__snprintf(char *buf, size_t n, const char *fmt, ...) HK__PRINTF(3, 4);
+int hk__vsnprintf(char *buf, size_t n, const char *fmt, va_list ap) HK__PRINTF(3, 0);
+#undef snprintf
+#undef vsnprintf
+#define snprintf  hk__snprintf
+#define vsnprintf hk__vsnprintf
+#endif
 
 #endif /* HEAPKIT_INTERNAL_H */

@@ -10,6 +10,7 @@
  * here allocates (text is formatted into stack buffers).
  */
 #include "heapkit/map.h"
+#include "internal.h" /* Windows: snprintf prints %p as on POSIX */
 
 #include <stdarg.h>
 #include <stdio.h>

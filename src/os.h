@@ -5,13 +5,24 @@
  * need from it has a deliberate public name in heapkit.h (hk_page_size,
  * hk_now_ns).
  *
- * The POSIX implementation is split by concept:
- *   os_posix.c          pages, the out-of-memory failure point, the clock,
- *                       process helpers, /proc queries, mutexes, thread exit
+ * One copy of what does not depend on the OS, then one implementation per
+ * host, each split by concept (src/CMakeLists.txt picks the host's files):
+ *   os_common.c         the out-of-memory failure point, the x86-64
+ *                       access-size decoder, the frame-pointer walk
+ *   os_posix.c          pages, the clock, process helpers, /proc queries,
+ *                       mutexes, thread exit (pthread key destructors)
  *   os_posix_stack.c    stack capture (one implementation, two speeds)
  *   os_posix_fault.c    the SIGSEGV/SIGBUS handler and its callbacks
  *   os_posix_symbols.c  symbolization: dladdr, then addr2line for file:line
  *   os_posix_world.c    stopping the other threads (hk_os_stop_world)
+ *   os_win32.c          Windows: VirtualAlloc/VirtualProtect/VirtualFree
+ *                       pages, QueryPerformanceCounter, SRWLOCK mutexes,
+ *                       thread exit (FLS callbacks), process helpers
+ *   os_win32_stack.c    RtlCaptureStackBackTrace
+ *   os_win32_fault.c    the vectored exception handler and its callbacks
+ *   os_win32_symbols.c  module + export lookup, DbgHelp for names and lines
+ *   os_win32_world.c    stopping the other threads (SuspendThread)
+ * Where the hosts differ, the comment of the function says so ("Windows:").
  * The host layer calls no allocator and names none: the guard heap, for
  * one, registers its fault callback here rather than being called by name.
  *
@@ -23,7 +34,10 @@
 
 #include "heapkit/heapkit.h"
 
-#if defined(__GNUC__) || defined(__clang__)
+#if (defined(__GNUC__) || defined(__clang__)) && defined(_WIN32)
+#define HK__HIDDEN   /* PE: heapkit.dll exports only what heapkit.def lists */
+#define HK__NORETURN __attribute__((noreturn))
+#elif defined(__GNUC__) || defined(__clang__)
 #define HK__HIDDEN   __attribute__((visibility("hidden")))
 #define HK__NORETURN __attribute__((noreturn))
 #else
@@ -39,6 +53,10 @@ typedef enum hk_prot { HK_PROT_NONE = 0, HK_PROT_READ = 1, HK_PROT_READ_WRITE = 
 
 /* Page size of the system (cached after the first call). */
 HK__HIDDEN size_t hk_os_page_size(void);
+
+/* The alignment of what hk_os_reserve and hk_os_alloc return: the page
+ * size on POSIX, the allocation granularity (64 KiB) on Windows. */
+HK__HIDDEN size_t hk_os_alloc_granularity(void);
 
 /* Reserves `size` bytes of address space (rounded up to pages), inaccessible.
  * Returns NULL on failure (or when the failure point fires). */
@@ -58,7 +76,9 @@ HK__HIDDEN hk_result hk_os_decommit(void *p, size_t size);
  * a page faults in a fresh zero page. The contents are lost. On POSIX
  * madvise(MADV_DONTNEED), which lowers the resident size at once
  * (MADV_FREE would leave the pages counted until the kernel needs them);
- * on Windows it would be a decommit followed by a commit of the same range.
+ * on Windows a decommit followed by a commit of the same range (when the
+ * commit is refused, HK_ERR_NOMEM and the range stays decommitted: only
+ * for ranges nothing reads meanwhile).
  * Not an acquisition: the failure point never fires here. p page-aligned;
  * size is rounded up to pages. HK_ERR_INVALID for a bad range or when the
  * OS refuses (the pages then stay as they were). Thread-safe; O(pages). */
@@ -67,7 +87,9 @@ HK__HIDDEN hk_result hk_os_unback(void *p, size_t size);
 /* Changes the protection of a page-aligned range. */
 HK__HIDDEN hk_result hk_os_protect(void *p, size_t size, hk_prot prot);
 
-/* Releases a reservation made by hk_os_reserve or hk_os_alloc. */
+/* Releases a reservation made by hk_os_reserve or hk_os_alloc. Windows:
+ * only a whole reservation from its base is released; a part of one is
+ * decommitted (its memory goes back, its address space stays reserved). */
 HK__HIDDEN void hk_os_release(void *p, size_t size);
 
 /* Reserve + commit in one call: readable, writable, zeroed pages. NULL on
@@ -95,7 +117,8 @@ HK__HIDDEN hk_result hk_os_discard(void *p, size_t n);
  * (see docs/guard.md). */
 HK__HIDDEN hk_result hk_os_map_own(void *p, size_t n, int rw);
 
-/* One byte per page of [p, p+n) into vec, bit 0 = resident (mincore).
+/* One byte per page of [p, p+n) into vec, bit 0 = resident (mincore;
+ * Windows: in the working set, K32QueryWorkingSetEx, else committed).
  * Returns 0 on success. */
 HK__HIDDEN int hk_os_resident(void *p, size_t n, unsigned char *vec);
 
@@ -129,6 +152,10 @@ HK__HIDDEN void hk_os_fail_random(uint32_t per_million, uint64_t seed);
 /* Number of acquisitions the failure point has refused so far. */
 HK__HIDDEN uint64_t hk_os_fail_count(void);
 
+/* For the host implementations: true when the page acquisition about to
+ * be made must fail (and counts it). Two relaxed loads when disarmed. */
+HK__HIDDEN bool hk_os_fail_now(void);
+
 /* ------------------------------------------------------------------------ */
 /* Clock, process                                                            */
 /* ------------------------------------------------------------------------ */
@@ -141,7 +168,11 @@ HK__HIDDEN int hk_os_getpid(void);
 /* Writes all of buf to fd, retrying on EINTR. Async-signal-safe. */
 HK__HIDDEN void hk_os_write(int fd, const char *buf, size_t n);
 
-/* Restores the default SIGABRT action, unblocks it and aborts. */
+/* Restores the default SIGABRT action, unblocks it and aborts. Windows:
+ * inside a fault callback, ends the callbacks and lets the exception go on
+ * to the debugger or crash handler (hk_os_fault_register); elsewhere
+ * breaks into an attached debugger, then ends the process with status 3
+ * (the C runtime's abort status). */
 HK__HIDDEN HK__NORETURN void hk_os_abort(void);
 
 /* vm.max_map_count (65530 when unknown) and the current number of mappings
@@ -195,8 +226,9 @@ typedef struct hk_os_thread_state {
 } hk_os_thread_state;
 typedef void (*hk_os_world_fn)(const hk_os_thread_state *threads, int n, void *user);
 
-/* Stops every other thread of the process (a signal each: each records
- * its stack pointer and registers and waits), calls fn with the stopped
+/* Stops every other thread of the process (POSIX: a signal each: each
+ * records its stack pointer and registers and waits; Windows: SuspendThread
+ * and GetThreadContext), calls fn with the stopped
  * threads' states, then resumes them. A thread that does not answer within
  * half a second (it blocks the signal, or exited meanwhile) is left out
  * and keeps running. fn must not allocate or take locks other threads may
@@ -302,6 +334,15 @@ typedef void (*hk_os_fault_fn)(const hk_os_fault *f, void *user);
  * fn and user twice adds it once. Up to 8 callbacks. Returns HK_OK,
  * HK_ERR_NOMEM (table full) or HK_ERR_UNSUPPORTED (sigaction failed). */
 HK__HIDDEN hk_result hk_os_fault_register(hk_os_fault_fn fn, void *user);
+/* Windows: a vectored exception handler (first in line) takes access
+ * violations and in-page errors (signo is the exception code, signame
+ * "access violation" or "in-page error"); when the callbacks return, or
+ * one ends them with hk_os_abort, it passes the exception on
+ * (EXCEPTION_CONTINUE_SEARCH): an attached debugger stops at the faulting
+ * instruction, else the program's handlers or crash reporter, else the
+ * process ends with status 0xC0000005. No alternate stack: the handler
+ * runs on the faulting thread's stack (hk_os_fault_thread_init keeps room
+ * for it with SetThreadStackGuarantee). */
 
 /* Runs fn(arg); if it faults (SIGSEGV/SIGBUS) in this thread, returns -1
  * instead of crashing, else 0. Protects only once the handler is installed
@@ -313,5 +354,30 @@ HK__HIDDEN int hk_os_protected_call(void (*fn)(void *arg), void *arg);
  * fault on an exhausted or damaged stack can still be reported. Cheap after
  * the first call. */
 HK__HIDDEN void hk_os_fault_thread_init(void);
+
+/* For the fault handlers (os_common.c): the operand size in bytes of the
+ * memory access of the x86-64 instruction at pc (readable, 16 bytes), for
+ * the common integer and SSE moves, ALU and string instructions; 0 when not
+ * decoded (VEX/EVEX, x87, anything unusual). */
+HK__HIDDEN int hk_os_x86_access_size(const unsigned char *pc);
+
+/* For the fault handlers: walks the saved frame-pointer chain from bp,
+ * accepting only frames above sp, below sp + 64 MiB, in ascending order
+ * and readable (the host's hk_os_readable, passed in); stores up to max
+ * return addresses. Returns their number. */
+HK__HIDDEN int hk_os_fp_walk(uintptr_t bp, uintptr_t sp, void **out, int max,
+                             int (*readable)(const void *p, size_t n));
+
+#ifdef _WIN32
+/* Windows, for hk_os_abort: inside a fault callback on this thread, ends
+ * the callbacks (does not return) and the exception goes on; else returns
+ * at once. */
+HK__HIDDEN void hk_os_fault_abort_escape(void);
+
+/* Windows, for the fault handler: the stack of the thread whose registers
+ * are in context (a CONTEXT *), from its pc on, by RtlVirtualUnwind, not
+ * leaving the thread's stack. Returns the number of frames stored. */
+HK__HIDDEN int hk_os_stack_from_context(const void *context, void **frames, int max);
+#endif
 
 #endif /* HEAPKIT_OS_H */

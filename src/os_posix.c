@@ -1,15 +1,13 @@
 /*
  * src/os_posix.c - the host layer on POSIX (Linux): pages (mmap, mprotect,
- * madvise), the out-of-memory failure point, the monotonic clock, process
- * helpers, /proc queries, mutexes and thread-exit callbacks. See src/os.h;
- * stack capture, faults and symbolization are in os_posix_*.c.
+ * madvise), the monotonic clock, process helpers, /proc queries, mutexes
+ * and thread-exit callbacks. See src/os.h; stack capture, faults and
+ * symbolization are in os_posix_*.c, the failure point and what else does
+ * not depend on the OS in os_common.c.
  *
  * Invariants: nothing here calls malloc; every page acquisition (reserve,
  * alloc, commit, protect to an accessible protection, map_own of
- * accessible pages) passes the failure point first; a one-shot point is
- * disarmed (countdown back to 0) by the acquisition it fails, a persistent
- * one stays at 1 (every acquisition fails) until disarmed; the random point
- * draws acquisition k's verdict from splitmix64(seed + k).
+ * accessible pages) asks the failure point (hk_os_fail_now) first.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
@@ -31,59 +29,6 @@
 size_t hk_page_size(void) { return hk_os_page_size(); }
 uint64_t hk_now_ns(void) { return hk_os_now_ns(); }
 
-/* ---- the failure point ---------------------------------------------------------- */
-
-static uint64_t os_fail_countdown; /* 0: disarmed; k: the k-th next acquisition fails */
-static int os_fail_persistent;     /* and, once it fired, every one after it */
-static uint64_t os_fail_total;
-
-void hk_os_fail_after(uint64_t n, bool persistent) {
-    __atomic_store_n(&os_fail_persistent, persistent ? 1 : 0, __ATOMIC_SEQ_CST);
-    __atomic_store_n(&os_fail_countdown, n, __ATOMIC_SEQ_CST);
-}
-
-uint64_t hk_os_fail_count(void) { return __atomic_load_n(&os_fail_total, __ATOMIC_RELAXED); }
-
-static uint32_t os_fail_per_million; /* the random point: 0 disarmed */
-static uint64_t os_fail_seed;
-static uint64_t os_fail_draws; /* acquisitions seen since it was armed */
-
-void hk_os_fail_random(uint32_t per_million, uint64_t seed) {
-    __atomic_store_n(&os_fail_per_million, 0, __ATOMIC_SEQ_CST);
-    __atomic_store_n(&os_fail_seed, seed, __ATOMIC_SEQ_CST);
-    __atomic_store_n(&os_fail_draws, 0, __ATOMIC_SEQ_CST);
-    __atomic_store_n(&os_fail_per_million, per_million > 1000000u ? 1000000u : per_million, __ATOMIC_SEQ_CST);
-}
-
-static bool os_fail_draw(uint32_t pm) {
-    uint64_t x = __atomic_load_n(&os_fail_seed, __ATOMIC_RELAXED) +
-                 0x9E3779B97F4A7C15ull * (__atomic_add_fetch(&os_fail_draws, 1, __ATOMIC_RELAXED));
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull; /* splitmix64's finalizer */
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    x ^= x >> 31;
-    if (x % 1000000u >= pm) return false;
-    __atomic_add_fetch(&os_fail_total, 1, __ATOMIC_RELAXED);
-    return true;
-}
-
-/* True when this acquisition must fail. Two relaxed loads when disarmed. */
-static bool os_fail_now(void) {
-    uint32_t pm = __atomic_load_n(&os_fail_per_million, __ATOMIC_RELAXED);
-    if (HK__UNLIKELY(pm != 0) && os_fail_draw(pm)) return true;
-    uint64_t k = __atomic_load_n(&os_fail_countdown, __ATOMIC_RELAXED);
-    while (HK__UNLIKELY(k != 0)) {
-        uint64_t next = k - 1;
-        if (k == 1 && __atomic_load_n(&os_fail_persistent, __ATOMIC_RELAXED)) next = 1;
-        if (__atomic_compare_exchange_n(&os_fail_countdown, &k, next, false, __ATOMIC_ACQ_REL,
-                                        __ATOMIC_RELAXED)) {
-            if (k != 1) return false;
-            __atomic_add_fetch(&os_fail_total, 1, __ATOMIC_RELAXED);
-            return true;
-        }
-    }
-    return false;
-}
-
 /* ---- pages ----------------------------------------------------------------------- */
 
 static size_t g_page_size;
@@ -98,20 +43,22 @@ size_t hk_os_page_size(void) {
     return ps;
 }
 
+size_t hk_os_alloc_granularity(void) { return hk_os_page_size(); }
+
 static bool round_pages(size_t size, size_t *out) {
     return size != 0 && hk_size_align(size, hk_os_page_size(), out);
 }
 
 void *hk_os_reserve(size_t size) {
     size_t len;
-    if (!round_pages(size, &len) || os_fail_now()) return NULL;
+    if (!round_pages(size, &len) || hk_os_fail_now()) return NULL;
     void *p = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     return p == MAP_FAILED ? NULL : p;
 }
 
 void *hk_os_alloc(size_t size) {
     size_t len;
-    if (!round_pages(size, &len) || os_fail_now()) return NULL;
+    if (!round_pages(size, &len) || hk_os_fail_now()) return NULL;
     void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     return p == MAP_FAILED ? NULL : p;
 }
@@ -137,13 +84,13 @@ static hk_result os_protect(void *p, size_t size, hk_prot prot) {
 
 hk_result hk_os_protect(void *p, size_t size, hk_prot prot) {
     if (!page_range_ok(p, size)) return HK_ERR_INVALID;
-    if (prot != HK_PROT_NONE && os_fail_now()) return HK_ERR_NOMEM; /* an acquisition */
+    if (prot != HK_PROT_NONE && hk_os_fail_now()) return HK_ERR_NOMEM; /* an acquisition */
     return os_protect(p, size, prot);
 }
 
 hk_result hk_os_commit(void *p, size_t size) {
     if (!page_range_ok(p, size)) return HK_ERR_INVALID;
-    if (os_fail_now()) return HK_ERR_NOMEM;
+    if (hk_os_fail_now()) return HK_ERR_NOMEM;
     return os_protect(p, size, HK_PROT_READ_WRITE);
 }
 
@@ -192,7 +139,7 @@ hk_result hk_os_discard(void *p, size_t n) {
 }
 
 hk_result hk_os_map_own(void *p, size_t n, int rw) {
-    if (rw && os_fail_now()) return HK_ERR_NOMEM; /* an acquisition */
+    if (rw && hk_os_fail_now()) return HK_ERR_NOMEM; /* an acquisition */
     /* no MAP_NORESERVE: the flags differ from the reservation's, so the
      * kernel never merges this range with the inaccessible pages around it */
     void *r =

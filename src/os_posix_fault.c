@@ -28,7 +28,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-#define FAULT_MAX_FNS 8
+#define FAULT_MAX_FNS  8
 #define FAULT_ALT_SIZE ((size_t)1 << 20) /* symbolizing (libdw) runs on it; pages are touched lazily */
 
 typedef struct fault_cb {
@@ -46,77 +46,6 @@ static _Thread_local sigjmp_buf *fault_protect __attribute__((tls_model("initial
 static _Thread_local void *fault_alt __attribute__((tls_model("initial-exec")));
 
 static long fault_tid(void) { return (long)syscall(SYS_gettid); }
-
-#if defined(__x86_64__) && defined(__linux__)
-/* Operand size in bytes of the memory access of the x86-64 instruction at
- * pc, for the common integer and SSE moves, ALU and string instructions;
- * 0 when not decoded (VEX/EVEX encodings, x87, anything unusual). */
-static int fault_access_size(const unsigned char *pc) {
-    int opsize16 = 0, rexw = 0, rep = 0, i = 0;
-    for (; i < 14; i++) { /* legacy prefixes */
-        unsigned char b = pc[i];
-        if (b == 0x66)
-            opsize16 = 1;
-        else if (b == 0xF2 || b == 0xF3)
-            rep = b;
-        else if (b == 0xF0 || b == 0x2E || b == 0x36 || b == 0x3E || b == 0x26 || b == 0x64 || b == 0x65 ||
-                 b == 0x67)
-            continue;
-        else
-            break;
-    }
-    if ((pc[i] & 0xF0) == 0x40) { /* REX */
-        rexw = (pc[i] & 8) != 0;
-        i++;
-    }
-    int osz = rexw ? 8 : opsize16 ? 2 : 4;
-    unsigned char op = pc[i];
-    if (op == 0x0F) {
-        unsigned char op2 = pc[i + 1];
-        if (op2 == 0xB6 || op2 == 0xBE) return 1; /* movzx / movsx from a byte */
-        if (op2 == 0xB7 || op2 == 0xBF) return 2;
-        if (op2 == 0x10 || op2 == 0x11) return rep == 0xF3 ? 4 : rep == 0xF2 ? 8 : 16; /* movss/sd/ups/upd */
-        if (op2 == 0x28 || op2 == 0x29 || op2 == 0x6F || op2 == 0x7F || op2 == 0xE7 || op2 == 0x2B)
-            return 16;
-        if (op2 == 0x12 || op2 == 0x13 || op2 == 0x16 || op2 == 0x17 || op2 == 0xD6) return 8;
-        if (op2 == 0x6E || op2 == 0x7E) return rep == 0xF3 ? 8 : rexw ? 8 : 4;
-        if (op2 >= 0x40 && op2 <= 0x4F) return osz; /* cmovcc */
-        if (op2 == 0xAF || op2 == 0xB0 || op2 == 0xB1 || op2 == 0xC0 || op2 == 0xC1)
-            return (op2 == 0xB0 || op2 == 0xC0) ? 1 : osz;
-        return 0;
-    }
-    if (op < 0x40 && (op & 7) < 4) return (op & 1) ? osz : 1; /* add/or/adc/sbb/and/sub/xor/cmp r/m */
-    switch (op) {
-    case 0x80: case 0x84: case 0x86: case 0x88: case 0x8A: case 0xC0: case 0xC6: case 0xD0: case 0xD2:
-    case 0xF6: case 0xFE: case 0xA4: case 0xA6: case 0xAA: case 0xAC: case 0xAE:
-        return 1;
-    case 0x81: case 0x83: case 0x85: case 0x87: case 0x89: case 0x8B: case 0xC1: case 0xC7: case 0xD1:
-    case 0xD3: case 0xF7: case 0xA5: case 0xA7: case 0xAB: case 0xAD: case 0xAF: case 0x63:
-        return op == 0x63 ? 4 : osz;
-    case 0xFF: return 8; /* push / call / jmp through memory (inc/dec: operand size) */
-    case 0x8F: return 8;
-    default: return 0;
-    }
-}
-#endif
-
-/* Walks the saved frame-pointer chain from bp, accepting only frames that
- * lie above sp, below sp + 64 MiB, in ascending order, and readable: the
- * callers of a function that crashed on a damaged stack, when the unwinder
- * found none. */
-static int fault_fp_walk(uintptr_t bp, uintptr_t sp, void **out, int max) {
-    int n = 0;
-    while (n < max && bp > sp && bp - sp < ((uintptr_t)64 << 20) && (bp & 7u) == 0 &&
-           hk_os_readable((const void *)bp, 16)) {
-        uintptr_t next = ((const uintptr_t *)bp)[0], ret = ((const uintptr_t *)bp)[1];
-        if (ret < 4096) break;
-        out[n++] = (void *)ret;
-        if (next <= bp) break;
-        sp = bp;
-        bp = next;
-    }
-    return n;
-}
 
 static void fault_handler(int sig, siginfo_t *si, void *ucv) {
     int saved_errno = errno;
@@ -160,7 +89,8 @@ static void fault_handler(int sig, siginfo_t *si, void *ucv) {
         fsp = (uintptr_t)gr[REG_RSP];
         /* Page faults (trap 14) carry the access type in bit 1 of the error code. */
         if (gr[REG_TRAPNO] == 14) f.access = (gr[REG_ERR] & 2) ? HK_OS_ACCESS_WRITE : HK_OS_ACCESS_READ;
-        if (f.pc && hk_os_readable(f.pc, 16)) f.access_size = fault_access_size((const unsigned char *)f.pc);
+        if (f.pc && hk_os_readable(f.pc, 16))
+            f.access_size = hk_os_x86_access_size((const unsigned char *)f.pc);
         static const int idx[HK_OS_FAULT_NREGS] = {REG_RAX, REG_RBX, REG_RCX, REG_RDX, REG_RSI, REG_RDI,
                                                    REG_RBP, REG_R8,  REG_R9,  REG_R10, REG_R11, REG_R12,
                                                    REG_R13, REG_R14, REG_R15, REG_RSP};
@@ -190,7 +120,8 @@ static void fault_handler(int sig, siginfo_t *si, void *ucv) {
         /* the unwinder did not get through the faulting frame (a wild pc, a
          * smashed stack): the pc, then the frame-pointer chain */
         if (f.pc) f.frames[f.nframes++] = f.pc;
-        f.nframes += fault_fp_walk(fbp, fsp, f.frames + f.nframes, HK_OS_FAULT_FRAMES - f.nframes);
+        f.nframes +=
+            hk_os_fp_walk(fbp, fsp, f.frames + f.nframes, HK_OS_FAULT_FRAMES - f.nframes, hk_os_readable);
     } else {
         for (int i = first; i < n && f.nframes < HK_OS_FAULT_FRAMES; i++) f.frames[f.nframes++] = tmp[i];
     }

@@ -28,6 +28,14 @@ static int pool_check_pending(hk_pool *p) {
     if (n != p->npending) POOL_BAD("pending queue: %u slots found, count says %u", n, p->npending);
     if (last != p->pend_tail)
         POOL_BAD("pending queue: tail is slot %u, the last slot found is %u", p->pend_tail, last);
+    if (p->pend_ok) { /* the dense copy: the same slots in the same order */
+        if (p->npend != p->npending)
+            POOL_BAD("pending queue: its dense copy holds %u slots, the queue %u", p->npend, p->npending);
+        uint32_t i = 0;
+        for (uint32_t s = p->pend_head; s != POOL_NIL; s = pool_m(p, s)->next, i++)
+            if (p->pend[i] != s)
+                POOL_BAD("pending queue: entry %u of its dense copy is slot %u, not %u", i, p->pend[i], s);
+    }
     return 1;
 }
 
@@ -180,6 +188,36 @@ static int pool_check_lists(hk_pool *p) {
     return 1;
 }
 
+/* No parent chain has a cycle: every ALIVE object lies under a root. The
+ * child lists were checked against the parent links (pool_check_tree), so
+ * a walk down from the roots (first child, next sibling, back up through
+ * parents: no stack) reaches exactly the objects whose parent chain ends at
+ * a root; any other ALIVE object sits on a cycle. O(objects) whatever the
+ * depth (walking up from every object was O(objects x depth)). */
+static int pool_check_roots(hk_pool *p, uint32_t total) {
+    size_t alive = 0, reached = 0;
+    for (uint32_t s = 0; s < total; s++) alive += pool_state(p, s) == POOL_ALIVE;
+    for (uint32_t s = 0; s < total; s++) {
+        if (pool_state(p, s) != POOL_ALIVE || pool_m(p, s)->parent != POOL_NIL) continue;
+        uint32_t x = s;
+        for (;;) {
+            if (++reached > alive) POOL_BAD("tree: more objects under roots than alive (%zu)", alive);
+            const pool_meta *xm = pool_m(p, x);
+            if (xm->first_child != POOL_NIL) {
+                x = xm->first_child;
+                continue;
+            }
+            while (x != s && pool_m(p, x)->next_sib == POOL_NIL) x = pool_m(p, x)->parent;
+            if (x == s) break;
+            x = pool_m(p, x)->next_sib;
+        }
+    }
+    if (reached != alive)
+        POOL_BAD("tree: %zu of %zu live objects are under no root: their parent chains form a cycle",
+                 alive - reached, alive);
+    return 1;
+}
+
 static int pool_check_tree(hk_pool *p) {
     uint32_t total = p->cap + p->ocap;
     for (uint32_t s = 0; s < total; s++) {
@@ -202,18 +240,16 @@ static int pool_check_tree(hk_pool *p) {
         }
         if (n != m->nchildren || prev != m->last_child)
             POOL_BAD("object 0x%08x at %p: %u children found, count %u", id, pool_obj(p, s), n, m->nchildren);
-        uint32_t depth = 0;
-        for (uint32_t x = m->parent; x != POOL_NIL; x = pool_m(p, x)->parent)
-            if (++depth > total) POOL_BAD("object 0x%08x: its parent chain has a cycle", id);
     }
-    return 1;
+    return pool_check_roots(p, total);
 }
 
 hk_result hk__pool_check(void *pool) {
     hk_pool *p = (hk_pool *)pool;
     if (p->hot.ht.cap != p->cap || p->hot.ht.words == NULL)
         return hk__report(&p->core.rep, HK_ERR_CORRUPT, HK_EK_CORRUPT_STRUCTURE, p, 0, NULL,
-                          "control block damaged: the ID table has %u slots, the pool %u", p->hot.ht.cap, p->cap);
+                          "control block damaged: the ID table has %u slots, the pool %u", p->hot.ht.cap,
+                          p->cap);
     if (hk__ht_check(&p->hot.ht, &p->core.rep, "ID") != HK_OK) return HK_ERR_CORRUPT;
     int ok = pool_check_pending(p) && pool_check_slots(p) && pool_check_lists(p) && pool_check_tree(p);
     return ok ? HK_OK : HK_ERR_CORRUPT;

@@ -37,7 +37,10 @@
  *    object address), both mapping back to the slot. A FREE overflow slot
  *    keeps the ID of its last occupant (for the double-free verdict).
  *  - The pending queue (pend_head .. pend_tail through meta.next) holds
- *    exactly the DYING slots, npending of them. DYING objects are on no list
+ *    exactly the DYING slots, npending of them. While pend_ok (no overflow
+ *    slot joined it since it was last empty), pend[0 .. npend) lists the
+ *    same slots in the same order, so a release pass reads a dense array
+ *    instead of chasing meta.next through records gone cold. DYING objects are on no list
  *    and in no tree: they left them when they were freed.
  *  - Lists: for each list, head/tail/prev/next are consistent both ways,
  *    count is the number of members, and a member's link for the list's link
@@ -127,6 +130,9 @@ struct hk_pool {
     pool_lst *lists;
     uint32_t max_lists, nlists;
     uint32_t pend_head, pend_tail, npending; /* fast pending slots: hot.ht.nheld */
+    uint32_t *pend; /* the pending fast slots in queue order, while pend_ok (cap entries) */
+    uint32_t npend; /* entries of pend in use */
+    int pend_ok;    /* no overflow slot joined the queue since it was empty: pend mirrors it */
     size_t ovf_live, ovf_peak;
     /* overflow path */
     pool_meta *ometa;

@@ -3,8 +3,8 @@
  * top of the zone's layers (see src/zone_internal.h): it reads every
  * structure through the inline helpers of zone_internal.h and zone_runs.h
  * and calls no other zone file but zone_threads.c's read-only counter sum
- * (a threads zone is checked while no other thread is inside a call); zone.c registers hk__zone_check_core as the instance
- * core's paranoid hook.
+ * (a threads zone is checked while no other thread is inside a call); zone.c registers hk__zone_check_core as
+ * the instance core's paranoid hook.
  *
  * Everything here reads the heap without trusting it: a header is used only
  * after its check bits and size were verified, and a list pointer is followed
@@ -64,6 +64,9 @@ static hk_result zone_check_run(hk_zone *z, zone_blk *b, size_t size, zone_tally
         if (x->run != r || (x->heap && !h))
             ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r, "run %p's extension names no heap of this zone",
                          (void *)r);
+        if (r->owner != (h ? h->hid : 0u))
+            ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r, "run %p's owner id %u is not its heap's (%u)", (void *)r,
+                         r->owner, h ? h->hid : 0u);
         for (uint32_t i = r->bump; i < ZONE_XBITS * 64u; i++)
             if ((x->remote[i >> 6] >> (i & 63)) & 1u)
                 ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r, "run %p's remote bitmap marks slot %u, not carved",
@@ -329,6 +332,12 @@ static hk_result zone_check_cls_table(hk_zone *z, const zone_cls *tab, const zon
 static hk_result zone_check_classes(hk_zone *z, const zone_tally *t) {
     size_t cur = 0, partial = 0, spare = 0;
     hk_result res = zone_check_cls_table(z, z->runs.cls, t, &cur, &partial, &spare);
+    for (unsigned c = 0; c < ZONE_NCLS && res == HK_OK; c++) {
+        const zone_cls *cl = &z->runs.cls[c];
+        if (((cl->cur && cl->cur->used == 0) || cl->spare) && !((z->runs.trim_map[c >> 6] >> (c & 63u)) & 1u))
+            ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z,
+                         "class %u has an empty run to give back but is not marked for the trim", c);
+    }
     for (const zone_heap *h = z->threads ? z->heaps : NULL; h && res == HK_OK; h = h->next) {
         res = zone_check_cls_table(z, h->cls, t, &cur, &partial, &spare);
         size_t n = 0;
@@ -336,8 +345,9 @@ static hk_result zone_check_classes(hk_zone *z, const zone_tally *t) {
             zone_blk *b = zone_run_block(r);
             if (++n > t->nruns || !zone_ptr_sane(z, b) || !zone_is_run(b) || zone_run_ext(r)->heap != h ||
                 !zone_run_ext(r)->queued)
-                ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "heap %p's remote stack reaches %p, not a queued run of it",
-                             (const void *)h, (void *)r);
+                ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z,
+                             "heap %p's remote stack reaches %p, not a queued run of it", (const void *)h,
+                             (void *)r);
         }
     }
     if (res != HK_OK) return res;
@@ -688,9 +698,8 @@ void hk_zone_dump(hk_zone *z, hk_print_fn fn, void *user) {
              "zone '%s': capacity %zu in %u regions, used %zu (%zu with headers) in %zu blocks, free %zu in "
              "%zu blocks, peak %zu, purge level %d, %llu purged, %llu grown\n",
              ZONE_REP(z)->instance, z->capacity, z->nregions, sm.used_req, z->used_bytes,
-             (size_t)(sm.alloc_count - sm.free_count),
-             z->free_bytes, z->free_blocks, z->peak_used, z->purge_level, (unsigned long long)z->purge_count,
-             (unsigned long long)z->grow_count);
+             (size_t)(sm.alloc_count - sm.free_count), z->free_bytes, z->free_blocks, z->peak_used,
+             z->purge_level, (unsigned long long)z->purge_count, (unsigned long long)z->grow_count);
     zone_out(fn, user, "  %-14s %12s  %s\n", "address", "bytes", "tag, owner, name, site");
     int v = 0;
     for (uint32_t i = 0; i < z->nregions && !v; i++) {

@@ -39,7 +39,7 @@
  *    ZONE_DECAY_ARM while not armed, ZONE_DECAY_CHECK past the last tick
  *    while armed).
  */
-#include "zone_internal.h"
+#include "zone_runs.h" /* zone_heap: the arming resets each heap's poll */
 
 void hk__zone_decay_init(hk_zone *z, int decay_ms) {
     z->page = hk_os_page_size();
@@ -112,13 +112,19 @@ void hk__zone_decay_tick(hk_zone *z) {
             z->decay_check_at = ZONE_DECAY_ARM;
             return;
         }
-        __atomic_store_n(&z->decay_armed, 1, __ATOMIC_RELAXED);
+        __atomic_store_n(&z->decay_armed, 1, __ATOMIC_SEQ_CST);
+        /* every thread heap polls at its next free (hk__zone_thr_poll
+         * stores its next poll, then reads decay_armed: one of the two sees
+         * the other) */
+        for (zone_heap *h = z->heaps; h; h = h->next) __atomic_store_n(&h->decay_poll_at, 0, __ATOMIC_SEQ_CST);
+        z->decay_poll_at = 0;
     }
     zone_decay_step(z, hk_os_now_ns());
 }
 
-void hk__zone_decay_poll_slow(hk_zone *z, int locked) {
-    uint64_t now = hk_os_now_ns();
+void hk__zone_decay_poll_slow(hk_zone *z, int locked) { hk__zone_decay_poll_at(z, hk_os_now_ns(), locked); }
+
+void hk__zone_decay_poll_at(hk_zone *z, uint64_t now, int locked) {
     if (now < __atomic_load_n(&z->decay_next, __ATOMIC_RELAXED)) return;
     if (!locked) hk__core_lock(&z->core);
     if (z->decay_armed) zone_decay_step(z, now);

@@ -175,6 +175,10 @@ _Static_assert(64 + ZONE_RUN_SLOT0 <= ZONE_RUN_HDR, "slot 0 starts within the ru
 /* The run layer's state (zone_runs.c): the classes and what the runs hold. */
 typedef struct zone_runset {
     zone_cls cls[ZONE_NCLS];
+    /* classes whose current run may be empty or that may have a spare
+     * (set when a run of the class empties; cleared by hk__zone_runs_trim,
+     * which visits only these: its cost does not depend on the class count) */
+    uint64_t trim_map[(ZONE_NCLS + 63) / 64];
     size_t run_bytes;  /* bytes of the TLSF blocks that are runs (not in used_bytes) */
     size_t slot_bytes; /* strides of the used slots */
     size_t nruns;
@@ -229,6 +233,9 @@ struct hk_zone {
     uint64_t decay_epoch_ns; /* half the decay time; 0: pages go back only by hk_zone_trim */
     uint64_t decay_next;     /* atomic: when the current epoch ends (hk_os_now_ns) */
     uint64_t decommit_count; /* spans given back to the OS */
+    /* A threads zone's own runs (threads without a heap, under the lock)
+     * poll the decay clock as a heap does (zone_threads.c). */
+    uint64_t decay_poll_at, decay_poll_ns, decay_poll_fc;
     /* HK_ZONE_THREADS (zone_threads.c): per-thread heaps. Cold for a zone
      * without it (the single-threaded paths never read these). */
     int threads;
@@ -642,6 +649,8 @@ static inline void zone_decay_tick(hk_zone *z) {
 /* The clock read and epoch end of an armed zone, from a path that may not
  * hold the lock (`locked` says whether it does). */
 void hk__zone_decay_poll_slow(hk_zone *z, int locked);
+/* The same with the clock already read (now). */
+void hk__zone_decay_poll_at(hk_zone *z, uint64_t now, int locked);
 /* The poll of the run layer's slow paths (a run emptied, a refill):
  * nothing unless armed. Any thread. */
 static inline void zone_decay_poll(hk_zone *z, int locked) {

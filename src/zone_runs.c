@@ -132,16 +132,20 @@ zone_blk *hk__zone_run_release(hk_zone *z, zone_run *r) {
 }
 
 void hk__zone_runs_trim(hk_zone *z) {
-    for (unsigned c = 0; c < ZONE_NCLS; c++) {
-        zone_cls *cl = &z->runs.cls[c];
-        zone_run *r = cl->cur;
-        if (r && r->used == 0) {
-            cl->cur = NULL;
-            hk__zone_run_release(z, r);
-        }
-        if ((r = cl->spare) != NULL) {
-            cl->spare = NULL;
-            hk__zone_run_release(z, r);
+    for (unsigned w = 0; w < sizeof z->runs.trim_map / sizeof z->runs.trim_map[0]; w++) {
+        uint64_t m = z->runs.trim_map[w];
+        z->runs.trim_map[w] = 0;
+        for (; m; m &= m - 1) {
+            zone_cls *cl = &z->runs.cls[w * 64u + (unsigned)__builtin_ctzll(m)];
+            zone_run *r = cl->cur;
+            if (r && r->used == 0) {
+                cl->cur = NULL;
+                hk__zone_run_release(z, r);
+            }
+            if ((r = cl->spare) != NULL) {
+                cl->spare = NULL;
+                hk__zone_run_release(z, r);
+            }
         }
     }
 }
@@ -169,7 +173,10 @@ HK__NOINLINE unsigned char *hk__zone_slot_refill(hk_zone *z, unsigned ci, zone_r
 
 void hk__zone_run_settle(hk_zone *z, zone_run *r) {
     zone_cls *c = &z->runs.cls[r->cls];
-    if (r->used == 0) zone_decay_poll(z, 1);
+    if (r->used == 0) {
+        zone_decay_poll(z, 1);
+        z->runs.trim_map[r->cls >> 6] |= 1ull << (r->cls & 63u); /* an empty cur or a spare to trim */
+    }
     if (r->state == ZONE_RUN_FULL) {
         zone_partial_push(c, r);
     } else if (r->state == ZONE_RUN_PARTIAL && r->used == 0) {

@@ -57,6 +57,12 @@ typedef struct zone_heap {
     int abandoned; /* lock held: no thread owns it; the next heap request adopts it */
     uint32_t hid;  /* this heap's id in its zone (>= 1, fixed): its runs' `owner` */
     size_t os_size;
+    /* The decay clock (zone_decay.c), polled by the owner's frees: when
+     * free_count reaches decay_poll_at (atomic: the thread arming the decay
+     * resets it to 0) the owner reads the clock, about every 4 ms while the
+     * decay is armed (decay_poll_ns, decay_poll_fc: its last poll). */
+    uint64_t decay_poll_at;
+    uint64_t decay_poll_ns, decay_poll_fc;
 } zone_heap;
 
 /* The extension starts past the last slot's user bytes, which reach

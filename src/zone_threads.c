@@ -49,6 +49,12 @@
  *    remote stack (queued 1), or its pusher is between its bit and push.
  *  - heaps are freed only by hk_zone_destroy; a thread's cache entry names
  *    the zone by zid, so a destroyed zone's entry never matches again.
+ *  - decay (zone_decay.c): a heap's spare run is read and set by its owner
+ *    and taken by hk_zone_trim, all with atomic operations (only the owner
+ *    makes it non-NULL); the owner polls the decay clock when its
+ *    free_count reaches decay_poll_at, which the arming thread resets to 0
+ *    after setting decay_armed (both sequentially consistent, as is the
+ *    owner's store of its next threshold before it reads decay_armed).
  */
 #include "zone_threads.h"
 
@@ -183,6 +189,43 @@ static void zone_thr_collect(hk_zone *z, zone_heap *h, int locked) {
         r = next;
     }
 }
+
+#define ZONE_POLL_IDLE   64u      /* frees between polls while the decay is not armed */
+#define ZONE_POLL_MAX    4096u    /* at most this many while armed */
+#define ZONE_POLL_PERIOD 4000000u /* armed: aim at one clock read per this many ns */
+
+/* The frees until the next poll while armed: about ZONE_POLL_PERIOD at
+ * the free rate since the last poll (every free when frees are rare). */
+static uint64_t zone_poll_skip(uint64_t now, uint64_t last_ns, uint64_t n) {
+    uint64_t dt = now - last_ns, skip = ZONE_POLL_MAX;
+    if (dt && n < ZONE_POLL_MAX) skip = n * ZONE_POLL_PERIOD / dt;
+    return skip < 1 ? 1 : skip > ZONE_POLL_MAX ? ZONE_POLL_MAX : skip;
+}
+
+static void zone_thr_poll(hk_zone *z, zone_heap *h, uint64_t fc, int locked) {
+    __atomic_store_n(&h->decay_poll_at, fc + ZONE_POLL_IDLE, __ATOMIC_SEQ_CST);
+    if (!__atomic_load_n(&z->decay_armed, __ATOMIC_SEQ_CST)) return;
+    uint64_t now = hk_os_now_ns();
+    __atomic_store_n(&h->decay_poll_at, fc + zone_poll_skip(now, h->decay_poll_ns, fc - h->decay_poll_fc),
+                     __ATOMIC_RELAXED);
+    h->decay_poll_ns = now;
+    h->decay_poll_fc = fc;
+    hk__zone_decay_poll_at(z, now, locked);
+}
+
+/* The same for the zone's own runs (a thread without a heap), lock held. */
+static void zone_own_poll(hk_zone *z) {
+    uint64_t fc = z->free_count;
+    z->decay_poll_at = fc + ZONE_POLL_IDLE;
+    if (!z->decay_armed) return;
+    uint64_t now = hk_os_now_ns();
+    z->decay_poll_at = fc + zone_poll_skip(now, z->decay_poll_ns, fc - z->decay_poll_fc);
+    z->decay_poll_ns = now;
+    z->decay_poll_fc = fc;
+    hk__zone_decay_poll_at(z, now, 1);
+}
+
+void hk__zone_thr_poll(hk_zone *z, zone_heap *h, uint64_t fc) { zone_thr_poll(z, h, fc, 0); }
 
 void hk__zone_thr_trim(hk_zone *z) {
     for (zone_heap *h = z->heaps; h; h = h->next) {
@@ -483,14 +526,18 @@ static hk_result zone_thr_free_slot(hk_zone *z, zone_blk *b, zone_run *r, uint64
         __atomic_store_n(&h->used_req, h->used_req - (stride - ZONE_OVERLAP - (word >> 19)),
                          __ATOMIC_RELAXED);
         __atomic_store_n(&h->slot_bytes, h->slot_bytes - stride, __ATOMIC_RELAXED);
-        __atomic_store_n(&h->free_count, h->free_count + 1, __ATOMIC_RELAXED);
+        uint64_t fc = h->free_count + 1;
+        __atomic_store_n(&h->free_count, fc, __ATOMIC_RELAXED);
         if (--r->used == 0 || r->state == ZONE_RUN_FULL) zone_thr_settle_run(z, h, r, locked);
+        if (HK__UNLIKELY(fc >= __atomic_load_n(&h->decay_poll_at, __ATOMIC_RELAXED)))
+            zone_thr_poll(z, h, fc, locked);
         return HK_OK;
     }
     if (h) return zone_thr_remote(b, r, x, h, w);
     /* the zone's own run: under the lock */
     if (!locked) hk__core_lock(&z->core);
     zone_slot_free(z, b, r);
+    if (HK__UNLIKELY(z->free_count >= z->decay_poll_at)) zone_own_poll(z);
     if (!locked) hk__core_unlock(&z->core);
     return HK_OK;
 }

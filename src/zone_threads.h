@@ -149,6 +149,10 @@ static inline void *zone_thr_alloc(hk_zone *z, size_t n) {
     return hk__zone_thr_alloc_slow(z, n);
 }
 
+/* The owner's decay poll, when its free count reached h->decay_poll_at
+ * (zone_threads.c). */
+void hk__zone_thr_poll(hk_zone *z, zone_heap *h, uint64_t fc);
+
 /* Frees used slot b (header word w, verified) of run r owned by h, the
  * calling thread's heap. */
 static inline void zone_thr_free_owner(hk_zone *z, zone_heap *h, zone_blk *b, zone_run *r, uint64_t w) {
@@ -161,8 +165,10 @@ static inline void zone_thr_free_owner(hk_zone *z, zone_heap *h, zone_blk *b, zo
     zone_poison(u, stride - ZONE_HDR);
     __atomic_store_n(&h->used_req, h->used_req - (stride - ZONE_OVERLAP - (word >> 19)), __ATOMIC_RELAXED);
     __atomic_store_n(&h->slot_bytes, h->slot_bytes - stride, __ATOMIC_RELAXED);
-    __atomic_store_n(&h->free_count, h->free_count + 1, __ATOMIC_RELAXED);
+    uint64_t fc = h->free_count + 1;
+    __atomic_store_n(&h->free_count, fc, __ATOMIC_RELAXED);
     if (--r->used == 0 || r->state == ZONE_RUN_FULL) hk__zone_thr_settle(z, h, r);
+    if (HK__UNLIKELY(fc >= __atomic_load_n(&h->decay_poll_at, __ATOMIC_RELAXED))) hk__zone_thr_poll(z, h, fc);
 }
 
 /* Frees p when it is a used slot of a run of the calling thread's own heap

@@ -128,8 +128,11 @@ zone_blk *hk__zone_take(hk_zone *z, size_t need, size_t align, size_t *bsize) {
             zone_blk *a = (zone_blk *)((unsigned char *)b + rem);
             if (zone_same_class(total, rem)) {
                 if (HK__UNLIKELY(keep & ZB_FREE_CLEAN)) {
-                    zone_clean_add(z, b, total, -1);
-                    zone_clean_add(z, b, rem, 1);
+                    /* the span loses the pages between the two ends (inline:
+                     * a growing zone carves its fresh, clean tail this way) */
+                    uintptr_t m = (uintptr_t)z->page - 1, lo = ((uintptr_t)b + sizeof(zone_blk) + m) & ~m;
+                    uintptr_t e1 = ((uintptr_t)b + total) & ~m, e2 = ((uintptr_t)b + rem) & ~m;
+                    z->clean_bytes -= (e1 > lo ? e1 : lo) - (e2 > lo ? e2 : lo);
                 }
                 zone_set_hdr(b, rem, 0, b->bits & (ZB_PREV_USED | ZB_FREE_STATE), 0);
                 z->free_bytes -= need;

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "heapkit/heapkit.h"
+#include "hk_test_win32.h" /* Windows: the POSIX calls the tests use */
 
 typedef void (*hkt_fn)(void);
 typedef struct hkt_case {

@@ -7,11 +7,13 @@
 #include "heapkit/hunk.h"
 #include "heapkit/zone.h"
 
-#include <execinfo.h>
 #include <pthread.h>
+#ifndef _WIN32 /* the cases that need these are POSIX-only (cmake/windows.cmake) */
+#include <execinfo.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#endif
 
 HKT_TEST(result_strings) {
     CHECK(strcmp(hk_result_str(HK_OK), "ok") == 0);
@@ -314,6 +316,7 @@ HKT_TEST(os_stack_capture_and_symbolize) {
     CHECK_EQ(hk_os_stack_capture(frames, 0, 0, 0), 0);
 }
 
+#ifndef _WIN32 /* glibc backtrace(), fork: see cmake/windows.cmake */
 /* The learned-frame-size stack walker against glibc's backtrace(): the
  * same frames on every call, through recursion, two call paths into the
  * same function at the same depth, and frames whose size varies (VLAs). */
@@ -484,3 +487,4 @@ HKT_TEST(os_fault_callbacks) {
     CHECK_STR_CONTAINS(out, "passed 1");
     if (strstr(out, "victim 0")) printf("    (no function names: addr2line missing?)\n");
 }
+#endif /* !_WIN32 */

@@ -81,7 +81,9 @@ HKT_TEST(gc_misuse_table) {
     EXPECT(hk_gc_retain(gc, (hk_gc_obj *)((uintptr_t)a + (1u << 22))), HK_ERR_FOREIGN, HK_EK_FOREIGN_PTR);
     EXPECT(hk_gc_release(gc, (hk_gc_obj *)(uintptr_t)1u), HK_ERR_FOREIGN, HK_EK_FOREIGN_PTR);
     EXPECT(hk_gc_release(gc, (hk_gc_obj *)(void *)&field), HK_ERR_FOREIGN, HK_EK_FOREIGN_PTR);
+#ifndef _WIN32 /* a Windows stack lies below 4 GiB, where its address decodes as a (foreign) handle */
     CHECK_STR_CONTAINS(g_errs.last_message, "not a reference of this collector");
+#endif
     /* another collector's */
     hk_gc_desc d2 = {0};
     d2.flags = HK_FLAG_QUIET;

@@ -15,6 +15,7 @@
 #include "internal.h"
 #include "heapkit/guard.h"
 
+#ifndef _WIN32 /* fork per fault: POSIX-only (cmake/windows.cmake); tests/test_fault_exit.c runs faults on both */
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -143,3 +144,4 @@ HKT_TEST(guard_fault_reports) {
     CHECK_EQ(guard_run_child(guard_case_clean, HK_GUARD_ABORT, HK_GUARD_SIDE_END, 0), 0);
     CHECK(guard_out[0] == 0);
 }
+#endif /* !_WIN32 */

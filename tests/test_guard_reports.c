@@ -23,9 +23,13 @@
 #include "heapkit/guard.h"
 
 #include <pthread.h>
+#ifndef _WIN32
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#else
+#include <io.h> /* read, close */
+#endif
 
 static hkt_errors errs = {.quiet = 1};
 static char rep_out[1 << 16];
@@ -189,6 +193,8 @@ HKT_TEST(guard_too_large_allocation_reports_nomem) {
 
 /* ---- wild frees (issue 21): reported, never a crash ---------------------------------- */
 
+#ifndef _WIN32 /* fork: POSIX-only (cmake/windows.cmake) */
+
 /* In a child (a crash must not take the test runner with it): frees of
  * pointers whose page is unmapped while the 16 bytes below them lie on the
  * same page, and of the highest aligned addresses. Each must be reported as
@@ -227,6 +233,7 @@ HKT_TEST(guard_wild_free_reported_without_crash) {
     CHECK_EQ(wild_free_child(HK_GUARD_FAULT_HANDLER), 0); /* a protected read */
 #endif
 }
+#endif /* !_WIN32 */
 
 /* ---- hk_guard_owns against a free and a new block at the same address -------------- */
 
@@ -274,6 +281,7 @@ HKT_TEST(guard_owns_races_no_free) {
     hk_guard_destroy(r.g);
 }
 
+#ifndef _WIN32 /* setrlimit and fork: POSIX-only (cmake/windows.cmake) */
 /* ---- address-space limit ----------------------------------------------------------- */
 
 static size_t reports_vm_size(void) {
@@ -326,3 +334,4 @@ HKT_TEST(guard_reserve_shrinks_under_address_space_limit) {
     CHECK(WIFEXITED(st));
     CHECK_EQ(WEXITSTATUS(st), 0);
 }
+#endif

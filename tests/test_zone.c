@@ -7,9 +7,11 @@
 #include "hk_test.h"
 #include "internal.h"
 
+#ifndef _WIN32
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#endif
 
 /* The block at p with its provenance hidden from the compiler: the zone's
  * allocators are declared HK_MALLOC / HK_ALLOC_SIZE, so a deliberate write
@@ -519,6 +521,7 @@ HKT_TEST(growth_in_place_extends_the_region) {
     hk_zone_destroy(z);
 }
 
+#ifndef _WIN32 /* page-fault counts: POSIX only (cmake/windows.cmake) */
 /* Minor and major page faults of this process so far. */
 static long faults_now(void) {
     struct rusage ru;
@@ -543,12 +546,15 @@ static long faults_writing(hk_zone *z, size_t total) {
     return f;
 }
 
+#endif
+
 /* A zone on OS memory: `size` bytes, growing by `grow` (0: never). */
 static hk_zone *mk_os(hkt_errors *errs, size_t size, size_t grow, uint32_t flags) {
     return hk_zone_create(&(hk_zone_desc){
         .size = size, .grow_size = grow, .flags = flags, .on_error = hkt_on_error, .error_user = errs});
 }
 
+#ifndef _WIN32 /* page-fault counts: POSIX only (cmake/windows.cmake) */
 /* HK_ZONE_PREFAULT: the first region and every growth are faulted in when
  * the zone takes them, so writing the blocks takes no page fault (without
  * the flag, one per page). */
@@ -591,6 +597,8 @@ HKT_TEST(prefault_first_region_and_growth) {
     CHECK_EQ(errs.count, 0);
     hk_zone_destroy(d);
 }
+
+#endif
 
 /* An allocation from a free block that is not the region's last one is
  * carved from that block's end; the free remainder keeps its address. */
@@ -777,6 +785,7 @@ HKT_TEST(dump_to_print_function) {
     hk_zone_destroy(z);
 }
 
+#ifndef _WIN32 /* setrlimit and fork: POSIX-only (cmake/windows.cmake) */
 /* VmSize of this process, or 0 when /proc is not there. */
 static size_t zone_vm_size(void) {
     FILE *f = fopen("/proc/self/status", "r");
@@ -823,3 +832,4 @@ HKT_TEST(zone_growing_zone_reserves_less_under_address_space_limit) {
     CHECK(WIFEXITED(st));
     CHECK_EQ(WEXITSTATUS(st), 0);
 }
+#endif /* !_WIN32 */

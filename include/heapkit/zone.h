@@ -332,8 +332,11 @@ hk_result hk_zone_get_info(const hk_zone *z, hk_zone_info *out);
  * from their heaps atomically). O(free blocks of at least a page + runs
  * given back + heaps x classes), plus one madvise per range given back.
  * Memory freed later is given back by the decay (hk_zone_desc.decay_ms),
- * which reads the clock only on slow paths (a run filled or emptied, a
- * plain block freed): a zone nobody calls keeps its pages until trimmed. */
+ * which reads the clock only inside zone calls (a plain block freed, a run
+ * emptied or taken, a thread's small frees in a HK_ZONE_THREADS zone): a
+ * zone nobody calls keeps its pages until trimmed. Slots freed by another
+ * thread wait for their owner thread to collect them (or to exit) before
+ * their runs can go back. */
 size_t hk_zone_trim(hk_zone *z);
 
 /* Z_DumpHeap: writes every block (address, size, tag, owner, name, site),

@@ -1,6 +1,11 @@
 # Installs the already-built heapkit into a scratch prefix, then configures,
 # builds and runs a separate project that uses find_package(heapkit), and
-# compiles the same program with the flags from heapkit.pc.
+# compiles the same program with the flags from heapkit.pc. A cross build
+# (Windows) passes TOOLCHAIN (the toolchain file) and EMU (the emulator,
+# "|"-separated): the consumer is configured with the same toolchain, its
+# programs run under the emulator, heapkit.dll sits next to them, and the
+# heapkit.pc check is the Libs line only (MinGW links a .dll.a, no rpath).
+string(REPLACE "|" ";" EMU "${EMU}")
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
 set(PREFIX ${WORK_DIR}/prefix)
@@ -12,6 +17,23 @@ function(run)
   set(LAST_OUT "${out}" PARENT_SCOPE)
 endfunction()
 run(${CMAKE_COMMAND} --install ${BINARY_DIR} --prefix ${PREFIX})
+if(TOOLCHAIN)
+  file(GLOB CFGDIR ${PREFIX}/lib*/cmake/heapkit) # the toolchain searches its own root only
+  run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/consumer -B ${WORK_DIR}/build -Dheapkit_DIR=${CFGDIR}
+    -DCMAKE_TOOLCHAIN_FILE=${TOOLCHAIN})
+  run(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
+  file(COPY ${PREFIX}/bin/heapkit.dll DESTINATION ${WORK_DIR}/build)
+  run(${EMU} ${WORK_DIR}/build/consumer_static.exe)
+  message(STATUS "static: ${LAST_OUT}")
+  run(${EMU} ${WORK_DIR}/build/consumer_shared.exe)
+  message(STATUS "shared (heapkit.dll): ${LAST_OUT}")
+  file(GLOB PCDIR ${PREFIX}/lib*/pkgconfig)
+  file(READ ${PCDIR}/heapkit.pc pc)
+  if(NOT pc MATCHES "Libs: -L\\$\\{libdir\\} -lheapkit")
+    message(FATAL_ERROR "heapkit.pc has no Libs line:\n${pc}")
+  endif()
+  return()
+endif()
 run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/consumer -B ${WORK_DIR}/build -DCMAKE_PREFIX_PATH=${PREFIX} -DCMAKE_C_COMPILER=${C_COMPILER})
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
 run(${WORK_DIR}/build/consumer_static)

@@ -1,0 +1,142 @@
+/* tests/test_pool_internal.c - what only a look inside the pool
+ * (src/pool_internal.h) can test: the release pass at the end of a defer
+ * scope (the dense copy of the pending queue it reads, the free order it
+ * keeps, check's comparison of the copy with the queue), and check's tree
+ * walk (a forged cycle found, a deep chain checked in linear time). */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#endif
+#include "hk_test.h"
+#include "pool_internal.h"
+
+#include <time.h>
+
+static hkt_errors g_errs;
+
+static hk_pool *mk(uint32_t cap, uint32_t flags) {
+    hkt_errors_reset(&g_errs);
+    g_errs.quiet = 1;
+    hk_pool_desc d = {0};
+    d.elem_size = 64;
+    d.capacity = cap;
+    d.flags = flags;
+    d.name = "rel";
+    d.on_error = hkt_on_error;
+    d.error_user = &g_errs;
+    return hk_pool_create(&d);
+}
+
+/* ---- the release pass and its dense copy of the pending queue ------------- */
+
+/* Slots go back to the free ring in the order their objects were freed,
+ * through the dense copy (only fast slots pending) or the queue itself (an
+ * overflow object pending too). */
+HKT_TEST(release_keeps_the_free_order) {
+    for (int with_overflow = 0; with_overflow < 2; with_overflow++) {
+        hk_pool *p = mk(4, 0);
+        REQUIRE(p);
+        void *o[6];
+        hk_pool_id ids[6];
+        int n = with_overflow ? 6 : 4;
+        for (int i = 0; i < n; i++) ids[i] = hk_pool_alloc(p, &o[i]);
+        hk_pool_defer_begin(p);
+        hk_pool_free(p, ids[2], HK_POOL_FREE_SUBTREE);
+        if (with_overflow) hk_pool_free(p, ids[5], HK_POOL_FREE_SUBTREE);
+        hk_pool_free(p, ids[0], HK_POOL_FREE_SUBTREE);
+        hk_pool_free(p, ids[3], HK_POOL_FREE_SUBTREE);
+        CHECK_EQ(p->pend_ok, !with_overflow);
+        CHECK_EQ(hk_pool_check(p), HK_OK);
+        CHECK_EQ(hk_pool_defer_end(p), HK_OK);
+        void *a, *b, *c;
+        hk_pool_alloc(p, &a);
+        hk_pool_alloc(p, &b);
+        hk_pool_alloc(p, &c);
+        CHECK(a == o[2]);
+        CHECK(b == o[0]);
+        CHECK(c == o[3]);
+        CHECK_EQ(p->npend, 0);
+        CHECK_EQ(p->pend_ok, 1);
+        CHECK_EQ(hk_pool_check(p), HK_OK);
+        hk_pool_destroy(p);
+    }
+}
+
+/* check compares the dense copy with the queue. */
+HKT_TEST(check_finds_a_damaged_pending_copy) {
+    hk_pool *p = mk(16, 0);
+    REQUIRE(p);
+    hk_pool_id ids[4];
+    for (int i = 0; i < 4; i++) ids[i] = hk_pool_alloc(p, NULL);
+    hk_pool_defer_begin(p);
+    for (int i = 0; i < 3; i++) hk_pool_free(p, ids[i], HK_POOL_FREE_SUBTREE);
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    uint32_t saved = p->pend[1];
+    p->pend[1] = p->pend[2];
+    CHECK_EQ(hk_pool_check(p), HK_ERR_CORRUPT);
+    CHECK_STR_CONTAINS(g_errs.last_message, "dense copy");
+    p->pend[1] = saved;
+    p->npend--;
+    CHECK_EQ(hk_pool_check(p), HK_ERR_CORRUPT);
+    p->npend++;
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    CHECK_EQ(hk_pool_defer_end(p), HK_OK);
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    hk_pool_destroy(p);
+}
+
+/* ---- check's tree walk ----------------------------------------------------- */
+
+/* Two live objects made each other's parent (and child) by damage: no root
+ * reaches them, and check says so. */
+HKT_TEST(check_finds_a_parent_cycle) {
+    hk_pool *p = mk(16, 0);
+    REQUIRE(p);
+    hk_pool_id a = hk_pool_alloc(p, NULL), b = hk_pool_alloc(p, NULL), r = hk_pool_alloc(p, NULL);
+    CHECK_EQ(hk_pool_set_parent(p, b, r), HK_OK); /* a tree that stays sound */
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    uint32_t sa = a.value & p->imask, sb = b.value & p->imask, sr = r.value & p->imask;
+    pool_meta *ma = pool_m(p, sa), *mb = pool_m(p, sb), *mr = pool_m(p, sr);
+    pool_meta save_a = *ma, save_b = *mb, save_r = *mr;
+    unsigned char busy_a = p->busy[sa], busy_r = p->busy[sr];
+    /* b leaves r; a and b become each other's only child */
+    mr->first_child = mr->last_child = POOL_NIL;
+    mr->nchildren = 0;
+    ma->parent = sb;
+    ma->first_child = ma->last_child = sb;
+    ma->nchildren = 1;
+    ma->next_sib = ma->prev_sib = POOL_NIL;
+    mb->parent = sa;
+    mb->first_child = mb->last_child = sa;
+    mb->nchildren = 1;
+    mb->next_sib = mb->prev_sib = POOL_NIL;
+    p->busy[sa] = 1;
+    p->busy[sr] = 0;
+    CHECK_EQ(hk_pool_check(p), HK_ERR_CORRUPT);
+    CHECK_STR_CONTAINS(g_errs.last_message, "cycle");
+    *ma = save_a;
+    *mb = save_b;
+    *mr = save_r;
+    p->busy[sa] = busy_a;
+    p->busy[sr] = busy_r;
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    hk_pool_destroy(p);
+}
+
+/* check walks a 250,000-deep chain in linear time (it walked every
+ * object's parent chain: 3e10 steps here, minutes). Most of the chain is on
+ * the overflow path (at most 2^18 - 1 overflow objects live by default). */
+HKT_TEST(check_deep_chain_is_linear) {
+    hk_pool *p = mk(0, 0);
+    REQUIRE(p);
+    hk_pool_id x = hk_pool_alloc(p, NULL);
+    for (int i = 0; i < 250000 && x.value; i++) x = hk_pool_alloc_child(p, x, NULL);
+    REQUIRE(x.value);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    CHECK(secs < 20.0); /* about 0.05 s now; over a minute before */
+    CHECK_EQ(g_errs.count, 0);
+    hk_pool_destroy(p);
+}
