@@ -27,7 +27,7 @@ typedef struct guard_leak_ctx {
     uint8_t *marks;  /* one byte per slot id */
     uint32_t *stack; /* ids to scan */
     size_t nstack, capstack;
-    uintptr_t excl_lo[8], excl_hi[8];
+    uintptr_t excl_lo[10], excl_hi[10];
     int nexcl;
     uintptr_t scan_lo, scan_hi;        /* the range being scanned (for protected calls) */
     bool scan_block;                   /* scanning a block (words from its start) rather than a root */
@@ -143,6 +143,10 @@ static void guard_leak_mark(const hk_os_thread_state *threads, int n, void *user
     hk_guard *g = c->g;
     c->threads = threads;
     c->nthreads = n;
+    if (n > 0) { /* the states (the host layer's memory) are read as registers below, not as a root */
+        c->excl_lo[c->nexcl] = (uintptr_t)threads;
+        c->excl_hi[c->nexcl++] = (uintptr_t)(threads + n);
+    }
     c->scan_block = false;
     if (hk_os_writable_ranges(guard_leak_root, c) < 0) return; /* c->scanned stays false: report nothing */
     c->scanned = true;
@@ -155,6 +159,7 @@ static void guard_leak_mark(const hk_os_thread_state *threads, int n, void *user
         c->scan_hi = c->scan_lo + s->requested;
         guard_leak_scan_range(c);
     }
+    if (n > 0) c->nexcl--;
     c->threads = NULL; /* the states are the host layer's, valid during the stop only */
     c->nthreads = 0;
 }

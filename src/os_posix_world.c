@@ -19,7 +19,9 @@
  * slot only while the generation it saw is current; the signal's previous
  * action is restored after a stop in which every signalled thread answered
  * (otherwise ours stays, so a late signal never meets SIGPWR's default
- * action, which ends the process).
+ * action, which ends the process); the states are cleared after fn
+ * returns (stale register values must not look like live pointers to the
+ * next scan).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
@@ -159,12 +161,22 @@ int hk_os_stop_world(hk_os_world_fn fn, void *user) {
     int ready = 0; /* a thread still writing its slot (a stop that timed out) is left out */
     for (int i = 0; i < taken; i++)
         if (__atomic_load_n(&world_done[i], __ATOMIC_ACQUIRE)) world_out[ready++] = world_slots[i];
+    /* one copy only while fn runs: fn may read this module's memory as
+     * data and must find the registers where it was told they are */
+    memset(world_slots, 0, (size_t)taken * sizeof world_slots[0]);
     fn(world_out, ready, user);
     /* resume: no handler of this stop writes a slot from here on */
     __atomic_store_n(&world_active, 0, __ATOMIC_RELEASE);
     __atomic_add_fetch(&world_gen, 1, __ATOMIC_ACQ_REL);
     (void)world_futex(&world_gen, FUTEX_WAKE_PRIVATE, 0x7fffffff);
     if (got >= sent) (void)sigaction(HK_OS_WORLD_SIGNAL, &old, NULL); /* nobody late: the program's again */
+    /* no register values of this stop stay behind in this module's memory,
+     * where a later leak scan (which reads it as a root) would take them
+     * for live pointers */
+    taken = __atomic_load_n(&world_next, __ATOMIC_ACQUIRE);
+    if (taken > HK_OS_WORLD_MAX) taken = HK_OS_WORLD_MAX;
+    memset(world_slots, 0, (size_t)taken * sizeof world_slots[0]);
+    memset(world_out, 0, (size_t)ready * sizeof world_out[0]);
     __atomic_store_n(&world_lock, 0, __ATOMIC_RELEASE);
     return ready;
 }
