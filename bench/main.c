@@ -53,6 +53,7 @@ static void ensure_static_tls(char **argv) {
 int hkb_zone_latency_child(int argc, char **argv);
 int hkb_threads_child(int argc, char **argv);
 int hkb_zone_icount_child(int argc, char **argv);
+int hkb_trim_child(int argc, char **argv);
 
 int main(int argc, char **argv) {
     ensure_static_tls(argv);
@@ -61,6 +62,8 @@ int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "--zone-latency-child")) return hkb_zone_latency_child(argc, argv);
     /* internal: one run of suite threads in a fresh process (bench/suite_threads.c) */
     if (argc > 1 && !strcmp(argv[1], "--threads-child")) return hkb_threads_child(argc, argv);
+    /* internal: one allocator's run of suite trim under its preload (bench/suite_trim.c) */
+    if (argc > 1 && !strcmp(argv[1], "--trim-child")) return hkb_trim_child(argc, argv);
     /* internal: per-operation instruction counts under callgrind (bench/icount.sh) */
     if (argc > 1 && !strcmp(argv[1], "--icount-child")) return hkb_zone_icount_child(argc, argv);
     hkb_ctx ctx = {5, 0, 0x9E3779B97F4A7C15ull};

@@ -143,6 +143,8 @@ static void shim_create(void) {
     else if (strcmp(side, "random") == 0)
         d.side = HK_GUARD_SIDE_RANDOM;
     d.align = hk_opt_number(HK_OPT_GUARD_ALIGN);
+    d.align_min = hk_opt_number(HK_OPT_GUARD_ALIGN_MIN);
+    if (d.align && d.align_min > d.align) d.align_min = d.align; /* --exact with --align-min: exact wins */
     d.quarantine_bytes = hk_opt_number(HK_OPT_GUARD_QUARANTINE);
     if (d.quarantine_bytes == 0) d.quarantine_bytes = 1; /* "0": none (0 in the desc means the default) */
     d.quarantine_blocks = hk_opt_number(HK_OPT_GUARD_QUARANTINE_BLOCKS);
@@ -175,8 +177,9 @@ static void shim_create(void) {
     shim_heap = hk_guard_create(&d);
     if (!shim_heap) {
         /* Never run the program unchecked when checking was asked for. */
-        static const char msg[] = "heapkit guard: cannot create the guard heap (the OS refused even 16 MiB of "
-                                  "address space: see `ulimit -v`); not running the program unchecked\n";
+        static const char msg[] =
+            "heapkit guard: cannot create the guard heap (the OS refused even 16 MiB of "
+            "address space: see `ulimit -v`); not running the program unchecked\n";
         ssize_t w = write(2, msg, sizeof msg - 1);
         (void)w;
         _exit(SHIM_EXIT_NO_HEAP);
@@ -184,12 +187,14 @@ static void shim_create(void) {
     hk_guard_info info;
     if (hk_guard_get_info(shim_heap, &info) == HK_OK && d.reserve && info.reserve_size < d.reserve) {
         char line[200];
-        int k = snprintf(line, sizeof line,
-                         "heapkit guard: address space limited (ulimit -v): %zu MiB reserved for guarded blocks "
-                         "instead of %zu MiB\n",
-                         info.reserve_size >> 20, d.reserve >> 20);
+        int k =
+            snprintf(line, sizeof line,
+                     "heapkit guard: address space limited (ulimit -v): %zu MiB reserved for guarded blocks "
+                     "instead of %zu MiB\n",
+                     info.reserve_size >> 20, d.reserve >> 20);
         if (k > 0) {
-            ssize_t w = write(d.report_fd ? d.report_fd : 2, line, (size_t)k < sizeof line ? (size_t)k : sizeof line - 1);
+            ssize_t w = write(d.report_fd ? d.report_fd : 2, line,
+                              (size_t)k < sizeof line ? (size_t)k : sizeof line - 1);
             (void)w;
         }
     }

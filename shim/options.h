@@ -37,7 +37,11 @@ typedef enum hk_opt_type {
       "block placed against the trailing guard (overruns fault at once), the leading one (underruns), "      \
       "or either at random")                                                                                 \
     X(GUARD_ALIGN, "guard", "HEAPKIT_GUARD_ALIGN", HK_OPT_COUNT, "16", NULL, NULL,                           \
-      "block alignment; 1 = exact mode, every overrun faults at once")                                       \
+      "most alignment a block gets (a block of n bytes: the largest power of two dividing n, at most "       \
+      "this); 1 = exact mode, every overrun faults at once")                                                 \
+    X(GUARD_ALIGN_MIN, "guard", "HEAPKIT_GUARD_ALIGN_MIN", HK_OPT_COUNT, "1", NULL, NULL,                    \
+      "least alignment a block gets (2 or 8 for runtimes that tag pointer bits, such as python3; 16: "       \
+      "glibc's, and reads past odd-sized blocks land in padding unseen)")                                    \
     X(GUARD_QUARANTINE, "guard", "HEAPKIT_GUARD_QUARANTINE", HK_OPT_BYTES, "8m", NULL, NULL,                 \
       "freed bytes kept inaccessible (0: none)")                                                             \
     X(GUARD_QUARANTINE_BLOCKS, "guard", "HEAPKIT_GUARD_QUARANTINE_BLOCKS", HK_OPT_COUNT, "8192", NULL, NULL, \
@@ -74,6 +78,8 @@ typedef enum hk_opt_type {
       "silence misuse reports (a free of a pointer the zone never returned, a double free)")                 \
     X(MALLOC_STATS, "malloc", "HEAPKIT_STATS", HK_OPT_BOOL, "0", NULL, NULL,                                 \
       "print the zone's statistics to stderr at exit")                                                       \
+    X(MALLOC_DECAY_MS, "malloc", "HEAPKIT_DECAY_MS", HK_OPT_COUNT, "500", NULL, NULL,                        \
+      "free memory that stays free this many milliseconds goes back to the OS (0: only on malloc_trim)")     \
     X(MALLOC_FAIL_AFTER, "malloc", "HEAPKIT_FAIL_AFTER", HK_OPT_COUNT, "0", NULL, "off",                     \
       "testing: the N-th page acquisition from the OS fails as if memory ran out (malloc then returns "      \
       "NULL with errno ENOMEM)")                                                                             \
@@ -101,8 +107,10 @@ typedef enum hk_opt_type {
  *   help   NULL: the option's own help */
 #define HK_FLAGS(F)                                                                                          \
     F("--side", GUARD_SIDE, NULL, NULL)                                                                      \
-    F("--align", GUARD_ALIGN, NULL, "block alignment")                                                       \
+    F("--align", GUARD_ALIGN, NULL, "most alignment a block gets")                                           \
     F("--exact", GUARD_ALIGN, "1", "alignment 1: every overrun faults at once")                              \
+    F("--align-min", GUARD_ALIGN_MIN, NULL, NULL)                                                            \
+    F("--align-all", GUARD_ALIGN_MIN, "16", "every block 16-aligned, as glibc (--align-min 16)")             \
     F("--quarantine", GUARD_QUARANTINE, NULL, NULL)                                                          \
     F("--quarantine-blocks", GUARD_QUARANTINE_BLOCKS, NULL, NULL)                                            \
     F("--sample", GUARD_SAMPLE, NULL, NULL)                                                                  \

@@ -30,6 +30,11 @@
  *    the program goes on. Out of memory is not reported (malloc returns NULL
  *    with errno ENOMEM, as programs expect).
  *
+ *  - Memory back to the OS: free pages that stay free HEAPKIT_DECAY_MS
+ *    (500 by default) are given back (madvise), checked on the zone's slow
+ *    paths; malloc_trim(0) gives back everything free at once
+ *    (hk_zone_trim, docs/zone.md "Returning memory to the OS").
+ *
  * Environment (rows of shim/options.h): HEAPKIT_QUIET=1 silences the
  * reports; HEAPKIT_STATS=1 prints the zone's statistics (totals over every
  * thread) to stderr at exit; HEAPKIT_FAIL_AFTER=N (with
@@ -94,26 +99,47 @@ static void shim_create(void) {
     d.name = "malloc";
     d.flags = HK_FLAG_QUIET | HK_ZONE_THREADS; /* the zone's own mutex for its shared core */
     d.on_error = shim_on_error;
+    size_t decay = hk_opt_number(HK_OPT_MALLOC_DECAY_MS);
+    d.decay_ms = decay == 0 ? -1 : decay > 86400000u ? 86400000 : (int)decay; /* at most a day */
     g_shim_zone = hk_zone_create(&d);
 }
 
-static inline hk_zone *shim_zone(void) {
-    hk_zone *z = __atomic_load_n(&g_shim_zone, __ATOMIC_ACQUIRE);
-    if (HK__LIKELY(z != NULL && __atomic_load_n(&g_shim_atfork, __ATOMIC_RELAXED))) return z;
+/* The zone once it exists and the fork hooks are registered: the one load
+ * of every call after start-up. */
+static hk_zone *g_shim_ready;
+
+static HK__NOINLINE hk_zone *shim_zone_slow(void) {
     pthread_once(&g_shim_once, shim_create);
-    if (!__atomic_exchange_n(&g_shim_atfork, 1, __ATOMIC_ACQ_REL))
+    if (!__atomic_exchange_n(&g_shim_atfork, 1, __ATOMIC_ACQ_REL)) {
         pthread_atfork(shim_atfork_prepare, shim_atfork_parent, shim_atfork_child);
+        __atomic_store_n(&g_shim_ready, g_shim_zone, __ATOMIC_RELEASE);
+    }
     return g_shim_zone;
 }
 
+static inline hk_zone *shim_zone(void) {
+    hk_zone *z = __atomic_load_n(&g_shim_ready, __ATOMIC_ACQUIRE);
+    return HK__LIKELY(z != NULL) ? z : shim_zone_slow();
+}
+
+/* malloc and free take the thread heap's inline paths first (one call
+ * less than through hk_zone_alloc / hk_zone_free, which they would reach
+ * the same way), then the public calls. */
 static void *shim_malloc(size_t n) {
     hk_zone *z = shim_zone();
-    return z ? hk_zone_alloc(z, n) : NULL;
+    if (HK__UNLIKELY(!z)) return NULL;
+    if (HK__LIKELY(n <= ZONE_RUN_MAX_REQ && z->fast == ZONE_FAST_THREADS)) {
+        void *u = zone_thr_alloc(z, n);
+        if (HK__LIKELY(u != NULL)) return u;
+    }
+    return hk_zone_alloc(z, n);
 }
 
 static void shim_free(void *p) {
     hk_zone *z = shim_zone();
-    if (z) (void)hk_zone_free(z, p);
+    if (HK__UNLIKELY(!z) || !p) return;
+    if (HK__LIKELY(z->fast == ZONE_FAST_THREADS) && zone_thr_free_owned(z, p)) return;
+    (void)hk_zone_free(z, p);
 }
 
 static void *shim_realloc(void *p, size_t n) {
@@ -147,3 +173,12 @@ __attribute__((destructor)) static void shim_report_stats(void) {
 
 #define HK_SHIM_MAX_ALIGN ((size_t)1 << 34) /* the zone's largest alignment */
 #include "override.inc"
+
+/* glibc's malloc_trim: gives the zone's free memory back to the OS now
+ * (hk_zone_trim; pad is ignored: the zone keeps no pad at its top). 1 when
+ * some memory was given back, else 0, as glibc. */
+HK_SHIM_EXPORT int malloc_trim(size_t pad) {
+    (void)pad;
+    hk_zone *z = shim_zone();
+    return z && hk_zone_trim(z) > 0;
+}

@@ -17,11 +17,13 @@
 #include "os_win32_stack.c"
 #include "os_win32_fault.c"
 #include "os_win32_symbols.c"
+#include "os_win32_world.c"
 #else
 #include "os_posix.c"
 #include "os_posix_stack.c"
 #include "os_posix_fault.c"
 #include "os_posix_symbols.c"
+#include "os_posix_world.c"
 #endif
 #include "handles.c"
 #include "hunk.c"
@@ -46,6 +48,7 @@
 #include "gc_check.c"
 #include "zone_tlsf.c"
 #include "zone_region.c"
+#include "zone_decay.c"
 #include "zone_runs.c"
 #include "zone_threads.c"
 #include "zone_lookup.c"

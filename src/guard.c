@@ -35,6 +35,8 @@ static bool guard_desc_ok(hk__core *core, const hk_guard_desc *desc, size_t page
     const char *bad = NULL;
     if (!hk_is_pow2(align) || align > page)
         bad = "align must be a power of two no larger than the page size";
+    else if (desc->align_min && (!hk_is_pow2(desc->align_min) || desc->align_min > align))
+        bad = "align_min must be a power of two no larger than align";
     else if (nb != 0 && nb != 4)
         bad = "backing needs malloc, free, realloc and memalign, or none";
     else if ((desc->flags & HK_GUARD_PLAIN_UNGUARDED) && nb == 4 && !desc->backing.usable_size)
@@ -120,6 +122,7 @@ hk_guard *hk_guard_create(const hk_guard_desc *desc) {
     g->page = page;
     g->side = desc->side;
     g->align = align;
+    g->align_min = desc->align_min ? desc->align_min : 1;
     g->q_max_bytes = desc->quarantine_bytes ? desc->quarantine_bytes : HK_GUARD_DEFAULT_QUARANTINE_BYTES;
     g->q_max_blocks = desc->quarantine_blocks ? desc->quarantine_blocks : HK_GUARD_DEFAULT_QUARANTINE_BLOCKS;
     g->sample_rate = desc->sample_rate;
@@ -162,7 +165,7 @@ hk_guard *hk_guard_create(const hk_guard_desc *desc) {
     hk__guard_report_init();
     if (!(g->core.flags & HK_GUARD_NO_TRACES)) hk_os_stack_init();
     if (!(g->core.flags & HK_GUARD_NO_SYMBOLIZE_LINES)) hk_os_symbolize_init();
-    if (g->core.flags & HK_GUARD_FAULT_HANDLER) (void)hk__guard_fault_attach(g);
+    if (g->core.flags & HK_GUARD_FAULT_HANDLER) g->fault_attached = hk__guard_fault_attach(g);
     return g;
 fail:
     hk_guard_destroy(g);
@@ -205,6 +208,22 @@ static inline bool guard_sample(hk_guard *g) {
 
 /* ---- allocation ----------------------------------------------------------------------- */
 
+/* The alignment a block of `size` bytes gets from alloc and realloc: the
+ * largest power of two dividing size, at least align_min and at most the
+ * heap's alignment (a single object of n bytes never needs more than the
+ * largest power of two dividing n, since a type's size is a multiple of
+ * its alignment; a header followed by an odd-sized tail, or a runtime that
+ * tags the low bits of its pointers, does: align_min, see docs/guard.md). With
+ * side END the block then ends on the trailing guard page: a read or write
+ * one byte past it faults, where a 16-byte-aligned 13-byte block would
+ * leave 3 bytes of padding that a read crosses unseen. */
+static inline size_t guard_size_align(const hk_guard *g, size_t size) {
+    if (size == 0) return g->align;
+    size_t low = size & (~size + 1);
+    if (low < g->align_min) low = g->align_min;
+    return low < g->align ? low : g->align;
+}
+
 static void *guard_alloc_any(hk_guard *g, size_t size, size_t align, void *const *frames, int nframes,
                              bool guarded) {
     if (align > g->page || !guarded) return hk__guard_fb_alloc(g, size, align);
@@ -219,7 +238,7 @@ HK__NOINLINE void *hk_guard_alloc(hk_guard *g, size_t size) {
     } else {
         void *frames[HK_GUARD_MAX_FRAMES];
         int n = hk__guard_capture(g, frames, 1);
-        p = guard_alloc_any(g, size, g->align, frames, n, true);
+        p = guard_alloc_any(g, size, guard_size_align(g, size), frames, n, true);
     }
     guard_after(g);
     return p;
@@ -232,7 +251,9 @@ HK__NOINLINE void *hk_guard_alloc_aligned(hk_guard *g, size_t align, size_t size
                    "alignment %zu is not a power of two", align);
         return NULL;
     }
-    if (align < g->align) align = g->align;
+    /* exactly what was asked, or what the size needs when that is more */
+    size_t need = guard_size_align(g, size);
+    if (align < need) align = need;
     bool guarded = guard_sample(g);
     void *frames[HK_GUARD_MAX_FRAMES];
     int n = guarded ? hk__guard_capture(g, frames, 1) : 0;
@@ -289,7 +310,7 @@ HK__NOINLINE hk_result hk_guard_free(hk_guard *g, void *p) {
  * guarded) and frees p; NULL (p kept) on exhaustion. */
 static void *guard_move(hk_guard *g, void *p, size_t old, size_t size, void *const *frames, int n,
                         bool guarded) {
-    void *q = guard_alloc_any(g, size, g->align, frames, n, guarded);
+    void *q = guard_alloc_any(g, size, guarded ? guard_size_align(g, size) : g->align, frames, n, guarded);
     if (!q) return NULL;
     memcpy(q, p, old < size ? old : size);
     if (guard_in_arena(g, p))
@@ -364,7 +385,7 @@ HK__NOINLINE void *hk_guard_realloc(hk_guard *g, void *p, size_t size) {
     if (!p) {
         bool guarded = guard_sample(g);
         int n = guarded ? hk__guard_capture(g, frames, 1) : 0;
-        q = guard_alloc_any(g, size, g->align, frames, n, guarded);
+        q = guard_alloc_any(g, size, guarded ? guard_size_align(g, size) : g->align, frames, n, guarded);
     } else {
         q = guard_realloc(g, p, size, frames);
     }

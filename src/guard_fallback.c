@@ -21,7 +21,8 @@
  * stripe lock of its user address (guard_fb_locks): an ownership query
  * racing with a free in another thread sees the header before or after,
  * never a torn one, and is no data race. A failed backing allocation is
- * reported (HK_EK_NOMEM) like every allocator's.
+ * reported (HK_EK_NOMEM) like every allocator's. A header is read only
+ * through guard_fb_peek, which never faults: any pointer may be freed.
  */
 #include "guard_internal.h"
 
@@ -230,16 +231,40 @@ void *hk__guard_fb_alloc(hk_guard *g, size_t size, size_t align) {
     return user;
 }
 
+/* The 16 bytes before a would-be unguarded block, read whatever p is: a
+ * wild or foreign pointer's page may be unmapped or inaccessible (issue
+ * 21: a free of 0x12345670 used to crash here). With the fault handler
+ * installed the read is a protected call (a fault returns, no system call
+ * on the way); without it the range is probed first (one system call).
+ * The loads are plain: no sanitizer checks memory that may not be its. */
+typedef struct guard_fb_peek_arg {
+    const unsigned char *src;
+    guard_fb_hdr *h;
+} guard_fb_peek_arg;
+
+__attribute__((no_sanitize("address", "thread"))) static void guard_fb_peek_copy(void *arg) {
+    guard_fb_peek_arg *a = (guard_fb_peek_arg *)arg;
+    const volatile uint64_t *w = (const volatile uint64_t *)(const void *)a->src;
+    uint64_t v[2] = {w[0], w[1]};
+    memcpy(a->h, v, sizeof v);
+}
+
+static bool guard_fb_peek(const hk_guard *g, const void *p, guard_fb_hdr *h) {
+    guard_fb_peek_arg a = {(const unsigned char *)p - GUARD_FB_HDR, h};
+    if (g->fault_attached) return hk_os_protected_call(guard_fb_peek_copy, &a) == 0;
+    if (!hk_os_readable(a.src, GUARD_FB_HDR)) return false;
+    guard_fb_peek_copy(&a);
+    return true;
+}
+
 int hk__guard_fb_read(const hk_guard *g, const void *p, guard_fb_hdr *h) {
-    if (((uintptr_t)p & 7u) != 0) return 0;
+    /* a header is 8-aligned and lies wholly above address 0 */
+    if (((uintptr_t)p & 7u) != 0 || (uintptr_t)p < GUARD_FB_HDR) return 0;
+    if (!guard_fb_peek(g, p, h)) return 0;
 #ifdef HK__ASAN
     /* a stack or global pointer: the bytes before it are ASan redzone */
     if (__asan_region_is_poisoned((void *)((uintptr_t)p - GUARD_FB_HDR), GUARD_FB_HDR)) return 0;
 #endif
-    if (((uintptr_t)p & (g->page - 1)) < GUARD_FB_HDR &&
-        !hk_os_readable((const char *)p - GUARD_FB_HDR, GUARD_FB_HDR))
-        return 0;
-    memcpy(h, (const char *)p - GUARD_FB_HDR, sizeof *h);
     if (h->magic == (GUARD_FB_MAGIC ^ guard_fb_key(p)) && h->off >= GUARD_FB_HDR) return 1;
     if (h->magic == (GUARD_FB_DEAD ^ guard_fb_key(p))) return 2;
     return 0;

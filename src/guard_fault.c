@@ -179,8 +179,8 @@ bool hk__guard_fault_attach(hk_guard *g) {
         ok = __atomic_compare_exchange_n(&guard_instances[i], &expect, g, false, __ATOMIC_ACQ_REL,
                                          __ATOMIC_ACQUIRE);
     }
-    (void)hk_os_fault_register(guard_on_fault, NULL);
-    return ok;
+    hk_result r = hk_os_fault_register(guard_on_fault, NULL);
+    return ok && r == HK_OK;
 }
 
 void hk__guard_fault_detach(hk_guard *g) {

@@ -107,7 +107,7 @@ struct hk_guard {
     bool own_mutex;
     /* configuration */
     hk_guard_side side;
-    size_t align, page;
+    size_t align, align_min, page; /* a block's alignment: a power of two in [align_min, align] */
     size_t q_max_bytes, q_max_blocks;
     uint32_t sample_rate;
     size_t max_guarded;
@@ -138,7 +138,8 @@ struct hk_guard {
     /* unguarded-path counters: an entry of guard_fallback.c's table */
     uint32_t ctr;
     uint64_t ctr_gen;
-    uint64_t reports; /* atomic */
+    uint64_t reports;    /* atomic */
+    bool fault_attached; /* registered with the installed fault handler: protected calls protect */
     size_t self_size;
 };
 
@@ -377,7 +378,8 @@ HK__HIDDEN hk_result hk__guard_check_locked(hk_guard *g);
 
 /* Registers g with the fault callback (installing it with the host layer
  * on first use): faults in its arena are reported. false when 8 instances
- * are registered already. detach is a no-op for an unregistered g. */
+ * are registered already, or the handler could not be installed (then
+ * hk_os_protected_call does not protect). detach is a no-op for an unregistered g. */
 HK__HIDDEN bool hk__guard_fault_attach(hk_guard *g);
 HK__HIDDEN void hk__guard_fault_detach(hk_guard *g);
 

@@ -19,7 +19,7 @@
  */
 #include "guard_internal.h"
 
-#define GUARD_SCAN_WHOLE ((uintptr_t)1 << 30) /* roots larger than this: resident pages only */
+#define GUARD_SCAN_WHOLE ((uintptr_t)64 << 10) /* roots larger than this: resident pages only */
 #define GUARD_SCAN_STEP  ((uintptr_t)64 << 20)
 
 typedef struct guard_leak_ctx {
@@ -29,9 +29,21 @@ typedef struct guard_leak_ctx {
     size_t nstack, capstack;
     uintptr_t excl_lo[8], excl_hi[8];
     int nexcl;
-    uintptr_t scan_lo, scan_hi; /* the range being scanned (for protected calls) */
-    uintptr_t sp;               /* the scanning thread's stack pointer: nothing below it is live */
+    uintptr_t scan_lo, scan_hi;        /* the range being scanned (for protected calls) */
+    bool scan_block;                   /* scanning a block (words from its start) rather than a root */
+    uintptr_t sp;                      /* the scanning thread's stack pointer: nothing below it is live */
+    const hk_os_thread_state *threads; /* the other threads, stopped (their stack pointers) */
+    int nthreads;
+    bool scanned; /* the roots could be read (else: report nothing) */
 } guard_leak_ctx;
+
+/* Below a stopped thread's stack pointer: the x86-64 red zone, where a
+ * leaf function may keep live values the signal frame skipped over. */
+#define GUARD_RED_ZONE 128u
+
+typedef struct __attribute__((packed, may_alias)) guard_uword { /* a word at any address */
+    uintptr_t v;
+} guard_uword;
 
 static void guard_leak_mark_word(guard_leak_ctx *c, uintptr_t w) {
     hk_guard *g = c->g;
@@ -50,11 +62,14 @@ static void guard_leak_mark_word(guard_leak_ctx *c, uintptr_t w) {
  * memcpy), or its shadow lookup faults on them. */
 static HK__NO_TSAN void guard_leak_scan_range(void *arg) {
     guard_leak_ctx *c = (guard_leak_ctx *)arg;
-    uintptr_t lo = (c->scan_lo + 7) & ~(uintptr_t)7, hi = c->scan_hi & ~(uintptr_t)7;
+    /* roots: aligned words; a block: words at multiples of 8 from its start,
+     * where its fields are (a block may be aligned to less than 8) */
+    uintptr_t lo = c->scan_block ? c->scan_lo : (c->scan_lo + 7) & ~(uintptr_t)7;
+    uintptr_t hi = c->scan_hi < 8 ? 0 : c->scan_hi - 7;
     for (uintptr_t p = lo; p < hi; p += 8) {
         uintptr_t w;
         if (hk__tsan_enabled())
-            w = *(const volatile uintptr_t *)p;
+            w = c->scan_block ? ((const volatile guard_uword *)p)->v : *(const volatile uintptr_t *)p;
         else
             memcpy(&w, (const void *)p, sizeof w);
         guard_leak_mark_word(c, w);
@@ -67,7 +82,16 @@ static void guard_leak_root(uintptr_t lo, uintptr_t hi, void *user) {
      * (the scan's own frames are there, and the registers hk_guard_leaks
      * spilled). Below it lie dead frames whose stale pointers would hide
      * real leaks, differently on every run. */
-    if (c->sp >= lo && c->sp < hi) lo = c->sp & ~(uintptr_t)7;
+    uintptr_t live = c->sp >= lo && c->sp < hi ? c->sp : UINTPTR_MAX;
+    /* Each stopped thread's stack likewise: from its stack pointer (less
+     * the red zone) up. A mapping holding several stack pointers (stacks
+     * without guard pages between them) is scanned from the lowest. */
+    for (int i = 0; i < c->nthreads; i++) {
+        uintptr_t sp = c->threads[i].sp;
+        sp = sp - lo >= GUARD_RED_ZONE ? sp - GUARD_RED_ZONE : lo;
+        if (sp >= lo && sp < hi && sp < live) live = sp;
+    }
+    if (live != UINTPTR_MAX) lo = live & ~(uintptr_t)7;
     /* subtract the heap's own mappings */
     for (int i = 0; i < c->nexcl; i++) {
         if (c->excl_hi[i] <= lo || c->excl_lo[i] >= hi) continue;
@@ -81,21 +105,58 @@ static void guard_leak_root(uintptr_t lo, uintptr_t hi, void *user) {
         (void)hk_os_protected_call(guard_leak_scan_range, c);
         return;
     }
-    /* A huge writable mapping (a sanitizer's shadow, a runtime's arena
-     * reservation): scan only its resident pages. */
+    /* A larger range (a sanitizer's shadow, a runtime's arena reservation,
+     * the 1 MiB alternate signal stacks, bss arenas): only its resident
+     * pages. A page never touched reads as zero (holds no pointer), and
+     * reading it would fault in a page per 4 KiB: most of a small
+     * program's exit time. A page swapped out is not resident either: a
+     * pointer in it is missed (see docs/guard.md). */
     static unsigned char vec[GUARD_SCAN_STEP / 4096];
     size_t ps = c->g->page;
-    for (uintptr_t at = lo; at < hi; at += GUARD_SCAN_STEP) {
+    uintptr_t first = lo & ~(uintptr_t)(ps - 1);
+    for (uintptr_t at = first; at < hi; at += GUARD_SCAN_STEP) {
         uintptr_t end = hi - at > GUARD_SCAN_STEP ? at + GUARD_SCAN_STEP : hi;
-        size_t npages = (end - at) / ps;
-        if (npages > sizeof vec || hk_os_resident((void *)at, end - at, vec) != 0) continue;
+        size_t npages = (end - at + ps - 1) / ps;
+        if (npages > sizeof vec || hk_os_resident((void *)at, npages * ps, vec) != 0) {
+            /* cannot tell: scan it all */
+            c->scan_lo = at > lo ? at : lo;
+            c->scan_hi = end;
+            (void)hk_os_protected_call(guard_leak_scan_range, c);
+            continue;
+        }
         for (size_t i = 0; i < npages; i++) {
             if (!(vec[i] & 1)) continue;
-            c->scan_lo = at + i * ps;
-            c->scan_hi = c->scan_lo + ps;
+            uintptr_t pl = at + i * ps, ph = pl + ps;
+            c->scan_lo = pl > lo ? pl : lo;
+            c->scan_hi = ph < end ? ph : end;
             (void)hk_os_protected_call(guard_leak_scan_range, c);
         }
     }
+}
+
+/* The mark phase, run while the other threads are stopped (threads: their
+ * states; hk_os_stop_world's fn) or, when they cannot be, with none known
+ * (their stacks are then scanned whole, as any other mapping): roots, each
+ * stopped thread's registers, then the blocks reached. Allocates nothing. */
+static void guard_leak_mark(const hk_os_thread_state *threads, int n, void *user) {
+    guard_leak_ctx *c = (guard_leak_ctx *)user;
+    hk_guard *g = c->g;
+    c->threads = threads;
+    c->nthreads = n;
+    c->scan_block = false;
+    if (hk_os_writable_ranges(guard_leak_root, c) < 0) return; /* c->scanned stays false: report nothing */
+    c->scanned = true;
+    for (int i = 0; i < n; i++)
+        for (int r = 0; r < threads[i].nregs; r++) guard_leak_mark_word(c, threads[i].regs[r]);
+    c->scan_block = true;
+    while (c->nstack > 0) {
+        const guard_slot *s = &g->slots[c->stack[--c->nstack]];
+        c->scan_lo = guard_user(g, s);
+        c->scan_hi = c->scan_lo + s->requested;
+        guard_leak_scan_range(c);
+    }
+    c->threads = NULL; /* the states are the host layer's, valid during the stop only */
+    c->nthreads = 0;
 }
 
 typedef struct guard_leak_group {
@@ -181,14 +242,9 @@ size_t hk_guard_leaks(hk_guard *g, hk_guard_leak_mode mode, size_t *bytes_out) {
         c.excl_hi[c.nexcl++] = (uintptr_t)marks + marks_sz;
         c.excl_lo[c.nexcl] = (uintptr_t)stack;
         c.excl_hi[c.nexcl++] = (uintptr_t)stack + stack_sz;
-        if (hk_os_writable_ranges(guard_leak_root, &c) < 0) {
+        if (hk_os_stop_world(guard_leak_mark, &c) < 0) guard_leak_mark(NULL, 0, &c); /* threads unknown */
+        if (!c.scanned) {
             for (uint32_t id = 1; id < g->nslots; id++) marks[id] = 1; /* cannot tell: report nothing */
-        }
-        while (c.nstack > 0) {
-            const guard_slot *s = &g->slots[c.stack[--c.nstack]];
-            c.scan_lo = guard_user(g, s);
-            c.scan_hi = c.scan_lo + s->requested;
-            guard_leak_scan_range(&c);
         }
     }
     /* padding of every live block, at exit as on free (after the scan:
@@ -242,7 +298,8 @@ size_t hk_guard_leaks(hk_guard *g, hk_guard_leak_mode mode, size_t *bytes_out) {
                 hk__guard_out_str(&o, ", allocated at:");
                 int n;
                 const void *const *fr = hk__guard_trace_get(g, groups[i].trace, &n);
-                hk__guard_report_finish(g, &o, NULL, (void *const *)(uintptr_t)fr, fr ? n : 0, 0, NULL, false);
+                hk__guard_report_finish(g, &o, NULL, (void *const *)(uintptr_t)fr, fr ? n : 0, 0, NULL,
+                                        false);
             }
             guard_out o = o0;
             hk__guard_out_prefix(&o);

@@ -8,7 +8,8 @@
  *    tile [base + cap - high.used, base + cap); low.used + high.used <= cap.
  *  - every header has the sentinel, a name index in the table, flags that
  *    match its end, and a length that stays inside its end.
- *  - every canary and padding byte is HK_FILL_PAD.
+ *  - every canary (blocks made with HK_FLAG_CANARY) and padding byte is
+ *    HK_FILL_PAD.
  *  - low.last is the offset of the header of the last non-padding low block
  *    (it ends at low.used); the lowest high block is never padding.
  *  - blocks/user_bytes per end equal the counts and sums over that end's
@@ -145,15 +146,21 @@ hk_hunk *hk_hunk_create(const hk_hunk_desc *desc) {
     h->running_on_valgrind = RUNNING_ON_VALGRIND ? 1 : 0;
 #endif
     h->slow_base = h->core.locked_hooks || h->core.paranoid ||
-                   (h->core.flags & (HK_FLAG_ZERO | HK_FLAG_FILL)) || h->running_on_valgrind ||
-                   hk__asan_enabled();
+                   (h->core.flags & (HK_FLAG_ZERO | HK_FLAG_FILL | HK_FLAG_CANARY)) ||
+                   h->running_on_valgrind || hk__asan_enabled();
     h->slow = h->slow_base;
     hk__asan_poison(h->base, h->cap);
     return h;
 }
 
+static void hunk_vg_free_range(hk_hunk *h, unsigned char *lo, unsigned char *hi);
+
 void hk_hunk_destroy(hk_hunk *h) {
     if (!h) return;
+    /* Under Valgrind the live blocks are announced gone, or a hunk created
+     * later over the same addresses would overlap their records. */
+    hunk_vg_free_range(h, h->base, h->base + h->low.used);
+    hunk_vg_free_range(h, h->base + h->cap - h->high.used, h->base + h->cap);
     hk__asan_unpoison(h->base, h->cap);
     if (h->os_base) hk_os_release(h->os_base, h->os_size);
 }
@@ -175,32 +182,40 @@ static HK__NOINLINE void *hunk_fail_overflow(hk_hunk *h, size_t size) {
     return NULL;
 }
 
-/* Writes header and canary of a block of `total` bytes at start. The
- * canary is written with three 8-byte stores: one right after the user
- * bytes and two ending at the block end (the canary is 8..23 bytes, so they
- * cover it; user bytes they may touch are fresh and unspecified anyway). */
-static inline void *hunk_fast_put(hk_hunk *h, unsigned char *start, size_t total, size_t n, uint32_t idx,
-                                  uint32_t flags) {
+/* Writes the header of a block at start (the fast path: no canary). */
+static inline void *hunk_fast_put(hk_hunk *h, unsigned char *start, size_t n, uint32_t idx, uint32_t flags) {
     hunk_hdr *hdr = (hunk_hdr *)start;
     hdr->sentinel = HUNK_SENTINEL;
     hdr->seq = (uint32_t)++h->allocs;
     hdr->word = hunk_word(n, idx, flags);
+    return start + HUNK_HDR;
+}
+
+/* The canary of a block of `total` bytes with n user bytes: three 8-byte
+ * stores, one right after the user bytes and two ending at the block end
+ * (the canary is 8..23 bytes, so they cover it; user bytes they may touch
+ * are fresh and unspecified anyway). */
+static inline void hunk_put_canary(unsigned char *start, size_t total, size_t n) {
     const uint64_t pad = HUNK_PAD64;
     memcpy(start + HUNK_HDR + n, &pad, 8);
     memcpy(start + total - 16, &pad, 8);
     memcpy(start + total - 8, &pad, 8);
-    return start + HUNK_HDR;
 }
 
-/* The general block writer: header and canary, then the user bytes zeroed
- * or filled as the flags ask, with sanitizer and Valgrind annotations. */
+/* The general block writer: header and (with HK_FLAG_CANARY) canary, then
+ * the user bytes zeroed or filled as the flags ask, with sanitizer and
+ * Valgrind annotations. `total` must be hunk_block_len(h, n). */
 static inline void *hunk_put_block(hk_hunk *h, unsigned char *start, size_t total, size_t n, uint32_t flags,
                                    uint32_t name) {
     hk__asan_unpoison(start, total);
 #ifdef HK__VALGRIND
     if (h->running_on_valgrind) VALGRIND_MAKE_MEM_UNDEFINED(start, total);
 #endif
-    unsigned char *user = hunk_fast_put(h, start, total, n, name, flags);
+    if (h->core.flags & HK_FLAG_CANARY) {
+        flags |= HUNK_F_CANARY;
+        hunk_put_canary(start, total, n);
+    }
+    unsigned char *user = hunk_fast_put(h, start, n, name, flags);
     if (HK__UNLIKELY(h->core.flags & (HK_FLAG_ZERO | HK_FLAG_FILL)))
         memset(user, (h->core.flags & HK_FLAG_ZERO) ? 0 : HK_FILL_ALLOC, n);
 #ifdef HK__ASAN
@@ -224,10 +239,11 @@ static void hunk_put_pad(unsigned char *start, size_t len, uint32_t high) {
     hk__asan_poison(start, len);
 }
 
-/* Block length for n user bytes; 0 when n is too large to describe. */
-static inline size_t hunk_block_len(size_t n) {
+/* Block length for n user bytes (with a canary under HK_FLAG_CANARY); 0
+ * when n is too large to describe. */
+static inline size_t hunk_block_len(const hk_hunk *h, size_t n) {
     if (HK__UNLIKELY((uint64_t)n > HUNK_MAX_REQ)) return 0;
-    return HUNK_HDR + ((n + HUNK_MIN_CANARY + 15) & ~(size_t)15);
+    return (h->core.flags & HK_FLAG_CANARY) ? hunk_canary_len(n) : hunk_plain_len(n);
 }
 
 static void hunk_release_temp(hk_hunk *h);
@@ -254,7 +270,7 @@ static int hunk_tenant_room(hk_hunk *h, int high, uintptr_t edge) {
 
 /* Low end, any alignment (>= 16, power of two). */
 static void *hunk_alloc_low(hk_hunk *h, size_t n, size_t align, const char *name) {
-    size_t body = hunk_block_len(n);
+    size_t body = hunk_block_len(h, n);
     if (!body) return hunk_fail_overflow(h, n);
     size_t lead = 0;
     if (HK__UNLIKELY(align > HUNK_ALIGN)) {
@@ -282,7 +298,7 @@ static void *hunk_alloc_low(hk_hunk *h, size_t n, size_t align, const char *name
 /* High end: the block ends at the current top; with alignment above 16,
  * a padding block fills the gap between the block and the top. */
 static void *hunk_alloc_high(hk_hunk *h, size_t n, size_t align, uint32_t flags, const char *name) {
-    size_t body = hunk_block_len(n);
+    size_t body = hunk_block_len(h, n);
     if (!body) return hunk_fail_overflow(h, n);
     uintptr_t top = (uintptr_t)h->base + h->cap - h->high.used;
     size_t trail = 0;
@@ -320,7 +336,7 @@ static int hunk_check_align(hk_hunk *h, size_t *align) {
  * already in the cache, and the block fits. Returns the block length, or 0
  * to send the call down the general path. */
 static inline size_t hunk_fast_fit(const hk_hunk *h, size_t n, const char *name, uint32_t *idx) {
-    size_t total = HUNK_HDR + ((n + HUNK_MIN_CANARY + 15) & ~(size_t)15);
+    size_t total = hunk_plain_len(n);
     if (HK__UNLIKELY((uint64_t)n > HUNK_MAX_REQ || total > h->cap - h->low.used - h->high.used)) return 0;
     *idx = 0;
     if (name) {
@@ -350,7 +366,7 @@ void *hk_hunk_alloc(hk_hunk *h, size_t size, const char *name) {
         h->low.used += total;
         h->low.user_bytes += size;
         h->low.blocks++;
-        return hunk_fast_put(h, start, total, size, idx, 0);
+        return hunk_fast_put(h, start, size, idx, 0);
     }
     return hunk_alloc_low_locked(h, size, name);
 }
@@ -373,7 +389,7 @@ void *hk_hunk_alloc_high(hk_hunk *h, size_t size, const char *name) {
         h->high.used += total;
         h->high.user_bytes += size;
         h->high.blocks++;
-        return hunk_fast_put(h, h->base + h->cap - h->high.used, total, size, idx, HUNK_F_HIGH);
+        return hunk_fast_put(h, h->base + h->cap - h->high.used, size, idx, HUNK_F_HIGH);
     }
     hk__core_lock(&h->core);
     if (h->temp_active) hunk_release_temp(h);

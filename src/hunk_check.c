@@ -4,10 +4,9 @@
  *
  * Verifies the invariants stated in src/hunk.c by walking both ends: every
  * header's sentinel, size, flags and name index, every canary and padding
- * byte (hk__fill_ok), the per-end counts, and the tenant's claim. Writes
- * nothing to the hunk (headers are read through copies, as they may be
- * poisoned); reports the first damaged block (one report per walk).
- * hk__hunk_check is the core's paranoid hook: it takes no lock.
+ * byte (hk__fill_ok; canaries only in blocks made with HK_FLAG_CANARY), the per-end counts, and the tenant's
+ * claim. Writes nothing to the hunk (headers are read through copies, as they may be poisoned); reports the
+ * first damaged block (one report per walk). hk__hunk_check is the core's paranoid hook: it takes no lock.
  *
  * Calls nothing in src/hunk.c.
  */
@@ -26,7 +25,8 @@ hk_result hk_hunk_stats(const hk_hunk *h, hk_stats *out) {
     out->used_blocks_bytes = hunk_total_used(h);
     out->free = hunk_free_bytes(h);
     /* The largest low-end request that fits the free middle now. */
-    out->largest_free = out->free >= HUNK_HDR + 16 ? out->free - HUNK_HDR - HUNK_MIN_CANARY : 0;
+    size_t tail = (h->core.flags & HK_FLAG_CANARY) ? HUNK_MIN_CANARY : 0;
+    out->largest_free = out->free >= HUNK_HDR + 16 ? out->free - HUNK_HDR - tail : 0;
     out->peak_used = h->peak_used > hunk_total_used(h) ? h->peak_used : hunk_total_used(h);
     out->overhead = out->used_blocks_bytes - out->used;
     out->live_blocks = h->low.blocks + h->high.blocks;
@@ -62,8 +62,9 @@ static int hunk_read_block(hk_hunk *h, unsigned char *p, unsigned char *limit, i
     }
     b->req = hunk_req(b->hdr.word);
     b->flags = hunk_flags_of(b->hdr.word);
-    if ((uint64_t)b->req > HUNK_MAX_REQ || (b->flags & ~(HUNK_F_HIGH | HUNK_F_TEMP | HUNK_F_PAD)) ||
-        ((b->flags & HUNK_F_PAD) && (b->req & 15))) {
+    if ((uint64_t)b->req > HUNK_MAX_REQ ||
+        (b->flags & ~(HUNK_F_HIGH | HUNK_F_TEMP | HUNK_F_PAD | HUNK_F_CANARY)) ||
+        ((b->flags & HUNK_F_PAD) && ((b->req & 15) || (b->flags & HUNK_F_CANARY)))) {
         *why = "header size or flags damaged";
         return 0;
     }
@@ -84,8 +85,10 @@ static int hunk_read_block(hk_hunk *h, unsigned char *p, unsigned char *limit, i
     return 1;
 }
 
-/* The canary bytes after the user bytes, or a padding block's bytes. */
+/* The canary bytes after the user bytes, or a padding block's bytes; a
+ * block without canary has nothing to compare. */
 static int hunk_canary_ok(const hunk_block *b) {
+    if (!(b->flags & (HUNK_F_PAD | HUNK_F_CANARY))) return 1;
     unsigned char *from = b->start + HUNK_HDR + ((b->flags & HUNK_F_PAD) ? 0 : b->req);
     size_t n = (size_t)(b->start + b->len - from);
     hk__asan_unpoison(from, n);

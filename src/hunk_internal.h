@@ -7,8 +7,17 @@
  *
  * Layout of a block (all offsets multiples of 16):
  *
+ *   [hunk_hdr 16][user bytes n][slack up to round16(n), at least 16 bytes]
+ *   ^ start      ^ start + 16                   ^ start + 16 + round16(max(n, 1))
+ *
+ * and, for a block allocated with HK_FLAG_CANARY (header flag HUNK_F_CANARY):
+ *
  *   [hunk_hdr 16][user bytes n][canary: 8..23 bytes of HK_FILL_PAD]
  *   ^ start      ^ start + 16                        ^ start + 16 + round16(n + 8)
+ *
+ * The flag is per block, so a walk knows each block's length from its own
+ * header. Without the canary an overrun is caught (later) when it reaches
+ * the next header's sentinel; the slack bytes are not written.
  *
  * A padding block (flag HUNK_F_PAD) is a header followed by `requested`
  * bytes of HK_FILL_PAD; it fills the gap that an alignment above 16 leaves
@@ -36,6 +45,7 @@
 #define HUNK_F_HIGH     1u
 #define HUNK_F_TEMP     2u
 #define HUNK_F_PAD      4u
+#define HUNK_F_CANARY   8u /* the block has a trailing canary (HK_FLAG_CANARY) */
 #define HUNK_PAD64      0xFDFDFDFDFDFDFDFDull
 
 typedef struct hunk_hdr {
@@ -53,9 +63,17 @@ static inline uint64_t hunk_word(size_t req, uint32_t name, uint32_t flags) {
 static inline size_t hunk_req(uint64_t w) { return (size_t)(w & (((uint64_t)1 << 48) - 1)); }
 static inline uint32_t hunk_name_of(uint64_t w) { return (uint32_t)((w >> 48) & 0xfffu); }
 static inline uint32_t hunk_flags_of(uint64_t w) { return (uint32_t)(w >> 60); }
+/* Length of a block without canary: header and n bytes rounded up to 16,
+ * at least 16 (a block of 0 bytes keeps a pointer of its own). */
+static inline size_t hunk_plain_len(size_t n) { return HUNK_HDR + ((n + (n == 0) + 15) & ~(size_t)15); }
+/* Length of a block with canary: at least HUNK_MIN_CANARY bytes after n. */
+static inline size_t hunk_canary_len(size_t n) {
+    return HUNK_HDR + ((n + HUNK_MIN_CANARY + 15) & ~(size_t)15);
+}
 /* Length of a block from its header fields (requested must be sane). */
 static inline size_t hunk_len(size_t req, uint32_t flags) {
-    return (flags & HUNK_F_PAD) ? HUNK_HDR + req : HUNK_HDR + ((req + HUNK_MIN_CANARY + 15) & ~(size_t)15);
+    if (flags & HUNK_F_PAD) return HUNK_HDR + req;
+    return (flags & HUNK_F_CANARY) ? hunk_canary_len(req) : hunk_plain_len(req);
 }
 
 typedef struct hunk_end {
@@ -82,7 +100,8 @@ struct hk_hunk {
     int temp_active;
     hunk_end temp_mark;
     int running_on_valgrind;
-    int slow; /* lock hooks, zero/fill flags, paranoid, a sanitizer, Valgrind or a tenant: no fast path */
+    int slow; /* lock hooks, zero/fill/canary flags, paranoid, a sanitizer, Valgrind or a tenant: no fast path
+               */
     void *os_base; /* the OS mapping to release, or NULL for caller memory */
     size_t os_size;
     hk__core core; /* names, reporter, lock hooks, flags, paranoid check */

@@ -14,12 +14,14 @@
  *   os_posix_stack.c    stack capture (one implementation, two speeds)
  *   os_posix_fault.c    the SIGSEGV/SIGBUS handler and its callbacks
  *   os_posix_symbols.c  symbolization: dladdr, then addr2line for file:line
+ *   os_posix_world.c    stopping the other threads (hk_os_stop_world)
  *   os_win32.c          Windows: VirtualAlloc/VirtualProtect/VirtualFree
  *                       pages, QueryPerformanceCounter, SRWLOCK mutexes,
  *                       thread exit (FLS callbacks), process helpers
  *   os_win32_stack.c    RtlCaptureStackBackTrace
  *   os_win32_fault.c    the vectored exception handler and its callbacks
- *   os_win32_symbols.c  module + export lookup, DbgHelp for names and lines
+ *   os_win32_symbols.c  module + export lookup, COFF symbols, DbgHelp
+ *   os_win32_world.c    stopping the other threads (SuspendThread)
  * Where the hosts differ, the comment of the function says so ("Windows:").
  * The host layer calls no allocator and names none: the guard heap, for
  * one, registers its fault callback here rather than being called by name.
@@ -69,6 +71,17 @@ HK__HIDDEN hk_result hk_os_commit(void *p, size_t size);
  * becomes inaccessible and reads as zero when committed again). */
 HK__HIDDEN hk_result hk_os_decommit(void *p, size_t size);
 
+/* Gives the physical pages of [p, p+size) back to the OS and keeps the
+ * range accessible (readable and writable, like before): the next touch of
+ * a page faults in a fresh zero page. The contents are lost. On POSIX
+ * madvise(MADV_DONTNEED), which lowers the resident size at once
+ * (MADV_FREE would leave the pages counted until the kernel needs them);
+ * on Windows it would be a decommit followed by a commit of the same range.
+ * Not an acquisition: the failure point never fires here. p page-aligned;
+ * size is rounded up to pages. HK_ERR_INVALID for a bad range or when the
+ * OS refuses (the pages then stay as they were). Thread-safe; O(pages). */
+HK__HIDDEN hk_result hk_os_unback(void *p, size_t size);
+
 /* Changes the protection of a page-aligned range. */
 HK__HIDDEN hk_result hk_os_protect(void *p, size_t size, hk_prot prot);
 
@@ -102,7 +115,8 @@ HK__HIDDEN hk_result hk_os_discard(void *p, size_t n);
  * (see docs/guard.md). */
 HK__HIDDEN hk_result hk_os_map_own(void *p, size_t n, int rw);
 
-/* One byte per page of [p, p+n) into vec, bit 0 = resident (mincore).
+/* One byte per page of [p, p+n) into vec, bit 0 = resident (mincore;
+ * Windows: QueryWorkingSetEx, or committed where that cannot tell).
  * Returns 0 on success. */
 HK__HIDDEN int hk_os_resident(void *p, size_t n, unsigned char *vec);
 
@@ -193,6 +207,33 @@ HK__HIDDEN void hk_os_mutex_unlock_hook(void *m);
  * often this is called). Up to 8 distinct functions per process. Returns
  * HK_OK, or HK_ERR_NOMEM when the table is full. */
 HK__HIDDEN hk_result hk_os_on_thread_exit(void (*fn)(void));
+
+/* ------------------------------------------------------------------------ */
+/* Stopping the other threads (leak scans)                                   */
+/* ------------------------------------------------------------------------ */
+
+#define HK_OS_WORLD_MAX    512 /* threads stopped at most */
+#define HK_OS_THREAD_NREGS 16
+typedef struct hk_os_thread_state {
+    long tid;
+    uintptr_t sp;         /* stack pointer of the interrupted code: its live stack is [sp, top) */
+    uintptr_t handler_sp; /* in the stop handler's frame, below sp and the saved registers */
+    int nregs;            /* general registers in regs (0 where not known: they lie in
+                             [handler_sp, sp), the signal frame) */
+    uintptr_t regs[HK_OS_THREAD_NREGS];
+} hk_os_thread_state;
+typedef void (*hk_os_world_fn)(const hk_os_thread_state *threads, int n, void *user);
+
+/* Stops every other thread of the process (a signal each: each records
+ * its stack pointer and registers and waits), calls fn with the stopped
+ * threads' states, then resumes them. A thread that does not answer within
+ * half a second (it blocks the signal, or exited meanwhile) is left out
+ * and keeps running. fn must not allocate or take locks other threads may
+ * hold. Returns the number of threads stopped, -1 when threads cannot be
+ * stopped (fn not called). One stop at a time (callers wait). A system
+ * call interrupted in a stopped thread is restarted where the kernel can
+ * (sleeps may end early). */
+HK__HIDDEN int hk_os_stop_world(hk_os_world_fn fn, void *user);
 
 /* ------------------------------------------------------------------------ */
 /* Stack capture                                                             */

@@ -103,6 +103,12 @@ hk_result hk_os_decommit(void *p, size_t size) {
     return mprotect(p, len, PROT_NONE) == 0 ? HK_OK : HK_ERR_INVALID;
 }
 
+hk_result hk_os_unback(void *p, size_t size) {
+    size_t len;
+    if (!page_range_ok(p, size) || !round_pages(size, &len)) return HK_ERR_INVALID;
+    return madvise(p, len, MADV_DONTNEED) == 0 ? HK_OK : HK_ERR_INVALID;
+}
+
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
 #endif

@@ -51,7 +51,11 @@ static void fault_handler(int sig, siginfo_t *si, void *ucv) {
     int saved_errno = errno;
     sigjmp_buf *pj = fault_protect;
     if (pj) {
+        /* the mask the thread had when it faulted (a sanitizer's handler
+         * wrapper may block signals): the protected call did not save it,
+         * so that it costs no system call when nothing faults */
         fault_protect = NULL;
+        pthread_sigmask(SIG_SETMASK, &((ucontext_t *)ucv)->uc_sigmask, NULL);
         siglongjmp(*pj, 1);
     }
     hk_os_stack_fault_escape(); /* a stack capture faulting on a damaged stack: back to it */
@@ -209,7 +213,7 @@ int hk_os_protected_call(void (*fn)(void *arg), void *arg) {
     sigjmp_buf jb;
     sigjmp_buf *outer = fault_protect;
     int rc = 0;
-    if (sigsetjmp(jb, 1) == 0) { /* the mask too: a sanitizer's handler wrapper may block signals */
+    if (sigsetjmp(jb, 0) == 0) { /* no mask saved: the handler restores the fault's */
         fault_protect = &jb;
         fn(arg);
     } else {

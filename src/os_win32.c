@@ -26,6 +26,8 @@
 
 #include <io.h>
 #include <windows.h>
+
+#include <psapi.h>
 #ifdef HK_WIN32_PTHREAD_EXIT
 #include <pthread.h>
 #endif
@@ -144,6 +146,15 @@ hk_result hk_os_decommit(void *p, size_t size) {
     return VirtualFree(p, len, MEM_DECOMMIT) ? HK_OK : HK_ERR_INVALID;
 }
 
+hk_result hk_os_unback(void *p, size_t size) {
+    size_t len;
+    if (!page_range_ok(p, size) || !round_pages(size, &len)) return HK_ERR_INVALID;
+    /* decommit then commit: fresh zero pages on the next touch, the range
+     * readable and writable throughout the caller's view */
+    if (!VirtualFree(p, len, MEM_DECOMMIT)) return HK_ERR_INVALID;
+    return os_commit(p, len, PAGE_READWRITE) == HK_OK ? HK_OK : HK_ERR_INVALID;
+}
+
 hk_result hk_os_prefault(void *p, size_t size) {
     size_t len;
     if (!page_range_ok(p, size) || !round_pages(size, &len)) return HK_ERR_INVALID;
@@ -163,7 +174,8 @@ static size_t os_reservation_size(void *base) {
     unsigned char *at = (unsigned char *)base;
     for (;;) {
         MEMORY_BASIC_INFORMATION mi;
-        if (VirtualQuery(at, &mi, sizeof mi) != sizeof mi || mi.AllocationBase != base || mi.State == MEM_FREE)
+        if (VirtualQuery(at, &mi, sizeof mi) != sizeof mi || mi.AllocationBase != base ||
+            mi.State == MEM_FREE)
             return total;
         total += mi.RegionSize;
         at += mi.RegionSize;
@@ -196,8 +208,29 @@ hk_result hk_os_map_own(void *p, size_t n, int rw) {
     return os_commit(p, n, PAGE_READWRITE) == HK_OK ? HK_OK : HK_ERR_NOMEM;
 }
 
+/* Residency from the working set (QueryWorkingSetEx: one entry per page,
+ * asked 64 pages at a time); where the system cannot tell, committed pages
+ * count as resident (the caller then scans more, never less). */
 int hk_os_resident(void *p, size_t n, unsigned char *vec) {
     size_t ps = hk_os_page_size();
+    size_t np = (n + ((uintptr_t)p & (ps - 1)) + ps - 1) / ps;
+    uintptr_t first = (uintptr_t)p & ~(uintptr_t)(ps - 1);
+    bool ws_ok = true;
+    for (size_t done = 0; done < np && ws_ok;) {
+        PSAPI_WORKING_SET_EX_INFORMATION ws[64];
+        size_t k = np - done > 64 ? 64 : np - done;
+        for (size_t i = 0; i < k; i++) {
+            memset(&ws[i], 0, sizeof ws[i]);
+            ws[i].VirtualAddress = (void *)(first + (done + i) * ps);
+        }
+        if (!K32QueryWorkingSetEx(GetCurrentProcess(), ws, (DWORD)(k * sizeof ws[0]))) {
+            ws_ok = false;
+            break;
+        }
+        for (size_t i = 0; i < k; i++) vec[done + i] = ws[i].VirtualAttributes.Valid ? 1 : 0;
+        done += k;
+    }
+    if (ws_ok) return 0;
     unsigned char *at = (unsigned char *)((uintptr_t)p & ~(uintptr_t)(ps - 1));
     unsigned char *end = (unsigned char *)p + n;
     size_t i = 0;
@@ -213,8 +246,8 @@ int hk_os_resident(void *p, size_t n, unsigned char *vec) {
 
 static bool os_prot_readable(DWORD prot) {
     if (prot & (PAGE_GUARD | PAGE_NOACCESS)) return false;
-    return (prot & (PAGE_READONLY | PAGE_READWRITE | PAGE_WRITECOPY | PAGE_EXECUTE_READ | PAGE_EXECUTE_READWRITE |
-                    PAGE_EXECUTE_WRITECOPY)) != 0;
+    return (prot & (PAGE_READONLY | PAGE_READWRITE | PAGE_WRITECOPY | PAGE_EXECUTE_READ |
+                    PAGE_EXECUTE_READWRITE | PAGE_EXECUTE_WRITECOPY)) != 0;
 }
 
 int hk_os_readable(const void *p, size_t n) {
@@ -354,7 +387,8 @@ static INIT_ONCE os_exit_once = INIT_ONCE_STATIC_INIT;
 
 static void WINAPI os_exit_run(void *value) {
     unsigned armed = (unsigned)(uintptr_t)value;
-    if (os_exit_index != FLS_OUT_OF_INDEXES && FlsGetValue(os_exit_index)) (void)FlsSetValue(os_exit_index, NULL);
+    if (os_exit_index != FLS_OUT_OF_INDEXES && FlsGetValue(os_exit_index))
+        (void)FlsSetValue(os_exit_index, NULL);
     for (int i = 0; i < OS_EXIT_FNS; i++)
         if (armed & (1u << i)) {
             void (*fn)(void) = __atomic_load_n(&os_exit_fns[i], __ATOMIC_ACQUIRE);

@@ -28,6 +28,14 @@ static int pool_check_pending(hk_pool *p) {
     if (n != p->npending) POOL_BAD("pending queue: %u slots found, count says %u", n, p->npending);
     if (last != p->pend_tail)
         POOL_BAD("pending queue: tail is slot %u, the last slot found is %u", p->pend_tail, last);
+    if (p->pend_ok) { /* the dense copy: the same slots in the same order */
+        if (p->npend != p->npending)
+            POOL_BAD("pending queue: its dense copy holds %u slots, the queue %u", p->npend, p->npending);
+        uint32_t i = 0;
+        for (uint32_t s = p->pend_head; s != POOL_NIL; s = pool_m(p, s)->next, i++)
+            if (p->pend[i] != s)
+                POOL_BAD("pending queue: entry %u of its dense copy is slot %u, not %u", i, p->pend[i], s);
+    }
     return 1;
 }
 
@@ -213,7 +221,8 @@ hk_result hk__pool_check(void *pool) {
     hk_pool *p = (hk_pool *)pool;
     if (p->hot.ht.cap != p->cap || p->hot.ht.words == NULL)
         return hk__report(&p->core.rep, HK_ERR_CORRUPT, HK_EK_CORRUPT_STRUCTURE, p, 0, NULL,
-                          "control block damaged: the ID table has %u slots, the pool %u", p->hot.ht.cap, p->cap);
+                          "control block damaged: the ID table has %u slots, the pool %u", p->hot.ht.cap,
+                          p->cap);
     if (hk__ht_check(&p->hot.ht, &p->core.rep, "ID") != HK_OK) return HK_ERR_CORRUPT;
     int ok = pool_check_pending(p) && pool_check_slots(p) && pool_check_lists(p) && pool_check_tree(p);
     return ok ? HK_OK : HK_ERR_CORRUPT;

@@ -16,8 +16,10 @@
  * check calls overflow; links and overflow call nothing of the pool.
  *
  * Slots. A slot number s names every object the pool holds: s < cap is a
- * fast slot (object at base + s * stride, metadata in meta[s], links in
- * lk[s * links ..], identity in the handle table hot.ht); s >= cap is
+ * fast slot (object at base + s * stride; its metadata and then its links
+ * in one record at rec + s * rstride, 64 bytes with the default 2 links,
+ * so that the list, tree and release work on an object touches one cache
+ * line of metadata; identity in the handle table hot.ht); s >= cap is
  * overflow slot s - cap (object from the backing hooks, metadata in ometa /
  * olk / oobj, tables that grow). Slot numbers are used for every link,
  * never pointers, so the overflow tables may move. POOL_NIL is "no slot".
@@ -35,7 +37,10 @@
  *    object address), both mapping back to the slot. A FREE overflow slot
  *    keeps the ID of its last occupant (for the double-free verdict).
  *  - The pending queue (pend_head .. pend_tail through meta.next) holds
- *    exactly the DYING slots, npending of them. DYING objects are on no list
+ *    exactly the DYING slots, npending of them. While pend_ok (no overflow
+ *    slot joined it since it was last empty), pend[0 .. npend) lists the
+ *    same slots in the same order, so a release pass reads a dense array
+ *    instead of chasing meta.next through records gone cold. DYING objects are on no list
  *    and in no tree: they left them when they were freed.
  *  - Lists: for each list, head/tail/prev/next are consistent both ways,
  *    count is the number of members, and a member's link for the list's link
@@ -62,7 +67,12 @@
 #define POOL_DEFAULT_ALIGN 16u
 
 /* Slot states: the handle table's for fast slots, meta.state for overflow. */
-enum { POOL_FREE = HK__HT_FREE, POOL_DYING = HK__HT_HELD, POOL_RETIRED = HK__HT_RETIRED, POOL_ALIVE = HK__HT_LIVE };
+enum {
+    POOL_FREE = HK__HT_FREE,
+    POOL_DYING = HK__HT_HELD,
+    POOL_RETIRED = HK__HT_RETIRED,
+    POOL_ALIVE = HK__HT_LIVE
+};
 #define POOL_MF_SUBTREE  1u /* DYING: its children die with it */
 #define POOL_MF_NOTIFIED 2u /* DYING: on_destroy has run */
 
@@ -103,12 +113,10 @@ typedef struct pool_hash {
     uint32_t shift; /* 64 - log2(size) */
 } pool_hash;
 
-typedef struct pool_iter {
-    struct pool_iter *up;
-    uint32_t list; /* list index */
-    uint32_t next; /* next member to visit, POOL_NIL when done */
-    uint32_t last; /* last member to visit */
-} pool_iter;
+/* A running list iteration (hk_pool_list_each's, or an hk_pool_iter's):
+ * next is the member to visit next (POOL_NIL when done), last the last one. */
+typedef hk__pool_iter_frame pool_iter;
+_Static_assert(HK__POOL_ITER_END == POOL_NIL, "an iteration ends on the no-slot value");
 
 struct hk_pool {
     hk__pool_hot hot;    /* first: the inline fast paths of pool.h read it */
@@ -117,11 +125,14 @@ struct hk_pool {
     uint32_t cap, index_bits, imask, mark;
     uint32_t links;
     unsigned char *busy; /* == hot.busy */
-    pool_meta *meta;
-    pool_link *lk;
+    unsigned char *rec;  /* fast slot records: pool_meta, then `links` pool_link */
+    size_t rstride;      /* bytes per record */
     pool_lst *lists;
     uint32_t max_lists, nlists;
     uint32_t pend_head, pend_tail, npending; /* fast pending slots: hot.ht.nheld */
+    uint32_t *pend; /* the pending fast slots in queue order, while pend_ok (cap entries) */
+    uint32_t npend; /* entries of pend in use */
+    int pend_ok;    /* no overflow slot joined the queue since it was empty: pend mirrors it */
     size_t ovf_live, ovf_peak;
     /* overflow path */
     pool_meta *ometa;
@@ -151,10 +162,11 @@ struct hk_pool {
 /* ---- slot accessors ------------------------------------------------------- */
 
 static inline pool_meta *pool_m(const hk_pool *p, uint32_t s) {
-    return s < p->cap ? &p->meta[s] : &p->ometa[s - p->cap];
+    return s < p->cap ? (pool_meta *)(void *)(p->rec + (size_t)s * p->rstride) : &p->ometa[s - p->cap];
 }
 static inline pool_link *pool_l(const hk_pool *p, uint32_t s, uint32_t link) {
-    return s < p->cap ? &p->lk[(size_t)s * p->links + link] : &p->olk[(size_t)(s - p->cap) * p->links + link];
+    return s < p->cap ? (pool_link *)(void *)(p->rec + (size_t)s * p->rstride + sizeof(pool_meta)) + link
+                      : &p->olk[(size_t)(s - p->cap) * p->links + link];
 }
 static inline void *pool_obj(const hk_pool *p, uint32_t s) {
     return s < p->cap ? (void *)(p->base + (size_t)s * p->stride) : p->oobj[s - p->cap].obj;
@@ -175,7 +187,7 @@ static inline uint32_t pool_flags(const hk_pool *p) { return p->core.flags; }
 /* busy[s]: the inline free must leave this object to the full path. */
 static inline void pool_busy_update(hk_pool *p, uint32_t s) {
     if (s >= p->cap) return;
-    const pool_meta *m = &p->meta[s];
+    const pool_meta *m = pool_m(p, s);
     p->busy[s] = (unsigned char)(m->parent != POOL_NIL || m->first_child != POOL_NIL || m->nlinked != 0);
 }
 
@@ -199,6 +211,11 @@ static inline void pool_after_op(hk_pool *p) {
     hk__core_after(&p->core);
 }
 
+/* The end of a call that changed only lists or the tree (no object was
+ * allocated, freed or released, no scope opened or closed): the inline
+ * paths' permissions are unchanged, only the paranoid check runs. */
+static inline void pool_after_links(hk_pool *p) { hk__core_after(&p->core); }
+
 /* ---- pool_overflow.c --------------------------------------------------------- */
 
 uint32_t hk__pool_hash_find(const pool_hash *h, uint64_t key);
@@ -208,7 +225,9 @@ uint32_t hk__pool_ovf_alloc(hk_pool *p, void **obj_out);
 /* Releases DYING overflow slot s: memory back to the hooks, slot FREE. */
 void hk__pool_ovf_release(hk_pool *p, uint32_t s);
 /* The live (or DYING) overflow slot with ID v, or POOL_NIL. */
-static inline uint32_t hk__pool_ovf_find(const hk_pool *p, uint32_t v) { return hk__pool_hash_find(&p->oid, v); }
+static inline uint32_t hk__pool_ovf_find(const hk_pool *p, uint32_t v) {
+    return hk__pool_hash_find(&p->oid, v);
+}
 /* The overflow slot whose object starts at obj, or POOL_NIL. */
 static inline uint32_t hk__pool_ovf_at(const hk_pool *p, const void *obj) {
     return hk__pool_hash_find(&p->optr, (uint64_t)(uintptr_t)obj);

@@ -61,7 +61,7 @@ void hk__pool_list_link(hk_pool *p, uint32_t li, uint32_t s, int front) {
     }
     L->count++;
     pool_m(p, s)->nlinked++;
-    pool_busy_update(p, s);
+    if (s < p->cap) p->busy[s] = 1; /* on a list now */
 }
 
 void hk__pool_detach(hk_pool *p, uint32_t s) {

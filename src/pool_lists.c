@@ -7,7 +7,10 @@
  * list's handle is stale; nlists counts the lists in use; only ALIVE objects
  * are members (push resolves the ID first; freeing unlinks, pool_slots.c);
  * an iteration visits the members present when it started and still there
- * when their turn comes (the unlink primitive fixes its frame up).
+ * when their turn comes (the unlink primitive fixes its frame up); an
+ * hk_pool_iter is on the pool's iteration stack and inside a defer scope
+ * exactly while it is running (state 1: from its first step to its last
+ * step or hk_pool_iter_end).
  */
 #include "pool_internal.h"
 
@@ -64,7 +67,7 @@ hk_pool_list hk_pool_list_create(hk_pool *p, uint32_t link, const char *name) {
             break;
         }
     }
-    pool_after_op(p);
+    pool_after_links(p);
     hk__core_unlock(&p->core);
     return out;
 }
@@ -84,7 +87,7 @@ hk_result hk_pool_list_destroy(hk_pool *p, hk_pool_list list) {
         p->lists[li].name = NULL;
         p->nlists--;
     }
-    pool_after_op(p);
+    pool_after_links(p);
     hk__core_unlock(&p->core);
     return r;
 }
@@ -95,7 +98,7 @@ hk_result hk_pool_list_clear(hk_pool *p, hk_pool_list list) {
     hk_result r = HK_OK;
     uint32_t li = pool_list_resolve(p, list, "list_clear", &r);
     if (li != POOL_NIL) pool_list_clear_locked(p, li);
-    pool_after_op(p);
+    pool_after_links(p);
     hk__core_unlock(&p->core);
     return r;
 }
@@ -106,9 +109,10 @@ static hk_result pool_list_push(hk_pool *p, hk_pool_list list, hk_pool_id id, in
     hk_result r = HK_OK;
     const char *what = front ? "list_push_front" : "list_push_back";
     uint32_t li = pool_list_resolve(p, list, what, &r);
-    uint32_t s = li != POOL_NIL ? hk__pool_resolve(p, id, what, 0, &r) : POOL_NIL;
-    if (s != POOL_NIL) hk__pool_list_link(p, li, s, front);
-    pool_after_op(p);
+    uint32_t s = pool_alive_slot(p, id.value);
+    if (s == POOL_NIL && li != POOL_NIL) s = hk__pool_resolve(p, id, what, 0, &r); /* reports */
+    if (s != POOL_NIL && li != POOL_NIL) hk__pool_list_link(p, li, s, front);
+    pool_after_links(p);
     hk__core_unlock(&p->core);
     return r;
 }
@@ -137,7 +141,7 @@ hk_result hk_pool_list_remove(hk_pool *p, hk_pool_list list, hk_pool_id id) {
             hk__pool_list_unlink(p, li, s);
         }
     }
-    pool_after_op(p);
+    pool_after_links(p);
     hk__core_unlock(&p->core);
     return r;
 }
@@ -216,4 +220,102 @@ int hk_pool_list_each(hk_pool *p, hk_pool_list list, hk_pool_visit_fn fn, void *
     pool_after_op(p);
     hk__core_unlock(&p->core);
     return ret;
+}
+
+/* ---- inline iteration (hk_pool_iter, pool.h) ------------------------------ */
+
+hk_pool_iter hk_pool_iter_begin(hk_pool *p, hk_pool_list list) {
+    hk_pool_iter it;
+    memset(&it, 0, sizeof it);
+    it.f.next = HK__POOL_ITER_END; /* out of line until started */
+    it.state = 2;
+    if (!p) return it;
+    hk__core_lock(&p->core);
+    hk_result r = HK_OK;
+    uint32_t li = pool_list_resolve(p, list, "iter_begin", &r);
+    if (li != POOL_NIL) {
+        it.p = p;
+        it.handle = list.value;
+        it.f.list = li;
+        it.f.next = HK__POOL_ITER_START;
+        it.state = 0;
+        it.lnext = (const unsigned char *)pool_l(p, 0, p->lists[li].link) + offsetof(pool_link, next);
+        it.rstride = p->rstride;
+        it.words = p->hot.ht.words;
+        it.base = p->base;
+        it.stride = p->stride;
+    }
+    hk__core_unlock(&p->core);
+    return it;
+}
+
+/* Takes the frame off the pool's iteration stack (iterations may end in
+ * any order). */
+static void pool_iter_unregister(hk_pool *p, pool_iter *f) {
+    for (pool_iter **pp = &p->iters; *pp; pp = &(*pp)->up) {
+        if (*pp == f) {
+            *pp = f->up;
+            return;
+        }
+    }
+}
+
+static void *pool_iter_finish(hk_pool *p, hk_pool_iter *it) {
+    pool_iter_unregister(p, &it->f);
+    it->state = 2;
+    it->f.next = HK__POOL_ITER_END;
+    it->cap = 0;
+    it->obj = NULL;
+    it->id.value = 0;
+    hk__pool_scope_end(p);
+    pool_after_op(p);
+    return NULL;
+}
+
+void *hk__pool_iter_step(hk_pool_iter *it) {
+    if (!it || it->state == 2) return NULL;
+    hk_pool *p = it->p;
+    hk__core_lock(&p->core);
+    if (it->state == 0) {
+        /* the list may have been destroyed since begin */
+        hk_result r = HK_OK;
+        uint32_t li = pool_list_resolve(p, (hk_pool_list){it->handle}, "iter_next", &r);
+        if (li == POOL_NIL) {
+            it->state = 2;
+            it->f.next = HK__POOL_ITER_END;
+            hk__core_unlock(&p->core);
+            return NULL;
+        }
+        it->state = 1;
+        it->f.next = p->lists[li].head;
+        it->f.last = p->lists[li].tail;
+        it->f.up = p->iters;
+        p->iters = &it->f;
+        hk__pool_scope_begin(p);
+        it->cap = p->core.locked_hooks ? 0 : p->cap;
+    }
+    void *obj;
+    uint32_t cur = it->f.next;
+    if (cur == POOL_NIL) {
+        obj = pool_iter_finish(p, it);
+    } else {
+        it->f.next = cur == it->f.last ? POOL_NIL : pool_l(p, cur, p->lists[it->f.list].link)->next;
+        it->id.value = pool_id(p, cur);
+        obj = it->obj = pool_obj(p, cur);
+    }
+    hk__core_unlock(&p->core);
+    return obj;
+}
+
+void hk_pool_iter_end(hk_pool_iter *it) {
+    if (!it || it->state == 2) return;
+    if (it->state == 0) { /* never started: nothing to undo in the pool */
+        it->state = 2;
+        it->f.next = HK__POOL_ITER_END;
+        return;
+    }
+    hk_pool *p = it->p;
+    hk__core_lock(&p->core);
+    pool_iter_finish(p, it);
+    hk__core_unlock(&p->core);
 }

@@ -17,7 +17,8 @@ hk_pool_id hk_pool_alloc_child(hk_pool *p, hk_pool_id parent, void **obj) {
     if (!p) return id;
     hk__core_lock(&p->core);
     hk_result r;
-    uint32_t ps = hk__pool_resolve(p, parent, "alloc_child", 0, &r);
+    uint32_t ps = pool_alive_slot(p, parent.value);
+    if (ps == POOL_NIL) ps = hk__pool_resolve(p, parent, "alloc_child", 0, &r); /* reports */
     if (ps != POOL_NIL) {
         id = hk__pool_alloc_locked(p, obj);
         if (id.value) hk__pool_attach(p, pool_alive_slot(p, id.value), ps);
@@ -48,7 +49,7 @@ hk_result hk_pool_set_parent(hk_pool *p, hk_pool_id child, hk_pool_id parent) {
             if (ps != POOL_NIL) hk__pool_attach(p, c, ps);
         }
     }
-    pool_after_op(p);
+    pool_after_links(p);
     hk__core_unlock(&p->core);
     return r;
 }

@@ -196,6 +196,7 @@ hk_zone *hk_zone_create(const hk_zone_desc *desc) {
     z->seq = 1;
     z->ctl_os = os.base;
     z->ctl_os_size = os.os_size;
+    hk__zone_decay_init(z, desc->decay_ms);
     unsigned char *rmem = (unsigned char *)start + ctl;
     if (hk__zone_region_add(z, rmem, size - (size_t)(rmem - mem), NULL, 0, 0) < 0) {
         if (os.base) hk_os_release(os.base, os.os_size); /* cannot happen: the size was checked */
@@ -213,6 +214,9 @@ hk_zone *hk_zone_create(const hk_zone_desc *desc) {
         }
         if (z->threads && !hk__zone_thr_init(z)) z->threads = 0; /* registry full: the zone stays locked */
     }
+    z->fast = z->threads                              ? ZONE_FAST_THREADS
+              : (z->runs_on && !z->core.locked_hooks) ? ZONE_FAST_RUNS
+                                                      : ZONE_FAST_NONE;
     return z;
 }
 
@@ -272,11 +276,6 @@ static void *zone_alloc_plain(hk_zone *z, size_t size) {
 }
 
 static HK__NOINLINE void *zone_alloc_locked(hk_zone *z, size_t size) {
-    if (z->threads && size <= ZONE_RUN_MAX_REQ) {
-        /* the calling thread's heap: no lock */
-        void *u = zone_thr_alloc(z, size);
-        if (HK__LIKELY(u != NULL)) return u;
-    }
     hk__core_lock(&z->core);
     void *p = zone_alloc_plain(z, size);
     hk__core_after(&z->core);
@@ -286,11 +285,17 @@ static HK__NOINLINE void *zone_alloc_locked(hk_zone *z, size_t size) {
 
 void *hk_zone_alloc(hk_zone *z, size_t size) {
     if (HK__UNLIKELY(!z)) return NULL;
-    /* Fast path: a slot from the class's current run, no lock hooks (runs
-     * are off with every debug flag, so no check after). */
-    if (HK__LIKELY(z->runs_on && size <= ZONE_RUN_MAX_REQ && !z->core.locked_hooks)) {
-        void *u = zone_slot_alloc_fast(z, size);
-        if (HK__LIKELY(u != NULL)) return u;
+    /* Fast paths: a slot from the class's current run, no lock hooks (runs
+     * are off with every debug flag, so no check after); or a slot from the
+     * calling thread's heap (threads zone), no lock. */
+    if (HK__LIKELY(size <= ZONE_RUN_MAX_REQ)) {
+        if (HK__LIKELY(z->fast == ZONE_FAST_RUNS)) {
+            void *u = zone_slot_alloc_fast(z, size);
+            if (HK__LIKELY(u != NULL)) return u;
+        } else if (z->fast == ZONE_FAST_THREADS) {
+            void *u = zone_thr_alloc(z, size);
+            if (HK__LIKELY(u != NULL)) return u;
+        }
     }
     return zone_alloc_locked(z, size);
 }
@@ -367,10 +372,17 @@ static HK__NOINLINE hk_result zone_free_locked(hk_zone *z, void *p) {
         /* a block spanning a whole region starts with PREV_USED set and ends
          * at the region's end marker (size 0): only then look further */
         if (zone_spans_region(z, m)) hk__zone_maybe_release(z, m);
+        zone_decay_tick(z); /* free pages back to the OS when due */
     }
     hk__core_after(&z->core);
     hk__core_unlock(&z->core);
     return res;
+}
+
+/* A threads zone's free: the owner's inline path, else the locked one. */
+static HK__NOINLINE hk_result zone_free_threads(hk_zone *z, void *p) {
+    if (HK__LIKELY(zone_thr_free_owned(z, p))) return HK_OK; /* a slot of this thread's heap: no lock */
+    return zone_free_locked(z, p);
 }
 
 hk_result hk_zone_free(hk_zone *z, void *p) {
@@ -380,7 +392,7 @@ hk_result hk_zone_free(hk_zone *z, void *p) {
      * hk__zone_lookup, which reports. A pointer outside the hinted region
      * (a zone of several regions) finds its region by zone_find_region,
      * which moves the hint, and stays on this path. */
-    if (HK__LIKELY(!z->core.locked_hooks)) {
+    if (HK__LIKELY(z->fast == ZONE_FAST_RUNS)) {
         /* the address is validated as an integer: the header pointer is
          * formed only once p is known to lie inside a region (a wild p such
          * as (void *)1 would make p - ZONE_HDR wrap, undefined behaviour) */
@@ -406,6 +418,8 @@ hk_result hk_zone_free(hk_zone *z, void *p) {
                 }
             }
         }
+    } else if (z->fast == ZONE_FAST_THREADS) {
+        return zone_free_threads(z, p); /* out of line: the runs' path above keeps its registers */
     }
     return zone_free_locked(z, p);
 }
@@ -443,7 +457,8 @@ static void *zone_slot_realloc(hk_zone *z, zone_blk *b, size_t n) {
         memcpy(q, zone_user(b), n < old_req ? n : old_req);
         if (hk__zone_thr_free_slot(z, b, 1) != HK_OK)
             hk__report(ZONE_REP(z), HK_ERR_DOUBLE_FREE, HK_EK_DOUBLE_FREE, zone_user(b), 0, NULL,
-                       "realloc(%p): block was freed by another thread at the same time", (void *)zone_user(b));
+                       "realloc(%p): block was freed by another thread at the same time",
+                       (void *)zone_user(b));
         return q;
     }
     if (zone_slot_resize(z, b, n)) return zone_user(b);
@@ -592,6 +607,27 @@ hk_result hk_zone_get_info(const hk_zone *z, hk_zone_info *out) {
     out->untracked_blocks = z->untracked_live;
     out->purge_count = z->purge_count;
     out->grow_count = z->grow_count;
+    out->decommitted_bytes = z->clean_bytes;
+    out->decommit_count = z->decommit_count;
     hk__core_unlock(&z->core);
     return HK_OK;
+}
+
+/* ---- public: trim ------------------------------------------------------------------ */
+
+size_t hk_zone_trim(hk_zone *z) {
+    if (!z) return 0;
+    hk__core_lock(&z->core);
+    size_t n = 0;
+    if (z->decay_on) {
+        if (z->runs.nruns) hk__zone_runs_trim(z);
+        if (z->threads) hk__zone_thr_trim(z);
+        n = hk__zone_sweep(z, 1);
+        z->decay_new = z->decay_old = 0; /* nothing dirty is left to decay */
+        z->decay_check_at = ZONE_DECAY_ARM;
+        __atomic_store_n(&z->decay_armed, 0, __ATOMIC_RELAXED);
+    }
+    hk__core_after(&z->core);
+    hk__core_unlock(&z->core);
+    return n;
 }

@@ -3,8 +3,8 @@
  * top of the zone's layers (see src/zone_internal.h): it reads every
  * structure through the inline helpers of zone_internal.h and zone_runs.h
  * and calls no other zone file but zone_threads.c's read-only counter sum
- * (a threads zone is checked while no other thread is inside a call); zone.c registers hk__zone_check_core as the instance
- * core's paranoid hook.
+ * (a threads zone is checked while no other thread is inside a call); zone.c registers hk__zone_check_core as
+ * the instance core's paranoid hook.
  *
  * Everything here reads the heap without trusting it: a header is used only
  * after its check bits and size were verified, and a list pointer is followed
@@ -46,6 +46,7 @@ static size_t zone_scan_fill(const unsigned char *p, size_t n, unsigned fill, si
 typedef struct zone_tally {
     size_t nfree, free_bytes, used_bytes, used_req, live, untracked, tracked, capacity;
     size_t run_bytes, nruns, slot_bytes, runs_cur, runs_partial, runs_spare;
+    size_t clean_bytes; /* spans of the clean free blocks (given back to the OS) */
 } zone_tally;
 
 /* Checks run block b (its struct, every carved slot's header, the free
@@ -63,6 +64,9 @@ static hk_result zone_check_run(hk_zone *z, zone_blk *b, size_t size, zone_tally
         if (x->run != r || (x->heap && !h))
             ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r, "run %p's extension names no heap of this zone",
                          (void *)r);
+        if (r->owner != (h ? h->hid : 0u))
+            ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r, "run %p's owner id %u is not its heap's (%u)", (void *)r,
+                         r->owner, h ? h->hid : 0u);
         for (uint32_t i = r->bump; i < ZONE_XBITS * 64u; i++)
             if ((x->remote[i >> 6] >> (i & 63)) & 1u)
                 ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r, "run %p's remote bitmap marks slot %u, not carved",
@@ -204,10 +208,21 @@ static hk_result zone_check_region(hk_zone *z, uint32_t ri, zone_tally *t) {
             if (!prev_used)
                 ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, b, "free blocks %p and %p are adjacent (not merged)",
                              (void *)((unsigned char *)b - prev_size), (void *)b);
-            if (b->tag || zone_slack(b) || (b->bits & ~ZB_PREV_USED))
+            if (b->tag || zone_slack(b) || (b->bits & ~(ZB_PREV_USED | ZB_FREE_STATE)))
                 ZONE_CORRUPT(HK_EK_CORRUPT_HEADER, b,
                              "free block %p has used-block fields (tag %u, bits %#x)", (void *)b, b->tag,
                              (unsigned)b->bits);
+            if (b->bits & ZB_FREE_CLEAN) {
+                /* given back to the OS: only the zone's own memory (a block
+                 * without a whole page is clean when carved from a clean one) */
+                uintptr_t lo;
+                if (!z->decay_on || !zone_own_memory(z, b))
+                    ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, b,
+                                 "free block %p (%zu bytes) is marked as given back to the OS, which %s",
+                                 (void *)b, size,
+                                 !z->decay_on ? "this zone never does" : "it may not do with caller memory");
+                t->clean_bytes += zone_free_span(z, b, size, &lo);
+            }
             t->nfree++;
             t->free_bytes += size;
             if (ZONE_FLAGS(z) & HK_FLAG_FILL) {
@@ -317,6 +332,12 @@ static hk_result zone_check_cls_table(hk_zone *z, const zone_cls *tab, const zon
 static hk_result zone_check_classes(hk_zone *z, const zone_tally *t) {
     size_t cur = 0, partial = 0, spare = 0;
     hk_result res = zone_check_cls_table(z, z->runs.cls, t, &cur, &partial, &spare);
+    for (unsigned c = 0; c < ZONE_NCLS && res == HK_OK; c++) {
+        const zone_cls *cl = &z->runs.cls[c];
+        if (((cl->cur && cl->cur->used == 0) || cl->spare) && !((z->runs.trim_map[c >> 6] >> (c & 63u)) & 1u))
+            ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z,
+                         "class %u has an empty run to give back but is not marked for the trim", c);
+    }
     for (const zone_heap *h = z->threads ? z->heaps : NULL; h && res == HK_OK; h = h->next) {
         res = zone_check_cls_table(z, h->cls, t, &cur, &partial, &spare);
         size_t n = 0;
@@ -324,8 +345,9 @@ static hk_result zone_check_classes(hk_zone *z, const zone_tally *t) {
             zone_blk *b = zone_run_block(r);
             if (++n > t->nruns || !zone_ptr_sane(z, b) || !zone_is_run(b) || zone_run_ext(r)->heap != h ||
                 !zone_run_ext(r)->queued)
-                ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "heap %p's remote stack reaches %p, not a queued run of it",
-                             (const void *)h, (void *)r);
+                ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z,
+                             "heap %p's remote stack reaches %p, not a queued run of it", (const void *)h,
+                             (void *)r);
         }
     }
     if (res != HK_OK) return res;
@@ -425,14 +447,16 @@ static hk_result zone_check_all(hk_zone *z) {
         t.used_bytes != z->used_bytes || t.used_req != sm.used_req ||
         t.live != (size_t)(sm.alloc_count - sm.free_count) || t.untracked != z->untracked_live ||
         t.run_bytes != z->runs.run_bytes || t.nruns != z->runs.nruns || t.slot_bytes != sm.slot_bytes ||
-        t.used_bytes + t.free_bytes + t.run_bytes != t.capacity)
+        t.used_bytes + t.free_bytes + t.run_bytes != t.capacity || t.clean_bytes != z->clean_bytes)
         ZONE_CORRUPT(
             HK_EK_CORRUPT_STRUCTURE, z,
             "counters disagree with the heap: capacity %zu/%zu, free %zu/%zu in %zu/%zu blocks, used "
-            "%zu/%zu (%zu/%zu asked) in %zu/%zu blocks, runs %zu/%zu (%zu/%zu bytes, slots %zu/%zu bytes)",
+            "%zu/%zu (%zu/%zu asked) in %zu/%zu blocks, runs %zu/%zu (%zu/%zu bytes, slots %zu/%zu bytes), "
+            "given back to the OS %zu/%zu bytes",
             z->capacity, t.capacity, z->free_bytes, t.free_bytes, z->free_blocks, t.nfree, z->used_bytes,
-            t.used_bytes, sm.used_req, t.used_req, (size_t)(sm.alloc_count - sm.free_count), t.live, z->runs.nruns, t.nruns,
-            z->runs.run_bytes, t.run_bytes, sm.slot_bytes, t.slot_bytes);
+            t.used_bytes, sm.used_req, t.used_req, (size_t)(sm.alloc_count - sm.free_count), t.live,
+            z->runs.nruns, t.nruns, z->runs.run_bytes, t.run_bytes, sm.slot_bytes, t.slot_bytes,
+            z->clean_bytes, t.clean_bytes);
     return HK_OK;
 }
 
@@ -674,9 +698,8 @@ void hk_zone_dump(hk_zone *z, hk_print_fn fn, void *user) {
              "zone '%s': capacity %zu in %u regions, used %zu (%zu with headers) in %zu blocks, free %zu in "
              "%zu blocks, peak %zu, purge level %d, %llu purged, %llu grown\n",
              ZONE_REP(z)->instance, z->capacity, z->nregions, sm.used_req, z->used_bytes,
-             (size_t)(sm.alloc_count - sm.free_count),
-             z->free_bytes, z->free_blocks, z->peak_used, z->purge_level, (unsigned long long)z->purge_count,
-             (unsigned long long)z->grow_count);
+             (size_t)(sm.alloc_count - sm.free_count), z->free_bytes, z->free_blocks, z->peak_used,
+             z->purge_level, (unsigned long long)z->purge_count, (unsigned long long)z->grow_count);
     zone_out(fn, user, "  %-14s %12s  %s\n", "address", "bytes", "tag, owner, name, site");
     int v = 0;
     for (uint32_t i = 0; i < z->nregions && !v; i++) {

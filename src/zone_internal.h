@@ -17,6 +17,9 @@
  *   zone_lookup.c   user pointer -> block, and the report when it is none
  *   zone_runs.c     small-block runs and their slots (interface: zone_runs.h)
  *   zone_region.c   regions, growth from the OS, prefault
+ *   zone_decay.c    free pages back to the OS: decay epochs, sweeps (calls
+ *                   zone_region.c's region lookup, zone_tlsf.c's lists and
+ *                   the OS layer)
  *   zone_tlsf.c     free blocks: size classes, lists, take, split, merge
  *
  * Block layout (every offset a multiple of 16; B is the block address):
@@ -97,6 +100,14 @@
 #define ZB_SLOT_MASK  (ZB_RUN_MARK | ZB_EXT)
 #define ZB_SLOT_FREE  (ZB_RUN_MARK | ZB_EXT)
 #define ZB_SLOT_USED  (ZB_RUN_MARK | ZB_EXT | ZB_USED)
+/* A free block's alignment field is unused: zone_decay.c keeps two bits of
+ * it. CLEAN: every whole page of the block past its first 32 bytes (header
+ * and links; zone_free_span) has been given back to the OS and not touched
+ * since. EPOCH: the decay epoch in which the block was last dirtied (freed
+ * or merged), compared with z->decay_young. */
+#define ZB_FREE_CLEAN 8u
+#define ZB_FREE_EPOCH 16u
+#define ZB_FREE_STATE (ZB_FREE_CLEAN | ZB_FREE_EPOCH)
 
 /* ---- data layout ------------------------------------------------------------ */
 
@@ -144,6 +155,7 @@ typedef struct zone_run {
     uint16_t cls;
     uint8_t state;                /* ZONE_RUN_CUR, _PARTIAL, _FULL or _SPARE */
     uint8_t lead;                 /* run block address to the struct: 16..64 */
+    uint32_t owner;               /* threads zone: its heap's id (zone_heap.hid), 0 for the zone's own runs */
     struct zone_run *next, *prev; /* the class's list of partial runs (NULL-terminated) */
 } zone_run;
 
@@ -163,6 +175,10 @@ _Static_assert(64 + ZONE_RUN_SLOT0 <= ZONE_RUN_HDR, "slot 0 starts within the ru
 /* The run layer's state (zone_runs.c): the classes and what the runs hold. */
 typedef struct zone_runset {
     zone_cls cls[ZONE_NCLS];
+    /* classes whose current run may be empty or that may have a spare
+     * (set when a run of the class empties; cleared by hk__zone_runs_trim,
+     * which visits only these: its cost does not depend on the class count) */
+    uint64_t trim_map[(ZONE_NCLS + 63) / 64];
     size_t run_bytes;  /* bytes of the TLSF blocks that are runs (not in used_bytes) */
     size_t slot_bytes; /* strides of the used slots */
     size_t nruns;
@@ -181,6 +197,7 @@ typedef struct zone_region {
 struct hk_zone {
     int runs_on;          /* small blocks come from runs (not HK_ZONE_NO_RUNS, no debug flag) */
     uint32_t region_hint; /* the region of the last pointer looked up */
+    int fast;             /* ZONE_FAST_*: which lock-free path hk_zone_alloc/free take (fixed at create) */
     hk__core core;        /* names, error hook, lock hooks, flags, paranoid check */
     zone_runset runs;
     uint32_t fl_map;
@@ -194,6 +211,14 @@ struct hk_zone {
     uint32_t nregions;
     uintptr_t lo, hi; /* bounds of all regions */
     size_t capacity, free_bytes, free_blocks;
+    /* Free pages back to the OS (zone_decay.c); decay_young and decay_new
+     * are written by every merge. */
+    uint32_t decay_young;  /* 0 or ZB_FREE_EPOCH: the epoch bit of blocks dirtied now */
+    size_t decay_new;      /* bytes freed into the core in this epoch (dirty pages, at most) */
+    size_t decay_check_at; /* the free path's tick runs when decay_new reaches this */
+    size_t decay_old;      /* the same for the previous epoch */
+    size_t page;           /* the OS page size */
+    size_t clean_bytes;    /* bytes of the clean free blocks' spans (given back) */
     size_t used_req, used_bytes, peak_used;
     size_t untracked_live; /* untracked plain blocks (used slots are counted by runs.slot_bytes) */
     uint64_t alloc_count, free_count, fail_count, purge_count, grow_count;
@@ -203,16 +228,26 @@ struct hk_zone {
     size_t grow_size, max_size, os_grown;
     void *ctl_os; /* the control block's own mapping (with the first region) */
     size_t ctl_os_size;
+    int decay_on;            /* the zone may give pages back (some OS memory, no HK_FLAG_FILL) */
+    int decay_armed;         /* atomic: a sweep is due at an epoch's end (the slow paths poll the clock) */
+    uint64_t decay_epoch_ns; /* half the decay time; 0: pages go back only by hk_zone_trim */
+    uint64_t decay_next;     /* atomic: when the current epoch ends (hk_os_now_ns) */
+    uint64_t decommit_count; /* spans given back to the OS */
     /* HK_ZONE_THREADS (zone_threads.c): per-thread heaps. Cold for a zone
      * without it (the single-threaded paths never read these). */
     int threads;
-    uint64_t zid;                 /* unique per zone ever created: thread caches key on it */
-    unsigned char *thr_lo;        /* the first region's base (fixed) */
-    unsigned char *thr_hi;        /* its end marker + ZONE_HDR (atomic: grows in place) */
-    struct zone_heap *heaps;      /* every heap, live or abandoned (lock held) */
-    struct zone_run_x *xruns;     /* every run's extension (lock held) */
-    hk_os_mutex mx;               /* the zone's lock when the desc gives no lock hooks */
+    uint64_t zid;             /* unique per zone ever created: thread caches key on it */
+    unsigned char *thr_lo;    /* the first region's base (fixed) */
+    unsigned char *thr_hi;    /* its end marker + ZONE_HDR (atomic: grows in place) */
+    struct zone_heap *heaps;  /* every heap, live or abandoned (lock held) */
+    uint32_t heap_ids;        /* the last heap id given (lock held); ids start at 1 */
+    struct zone_run_x *xruns; /* every run's extension (lock held) */
+    hk_os_mutex mx;           /* the zone's lock when the desc gives no lock hooks */
 };
+
+/* hk_zone.fast: the runs' fast paths of a zone without lock hooks, the
+ * per-thread heaps of a threads zone, or neither (every call locks). */
+enum { ZONE_FAST_NONE = 0, ZONE_FAST_RUNS = 1, ZONE_FAST_THREADS = 2 };
 
 /* The zone's reporter and flags (kept by its instance core). */
 #define ZONE_REP(z)   (&(z)->core.rep)
@@ -562,6 +597,59 @@ void hk__zone_release_all(hk_zone *z);
  * then is hk__zone_maybe_release worth calling. */
 static inline int zone_spans_region(const hk_zone *z, const zone_blk *m) {
     return HK__UNLIKELY(z->nregions > 1) && (m->bits & ZB_PREV_USED) && zone_next(m)->size16 == 0;
+}
+
+/* ---- zone_decay.c: free pages back to the OS --------------------------------- */
+
+#define ZONE_DECAY_DEFAULT_MS 500u                /* decay time when the desc gives 0 */
+#define ZONE_DECAY_ARM        ((size_t)1 << 20)   /* bytes freed before the decay clock runs */
+#define ZONE_DECAY_MIN_SPAN   ((size_t)16 << 10)  /* a decay sweep skips smaller spans */
+#define ZONE_DECAY_CHECK      ((size_t)256 << 10) /* bytes freed between clock reads on the free path */
+
+/* The whole pages of free block b (`size` bytes) past its header and links:
+ * their first address in *lo, their bytes returned (0: none). */
+static inline size_t zone_free_span(const hk_zone *z, const zone_blk *b, size_t size, uintptr_t *lo) {
+    uintptr_t m = (uintptr_t)z->page - 1;
+    uintptr_t a = ((uintptr_t)b + sizeof(zone_blk) + m) & ~m, e = ((uintptr_t)b + size) & ~m;
+    *lo = a;
+    return e > a ? (size_t)(e - a) : 0;
+}
+
+/* Whether block b lies in memory the zone took from the OS (its first
+ * region when it made it, grown regions; never caller memory). */
+static inline int zone_own_memory(const hk_zone *z, const zone_blk *b) {
+    int ri = zone_region_index(z, b);
+    if (ri < 0) return 0;
+    const zone_region *r = &z->regions[ri];
+    if (r->os_base) return 1;
+    const unsigned char *c = (const unsigned char *)z->ctl_os;
+    return c && r->base >= c && r->base < c + z->ctl_os_size;
+}
+
+/* Sets up decay at create: decay_ms from the desc (0: the default,
+ * negative: never by time). */
+void hk__zone_decay_init(hk_zone *z, int decay_ms);
+/* Gives back the spans of the free blocks in the zone's OS memory: every
+ * dirty one (all), else those of the previous epoch of at least
+ * ZONE_DECAY_MIN_SPAN bytes. Returns the bytes given back. Lock held.
+ * O(free blocks of a page or more) plus one madvise per span. */
+size_t hk__zone_sweep(hk_zone *z, int all);
+/* After blocks were freed into the core (decay_new reached
+ * decay_check_at), lock held: arms the decay when enough was freed, reads
+ * the clock and ends the epoch when it is over; the next tick comes after
+ * ZONE_DECAY_CHECK more bytes. O(1) unless a sweep is due. */
+void hk__zone_decay_tick(hk_zone *z);
+/* The free path's tick: one compare unless enough was freed since the last. */
+static inline void zone_decay_tick(hk_zone *z) {
+    if (HK__UNLIKELY(z->decay_new >= z->decay_check_at)) hk__zone_decay_tick(z);
+}
+/* The clock read and epoch end of an armed zone, from a path that may not
+ * hold the lock (`locked` says whether it does). */
+void hk__zone_decay_poll_slow(hk_zone *z, int locked);
+/* The poll of the run layer's slow paths (a run emptied, a refill):
+ * nothing unless armed. Any thread. */
+static inline void zone_decay_poll(hk_zone *z, int locked) {
+    if (HK__UNLIKELY(__atomic_load_n(&z->decay_armed, __ATOMIC_RELAXED))) hk__zone_decay_poll_slow(z, locked);
 }
 
 /* ---- zone_runs.c: small-block runs: see zone_runs.h ----------------------- */

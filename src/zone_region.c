@@ -17,6 +17,10 @@
  *    its end marker (reserve_end), committed chunk by chunk as it grows;
  *    os_grown is the OS memory taken by growth (not dedicated regions).
  *  - region_hint < nregions, or 0.
+ *  - memory fresh from the OS (a new region or an in-place extension,
+ *    without HK_ZONE_PREFAULT) is untouched past its headers: its free
+ *    block starts clean (zone_decay.c) when nothing merged into it, and
+ *    growth is not counted as freed memory for the decay.
  */
 #include "zone_internal.h"
 
@@ -48,13 +52,23 @@ int hk__zone_os_first(const hk_zone_desc *desc, size_t size, zone_os_map *out) {
             size_t r2;
             if (hk_size_add(desc->max_size, size, &r2) && hk_size_align(r2, hk_os_page_size(), &r2)) res = r2;
         }
-        if (res > size) {
+        /* Under an address-space limit (ulimit -v, valgrind) the full
+         * reservation may be refused: halve it down to 16x the first region
+         * rather than fall back to growing by separate regions, which the
+         * per-thread fast paths (first region only) do not serve. */
+        size_t floor = size <= SIZE_MAX / 16 ? size * 16 : size;
+        while (res > size) {
             os = hk_os_reserve(res);
             if (os && hk_os_commit(os, size) != HK_OK) {
                 hk_os_release(os, res);
                 os = NULL;
+                break; /* committing failed: memory, not address space */
             }
-            if (os) reserve = res;
+            if (os) {
+                reserve = res;
+                break;
+            }
+            if (res / 2 < floor || !hk_size_align(res / 2, hk_os_page_size(), &res)) break;
         }
     }
     if (!os) os = hk_os_alloc(size);
@@ -113,7 +127,10 @@ int hk__zone_region_add(hk_zone *z, void *mem, size_t size, void *os_base, size_
     zone_blk *b = (zone_blk *)base, *epi = (zone_blk *)end;
     zone_unpoison(b, sizeof(zone_blk));
     zone_unpoison(epi, ZONE_HDR);
-    zone_set_hdr(b, bsize, 0, ZB_PREV_USED, 0);
+    /* the zone's own fresh OS memory has no resident page past its header */
+    unsigned clean =
+        z->decay_on && !(ZONE_FLAGS(z) & HK_ZONE_PREFAULT) && zone_own_memory(z, b) ? ZB_FREE_CLEAN : 0;
+    zone_set_hdr(b, bsize, 0, ZB_PREV_USED | clean, 0);
     epi->prev_size = bsize;
     zone_set_hdr(epi, 0, 0, ZB_USED, 0);
     if (ZONE_FLAGS(z) & HK_FLAG_FILL)
@@ -187,7 +204,15 @@ static void zone_region_extend(hk_zone *z, zone_region *r, size_t add) {
         __atomic_store_n(&z->thr_hi, nend + ZONE_HDR, __ATOMIC_RELEASE);
     z->capacity += add;
     zone_bounds(z);
-    hk__zone_merge_insert(z, b);
+    zone_blk *m = hk__zone_merge_insert(z, b);
+    z->decay_new -= add; /* fresh memory, not freed memory */
+    if (m == b && z->decay_on && !(ZONE_FLAGS(z) & HK_ZONE_PREFAULT)) {
+        /* nothing merged: past its header (the old end marker's page) the
+         * block is fresh from the OS, so clean */
+        hk__zone_list_remove(z, b);
+        zone_set_hdr(b, add, 0, (b->bits & ZB_PREV_USED) | ZB_FREE_CLEAN, 0);
+        hk__zone_list_insert(z, b);
+    }
 }
 
 int hk__zone_grow(hk_zone *z, size_t need) {

@@ -91,6 +91,7 @@ zone_run *hk__zone_run_new(hk_zone *z, unsigned ci, struct zone_heap *h) {
     r->cls = (uint16_t)ci;
     r->state = 0;
     r->lead = (uint8_t)((unsigned char *)r - (unsigned char *)b);
+    r->owner = h ? h->hid : 0;
     if (z->threads) {
         /* the extension: remote bitmap, owner heap, link on the zone's list */
         zone_run_x *x = zone_run_ext(r);
@@ -123,21 +124,28 @@ zone_blk *hk__zone_run_release(hk_zone *z, zone_run *r) {
     r->first = NULL; /* a stale slot pointer into it no longer finds a run */
     zone_unpoison(zone_user(b), size - ZONE_HDR);
     zone_blk *m = hk__zone_merge_insert(z, b);
-    if (zone_spans_region(z, m)) hk__zone_maybe_release(z, m);
+    if (zone_spans_region(z, m))
+        hk__zone_maybe_release(z, m);
+    else
+        zone_decay_tick(z); /* free pages back to the OS when due */
     return m;
 }
 
 void hk__zone_runs_trim(hk_zone *z) {
-    for (unsigned c = 0; c < ZONE_NCLS; c++) {
-        zone_cls *cl = &z->runs.cls[c];
-        zone_run *r = cl->cur;
-        if (r && r->used == 0) {
-            cl->cur = NULL;
-            hk__zone_run_release(z, r);
-        }
-        if ((r = cl->spare) != NULL) {
-            cl->spare = NULL;
-            hk__zone_run_release(z, r);
+    for (unsigned w = 0; w < sizeof z->runs.trim_map / sizeof z->runs.trim_map[0]; w++) {
+        uint64_t m = z->runs.trim_map[w];
+        z->runs.trim_map[w] = 0;
+        for (; m; m &= m - 1) {
+            zone_cls *cl = &z->runs.cls[w * 64u + (unsigned)__builtin_ctzll(m)];
+            zone_run *r = cl->cur;
+            if (r && r->used == 0) {
+                cl->cur = NULL;
+                hk__zone_run_release(z, r);
+            }
+            if ((r = cl->spare) != NULL) {
+                cl->spare = NULL;
+                hk__zone_run_release(z, r);
+            }
         }
     }
 }
@@ -153,8 +161,9 @@ HK__NOINLINE unsigned char *hk__zone_slot_refill(hk_zone *z, unsigned ci, zone_r
         zone_partial_unlink(c, r);
     } else if ((r = c->spare) != NULL) {
         c->spare = NULL;
-    } else if (!(r = hk__zone_run_new(z, ci, NULL))) {
-        return NULL;
+    } else {
+        zone_decay_poll(z, 1); /* a new run: the clock, when a sweep is due */
+        if (!(r = hk__zone_run_new(z, ci, NULL))) return NULL;
     }
     r->state = ZONE_RUN_CUR;
     c->cur = r;
@@ -164,6 +173,10 @@ HK__NOINLINE unsigned char *hk__zone_slot_refill(hk_zone *z, unsigned ci, zone_r
 
 void hk__zone_run_settle(hk_zone *z, zone_run *r) {
     zone_cls *c = &z->runs.cls[r->cls];
+    if (r->used == 0) {
+        zone_decay_poll(z, 1);
+        z->runs.trim_map[r->cls >> 6] |= 1ull << (r->cls & 63u); /* an empty cur or a spare to trim */
+    }
     if (r->state == ZONE_RUN_FULL) {
         zone_partial_push(c, r);
     } else if (r->state == ZONE_RUN_PARTIAL && r->used == 0) {

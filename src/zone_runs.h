@@ -45,8 +45,8 @@ typedef struct zone_run_x {
 } zone_run_x;
 
 typedef struct zone_heap {
-    zone_cls cls[ZONE_NCLS];        /* owner only */
-    zone_run *remote_runs;          /* atomic stack of runs with remote frees (pushed by any thread) */
+    zone_cls cls[ZONE_NCLS]; /* owner only */
+    zone_run *remote_runs;   /* atomic stack of runs with remote frees (pushed by any thread) */
     /* Counters of the owner's slots (relaxed atomic stores by the owner,
      * relaxed loads by stats; summed with the zone's at read time; a
      * heap's own used_req may wrap: only the sum means anything). */
@@ -55,6 +55,7 @@ typedef struct zone_heap {
     struct zone_heap *next; /* z->heaps, lock held */
     hk_zone *z;
     int abandoned; /* lock held: no thread owns it; the next heap request adopts it */
+    uint32_t hid;  /* this heap's id in its zone (>= 1, fixed): its runs' `owner` */
     size_t os_size;
 } zone_heap;
 

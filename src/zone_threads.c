@@ -104,14 +104,17 @@ static inline void zone_thr_partial_unlink(zone_cls *c, zone_run *r) {
  * (under the lock: `locked` says whether the caller holds it). */
 static void zone_thr_settle_run(hk_zone *z, zone_heap *h, zone_run *r, int locked) {
     zone_cls *c = &h->cls[r->cls];
+    if (r->used == 0) zone_decay_poll(z, locked);
     if (r->state == ZONE_RUN_FULL) {
         if (r->used < r->nslots) zone_thr_partial_push(c, r);
     }
     if (r->state == ZONE_RUN_PARTIAL && r->used == 0) {
         zone_thr_partial_unlink(c, r);
-        if (!c->spare) {
+        /* only the owner makes the spare non-NULL; hk_zone_trim may take it
+         * (an atomic exchange) at any time */
+        if (!__atomic_load_n(&c->spare, __ATOMIC_RELAXED)) {
             r->state = ZONE_RUN_SPARE;
-            c->spare = r;
+            __atomic_store_n(&c->spare, r, __ATOMIC_RELEASE);
         } else {
             if (!locked) hk__core_lock(&z->core);
             hk__zone_run_release(z, r);
@@ -146,7 +149,8 @@ static void zone_thr_collect_run(hk_zone *z, zone_heap *h, zone_run *r, int lock
             bits &= bits - 1;
             zone_blk *s = (zone_blk *)(r->first + (size_t)i * r->stride);
             uint64_t w = zone_hdr_load(s);
-            if (zone_w_bits(w) != ZB_SLOT_REMOTE || (uint16_t)(w >> 48) != zone_slot_chk(s, (uint32_t)w, zone_w_tag(w), ZB_SLOT_REMOTE)) {
+            if (zone_w_bits(w) != ZB_SLOT_REMOTE ||
+                (uint16_t)(w >> 48) != zone_slot_chk(s, (uint32_t)w, zone_w_tag(w), ZB_SLOT_REMOTE)) {
                 zone_thr_report_late(z, s, locked);
                 continue;
             }
@@ -180,6 +184,24 @@ static void zone_thr_collect(hk_zone *z, zone_heap *h, int locked) {
     }
 }
 
+void hk__zone_thr_trim(hk_zone *z) {
+    for (zone_heap *h = z->heaps; h; h = h->next) {
+        /* an abandoned heap has no owner (adoption takes the lock): collect
+         * its remote frees, which may empty runs, and take its empty
+         * current runs as well */
+        if (h->abandoned) zone_thr_collect(z, h, 1);
+        for (unsigned ci = 0; ci < ZONE_NCLS; ci++) {
+            zone_cls *c = &h->cls[ci];
+            zone_run *r = __atomic_exchange_n(&c->spare, NULL, __ATOMIC_ACQUIRE);
+            if (r) hk__zone_run_release(z, r);
+            if (h->abandoned && (r = c->cur) != NULL && r->used == 0) {
+                c->cur = NULL;
+                hk__zone_run_release(z, r);
+            }
+        }
+    }
+}
+
 void hk__zone_thr_collect_all(hk_zone *z) {
     for (zone_heap *h = z->heaps; h; h = h->next) zone_thr_collect(z, h, 1);
 }
@@ -201,10 +223,11 @@ HK__NOINLINE unsigned char *hk__zone_thr_refill(hk_zone *z, zone_heap *h, unsign
     r = c->partial;
     if (r) {
         zone_thr_partial_unlink(c, r);
-    } else if ((r = c->spare) != NULL) {
-        c->spare = NULL;
+    } else if ((r = __atomic_exchange_n(&c->spare, NULL, __ATOMIC_ACQUIRE)) != NULL) {
+        /* the exchange: hk_zone_trim may be taking the spare right now */
     } else {
         hk__core_lock(&z->core);
+        zone_decay_poll(z, 1); /* a new run: the clock, when a sweep is due */
         r = hk__zone_run_new(z, ci, h);
         /* the peak, at run granularity: the totals when a heap grows */
         zone_sums sm;
@@ -230,6 +253,35 @@ HK__NOINLINE unsigned char *hk__zone_thr_refill(hk_zone *z, zone_heap *h, unsign
     *word = zone_slot_word(r->bump, r->cls, 0);
     __atomic_store_n(&r->bump, r->bump + 1, __ATOMIC_RELAXED);
     return u;
+}
+
+HK__NOINLINE void *hk__zone_thr_alloc_slow(hk_zone *z, size_t n) {
+    zone_heap *h = hk__zone_tl_cur.zid == z->zid ? hk__zone_tl_cur.h : hk__zone_heap_get(z);
+    if (HK__UNLIKELY(!h)) return NULL;
+    unsigned ci = zone_cls_of(n);
+    zone_run *r = h->cls[ci].cur;
+    unsigned char *u = NULL;
+    uint32_t word = 0;
+    if (r) {
+        u = r->free;
+        if (u) {
+            zone_unpoison(u, sizeof(void *));
+            r->free = *(unsigned char **)u;
+            word = (uint32_t)zone_hdr_load(zone_from_user(u)) & 0x7ffffu;
+        } else if (r->bump < r->nslots) {
+            u = r->first + (size_t)r->bump * r->stride + ZONE_HDR;
+            zone_unpoison(u - ZONE_HDR, ZONE_HDR);
+            word = zone_slot_word(r->bump, r->cls, 0);
+            __atomic_store_n(&r->bump, r->bump + 1, __ATOMIC_RELAXED);
+        }
+    }
+    if (!u) {
+        u = hk__zone_thr_refill(z, h, ci, &r, &word);
+        if (!u) return NULL;
+    }
+    uint32_t slack = r->stride - ZONE_OVERLAP - (uint32_t)n;
+    zone_blk *b = zone_from_user(u);
+    return zone_thr_finish(h, r, u, zone_hdr_make(b, word | (slack << 19), HK_TAG_STATIC, ZB_SLOT_USED), n);
 }
 
 /* ---- heaps: lookup, creation, adoption, abandonment ------------------------- */
@@ -287,6 +339,7 @@ HK__NOINLINE zone_heap *hk__zone_heap_get(hk_zone *z) {
         if (h) {
             memset(h, 0, sizeof *h);
             h->z = z;
+            h->hid = ++z->heap_ids ? z->heap_ids : ++z->heap_ids; /* never 0 (the zone's own runs) */
             h->os_size = size;
             h->next = z->heaps;
             z->heaps = h;
@@ -296,6 +349,7 @@ HK__NOINLINE zone_heap *hk__zone_heap_get(hk_zone *z) {
     if (!h) return NULL;
     slot->zid = z->zid;
     slot->h = h;
+    slot->hid = h->hid;
     hk__zone_tl_cur = *slot;
     return h;
 }
@@ -364,9 +418,6 @@ void hk__zone_fork_child(hk_zone *z) {
  * only looked at, never acted on), then, for a slot header, an acquire load
  * (slot headers are written atomically: it orders this thread after the
  * free that wrote it). Kept out of ThreadSanitizer's view for the peek. */
-static HK__NO_TSAN uint64_t zone_hdr_peek(const zone_blk *b) {
-    return *(volatile const zone_word *)((const unsigned char *)b + 8);
-}
 
 /* The used slot at p, verified without the lock (header word in *w, run in
  * *rp), or NULL: p is anything else (the locked path decides and reports). */
@@ -398,8 +449,7 @@ static zone_blk *zone_thr_slot_at(hk_zone *z, const void *p, uint64_t *w, zone_r
 
 /* The remote path: claims used slot b (header word w) of run r owned by
  * heap h; HK_ERR_DOUBLE_FREE when another free changed the header first. */
-static hk_result zone_thr_remote(zone_blk *b, zone_run *r, zone_run_x *x, zone_heap *h,
-                                 uint64_t w) {
+static hk_result zone_thr_remote(zone_blk *b, zone_run *r, zone_run_x *x, zone_heap *h, uint64_t w) {
     uint64_t want = zone_hdr_make(b, (uint32_t)w, HK_TAG_STATIC, ZB_SLOT_REMOTE);
     if (!__atomic_compare_exchange_n((zone_word *)((unsigned char *)b + 8), &w, want, false, __ATOMIC_ACQ_REL,
                                      __ATOMIC_ACQUIRE))
@@ -430,7 +480,8 @@ static hk_result zone_thr_free_slot(hk_zone *z, zone_blk *b, zone_run *r, uint64
         *(unsigned char **)u = r->free;
         r->free = u;
         zone_poison(u, stride - ZONE_HDR);
-        __atomic_store_n(&h->used_req, h->used_req - (stride - ZONE_OVERLAP - (word >> 19)), __ATOMIC_RELAXED);
+        __atomic_store_n(&h->used_req, h->used_req - (stride - ZONE_OVERLAP - (word >> 19)),
+                         __ATOMIC_RELAXED);
         __atomic_store_n(&h->slot_bytes, h->slot_bytes - stride, __ATOMIC_RELAXED);
         __atomic_store_n(&h->free_count, h->free_count + 1, __ATOMIC_RELAXED);
         if (--r->used == 0 || r->state == ZONE_RUN_FULL) zone_thr_settle_run(z, h, r, locked);
@@ -472,7 +523,8 @@ int hk__zone_thr_resize(hk_zone *z, void *p, size_t n, size_t *old_req) {
     size_t area = r->stride - ZONE_OVERLAP;
     *old_req = area - (word >> 19);
     zone_heap *h = zone_tl_find(z);
-    if (!h || zone_run_ext(r)->heap != h || n > area || (n < area / 2 && zone_cls_of(n) != ((word >> 12) & 0x7fu)))
+    if (!h || zone_run_ext(r)->heap != h || n > area ||
+        (n < area / 2 && zone_cls_of(n) != ((word >> 12) & 0x7fu)))
         return 0;
     uint32_t slack = (uint32_t)(area - n);
     zone_hdr_store(b, zone_hdr_make(b, (word & 0x7ffffu) | (slack << 19), HK_TAG_STATIC, ZB_SLOT_USED));

@@ -24,6 +24,7 @@
 typedef struct zone_tl_ent {
     uint64_t zid;
     zone_heap *h;
+    uint32_t hid; /* h->hid: the owner free compares it with a run's `owner` */
 } zone_tl_ent;
 extern _Thread_local zone_tl_ent hk__zone_tl_cur __attribute__((tls_model("initial-exec")));
 
@@ -42,6 +43,28 @@ static inline uint64_t zone_hdr_make(const zone_blk *b, uint32_t word, unsigned 
 }
 static inline unsigned zone_w_bits(uint64_t w) { return (unsigned)(w >> 40) & 0xffu; }
 static inline unsigned zone_w_tag(uint64_t w) { return (unsigned)(w >> 32) & 0xffu; }
+
+/* What turns a free slot's header word into the used header of the same
+ * slot with `slack`, and back, by one xor: the slack goes into the word
+ * (bits 19..31), the tag from 0 to static, the bits from free to used, and
+ * the check changes by the fold of all that (zone_slot_chk xors its inputs
+ * and folds by h ^ (h >> 16): the slack's fold lands on check bits 3..15,
+ * the tag and bits' on bits 0..15 as they are). tests/test_zone_threads.c
+ * compares it with zone_hdr_make for every class and slack. */
+#define ZONE_W_USE_DBITS ((uint64_t)(ZB_SLOT_USED ^ ZB_SLOT_FREE))
+#define ZONE_W_USE_K                                                                                         \
+    (((uint64_t)HK_TAG_STATIC << 32) ^ (ZONE_W_USE_DBITS << 40) ^                                            \
+     ((((uint64_t)HK_TAG_STATIC << 8) ^ ZONE_W_USE_DBITS) << 48))
+static inline uint64_t zone_w_use_delta(uint32_t slack) {
+    return ((uint64_t)slack << 19) ^ ((uint64_t)slack << 51) ^ ZONE_W_USE_K;
+}
+
+/* A header read that may race with a locked writer of a plain block (the
+ * caller only acts on it once it names a slot, whose header is then read
+ * atomically). */
+static inline HK__NO_TSAN uint64_t zone_hdr_peek(const zone_blk *b) {
+    return *(volatile const zone_word *)((const unsigned char *)b + 8);
+}
 
 /* ---- slow paths (zone_threads.c) ------------------------------------------ */
 
@@ -71,6 +94,11 @@ int hk__zone_thr_resize(hk_zone *z, void *p, size_t n, size_t *old_req);
 /* Setup at create (lock, registry) and teardown at destroy. 0: refused. */
 int hk__zone_thr_init(hk_zone *z);
 void hk__zone_thr_fini(hk_zone *z);
+/* Lock held, any threads running: takes every heap's spare runs (an atomic
+ * exchange each: their owners may be refilling) and gives them back to the
+ * core; an abandoned heap is first collected, then its empty current runs
+ * go too (hk_zone_trim). O(heaps x classes). */
+void hk__zone_thr_trim(hk_zone *z);
 /* Lock held, other threads quiescent: collects every heap's remote frees
  * (free_tags and purge call it before touching runs). */
 void hk__zone_thr_collect_all(hk_zone *z);
@@ -83,36 +111,17 @@ typedef struct zone_sums {
 void hk__zone_thr_sums(const hk_zone *z, zone_sums *s, int pending);
 /* ---- the owner's fast paths ------------------------------------------------- */
 
-/* n <= ZONE_RUN_MAX_REQ bytes from the calling thread's heap; NULL: use the
- * locked path. No lock, no read-modify-write. */
-static inline void *zone_thr_alloc(hk_zone *z, size_t n) {
-    zone_heap *h = hk__zone_tl_cur.zid == z->zid ? hk__zone_tl_cur.h : hk__zone_heap_get(z);
-    if (HK__UNLIKELY(!h)) return NULL;
-    unsigned ci = zone_cls_of(n);
-    zone_run *r = h->cls[ci].cur;
-    unsigned char *u = NULL;
-    uint32_t word = 0;
-    if (HK__LIKELY(r != NULL)) {
-        u = r->free;
-        if (HK__LIKELY(u != NULL)) {
-            zone_unpoison(u, sizeof(void *));
-            r->free = *(unsigned char **)u;
-            word = (uint32_t)zone_hdr_load(zone_from_user(u)) & 0x7ffffu;
-        } else if (r->bump < r->nslots) {
-            u = r->first + (size_t)r->bump * r->stride + ZONE_HDR;
-            zone_unpoison(u - ZONE_HDR, ZONE_HDR);
-            word = zone_slot_word(r->bump, r->cls, 0);
-            __atomic_store_n(&r->bump, r->bump + 1, __ATOMIC_RELAXED);
-        }
-    }
-    if (HK__UNLIKELY(!u)) {
-        u = hk__zone_thr_refill(z, h, ci, &r, &word);
-        if (!u) return NULL;
-    }
-    uint32_t slack = r->stride - ZONE_OVERLAP - (uint32_t)n;
-    zone_blk *b = zone_from_user(u);
-    zone_hdr_store(b, zone_hdr_make(b, word | (slack << 19), HK_TAG_STATIC, ZB_SLOT_USED));
+/* The slow half of zone_thr_alloc (zone_threads.c): the heap lookup when
+ * the thread's cached entry is for another zone, a carve from the current
+ * run's untouched slots, or a refill. */
+void *hk__zone_thr_alloc_slow(hk_zone *z, size_t n);
+
+/* Makes slot u of run r (owned by h) a used block of n bytes, its header
+ * word being `w`; returns u. */
+static inline void *zone_thr_finish(zone_heap *h, zone_run *r, unsigned char *u, uint64_t w, size_t n) {
+    zone_hdr_store(zone_from_user(u), w);
     r->used++;
+    uint32_t slack = (uint32_t)w >> 19;
     zone_unpoison(u, n);
     if (slack > ZONE_OVERLAP) zone_poison(u + n, slack - ZONE_OVERLAP);
     __atomic_store_n(&h->slot_bytes, h->slot_bytes + r->stride, __ATOMIC_RELAXED);
@@ -121,12 +130,31 @@ static inline void *zone_thr_alloc(hk_zone *z, size_t n) {
     return u;
 }
 
+/* n <= ZONE_RUN_MAX_REQ bytes from the calling thread's heap; NULL: use the
+ * locked path. No lock, no read-modify-write. The inline part pops the
+ * current run's free list and turns the free header into the used one by
+ * one xor; anything else is hk__zone_thr_alloc_slow. */
+static inline void *zone_thr_alloc(hk_zone *z, size_t n) {
+    if (HK__LIKELY(hk__zone_tl_cur.zid == z->zid)) {
+        zone_heap *h = hk__zone_tl_cur.h;
+        zone_run *r = h->cls[zone_cls_of(n)].cur;
+        unsigned char *u;
+        if (HK__LIKELY(r != NULL && (u = r->free) != NULL)) {
+            zone_unpoison(u, sizeof(void *));
+            r->free = *(unsigned char **)u;
+            uint32_t slack = r->stride - ZONE_OVERLAP - (uint32_t)n;
+            return zone_thr_finish(h, r, u, zone_hdr_load(zone_from_user(u)) ^ zone_w_use_delta(slack), n);
+        }
+    }
+    return hk__zone_thr_alloc_slow(z, n);
+}
+
 /* Frees used slot b (header word w, verified) of run r owned by h, the
  * calling thread's heap. */
 static inline void zone_thr_free_owner(hk_zone *z, zone_heap *h, zone_blk *b, zone_run *r, uint64_t w) {
     uint32_t stride = r->stride, word = (uint32_t)w;
     unsigned char *u = zone_user(b);
-    zone_hdr_store(b, zone_hdr_make(b, word & 0x7ffffu, 0, ZB_SLOT_FREE));
+    zone_hdr_store(b, w ^ zone_w_use_delta(word >> 19));
     zone_unpoison(u, sizeof(void *));
     *(unsigned char **)u = r->free;
     r->free = u;
@@ -135,6 +163,42 @@ static inline void zone_thr_free_owner(hk_zone *z, zone_heap *h, zone_blk *b, zo
     __atomic_store_n(&h->slot_bytes, h->slot_bytes - stride, __ATOMIC_RELAXED);
     __atomic_store_n(&h->free_count, h->free_count + 1, __ATOMIC_RELAXED);
     if (--r->used == 0 || r->state == ZONE_RUN_FULL) hk__zone_thr_settle(z, h, r);
+}
+
+/* Frees p when it is a used slot of a run of the calling thread's own heap
+ * (the owner's path: no lock, no read-modify-write): 1. Otherwise 0 and
+ * nothing done: another thread's slot, a plain block, a bad pointer (the
+ * caller goes on to hk__zone_thr_free_fast and the locked path, which
+ * decide and report). p is validated as an integer before any header is
+ * read: inside the first region, 16-aligned, a used slot's header with its
+ * check, a run in range whose owner is this thread's heap and whose layout
+ * agrees with the header's class and index. */
+static inline int zone_thr_free_owned(hk_zone *z, void *p) {
+    if (HK__UNLIKELY(hk__zone_tl_cur.zid != z->zid)) return 0;
+    uintptr_t a = (uintptr_t)p, lo = (uintptr_t)z->thr_lo;
+    uintptr_t hi = (uintptr_t)__atomic_load_n(&z->thr_hi, __ATOMIC_RELAXED);
+    if (HK__UNLIKELY(a < lo + 2 * ZONE_HDR || a > hi - ZONE_HDR || (a & 15))) return 0;
+    zone_blk *b = (zone_blk *)(a - ZONE_HDR);
+    if (zone_is_poisoned(b, ZONE_HDR)) return 0;
+#ifdef HK__TSAN
+    /* a plain block's header is written under the lock without atomics:
+     * look before the atomic load (the same load without TSan) */
+    if (((zone_hdr_peek(b) >> 32) & 0xffffu) != (HK_TAG_STATIC | (ZB_SLOT_USED << 8))) return 0;
+#endif
+    uint64_t w = zone_hdr_load(b);
+    uint32_t word = (uint32_t)w, cls = (word >> 12) & 0x7fu, idx = word & 0xfffu;
+    if (HK__UNLIKELY(((w >> 32) & 0xffffu) != (HK_TAG_STATIC | (ZB_SLOT_USED << 8)) || cls >= ZONE_NCLS ||
+                     (uint16_t)(w >> 48) != zone_slot_chk(b, word, HK_TAG_STATIC, ZB_SLOT_USED)))
+        return 0;
+    uint32_t stride = zone_cls_stride(cls);
+    uintptr_t ra = a - ZONE_HDR - (uintptr_t)idx * stride - ZONE_RUN_SLOT0;
+    if (HK__UNLIKELY(ra < lo + ZONE_HDR || ra > a)) return 0;
+    zone_run *r = (zone_run *)ra;
+    if (HK__UNLIKELY(r->owner != hk__zone_tl_cur.hid || r->first != (unsigned char *)r + ZONE_RUN_SLOT0 ||
+                     r->stride != stride || idx >= r->bump))
+        return 0;
+    zone_thr_free_owner(z, hk__zone_tl_cur.h, b, r, w);
+    return 1;
 }
 
 #endif /* HEAPKIT_ZONE_THREADS_H */

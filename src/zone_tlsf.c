@@ -18,8 +18,22 @@
  *  - free_bytes and free_blocks are the sums over the free blocks.
  *  - with HK_FLAG_FILL every free block's payload past its links holds
  *    HK_FILL_FREE (the merge keeps it so: a swallowed header is filled).
+ *  - decay state (zone_decay.c): a free block made or grown by a merge is
+ *    dirty (not ZB_FREE_CLEAN) with the epoch bit z->decay_young, and its
+ *    bytes count in decay_new; a block carved from a free one keeps the
+ *    free one's state for its free remainder (the remainder's span lies
+ *    inside the old span, and only its header, outside its span, is
+ *    written). clean_bytes is the sum of the clean blocks' spans: listing
+ *    or unlisting a clean block, and carving one, adjust it.
  */
 #include "zone_internal.h"
+
+/* clean_bytes moves by a clean block's span (out of line: rare). */
+static HK__NOINLINE void zone_clean_add(hk_zone *z, const zone_blk *b, size_t size, int sign) {
+    uintptr_t lo;
+    size_t span = zone_free_span(z, b, size, &lo);
+    z->clean_bytes = sign > 0 ? z->clean_bytes + span : z->clean_bytes - span;
+}
 
 static inline void zone_insert(hk_zone *z, zone_blk *b) {
     unsigned fl, sl;
@@ -34,7 +48,13 @@ static inline void zone_insert(hk_zone *z, zone_blk *b) {
     z->fl_map |= 1u << fl;
     z->free_bytes += size;
     z->free_blocks++;
+    if (HK__UNLIKELY(b->bits & ZB_FREE_CLEAN)) zone_clean_add(z, b, size, 1);
     zone_poison((unsigned char *)b + sizeof(zone_blk), size - sizeof(zone_blk));
+}
+
+/* A clean block's span is counted out before its header changes. */
+static inline void zone_unclean(hk_zone *z, const zone_blk *b, size_t size) {
+    if (HK__UNLIKELY(b->bits & ZB_FREE_CLEAN)) zone_clean_add(z, b, size, -1);
 }
 
 /* The head of a list is recognised by heads[fl][sl], not by its back link:
@@ -60,6 +80,7 @@ static inline void zone_remove(hk_zone *z, zone_blk *b) {
     }
     z->free_bytes -= size;
     z->free_blocks--;
+    zone_unclean(z, b, size);
 }
 
 void hk__zone_list_insert(hk_zone *z, zone_blk *b) { zone_insert(z, b); }
@@ -95,6 +116,7 @@ zone_blk *hk__zone_take(hk_zone *z, size_t need, size_t align, size_t *bsize) {
     zone_blk *b = zone_find(z, search);
     if (!b) return NULL;
     size_t total = zone_bsize(b);
+    unsigned keep = b->bits & ZB_FREE_STATE; /* the free remainder's decay state */
     if (align <= 16) {
         zone_blk *nx = zone_next(b);
         if (total - need >= ZONE_MIN_BLOCK && HK__LIKELY(nx->size16 != 0)) {
@@ -105,11 +127,18 @@ zone_blk *hk__zone_take(hk_zone *z, size_t need, size_t align, size_t *bsize) {
             size_t rem = total - need;
             zone_blk *a = (zone_blk *)((unsigned char *)b + rem);
             if (zone_same_class(total, rem)) {
-                zone_set_hdr(b, rem, 0, b->bits & ZB_PREV_USED, 0);
+                if (HK__UNLIKELY(keep & ZB_FREE_CLEAN)) {
+                    /* the span loses the pages between the two ends (inline:
+                     * a growing zone carves its fresh, clean tail this way) */
+                    uintptr_t m = (uintptr_t)z->page - 1, lo = ((uintptr_t)b + sizeof(zone_blk) + m) & ~m;
+                    uintptr_t e1 = ((uintptr_t)b + total) & ~m, e2 = ((uintptr_t)b + rem) & ~m;
+                    z->clean_bytes -= (e1 > lo ? e1 : lo) - (e2 > lo ? e2 : lo);
+                }
+                zone_set_hdr(b, rem, 0, b->bits & (ZB_PREV_USED | ZB_FREE_STATE), 0);
                 z->free_bytes -= need;
             } else {
                 zone_remove(z, b);
-                zone_set_hdr(b, rem, 0, b->bits & ZB_PREV_USED, 0);
+                zone_set_hdr(b, rem, 0, b->bits & (ZB_PREV_USED | ZB_FREE_STATE), 0);
                 zone_insert(z, b);
             }
             zone_unpoison(a, sizeof(zone_blk));
@@ -133,7 +162,7 @@ zone_blk *hk__zone_take(hk_zone *z, size_t need, size_t align, size_t *bsize) {
             zone_unpoison(a, sizeof(zone_blk));
             a->prev_size = gap;
             zone_set_hdr(a, total - gap, 0, 0, 0);
-            zone_set_hdr(b, gap, 0, b->bits & ZB_PREV_USED, 0);
+            zone_set_hdr(b, gap, 0, b->bits & (ZB_PREV_USED | ZB_FREE_STATE), 0);
             zone_insert(z, b);
             b = a;
             total -= gap;
@@ -142,7 +171,7 @@ zone_blk *hk__zone_take(hk_zone *z, size_t need, size_t align, size_t *bsize) {
     if (total - need >= ZONE_MIN_BLOCK) {
         zone_blk *r = (zone_blk *)((unsigned char *)b + need);
         zone_unpoison(r, sizeof(zone_blk));
-        zone_set_hdr(r, total - need, 0, ZB_PREV_USED, 0);
+        zone_set_hdr(r, total - need, 0, ZB_PREV_USED | keep, 0);
         zone_next(r)->prev_size = total - need;
         zone_insert(z, r);
         *bsize = need;
@@ -159,6 +188,7 @@ zone_blk *hk__zone_take(hk_zone *z, size_t need, size_t align, size_t *bsize) {
 zone_blk *hk__zone_merge_insert(hk_zone *z, zone_blk *b) {
     size_t size = zone_bsize(b);
     unsigned prev_used = b->bits & ZB_PREV_USED;
+    z->decay_new += size;
     zone_blk *n = zone_next(b);
     if (!(n->bits & ZB_USED)) {
         zone_remove(z, n);
@@ -184,8 +214,9 @@ zone_blk *hk__zone_merge_insert(hk_zone *z, zone_blk *b) {
              * (and no cache misses on p's list neighbours). */
             zone_poison(b, size);
             z->free_bytes += size;
+            zone_unclean(z, p, psize);
             size += psize;
-            zone_set_hdr(p, size, 0, p->bits & ZB_PREV_USED, 0);
+            zone_set_hdr(p, size, 0, (p->bits & ZB_PREV_USED) | z->decay_young, 0);
             n = zone_next(p);
             n->prev_size = size;
             n->bits &= (uint8_t)~ZB_PREV_USED;
@@ -196,7 +227,7 @@ zone_blk *hk__zone_merge_insert(hk_zone *z, zone_blk *b) {
         prev_used = p->bits & ZB_PREV_USED;
         b = p;
     }
-    zone_set_hdr(b, size, 0, prev_used, 0);
+    zone_set_hdr(b, size, 0, prev_used | z->decay_young, 0);
     n = zone_next(b);
     n->prev_size = size;
     n->bits &= (uint8_t)~ZB_PREV_USED;
@@ -206,12 +237,13 @@ zone_blk *hk__zone_merge_insert(hk_zone *z, zone_blk *b) {
 
 size_t hk__zone_absorb_next(hk_zone *z, zone_blk *b, zone_blk *nx, size_t old, size_t need) {
     size_t total = old + zone_bsize(nx);
+    unsigned keep = nx->bits & ZB_FREE_STATE;
     zone_remove(z, nx);
     zone_unpoison(nx, sizeof(zone_blk));
     if (total - need >= ZONE_MIN_BLOCK) {
         zone_blk *r = (zone_blk *)((unsigned char *)b + need);
         zone_unpoison(r, sizeof(zone_blk));
-        zone_set_hdr(r, total - need, 0, ZB_PREV_USED, 0);
+        zone_set_hdr(r, total - need, 0, ZB_PREV_USED | keep, 0);
         zone_next(r)->prev_size = total - need;
         zone_insert(z, r);
         total = need;

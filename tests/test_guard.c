@@ -64,7 +64,8 @@ HKT_TEST(guard_leaks) {
     /* First test of the program, on a reservation of its own size: no stale
      * pointer from an earlier heap at the same addresses can make blocks look
      * reachable (the scan is conservative). */
-    hk_guard *g = mk((hk_guard_desc){.reserve = ((size_t)1 << 30) + 777 * pg()});
+    /* 16-aligned blocks: the padding tests below write past an end */
+    hk_guard *g = mk((hk_guard_desc){.reserve = ((size_t)1 << 30) + 777 * pg(), .align_min = 16});
     REQUIRE(g);
     guard_leak_make(g);
     guard_scrub();
@@ -157,7 +158,7 @@ HKT_TEST(guard_half_set_lock_hooks_refused) {
  * the block's free. */
 HKT_TEST(guard_paranoid_reports_damage_on_next_call) {
     for (int paranoid = 0; paranoid < 2; paranoid++) {
-        hk_guard *g = mk((hk_guard_desc){.flags = paranoid ? HK_FLAG_PARANOID : 0u});
+        hk_guard *g = mk((hk_guard_desc){.flags = paranoid ? HK_FLAG_PARANOID : 0u, .align_min = 16});
         REQUIRE(g);
         unsigned char *p = hk_guard_alloc(g, 100);
         REQUIRE(p);
@@ -201,11 +202,12 @@ HKT_TEST(guard_end_placement_and_fill) {
         size_t n = sizes[i];
         unsigned char *p = hk_guard_alloc(g, n);
         REQUIRE(p);
-        CHECK(((uintptr_t)p & 15) == 0);
-        size_t span = (n + 15) & ~(size_t)15;
+        size_t a = (n & (~n + 1)) < 16 ? (n & (~n + 1)) : 16; /* what its size needs, at most 16 */
+        CHECK(((uintptr_t)p & (a - 1)) == 0);
+        size_t span = (n + a - 1) & ~(a - 1);
         CHECK(page_aligned(p + span)); /* against the trailing guard */
+        CHECK_EQ(span, n);             /* ends on it: no padding after the block */
         CHECK_EQ(hk_fill_check(p, n, HK_FILL_ALLOC), n);
-        CHECK_EQ(hk_fill_check(p + n, span - n, HK_FILL_PAD), span - n);
         CHECK_EQ(hk_guard_usable_size(g, p), n);
         CHECK(hk_guard_owns(g, p));
         CHECK(!hk_guard_owns(g, p + 1));
@@ -229,6 +231,57 @@ HKT_TEST(guard_end_placement_and_fill) {
     CHECK_EQ(st.free_count, 8);
     CHECK_EQ(st.peak_used, 100000);
     hk_guard_destroy(g);
+}
+
+/* align_min = 16 (glibc's alignment for every block): an odd-sized block
+ * keeps padding after it, checked at free; an aligned request gets exactly
+ * its alignment, and a plain one never less than align_min. */
+HKT_TEST(guard_align_min_and_aligned_requests) {
+    hk_guard *g = mk((hk_guard_desc){.align_min = 16});
+    REQUIRE(g);
+    static const size_t sizes[] = {1, 13, 24, 100, 4095};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        size_t n = sizes[i], span = (n + 15) & ~(size_t)15;
+        unsigned char *p = hk_guard_alloc(g, n);
+        REQUIRE(p);
+        CHECK(((uintptr_t)p & 15) == 0);
+        CHECK(page_aligned(p + span));
+        CHECK_EQ(hk_fill_check(p + n, span - n, HK_FILL_PAD), span - n);
+        p = hk_guard_realloc(g, p, n + 1);
+        REQUIRE(p);
+        CHECK(((uintptr_t)p & 15) == 0);
+        CHECK_EQ(hk_guard_free(g, p), HK_OK);
+    }
+    hk_guard_destroy(g);
+    g = mk((hk_guard_desc){0});
+    REQUIRE(g);
+    unsigned char *q = hk_guard_alloc_aligned(g, 64, 50); /* asked 64: 14 bytes of padding kept */
+    REQUIRE(q);
+    CHECK(((uintptr_t)q & 63) == 0);
+    CHECK(page_aligned(q + 64));
+    CHECK_EQ(hk_fill_check(q + 50, 14, HK_FILL_PAD), 14);
+    CHECK_EQ(hk_guard_free(g, q), HK_OK);
+    q = hk_guard_alloc_aligned(g, 2, 24); /* asked less than the size needs: 8 */
+    REQUIRE(q);
+    CHECK(((uintptr_t)q & 7) == 0);
+    CHECK(page_aligned(q + 24));
+    CHECK_EQ(hk_guard_free(g, q), HK_OK);
+    q = hk_guard_realloc(g, NULL, 13); /* realloc places like alloc: on the guard */
+    REQUIRE(q);
+    CHECK(page_aligned(q + 13));
+    q = hk_guard_realloc(g, q, 22);
+    REQUIRE(q);
+    CHECK(((uintptr_t)q & 1) == 0);
+    CHECK(page_aligned(q + 22));
+    CHECK_EQ(hk_guard_free(g, q), HK_OK);
+    CHECK_EQ(errs.count, 0);
+    CHECK_EQ(hk_guard_check(g), HK_OK);
+    hk_guard_destroy(g);
+    /* align_min must be a power of two no larger than align */
+    CHECK(mk((hk_guard_desc){.align_min = 3}) == NULL);
+    CHECK_EQ(errs.last_kind, HK_EK_INVALID_ARG);
+    CHECK(mk((hk_guard_desc){.align = 8, .align_min = 16}) == NULL);
+    CHECK_EQ(errs.last_kind, HK_EK_INVALID_ARG);
 }
 
 HKT_TEST(guard_size_zero_is_unique_and_off_limits) {
@@ -263,7 +316,7 @@ HKT_TEST(guard_start_random_exact_zero) {
         REQUIRE(q);
         if (page_aligned(q))
             starts++;
-        else if (page_aligned(q + 48))
+        else if (page_aligned(q + 40)) /* 8-aligned: a 40-byte block ends on the guard */
             ends++;
         hk_guard_free(g, q);
     }
@@ -377,7 +430,7 @@ HKT_TEST(guard_misuse_reports) {
 }
 
 HKT_TEST(guard_padding_damage) {
-    hk_guard *g = mk((hk_guard_desc){0});
+    hk_guard *g = mk((hk_guard_desc){.align_min = 16}); /* padding after odd-sized blocks */
     REQUIRE(g);
     unsigned char *p = hk_guard_alloc(g, 13);
     poke(p, 13, 0);

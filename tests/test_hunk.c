@@ -269,7 +269,7 @@ HKT_TEST(sizes_near_size_max_fail_cleanly) {
 /* Damage tests write outside user bytes on purpose: ASan would stop them. */
 HKT_TEST(check_reports_damaged_canary_by_name) {
     if (hk__asan_enabled()) return;
-    hk_hunk *h = make(1 << 16, 0);
+    hk_hunk *h = make(1 << 16, HK_FLAG_CANARY);
     hk_hunk_alloc(h, 10, "fine");
     unsigned char *p = unbounded(hk_hunk_alloc(h, 20, "overrun"));
     hk_hunk_alloc(h, 10, "after");
@@ -288,7 +288,7 @@ HKT_TEST(check_reports_damaged_canary_by_name) {
 
 HKT_TEST(check_reports_damaged_sentinel) {
     if (hk__asan_enabled()) return;
-    hk_hunk *h = make(1 << 16, 0);
+    hk_hunk *h = make(1 << 16, HK_FLAG_CANARY); /* the high-end overrun below stays inside the canary */
     unsigned char *a = unbounded(hk_hunk_alloc(h, 16, "victim"));
     unsigned char saved[4];
     memcpy(saved, a - 16, 4);
@@ -382,7 +382,7 @@ HKT_TEST(reset_frees_both_ends) {
 
 HKT_TEST(paranoid_mode_reports_damage_at_next_call) {
     if (hk__asan_enabled()) return;
-    hk_hunk *h = make(1 << 16, HK_FLAG_PARANOID);
+    hk_hunk *h = make(1 << 16, HK_FLAG_PARANOID | HK_FLAG_CANARY);
     unsigned char *p = unbounded(hk_hunk_alloc(h, 8, "p"));
     CHECK_EQ(g_errs.count, 0);
     p[8] = 0;
@@ -454,7 +454,13 @@ typedef struct hmodel {
     size_t temp_total, temp_bytes;
 } hmodel;
 
-static size_t model_block(size_t n) { return 16 + ((n + 8 + 15) & ~(size_t)15); }
+/* Block length: header and n rounded up to 16 (at least 16), or with
+ * HK_FLAG_CANARY at least 8 canary bytes after n. */
+static int g_model_canary;
+static size_t model_block(size_t n) {
+    if (g_model_canary) return 16 + ((n + 8 + 15) & ~(size_t)15);
+    return 16 + ((n + (n == 0) + 15) & ~(size_t)15);
+}
 
 static void model_drop_temp(hmodel *m) {
     if (!m->temp) return;
@@ -469,8 +475,9 @@ typedef struct mmark {
     size_t used, bytes, blocks;
 } mmark;
 
-HKT_TEST(randomized_against_model) {
-    hk_hunk *h = make(1 << 19, HK_FLAG_QUIET);
+static void randomized_run(uint32_t flags) {
+    g_model_canary = (flags & HK_FLAG_CANARY) != 0;
+    hk_hunk *h = make(1 << 19, HK_FLAG_QUIET | flags);
     REQUIRE(h);
     hmodel m = {0};
     m.cap = capacity(h);
@@ -554,6 +561,9 @@ HKT_TEST(randomized_against_model) {
     }
     hk_hunk_destroy(h);
 }
+
+HKT_TEST(randomized_against_model) { randomized_run(0); }
+HKT_TEST(randomized_against_model_with_canary) { randomized_run(HK_FLAG_CANARY); }
 
 HKT_TEST(reused_name_buffer_records_the_new_text) {
     /* Quake passed one global buffer (loadname) for every model: the same
@@ -670,7 +680,7 @@ HKT_TEST(half_set_lock_hooks_are_refused) {
 /* Paranoid: the calls that only free or change the tenant run the check too. */
 HKT_TEST(paranoid_mode_checks_free_temp_and_tenant_calls) {
     if (hk__asan_enabled()) return;
-    hk_hunk *h = make(1 << 16, HK_FLAG_PARANOID);
+    hk_hunk *h = make(1 << 16, HK_FLAG_PARANOID | HK_FLAG_CANARY);
     unsigned char *p = unbounded(hk_hunk_alloc(h, 8, "p"));
     hk_hunk_alloc_temp(h, 32);
     p[8] = 0;
@@ -707,7 +717,7 @@ HKT_TEST(get_info_reports_both_ends_temp_and_tenant) {
     CHECK_EQ(in.high_blocks, 2);
     CHECK_EQ(in.low_used, 2 * (16 + 112));
     CHECK_EQ(in.temp_bytes, 16 + 1008);
-    CHECK_EQ(in.high_used, 16 + 32 + in.temp_bytes);
+    CHECK_EQ(in.high_used, 16 + 16 + in.temp_bytes); /* no canary: 10 bytes round up to 16 */
     CHECK_EQ(in.tenant_bytes, 256);
     CHECK_EQ(in.names_used, 5); /* unknown, a, b, c, temp */
     CHECK_EQ(hk_hunk_get_info(h, NULL), HK_ERR_INVALID);

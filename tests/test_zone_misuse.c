@@ -3,6 +3,7 @@
 #include "heapkit/zone.h"
 #include "hk_test.h"
 #include "internal.h"
+#include "zone_internal.h"
 
 /* The block at p with its provenance hidden from the compiler: the zone's
  * allocators are declared HK_MALLOC / HK_ALLOC_SIZE, so a deliberate write
@@ -353,5 +354,32 @@ HKT_TEST(wild_pointers_near_address_space_ends) {
     for (int i = 0; i < 40; i++) CHECK_EQ(k[i], 7);
     CHECK_EQ(hk_zone_check(z), HK_OK);
     CHECK_EQ(hk_zone_free(z, keep), HK_OK);
+    hk_zone_destroy(z);
+}
+
+/* The trim visits only the classes marked when one of their runs emptied
+ * (runs.trim_map): check fails when a class holding an empty run to give
+ * back lost its mark (the trim would then leave it pinned), and passes once
+ * it is back. */
+HKT_TEST(check_finds_empty_run_not_marked_for_trim) {
+    hkt_errors errs = {0};
+    hk_zone *z = mk(&errs, 0);
+    REQUIRE(z != NULL);
+    void *p = hk_zone_alloc(z, 200), *q = hk_zone_alloc(z, 200);
+    REQUIRE(p && q);
+    CHECK_EQ(hk_zone_free(z, p), HK_OK);
+    CHECK_EQ(hk_zone_free(z, q), HK_OK); /* its current run is empty now */
+    unsigned c = zone_cls_of(200);
+    REQUIRE(z->runs.cls[c].cur != NULL && z->runs.cls[c].cur->used == 0);
+    CHECK((z->runs.trim_map[c >> 6] >> (c & 63u)) & 1u);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    hkt_errors_reset(&errs);
+    errs.quiet = 1;
+    z->runs.trim_map[c >> 6] &= ~(1ull << (c & 63u));
+    CHECK_EQ(hk_zone_check(z), HK_ERR_CORRUPT);
+    CHECK_EQ(errs.last_kind, HK_EK_CORRUPT_STRUCTURE);
+    CHECK_STR_CONTAINS(errs.last_message, "not marked for the trim");
+    z->runs.trim_map[c >> 6] |= 1ull << (c & 63u);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
     hk_zone_destroy(z);
 }

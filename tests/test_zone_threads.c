@@ -11,6 +11,7 @@
 #include "heapkit/zone.h"
 #include "hk_test.h"
 #include "internal.h"
+#include "zone_threads.h"
 
 #include <pthread.h>
 
@@ -44,10 +45,10 @@ static size_t live_of(hk_zone *z) {
 
 /* ---- stress ---------------------------------------------------------------- */
 
-#define NT        4
-#define RING      256
-#define KEEP      64
-#define ITERS     20000
+#define NT    4
+#define RING  256
+#define KEEP  64
+#define ITERS 20000
 
 typedef struct {
     pthread_mutex_t mx;
@@ -198,7 +199,9 @@ HKT_TEST(stress_cross_thread_frees_exit_and_level_unload) {
     CHECK_EQ(c[0].bad + c[1].bad, 0);
     CHECK_EQ(rep.count, 0);
     CHECK_EQ(hk_zone_check(z), HK_OK);
-    CHECK_EQ(hk_zone_free_tags(z, 1, HK_ZONE_TAG_MAX), 2 * (size_t)(KEEP + 8) + 2 * (size_t)KEEP); /* the second round, and threads 0-1's first kept blocks */
+    CHECK_EQ(hk_zone_free_tags(z, 1, HK_ZONE_TAG_MAX),
+             2 * (size_t)(KEEP + 8) +
+                 2 * (size_t)KEEP); /* the second round, and threads 0-1's first kept blocks */
     CHECK_EQ(hk_zone_check(z), HK_OK);
     hk_stats s;
     hk_zone_stats(z, &s);
@@ -378,8 +381,6 @@ HKT_TEST(foreign_and_interior_pointer_from_other_thread_reported) {
     hk_zone_destroy(z);
 }
 
-
-
 /* the shared test header's single-threaded hook is not used here */
 static HK__UNUSED void (*t_unused_hook)(const hk_error *, void *) = hkt_on_error;
 
@@ -420,4 +421,26 @@ HKT_TEST(last_slot_written_whole_leaves_run_bookkeeping_intact) {
     CHECK_EQ(live_of(z), 0);
     CHECK_EQ(rep.count, 0);
     hk_zone_destroy(z);
+}
+
+/* The owner's paths turn a free slot header into a used one and back by one
+ * xor (zone_w_use_delta) instead of rehashing: for every class, index and
+ * slack the xor must give exactly the header zone_hdr_make computes. */
+HKT_TEST(slot_header_xor_matches_full_header) {
+    static zone_blk slots[64] __attribute__((aligned(16)));
+    int bad = 0, tried = 0;
+    for (size_t n = 0; n <= ZONE_RUN_MAX_REQ; n += 1 + n / 64) {
+        unsigned cls = zone_cls_of(n);
+        uint32_t slack = zone_cls_stride(cls) - ZONE_OVERLAP - (uint32_t)n;
+        for (uint32_t idx = 0; idx < 4096; idx += 97, tried++) {
+            const zone_blk *b = &slots[(idx + cls) & 63];
+            uint32_t word = zone_slot_word(idx, cls, 0);
+            uint64_t freew = zone_hdr_make(b, word, 0, ZB_SLOT_FREE);
+            uint64_t usedw = zone_hdr_make(b, word | (slack << 19), HK_TAG_STATIC, ZB_SLOT_USED);
+            if ((freew ^ zone_w_use_delta(slack)) != usedw) bad++;
+            if ((usedw ^ zone_w_use_delta(slack)) != freew) bad++;
+        }
+    }
+    CHECK(tried > 10000);
+    CHECK_EQ(bad, 0);
 }

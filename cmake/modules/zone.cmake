@@ -62,6 +62,17 @@ if(NOT HEAPKIT_SANITIZE_ANY)
     set_tests_properties(zone_preload_oom_sweep PROPERTIES LABELS no-sanitize TIMEOUT 120
       PASS_REGULAR_EXPRESSION "malloc oom sweep ok")
 
+    # Memory given back to the OS (issue 21): the RSS scenario at a small
+    # size, with the default decay and with HEAPKIT_DECAY_MS=0.
+    add_executable(zone_trim_prog ${PROJECT_SOURCE_DIR}/tests/zone_trim_prog.c)
+    target_compile_options(zone_trim_prog PRIVATE -fno-builtin)
+    add_test(NAME zone_preload_trim_decay COMMAND ${CMAKE_COMMAND} -E env LD_PRELOAD=$<TARGET_FILE:heapkit_malloc>
+      $<TARGET_FILE:zone_trim_prog> decay)
+    add_test(NAME zone_preload_trim_nodecay COMMAND ${CMAKE_COMMAND} -E env LD_PRELOAD=$<TARGET_FILE:heapkit_malloc>
+      HEAPKIT_DECAY_MS=0 $<TARGET_FILE:zone_trim_prog> nodecay)
+    set_tests_properties(zone_preload_trim_decay zone_preload_trim_nodecay PROPERTIES LABELS no-sanitize
+      TIMEOUT 60 PASS_REGULAR_EXPRESSION "trim ok")
+
     # Real programs from the machine, their output checked. lua5.4 and
     # sqlite3 come from .ci/install-deps.sh; a missing program is skipped.
     foreach(prog python perl gcc cmake lua sqlite)

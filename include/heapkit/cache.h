@@ -335,6 +335,55 @@ static inline void *hk_cache_deref_fast(hk_cache *c, hk_cache_handle h) {
     return hk__cache_deref_miss(c, h.value);
 }
 
+/* ---- reader: deref_fast for loops ---------------------------------------------
+ * hk_cache_deref_fast reads three words of the cache (its hot entries' base,
+ * the index mask and the clock) on every call: the call out of line on a miss
+ * may change the cache, so a compiler cannot keep them in registers across a
+ * loop, and those loads cost as much as the entry's. A reader is a copy of
+ * them in a local variable (whose address the cache never sees), so a loop
+ *
+ *   hk_cache_reader r = hk_cache_reader_of(c);
+ *   for (...) sum += *(int *)hk_cache_reader_deref(&r, h[i]);
+ *
+ * does one load of the handle's hot entry, one compare and the load of its
+ * address per access. Results, reports and the lock are those of
+ * hk_cache_deref_fast (a miss calls the same out-of-line path, then the
+ * reader takes the clock again). LRU: a hit marks the block as recent as of
+ * the clock value the reader holds, which is the clock when it was made or
+ * last missed: blocks reached through a reader after other calls advanced
+ * the clock rank below blocks reached since, until the reader misses (make
+ * a new reader after such calls when that matters). A reader stays usable
+ * as long as its cache exists, across any call. With lock hooks or
+ * HK_FLAG_PARANOID every access takes hk_cache_deref. O(1). */
+typedef struct hk_cache_reader {
+    hk_cache *cache; /* PRIVATE, all fields */
+    const hk__cache_hot *hot;
+    uint64_t tick_key;
+    uint32_t idx_mask;
+    uint32_t reserved;
+} hk_cache_reader;
+
+/* A reader of cache `c` (not NULL). O(1). */
+static inline hk_cache_reader hk_cache_reader_of(hk_cache *c) {
+    const hk__cache_view *v = (const hk__cache_view *)(const void *)c;
+    hk_cache_reader r;
+    r.cache = c;
+    r.hot = v->hot;
+    r.tick_key = v->tick_key;
+    r.idx_mask = v->idx_mask;
+    r.reserved = 0;
+    return r;
+}
+
+/* hk_cache_deref_fast through a reader (see above). */
+static inline void *hk_cache_reader_deref(hk_cache_reader *r, hk_cache_handle h) {
+    const hk__cache_hot *e = &r->hot[h.value & r->idx_mask];
+    if (hk__cache_hot_key(e) == (r->tick_key | h.value)) return e->data;
+    void *p = hk__cache_deref_miss(r->cache, h.value);
+    r->tick_key = ((const hk__cache_view *)(const void *)r->cache)->tick_key;
+    return p;
+}
+
 HK_API_END
 
 #ifdef __cplusplus

@@ -10,11 +10,15 @@
  *
  * With side END the block ends against the trailing guard, so an overrun
  * past the (aligned) end faults at once; with side START an underrun faults
- * at once; side RANDOM picks per allocation. The slack between the block and
- * the page edges is filled with HK_FILL_PAD and checked on free, by
- * hk_guard_check and at exit, so a 1-byte overrun hidden in the alignment
- * padding is still caught (late). Alignment 1 ("exact mode") leaves no
- * padding after the block: every overrun faults at once.
+ * at once; side RANDOM picks per allocation. A block is aligned only as
+ * much as its size needs (the largest power of two dividing it, within
+ * [desc.align_min, desc.align]), so by default its end is the guard page's
+ * first byte and a read or write just past it faults. The slack between
+ * the block and the page edges (before it; after it when align_min or an
+ * aligned request leaves some) is filled with HK_FILL_PAD and checked on
+ * free, by hk_guard_check and at exit, so an overwrite there is still
+ * caught (late). Alignment 1 ("exact mode") leaves no padding after any
+ * block, aligned requests included.
  *
  * Freed blocks are filled with HK_FILL_FREE, made inaccessible and kept in
  * a FIFO quarantine bounded by bytes and by count; only the oldest leave it,
@@ -160,7 +164,10 @@ typedef struct hk_guard_desc {
     void *error_user;
     hk_lock_hooks lock;       /* [internal mutex] */
     hk_guard_side side;       /* [HK_GUARD_SIDE_END] */
-    size_t align;             /* block alignment, power of two; 1 = exact mode [16] */
+    size_t align;             /* most alignment a block gets, power of two; 1 = exact mode [16]. A block of
+                                 n bytes from hk_guard_alloc/realloc is aligned to the largest power of two
+                                 dividing n, within [align_min, align], so with side END it ends on the
+                                 trailing guard whenever align_min divides n */
     size_t quarantine_bytes;  /* freed bytes (whole pages) kept inaccessible [8 MiB]; SIZE_MAX: unbounded */
     size_t quarantine_blocks; /* freed blocks kept inaccessible [8192]; SIZE_MAX: unbounded */
     uint32_t sample_rate;     /* 0 or 1: guard every allocation; N: one in N on average */
@@ -170,6 +177,9 @@ typedef struct hk_guard_desc {
     int skip_frames;          /* innermost frames to drop from recorded stacks (wrappers) [0] */
     hk_guard_backing backing; /* allocator for unguarded blocks [C library] */
     uint64_t seed;            /* randomness for side RANDOM and sampling [fixed] */
+    size_t align_min;         /* least alignment a block gets, power of two <= align [1]; align_min = align
+                                 aligns every block alike (glibc's 16: reads past odd-sized blocks then land
+                                 in padding, unseen) */
 } hk_guard_desc;
 
 /* Creates a guard heap. Returns NULL when desc is NULL, or after a report
@@ -185,15 +195,17 @@ hk_guard *hk_guard_create(const hk_guard_desc *desc);
  * destroy a heap whose blocks may still be touched. NULL is ignored. */
 void hk_guard_destroy(hk_guard *g);
 
-/* Allocates `size` bytes aligned to the heap's alignment (at least).
+/* Allocates `size` bytes aligned to the largest power of two dividing
+ * `size`, at least desc.align_min and at most desc.align (size 0: align).
  * size 0 returns a unique pointer whose every byte is off limits. Returns
  * NULL (reporting HK_EK_OVERFLOW or HK_EK_NOMEM) when the size overflows or
  * neither the reservation nor the backing allocator can serve it. Fresh
  * bytes are HK_FILL_ALLOC (zero with HK_FLAG_ZERO). O(1) + O(pages). */
 void *hk_guard_alloc(hk_guard *g, size_t size) HK_MALLOC HK_ALLOC_SIZE(2);
 
-/* Same with alignment `align` (power of two; below the heap's alignment
- * means the heap's), given before the size as in aligned_alloc. Non power
+/* Same with alignment `align` (power of two; below what the size needs,
+ * as for hk_guard_alloc, means that), given before the size as in
+ * aligned_alloc: the block is aligned to at least `align`. Non power
  * of two: HK_EK_INVALID_ARG, NULL. Alignments above the page size are
  * served unguarded by the backing allocator. */
 void *hk_guard_alloc_aligned(hk_guard *g, size_t align, size_t size) HK_MALLOC HK_ALLOC_ALIGN(2)

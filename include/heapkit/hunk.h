@@ -4,16 +4,20 @@
  * temp block on the high end.
  *
  *   low end                                              high end
- *   [hdr|block|canary][hdr|block|canary] ...free... [hdr|block|canary]
- *   ^ base             low_used ->        <- high_used           base+size ^
+ *   [hdr|block][hdr|block] ...........free........... [hdr|block]
+ *   ^ base      low_used ->            <- high_used       base+size ^
  *
  * Every block carries a header right before its user bytes: the sentinel
  * 0x1df001ed ("id fooled", as in Quake), a sequence number, the requested
- * size, the name (as an index into the hunk's name table) and flags. After
- * the user bytes come canary bytes filled with HK_FILL_PAD, up to the next
- * 16-byte boundary. Alignment above 16 adds a padding block of its own.
- * hk_hunk_check verifies every sentinel, size and canary. Bytes per block
- * and of the control block: docs/hunk.md.
+ * size, the name (as an index into the hunk's name table) and flags; the
+ * user bytes are rounded up to 16 (a block of n bytes takes
+ * 16 + round_up(max(n, 1), 16) bytes, as Quake's did). With HK_FLAG_CANARY
+ * a block also carries 8 to 23 canary bytes of HK_FILL_PAD after its user
+ * bytes (16 + round_up(n + 8, 16) bytes). Alignment above 16 adds a padding
+ * block of its own. hk_hunk_check verifies every sentinel, size and flag
+ * and, for blocks made with HK_FLAG_CANARY, every canary; without it an
+ * overrun is found when it reaches the next block's header. Bytes per
+ * block and of the control block: docs/hunk.md.
  *
  * Names: the hunk keeps a table of up to HK_HUNK_NAMES distinct names of up
  * to HK_HUNK_NAME_MAX bytes (copied, so the caller's string need not
@@ -39,8 +43,16 @@ HK_API_BEGIN
 
 typedef struct hk_hunk hk_hunk;
 
-/* The hunk has no flags of its own; it understands HK_FLAG_ZERO, HK_FLAG_FILL,
- * HK_FLAG_PARANOID and HK_FLAG_QUIET. Canaries are always on in the hunk. */
+/* The hunk has no flags of its own; it understands, with what each costs an
+ * allocation (measured figures: docs/hunk.md):
+ *   (none)           the fast path: a 16-byte header, about a bump pointer.
+ *   HK_FLAG_CANARY   a trailing canary per block (8..23 bytes, three 8-byte
+ *                    stores, often on a second cache line), checked by
+ *                    check; takes the general (out-of-line) path.
+ *   HK_FLAG_ZERO / HK_FLAG_FILL  zero or fill the user bytes: O(size).
+ *   HK_FLAG_PARANOID the full check after every call: O(blocks) each.
+ *   HK_FLAG_QUIET    no default error handler; free.
+ * Lock hooks, a sanitizer, Valgrind or a tenant also take the general path. */
 
 #define HK_HUNK_NAME_MAX      16  /* names are truncated to this many bytes (NUL excluded) */
 #define HK_HUNK_NAMES         128 /* distinct names a hunk remembers, "unknown" and "(other)" included */
@@ -193,7 +205,8 @@ hk_result hk_hunk_set_tenant_range(hk_hunk *h, void *start, size_t size);
 /* Introspection (see heapkit.h): stats O(1); walk visits low blocks from the
  * bottom up, then high blocks from the most recent (lowest) up, O(blocks);
  * check (O(bytes of canaries + blocks)) verifies every
- * sentinel, size and canary and reports the first damaged block by name and
+ * sentinel, size and flag, and every canary of blocks made with
+ * HK_FLAG_CANARY, and reports the first damaged block by name and
  * address, returning HK_ERR_CORRUPT. */
 hk_result hk_hunk_stats(const hk_hunk *h, hk_stats *out);
 int hk_hunk_walk(hk_hunk *h, hk_walk_fn fn, void *user);

@@ -103,6 +103,8 @@
 #include "heapkit/heapkit.h"
 #include "heapkit/detail/handles.h"
 
+#include <string.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -403,6 +405,88 @@ int hk_pool_list_each(hk_pool *p, hk_pool_list list, hk_pool_visit_fn fn, void *
  * path) inside a defer scope; fn may free any object. Objects allocated
  * during the call may or may not be visited. O(capacity + overflow). */
 int hk_pool_each(hk_pool *p, hk_pool_visit_fn fn, void *user);
+
+/* ---- inline list iteration -------------------------------------------------
+ *
+ *   hk_pool_iter it;
+ *   for (it = hk_pool_iter_begin(p, list); (obj = hk_pool_iter_next(&it)) != NULL;) {
+ *       ... it.id is obj's ID; free, remove, add or move anything ...
+ *   }
+ *
+ * The same visits as hk_pool_list_each (the members on the list when the
+ * first hk_pool_iter_next runs and still on it when their turn comes;
+ * objects added meanwhile are not visited; nested iterations of one list
+ * are allowed) and the same defer scope: from the first hk_pool_iter_next
+ * until the one that returns NULL, frees are deferred, so every pointer the
+ * loop holds stays valid and no slot is reused. Leaving the loop early
+ * (break, return, goto) requires hk_pool_iter_end(&it), which closes the
+ * scope; without it the pool stays in a defer scope and keeps a pointer to
+ * `it`. Between the first next and the end, `it` must stay where it is (the
+ * pool fixes it up when members leave the list): do not copy or move it.
+ * Cost: a step over a fast slot is inline, a compare, two loads (the next
+ * link and the ID) and an address computation, as a raw intrusive list;
+ * the first and last steps, overflow objects, and every step of a pool
+ * with lock hooks (which then takes the lock for each step) go out of
+ * line. Thread-safety: as the pool. */
+
+/* PRIVATE: a running iteration's frame, fixed up by the pool when a member
+ * leaves the list (the same frame hk_pool_list_each uses). */
+typedef struct hk__pool_iter_frame {
+    struct hk__pool_iter_frame *up;
+    uint32_t list; /* list index */
+    uint32_t next; /* slot to visit next; HK__POOL_ITER_END when done */
+    uint32_t last; /* last slot to visit */
+} hk__pool_iter_frame;
+
+#define HK__POOL_ITER_END   0xFFFFFFFFu /* no slot: the iteration is over */
+#define HK__POOL_ITER_START 0xFFFFFFFEu /* before the first step */
+
+typedef struct hk_pool_iter {
+    hk_pool_id id; /* the current object's ID (after hk_pool_iter_next returned it) */
+    void *obj;     /* the current object, NULL before the first step and after the last */
+    /* PRIVATE from here on */
+    hk__pool_iter_frame f;
+    hk_pool *p;
+    uint32_t handle; /* the list's handle */
+    uint32_t cap;    /* fast slots the inline step takes (0: every step out of line) */
+    uint32_t state;  /* 0 not started, 1 running, 2 done */
+    uint32_t reserved;
+    const unsigned char *lnext; /* address of slot 0's next link on the list's link slot */
+    size_t rstride;             /* bytes between two slots' links */
+    const uint32_t *words;      /* the IDs of the fast slots */
+    unsigned char *base;        /* fast slot 0's object */
+    size_t stride;              /* bytes between two fast objects */
+} hk_pool_iter;
+
+/* An iteration over `list`, not started (nothing happens in the pool until
+ * the first hk_pool_iter_next). A bad list (or a NULL pool) is reported and
+ * gives an iteration that visits nothing. O(1). */
+hk_pool_iter hk_pool_iter_begin(hk_pool *p, hk_pool_list list);
+
+/* The out-of-line step: the first and the last, overflow objects, locked
+ * pools. Same contract as hk_pool_iter_next. */
+void *hk__pool_iter_step(hk_pool_iter *it);
+
+/* The next member (its ID in it->id), or NULL when the iteration is over
+ * (the defer scope is then closed, releasing what was freed inside it).
+ * Calling it again after NULL returns NULL. O(1) (the last step:
+ * O(objects released)). */
+static inline void *hk_pool_iter_next(hk_pool_iter *it) {
+    uint32_t s = it->f.next;
+    if (HK_POOL__LIKELY(s < it->cap)) {
+        uint32_t n;
+        memcpy(&n, it->lnext + (size_t)s * it->rstride, sizeof n);
+        it->f.next = s == it->f.last ? HK__POOL_ITER_END : n;
+        it->id.value = it->words[s];
+        return it->obj = it->base + (size_t)s * it->stride;
+    }
+    return hk__pool_iter_step(it);
+}
+
+/* Ends an iteration before hk_pool_iter_next returned NULL: closes its
+ * defer scope (releasing what was freed inside). Harmless on an iteration
+ * that is over or never started. O(1) + O(objects released). */
+void hk_pool_iter_end(hk_pool_iter *it);
 
 /* Opens / closes a defer scope (nestable; e.g. around a whole tick). When
  * the outermost scope closes, the objects freed inside are released. end

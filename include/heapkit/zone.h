@@ -132,7 +132,8 @@ typedef struct hk_zone_desc {
      * so pointer checks stay cheap. Where the reservation is refused or used
      * up, chunks become new regions. A request larger than the chunk gets a
      * region of its own, returned to the OS as soon as it is entirely free
-     * again; other memory is kept for reuse until destroy. */
+     * again; other memory keeps its address space until destroy, while its
+     * free pages go back to the OS by decay (decay_ms) or hk_zone_trim. */
     size_t grow_size;
     size_t max_size;  /* cap on the total capacity when growing (0: no cap) */
     int purge_level;  /* tags >= this are purgeable (0: HK_TAG_PURGELEVEL) */
@@ -141,6 +142,13 @@ typedef struct hk_zone_desc {
     hk_error_fn on_error;
     void *error_user;
     hk_lock_hooks lock;
+    /* Decay time in milliseconds of free memory the zone took from the OS:
+     * pages that stay free this long are given back to the OS (their
+     * address space kept), between half of it and all of it after they
+     * were freed, when the zone is called meanwhile (see hk_zone_trim). 0
+     * means 500 ms; negative: never by time, only by hk_zone_trim. Caller
+     * memory is never given back; nothing is with HK_FLAG_FILL. */
+    int decay_ms;
 } hk_zone_desc;
 
 /* Everything an allocation can say, for hk_zone_alloc_ex. Zero fields mean:
@@ -203,10 +211,9 @@ void *hk_zone_alloc_ex(hk_zone *z, const hk_zone_alloc_desc *d);
 void *hk_zone_calloc(hk_zone *z, size_t count, size_t size) HK_MALLOC HK_ALLOC_SIZE2(2, 3);
 
 /* `size` bytes aligned to `align` (a power of two up to 2^34; 0 and powers
- * of two below 16 mean 16; any other value, 3 or 48 say, is refused), tag HK_TAG_STATIC, like C's aligned_alloc (alignment first);
- * the alignment is kept when the block is reallocated. Bad alignment
- * reports HK_EK_INVALID_ARG and returns NULL; otherwise fails as
- * hk_zone_alloc. O(1). */
+ * of two below 16 mean 16; any other value, 3 or 48 say, is refused), tag HK_TAG_STATIC, like C's
+ * aligned_alloc (alignment first); the alignment is kept when the block is reallocated. Bad alignment reports
+ * HK_EK_INVALID_ARG and returns NULL; otherwise fails as hk_zone_alloc. O(1). */
 void *hk_zone_alloc_aligned(hk_zone *z, size_t align, size_t size) HK_MALLOC HK_ALLOC_ALIGN(2)
     HK_ALLOC_SIZE(3);
 
@@ -290,19 +297,44 @@ hk_result hk_zone_where(hk_zone *z, const void *addr, hk_block_info *info);
 
 /* Zone-specific counters (hk_zone_stats gives the common ones). */
 typedef struct hk_zone_info {
-    size_t control_bytes;    /* the control block at the start of the first region */
-    size_t grown_bytes;      /* OS memory taken by growth (regions of one large request not counted) */
-    uint32_t regions;        /* regions in use */
-    int purge_level;         /* tags >= this are purgeable */
-    size_t runs;             /* small-block runs */
-    size_t run_bytes;        /* bytes of the runs' blocks (slots, free or used, and run headers) */
-    size_t slot_bytes;       /* bytes of the used slots */
-    size_t untracked_blocks; /* live plain blocks without a tag record (slots not counted) */
-    uint64_t purge_count;    /* blocks purged since creation */
-    uint64_t grow_count;     /* times the zone grew from the OS */
+    size_t control_bytes;     /* the control block at the start of the first region */
+    size_t grown_bytes;       /* OS memory taken by growth (regions of one large request not counted) */
+    uint32_t regions;         /* regions in use */
+    int purge_level;          /* tags >= this are purgeable */
+    size_t runs;              /* small-block runs */
+    size_t run_bytes;         /* bytes of the runs' blocks (slots, free or used, and run headers) */
+    size_t slot_bytes;        /* bytes of the used slots */
+    size_t untracked_blocks;  /* live plain blocks without a tag record (slots not counted) */
+    uint64_t purge_count;     /* blocks purged since creation */
+    uint64_t grow_count;      /* times the zone grew from the OS */
+    size_t decommitted_bytes; /* free bytes whose pages are given back to the OS now (counted in free) */
+    uint64_t decommit_count;  /* page ranges given back since creation */
 } hk_zone_info;
 /* Fills *out. HK_ERR_INVALID for NULL arguments. O(1). */
 hk_result hk_zone_get_info(const hk_zone *z, hk_zone_info *out);
+
+/* Gives the zone's free memory back to the OS now, keeping its address
+ * space (malloc_trim). First the empty small-block runs kept for reuse go
+ * back to the free blocks: the zone's own spare runs and empty current
+ * runs, every thread heap's spare run (HK_ZONE_THREADS; a live thread's
+ * current run stays), and the empty runs of abandoned heaps (after
+ * collecting their remote frees); then every whole page of every free
+ * block (past its first 32 bytes) that is not given back yet is, with
+ * madvise(MADV_DONTNEED) on POSIX hosts: the resident size drops at once.
+ * Blocks later carved from that memory fault fresh pages in as they are
+ * written. Returns the bytes given back by this call (0 for NULL, for a
+ * zone on caller memory only, with HK_FLAG_FILL, or when nothing was
+ * left). Statistics do not change (free memory stays free, in
+ * hk_zone_info.decommitted_bytes); check still passes. The OS refusing a
+ * range leaves those pages resident (tried again at the next trim); no
+ * report. Thread-safety: takes the zone's lock; with HK_ZONE_THREADS it
+ * may run while other threads allocate and free (spare runs are taken
+ * from their heaps atomically). O(free blocks of at least a page + runs
+ * given back + heaps x classes), plus one madvise per range given back.
+ * Memory freed later is given back by the decay (hk_zone_desc.decay_ms),
+ * which reads the clock only on slow paths (a run filled or emptied, a
+ * plain block freed): a zone nobody calls keeps its pages until trimmed. */
+size_t hk_zone_trim(hk_zone *z);
 
 /* Z_DumpHeap: writes every block (address, size, tag, owner, name, site),
  * every run, and totals per tag to fn (NULL: hk_print_file, with user the

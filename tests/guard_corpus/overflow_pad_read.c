@@ -1,4 +1,6 @@
-/* Bug: reads the byte after a 13-byte block (hidden in padding unless --exact). */
+/* Bug: reads the byte after a 13-byte block. Faults by default (the block
+ * ends on the guard page); with --align-all the read lands in padding and
+ * nothing can see it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

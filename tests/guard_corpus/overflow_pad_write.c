@@ -1,6 +1,7 @@
-/* Bug: a 13-byte name buffer gets its terminator at [13]. With the default
- * 16-byte alignment the byte lands in padding (caught when the block is
- * freed); with --exact it faults at the write. */
+/* Bug: a 13-byte name buffer gets its terminator at [13]. The block is
+ * aligned only as its size needs (to 1), so it ends on the guard page and
+ * the write faults; with --align-all (16-byte alignment) the byte lands in
+ * padding and is caught when the block is freed. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
