@@ -336,8 +336,10 @@ HK__HIDDEN hk_result hk_os_fault_register(hk_os_fault_fn fn, void *user);
  * "access violation" or "in-page error"); when the callbacks return, or
  * one ends them with hk_os_abort, it passes the exception on
  * (EXCEPTION_CONTINUE_SEARCH): an attached debugger stops at the faulting
- * instruction, else the program's handlers or crash reporter, else the
- * process ends with status 0xC0000005. No alternate stack: the handler
+ * instruction, else the program's handlers, else the previously installed
+ * top-level filter (crash reporter); when none takes a fault a callback
+ * reported, heapkit's filter ends the process with its code (0xC0000005).
+ * No alternate stack: the handler
  * runs on the faulting thread's stack (hk_os_fault_thread_init keeps room
  * for it with SetThreadStackGuarantee). */
 
