@@ -20,7 +20,7 @@
  *                       thread exit (FLS callbacks), process helpers
  *   os_win32_stack.c    RtlCaptureStackBackTrace
  *   os_win32_fault.c    the vectored exception handler and its callbacks
- *   os_win32_symbols.c  module + export lookup, DbgHelp for names and lines
+ *   os_win32_symbols.c  module + export lookup, COFF symbols, DbgHelp
  *   os_win32_world.c    stopping the other threads (SuspendThread)
  * Where the hosts differ, the comment of the function says so ("Windows:").
  * The host layer calls no allocator and names none: the guard heap, for
@@ -76,9 +76,7 @@ HK__HIDDEN hk_result hk_os_decommit(void *p, size_t size);
  * a page faults in a fresh zero page. The contents are lost. On POSIX
  * madvise(MADV_DONTNEED), which lowers the resident size at once
  * (MADV_FREE would leave the pages counted until the kernel needs them);
- * on Windows a decommit followed by a commit of the same range (when the
- * commit is refused, HK_ERR_NOMEM and the range stays decommitted: only
- * for ranges nothing reads meanwhile).
+ * on Windows it would be a decommit followed by a commit of the same range.
  * Not an acquisition: the failure point never fires here. p page-aligned;
  * size is rounded up to pages. HK_ERR_INVALID for a bad range or when the
  * OS refuses (the pages then stay as they were). Thread-safe; O(pages). */
@@ -118,7 +116,7 @@ HK__HIDDEN hk_result hk_os_discard(void *p, size_t n);
 HK__HIDDEN hk_result hk_os_map_own(void *p, size_t n, int rw);
 
 /* One byte per page of [p, p+n) into vec, bit 0 = resident (mincore;
- * Windows: in the working set, K32QueryWorkingSetEx, else committed).
+ * Windows: QueryWorkingSetEx, or committed where that cannot tell).
  * Returns 0 on success. */
 HK__HIDDEN int hk_os_resident(void *p, size_t n, unsigned char *vec);
 
@@ -226,9 +224,8 @@ typedef struct hk_os_thread_state {
 } hk_os_thread_state;
 typedef void (*hk_os_world_fn)(const hk_os_thread_state *threads, int n, void *user);
 
-/* Stops every other thread of the process (POSIX: a signal each: each
- * records its stack pointer and registers and waits; Windows: SuspendThread
- * and GetThreadContext), calls fn with the stopped
+/* Stops every other thread of the process (a signal each: each records
+ * its stack pointer and registers and waits), calls fn with the stopped
  * threads' states, then resumes them. A thread that does not answer within
  * half a second (it blocks the signal, or exited meanwhile) is left out
  * and keeps running. fn must not allocate or take locks other threads may
@@ -339,8 +336,10 @@ HK__HIDDEN hk_result hk_os_fault_register(hk_os_fault_fn fn, void *user);
  * "access violation" or "in-page error"); when the callbacks return, or
  * one ends them with hk_os_abort, it passes the exception on
  * (EXCEPTION_CONTINUE_SEARCH): an attached debugger stops at the faulting
- * instruction, else the program's handlers or crash reporter, else the
- * process ends with status 0xC0000005. No alternate stack: the handler
+ * instruction, else the program's handlers, else the previously installed
+ * top-level filter (crash reporter); when none takes a fault a callback
+ * reported, heapkit's filter ends the process with its code (0xC0000005).
+ * No alternate stack: the handler
  * runs on the faulting thread's stack (hk_os_fault_thread_init keeps room
  * for it with SetThreadStackGuarantee). */
 

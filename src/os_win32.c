@@ -26,6 +26,8 @@
 
 #include <io.h>
 #include <windows.h>
+
+#include <psapi.h>
 #ifdef HK_WIN32_PTHREAD_EXIT
 #include <pthread.h>
 #endif
@@ -144,16 +146,13 @@ hk_result hk_os_decommit(void *p, size_t size) {
     return VirtualFree(p, len, MEM_DECOMMIT) ? HK_OK : HK_ERR_INVALID;
 }
 
-/* Decommit then commit: the pages go back and the range reads as zero
- * pages again (MEM_RESET would leave the contents undefined and the pages
- * counted in the working set). Between the two calls the range is
- * inaccessible for a moment: the zone gives back only the inside of free
- * blocks, which no valid pointer's header lies in. */
 hk_result hk_os_unback(void *p, size_t size) {
     size_t len;
     if (!page_range_ok(p, size) || !round_pages(size, &len)) return HK_ERR_INVALID;
+    /* decommit then commit: fresh zero pages on the next touch, the range
+     * readable and writable throughout the caller's view */
     if (!VirtualFree(p, len, MEM_DECOMMIT)) return HK_ERR_INVALID;
-    return VirtualAlloc(p, len, MEM_COMMIT, PAGE_READWRITE) ? HK_OK : HK_ERR_NOMEM;
+    return os_commit(p, len, PAGE_READWRITE) == HK_OK ? HK_OK : HK_ERR_INVALID;
 }
 
 hk_result hk_os_prefault(void *p, size_t size) {
@@ -209,47 +208,29 @@ hk_result hk_os_map_own(void *p, size_t n, int rw) {
     return os_commit(p, n, PAGE_READWRITE) == HK_OK ? HK_OK : HK_ERR_NOMEM;
 }
 
-/* One entry of QueryWorkingSetEx (psapi's PSAPI_WORKING_SET_EX_INFORMATION:
- * the address, then flags whose bit 0 says the page is in the working set). */
-typedef struct os_wsx {
-    void *va;
-    ULONG_PTR flags;
-} os_wsx;
-typedef BOOL(WINAPI *os_wsx_fn)(HANDLE, PVOID, DWORD);
-
-/* Residency from the working set (K32QueryWorkingSetEx, kernel32 since
- * Windows 7): 0, or -1 when the call is not there or fails. */
-static int os_resident_wsx(unsigned char *at, size_t np, unsigned char *vec) {
-    static os_wsx_fn fn;
-    static int looked;
-    if (!__atomic_load_n(&looked, __ATOMIC_ACQUIRE)) {
-        HMODULE k32 = GetModuleHandleA("kernel32.dll");
-        os_wsx_fn f = k32 ? (os_wsx_fn)(void (*)(void))GetProcAddress(k32, "K32QueryWorkingSetEx") : NULL;
-        __atomic_store_n(&fn, f, __ATOMIC_RELAXED);
-        __atomic_store_n(&looked, 1, __ATOMIC_RELEASE);
-    }
-    os_wsx_fn f = __atomic_load_n(&fn, __ATOMIC_RELAXED);
-    if (!f) return -1;
-    size_t ps = hk_os_page_size();
-    os_wsx buf[256];
-    for (size_t i = 0; i < np;) {
-        size_t k = np - i < 256 ? np - i : 256;
-        for (size_t j = 0; j < k; j++) buf[j].va = at + (i + j) * ps, buf[j].flags = 0;
-        if (!f(GetCurrentProcess(), buf, (DWORD)(k * sizeof buf[0]))) return -1;
-        for (size_t j = 0; j < k; j++) vec[i + j] = (unsigned char)(buf[j].flags & 1u);
-        i += k;
-    }
-    return 0;
-}
-
+/* Residency from the working set (QueryWorkingSetEx: one entry per page,
+ * asked 64 pages at a time); where the system cannot tell, committed pages
+ * count as resident (the caller then scans more, never less). */
 int hk_os_resident(void *p, size_t n, unsigned char *vec) {
     size_t ps = hk_os_page_size();
-    {
-        unsigned char *lo = (unsigned char *)((uintptr_t)p & ~(uintptr_t)(ps - 1));
-        size_t np = ((size_t)((unsigned char *)p + n - lo) + ps - 1) / ps;
-        if (os_resident_wsx(lo, np, vec) == 0) return 0;
+    size_t np = (n + ((uintptr_t)p & (ps - 1)) + ps - 1) / ps;
+    uintptr_t first = (uintptr_t)p & ~(uintptr_t)(ps - 1);
+    bool ws_ok = true;
+    for (size_t done = 0; done < np && ws_ok;) {
+        PSAPI_WORKING_SET_EX_INFORMATION ws[64];
+        size_t k = np - done > 64 ? 64 : np - done;
+        for (size_t i = 0; i < k; i++) {
+            memset(&ws[i], 0, sizeof ws[i]);
+            ws[i].VirtualAddress = (void *)(first + (done + i) * ps);
+        }
+        if (!K32QueryWorkingSetEx(GetCurrentProcess(), ws, (DWORD)(k * sizeof ws[0]))) {
+            ws_ok = false;
+            break;
+        }
+        for (size_t i = 0; i < k; i++) vec[done + i] = ws[i].VirtualAttributes.Valid ? 1 : 0;
+        done += k;
     }
-    /* without the working-set query: committed pages count as resident */
+    if (ws_ok) return 0;
     unsigned char *at = (unsigned char *)((uintptr_t)p & ~(uintptr_t)(ps - 1));
     unsigned char *end = (unsigned char *)p + n;
     size_t i = 0;

@@ -13,13 +13,16 @@
  * handler's own frames, no system frame crossed); either way the handler
  * then returns EXCEPTION_CONTINUE_SEARCH, so a debugger, the program's
  * handlers or the crash reporter see the exception exactly as without
- * heapkit. A fault inside hk_os_protected_call on the same thread resumes
- * in a landing function that jumps back to the call (the exception is
- * dismissed with EXCEPTION_CONTINUE_EXECUTION). The handler never
- * re-enters: a fault while one is being described ends the process at
- * once (same thread) or waits for that description to finish (another
- * thread). The per-thread escape points live in TLS slots (TlsAlloc),
- * never in the C runtime's emulated thread-locals, which may allocate.
+ * heapkit. A reported fault that nobody handles reaches heapkit's
+ * top-level filter, which hands it to the filter installed before it (a
+ * crash reporter), if any, and otherwise ends the process with the
+ * exception code at once (no error dialog, a fixed exit status); faults
+ * heapkit did not report pass through untouched. A fault inside hk_os_protected_call on the same thread
+ * resumes in a landing function that jumps back to the call (the exception is dismissed with
+ * EXCEPTION_CONTINUE_EXECUTION). The handler never re-enters: a fault while one is being described ends the
+ * process at once (same thread) or waits for that description to finish (another thread). The per-thread
+ * escape points live in TLS slots (TlsAlloc), never in the C runtime's emulated thread-locals, which may
+ * allocate.
  */
 #ifndef WIN32_LEAN_AND_MEAN
 #define WIN32_LEAN_AND_MEAN 1
@@ -41,6 +44,10 @@ static int fault_ncbs;
 static int fault_installed; /* 0 no, 1 installing or installed */
 static int fault_install_rc;
 static DWORD fault_owner; /* the thread whose fault is being described, 0 when none */
+/* the last fault a callback reported (ended with hk_os_abort): its
+ * instruction and address, for the top-level filter */
+static void *fault_reported_pc, *fault_reported_addr;
+static LPTOP_LEVEL_EXCEPTION_FILTER fault_prev_filter;
 /* TLS slots: this thread's protected call in progress and the callbacks'
  * escape point (each a __builtin_setjmp buffer), or NULL */
 static DWORD fault_tls_protect = TLS_OUT_OF_INDEXES, fault_tls_abort = TLS_OUT_OF_INDEXES;
@@ -83,7 +90,8 @@ static void fault_describe(hk_os_fault *f, const EXCEPTION_RECORD *er, const CON
         ULONG_PTR kind = er->ExceptionInformation[0]; /* 0 read, 1 write, 8 execute (DEP) */
         f->access = kind == 1 ? HK_OS_ACCESS_WRITE : kind == 0 ? HK_OS_ACCESS_READ : HK_OS_ACCESS_UNKNOWN;
     }
-    if (f->pc && hk_os_readable(f->pc, 16)) f->access_size = hk_os_x86_access_size((const unsigned char *)f->pc);
+    if (f->pc && hk_os_readable(f->pc, 16))
+        f->access_size = hk_os_x86_access_size((const unsigned char *)f->pc);
     const DWORD64 regs[HK_OS_FAULT_NREGS] = {ctx->Rax, ctx->Rbx, ctx->Rcx, ctx->Rdx, ctx->Rsi, ctx->Rdi,
                                              ctx->Rbp, ctx->R8,  ctx->R9,  ctx->R10, ctx->R11, ctx->R12,
                                              ctx->R13, ctx->R14, ctx->R15, ctx->Rsp};
@@ -101,22 +109,41 @@ static void fault_describe(hk_os_fault *f, const EXCEPTION_RECORD *er, const CON
     if (f->nframes <= 1 && !hk_os_readable(f->pc, 1)) {
         f->nframes = 0;
         if (f->pc) f->frames[f->nframes++] = f->pc;
-        f->nframes +=
-            hk_os_fp_walk((uintptr_t)ctx->Rbp, (uintptr_t)ctx->Rsp, f->frames + f->nframes, HK_OS_FAULT_FRAMES - 1,
-                                  hk_os_readable);
+        f->nframes += hk_os_fp_walk((uintptr_t)ctx->Rbp, (uintptr_t)ctx->Rsp, f->frames + f->nframes,
+                                    HK_OS_FAULT_FRAMES - 1, hk_os_readable);
     }
 }
 
-/* Runs the callbacks; one may end them with hk_os_abort (the escape). */
-static HK__NOINLINE void fault_run_callbacks(const hk_os_fault *f) {
+/* Runs the callbacks; one may end them with hk_os_abort (the escape).
+ * Returns true when one did (the fault was reported). */
+static HK__NOINLINE bool fault_run_callbacks(const hk_os_fault *f) {
     void *jb[5];
+    volatile bool aborted = true;
     if (__builtin_setjmp(jb) == 0) {
         (void)TlsSetValue(fault_tls_abort, jb);
         int ncb = __atomic_load_n(&fault_ncbs, __ATOMIC_ACQUIRE);
         for (int i = 0; i < ncb; i++)
             if (fault_cbs[i].fn) fault_cbs[i].fn(f, fault_cbs[i].user); /* returns when not its fault */
+        aborted = false;
     }
     (void)TlsSetValue(fault_tls_abort, NULL);
+    return aborted;
+}
+
+/* The top-level filter: a fault heapkit reported and nobody handled goes
+ * to the filter installed before this one, else ends the process now. */
+static LONG WINAPI fault_top_filter(EXCEPTION_POINTERS *ep) {
+    if (fault_prev_filter) {
+        LONG r = fault_prev_filter(ep);
+        if (r != EXCEPTION_CONTINUE_SEARCH) return r;
+    }
+    const EXCEPTION_RECORD *er = ep->ExceptionRecord;
+    if ((er->ExceptionCode == EXCEPTION_ACCESS_VIOLATION || er->ExceptionCode == EXCEPTION_IN_PAGE_ERROR) &&
+        er->NumberParameters >= 2 &&
+        er->ExceptionAddress == __atomic_load_n(&fault_reported_pc, __ATOMIC_ACQUIRE) &&
+        (void *)er->ExceptionInformation[1] == __atomic_load_n(&fault_reported_addr, __ATOMIC_ACQUIRE))
+        TerminateProcess(GetCurrentProcess(), (UINT)er->ExceptionCode);
+    return EXCEPTION_CONTINUE_SEARCH;
 }
 
 static LONG CALLBACK fault_handler(EXCEPTION_POINTERS *ep) {
@@ -135,7 +162,8 @@ static LONG CALLBACK fault_handler(EXCEPTION_POINTERS *ep) {
         return EXCEPTION_CONTINUE_EXECUTION;
     }
     DWORD me = GetCurrentThreadId(), expect = 0;
-    while (!__atomic_compare_exchange_n(&fault_owner, &expect, me, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    while (
+        !__atomic_compare_exchange_n(&fault_owner, &expect, me, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
         if (expect == me) {
             /* a fault while describing a fault: no second report, no recursion */
             static const char msg[] = "heapkit: fault inside the fault handler; giving up\n";
@@ -147,7 +175,10 @@ static LONG CALLBACK fault_handler(EXCEPTION_POINTERS *ep) {
     }
     static hk_os_fault f; /* one fault at a time (fault_owner) */
     fault_describe(&f, er, ctx);
-    fault_run_callbacks(&f);
+    if (fault_run_callbacks(&f)) {
+        __atomic_store_n(&fault_reported_addr, f.addr, __ATOMIC_RELEASE);
+        __atomic_store_n(&fault_reported_pc, f.pc, __ATOMIC_RELEASE);
+    }
     __atomic_store_n(&fault_owner, 0, __ATOMIC_RELEASE);
     SetLastError(saved_error);
     return EXCEPTION_CONTINUE_SEARCH; /* on to the debugger, the program's handlers, the crash reporter */
@@ -175,7 +206,9 @@ static int fault_install(void) {
     (void)InitOnceExecuteOnce(&once, fault_tls_init, NULL, NULL);
     if (fault_tls_protect == TLS_OUT_OF_INDEXES || fault_tls_abort == TLS_OUT_OF_INDEXES) return -1;
     hk_os_fault_thread_init();
-    return AddVectoredExceptionHandler(1, fault_handler) ? 0 : -1;
+    if (!AddVectoredExceptionHandler(1, fault_handler)) return -1;
+    fault_prev_filter = SetUnhandledExceptionFilter(fault_top_filter);
+    return 0;
 }
 
 hk_result hk_os_fault_register(hk_os_fault_fn fn, void *user) {
