@@ -32,6 +32,7 @@ typedef struct guard_leak_ctx {
     uintptr_t scan_lo, scan_hi;        /* the range being scanned (for protected calls) */
     bool scan_block;                   /* scanning a block (words from its start) rather than a root */
     uintptr_t sp;                      /* the scanning thread's stack pointer: nothing below it is live */
+    uintptr_t sp_lo;                   /* its stack's lowest address where the host knows it, else 0 */
     const hk_os_thread_state *threads; /* the other threads, stopped (their stack pointers) */
     int nthreads;
     bool scanned; /* the roots could be read (else: report nothing) */
@@ -78,6 +79,17 @@ static HK__NO_TSAN void guard_leak_scan_range(void *arg) {
 
 static void guard_leak_root(uintptr_t lo, uintptr_t hi, void *user) {
     guard_leak_ctx *c = (guard_leak_ctx *)user;
+    /* A host that shows a stack as several regions (Windows): a region
+     * wholly inside a stack's allocation and below its stack pointer (less
+     * the red zone) is dead stack, skipped like the dead part of the region
+     * holding the stack pointer below. */
+    if (c->sp_lo && lo >= c->sp_lo && hi <= c->sp) return;
+    for (int i = 0; i < c->nthreads; i++) {
+        const hk_os_thread_state *t = &c->threads[i];
+        if (t->stack_lo && lo >= t->stack_lo && t->sp - t->stack_lo >= GUARD_RED_ZONE &&
+            hi <= t->sp - GUARD_RED_ZONE)
+            return;
+    }
     /* This thread's stack: only its live part, from the stack pointer up
      * (the scan's own frames are there, and the registers hk_guard_leaks
      * spilled). Below it lie dead frames whose stale pointers would hide
@@ -234,6 +246,7 @@ size_t hk_guard_leaks(hk_guard *g, hk_guard_leak_mode mode, size_t *bytes_out) {
         c.stack = stack;
         c.capstack = stack_sz / sizeof(uint32_t);
         c.sp = guard_stack_pointer();
+        c.sp_lo = hk_os_stack_alloc_lo(c.sp);
         const guard_region *regs[4] = {&g->slot_reg, &g->map_reg, &g->trace_reg, &g->bucket_reg};
         c.excl_lo[c.nexcl] = (uintptr_t)g->arena;
         c.excl_hi[c.nexcl++] = (uintptr_t)g->arena + g->arena_size;

@@ -221,6 +221,7 @@ typedef struct hk_os_thread_state {
     int nregs;            /* general registers in regs (0 where not known: they lie in
                              [handler_sp, sp), the signal frame) */
     uintptr_t regs[HK_OS_THREAD_NREGS];
+    uintptr_t stack_lo; /* lowest address of the stack sp lies in, or 0 (see hk_os_stack_alloc_lo) */
 } hk_os_thread_state;
 typedef void (*hk_os_world_fn)(const hk_os_thread_state *threads, int n, void *user);
 
@@ -253,6 +254,15 @@ HK__HIDDEN int hk_os_stop_world(hk_os_world_fn fn, void *user);
  * allocates). */
 HK__HIDDEN int hk_os_stack_capture(void **frames, int max, int skip, unsigned flags);
 HK__HIDDEN void hk_os_stack_init(void);
+
+/* The lowest address of the stack allocation holding sp, for hosts that
+ * show one stack as several regions (Windows: VirtualQuery reports its
+ * committed pages as separate regions; the allocation base bounds them
+ * all), so that a leak scan can skip every region of dead stack below a
+ * stack pointer, not only the part of the one holding it. POSIX: 0 (a
+ * thread's stack is one mapping; the caller cuts the mapping holding sp).
+ * O(1), async-signal-safe, never faults. */
+HK__HIDDEN uintptr_t hk_os_stack_alloc_lo(uintptr_t sp);
 
 /* For the fault handler: when the calling thread is inside a capture's
  * exact unwind (which faulted on a damaged stack), ends that capture with

@@ -72,3 +72,9 @@ int hk_os_stack_from_context(const void *context, void **frames, int max) {
     }
     return n;
 }
+
+uintptr_t hk_os_stack_alloc_lo(uintptr_t sp) {
+    MEMORY_BASIC_INFORMATION mi;
+    if (VirtualQuery((const void *)sp, &mi, sizeof mi) != sizeof mi || mi.State != MEM_COMMIT) return 0;
+    return (uintptr_t)mi.AllocationBase;
+}

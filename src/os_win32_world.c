@@ -57,6 +57,7 @@ static bool world_stop_one(DWORD tid, int n) {
                                               ctx.R13, ctx.R14, ctx.R15, ctx.Rip};
     for (int i = 0; i < HK_OS_THREAD_NREGS; i++) s->regs[i] = (uintptr_t)regs[i];
     s->nregs = HK_OS_THREAD_NREGS;
+    s->stack_lo = hk_os_stack_alloc_lo(s->sp);
     world_handles[n] = h;
     return true;
 }
