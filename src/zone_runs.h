@@ -39,7 +39,7 @@ typedef struct zone_run_x {
     struct zone_heap *heap;      /* owner heap (fixed for the run's life); NULL: the zone's own runs */
     zone_run *rnext;             /* link on heap->remote_runs (written by the pusher before its CAS) */
     uint32_t queued;             /* atomic: 1 while on heap->remote_runs */
-    uint32_t pad_;
+    uint32_t inflight;           /* atomic: remote freers between their bit and their last touch of the run */
     struct zone_run_x *anext, *aprev; /* z->xruns, lock held */
     zone_run *run;
 } zone_run_x;

@@ -47,6 +47,11 @@
  *  - a slot with a remote header has its bit set in its run's bitmap and
  *    counts as used in the run; a run with a bit set is on its heap's
  *    remote stack (queued 1), or its pusher is between its bit and push.
+ *  - a run goes back to the core only when it is empty, not queued and no
+ *    remote freer is inside it (`inflight`, counted in before the freer's
+ *    bit and out after its push: its last touch of the run). An empty run
+ *    that cannot go yet stays on its class's partial list (the only empty
+ *    partial runs; check allows them in heaps) or as the spare.
  *  - heaps are freed only by hk_zone_destroy; a thread's cache entry names
  *    the zone by zid, so a destroyed zone's entry never matches again.
  *  - decay (zone_decay.c): a heap's spare run is read and set by its owner
@@ -59,6 +64,7 @@
 #include "zone_threads.h"
 
 _Thread_local zone_tl_ent hk__zone_tl_cur __attribute__((tls_model("initial-exec")));
+void (*hk__zone_remote_pause)(void);
 
 /* The zones a thread holds heaps in (checked against the registry at exit). */
 #define ZONE_TL_HELD 8u
@@ -105,6 +111,14 @@ static inline void zone_thr_partial_unlink(zone_cls *c, zone_run *r) {
     if (r->next) r->next->prev = r->prev;
 }
 
+/* Whether empty run r of a heap may go back to the core: not on its heap's
+ * remote stack, and no remote freer inside it (one whose bit was just
+ * collected may still be about to queue the run). */
+static int zone_thr_run_releasable(const zone_run *r) {
+    const zone_run_x *x = zone_run_ext(r);
+    return !__atomic_load_n(&x->inflight, __ATOMIC_ACQUIRE) && !__atomic_load_n(&x->queued, __ATOMIC_ACQUIRE);
+}
+
 /* A run of h whose used count dropped (owner free or collection): full ->
  * partial; an empty partial run becomes the spare or goes back to the core
  * (under the lock: `locked` says whether the caller holds it). */
@@ -121,6 +135,10 @@ static void zone_thr_settle_run(hk_zone *z, zone_heap *h, zone_run *r, int locke
         if (!__atomic_load_n(&c->spare, __ATOMIC_RELAXED)) {
             r->state = ZONE_RUN_SPARE;
             __atomic_store_n(&c->spare, r, __ATOMIC_RELEASE);
+        } else if (!zone_thr_run_releasable(r)) {
+            /* kept as an empty partial run; it is settled again when its
+             * freer's queueing brings it back, or serves a refill */
+            zone_thr_partial_push(c, r);
         } else {
             if (!locked) hk__core_lock(&z->core);
             hk__zone_run_release(z, r);
@@ -235,9 +253,13 @@ void hk__zone_thr_trim(hk_zone *z) {
         if (h->abandoned) zone_thr_collect(z, h, 1);
         for (unsigned ci = 0; ci < ZONE_NCLS; ci++) {
             zone_cls *c = &h->cls[ci];
-            zone_run *r = __atomic_exchange_n(&c->spare, NULL, __ATOMIC_ACQUIRE);
-            if (r) hk__zone_run_release(z, r);
-            if (h->abandoned && (r = c->cur) != NULL && r->used == 0) {
+            /* a spare still on the remote stack or with a freer inside
+             * stays (taken only when the exchange finds it there still) */
+            zone_run *r = __atomic_load_n(&c->spare, __ATOMIC_ACQUIRE);
+            if (r && zone_thr_run_releasable(r) &&
+                __atomic_compare_exchange_n(&c->spare, &r, NULL, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+                hk__zone_run_release(z, r);
+            if (h->abandoned && (r = c->cur) != NULL && r->used == 0 && zone_thr_run_releasable(r)) {
                 c->cur = NULL;
                 hk__zone_run_release(z, r);
             }
@@ -498,7 +520,12 @@ static hk_result zone_thr_remote(zone_blk *b, zone_run *r, zone_run_x *x, zone_h
                                      __ATOMIC_ACQUIRE))
         return HK_ERR_DOUBLE_FREE; /* another free won: the caller reports */
     unsigned idx = (uint32_t)w & 0xfffu;
+    /* counted in before the bit (the bit's release orders it): an owner that
+     * collects the bit sees the freer inside and keeps the run */
+    __atomic_fetch_add(&x->inflight, 1, __ATOMIC_RELAXED);
     __atomic_fetch_or(&x->remote[idx >> 6], 1ull << (idx & 63u), __ATOMIC_RELEASE);
+    void (*pause)(void) = __atomic_load_n(&hk__zone_remote_pause, __ATOMIC_RELAXED);
+    if (HK__UNLIKELY(pause != NULL)) pause();
     if (!__atomic_exchange_n(&x->queued, 1, __ATOMIC_SEQ_CST)) {
         zone_run *head = __atomic_load_n(&h->remote_runs, __ATOMIC_RELAXED);
         do {
@@ -506,6 +533,7 @@ static hk_result zone_thr_remote(zone_blk *b, zone_run *r, zone_run_x *x, zone_h
         } while (!__atomic_compare_exchange_n(&h->remote_runs, &head, r, true, __ATOMIC_RELEASE,
                                               __ATOMIC_RELAXED));
     }
+    __atomic_fetch_sub(&x->inflight, 1, __ATOMIC_RELEASE); /* the freer's last touch of the run */
     return HK_OK;
 }
 

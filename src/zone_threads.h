@@ -66,6 +66,11 @@ static inline HK__NO_TSAN uint64_t zone_hdr_peek(const zone_blk *b) {
     return *(volatile const zone_word *)((const unsigned char *)b + 8);
 }
 
+/* Tests only (NULL otherwise): called by a remote free between setting its
+ * slot's bit and queueing the run, so that a test can hold a freer in the
+ * middle of its protocol (tests/test_zone_threads.c). */
+extern void (*hk__zone_remote_pause)(void);
+
 /* ---- slow paths (zone_threads.c) ------------------------------------------ */
 
 /* The calling thread's heap in z: adopts an abandoned one or makes one.

@@ -14,6 +14,7 @@
 #include "zone_threads.h"
 
 #include <pthread.h>
+#include <sched.h>
 
 /* Reports, counted from any thread (the zone reports under its lock). */
 typedef struct {
@@ -443,4 +444,86 @@ HKT_TEST(slot_header_xor_matches_full_header) {
     }
     CHECK(tried > 10000);
     CHECK_EQ(bad, 0);
+}
+
+/* ---- a run emptied by a collection while its last remote freer is mid-way ---- */
+
+static int g_pause_armed, g_paused, g_resume;
+
+/* The run of slot p (provenance hidden: the header lies before the block). */
+static zone_run *run_of(void *p) {
+    __asm__ volatile("" : "+r"(p));
+    return zone_run_of_slot(zone_from_user(p));
+}
+
+/* The freer, held after setting its slot's bit and before queueing the run. */
+static void remote_pause(void) {
+    if (!__atomic_exchange_n(&g_pause_armed, 0, __ATOMIC_ACQ_REL)) return;
+    __atomic_store_n(&g_paused, 1, __ATOMIC_RELEASE);
+    while (!__atomic_load_n(&g_resume, __ATOMIC_ACQUIRE)) sched_yield();
+}
+
+typedef struct {
+    hk_zone *z;
+    void *a, *b;
+    int fails;
+} free2_arg;
+
+static void *free_two(void *arg) {
+    free2_arg *f = (free2_arg *)arg;
+    if (hk_zone_free(f->z, f->a) != HK_OK) f->fails++;     /* queues the run */
+    __atomic_store_n(&g_pause_armed, 1, __ATOMIC_RELEASE); /* hold the next free mid-way */
+    if (hk_zone_free(f->z, f->b) != HK_OK) f->fails++;
+    return NULL;
+}
+
+/* Regression (a crash of the producer/consumer workload): the owner's
+ * collection took a run off its remote stack, collected the bit of a
+ * remote free that had not queued the run yet, found the run empty and
+ * gave it back to the core; the freer then queued the released run, and
+ * the next collection followed a link through freed memory. A run is now
+ * given back only when no remote freer is inside it. Here the last freer
+ * is held between its bit and its queueing while the owner collects. */
+HKT_TEST(run_not_released_under_a_remote_freer_in_flight) {
+    trep rep;
+    hk_zone *z = mk(&rep);
+    REQUIRE(z != NULL);
+    hk__zone_remote_pause = remote_pause;
+    enum { SZ = 6000, MAXB = 64 };
+    void *b[3 * MAXB];
+    /* three runs of one class: the first emptied by the owner (the spare),
+     * the second left with two used slots, the third current */
+    b[0] = hk_zone_alloc(z, SZ);
+    REQUIRE(b[0] != NULL);
+    unsigned ns = run_of(b[0])->nslots;
+    REQUIRE(ns >= 2 && ns <= MAXB);
+    for (unsigned i = 1; i < 2 * ns + 1; i++) REQUIRE((b[i] = hk_zone_alloc(z, SZ)) != NULL);
+    zone_run *r2 = run_of(b[ns]);
+    REQUIRE(run_of(b[2 * ns - 1]) == r2);
+    for (unsigned i = 0; i < ns; i++) CHECK_EQ(hk_zone_free(z, b[i]), HK_OK);
+    for (unsigned i = ns; i < 2 * ns - 2; i++) CHECK_EQ(hk_zone_free(z, b[i]), HK_OK);
+    free2_arg f = {z, b[2 * ns - 2], b[2 * ns - 1], 0};
+    g_paused = g_resume = 0;
+    pthread_t t;
+    REQUIRE(pthread_create(&t, NULL, free_two, &f) == 0);
+    while (!__atomic_load_n(&g_paused, __ATOMIC_ACQUIRE)) sched_yield();
+    /* the owner collects (a refill: a class it has no run of yet), which
+     * empties r2 */
+    void *other = hk_zone_alloc(z, 100);
+    CHECK(other != NULL);
+    __atomic_store_n(&g_resume, 1, __ATOMIC_RELEASE);
+    pthread_join(t, NULL);
+    CHECK_EQ(f.fails, 0);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    /* the run comes back through the remote stack and is settled then */
+    void *more[2 * MAXB];
+    for (unsigned i = 0; i < 2 * ns; i++) more[i] = hk_zone_alloc(z, SZ);
+    for (unsigned i = 0; i < 2 * ns; i++) CHECK_EQ(hk_zone_free(z, more[i]), HK_OK);
+    CHECK_EQ(hk_zone_free(z, other), HK_OK);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    CHECK_EQ(rep.count, 0);
+    hk__zone_remote_pause = NULL;
+    for (unsigned i = 2 * ns; i < 2 * ns + 1; i++) CHECK_EQ(hk_zone_free(z, b[i]), HK_OK);
+    CHECK_EQ(live_of(z), 0);
+    hk_zone_destroy(z);
 }
