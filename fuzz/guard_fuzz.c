@@ -180,13 +180,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                     gf_fail("realloc of a freed block", op);
             }
         } else if (kind == 12) { /* misuse: wild addresses */
-            /* Only addresses whose 16 bytes below lie on another page (or are
-             * not 8-aligned): a wild pointer into an unmapped page further in
-             * (0x12345670, UINTPTR_MAX - 15) crashes hk_guard_free, which
-             * reads the unguarded-block header below it (reported to the
-             * guard's owner; docs/reliability.md). */
-            static const uintptr_t wild[4] = {1, 4096, 0x12345000, 0x12345677};
-            void *w = (void *)wild[a & 3];
+            /* Including pointers into unmapped pages whose 16 bytes below
+             * lie on the same page (0x12345670, UINTPTR_MAX - 15): the header
+             * read below them is probed, never faulting (issue 21, fixed). */
+            static const uintptr_t wild[8] = {
+                1, 4096, 0x12345000, 0x12345677, 0x12345670, UINTPTR_MAX - 15, UINTPTR_MAX - 7, 16};
+            void *w = (void *)wild[a & 7];
             if (hk_guard_free(g, w) == HK_OK || gf_reports == before) gf_fail("wild free accepted", op);
             if (hk_guard_owns(g, w)) gf_fail("owns() a wild address", op);
             if (hk_guard_usable_size(g, w) != 0) gf_fail("usable_size of a wild address", op);
