@@ -397,3 +397,98 @@ HKT_TEST(cascade_inside_iteration_is_deferred) {
     CHECK_EQ(hk_pool_check(p), HK_OK);
     hk_pool_destroy(p);
 }
+
+/* ---- hk_pool_alloc_in --------------------------------------------------------- */
+
+/* One call: the new object is under its parent and at the back of each list. */
+HKT_TEST(alloc_in_puts_the_object_under_its_parent_and_on_its_lists) {
+    hk_pool *p = mk(8, 0);
+    hk_pool_list a = hk_pool_list_create(p, 0, "a"), b = hk_pool_list_create(p, 1, "b");
+    hk_pool_id first = hk_pool_alloc(p, NULL);
+    hk_pool_list_push_back(p, a, first);
+    hk_pool_list ab[2] = {a, b};
+    obj *o;
+    hk_pool_id root = hk_pool_alloc_in(p, (hk_pool_id){0}, ab, 2, (void **)&o);
+    REQUIRE(root.value);
+    CHECK(o == hk_pool_get(p, root));
+    hk_pool_id kid = hk_pool_alloc_in(p, root, &b, 1, NULL);
+    REQUIRE(kid.value);
+    CHECK_EQ(hk_pool_parent(p, kid).value, root.value);
+    CHECK_EQ(hk_pool_parent(p, root).value, 0);
+    CHECK_EQ(hk_pool_list_of(p, root, 0).value, a.value);
+    CHECK_EQ(hk_pool_list_of(p, root, 1).value, b.value);
+    CHECK_EQ(hk_pool_list_of(p, kid, 0).value, 0);
+    CHECK_EQ(hk_pool_list_first(p, a).value, first.value); /* at the back */
+    CHECK_EQ(hk_pool_list_next(p, a, first).value, root.value);
+    CHECK_EQ(hk_pool_list_next(p, b, root).value, kid.value);
+    CHECK(hk_pool_alloc_in(p, (hk_pool_id){0}, NULL, 0, NULL).value != 0); /* no lists */
+    /* overflow objects (the 8 fast slots full) too */
+    for (int i = 0; i < 10; i++) CHECK(hk_pool_alloc_in(p, kid, ab, 2, NULL).value != 0);
+    hk_pool_info in;
+    hk_pool_get_info(p, &in);
+    CHECK(in.overflow_live > 0);
+    CHECK_EQ(hk_pool_list_count(p, a), 12);
+    CHECK_EQ(hk_pool_child_count(p, kid), 10);
+    CHECK_EQ(g_errs.count, 0);
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    /* freeing the root takes everything under it off both lists */
+    CHECK_EQ(hk_pool_free(p, root, HK_POOL_FREE_SUBTREE), HK_OK);
+    CHECK_EQ(hk_pool_list_count(p, a), 1);
+    CHECK_EQ(hk_pool_list_count(p, b), 0);
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    hk_pool_destroy(p);
+}
+
+/* Anything wrong is reported and nothing is allocated. */
+HKT_TEST(alloc_in_refuses_bad_arguments_before_allocating) {
+    hk_pool *p = mk(8, 0);
+    hk_pool_list a = hk_pool_list_create(p, 0, "a"), a2 = hk_pool_list_create(p, 0, "a2");
+    hk_pool_id dead = hk_pool_alloc(p, NULL);
+    hk_pool_free(p, dead, HK_POOL_FREE_SUBTREE);
+    hk_pool_list gone = hk_pool_list_create(p, 1, "gone");
+    hk_pool_list_destroy(p, gone);
+    hk_pool_info before, after;
+    hk_pool_get_info(p, &before);
+    void *o = (void *)1;
+    CHECK_EQ(hk_pool_alloc_in(p, dead, &a, 1, &o).value, 0); /* stale parent */
+    CHECK_EQ(g_errs.last_result, HK_ERR_STALE);
+    CHECK(o == NULL);
+    CHECK_EQ(hk_pool_alloc_in(p, (hk_pool_id){0}, &gone, 1, NULL).value, 0); /* destroyed list */
+    CHECK_EQ(g_errs.last_result, HK_ERR_STALE);
+    CHECK_EQ(hk_pool_alloc_in(p, (hk_pool_id){0}, (hk_pool_list[]){{777}}, 1, NULL).value, 0);
+    CHECK_EQ(g_errs.last_result, HK_ERR_INVALID);
+    hk_pool_list same[2] = {a, a2};
+    CHECK_EQ(hk_pool_alloc_in(p, (hk_pool_id){0}, same, 2, NULL).value, 0); /* one link slot */
+    CHECK_EQ(g_errs.last_result, HK_ERR_INVALID);
+    CHECK_STR_CONTAINS(g_errs.last_message, "link slot");
+    CHECK_EQ(hk_pool_alloc_in(p, (hk_pool_id){0}, NULL, 1, NULL).value, 0);
+    CHECK_EQ(g_errs.last_result, HK_ERR_INVALID);
+    hk_pool_list three[3] = {a, a2, a};
+    CHECK_EQ(hk_pool_alloc_in(p, (hk_pool_id){0}, three, 3, NULL).value, 0); /* more than the links */
+    CHECK_EQ(g_errs.last_result, HK_ERR_INVALID);
+    CHECK_EQ(g_errs.count, 6);
+    hk_pool_get_info(p, &after);
+    CHECK_EQ(after.live, before.live);
+    CHECK_EQ(after.free_slots, before.free_slots);
+    CHECK_EQ(hk_pool_list_count(p, a), 0);
+    CHECK_EQ(hk_pool_alloc_in(NULL, (hk_pool_id){0}, NULL, 0, NULL).value, 0);
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    hk_pool_destroy(p);
+}
+
+/* Objects made with alloc_in during an iteration of one of their lists are
+ * not visited by it. */
+HKT_TEST(alloc_in_during_iteration_not_visited) {
+    hk_pool *p = mk(64, 0);
+    hk_pool_id ids[4];
+    hk_pool_list l = filled(p, ids, 4);
+    int visited = 0;
+    for (hk_pool_iter it = hk_pool_iter_begin(p, l); hk_pool_iter_next(&it) != NULL;) {
+        visited++;
+        CHECK(hk_pool_alloc_in(p, it.id, &l, 1, NULL).value != 0);
+    }
+    CHECK_EQ(visited, 4);
+    CHECK_EQ(hk_pool_list_count(p, l), 8);
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    hk_pool_destroy(p);
+}
