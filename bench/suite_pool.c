@@ -188,16 +188,15 @@ typedef struct storm_pool {
     size_t live;
 } storm_pool;
 
-/* One call allocates the object under its parent and on the tick list and
- * its layer (hk_pool_alloc_in: the parent and lists are checked once). */
 static hk_pool_id storm_pool_new(storm_pool *s, hk_pool_id parent) {
     storm_obj *o;
-    uint32_t layer = (uint32_t)(hkb_rand(&s->rng) % STORM_LAYERS);
-    hk_pool_list lists[2] = {s->tick, s->layer[layer]};
-    hk_pool_id id = hk_pool_alloc_in(s->p, parent, lists, 2, (void **)&o);
-    o->layer = layer;
+    hk_pool_id id =
+        parent.value ? hk_pool_alloc_child(s->p, parent, (void **)&o) : hk_pool_alloc(s->p, (void **)&o);
+    o->layer = (uint32_t)(hkb_rand(&s->rng) % STORM_LAYERS);
     o->ends = 0;
     o->acc = 0;
+    hk_pool_list_push_back(s->p, s->tick, id);
+    hk_pool_list_push_back(s->p, s->layer[o->layer], id);
     return id;
 }
 

@@ -11,8 +11,7 @@
  *   pool_tree.c      the parent / child API
  *   pool_check.c     check, walk and where
  *
- * Calls go down only: lists and tree call slots, links and overflow (and
- * the tree calls the lists' handle check, for alloc_in); slots
+ * Calls go down only: lists and tree call slots, links and overflow; slots
  * calls links and overflow (and check, through the core's check pointer);
  * check calls overflow; links and overflow call nothing of the pool.
  *
@@ -244,12 +243,6 @@ void hk__pool_list_link(hk_pool *p, uint32_t li, uint32_t s, int front);
 void hk__pool_list_unlink(hk_pool *p, uint32_t li, uint32_t s);
 void hk__pool_attach(hk_pool *p, uint32_t s, uint32_t parent);
 void hk__pool_detach(hk_pool *p, uint32_t s);
-
-/* ---- pool_lists.c ------------------------------------------------------------- */
-
-/* The index of list handle `list`, or POOL_NIL after reporting why it is
- * not a list of this pool (for the operation `what`) with *res set. */
-uint32_t hk__pool_list_resolve(hk_pool *p, hk_pool_list list, const char *what, hk_result *res);
 
 /* ---- pool_slots.c ------------------------------------------------------------- */
 

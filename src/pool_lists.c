@@ -15,7 +15,7 @@
 #include "pool_internal.h"
 
 /* Returns the list index of a valid handle, or reports and returns POOL_NIL. */
-uint32_t hk__pool_list_resolve(hk_pool *p, hk_pool_list list, const char *what, hk_result *res) {
+static uint32_t pool_list_resolve(hk_pool *p, hk_pool_list list, const char *what, hk_result *res) {
     uint32_t v = list.value, idx = (v & 0xFFFFu), gen = v >> 16;
     if (idx == 0 || idx > p->max_lists) {
         *res = hk__report(&p->core.rep, HK_ERR_INVALID, HK_EK_INVALID_ARG, NULL, 0, NULL,
@@ -80,7 +80,7 @@ hk_result hk_pool_list_destroy(hk_pool *p, hk_pool_list list) {
     if (!p) return HK_ERR_INVALID;
     hk__core_lock(&p->core);
     hk_result r = HK_OK;
-    uint32_t li = hk__pool_list_resolve(p, list, "list_destroy", &r);
+    uint32_t li = pool_list_resolve(p, list, "list_destroy", &r);
     if (li != POOL_NIL) {
         pool_list_clear_locked(p, li);
         p->lists[li].used = 0;
@@ -96,7 +96,7 @@ hk_result hk_pool_list_clear(hk_pool *p, hk_pool_list list) {
     if (!p) return HK_ERR_INVALID;
     hk__core_lock(&p->core);
     hk_result r = HK_OK;
-    uint32_t li = hk__pool_list_resolve(p, list, "list_clear", &r);
+    uint32_t li = pool_list_resolve(p, list, "list_clear", &r);
     if (li != POOL_NIL) pool_list_clear_locked(p, li);
     pool_after_links(p);
     hk__core_unlock(&p->core);
@@ -108,7 +108,7 @@ static hk_result pool_list_push(hk_pool *p, hk_pool_list list, hk_pool_id id, in
     hk__core_lock(&p->core);
     hk_result r = HK_OK;
     const char *what = front ? "list_push_front" : "list_push_back";
-    uint32_t li = hk__pool_list_resolve(p, list, what, &r);
+    uint32_t li = pool_list_resolve(p, list, what, &r);
     uint32_t s = pool_alive_slot(p, id.value);
     if (s == POOL_NIL && li != POOL_NIL) s = hk__pool_resolve(p, id, what, 0, &r); /* reports */
     if (s != POOL_NIL && li != POOL_NIL) hk__pool_list_link(p, li, s, front);
@@ -128,7 +128,7 @@ hk_result hk_pool_list_remove(hk_pool *p, hk_pool_list list, hk_pool_id id) {
     if (!p) return HK_ERR_INVALID;
     hk__core_lock(&p->core);
     hk_result r = HK_OK;
-    uint32_t li = hk__pool_list_resolve(p, list, "list_remove", &r);
+    uint32_t li = pool_list_resolve(p, list, "list_remove", &r);
     uint32_t s = li != POOL_NIL ? hk__pool_resolve(p, id, "list_remove", 0, &r) : POOL_NIL;
     if (s != POOL_NIL) {
         pool_link *l = pool_l(p, s, p->lists[li].link);
@@ -196,7 +196,7 @@ int hk_pool_list_each(hk_pool *p, hk_pool_list list, hk_pool_visit_fn fn, void *
     if (!p || !fn) return -1;
     hk__core_lock(&p->core);
     hk_result r = HK_OK;
-    uint32_t li = hk__pool_list_resolve(p, list, "list_each", &r);
+    uint32_t li = pool_list_resolve(p, list, "list_each", &r);
     if (li == POOL_NIL) {
         hk__core_unlock(&p->core);
         return -1;
@@ -232,7 +232,7 @@ hk_pool_iter hk_pool_iter_begin(hk_pool *p, hk_pool_list list) {
     if (!p) return it;
     hk__core_lock(&p->core);
     hk_result r = HK_OK;
-    uint32_t li = hk__pool_list_resolve(p, list, "iter_begin", &r);
+    uint32_t li = pool_list_resolve(p, list, "iter_begin", &r);
     if (li != POOL_NIL) {
         it.p = p;
         it.handle = list.value;
@@ -279,7 +279,7 @@ void *hk__pool_iter_step(hk_pool_iter *it) {
     if (it->state == 0) {
         /* the list may have been destroyed since begin */
         hk_result r = HK_OK;
-        uint32_t li = hk__pool_list_resolve(p, (hk_pool_list){it->handle}, "iter_next", &r);
+        uint32_t li = pool_list_resolve(p, (hk_pool_list){it->handle}, "iter_next", &r);
         if (li == POOL_NIL) {
             it->state = 2;
             it->f.next = HK__POOL_ITER_END;

@@ -28,45 +28,6 @@ hk_pool_id hk_pool_alloc_child(hk_pool *p, hk_pool_id parent, void **obj) {
     return id;
 }
 
-hk_pool_id hk_pool_alloc_in(hk_pool *p, hk_pool_id parent, const hk_pool_list *lists, uint32_t nlists,
-                            void **obj) {
-    hk_pool_id id = {0};
-    if (obj) *obj = NULL;
-    if (!p) return id;
-    hk__core_lock(&p->core);
-    hk_result r = HK_OK;
-    uint32_t ps = POOL_NIL, li[HK_POOL_MAX_LINKS];
-    if (parent.value) {
-        ps = pool_alive_slot(p, parent.value);
-        if (ps == POOL_NIL) (void)hk__pool_resolve(p, parent, "alloc_in (parent)", 0, &r); /* reports */
-    }
-    if (r == HK_OK && nlists && (!lists || nlists > p->links))
-        r = hk__report(&p->core.rep, HK_ERR_INVALID, HK_EK_INVALID_ARG, NULL, nlists, NULL,
-                       "alloc_in: %u lists %s (objects have %u link slots)", nlists,
-                       lists ? "are more than one per link slot" : "given as NULL", p->links);
-    for (uint32_t i = 0; r == HK_OK && i < nlists; i++) {
-        li[i] = hk__pool_list_resolve(p, lists[i], "alloc_in", &r);
-        for (uint32_t j = 0; r == HK_OK && j < i; j++)
-            if (p->lists[li[j]].link == p->lists[li[i]].link)
-                r = hk__report(&p->core.rep, HK_ERR_INVALID, HK_EK_INVALID_ARG, NULL, 0, p->lists[li[i]].name,
-                               "alloc_in: lists '%s' and '%s' share link slot %u (an object is on one list "
-                               "per link slot)",
-                               p->lists[li[j]].name ? p->lists[li[j]].name : "?",
-                               p->lists[li[i]].name ? p->lists[li[i]].name : "?", p->lists[li[i]].link);
-    }
-    if (r == HK_OK) {
-        id = hk__pool_alloc_locked(p, obj);
-        if (id.value) {
-            uint32_t s = pool_alive_slot(p, id.value);
-            if (ps != POOL_NIL) hk__pool_attach(p, s, ps);
-            for (uint32_t i = 0; i < nlists; i++) hk__pool_list_link(p, li[i], s, 0);
-        }
-    }
-    pool_after_op(p);
-    hk__core_unlock(&p->core);
-    return id;
-}
-
 hk_result hk_pool_set_parent(hk_pool *p, hk_pool_id child, hk_pool_id parent) {
     if (!p) return HK_ERR_INVALID;
     hk__core_lock(&p->core);

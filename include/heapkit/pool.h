@@ -215,17 +215,6 @@ void hk_pool_destroy(hk_pool *p);
  * reported and gives the none ID (nothing is allocated). */
 hk_pool_id hk_pool_alloc_child(hk_pool *p, hk_pool_id parent, void **obj);
 
-/* hk_pool_alloc, hk_pool_set_parent(new, parent) (parent may be the none
- * ID: a root) and hk_pool_list_push_back(list, new) for each of the
- * `nlists` lists, in one call: the parent and the lists are checked once,
- * before anything is allocated. A bad parent or list, two lists on the same
- * link slot, or lists NULL with nlists > 0 is reported (HK_ERR_STALE /
- * HK_ERR_FOREIGN / HK_ERR_INVALID as those calls report) and gives the none
- * ID with nothing allocated; an allocation failure is reported as by
- * hk_pool_alloc. O(nlists). */
-hk_pool_id hk_pool_alloc_in(hk_pool *p, hk_pool_id parent, const hk_pool_list *lists, uint32_t nlists,
-                            void **obj);
-
 /* The ID of the live object that starts at `obj`, or the none ID for NULL,
  * interior, freed or foreign pointers. Never reports. O(1) (overflow:
  * expected O(1)). */
