@@ -383,6 +383,15 @@ HK__HIDDEN int hk_os_fp_walk(uintptr_t bp, uintptr_t sp, void **out, int max,
  * at once. */
 HK__HIDDEN void hk_os_fault_abort_escape(void);
 
+/* Windows under Wine: true when alloc_base starts the "kernel stack" of
+ * the calling thread (caller_top: hk_os_wine_caller_top(), the end of its
+ * stack allocation, 0 off Wine) or of a thread stopped by
+ * hk_os_stop_world (Wine puts it in user space, right above the thread's
+ * stack; it holds stale system-call arguments). Always false on Windows
+ * itself. For hk_os_writable_ranges, which leaves such allocations out. */
+HK__HIDDEN uintptr_t hk_os_wine_caller_top(void);
+HK__HIDDEN bool hk_os_wine_kernel_stack(const void *alloc_base, uintptr_t caller_top);
+
 /* Windows, for the fault handler: the stack of the thread whose registers
  * are in context (a CONTEXT *), from its pc on, by RtlVirtualUnwind, not
  * leaving the thread's stack. Returns the number of frames stored. */

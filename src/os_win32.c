@@ -329,13 +329,21 @@ int hk_os_writable_ranges(hk_os_range_fn fn, void *user) {
     (void)hk_os_page_size();
     int count = 0;
     uintptr_t at = g_addr_lo, lo = 0, hi = 0; /* [lo, hi): the run of writable regions being merged */
+    uintptr_t my_top = hk_os_wine_caller_top();
+    void *cur_alloc = NULL;
+    bool cur_skip = false;
     while (at < g_addr_hi) {
         MEMORY_BASIC_INFORMATION mi;
         if (VirtualQuery((const void *)at, &mi, sizeof mi) != sizeof mi || mi.RegionSize == 0) break;
         uintptr_t b = (uintptr_t)mi.BaseAddress, e = b + mi.RegionSize;
-        /* private memory and the modules' data sections; not views of files */
+        /* private memory and the modules' data sections; not views of
+         * files, nor Wine's per-thread kernel stacks (os_win32_world.c) */
+        if (mi.AllocationBase != cur_alloc) { /* once per allocation */
+            cur_alloc = mi.AllocationBase;
+            cur_skip = hk_os_wine_kernel_stack(cur_alloc, my_top);
+        }
         int keep = mi.State == MEM_COMMIT && (mi.Type == MEM_PRIVATE || mi.Type == MEM_IMAGE) &&
-                   os_prot_writable(mi.Protect);
+                   os_prot_writable(mi.Protect) && !cur_skip;
         if (keep && hi == b) {
             hi = e;
         } else {
