@@ -167,7 +167,7 @@ static void zone_thr_collect_run(hk_zone *z, zone_heap *h, zone_run *r, int lock
     size_t req = 0, nfreed = 0;
     for (unsigned wi = 0; wi < nw; wi++) {
         if (!__atomic_load_n(&x->remote[wi], __ATOMIC_RELAXED)) continue;
-        uint64_t bits = __atomic_exchange_n(&x->remote[wi], 0, __ATOMIC_ACQ_REL);
+        uint64_t bits = __atomic_exchange_n(&x->remote[wi], 0, __ATOMIC_SEQ_CST); /* see zone_thr_remote */
         while (bits) {
             unsigned i = wi * 64u + (unsigned)__builtin_ctzll(bits);
             bits &= bits - 1;
@@ -523,10 +523,14 @@ static hk_result zone_thr_remote(zone_blk *b, zone_run *r, zone_run_x *x, zone_h
     /* counted in before the bit (the bit's release orders it): an owner that
      * collects the bit sees the freer inside and keeps the run */
     __atomic_fetch_add(&x->inflight, 1, __ATOMIC_RELAXED);
-    __atomic_fetch_or(&x->remote[idx >> 6], 1ull << (idx & 63u), __ATOMIC_RELEASE);
+    __atomic_fetch_or(&x->remote[idx >> 6], 1ull << (idx & 63u), __ATOMIC_SEQ_CST);
     void (*pause)(void) = __atomic_load_n(&hk__zone_remote_pause, __ATOMIC_RELAXED);
     if (HK__UNLIKELY(pause != NULL)) pause();
-    if (!__atomic_exchange_n(&x->queued, 1, __ATOMIC_SEQ_CST)) {
+    /* Already queued (frees to one run come in bursts): no exchange. The
+     * owner clears `queued` before it takes the bits, all four accesses
+     * sequentially consistent, so either this load sees the clear (and
+     * queues the run again) or the owner's take sees this bit. */
+    if (!__atomic_load_n(&x->queued, __ATOMIC_SEQ_CST) && !__atomic_exchange_n(&x->queued, 1, __ATOMIC_SEQ_CST)) {
         zone_run *head = __atomic_load_n(&h->remote_runs, __ATOMIC_RELAXED);
         do {
             x->rnext = head;
