@@ -18,7 +18,8 @@
  *    between two threads freeing the same block: exactly one wins, the
  *    other goes to the locked path, which reports the double free), set the
  *    slot's bit in the run's remote bitmap, and push the run on its heap's
- *    remote stack unless it is already there (`queued` exchanged to 1).
+ *    remote stack unless it is already there (`queued` read, then
+ *    exchanged to 1 when it was 0).
  *  - collection (owner, at refill): take the stack; for each run clear
  *    `queued`, then exchange each bitmap word with 0 and turn each marked
  *    slot whose header says remote into a free slot. A marked slot whose
@@ -530,7 +531,8 @@ static hk_result zone_thr_remote(zone_blk *b, zone_run *r, zone_run_x *x, zone_h
      * owner clears `queued` before it takes the bits, all four accesses
      * sequentially consistent, so either this load sees the clear (and
      * queues the run again) or the owner's take sees this bit. */
-    if (!__atomic_load_n(&x->queued, __ATOMIC_SEQ_CST) && !__atomic_exchange_n(&x->queued, 1, __ATOMIC_SEQ_CST)) {
+    if (!__atomic_load_n(&x->queued, __ATOMIC_SEQ_CST) &&
+        !__atomic_exchange_n(&x->queued, 1, __ATOMIC_SEQ_CST)) {
         zone_run *head = __atomic_load_n(&h->remote_runs, __ATOMIC_RELAXED);
         do {
             x->rnext = head;
