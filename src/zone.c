@@ -358,7 +358,7 @@ static HK__NOINLINE hk_result zone_free_locked(hk_zone *z, void *p) {
     hk__core_lock(&z->core);
     hk_result res;
     zone_blk *b = hk__zone_lookup(z, p, "free", &res);
-    if (HK__LIKELY(b != NULL) && zone_is_slot(b) && z->threads) {
+    if (HK__LIKELY(b != NULL) && z->threads && zone_snap_is_slot(zone_hdr_snap(b))) {
         /* a slot the lock-free check did not take, or another thread's free won */
         if (hk__zone_thr_free_slot(z, b, 1) != HK_OK)
             res = hk__report(ZONE_REP(z), HK_ERR_DOUBLE_FREE, HK_EK_DOUBLE_FREE, p, 0, NULL,

@@ -337,6 +337,26 @@ static inline uint16_t zone_slot_chk(const zone_blk *b, uint32_t word, unsigned 
     return (uint16_t)(h ^ (h >> 16));
 }
 
+/* The header's second word (size16 or slot word, tag, bits, check) in one
+ * atomic load: a threads zone's owner rewrites its slots' headers without
+ * the lock, so the locked paths and `owns` judge a header from this
+ * snapshot rather than from field reads that could race with it. */
+typedef uint64_t zone_word __attribute__((may_alias));
+static inline uint64_t zone_hdr_snap(const zone_blk *b) {
+    return __atomic_load_n((const zone_word *)((const unsigned char *)b + 8), __ATOMIC_RELAXED);
+}
+static inline unsigned zone_snap_bits(uint64_t w) { return (unsigned)(w >> 40) & 0xffu; }
+static inline unsigned zone_snap_tag(uint64_t w) { return (unsigned)(w >> 32) & 0xffu; }
+static inline int zone_snap_is_slot(uint64_t w) { return (zone_snap_bits(w) & ZB_SLOT_MASK) == ZB_SLOT_MASK; }
+/* zone_hdr_ok on a snapshot w of b's header. */
+static inline int zone_hdr_ok_w(const zone_blk *b, uint64_t w) {
+    uint32_t s = (uint32_t)w;
+    unsigned tag = zone_snap_tag(w), bits = zone_snap_bits(w);
+    uint16_t chk = (uint16_t)(w >> 48);
+    if ((bits & ZB_SLOT_MASK) == ZB_SLOT_MASK) return chk == zone_slot_chk(b, s, tag, bits);
+    return chk == zone_chk_calc(b, s, tag, bits, chk & 63u);
+}
+
 static inline int zone_hdr_ok(const zone_blk *b) {
     if ((b->bits & ZB_SLOT_MASK) == ZB_SLOT_MASK)
         return b->chk == zone_slot_chk(b, b->size16, b->tag, b->bits);

@@ -123,19 +123,24 @@ zone_blk *hk__zone_lookup(hk_zone *z, const void *p, const char *op, hk_result *
         return NULL;
     }
     zone_blk *b = zone_from_user(p);
-    if (HK__UNLIKELY(zone_is_poisoned(b, ZONE_HDR) || !zone_hdr_ok(b))) {
+    if (HK__UNLIKELY(zone_is_poisoned(b, ZONE_HDR))) {
         *res = zone_classify_bad(z, p, ri, op);
         return NULL;
     }
-    if (zone_is_slot(b)) {
-        if (HK__UNLIKELY(!(b->bits & ZB_USED))) {
-            size_t n = zone_area(b);
+    uint64_t hw = zone_hdr_snap(b); /* one read: an owner thread may rewrite a slot header meanwhile */
+    if (HK__UNLIKELY(!zone_hdr_ok_w(b, hw))) {
+        *res = zone_classify_bad(z, p, ri, op);
+        return NULL;
+    }
+    if (zone_snap_is_slot(hw)) {
+        if (HK__UNLIKELY(!(zone_snap_bits(hw) & ZB_USED))) {
+            size_t n = zone_cls_stride(((uint32_t)hw >> 12) % ZONE_NCLS) - ZONE_OVERLAP;
             *res =
                 hk__report(ZONE_REP(z), HK_ERR_DOUBLE_FREE, HK_EK_DOUBLE_FREE, p, n, NULL,
                            "%s(%p): block %p (%zu bytes, in a small-block run) is already free", op, p, p, n);
             return NULL;
         }
-        if (HK__UNLIKELY(b->tag != HK_TAG_STATIC || !zone_slot_run(r, b))) {
+        if (HK__UNLIKELY(zone_snap_tag(hw) != HK_TAG_STATIC || !zone_slot_run_w(r, b, (uint32_t)hw))) {
             *res = hk__report(ZONE_REP(z), HK_ERR_CORRUPT, HK_EK_CORRUPT_HEADER, p, 0, NULL,
                               "%s(%p): the header of that block names no small-block run (damaged or "
                               "stale); block left alone",
@@ -172,8 +177,12 @@ bool hk__zone_is_block(hk_zone *z, const void *p) {
         return false;
     const zone_region *r = &z->regions[ri];
     zone_blk *b = zone_from_user(p);
-    if (zone_is_poisoned(b, ZONE_HDR) || !zone_hdr_ok(b)) return false;
-    if (zone_is_slot(b)) return (b->bits & ZB_USED) && b->tag == HK_TAG_STATIC && zone_slot_run(r, b) != NULL;
+    if (zone_is_poisoned(b, ZONE_HDR)) return false;
+    uint64_t hw = zone_hdr_snap(b); /* one read: an owner thread may rewrite a slot header meanwhile */
+    if (!zone_hdr_ok_w(b, hw)) return false;
+    if (zone_snap_is_slot(hw))
+        return (zone_snap_bits(hw) & ZB_USED) && zone_snap_tag(hw) == HK_TAG_STATIC &&
+               zone_slot_run_w(r, b, (uint32_t)hw) != NULL;
     return (b->bits & ZB_USED) && b->tag != 0 && !zone_is_run(b) && zone_bsize(b) >= ZONE_MIN_BLOCK &&
            zone_bsize(b) <= (size_t)(r->end - (unsigned char *)b);
 }

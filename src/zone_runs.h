@@ -195,16 +195,23 @@ static inline void *zone_slot_alloc(hk_zone *z, size_t n) {
     return zone_slot_finish(z, r, u, word, n);
 }
 
-/* The run of the slot whose (check-verified) header is b, or NULL when it
- * names none in region rg. */
-static inline zone_run *zone_slot_run(const zone_region *rg, const zone_blk *b) {
-    if (zone_slot_cls(b) >= ZONE_NCLS) return NULL;
-    zone_run *r = zone_run_of_slot(b);
-    if ((unsigned char *)r < rg->base + ZONE_HDR || (unsigned char *)r + sizeof *r > rg->end) return NULL;
-    if (r->first != (unsigned char *)r + ZONE_RUN_SLOT0 || r->stride != zone_cls_stride(zone_slot_cls(b)) ||
-        zone_slot_idx(b) >= r->bump)
+/* The run of the slot at b whose (check-verified) header word is `word`,
+ * or NULL when it names none in region rg. */
+static inline zone_run *zone_slot_run_w(const zone_region *rg, const zone_blk *b, uint32_t word) {
+    uint32_t cls = (word >> 12) & 0x7fu, idx = word & 0xfffu;
+    if (cls >= ZONE_NCLS) return NULL;
+    uint32_t stride = zone_cls_stride(cls);
+    uintptr_t ra = (uintptr_t)b - (uintptr_t)idx * stride - ZONE_RUN_SLOT0;
+    if (ra < (uintptr_t)rg->base + ZONE_HDR || ra + sizeof(zone_run) > (uintptr_t)rg->end) return NULL;
+    zone_run *r = (zone_run *)ra;
+    if (r->first != (unsigned char *)r + ZONE_RUN_SLOT0 || r->stride != stride ||
+        idx >= __atomic_load_n(&r->bump, __ATOMIC_RELAXED))
         return NULL;
     return r;
+}
+/* The same from b's header fields (no other thread writes them). */
+static inline zone_run *zone_slot_run(const zone_region *rg, const zone_blk *b) {
+    return zone_slot_run_w(rg, b, b->size16);
 }
 
 /* Frees the validated used slot b of run r. O(1). */

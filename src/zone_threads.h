@@ -30,7 +30,6 @@ extern _Thread_local zone_tl_ent hk__zone_tl_cur __attribute__((tls_model("initi
 
 /* ---- the slot header as one word (atomic access) ------------------------- */
 
-typedef uint64_t zone_word __attribute__((may_alias));
 static inline uint64_t zone_hdr_load(const zone_blk *b) {
     return __atomic_load_n((const zone_word *)((const unsigned char *)b + 8), __ATOMIC_RELAXED);
 }
