@@ -76,7 +76,13 @@ build-windows:
 	  -DHEAPKIT_WERROR=$(WERROR) $(CMAKE_FLAGS)
 	cmake --build $(WINBUILD) -j $(JOBS)
 
+# One test alone first, and its Wine server left to exit (-w): the first
+# Wine run makes the prefix, and runs making a fresh prefix at once can fail
+# ("chdir to .../server-...": seen in CI).
+WINESERVER ?= $(firstword $(wildcard /usr/lib/wine/wineserver64 /usr/lib/wine/wineserver) wineserver)
 check-windows: build-windows
+	ctest --test-dir $(WINBUILD) -R '^cache_create_variants$$' --output-on-failure
+	-WINEPREFIX=$(CURDIR)/$(WINBUILD)/wineprefix $(WINESERVER) -w
 	ctest --test-dir $(WINBUILD) --output-on-failure -j $(JOBS)
 
 demo-windows: build-windows
