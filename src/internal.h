@@ -14,15 +14,16 @@
 #include <string.h>
 
 #if defined(__GNUC__) || defined(__clang__)
-#define HK__LIKELY(x)    __builtin_expect(!!(x), 1)
-#define HK__UNLIKELY(x)  __builtin_expect(!!(x), 0)
+#define HK__LIKELY(x)   __builtin_expect(!!(x), 1)
+#define HK__UNLIKELY(x) __builtin_expect(!!(x), 0)
 #if defined(_WIN32)
-#define HK__PRINTF(f, a) __attribute__((format(gnu_printf, f, a))) /* MinGW's C99 printf (__USE_MINGW_ANSI_STDIO) */
+#define HK__PRINTF(f, a)                                                                                     \
+    __attribute__((format(gnu_printf, f, a))) /* MinGW's C99 printf (__USE_MINGW_ANSI_STDIO) */
 #else
 #define HK__PRINTF(f, a) __attribute__((format(printf, f, a)))
 #endif
-#define HK__NOINLINE     __attribute__((noinline))
-#define HK__UNUSED       __attribute__((unused))
+#define HK__NOINLINE __attribute__((noinline))
+#define HK__UNUSED   __attribute__((unused))
 #else
 #define HK__LIKELY(x)   (x)
 #define HK__UNLIKELY(x) (x)

@@ -17,9 +17,9 @@
 #include <string.h>
 
 #define MAP_GAP       ((uintptr_t)64 * 1024) /* a larger jump starts a new segment */
-#define MAP_TOP       96u                   /* pixels above the first row */
-#define MAP_SEG_SPACE 8u                    /* extra pixels between segments */
-#define MAP_MIN_PX    3.0                   /* narrower blocks are drawn together */
+#define MAP_TOP       96u                    /* pixels above the first row */
+#define MAP_SEG_SPACE 8u                     /* extra pixels between segments */
+#define MAP_MIN_PX    3.0                    /* narrower blocks are drawn together */
 
 /* Colour classes, in legend order. */
 enum {
@@ -43,16 +43,30 @@ static const char *const k_color[MC_COUNT] = {
     "#e45756", "#f58518", "#b279a2", "#2f4b7c", "#8cd17d", "#6b6b6b", "#1b9e77", "#d37295",
 };
 static const char *const k_class_name[MC_COUNT] = {
-    "free", "used", "tag", "tag", "tag", "tag", "tag", "tag", "locked", "purgeable", "temp", "high end",
-    "small-block run", "quarantined", "guarded", "overflow",
+    "free",
+    "used",
+    "tag",
+    "tag",
+    "tag",
+    "tag",
+    "tag",
+    "tag",
+    "locked",
+    "purgeable",
+    "temp",
+    "high end",
+    "small-block run",
+    "quarantined",
+    "guarded",
+    "overflow",
 };
 
 typedef struct map_cell {
-    uintptr_t first, end;    /* addresses covered */
-    uintptr_t off0, off1;    /* byte offsets inside the segment */
+    uintptr_t first, end; /* addresses covered */
+    uintptr_t off0, off1; /* byte offsets inside the segment */
     size_t count;
     size_t bytes[MC_COUNT];
-    char title[480];         /* the block's own text when count == 1 */
+    char title[480]; /* the block's own text when count == 1 */
 } map_cell;
 
 typedef struct map_state {
@@ -175,8 +189,9 @@ static void draw_cell(map_state *m) {
         size_t used = 0;
         for (int i = 0; i < MC_COUNT; i++)
             if (i != MC_FREE && i != MC_QUARANTINED) used += c->bytes[i];
-        snprintf(c->title, sizeof c->title, "%zu blocks at %p-%p: %s used, %s free", c->count, (void *)c->first,
-                 (void *)c->end, human(used, a, sizeof a), human(c->bytes[MC_FREE], b, sizeof b));
+        snprintf(c->title, sizeof c->title, "%zu blocks at %p-%p: %s used, %s free", c->count,
+                 (void *)c->first, (void *)c->end, human(used, a, sizeof a),
+                 human(c->bytes[MC_FREE], b, sizeof b));
     }
     emit(m, "<g fill=\"%s\"><title>%s</title>", k_color[cls], c->title);
     double w = (double)m->width;
@@ -188,8 +203,10 @@ static void draw_cell(map_state *m) {
         double x0 = (double)(off - row * m->row_bytes) / (double)m->row_bytes * w;
         double x1 = (double)(piece_end - row * m->row_bytes) / (double)m->row_bytes * w;
         if (x1 - x0 < 0.6) x1 = x0 + 0.6;
-        double y = MAP_TOP + (double)(m->seg_row + row) * (m->row_height + 2) + (double)m->nseg * MAP_SEG_SPACE;
-        emit(m, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%u\"/>", 8 + x0, y, x1 - x0, m->row_height);
+        double y =
+            MAP_TOP + (double)(m->seg_row + row) * (m->row_height + 2) + (double)m->nseg * MAP_SEG_SPACE;
+        emit(m, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%u\"/>", 8 + x0, y, x1 - x0,
+             m->row_height);
         if (piece_end >= c->off1) break;
         off = piece_end;
     }
@@ -211,7 +228,9 @@ static void end_segment(map_state *m) {
         double y = MAP_TOP + (double)m->seg_row * (m->row_height + 2) + (double)m->nseg * MAP_SEG_SPACE;
         size_t r = seg_rows(m, m->seg_len);
         /* the segment's outline, and where it is */
-        emit(m, "<rect x=\"7.5\" y=\"%.1f\" width=\"%u\" height=\"%.1f\" fill=\"none\" stroke=\"#999\" stroke-width=\"0.5\"/>\n",
+        emit(m,
+             "<rect x=\"7.5\" y=\"%.1f\" width=\"%u\" height=\"%.1f\" fill=\"none\" stroke=\"#999\" "
+             "stroke-width=\"0.5\"/>\n",
              y - 0.5, m->width + 1, (double)r * (m->row_height + 2) - 1);
         emit(m, "<text x=\"%u\" y=\"%.1f\" font-size=\"9\" fill=\"#555\">%p</text>\n", m->width + 14, y + 9,
              (void *)m->seg_start);
@@ -269,7 +288,8 @@ static void draw_header(map_state *m, const hk_stats *st, hk_result check, int w
     char t[300], a[32], b[32], c[32], d[32], e[32];
     emit(m,
          "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%u\" height=\"%u\" viewBox=\"0 0 %u %u\" "
-         "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"#fff\"/>\n",
+         "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" "
+         "fill=\"#fff\"/>\n",
          m->width + 120, height, m->width + 120, height);
     if (!(m->opt->flags & HK_MAP_NO_HEADER)) {
         char deft[64];
@@ -289,7 +309,8 @@ static void draw_header(map_state *m, const hk_stats *st, hk_result check, int w
              check == HK_OK ? "#1b7f3b" : "#c0392b", verdict, m->blocks, human(m->row_bytes, a, sizeof a));
         if (m->purged) emit(m, "; %zu purged handles (no memory, not drawn)", m->purged);
         emit(m, "</text>\n");
-        if (!walk_ok) emit(m, "<text x=\"400\" y=\"55\" fill=\"#c0392b\">walk stopped early (damage)</text>\n");
+        if (!walk_ok)
+            emit(m, "<text x=\"400\" y=\"55\" fill=\"#c0392b\">walk stopped early (damage)</text>\n");
     }
     /* legend: the classes present */
     double x = 8;
@@ -300,7 +321,9 @@ static void draw_header(map_state *m, const hk_stats *st, hk_result check, int w
             snprintf(label, sizeof label, "tag %d%s", m->tags_seen[i - MC_TAG0], "");
         else
             snprintf(label, sizeof label, "%s", k_class_name[i]);
-        emit(m, "<rect x=\"%.0f\" y=\"66\" width=\"12\" height=\"12\" fill=\"%s\"/><text x=\"%.0f\" y=\"77\">%s</text>\n",
+        emit(m,
+             "<rect x=\"%.0f\" y=\"66\" width=\"12\" height=\"12\" fill=\"%s\"/><text x=\"%.0f\" "
+             "y=\"77\">%s</text>\n",
              x, k_color[i], x + 16, label);
         x += 24 + 7.0 * (double)strlen(label);
     }
@@ -345,8 +368,7 @@ hk_result hk_map_heap(void *heap, const hk_stats *stats, hk_map_walk_fn walk, hk
     m.seg_row = 0;
     int w3 = walk(heap, map_visit, &m);
     end_segment(&m);
-    if (m.blocks == 0)
-        emit(&m, "<text x=\"8\" y=\"%u\" fill=\"#555\">(no blocks)</text>\n", MAP_TOP + 12);
+    if (m.blocks == 0) emit(&m, "<text x=\"8\" y=\"%u\" fill=\"#555\">(no blocks)</text>\n", MAP_TOP + 12);
     emit(&m, "</svg>\n");
     return w1 == 0 && w3 == 0 ? HK_OK : HK_ERR_CORRUPT;
 }
@@ -354,7 +376,9 @@ hk_result hk_map_heap(void *heap, const hk_stats *stats, hk_map_walk_fn walk, hk
 /* ---- each allocator ------------------------------------------------------------------------- */
 
 #define HK_MAP_ADAPTER(kind, type)                                                                           \
-    static int map_walk_##kind(void *h, hk_walk_fn fn, void *user) { return hk_##kind##_walk((type *)h, fn, user); } \
+    static int map_walk_##kind(void *h, hk_walk_fn fn, void *user) {                                         \
+        return hk_##kind##_walk((type *)h, fn, user);                                                        \
+    }                                                                                                        \
     hk_result hk_map_##kind(type *x, const hk_map_options *opt, hk_print_fn out, void *user) {               \
         if (!x) return HK_ERR_INVALID;                                                                       \
         hk_stats st;                                                                                         \

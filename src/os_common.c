@@ -97,8 +97,7 @@ int hk_os_x86_access_size(const unsigned char *pc) {
         if (op2 == 0xB6 || op2 == 0xBE) return 1; /* movzx / movsx from a byte */
         if (op2 == 0xB7 || op2 == 0xBF) return 2;
         if (op2 == 0x10 || op2 == 0x11) return rep == 0xF3 ? 4 : rep == 0xF2 ? 8 : 16; /* movss/sd/ups/upd */
-        if (op2 == 0x28 || op2 == 0x29 || op2 == 0x6F || op2 == 0x7F || op2 == 0xE7 || op2 == 0x2B)
-            return 16;
+        if (op2 == 0x28 || op2 == 0x29 || op2 == 0x6F || op2 == 0x7F || op2 == 0xE7 || op2 == 0x2B) return 16;
         if (op2 == 0x12 || op2 == 0x13 || op2 == 0x16 || op2 == 0x17 || op2 == 0xD6) return 8;
         if (op2 == 0x6E || op2 == 0x7E) return rep == 0xF3 ? 8 : rexw ? 8 : 4;
         if (op2 >= 0x40 && op2 <= 0x4F) return osz; /* cmovcc */
@@ -108,12 +107,39 @@ int hk_os_x86_access_size(const unsigned char *pc) {
     }
     if (op < 0x40 && (op & 7) < 4) return (op & 1) ? osz : 1; /* add/or/adc/sbb/and/sub/xor/cmp r/m */
     switch (op) {
-    case 0x80: case 0x84: case 0x86: case 0x88: case 0x8A: case 0xC0: case 0xC6: case 0xD0: case 0xD2:
-    case 0xF6: case 0xFE: case 0xA4: case 0xA6: case 0xAA: case 0xAC: case 0xAE:
-        return 1;
-    case 0x81: case 0x83: case 0x85: case 0x87: case 0x89: case 0x8B: case 0xC1: case 0xC7: case 0xD1:
-    case 0xD3: case 0xF7: case 0xA5: case 0xA7: case 0xAB: case 0xAD: case 0xAF: case 0x63:
-        return op == 0x63 ? 4 : osz;
+    case 0x80:
+    case 0x84:
+    case 0x86:
+    case 0x88:
+    case 0x8A:
+    case 0xC0:
+    case 0xC6:
+    case 0xD0:
+    case 0xD2:
+    case 0xF6:
+    case 0xFE:
+    case 0xA4:
+    case 0xA6:
+    case 0xAA:
+    case 0xAC:
+    case 0xAE: return 1;
+    case 0x81:
+    case 0x83:
+    case 0x85:
+    case 0x87:
+    case 0x89:
+    case 0x8B:
+    case 0xC1:
+    case 0xC7:
+    case 0xD1:
+    case 0xD3:
+    case 0xF7:
+    case 0xA5:
+    case 0xA7:
+    case 0xAB:
+    case 0xAD:
+    case 0xAF:
+    case 0x63: return op == 0x63 ? 4 : osz;
     case 0xFF: return 8; /* push / call / jmp through memory (inc/dec: operand size) */
     case 0x8F: return 8;
     default: return 0;

@@ -13,7 +13,8 @@
 #if defined(__GNUC__) || defined(__clang__)
 __attribute__((noinline))
 #endif
-static void write_one_past(char *name) {
+static void
+write_one_past(char *name) {
     ((volatile char *)name)[32] = '!';
 }
 

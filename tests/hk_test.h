@@ -165,9 +165,13 @@ static int hkt_run_all(int argc, char **argv) {
         for (int i = 0; i < hkt_ncases; i++) {
             int seen = 0;
             for (int a = 2; a < argc; a++) seen |= strcmp(argv[a], hkt_cases[i].name) == 0;
-            if (!seen) printf("case %s has no CTest entry (HKT_TEST(name) must be written literally)\n", hkt_cases[i].name), bad = 1;
+            if (!seen)
+                printf("case %s has no CTest entry (HKT_TEST(name) must be written literally)\n",
+                       hkt_cases[i].name),
+                    bad = 1;
         }
-        if (hkt_ncases >= HKT_MAX_CASES) printf("more than %d cases: raise HKT_MAX_CASES\n", HKT_MAX_CASES), bad = 1;
+        if (hkt_ncases >= HKT_MAX_CASES)
+            printf("more than %d cases: raise HKT_MAX_CASES\n", HKT_MAX_CASES), bad = 1;
         printf("%d cases%s\n", hkt_ncases, bad ? ", registration differs" : ", all registered");
         return bad;
     }

@@ -31,7 +31,7 @@
 /* open_memstream: at most 16 open at once (the tests use one at a time) */
 typedef struct hkt_memstream {
     FILE *f;
-    char **buf;  /* open_memstream: set at fclose */
+    char **buf; /* open_memstream: set at fclose */
     size_t *len;
     char *fixed; /* fmemopen: the caller's buffer, filled at fclose */
     size_t cap;
@@ -120,7 +120,9 @@ static inline int hkt_unsetenv(const char *name) { return _putenv_s(name, "") ==
 static inline int hkt_pipe(int fds[2]) { return _pipe(fds, 1 << 16, _O_BINARY); }
 #define pipe hkt_pipe
 /* read() takes and returns int there */
-static inline long hkt_read(int fd, void *buf, size_t n) { return _read(fd, buf, n > 0x7fffffffu ? 0x7fffffffu : (unsigned)n); }
+static inline long hkt_read(int fd, void *buf, size_t n) {
+    return _read(fd, buf, n > 0x7fffffffu ? 0x7fffffffu : (unsigned)n);
+}
 #define read hkt_read
 
 static inline void *hkt_aligned_alloc(size_t align, size_t size) { return _aligned_malloc(size, align); }

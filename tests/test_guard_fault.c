@@ -15,7 +15,8 @@
 #include "internal.h"
 #include "heapkit/guard.h"
 
-#ifndef _WIN32 /* fork per fault: POSIX-only (cmake/windows.cmake); tests/test_fault_exit.c runs faults on both */
+#ifndef _WIN32 /* fork per fault: POSIX-only (cmake/windows.cmake); tests/test_fault_exit.c runs faults on   \
+                  both */
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>

@@ -4,9 +4,10 @@
  * child process by fault_exit_override_overflow (tests/CMakeLists.txt). */
 #include "hk_test.h"
 
-#define HK_GUARD_OVERRIDE 1
+#define HK_GUARD_OVERRIDE           1
 #define HK_GUARD_OVERRIDE_IMPLEMENT 1
-#define HK_GUARD_OVERRIDE_FLAGS (HK_GUARD_REPORT | HK_FLAG_QUIET) /* reports, no abort: misuse is tested here */
+#define HK_GUARD_OVERRIDE_FLAGS                                                                              \
+    (HK_GUARD_REPORT | HK_FLAG_QUIET) /* reports, no abort: misuse is tested here */
 #include "heapkit/guard_override.h"
 
 HKT_TEST(override_maps_the_malloc_family) {
@@ -45,7 +46,7 @@ HKT_TEST(override_maps_the_malloc_family) {
 
 HKT_TEST(override_calloc_overflow_and_realloc_null) {
     CHECK(calloc((size_t)-1 / 2, 4) == NULL); /* n * size overflows: refused */
-    char *p = realloc(NULL, 16); /* realloc(NULL, n) allocates */
+    char *p = realloc(NULL, 16);              /* realloc(NULL, n) allocates */
     REQUIRE(p != NULL);
     CHECK(hk_guard_owns(hk_guard_override_heap(), p));
     free(p);

@@ -76,11 +76,13 @@ void *hk_guard_override_aligned(size_t align, size_t size);
 #endif
 #if defined(_MSC_VER) && !defined(__clang__)
 #include <intrin.h>
-#define HK_GO_LOAD(p)         ((hk_guard *)_InterlockedCompareExchangePointer((void *volatile *)(p), NULL, NULL))
-#define HK_GO_CAS(p, old, nw) (_InterlockedCompareExchangePointer((void *volatile *)(p), (nw), (old)) == (old))
+#define HK_GO_LOAD(p) ((hk_guard *)_InterlockedCompareExchangePointer((void *volatile *)(p), NULL, NULL))
+#define HK_GO_CAS(p, old, nw)                                                                                \
+    (_InterlockedCompareExchangePointer((void *volatile *)(p), (nw), (old)) == (old))
 #else
-#define HK_GO_LOAD(p)         __atomic_load_n((p), __ATOMIC_ACQUIRE)
-#define HK_GO_CAS(p, old, nw) __atomic_compare_exchange_n((p), &(old), (nw), 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)
+#define HK_GO_LOAD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define HK_GO_CAS(p, old, nw)                                                                                \
+    __atomic_compare_exchange_n((p), &(old), (nw), 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)
 #endif
 #ifdef __cplusplus
 extern "C" {
