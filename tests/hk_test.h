@@ -102,6 +102,19 @@ typedef struct hkt_errors {
     int quiet; /* do not print messages */
 } hkt_errors;
 
+/* This process's address space in use (VmSize), or 0 where /proc is not
+ * there: the address-space-limit tests set RLIMIT_AS above it. */
+__attribute__((unused)) static size_t hkt_vm_size(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return 0;
+    char line[256];
+    size_t kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmSize: %zu kB", &kb) == 1) break;
+    fclose(f);
+    return kb * 1024;
+}
+
 static void hkt_on_error(const hk_error *e, void *user) {
     hkt_errors *c = (hkt_errors *)user;
     c->count++;

@@ -288,23 +288,12 @@ HKT_TEST(guard_owns_races_no_free) {
 #ifndef _WIN32 /* setrlimit and fork: POSIX-only (cmake/windows.cmake) */
 /* ---- address-space limit ----------------------------------------------------------- */
 
-static size_t reports_vm_size(void) {
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f) return 0;
-    char line[256];
-    size_t kb = 0;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "VmSize: %zu kB", &kb) == 1) break;
-    fclose(f);
-    return kb * 1024;
-}
-
 HKT_TEST(guard_reserve_shrinks_under_address_space_limit) {
     if (hk__tsan_enabled()) return; /* sanitizers reserve terabytes of shadow */
 #ifdef HK__ASAN
     return;
 #endif
-    size_t vm = reports_vm_size();
+    size_t vm = hkt_vm_size();
     if (!vm) return;
     fflush(stdout);
     pid_t pid = fork();

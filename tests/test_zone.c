@@ -786,25 +786,13 @@ HKT_TEST(dump_to_print_function) {
 }
 
 #ifndef _WIN32 /* setrlimit and fork: POSIX-only (cmake/windows.cmake) */
-/* VmSize of this process, or 0 when /proc is not there. */
-static size_t zone_vm_size(void) {
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f) return 0;
-    char line[256];
-    size_t kb = 0;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "VmSize: %zu kB", &kb) == 1) break;
-    fclose(f);
-    return kb * 1024;
-}
-
 /* Regression: under an address-space limit (ulimit -v, valgrind) the
  * growing zone's 64 GiB reservation was refused and the zone then grew by
  * separate regions, one per chunk. It now halves the reservation until the
  * host grants one, and grows in place. */
 HKT_TEST(zone_growing_zone_reserves_less_under_address_space_limit) {
     if (hk__tsan_enabled() || hk__asan_enabled()) return; /* sanitizers reserve terabytes of shadow */
-    size_t vm = zone_vm_size();
+    size_t vm = hkt_vm_size();
     if (!vm || sizeof(void *) < 8) return;
     fflush(stdout);
     pid_t pid = fork();
