@@ -207,6 +207,11 @@ HK__HIDDEN void hk_os_mutex_unlock_hook(void *m);
  * often this is called). Up to 8 distinct functions per process. Returns
  * HK_OK, or HK_ERR_NOMEM when the table is full. */
 HK__HIDDEN hk_result hk_os_on_thread_exit(void (*fn)(void));
+/* The slot of fn in a table of n functions filled from the front (its
+ * existing slot, or the first empty one claimed with a compare-and-swap),
+ * or -1 when the table is full. Lock-free; both hosts' thread-exit tables
+ * use it (os_common.c). */
+HK__HIDDEN int hk_os_fn_slot(void (**tab)(void), int n, void (*fn)(void));
 
 /* ------------------------------------------------------------------------ */
 /* Stopping the other threads (leak scans)                                   */

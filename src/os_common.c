@@ -164,6 +164,21 @@ int hk_os_fp_walk(uintptr_t bp, uintptr_t sp, void **out, int max, int (*readabl
     return n;
 }
 
+int hk_os_fn_slot(void (**tab)(void), int n, void (*fn)(void)) {
+    for (int i = 0; i < n; i++) {
+        void (*cur)(void) = __atomic_load_n(&tab[i], __ATOMIC_ACQUIRE);
+        if (cur == fn) return i;
+        if (cur == NULL) {
+            void (*expect)(void) = NULL;
+            if (__atomic_compare_exchange_n(&tab[i], &expect, fn, false, __ATOMIC_ACQ_REL,
+                                            __ATOMIC_ACQUIRE) ||
+                expect == fn)
+                return i;
+        }
+    }
+    return -1;
+}
+
 #ifdef _WIN32
 /* ---- snprintf with POSIX %p ------------------------------------------------------ */
 

@@ -353,18 +353,7 @@ static void os_exit_run(void *arg) {
 static void os_exit_key_init(void) { os_exit_key_ok = pthread_key_create(&os_exit_key, os_exit_run) == 0; }
 
 hk_result hk_os_on_thread_exit(void (*fn)(void)) {
-    int slot = -1;
-    for (int i = 0; i < OS_EXIT_FNS && slot < 0; i++) {
-        void (*cur)(void) = __atomic_load_n(&os_exit_fns[i], __ATOMIC_ACQUIRE);
-        if (cur == fn) slot = i;
-        if (cur == NULL) {
-            void (*expect)(void) = NULL;
-            if (__atomic_compare_exchange_n(&os_exit_fns[i], &expect, fn, false, __ATOMIC_ACQ_REL,
-                                            __ATOMIC_ACQUIRE) ||
-                expect == fn)
-                slot = i;
-        }
-    }
+    int slot = hk_os_fn_slot(os_exit_fns, OS_EXIT_FNS, fn);
     if (slot < 0) return HK_ERR_NOMEM;
     if (os_exit_armed & (1u << slot)) return HK_OK;
     pthread_once(&os_exit_once, os_exit_key_init);

@@ -422,18 +422,7 @@ static BOOL CALLBACK os_exit_index_init(PINIT_ONCE once, void *param, void **ctx
 }
 
 hk_result hk_os_on_thread_exit(void (*fn)(void)) {
-    int slot = -1;
-    for (int i = 0; i < OS_EXIT_FNS && slot < 0; i++) {
-        void (*cur)(void) = __atomic_load_n(&os_exit_fns[i], __ATOMIC_ACQUIRE);
-        if (cur == fn) slot = i;
-        if (cur == NULL) {
-            void (*expect)(void) = NULL;
-            if (__atomic_compare_exchange_n(&os_exit_fns[i], &expect, fn, false, __ATOMIC_ACQ_REL,
-                                            __ATOMIC_ACQUIRE) ||
-                expect == fn)
-                slot = i;
-        }
-    }
+    int slot = hk_os_fn_slot(os_exit_fns, OS_EXIT_FNS, fn);
     if (slot < 0) return HK_ERR_NOMEM;
 #ifdef HK_WIN32_PTHREAD_EXIT
     if (os_exit_pkey_ok) {
