@@ -29,4 +29,28 @@ static inline int holds(hk_cache *c, hk_cache_handle h, unsigned char v) {
     return p && hk_fill_check(p, n, v) == n;
 }
 
+/* The LRU rank of handle h's block as walk reports it (999: not found;
+ * the first 8 used blocks only). */
+typedef struct rank_rec {
+    uint32_t id[8], rank[8];
+    int n;
+} rank_rec;
+
+static inline int rank_cb(const hk_block_info *bi, void *user) {
+    rank_rec *r = (rank_rec *)user;
+    if ((bi->flags & HK_BLOCK_USED) && r->n < 8) {
+        r->id[r->n] = bi->id;
+        r->rank[r->n++] = bi->rank;
+    }
+    return 0;
+}
+
+static inline uint32_t rank_of(hk_cache *c, hk_cache_handle h) {
+    rank_rec r = {{0}, {0}, 0};
+    hk_cache_walk(c, rank_cb, &r);
+    for (int i = 0; i < r.n; i++)
+        if (r.id[i] == h.value) return r.rank[i];
+    return 999;
+}
+
 #endif /* HK_CACHE_TEST_UTIL_H */

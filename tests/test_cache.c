@@ -154,28 +154,6 @@ HKT_TEST(handle_slots_reused_late_and_never_equal) {
     hk_cache_destroy(c);
 }
 
-typedef struct rank_rec {
-    uint32_t id[8], rank[8];
-    int n;
-} rank_rec;
-
-static int rank_cb(const hk_block_info *bi, void *user) {
-    rank_rec *r = (rank_rec *)user;
-    if ((bi->flags & HK_BLOCK_USED) && r->n < 8) {
-        r->id[r->n] = bi->id;
-        r->rank[r->n++] = bi->rank;
-    }
-    return 0;
-}
-
-static uint32_t rank_of(hk_cache *c, hk_cache_handle h) {
-    rank_rec r = {{0}, {0}, 0};
-    hk_cache_walk(c, rank_cb, &r);
-    for (int i = 0; i < r.n; i++)
-        if (r.id[i] == h.value) return r.rank[i];
-    return 999;
-}
-
 /* deref_fast: a hit writes nothing; a miss stamps once with the current
  * clock; blocks reached between two clock steps share a rank; empty, stale
  * and none handles go through hk_cache_deref (same results and reports). */
