@@ -324,16 +324,17 @@ HK__NOINLINE unsigned char *hk__zone_thr_refill(hk_zone *z, zone_heap *h, unsign
     return u;
 }
 
-/* The current run of class ci has no freed slot and the heap has remote
- * frees queued: collects them before a fresh slot is carved, and when the
- * current run got none back but another run of the class did, makes that
- * run current (the old one goes on the partial list, or is marked full).
- * Slots that were used before are reused before untouched memory is
- * faulted in: a producer whose blocks other threads free would otherwise
- * carve every run to its end before its refill collected anything.
- * Returns the class's current run. */
+/* The current run of class ci has no freed slot, and the class has a
+ * partial run or the heap has remote frees queued: collects those before a
+ * fresh slot is carved, and when the current run got none back but another
+ * run of the class has freed slots, makes that run current (the old one
+ * goes on the partial list, or is marked full). Slots that were used
+ * before are reused before untouched memory is faulted in: a producer
+ * whose blocks other threads free, or a thread whose frees land in older
+ * runs, would otherwise carve every run to its end first. Returns the
+ * class's current run. */
 static zone_run *zone_thr_reuse(hk_zone *z, zone_heap *h, unsigned ci) {
-    zone_thr_collect(z, h, 0);
+    if (__atomic_load_n(&h->remote_runs, __ATOMIC_RELAXED)) zone_thr_collect(z, h, 0);
     zone_cls *c = &h->cls[ci];
     zone_run *r = c->cur, *p = c->partial;
     if (r->free || !p) return r;
@@ -354,7 +355,8 @@ HK__NOINLINE void *hk__zone_thr_alloc_slow(hk_zone *z, size_t n) {
     zone_run *r = h->cls[ci].cur;
     unsigned char *u = NULL;
     uint32_t word = 0;
-    if (r && !r->free && __atomic_load_n(&h->remote_runs, __ATOMIC_RELAXED)) r = zone_thr_reuse(z, h, ci);
+    if (r && !r->free && (h->cls[ci].partial || __atomic_load_n(&h->remote_runs, __ATOMIC_RELAXED)))
+        r = zone_thr_reuse(z, h, ci);
     if (r) {
         u = r->free;
         if (u) {

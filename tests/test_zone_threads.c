@@ -601,3 +601,34 @@ HKT_TEST(owner_reuses_remotely_freed_slots_before_carving) {
     CHECK_EQ(hk_zone_check(z), HK_OK);
     hk_zone_destroy(z);
 }
+
+/* The same for the owner's own frees: a run of the class with freed slots
+ * serves the next allocation before the current run's untouched slots
+ * (a churning thread's peak RSS: 1.5 -> 1.3 MiB on suite threads). */
+HKT_TEST(owner_reuses_own_freed_slots_in_older_runs_before_carving) {
+    trep rep;
+    hk_zone *z = mk(&rep);
+    REQUIRE(z != NULL);
+    enum { SZ = 6000, MAXB = 64 };
+    void *c[MAXB + 1];
+    c[0] = hk_zone_alloc(z, SZ);
+    REQUIRE(c[0] != NULL);
+    zone_run *r1 = run_of(c[0]);
+    unsigned ns = r1->nslots;
+    REQUIRE(ns >= 2 && ns <= MAXB);
+    for (unsigned i = 1; i <= ns; i++) REQUIRE((c[i] = hk_zone_alloc(z, SZ)) != NULL);
+    zone_run *r2 = run_of(c[ns]);
+    REQUIRE(r2 != r1 && r2->bump == 1);
+    for (unsigned i = 0; i + 1 < ns; i++) CHECK_EQ(hk_zone_free(z, c[i]), HK_OK); /* r1 keeps one */
+    void *d = hk_zone_alloc(z, SZ);
+    REQUIRE(d != NULL);
+    CHECK(run_of(d) == r1);
+    CHECK_EQ(r2->bump, 1);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    CHECK_EQ(hk_zone_free(z, d), HK_OK);
+    for (unsigned i = ns - 1; i <= ns; i++) CHECK_EQ(hk_zone_free(z, c[i]), HK_OK);
+    CHECK_EQ(live_of(z), 0);
+    CHECK_EQ(rep.count, 0);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    hk_zone_destroy(z);
+}
