@@ -120,10 +120,10 @@ static hk_result zone_check_run(hk_zone *z, zone_blk *b, size_t size, zone_tally
                      nfree, r->bump - r->used);
     if ((r->state == ZONE_RUN_FULL && r->used != r->nslots) ||
         /* in a heap only: an empty partial run, kept while a remote freer
-         * was inside it, and a partly carved one, set aside as current for
-         * a run with freed slots (zone_thr_reuse) */
-        (r->state == ZONE_RUN_PARTIAL &&
-         (((r->used == 0 || r->bump != r->nslots) && !(x && x->heap)) || r->used == r->nslots)) ||
+         * was inside it; a partial run may be partly carved (set aside as
+         * current for a run with freed slots: hk__zone_slot_reuse,
+         * zone_thr_reuse) */
+        (r->state == ZONE_RUN_PARTIAL && ((r->used == 0 && !(x && x->heap)) || r->used == r->nslots)) ||
         (r->state == ZONE_RUN_CUR && rc->cur != r) ||
         (r->state == ZONE_RUN_SPARE && (rc->spare != r || r->used != 0)))
         ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r, "run %p is in state %u with %u of %u slots used", (void *)r,

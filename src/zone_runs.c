@@ -27,9 +27,10 @@
  *    and class; `used` counts the used ones, which carry tag HK_TAG_STATIC;
  *    the run's free list holds exactly the free ones.
  *  - the class's cur run has state CUR; a PARTIAL run is on its class's
- *    partial list and has a free slot and a used one, and every slot
- *    carved; a FULL run has every slot used; a SPARE run is its class's
- *    spare and empty.
+ *    partial list and has a used slot and a free or uncarved one (a run
+ *    still being carved goes there when a run with freed slots is made
+ *    current before it: hk__zone_slot_reuse); a FULL run has every slot
+ *    used; a SPARE run is its class's spare and empty.
  *  - runs.slot_bytes is the sum of the strides of the used slots.
  */
 #include "zone_runs.h"
@@ -148,6 +149,19 @@ void hk__zone_runs_trim(hk_zone *z) {
             }
         }
     }
+}
+
+HK__NOINLINE zone_run *hk__zone_slot_reuse(hk_zone *z, unsigned ci) {
+    zone_cls *c = &z->runs.cls[ci];
+    zone_run *r = c->cur, *p = c->partial;
+    zone_partial_unlink(c, p);
+    if (r->bump < r->nslots)
+        zone_partial_push(c, r);
+    else
+        r->state = ZONE_RUN_FULL;
+    p->state = ZONE_RUN_CUR;
+    c->cur = p;
+    return p;
 }
 
 HK__NOINLINE unsigned char *hk__zone_slot_refill(hk_zone *z, unsigned ci, zone_run **out, uint32_t *word) {
