@@ -7,14 +7,13 @@
  *            live IDs vs dereferencing a raw pointer taken from an array
  *            of pointers (same access pattern);
  *   storm    a bullet-cancel storm: 16,000 live objects (parents with
- *            children) on a tick list and 8 draw layers; 90% of the parents
- *            end in one frame while the tick iterates; the frame draws, the
- *            next frame refills. Baseline: the seed's design on each peer's
- *            malloc/free - a doubly-linked world list, parent/child lists,
- *            singly-linked layer lists rebuilt every tick (deaths swept
- *            after the tick so the baseline itself is correct).
- * Ratios are recorded as ratio_vs_<peer> = peer time / pool time (above 1:
- * the pool is faster), and for get as ratio_vs_raw = pool time / raw time.
+ *            children) on a tick list and 8 draw layers (frame lists, rebuilt
+ *            by every tick); 90% of the parents end in one frame while the
+ *            tick iterates; the frame draws, the next frame refills. Baseline: the seed's design on each
+ * peer's malloc/free - a doubly-linked world list, parent/child lists, singly-linked layer lists rebuilt
+ * every tick (deaths swept after the tick so the baseline itself is correct). Ratios are recorded as
+ * ratio_vs_<peer> = peer time / pool time (above 1: the pool is faster), and for get as ratio_vs_raw = pool
+ * time / raw time.
  */
 #include "harness.h"
 
@@ -179,13 +178,20 @@ typedef struct storm_obj {
     char body[STORM_SIZE - 16];
 } storm_obj;
 
+/* The pool as a game uses it: the tick list and the 8 draw layers are
+ * frame lists (pool.h), rebuilt every frame as the seed rebuilds its
+ * layers. The tick walks last frame's tick list, frees the cancelled
+ * parents with their subtrees, and pushes every survivor onto the next
+ * tick list and its layer; the new objects of the refill go on the next
+ * tick list. No object is ever unlinked: a freed object's entries are
+ * skipped by the iterators (its ID went stale). */
 typedef struct storm_pool {
     hk_pool *p;
-    hk_pool_list tick;
-    hk_pool_list layer[STORM_LAYERS];
+    hk_pool_flist tick[2];
+    hk_pool_flist layer[STORM_LAYERS];
+    int cur;
     uint64_t rng;
     uint64_t drawn;
-    size_t live;
 } storm_pool;
 
 static hk_pool_id storm_pool_new(storm_pool *s, hk_pool_id parent) {
@@ -195,8 +201,7 @@ static hk_pool_id storm_pool_new(storm_pool *s, hk_pool_id parent) {
     o->layer = (uint32_t)(hkb_rand(&s->rng) % STORM_LAYERS);
     o->ends = 0;
     o->acc = 0;
-    hk_pool_list_push_back(s->p, s->tick, id);
-    hk_pool_list_push_back(s->p, s->layer[o->layer], id);
+    hk_pool_flist_push(s->p, s->tick[s->cur], id);
     return id;
 }
 
@@ -209,41 +214,49 @@ static void storm_pool_refill(storm_pool *s) {
     }
 }
 
-static int storm_pool_mark(hk_pool *p, hk_pool_id id, void *obj, void *user) {
-    storm_pool *s = (storm_pool *)user;
-    storm_obj *o = (storm_obj *)obj;
-    /* a root parent: 90% of them are cancelled this frame */
-    if (hk_pool_parent(p, id).value == 0 && hk_pool_child_count(p, id) > 0)
-        o->ends = (hkb_rand(&s->rng) % 10) != 0;
-    return 0;
-}
-
 static double storm_pool_run(int frames, uint64_t seed) {
     storm_pool s;
     memset(&s, 0, sizeof s);
     s.rng = seed;
     hk_pool_desc d = {0};
     d.elem_size = sizeof(storm_obj);
-    d.links = 2;
     s.p = hk_pool_create(&d);
     if (!s.p) return -1;
-    s.tick = hk_pool_list_create(s.p, 0, "tick");
-    for (int l = 0; l < STORM_LAYERS; l++) s.layer[l] = hk_pool_list_create(s.p, 1, "layer");
+    for (int t = 0; t < 2; t++) s.tick[t] = hk_pool_flist_create(s.p, STORM_LIVE, "tick");
+    for (int l = 0; l < STORM_LAYERS; l++) s.layer[l] = hk_pool_flist_create(s.p, STORM_LIVE / 4, "layer");
     storm_pool_refill(&s);
     uint64_t total = 0;
+    hk_pool_fiter it;
+    storm_obj *o;
     for (int f = 0; f < frames; f++) {
-        hk_pool_list_each(s.p, s.tick, storm_pool_mark, &s); /* game logic decides the storm (not timed) */
+        /* game logic decides the storm (not timed): 90% of the root parents end */
+        for (it = hk_pool_fiter_begin(s.p, s.tick[s.cur]);
+             (o = (storm_obj *)hk_pool_fiter_next(&it)) != NULL;)
+            if (hk_pool_parent(s.p, it.id).value == 0 && hk_pool_child_count(s.p, it.id) > 0)
+                o->ends = (hkb_rand(&s.rng) % 10) != 0;
         uint64_t t0 = hkb_now_ns();
-        /* tick: the inline iterator; frees are deferred to the end of the loop */
-        hk_pool_iter it;
-        storm_obj *o;
-        for (it = hk_pool_iter_begin(s.p, s.tick); (o = (storm_obj *)hk_pool_iter_next(&it)) != NULL;) {
+        /* tick: frees are deferred to the end of the loop; survivors go on
+         * the next tick list and their layer */
+        int nxt = s.cur ^ 1;
+        hk_pool_flist_clear(s.p, s.tick[nxt]);
+        for (int l = 0; l < STORM_LAYERS; l++) hk_pool_flist_clear(s.p, s.layer[l]);
+        for (it = hk_pool_fiter_begin(s.p, s.tick[s.cur]);
+             (o = (storm_obj *)hk_pool_fiter_next(&it)) != NULL;) {
             o->acc += 1;
-            if (o->ends) hk_pool_free(s.p, it.id, HK_POOL_FREE_SUBTREE); /* children go with it */
+            if (o->ends) {
+                hk_pool_free(s.p, it.id, HK_POOL_FREE_SUBTREE); /* children go with it */
+            } else {
+                hk_pool_flist_push(s.p, s.tick[nxt], it.id);
+                hk_pool_flist_push(s.p, s.layer[o->layer], it.id);
+            }
         }
+        s.cur = nxt;
+        /* draw: children of parents cancelled after them in the tick are
+         * on the layers too, dead; the iterator skips them */
         uint64_t drawn = 0;
         for (int l = 0; l < STORM_LAYERS; l++)
-            for (it = hk_pool_iter_begin(s.p, s.layer[l]); (o = (storm_obj *)hk_pool_iter_next(&it)) != NULL;)
+            for (it = hk_pool_fiter_begin(s.p, s.layer[l]);
+                 (o = (storm_obj *)hk_pool_fiter_next(&it)) != NULL;)
                 drawn += o->acc;
         s.drawn += drawn;
         storm_pool_refill(&s);

@@ -9,6 +9,8 @@
  *                    fix-ups) and tree attach / detach
  *   pool_lists.c     the list API and list iteration
  *   pool_tree.c      the parent / child API
+ *   pool_frame.c     frame lists (ID arrays rebuilt every frame) and their
+ *                    iteration
  *   pool_check.c     check, walk and where
  *
  * Calls go down only: lists and tree call slots, links and overflow; slots
@@ -54,6 +56,11 @@
  *  - Active list iterations (iters, a stack of frames on the C stack) hold
  *    the next member to visit and the last one; unlinking a member fixes
  *    them up, so a member removed during an iteration is never reached.
+ *  - Frame lists (fl[i], handle != 0 while it exists): count <= room, ents
+ *    holds room entries (NULL when room is 0), every entry is an ID this
+ *    pool issued (index < cap or the overflow mark, generation not 0), not
+ *    necessarily alive. Running frame iterations (fiters) name an existing
+ *    frame list, read its current array, and i <= end <= count.
  *  - live == fast_live + overflow_live == number of ALIVE slots.
  */
 #ifndef HEAPKIT_POOL_INTERNAL_H
@@ -149,6 +156,11 @@ struct hk_pool {
     int slow; /* lock hooks, on_destroy, FILL or PARANOID: no fast free path */
     int san;  /* announce blocks to ASan / Valgrind (client requests cost time: only when running under it) */
     pool_iter *iters;
+    /* frame lists (pool_frame.c): the table (== hot.fl, max_lists entries),
+     * how many exist, and the running frame-list iterations */
+    hk__pool_fl *fl;
+    uint32_t nfl_used;
+    hk__pool_fiter_frame *fiters;
     /* counters and host */
     uint64_t fail_count;
     hk_pool_destroy_fn on_destroy;
@@ -264,6 +276,20 @@ hk_pool_id hk__pool_alloc_locked(hk_pool *p, void **obj);
  * outermost releases what was freed inside. */
 void hk__pool_scope_begin(hk_pool *p);
 void hk__pool_scope_end(hk_pool *p);
+
+/* Frees every frame list's array (pool_frame.c keeps the lists; destroy
+ * calls this). */
+static inline void pool_fl_destroy_all(hk_pool *p) {
+    for (uint32_t i = 0; i < p->max_lists; i++) {
+        hk__pool_fl *f = &p->fl[i];
+        hk__core_backing_free(&p->core, f->ents, (size_t)f->room * sizeof(uint32_t));
+        f->ents = NULL;
+        f->room = f->count = 0;
+        f->handle = 0;
+    }
+    p->nfl_used = 0;
+    p->fiters = NULL;
+}
 
 /* ---- pool_check.c ------------------------------------------------------------- */
 

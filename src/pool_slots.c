@@ -31,7 +31,7 @@ typedef struct pool_layout {
     uint32_t cap, index_bits, links, max_lists;
     size_t ht_size;
     size_t rstride; /* bytes per slot record (meta and links) */
-    size_t off_lists, off_ht, off_busy, off_pend, off_rec, off_base, total;
+    size_t off_lists, off_fl, off_ht, off_busy, off_pend, off_rec, off_base, total;
 } pool_layout;
 
 /* Plans the pool's block; returns NULL, or what is wrong with the desc. */
@@ -57,6 +57,9 @@ static const char *pool_plan(const hk_pool_desc *d, pool_layout *L) {
     if (!hk_size_align(off, 16, &off)) return too_big;
     L->off_lists = off;
     if (!hk_size_mul(L->max_lists, sizeof(pool_lst), &n) || !hk_size_add(off, n, &off)) return too_big;
+    if (!hk_size_align(off, 16, &off)) return too_big;
+    L->off_fl = off;
+    if (!hk_size_mul(L->max_lists, sizeof(hk__pool_fl), &n) || !hk_size_add(off, n, &off)) return too_big;
     if (!hk_size_align(off, 16, &off)) return too_big;
     L->off_ht = off;
     L->ht_size = hk__ht_storage_size(L->cap, 1);
@@ -154,6 +157,8 @@ hk_pool *hk_pool_create(const hk_pool_desc *desc) {
     p->rstride = L.rstride;
     p->base = start + L.off_base;
     memset(p->lists, 0, (size_t)L.max_lists * sizeof(pool_lst));
+    p->fl = (hk__pool_fl *)(void *)(start + L.off_fl);
+    memset(p->fl, 0, (size_t)L.max_lists * sizeof(hk__pool_fl));
     for (uint32_t i = 0; i < L.max_lists; i++) p->lists[i].head = p->lists[i].tail = POOL_NIL;
     memset(p->rec, 0, (size_t)L.cap * L.rstride);
     memset(p->busy, 0, L.cap);
@@ -166,6 +171,8 @@ hk_pool *hk_pool_create(const hk_pool_desc *desc) {
     h->busy = p->busy;
     h->base = p->base;
     h->stride = p->stride;
+    h->fl = p->fl;
+    h->nfl = L.max_lists;
     p->pend_head = p->pend_tail = POOL_NIL;
     p->ofree_head = POOL_NIL;
     p->on_destroy = desc->on_destroy;
@@ -515,6 +522,7 @@ void hk_pool_destroy(hk_pool *p) {
     /* objects freed by on_destroy hooks during the clear are released too */
     pool_flush(p);
     hk__pool_ovf_destroy(p);
+    pool_fl_destroy_all(p);
     hk__san_access(p->base, (size_t)p->cap * p->stride);
     hk_lock_hooks lock = p->core.lock;
     void *os_base = p->os_base;
