@@ -170,6 +170,10 @@ static void bench_get(hkb_ctx *ctx) {
 #define STORM_KIDS   3 /* each parent has 3 children: 4000 families */
 #define STORM_LAYERS 8
 #define STORM_SIZE   256
+/* the refill reuses the slots the tick just released (LIFO, pool.h) */
+#ifndef STORM_POOL_FLAGS
+#define STORM_POOL_FLAGS HK_POOL_HOT_REUSE
+#endif
 
 typedef struct storm_obj {
     uint32_t layer;
@@ -220,6 +224,7 @@ static double storm_pool_run(int frames, uint64_t seed) {
     s.rng = seed;
     hk_pool_desc d = {0};
     d.elem_size = sizeof(storm_obj);
+    d.flags = STORM_POOL_FLAGS;
     s.p = hk_pool_create(&d);
     if (!s.p) return -1;
     for (int t = 0; t < 2; t++) s.tick[t] = hk_pool_flist_create(s.p, STORM_LIVE, "tick");

@@ -163,6 +163,7 @@ struct hk_pool {
     hk__pool_fiter_frame *fiters;
     /* counters and host */
     uint64_t fail_count;
+    uint64_t front_released; /* HK_POOL_HOT_REUSE releases, each of which moved the ring's head back */
     hk_pool_destroy_fn on_destroy;
     void *destroy_user;
     void *os_base;

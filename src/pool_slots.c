@@ -282,20 +282,22 @@ static void pool_kill(hk_pool *p, uint32_t s, int subtree) {
         m->state = POOL_DYING;
         p->ovf_live--;
     }
+    if (m->nlinked) { /* objects only on frame lists skip all of this */
 #if defined(__GNUC__) || defined(__clang__)
-    /* The list neighbours' records are written by the unlinks below and are
-     * often out of the cache (a draw layer's neighbours are far apart):
-     * start fetching them all before the first unlink waits for one. */
-    for (uint32_t k = 0; k < p->links; k++) {
-        const pool_link *l = pool_l(p, s, k);
-        if (!l->list) continue;
-        if (l->prev < p->cap) __builtin_prefetch(p->rec + (size_t)l->prev * p->rstride);
-        if (l->next < p->cap) __builtin_prefetch(p->rec + (size_t)l->next * p->rstride);
-    }
+        /* The list neighbours' records are written by the unlinks below and are
+         * often out of the cache (a draw layer's neighbours are far apart):
+         * start fetching them all before the first unlink waits for one. */
+        for (uint32_t k = 0; k < p->links; k++) {
+            const pool_link *l = pool_l(p, s, k);
+            if (!l->list) continue;
+            if (l->prev < p->cap) __builtin_prefetch(p->rec + (size_t)l->prev * p->rstride);
+            if (l->next < p->cap) __builtin_prefetch(p->rec + (size_t)l->next * p->rstride);
+        }
 #endif
-    for (uint32_t k = 0; k < p->links; k++) {
-        pool_link *l = pool_l(p, s, k);
-        if (l->list) hk__pool_list_unlink(p, l->list - 1, s);
+        for (uint32_t k = 0; k < p->links; k++) {
+            pool_link *l = pool_l(p, s, k);
+            if (l->list) hk__pool_list_unlink(p, l->list - 1, s);
+        }
     }
     hk__pool_detach(p, s);
     if (!subtree)
@@ -314,13 +316,28 @@ static void pool_kill(hk_pool *p, uint32_t s, int subtree) {
 }
 
 /* Kills s and (subtree) every descendant, breadth first through the pending
- * queue: no recursion, O(subtree). */
+ * queue: no recursion, O(subtree). A dying parent's children are not
+ * detached one by one (each detach rewrites the parent's child list and
+ * the next sibling's back link): the parent's child list is dropped whole
+ * and each child's tree links cleared as it is killed. */
 static void pool_kill_tree(hk_pool *p, uint32_t s, int subtree) {
     pool_kill(p, s, subtree);
     if (!subtree) return;
     for (uint32_t q = s; q != POOL_NIL; q = pool_m(p, q)->next) {
         pool_meta *qm = pool_m(p, q);
-        while (qm->first_child != POOL_NIL) pool_kill(p, qm->first_child, 1);
+        uint32_t c = qm->first_child;
+        if (c == POOL_NIL) continue;
+        qm->first_child = qm->last_child = POOL_NIL;
+        qm->nchildren = 0;
+        if (q < p->cap) p->busy[q] = 0; /* DYING: on no list, and now in no tree */
+        while (c != POOL_NIL) {
+            pool_meta *cm = pool_m(p, c);
+            uint32_t next = cm->next_sib;
+            cm->parent = cm->next_sib = cm->prev_sib = POOL_NIL;
+            pool_kill(p, c, 1);
+            pool_busy_update(p, c); /* stays set while it has children of its own */
+            c = next;
+        }
     }
 }
 
@@ -338,7 +355,12 @@ static void pool_release(hk_pool *p, uint32_t s) {
             hk_fill(o, p->stride, HK_FILL_FREE);
         }
         if (p->san) hk__san_free(o, p->stride);
-        (void)hk__ht_release(&p->hot.ht, s); /* queued, or retired when it used every generation */
+        /* queued (at the front with HK_POOL_HOT_REUSE), or retired when it
+         * used every generation */
+        if (!(pool_flags(p) & HK_POOL_HOT_REUSE))
+            (void)hk__ht_release(&p->hot.ht, s);
+        else if (!hk__ht_release_front(&p->hot.ht, s))
+            p->front_released++;
     } else {
         hk__pool_ovf_release(p, s);
     }
@@ -544,7 +566,7 @@ hk_result hk_pool_stats(const hk_pool *p, hk_stats *out) {
     uint32_t nfree = pool_nfree(p);
     size_t fast_held = (size_t)p->cap - nfree - p->hot.ht.nretired;
     size_t held = pool_live(p) + p->npending;
-    uint64_t allocs = p->hot.ht.head + p->ovf_allocs;
+    uint64_t allocs = p->hot.ht.head + p->front_released + p->ovf_allocs;
     out->capacity = fast_bytes + p->ovf_bytes;
     out->used = held * p->elem_size;
     out->used_blocks_bytes = fast_held * p->stride + p->ovf_bytes;

@@ -135,8 +135,19 @@ typedef struct hk_pool_list {
 /* Pool flags, in addition to HK_FLAG_ZERO, HK_FLAG_FILL, HK_FLAG_PARANOID,
  * HK_FLAG_QUIET. */
 enum {
-    HK_POOL_WRAP = 1u << 16,       /* generations wrap instead of retiring slots */
-    HK_POOL_NO_OVERFLOW = 1u << 17 /* no overflow path: alloc fails when the slots are exhausted */
+    HK_POOL_WRAP = 1u << 16,        /* generations wrap instead of retiring slots */
+    HK_POOL_NO_OVERFLOW = 1u << 17, /* no overflow path: alloc fails when the slots are exhausted */
+    /* Hot reuse: the fast slots released when a defer scope or an iteration
+     * ends go to the FRONT of the free queue, the last released first
+     * (LIFO), so the allocations that follow (a game's refill after its
+     * tick) get slots whose memory and metadata were touched moments ago
+     * instead of the oldest free slot. Other frees stay FIFO. Stale IDs are
+     * detected as always (every reuse issues the next generation); what it
+     * gives up is FIFO's distance: a dangling raw pointer to an object freed
+     * in the scope is more likely to hit its slot's next object, and
+     * generation wear concentrates on the slots that churn (under the
+     * RETIRE policy they retire sooner; see hk_pool_recycle). */
+    HK_POOL_HOT_REUSE = 1u << 18
 };
 
 /* What hk_pool_free does with the object's children. */
