@@ -187,12 +187,16 @@ static inline int hk__ht_release(hk__htab *t, uint32_t i) {
 
 /* hk__ht_release, but a slot that becomes FREE goes to the FRONT of the
  * ring: the next allocation takes it (LIFO reuse, for owners that want the
- * slot they released last while it is still in the cache). The ring's
- * head moves back, so head no longer counts pops: an owner that derives
- * an allocation count from head adds its front releases back. O(1). */
+ * slot they released last while it is still in the cache). Returns 0 when
+ * it was queued at the front, 1 when it retired, 2 when it wrapped (under
+ * HK__HT_WRAP; queued at the back as hk__ht_release does). The ring's head
+ * moves back for each front release, so head no longer counts pops: an
+ * owner that derives an allocation count from head adds those back. O(1). */
 static inline int hk__ht_release_front(hk__htab *t, uint32_t i) {
-    if (hk__ht_release(t, i)) return 1;
-    t->tail--; /* undo the queueing at the back */
+    unsigned char st = (unsigned char)(t->state[i] & HK__HT_S_WRAPPED);
+    if (HK__UNLIKELY(*hk__ht_word(t, i) == t->last_dead && !st)) return hk__ht_release(t, i) ? 1 : 2;
+    t->nheld--;
+    t->state[i] = st; /* FREE */
     t->head--;
     t->ring[(uint32_t)t->head & t->ring_mask] = i;
     return 0;

@@ -229,6 +229,24 @@ static inline void pool_after_op(hk_pool *p) {
  * paths' permissions are unchanged, only the paranoid check runs. */
 static inline void pool_after_links(hk_pool *p) { hk__core_after(&p->core); }
 
+/* Prefetches the record and the object of the fast slot the allocation
+ * four from now will take: FIFO reuse spreads consecutive allocations over
+ * the whole pool, so each would otherwise start with two cache misses. A
+ * macro, not a helper: GCC finds a helper made of prefetches free of side
+ * effects and deletes its calls. */
+#if defined(__GNUC__) || defined(__clang__)
+#define POOL_PREFETCH_AHEAD(p)                                                                               \
+    do {                                                                                                     \
+        if ((p)->hot.ht.tail - (p)->hot.ht.head > 4) {                                                       \
+            uint32_t ahead_ = (p)->hot.ht.ring[(uint32_t)((p)->hot.ht.head + 4) & (p)->hot.ht.ring_mask];    \
+            __builtin_prefetch((p)->rec + (size_t)ahead_ * (p)->rstride);                                    \
+            __builtin_prefetch((p)->base + (size_t)ahead_ * (p)->stride);                                    \
+        }                                                                                                    \
+    } while (0)
+#else
+#define POOL_PREFETCH_AHEAD(p) ((void)(p))
+#endif
+
 /* ---- pool_overflow.c --------------------------------------------------------- */
 
 uint32_t hk__pool_hash_find(const pool_hash *h, uint64_t key);

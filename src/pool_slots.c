@@ -214,18 +214,7 @@ uint32_t hk__pool_resolve(hk_pool *p, hk_pool_id id, const char *what, int freei
 hk_pool_id hk__pool_alloc_locked(hk_pool *p, void **obj) {
     hk_pool_id id = {0};
     void *o;
-#if defined(__GNUC__) || defined(__clang__)
-    /* Prefetch the record and the object of the fast slot the allocation
-     * four from now will take: FIFO reuse spreads consecutive allocations
-     * over the whole pool, so each would otherwise start with two cache
-     * misses. Written here, not in a helper: GCC finds a helper made of
-     * prefetches free of side effects and deletes its calls. */
-    if (p->hot.ht.tail - p->hot.ht.head > 4) {
-        uint32_t ahead = p->hot.ht.ring[(uint32_t)(p->hot.ht.head + 4) & p->hot.ht.ring_mask];
-        __builtin_prefetch(p->rec + (size_t)ahead * p->rstride);
-        __builtin_prefetch(p->base + (size_t)ahead * p->stride);
-    }
-#endif
+    POOL_PREFETCH_AHEAD(p);
     uint32_t v = hk__ht_alloc(&p->hot.ht);
     if (HK__LIKELY(v != 0)) {
         /* a FREE slot is on no list and in no tree, its meta clean */
@@ -359,7 +348,7 @@ static void pool_release(hk_pool *p, uint32_t s) {
          * used every generation */
         if (!(pool_flags(p) & HK_POOL_HOT_REUSE))
             (void)hk__ht_release(&p->hot.ht, s);
-        else if (!hk__ht_release_front(&p->hot.ht, s))
+        else if (hk__ht_release_front(&p->hot.ht, s) == 0)
             p->front_released++;
     } else {
         hk__pool_ovf_release(p, s);
@@ -383,7 +372,19 @@ static void pool_flush(hk_pool *p) {
     if (p->pend_ok && p->npend == p->npending && !p->on_destroy) {
         /* every pending slot is a fast one and no hook can add more: the
          * dense copy of the queue, no chase through cold records */
-        for (uint32_t i = 0; i < p->npend; i++) pool_release(p, p->pend[i]);
+        if (!p->san && !(pool_flags(p) & HK_FLAG_FILL)) {
+            /* nothing to fill or poison: the table's release alone */
+            hk__htab *t = &p->hot.ht;
+            if (pool_flags(p) & HK_POOL_HOT_REUSE) {
+                for (uint32_t i = 0; i < p->npend; i++)
+                    p->front_released += hk__ht_release_front(t, p->pend[i]) == 0;
+            } else {
+                for (uint32_t i = 0; i < p->npend; i++) (void)hk__ht_release(t, p->pend[i]);
+            }
+            p->npending -= p->npend;
+        } else {
+            for (uint32_t i = 0; i < p->npend; i++) pool_release(p, p->pend[i]);
+        }
         p->pend_head = POOL_NIL;
     }
     while (p->pend_head != POOL_NIL) {

@@ -223,3 +223,32 @@ HKT_TEST(pool_defer_hot_reuse_retires) {
     CHECK_EQ(st.free_count, 255u);
     hk_pool_destroy(p);
 }
+
+/* Under HK_POOL_WRAP the slot's sequence wraps instead: at the wrap the
+ * slot goes to the back of the queue (the other free slots come first),
+ * and the allocation count stays exact. */
+HKT_TEST(pool_defer_hot_reuse_wraps) {
+    hk_pool *p = mk_reuse(4, 24, HK_POOL_HOT_REUSE | HK_POOL_WRAP | HK_POOL_NO_OVERFLOW);
+    REQUIRE(p);
+    int moved = 0;
+    for (int i = 0; i < 300; i++) {
+        hk_pool_id id = hk_pool_alloc(p, NULL);
+        REQUIRE(id.value);
+        moved += hk_pool_id_index(p, id) != 0;
+        hk_pool_defer_begin(p);
+        CHECK_EQ(hk_pool_free(p, id, HK_POOL_FREE_SUBTREE), HK_OK);
+        hk_pool_defer_end(p);
+    }
+    CHECK(moved > 0); /* slot 0 wrapped once: the next allocation took slot 1 */
+    hk_pool_info info;
+    hk_pool_get_info(p, &info);
+    CHECK_EQ(info.retired_slots, 0u);
+    CHECK_EQ(info.free_slots, 4u);
+    hk_stats st;
+    hk_pool_stats(p, &st);
+    CHECK_EQ(st.alloc_count, 300u);
+    CHECK_EQ(st.free_count, 300u);
+    CHECK_EQ(g_errs.count, 0);
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    hk_pool_destroy(p);
+}
