@@ -2,7 +2,9 @@
  * bench/suite_pool.c - the pool against malloc-based designs, peers in the
  * same run:
  *   churn    create/destroy churn of 64, 256 and 1024-byte objects (random
- *            victim in a live working set), vs malloc/free of every peer;
+ *            victim in a live working set), vs malloc/free of every peer,
+ *            and two floors: the same loop over a bare ring of slot indices,
+ *            and over the least a generational pool does (churn_floor);
  *   get      hk_pool_get (inline: a mask, a load and a compare) on random
  *            live IDs vs dereferencing a raw pointer taken from an array
  *            of pointers (same access pattern);
@@ -67,6 +69,61 @@ static double churn_pool(size_t size, long ops) {
     return (double)(t1 - t0) / (double)ops;
 }
 
+/* Floors, not peers: the same loop over a bare FIFO ring of slot indices
+ * (gen = 0: no IDs, no checks) or over the least a generational pool does
+ * (gen = 1: the ID's slot in range and its word equal to the ID before the
+ * free, the word made dead, the next generation from the word at the
+ * allocation; no wrap or retire decision, no counters, no lists or tree).
+ * Everything is a local or a constant, so the compiler keeps the ring's
+ * head and tail in registers, which a library called from the loop cannot
+ * (its state lives in the pool, and the loop's stores may alias it). */
+static double churn_floor(size_t size, long ops, int gen) {
+    enum { SLOTS = CHURN_SET + 64, RING = 8192, IB = 14, MASK = (1u << IB) - 1 };
+    static uint32_t ring[RING], held[CHURN_SET], words[SLOTS];
+    unsigned char *mem = (unsigned char *)malloc((size_t)SLOTS * size);
+    if (!mem) return -1;
+    uint32_t head = 0, tail = 0, bad = 0;
+    for (uint32_t s = 0; s < SLOTS; s++) {
+        words[s] = (1u << IB) | MASK; /* dead, generation 1 */
+        if (s < CHURN_SET) {
+            words[s] = (1u << IB) | s;
+            held[s] = gen ? words[s] : s;
+            memset(mem + (size_t)s * size, 1, 16);
+        } else {
+            ring[tail++ & (RING - 1)] = s;
+        }
+    }
+    uint64_t t0 = hkb_now_ns();
+    if (!gen) {
+        for (long i = 0; i < ops; i++) {
+            uint32_t k = churn_order[i & (CHURN_ORDER - 1)];
+            ring[tail++ & (RING - 1)] = held[k];
+            held[k] = ring[head++ & (RING - 1)];
+            *(volatile uint64_t *)(mem + (size_t)held[k] * size) = (uint64_t)i;
+        }
+    } else {
+        for (long i = 0; i < ops; i++) {
+            uint32_t k = churn_order[i & (CHURN_ORDER - 1)];
+            uint32_t id = held[k], s = id & MASK;
+            if (s < SLOTS && words[s] == id) {
+                words[s] = id | MASK;
+                ring[tail++ & (RING - 1)] = s;
+            } else {
+                bad++;
+            }
+            uint32_t n = ring[head++ & (RING - 1)];
+            uint32_t v = (words[n] + 1u) | n;
+            words[n] = v;
+            held[k] = v;
+            *(volatile uint64_t *)(mem + (size_t)n * size) = (uint64_t)i;
+        }
+    }
+    uint64_t t1 = hkb_now_ns();
+    hkb_sink(&bad);
+    free(mem);
+    return (double)(t1 - t0) / (double)ops;
+}
+
 static double churn_malloc(const hkb_allocator *a, size_t size, long ops) {
     static void *ptrs[CHURN_SET];
     for (int i = 0; i < CHURN_SET; i++) {
@@ -100,6 +157,14 @@ static void bench_churn(hkb_ctx *ctx, const hkb_allocator *peers, int np) {
         }
         pool_ns = hkb_median(v, ctx->reps);
         hkb_record(SUITE, wl, "heapkit_pool", "ns_per_op", pool_ns, "ns");
+        for (int g = 0; g < 2; g++) {
+            for (int r = 0; r < ctx->reps; r++) {
+                churn_draw(ctx->seed + (uint64_t)r);
+                v[r] = churn_floor(sizes[si], ops, g);
+            }
+            hkb_record(SUITE, wl, g ? "floor_generational_ring" : "floor_bare_ring", "ns_per_op",
+                       hkb_median(v, ctx->reps), "ns");
+        }
         for (int a = 0; a < np; a++) {
             for (int r = 0; r < ctx->reps; r++) {
                 churn_draw(ctx->seed + (uint64_t)r);
