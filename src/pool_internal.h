@@ -13,7 +13,7 @@
  *                    iteration
  *   pool_check.c     check, walk and where
  *
- * Calls go down only: lists and tree call slots, links and overflow; slots
+ * Calls go down only: lists, frame and tree call slots, links and overflow; slots
  * calls links and overflow (and check, through the core's check pointer);
  * check calls overflow; links and overflow call nothing of the pool.
  *

@@ -47,7 +47,8 @@
  * overflow ID may alias only after 2^gen - 1 further overflow allocations,
  * and at most 2^gen - 1 overflow objects can be live at once.
  *
- * Slot reuse is FIFO: a freed slot goes to the back of the free queue, so it
+ * Slot reuse is FIFO (HK_POOL_HOT_REUSE makes the release pass of a defer
+ * scope LIFO): a freed slot goes to the back of the free queue, so it
  * is reused as late as possible. That keeps a just-freed object's memory and
  * generation untouched for the longest time (a dangling pointer or ID is most
  * likely to hit a dead slot that get() rejects and ASan has poisoned, not a
@@ -60,6 +61,10 @@
  * `links` link slots (desc.links, default 2: e.g. a tick list and a draw
  * layer). An object is on at most one list per link slot, so it can be on
  * `links` lists at once. Insertion and removal are O(1) at any time.
+ * Frame lists (hk_pool_flist, below) are the other kind: arrays of IDs that
+ * the program rebuilds every frame, which freeing never touches (their
+ * iterator skips the entries of dead objects), for lists a game rebuilds
+ * in its tick anyway, such as draw layers.
  *
  * Deferred destruction
  * --------------------
@@ -75,7 +80,8 @@
  * Complexity: every call is O(1) (expected O(1) on the overflow path) except
  * where noted: freeing a subtree is O(subtree), freeing with detach is
  * O(children), set_parent is O(depth) (cycle check), list_destroy/list_clear
- * are O(members), each/walk/check/recycle/clear are O(capacity + overflow).
+ * are O(members), each/walk/check/recycle/clear are O(capacity + overflow),
+ * check also O(frame list entries).
  * Thread-safety: an instance is not thread-safe. With desc.lock hooks every
  * call takes the lock; since callbacks (on_destroy, visitors) may re-enter
  * the pool, the lock must then be recursive.
@@ -708,9 +714,11 @@ int hk_pool_walk(hk_pool *p, hk_walk_fn fn, void *user);
 /* Verifies every invariant: the free queue (sound, no cycles, only free
  * slots, count), every live ID resolves to its object, the overflow tables,
  * every list (links both ways, counts, membership), the parent/child links
- * (both ways, child counts, no cycles), the pending queue, the counters, and
- * with HK_FLAG_FILL the free fill of free slots. Reports the first broken
- * invariant and returns HK_ERR_CORRUPT. O(capacity * links + overflow). */
+ * (both ways, child counts, no cycles), the pending queue, the counters,
+ * every frame list (handle, count within its room, every entry an ID of this
+ * pool) and running frame iteration, and with HK_FLAG_FILL the free fill of
+ * free slots. Reports the first broken invariant and returns HK_ERR_CORRUPT.
+ * O(capacity * links + overflow + frame list entries). */
 hk_result hk_pool_check(hk_pool *p);
 
 /* Finds the object (live, pending or free fast slot) containing `addr`:
