@@ -334,7 +334,7 @@ static void pool_kill_tree(hk_pool *p, uint32_t s, int subtree) {
  * and mflags mean something only while it is DYING, and pool_kill sets
  * them afresh (so a release pass over the dense pending copy touches no
  * record, which by then is usually out of the cache). */
-static void pool_release(hk_pool *p, uint32_t s) {
+static void pool_release(hk_pool *p, uint32_t s, int front) {
     HK__ASSERT(pool_state(p, s) == POOL_DYING);
     p->npending--;
     if (s < p->cap) {
@@ -346,7 +346,7 @@ static void pool_release(hk_pool *p, uint32_t s) {
         if (p->san) hk__san_free(o, p->stride);
         /* queued (at the front with HK_POOL_HOT_REUSE), or retired when it
          * used every generation */
-        if (!(pool_flags(p) & HK_POOL_HOT_REUSE))
+        if (!front)
             (void)hk__ht_release(&p->hot.ht, s);
         else if (hk__ht_release_front(&p->hot.ht, s) == 0)
             p->front_released++;
@@ -357,7 +357,9 @@ static void pool_release(hk_pool *p, uint32_t s) {
 
 /* Runs on_destroy for every pending object (frees made by it join the queue),
  * then releases them all. Called when the outermost scope closes. */
-static void pool_flush(hk_pool *p) {
+static void pool_flush(hk_pool *p, int scope) {
+    /* HK_POOL_HOT_REUSE: the release pass of a scope queues at the front */
+    int front = scope && (pool_flags(p) & HK_POOL_HOT_REUSE);
     if (p->flushing || p->pend_head == POOL_NIL) return;
     p->flushing = 1;
     p->defer_depth++;
@@ -375,7 +377,7 @@ static void pool_flush(hk_pool *p) {
         if (!p->san && !(pool_flags(p) & HK_FLAG_FILL)) {
             /* nothing to fill or poison: the table's release alone */
             hk__htab *t = &p->hot.ht;
-            if (pool_flags(p) & HK_POOL_HOT_REUSE) {
+            if (front) {
                 for (uint32_t i = 0; i < p->npend; i++)
                     p->front_released += hk__ht_release_front(t, p->pend[i]) == 0;
             } else {
@@ -383,14 +385,14 @@ static void pool_flush(hk_pool *p) {
             }
             p->npending -= p->npend;
         } else {
-            for (uint32_t i = 0; i < p->npend; i++) pool_release(p, p->pend[i]);
+            for (uint32_t i = 0; i < p->npend; i++) pool_release(p, p->pend[i], front);
         }
         p->pend_head = POOL_NIL;
     }
     while (p->pend_head != POOL_NIL) {
         uint32_t q = p->pend_head;
         p->pend_head = pool_m(p, q)->next;
-        pool_release(p, q);
+        pool_release(p, q, front);
     }
     p->pend_tail = POOL_NIL;
     p->npend = 0;
@@ -414,7 +416,7 @@ hk_result hk__pool_free(hk_pool *p, hk_pool_id id, hk_pool_children children) {
         s = hk__pool_resolve(p, id, "free", 1, &r);
     if (s != POOL_NIL) {
         pool_kill_tree(p, s, children != HK_POOL_DETACH);
-        if (p->defer_depth == 0) pool_flush(p);
+        if (p->defer_depth == 0) pool_flush(p, 0); /* a free outside any scope */
     }
     pool_after_op(p);
     hk__core_unlock(&p->core);
@@ -464,7 +466,7 @@ void hk__pool_scope_begin(hk_pool *p) {
 }
 
 void hk__pool_scope_end(hk_pool *p) {
-    if (--p->defer_depth == 0) pool_flush(p);
+    if (--p->defer_depth == 0) pool_flush(p, 1);
 }
 
 void hk_pool_defer_begin(hk_pool *p) {
@@ -543,7 +545,7 @@ void hk_pool_destroy(hk_pool *p) {
     p->defer_depth = 0;
     pool_clear_locked(p);
     /* objects freed by on_destroy hooks during the clear are released too */
-    pool_flush(p);
+    pool_flush(p, 0);
     hk__pool_ovf_destroy(p);
     pool_fl_destroy_all(p);
     hk__san_access(p->base, (size_t)p->cap * p->stride);
