@@ -296,6 +296,20 @@ hk_pool_id hk__pool_alloc_locked(hk_pool *p, void **obj);
 void hk__pool_scope_begin(hk_pool *p);
 void hk__pool_scope_end(hk_pool *p);
 
+/* Drops from every frame list the entries whose objects are not alive:
+ * recycle calls it before sequences restart, since a dead entry's ID could
+ * otherwise name an object of the restarted sequence. Running frame
+ * iterations are not affected (recycle is refused inside any scope). */
+static inline void pool_fl_drop_dead(hk_pool *p) {
+    for (uint32_t i = 0; i < p->max_lists; i++) {
+        hk__pool_fl *f = &p->fl[i];
+        uint32_t w = 0;
+        for (uint32_t e = 0; e < f->count; e++)
+            if (pool_alive_slot(p, f->ents[e]) != POOL_NIL) f->ents[w++] = f->ents[e];
+        f->count = w;
+    }
+}
+
 /* Frees every frame list's array (pool_frame.c keeps the lists; destroy
  * calls this). */
 static inline void pool_fl_destroy_all(hk_pool *p) {

@@ -515,8 +515,10 @@ long hk_pool_recycle(hk_pool *p) {
         n = hk__report(&p->core.rep, HK_ERR_STATE, HK_EK_STATE, NULL, 0, NULL,
                        "recycle inside a defer scope or iteration (depth %u): call it at a safe point",
                        p->defer_depth);
-    else
+    else {
+        pool_fl_drop_dead(p);                 /* the pool's own copies of dead IDs go first */
         n = (long)hk__ht_recycle(&p->hot.ht); /* the sequences restart */
+    }
     pool_after_op(p);
     hk__core_unlock(&p->core);
     return n;

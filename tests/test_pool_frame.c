@@ -522,3 +522,46 @@ HKT_TEST(flist_random_frames_match_model) {
     CHECK_EQ(hk_pool_check(p), HK_OK);
     hk_pool_destroy(p);
 }
+
+/* recycle restarts retired slots' generation sequences, so an old ID can
+ * name a new object again: the frame lists' dead entries are dropped
+ * first, and an entry kept there never reaches the new object. */
+HKT_TEST(flist_recycle_drops_dead_entries) {
+    hkt_errors_reset(&g_errs);
+    g_errs.quiet = 1;
+    hk_pool_desc d = {0};
+    d.elem_size = sizeof(obj);
+    d.capacity = 2;
+    d.index_bits = 24; /* 8-bit generations: 255 uses per slot */
+    d.flags = HK_POOL_NO_OVERFLOW;
+    d.on_error = hkt_on_error;
+    d.error_user = &g_errs;
+    hk_pool *p = hk_pool_create(&d);
+    REQUIRE(p);
+    hk_pool_flist fl = hk_pool_flist_create(p, 0, "fl");
+    hk_pool_id keep = hk_pool_alloc(p, NULL);  /* slot 0, stays alive */
+    hk_pool_id first = hk_pool_alloc(p, NULL); /* slot 1's first ID */
+    CHECK_EQ(hk_pool_flist_push(p, fl, keep), HK_OK);
+    CHECK_EQ(hk_pool_flist_push(p, fl, first), HK_OK);
+    CHECK_EQ(hk_pool_free(p, first, HK_POOL_FREE_SUBTREE), HK_OK);
+    for (int i = 1; i < 255; i++) { /* slot 1 issues the rest of its sequence */
+        hk_pool_id id = hk_pool_alloc(p, NULL);
+        REQUIRE(id.value);
+        CHECK_EQ(hk_pool_free(p, id, HK_POOL_FREE_SUBTREE), HK_OK);
+    }
+    hk_pool_info in;
+    hk_pool_get_info(p, &in);
+    CHECK_EQ(in.retired_slots, 1u);
+    CHECK_EQ(hk_pool_flist_count(p, fl), 2u);
+    CHECK_EQ(hk_pool_recycle(p), 1);
+    CHECK_EQ(hk_pool_flist_count(p, fl), 1u); /* first's entry dropped, keep's kept */
+    hk_pool_id again = hk_pool_alloc(p, NULL);
+    CHECK_EQ(again.value, first.value); /* the restarted sequence */
+    int k = 0;
+    for (hk_pool_fiter it = hk_pool_fiter_begin(p, fl); hk_pool_fiter_next(&it) != NULL; k++)
+        CHECK_EQ(it.id.value, keep.value);
+    CHECK_EQ(k, 1);
+    CHECK_EQ(g_errs.count, 0);
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    hk_pool_destroy(p);
+}

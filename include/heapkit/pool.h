@@ -690,8 +690,10 @@ hk_result hk_pool_defer_end(hk_pool *p);
 
 /* Returns retired slots (RETIRE policy) to the free queue with fresh
  * generation sequences. Call it only when no stale ID of this pool is kept
- * anywhere. Returns the number of slots recycled; HK_ERR_STATE (negative,
- * reported) inside a defer scope. O(capacity). */
+ * anywhere (the pool's own frame lists are taken care of: their entries of
+ * dead objects are dropped first). Returns the number of slots recycled;
+ * HK_ERR_STATE (negative, reported) inside a defer scope.
+ * O(capacity + frame list entries). */
 long hk_pool_recycle(hk_pool *p);
 
 /* Frees every live object (as hk_pool_free with HK_POOL_FREE_SUBTREE on each
