@@ -79,7 +79,7 @@ zone_run *hk__zone_run_new(hk_zone *z, unsigned ci, struct zone_heap *h) {
     if (!b && z->grow_size && hk__zone_grow(z, need)) b = hk__zone_take(z, need, 16, &bsize);
     if (!b) return NULL;
     zone_set_hdr(b, bsize, HK_TAG_STATIC, ZB_USED | (b->bits & ZB_PREV_USED) | ZB_RUN_MARK, 0);
-    zone_run *r = zone_run_of_block(b);
+    zone_run *r = zone_run_of_block(z, b);
     zone_unpoison(r, sizeof *r);
     r->free = NULL;
     r->next = r->prev = NULL;
