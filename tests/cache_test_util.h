@@ -53,4 +53,16 @@ static inline uint32_t rank_of(hk_cache *c, hk_cache_handle h) {
     return 999;
 }
 
+/* deref_fast's view of the cache (heapkit/detail/cache.h): the hot entry
+ * of handle h, and whether deref_fast would return at once for it. */
+static inline hk__cache_view *view_of(hk_cache *c) { return (hk__cache_view *)(void *)c; }
+static inline uint64_t hot_word(hk_cache *c, hk_cache_handle h) {
+    return hk__cache_hot_of(c)[h.value & view_of(c)->idx_mask];
+}
+static inline int fast_hits(hk_cache *c, hk_cache_handle h) {
+    uint64_t p = view_of(c)->probe;
+    uint32_t i = h.value & (uint32_t)(p & HK__CACHE_PROBE_MASK);
+    return (uint32_t)hk__cache_hot_of(c)[i] == ((h.value ^ i) | (uint32_t)(p >> HK__CACHE_EPOCH_SHIFT));
+}
+
 #endif /* HK_CACHE_TEST_UTIL_H */
