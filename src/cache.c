@@ -4,11 +4,11 @@
  * touch, size, lock / unlock, purgeable, purge.
  *
  * Invariants: the instance starts with the view hk_cache_deref_fast reads
- * (the probe word) and its hot entries start HK__CACHE_HOT_OFFSET bytes
+ * (base, index mask, epoch) and its hot entries start HK__CACHE_HOT_OFFSET bytes
  * after it; `slow` is set when the core has lock hooks or is paranoid, or
- * when the base (a 16 MiB boundary below every address the region can
- * have) is above 2^47 or more than 64 GiB below the region's highest
- * address, and then the probe's epoch is one no tag carries, so deref_fast
+ * when the base (the lowest address the region can have: for a hunk, its
+ * block area) is more than 32 GiB below the highest, and then deref_fast's
+ * epoch is one no tag carries, so deref_fast
  * always takes hk_cache_deref (and the lock). Every mutating call
  * ends with hk__core_after (the paranoid check). None of the calls here
  * moves a block except lock_high (through cache_compact.c).
@@ -82,7 +82,7 @@ hk_cache *hk_cache_create(const hk_cache_desc *desc) {
     c->core.self = c;
     c->slow = (c->core.locked_hooks || c->core.paranoid) ? 1u : 0u;
     /* the base of the hot entries' offsets: below every address the region
-     * can hold (for a hunk, its whole block area), within 64 GiB of the top */
+     * can hold (for a hunk, its whole block area), within 32 GiB of the top */
     uintptr_t rlo = hk_align_ptr(start + head, 16), rhi = ((uintptr_t)mem + mem_size) & ~(uintptr_t)15u;
     if (desc->hunk) {
         void *ms;
@@ -93,8 +93,9 @@ hk_cache *hk_cache_create(const hk_cache_desc *desc) {
         rlo = (uintptr_t)ms - hi.low_used;
         rhi = (uintptr_t)ms + mn + hi.high_used;
     }
-    c->base = (uint64_t)rlo & HK__CACHE_PROBE_BASE;
-    if ((uint64_t)rlo >> HK__CACHE_EPOCH_SHIFT || (uint64_t)rhi + 16u - c->base > ((uint64_t)1 << 36)) c->slow = 1u;
+    c->v.base = (uint64_t)rlo & ~(uint64_t)15u;
+    if ((uint64_t)rhi + 16u - c->v.base > ((uint64_t)1 << 35))
+        c->slow = 1u;                                      /* 32-bit offsets in 8-byte units */
     if (!os_base) memset((void *)(start + ctl), 0, table); /* the OS's pages are fresh zeros */
     if (hk__cache_table_init(c, (void *)(start + ctl), nslots, idx_bits) != HK_OK) goto fail;
     c->on_purge = desc->on_purge;
@@ -149,8 +150,8 @@ hk_result hk_cache_free(hk_cache *c, hk_cache_handle h) {
     cache_slot *s = cache_live(c, h);
     if (!s) r = hk__cache_bad_handle(c, h, "free", 1); /* freed twice: HK_ERR_DOUBLE_FREE */
     if (s && s->lock) {
-        r = hk__report(&c->core.rep, HK_ERR_LOCKED, HK_EK_LOCKED, cache_data(c, s), s->requested,
-                       s->name, "free of locked block '%s' at %p (handle 0x%08x, lock count %u) refused",
+        r = hk__report(&c->core.rep, HK_ERR_LOCKED, HK_EK_LOCKED, cache_data(c, s), s->requested, s->name,
+                       "free of locked block '%s' at %p (handle 0x%08x, lock count %u) refused",
                        cache_nm(s->name), cache_data(c, s), cache_handle(c, s), (unsigned)s->lock);
     } else if (s) {
         if (cache_data(c, s) && !hk__cache_canary_ok(c, s, 1)) r = HK_ERR_CORRUPT;
@@ -188,7 +189,7 @@ void *hk__cache_deref_miss(hk_cache *c, uint32_t handle) {
         if (i != HK__HT_NONE && c->slots[i].data) {
             uint64_t *e = cache_hot_at(c, i);
             c->slots[i].stamp = cache_tick(c);
-            *e = (*e & ~(uint64_t)CACHE_TAG_BITS) | ((handle ^ i) | c->v.epoch);
+            *e = (*e & CACHE_OFF_BITS) | ((uint64_t)(handle ^ c->v.epoch) << 32);
             return c->slots[i].data;
         }
     }
@@ -228,9 +229,9 @@ bool hk_cache_is_purged(hk_cache *c, hk_cache_handle h) {
 /* One more pin on s, refused (reported) when the count would overflow. */
 static hk_result cache_pin(hk_cache *c, cache_slot *s, const char *op) {
     if (s->lock >= CACHE_LOCK_MAX)
-        return hk__report(&c->core.rep, HK_ERR_OVERFLOW, HK_EK_OVERFLOW, cache_data(c, s), s->lock,
-                          s->name, "%s of '%s' (handle 0x%08x): lock count would pass %u", op,
-                          cache_nm(s->name), cache_handle(c, s), CACHE_LOCK_MAX);
+        return hk__report(&c->core.rep, HK_ERR_OVERFLOW, HK_EK_OVERFLOW, cache_data(c, s), s->lock, s->name,
+                          "%s of '%s' (handle 0x%08x): lock count would pass %u", op, cache_nm(s->name),
+                          cache_handle(c, s), CACHE_LOCK_MAX);
     s->lock++;
     return HK_OK;
 }
@@ -312,8 +313,8 @@ hk_result hk_cache_purge(hk_cache *c, hk_cache_handle h) {
     hk_result r = HK_OK;
     cache_slot *s = cache_lookup(c, h, "purge", &r);
     if (s && cache_data(c, s) && s->lock)
-        r = hk__report(&c->core.rep, HK_ERR_LOCKED, HK_EK_LOCKED, cache_data(c, s), s->requested,
-                       s->name, "purge of locked block '%s' at %p (handle 0x%08x) refused", cache_nm(s->name),
+        r = hk__report(&c->core.rep, HK_ERR_LOCKED, HK_EK_LOCKED, cache_data(c, s), s->requested, s->name,
+                       "purge of locked block '%s' at %p (handle 0x%08x) refused", cache_nm(s->name),
                        cache_data(c, s), cache_handle(c, s));
     else if (s && cache_data(c, s))
         hk__cache_purge_slot(c, s);

@@ -132,16 +132,17 @@ static hk_result cache_check_all(hk_cache *c, int table) {
         c->high_water > c->nslots)
         return cache_corrupt(c, c, "control block damaged: handle table geometry", HK_EK_CORRUPT_STRUCTURE);
     uint32_t resident = 0, emax = c->v.epoch_max;
-    if (c->v.idx_mask > HK__CACHE_PROBE_MASK || (cache_tick(c) & 1u) || !cache_tick(c) || c->v.epoch < 1u ||
-        c->v.epoch > emax || emax != (1u << (c->idx_bits < 17u ? c->idx_bits : 17u)) - 2u ||
-        (c->base & ~HK__CACHE_PROBE_BASE) || c->v.probe != cache_probe(c))
+    if ((cache_tick(c) & 1u) || !cache_tick(c) || c->v.epoch < 1u || c->v.epoch > emax ||
+        emax != c->v.idx_mask - 1u || c->v.probe != (((uint64_t)cache_fast_epoch(c) << 32) | c->v.idx_mask) ||
+        (c->v.base & 15u))
         return cache_corrupt(c, c, "control block damaged: LRU clock", HK_EK_CORRUPT_STRUCTURE);
     for (uint32_t i = 0; i < c->high_water; i++) {
         cache_slot *s = &c->slots[i];
         uint64_t e = cache_hot_get(c, i);
         if (cache_is_live(c, s)) {
             if (s->stamp > cache_tick(c))
-                return cache_corrupt(c, s, "handle's LRU stamp is ahead of the clock", HK_EK_CORRUPT_STRUCTURE);
+                return cache_corrupt(c, s, "handle's LRU stamp is ahead of the clock",
+                                     HK_EK_CORRUPT_STRUCTURE);
             if (s->data) {
                 if (!c->lo || (unsigned char *)s->data < c->lo + CACHE_HDR ||
                     (unsigned char *)s->data >= (unsigned char *)c->end ||
@@ -150,18 +151,17 @@ static hk_result cache_check_all(hk_cache *c, int table) {
                                          HK_EK_CORRUPT_STRUCTURE);
                 resident++;
             }
-            /* the hot entry deref_fast reads: the block's offset and a tag
-             * of this generation in an epoch that has been, the current one
-             * only with the current stamp */
-            uint32_t tag = (uint32_t)e, ep = tag & c->v.idx_mask, h = cache_handle(c, s);
-            int ok = !e;
-            if (s->data && !c->slow && (e & ~(uint64_t)CACHE_TAG_BITS) == cache_hot_offset(c, s->data))
-                ok = !tag || ((tag & ~c->v.idx_mask) == (h & ~c->v.idx_mask) && ep >= 1u && ep <= emax &&
-                              (ep != c->v.epoch || s->stamp == cache_tick(c)));
+            /* the hot entry deref_fast reads: the block's offset and a cold
+             * tag, or a tag of this handle in an epoch that has been (the
+             * current one only with the current stamp) */
+            uint32_t tag = (uint32_t)(e >> 32), ep = tag ^ cache_handle(c, s);
+            int ok = e == cache_hot_cold(i);
+            if (s->data && !c->slow && (e & CACHE_OFF_BITS) == cache_hot_offset(c, s->data))
+                ok = tag == i || (ep >= 1u && ep <= emax && (ep != c->v.epoch || s->stamp == cache_tick(c)));
             if (!ok)
                 return cache_corrupt(c, cache_hot_at(c, i), "handle's hot entry disagrees with its slot",
                                      HK_EK_CORRUPT_STRUCTURE);
-        } else if (s->stamp || s->data || s->lock || e) {
+        } else if (s->stamp || s->data || s->lock || e != cache_hot_cold(i)) {
             return cache_corrupt(c, s, "dead handle slot holds a block, a stamp or a lock count",
                                  HK_EK_CORRUPT_STRUCTURE);
         }
@@ -169,13 +169,14 @@ static hk_result cache_check_all(hk_cache *c, int table) {
     /* slots never issued a handle: dead, nothing attached */
     for (uint32_t i = c->high_water; i < c->nslots; i++) {
         const cache_slot *s = &c->slots[i];
-        if (hk__ht_word_live(&c->ht, cache_handle(c, s)) || s->stamp || s->data || cache_hot_get(c, i))
+        if (hk__ht_word_live(&c->ht, cache_handle(c, s)) || s->stamp || s->data ||
+            cache_hot_get(c, i) != cache_hot_cold(i))
             return cache_corrupt(c, s, "handle slot above the high-water mark is in use",
                                  HK_EK_CORRUPT_STRUCTURE);
     }
     /* entries past the table (up to the index mask) must never match */
     for (uint32_t i = c->nslots; i <= c->v.idx_mask; i++)
-        if (cache_hot_get(c, i))
+        if (cache_hot_get(c, i) != cache_hot_cold(i))
             return cache_corrupt(c, cache_hot_at(c, i), "handle table entry past the last slot damaged",
                                  HK_EK_CORRUPT_STRUCTURE);
     if (resident != c->resident)

@@ -209,8 +209,7 @@ hk_result hk__cache_move_high(hk_cache *c, cache_slot *s, const char *op) {
                           "%s of empty (purged) handle 0x%08x '%s'", op, cache_handle(c, s),
                           cache_nm(s->name));
     if (s->lock)
-        return hk__report(&c->core.rep, HK_ERR_LOCKED, HK_EK_LOCKED, cache_data(c, s), s->requested,
-                          s->name,
+        return hk__report(&c->core.rep, HK_ERR_LOCKED, HK_EK_LOCKED, cache_data(c, s), s->requested, s->name,
                           "%s of locked block '%s' at %p (handle 0x%08x): a locked block does not move", op,
                           cache_nm(s->name), cache_data(c, s), cache_handle(c, s));
     cache_blk *b = cache_blk_of(cache_data(c, s)), *best = NULL;

@@ -10,22 +10,23 @@
  * The table keeps its own dense word array; what hk_cache_deref_fast
  * reads is the hot entry (heapkit/detail/cache.h): one 64-bit word per
  * index, HK__CACHE_HOT_OFFSET bytes after the instance, holding a tag
- * (generation << idx_bits | epoch) and the block's offset from the base.
+ * (handle ^ epoch) and the block's offset from the base in 8-byte units.
  *
  * Invariants (verified by hk__cache_check, with hk__ht_check for the table):
  *  - slot i < nslots: a live slot holds its block's user address (NULL when
  *    empty: purged) and a stamp <= the tick; a dead slot holds data NULL,
  *    stamp 0 and lock 0.
- *  - hot entry i < nslots: 0 unless slot i is live, resident and the cache
- *    not slow; then its offset half is (data - base) / 16 and its tag is 0
- *    or (generation of the slot's handle) << idx_bits | e with
+ *  - hot entry i (every i <= idx_mask): cold (tag i, offset 0) unless slot
+ *    i is live, resident and the cache not slow; then its offset is
+ *    (data - base) / 8 and its tag is i (cold) or handle ^ e with
  *    1 <= e <= epoch_max, and when e is the current epoch, the slot's stamp
- *    is the tick (a deref_fast hit changes no rank). Entries from nslots to
- *    idx_mask stay all zero. A tag of 0 never hits: every probe's epoch is
- *    at least 1.
+ *    is the tick (a deref_fast hit changes no rank). A probe h ^ fast_epoch
+ *    never has i's index bits (fast_epoch is never 0 and below
+ *    2^idx_bits), so a cold tag never hits; nor does a live one of another
+ *    generation or epoch.
  *  - every slot at or above high_water is fresh (never issued a handle).
  *  - the tick is even and non-zero; 1 <= epoch <= epoch_max; the probe is
- *    base | epoch << 47 | idx_mask (epoch_max + 1 in place of the epoch when
+ *    fast_epoch << 32 | idx_mask, fast_epoch the epoch (epoch_max + 1 when
  *    slow).
  *
  * The LRU clock: a 32-bit tick (the view's) and stamps in the slots. Slow
@@ -36,11 +37,11 @@
  * tags its entry with the current epoch, without advancing either: an
  * increment per access would chain every access through memory, and a tag
  * written only when the epoch changed dirties nothing on repeated accesses.
- * Epochs run 1 .. epoch_max (2^min(idx_bits, 17) - 2, so that an epoch fits
- * the tag's index bits and the probe's top 17); when they run out every tag
- * is cleared (hk__cache_epoch_wrap: O(high_water), once per epoch_max clock
- * values, at most 2^24 / (2^17 - 2) = 128 entries per clock value) and the
- * epochs start again at 1, so an old tag never meets its epoch again. Before
+ * Epochs run 1 .. epoch_max (2^idx_bits - 2, so that an epoch changes only
+ * the tag's index bits); when they run out every tag is made cold
+ * (hk__cache_epoch_wrap: O(high_water), once per epoch_max clock values, so
+ * about one entry per clock value) and the epochs start again at 1, so an
+ * old tag never meets its epoch again. Before
  * the tick would wrap, the stamps of live slots are renumbered in order
  * (hk__cache_renumber).
  */
@@ -49,7 +50,7 @@
 /* ---- geometry and set-up ---------------------------------------------------------- */
 
 uint32_t hk__cache_table_bits(uint32_t nslots) {
-    uint32_t idx_bits = 2; /* at least one epoch (heapkit/detail/cache.h) */
+    uint32_t idx_bits = 2;                             /* at least one epoch (heapkit/detail/cache.h) */
     while ((1u << idx_bits) - 1u < nslots) idx_bits++; /* the all-ones index is never a slot */
     return idx_bits;
 }
@@ -75,8 +76,9 @@ hk_result hk__cache_table_init(hk_cache *c, void *mem, uint32_t nslots, uint32_t
     c->nslots = nslots;
     c->idx_bits = idx_bits;
     c->v.idx_mask = (1u << idx_bits) - 1u;
-    c->v.epoch_max = (1u << (idx_bits < 17u ? idx_bits : 17u)) - 2u;
+    c->v.epoch_max = (1u << idx_bits) - 2u;
     c->v.epoch = 0;
+    for (uint32_t i = 0; i <= c->v.idx_mask; i++) *cache_hot_at(c, i) = cache_hot_cold(i);
     c->table_bytes = hk__cache_table_bytes(nslots, idx_bits);
     hk__ht_config cfg;
     memset(&cfg, 0, sizeof cfg);
@@ -84,7 +86,7 @@ hk_result hk__cache_table_init(hk_cache *c, void *mem, uint32_t nslots, uint32_t
     cfg.cap = nslots;
     cfg.memory = c->rank + nslots;
     cfg.size = hk__ht_storage_size(nslots, 1); /* the table's own words */
-    cache_set_tick(c, 2u);                    /* epoch 1 */
+    cache_set_tick(c, 2u);                     /* epoch 1 */
     return hk__ht_init(&c->ht, &cfg);
 }
 
@@ -181,10 +183,13 @@ void hk__cache_renumber(hk_cache *c) {
     cache_set_tick(c, next + 1u);
 }
 
-/* The epochs ran out: every tag is cleared (no entry hits until a miss
+/* The epochs ran out: every tag is made cold (no entry hits until a miss
  * tags it again) and they start again at 1. */
 void hk__cache_epoch_wrap(hk_cache *c) {
-    for (uint32_t i = 0; i < c->high_water; i++) *cache_hot_at(c, i) &= ~(uint64_t)CACHE_TAG_BITS;
+    for (uint32_t i = 0; i < c->high_water; i++) {
+        uint64_t *e = cache_hot_at(c, i);
+        *e = (*e & CACHE_OFF_BITS) | cache_hot_cold(i);
+    }
     c->v.epoch = 1;
 }
 

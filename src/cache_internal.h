@@ -25,8 +25,8 @@
  *    `ht`, with its own dense word array), the 8-byte hot entries that
  *    hk_cache_deref_fast reads (HK__CACHE_HOT_OFFSET bytes after the
  *    instance; 2^idx_bits of them, so handle & idx_mask always lands in the
- *    array; heapkit/detail/cache.h: a tag of generation and epoch, and the
- *    block's offset from the base), plus cold slots[nslots] (cache_slot:
+ *    array; heapkit/detail/cache.h: a tag, handle ^ epoch, and the block's
+ *    offset from the base), plus cold slots[nslots] (cache_slot:
  *    requested size, name, block address, lock count, flags, LRU stamp).
  *    See cache_handles.c.
  *
@@ -90,8 +90,8 @@ typedef struct cache_slot {
 _Static_assert(sizeof(cache_slot) <= 32, "slot is at most 32 bytes");
 
 struct hk_cache {
-    hk__cache_view v; /* first: read by hk_cache_deref_fast (its hot entries follow at HK__CACHE_HOT_OFFSET) */
-    uint64_t base;    /* hot entries hold block addresses as (address - base) / 16 */
+    hk__cache_view
+        v; /* first: read by hk_cache_deref_fast (its hot entries follow at HK__CACHE_HOT_OFFSET) */
     cache_slot *slots;
     uint32_t nslots;        /* == ht.cap */
     uint32_t idx_bits;      /* == ht.index_bits */
@@ -172,7 +172,7 @@ static inline uint32_t cache_need16(size_t size) {
 
 /* ---- handle slots ------------------------------------------------------------------ */
 
-#define CACHE_TAG_BITS 0xFFFFFFFFu /* the low half of a hot entry: its tag */
+#define CACHE_OFF_BITS 0xFFFFFFFFu /* the low half of a hot entry: the block's offset */
 
 static inline uint32_t cache_slot_index(const hk_cache *c, uint32_t handle) { return handle & c->v.idx_mask; }
 /* Hot entry idx (heapkit/detail/cache.h). */
@@ -194,20 +194,23 @@ static inline void *cache_data(const hk_cache *c, const cache_slot *s) {
 }
 /* The hot entry's offset half for a block at p. */
 static inline uint64_t cache_hot_offset(const hk_cache *c, const void *p) {
-    return (((uint64_t)(uintptr_t)p - c->base) >> 4) << 32;
+    return ((uint64_t)(uintptr_t)p - c->v.base) >> 3;
 }
+/* Entry idx when it must not hit: tag idx (its index bits are those of
+ * every handle landing there, and a probe always changes them), offset 0. */
+static inline uint64_t cache_hot_cold(uint32_t idx) { return (uint64_t)idx << 32; }
 /* Sets slot s's block address (NULL: none) and keeps its hot entry in step:
  * the offset follows the block; the tag stays while the block is resident
  * (a move keeps it hittable) and is cleared with it. A cache whose
- * deref_fast always misses keeps every entry 0. */
+ * deref_fast always misses keeps every entry cold. */
 static inline void cache_set_data(hk_cache *c, cache_slot *s, void *p) {
     uint32_t idx = (uint32_t)(s - c->slots);
     uint64_t *e = cache_hot_at(c, idx);
     s->data = p;
     if (!p || c->slow)
-        *e = 0;
+        *e = cache_hot_cold(idx);
     else
-        *e = (*e & CACHE_TAG_BITS) | cache_hot_offset(c, p);
+        *e = (*e & ~(uint64_t)CACHE_OFF_BITS) | cache_hot_offset(c, p);
 }
 static inline cache_slot *cache_slot_of_blk(hk_cache *c, const cache_blk *b) {
     return &c->slots[cache_slot_index(c, b->handle)];
@@ -222,18 +225,17 @@ static inline int cache_purgeable(const hk_cache *c, const cache_slot *s) {
 
 static inline uint32_t cache_stamp_at(const hk_cache *c, uint32_t idx) { return c->slots[idx].stamp; }
 static inline uint32_t cache_tick(const hk_cache *c) { return c->v.tick; }
-/* The probe word deref_fast reads (heapkit/detail/cache.h). */
-static inline uint64_t cache_probe(const hk_cache *c) {
-    uint64_t e = c->slow ? (uint64_t)c->v.epoch_max + 1u : c->v.epoch;
-    return c->base | (e << HK__CACHE_EPOCH_SHIFT) | c->v.idx_mask;
+/* The epoch deref_fast compares (heapkit/detail/cache.h). */
+static inline uint32_t cache_fast_epoch(const hk_cache *c) {
+    return c->slow ? c->v.epoch_max + 1u : c->v.epoch;
 }
 void hk__cache_epoch_wrap(hk_cache *c);
 /* A new clock value: the next epoch (every tag of the previous one stops
- * hitting, so deref_fast's next access restamps), and the probe with it. */
+ * hitting, so deref_fast's next access restamps). */
 static inline void cache_set_tick(hk_cache *c, uint32_t t) {
     c->v.tick = t;
     if (HK__UNLIKELY(++c->v.epoch > c->v.epoch_max)) hk__cache_epoch_wrap(c);
-    c->v.probe = cache_probe(c);
+    c->v.probe = ((uint64_t)cache_fast_epoch(c) << 32) | c->v.idx_mask;
 }
 static inline void cache_set_stamp(hk_cache *c, uint32_t idx, uint32_t stamp) { c->slots[idx].stamp = stamp; }
 
@@ -306,7 +308,7 @@ uint32_t hk__cache_table_bits(uint32_t nslots);
 size_t hk__cache_table_bytes(uint32_t nslots, uint32_t idx_bits);
 /* Lays the (zeroed) table out at `mem` (hk__cache_table_bytes of it, at
  * HK__CACHE_HOT_OFFSET from c) and initialises the shared handle table in
- * it. c->base and c->slow must be set. */
+ * it. c->v.base and c->slow must be set. */
 hk_result hk__cache_table_init(hk_cache *c, void *mem, uint32_t nslots, uint32_t idx_bits);
 
 /* Reports a handle that is not live (none, foreign, stale, or freed again

@@ -59,10 +59,9 @@ static inline hk__cache_view *view_of(hk_cache *c) { return (hk__cache_view *)(v
 static inline uint64_t hot_word(hk_cache *c, hk_cache_handle h) {
     return hk__cache_hot_of(c)[h.value & view_of(c)->idx_mask];
 }
+static inline uint32_t fast_epoch(hk_cache *c) { return (uint32_t)(view_of(c)->probe >> 32); }
 static inline int fast_hits(hk_cache *c, hk_cache_handle h) {
-    uint64_t p = view_of(c)->probe;
-    uint32_t i = h.value & (uint32_t)(p & HK__CACHE_PROBE_MASK);
-    return (uint32_t)hk__cache_hot_of(c)[i] == ((h.value ^ i) | (uint32_t)(p >> HK__CACHE_EPOCH_SHIFT));
+    return (uint32_t)(hot_word(c, h) >> 32) == (h.value ^ fast_epoch(c));
 }
 
 #endif /* HK_CACHE_TEST_UTIL_H */

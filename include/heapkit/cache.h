@@ -330,11 +330,11 @@ void hk_cache_dump(hk_cache *c, hk_print_fn fn, void *user);
  * HK_FLAG_PARANOID (or a data region more than 64 GiB long) it always takes
  * hk_cache_deref (and the lock). O(1). */
 static inline void *hk_cache_deref_fast(hk_cache *c, hk_cache_handle h) {
-    uint64_t p = ((const hk__cache_view *)(const void *)c)->probe; /* base, epoch, mask */
-    uint32_t i = h.value & (uint32_t)(p & HK__CACHE_PROBE_MASK);
-    uint64_t w = hk__cache_hot_of(c)[i];
-    if ((uint32_t)w == ((h.value ^ i) | (uint32_t)(p >> HK__CACHE_EPOCH_SHIFT)))
-        return (void *)(uintptr_t)((p & HK__CACHE_PROBE_BASE) + ((w >> 32) << 4));
+    const hk__cache_view *v = (const hk__cache_view *)(const void *)c;
+    uint64_t p = v->probe;                      /* epoch << 32 | index mask */
+    uint32_t x = h.value ^ (uint32_t)(p >> 32); /* the tag of a hit */
+    uint64_t w = hk__cache_hot_of(c)[h.value & (uint32_t)p];
+    if (HK__CACHE_LIKELY((uint32_t)(w >> 32) == x)) return hk__cache_hit(v->base, w);
     return hk__cache_deref_miss(c, h.value);
 }
 
@@ -366,22 +366,22 @@ typedef struct hk_cache_reader {
 
 /* A reader of cache `c` (not NULL). O(1). */
 static inline hk_cache_reader hk_cache_reader_of(hk_cache *c) {
-    uint64_t p = ((const hk__cache_view *)(const void *)c)->probe;
+    const hk__cache_view *v = (const hk__cache_view *)(const void *)c;
     hk_cache_reader r;
     r.cache = c;
-    r.base = p & HK__CACHE_PROBE_BASE;
-    r.idx_mask = (uint32_t)(p & HK__CACHE_PROBE_MASK);
-    r.epoch = (uint32_t)(p >> HK__CACHE_EPOCH_SHIFT);
+    r.base = v->base;
+    r.idx_mask = (uint32_t)v->probe;
+    r.epoch = (uint32_t)(v->probe >> 32);
     return r;
 }
 
 /* hk_cache_deref_fast through a reader (see above). */
 static inline void *hk_cache_reader_deref(hk_cache_reader *r, hk_cache_handle h) {
-    uint32_t i = h.value & r->idx_mask;
-    uint64_t w = hk__cache_hot_of(r->cache)[i];
-    if ((uint32_t)w == ((h.value ^ i) | r->epoch)) return (void *)(uintptr_t)(r->base + ((w >> 32) << 4));
+    uint32_t x = h.value ^ r->epoch;
+    uint64_t w = hk__cache_hot_of(r->cache)[h.value & r->idx_mask];
+    if (HK__CACHE_LIKELY((uint32_t)(w >> 32) == x)) return hk__cache_hit(r->base, w);
     void *p = hk__cache_deref_miss(r->cache, h.value);
-    r->epoch = (uint32_t)(((const hk__cache_view *)(const void *)r->cache)->probe >> HK__CACHE_EPOCH_SHIFT);
+    r->epoch = (uint32_t)(((const hk__cache_view *)(const void *)r->cache)->probe >> 32);
     return p;
 }
 

@@ -10,26 +10,20 @@
  * 64-bit word for handle index i (there are 2^index_bits entries, so
  * handle & idx_mask always lands in the array):
  *
- *   bits  0..31  the tag: (generation << index_bits) | epoch while the
- *                slot is live, its block resident and stamped in that epoch
- *                of the LRU clock (1 <= epoch <= the view's epoch_max); 0
- *                otherwise (not hittable)
- *   bits 32..63  the block's address minus the base, in 16-byte units
- *                (0 when not resident)
+ *   bits  0..31  the block's address minus the view's base, in 8-byte units
+ *                (0 when the slot holds no block)
+ *   bits 32..63  the tag: handle ^ epoch while the slot is live, its block
+ *                resident and stamped in that epoch of the LRU clock
+ *                (1 <= epoch <= epoch_max < 2^index_bits, so the epoch
+ *                changes only the index bits and the generation stays
+ *                exact); otherwise i, whose index bits no probe produces
  *
- * The view's probe word gives the rest in one load:
- *
- *   bits  0..23  idx_mask (2^index_bits - 1)
- *   bits 24..46  the base: a 16 MiB boundary at or below every address the
- *                data region can hold, at most 64 GiB below its end
- *   bits 47..63  the current epoch; a cache whose deref_fast must always
- *                miss (lock hooks, paranoid, a region the base cannot reach)
- *                probes with epoch_max + 1, which no tag carries
- *
- * A hit: entry word w for handle h, idx = h & idx_mask, and
- * (uint32_t)w == ((h ^ idx) | epoch) (h ^ idx is h with its index bits
- * cleared, so the compare checks the generation and the epoch at once);
- * the address is base + (w >> 32) * 16.
+ * The view's probe word holds idx_mask (low half) and the epoch deref_fast
+ * compares, fast_epoch (high half). A hit: entry word w for handle h,
+ * i = h & idx_mask, and (w >> 32) == (h ^ fast_epoch); the address is
+ * base + (uint32_t)w * 8. A cache whose deref_fast must always miss (lock
+ * hooks, paranoid, a region the offsets cannot reach) has
+ * fast_epoch = epoch_max + 1, which no tag carries.
  */
 #ifndef HEAPKIT_DETAIL_CACHE_H
 #define HEAPKIT_DETAIL_CACHE_H
@@ -45,17 +39,27 @@ extern "C" {
 HK_API_BEGIN
 
 #define HK__CACHE_HOT_OFFSET 1024u /* bytes from the cache to its hot entries */
-#define HK__CACHE_PROBE_MASK ((uint64_t)0xFFFFFFu)
-#define HK__CACHE_PROBE_BASE ((uint64_t)0x00007FFFFF000000u)
-#define HK__CACHE_EPOCH_SHIFT 47
 
 typedef struct hk__cache_view {
-    uint64_t probe;     /* base | epoch << 47 | idx_mask: all deref_fast reads of the cache */
+    uint64_t base;      /* hot entries hold (block address - base) / 8 */
+    uint64_t probe;     /* fast_epoch << 32 | idx_mask: one load for both */
     uint32_t tick;      /* LRU clock: even, non-zero */
-    uint32_t epoch;     /* deref_fast's epoch: 1..epoch_max, a step per clock value */
-    uint32_t epoch_max; /* 2^min(index_bits, 17) - 2 */
+    uint32_t epoch;     /* 1..epoch_max, a step per clock value */
+    uint32_t epoch_max; /* 2^index_bits - 2 */
     uint32_t idx_mask;  /* 2^index_bits - 1 */
 } hk__cache_view;
+
+#if defined(__GNUC__) || defined(__clang__)
+#define HK__CACHE_LIKELY(x) __builtin_expect(!!(x), 1)
+#else
+#define HK__CACHE_LIKELY(x) (x)
+#endif
+
+/* The address of a hit: the entry's low half is the block's offset from
+ * the base in 8-byte units. */
+static inline void *hk__cache_hit(uint64_t base, uint64_t w) {
+    return (void *)(uintptr_t)(base + (uint64_t)(uint32_t)w * 8u);
+}
 
 /* The hot entries of cache c (see above). */
 static inline const uint64_t *hk__cache_hot_of(const void *c) {
