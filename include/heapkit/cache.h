@@ -314,9 +314,10 @@ hk_result hk_cache_get_info(const hk_cache *c, hk_cache_info *out);
 void hk_cache_dump(hk_cache *c, hk_print_fn fn, void *user);
 
 /* ---- inline deref -----------------------------------------------------------
- * hk_cache_deref_fast is hk_cache_deref inlined for the common case: one
- * load of the cache's probe word, one load of the handle's 8-byte hot entry
- * and one compare (heapkit/detail/cache.h). It returns the address at once
+ * hk_cache_deref_fast is hk_cache_deref inlined for the common case: two
+ * loads of the cache (its probe word and base), one load of the handle's
+ * 8-byte hot entry (eight to a cache line, in handle order), one compare and
+ * one add (heapkit/detail/cache.h). It returns the address at once
  * when the handle is live, its block resident, and the block already stamped
  * in the LRU clock's current epoch; otherwise it calls hk__cache_deref_miss,
  * which stamps a live resident block with the current clock value (writing
@@ -327,8 +328,9 @@ void hk_cache_dump(hk_cache *c, hk_print_fn fn, void *user);
  * that blocks reached with deref_fast between two calls that advance the
  * clock (alloc, reallocate, deref, touch) share one rank, newer than
  * anything stamped before. `c` must not be NULL. With lock hooks or
- * HK_FLAG_PARANOID (or a data region more than 64 GiB long) it always takes
- * hk_cache_deref (and the lock). O(1). */
+ * HK_FLAG_PARANOID, or when the data region (for a cache in a hunk: the
+ * hunk's block area) spans more than 32 GiB, it always takes hk_cache_deref
+ * (and the lock, if any). O(1). */
 static inline void *hk_cache_deref_fast(hk_cache *c, hk_cache_handle h) {
     const hk__cache_view *v = (const hk__cache_view *)(const void *)c;
     uint64_t p = v->probe;                      /* epoch << 32 | index mask */
@@ -339,9 +341,9 @@ static inline void *hk_cache_deref_fast(hk_cache *c, hk_cache_handle h) {
 }
 
 /* ---- reader: deref_fast for loops ---------------------------------------------
- * hk_cache_deref_fast loads the cache's probe word on every call: the call
- * out of line on a miss may change the cache, so a compiler cannot keep it
- * in a register across a loop. A reader is a copy of it, decoded, in a local
+ * hk_cache_deref_fast loads two words of the cache on every call: the call
+ * out of line on a miss may change the cache, so a compiler cannot keep
+ * them in registers across a loop. A reader is a copy of them in a local
  * variable (whose address the cache never sees), so a loop
  *
  *   hk_cache_reader r = hk_cache_reader_of(c);
@@ -349,7 +351,7 @@ static inline void *hk_cache_deref_fast(hk_cache *c, hk_cache_handle h) {
  *
  * does one load of the handle's hot entry and one compare per access.
  * Results, reports and the lock are those of hk_cache_deref_fast (a miss
- * calls the same out-of-line path, then the reader takes the probe again).
+ * calls the same out-of-line path, then the reader takes the epoch again).
  * LRU: a hit marks the block as recent as of the clock value the reader
  * holds, which is the clock when it was made or last missed: blocks reached
  * through a reader after other calls advanced the clock rank below blocks
