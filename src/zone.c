@@ -408,12 +408,11 @@ hk_result hk_zone_free(hk_zone *z, void *p) {
         }
         if (HK__LIKELY(in && !(a & 15))) {
             zone_blk *b = zone_from_user(p);
-            if (HK__LIKELY(!zone_is_poisoned(b, ZONE_HDR) &&
-                           (b->bits & (ZB_SLOT_MASK | ZB_USED)) == ZB_SLOT_USED && b->tag == HK_TAG_STATIC &&
-                           zone_hdr_ok(b))) {
-                zone_run *r = zone_slot_run(hr, b);
+            if (HK__LIKELY(!zone_is_poisoned(b, ZONE_HDR))) {
+                uint64_t w;
+                zone_run *r = zone_slot_used_run(hr, b, &w);
                 if (HK__LIKELY(r != NULL)) {
-                    zone_slot_free(z, b, r);
+                    zone_slot_free_w(z, b, r, w);
                     return HK_OK;
                 }
             }

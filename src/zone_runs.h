@@ -111,6 +111,36 @@ zone_blk *hk__zone_run_release(hk_zone *z, zone_run *r);
 
 /* ---- fast paths ------------------------------------------------------------------ */
 
+/* The slot header as one word (atomic access: a threads zone's owner
+ * rewrites its slots' headers while other threads may read them). */
+static inline uint64_t zone_hdr_load(const zone_blk *b) {
+    return __atomic_load_n((const zone_word *)((const unsigned char *)b + 8), __ATOMIC_RELAXED);
+}
+static inline void zone_hdr_store(zone_blk *b, uint64_t w) {
+    __atomic_store_n((zone_word *)((unsigned char *)b + 8), w, __ATOMIC_RELEASE);
+}
+static inline uint64_t zone_hdr_make(const zone_blk *b, uint32_t word, unsigned tag, unsigned bits) {
+    return (uint64_t)word | ((uint64_t)tag << 32) | ((uint64_t)bits << 40) |
+           ((uint64_t)zone_slot_chk(b, word, tag, bits) << 48);
+}
+static inline unsigned zone_w_bits(uint64_t w) { return (unsigned)(w >> 40) & 0xffu; }
+static inline unsigned zone_w_tag(uint64_t w) { return (unsigned)(w >> 32) & 0xffu; }
+
+/* What turns a free slot's header word into the used header of the same
+ * slot with `slack`, and back, by one xor: the slack goes into the word
+ * (bits 19..31), the tag from 0 to static, the bits from free to used, and
+ * the check changes by the fold of all that (zone_slot_chk xors its inputs
+ * and folds by h ^ (h >> 16): the slack's fold lands on check bits 3..15,
+ * the tag and bits' on bits 0..15 as they are). tests/test_zone_threads.c
+ * compares it with zone_hdr_make for every class and slack. */
+#define ZONE_W_USE_DBITS ((uint64_t)(ZB_SLOT_USED ^ ZB_SLOT_FREE))
+#define ZONE_W_USE_K                                                                                         \
+    (((uint64_t)HK_TAG_STATIC << 32) ^ (ZONE_W_USE_DBITS << 40) ^                                            \
+     ((((uint64_t)HK_TAG_STATIC << 8) ^ ZONE_W_USE_DBITS) << 48))
+static inline uint64_t zone_w_use_delta(uint32_t slack) {
+    return ((uint64_t)slack << 19) ^ ((uint64_t)slack << 51) ^ ZONE_W_USE_K;
+}
+
 static inline void zone_slot_set(zone_blk *b, uint32_t word, unsigned tag, unsigned bits) {
     b->size16 = word;
     b->tag = (uint8_t)tag;
@@ -169,16 +199,29 @@ static inline void *zone_slot_finish(hk_zone *z, zone_run *r, unsigned char *u, 
     return u;
 }
 
-/* n <= ZONE_RUN_MAX_REQ bytes from the current run of n's class, or NULL
- * when it has no slot left (or there is none). O(1). */
+/* n <= ZONE_RUN_MAX_REQ bytes from the free list of the current run of n's
+ * class, or NULL when it is empty (or there is no current run). O(1). */
 static inline void *zone_slot_alloc_fast(hk_zone *z, size_t n) {
     zone_run *r = z->runs.cls[zone_cls_of(n)].cur;
     if (HK__LIKELY(r != NULL)) {
-        uint32_t word;
-        unsigned char *u = zone_slot_pop(r, &word);
-        if (HK__LIKELY(u != NULL)) return zone_slot_finish(z, r, u, word, n);
+        unsigned char *u = r->free;
+        if (HK__LIKELY(u != NULL)) {
+            /* a freed slot: its free header becomes the used one by one xor */
+            zone_unpoison(u, sizeof(void *));
+            r->free = *(unsigned char **)u;
+            uint32_t slack = r->stride - ZONE_OVERLAP - (uint32_t)n;
+            zone_hdr_store(zone_from_user(u), zone_hdr_load(zone_from_user(u)) ^ zone_w_use_delta(slack));
+            r->used++;
+            zone_unpoison(u, n);
+            if (slack > ZONE_OVERLAP) zone_poison(u + n, slack - ZONE_OVERLAP);
+            z->runs.slot_bytes += r->stride;
+            z->used_req += n;
+            z->alloc_count++;
+            if (z->used_req > z->peak_used) z->peak_used = z->used_req;
+            return u;
+        }
     }
-    return NULL;
+    return NULL; /* slots not carved yet and refills: zone_slot_alloc */
 }
 
 /* n <= ZONE_RUN_MAX_REQ bytes from a run, refilling the class when needed;
@@ -209,9 +252,40 @@ static inline zone_run *zone_slot_run_w(const zone_region *rg, const zone_blk *b
         return NULL;
     return r;
 }
-/* The same from b's header fields (no other thread writes them). */
-static inline zone_run *zone_slot_run(const zone_region *rg, const zone_blk *b) {
-    return zone_slot_run_w(rg, b, b->size16);
+
+/* The run of the used slot whose user pointer is p, when p lies in region
+ * rg, 16-aligned (the caller checked both), and the header says so; NULL
+ * otherwise (the locked lookup then decides and reports). The header's tag
+ * and bits must be a used untracked slot's, and its index and class must
+ * place a run struct in the region whose first slot and stride agree and
+ * whose carved slots include the index. That binds p to exactly one slot
+ * of a genuine run: an interior or foreign pointer would need bytes laid
+ * out as a run struct (its own address + ZONE_RUN_SLOT0, the stride) at
+ * that distance. So the 16-bit check is not recomputed here: a header
+ * damaged only in its slack passes, frees with a wrong byte count and
+ * leaves a free header whose check fails, which hk_zone_check reports. *w
+ * gets the header word. */
+static inline zone_run *zone_slot_used_run(const zone_region *rg, const zone_blk *b, uint64_t *w) {
+    uint64_t hw = zone_hdr_load(b);
+    *w = hw;
+    if (HK__UNLIKELY(((hw >> 32) & 0xffffu) != (HK_TAG_STATIC | (ZB_SLOT_USED << 8)))) return NULL;
+    return zone_slot_run_w(rg, b, (uint32_t)hw);
+}
+
+/* Frees used slot b of run r (both validated), its header word being w.
+ * O(1). */
+static inline void zone_slot_free_w(hk_zone *z, zone_blk *b, zone_run *r, uint64_t w) {
+    uint32_t stride = r->stride, slack = (uint32_t)w >> 19;
+    unsigned char *u = zone_user(b);
+    z->used_req -= stride - ZONE_OVERLAP - slack;
+    zone_hdr_store(b, w ^ zone_w_use_delta(slack));
+    zone_unpoison(u, sizeof(void *));
+    *(unsigned char **)u = r->free;
+    r->free = u;
+    zone_poison(u, stride - ZONE_HDR);
+    z->runs.slot_bytes -= stride;
+    z->free_count++;
+    if (--r->used == 0 || r->state == ZONE_RUN_FULL) hk__zone_run_settle(z, r);
 }
 
 /* Frees the validated used slot b of run r. O(1). */

@@ -28,36 +28,6 @@ typedef struct zone_tl_ent {
 } zone_tl_ent;
 extern _Thread_local zone_tl_ent hk__zone_tl_cur __attribute__((tls_model("initial-exec")));
 
-/* ---- the slot header as one word (atomic access) ------------------------- */
-
-static inline uint64_t zone_hdr_load(const zone_blk *b) {
-    return __atomic_load_n((const zone_word *)((const unsigned char *)b + 8), __ATOMIC_RELAXED);
-}
-static inline void zone_hdr_store(zone_blk *b, uint64_t w) {
-    __atomic_store_n((zone_word *)((unsigned char *)b + 8), w, __ATOMIC_RELEASE);
-}
-static inline uint64_t zone_hdr_make(const zone_blk *b, uint32_t word, unsigned tag, unsigned bits) {
-    return (uint64_t)word | ((uint64_t)tag << 32) | ((uint64_t)bits << 40) |
-           ((uint64_t)zone_slot_chk(b, word, tag, bits) << 48);
-}
-static inline unsigned zone_w_bits(uint64_t w) { return (unsigned)(w >> 40) & 0xffu; }
-static inline unsigned zone_w_tag(uint64_t w) { return (unsigned)(w >> 32) & 0xffu; }
-
-/* What turns a free slot's header word into the used header of the same
- * slot with `slack`, and back, by one xor: the slack goes into the word
- * (bits 19..31), the tag from 0 to static, the bits from free to used, and
- * the check changes by the fold of all that (zone_slot_chk xors its inputs
- * and folds by h ^ (h >> 16): the slack's fold lands on check bits 3..15,
- * the tag and bits' on bits 0..15 as they are). tests/test_zone_threads.c
- * compares it with zone_hdr_make for every class and slack. */
-#define ZONE_W_USE_DBITS ((uint64_t)(ZB_SLOT_USED ^ ZB_SLOT_FREE))
-#define ZONE_W_USE_K                                                                                         \
-    (((uint64_t)HK_TAG_STATIC << 32) ^ (ZONE_W_USE_DBITS << 40) ^                                            \
-     ((((uint64_t)HK_TAG_STATIC << 8) ^ ZONE_W_USE_DBITS) << 48))
-static inline uint64_t zone_w_use_delta(uint32_t slack) {
-    return ((uint64_t)slack << 19) ^ ((uint64_t)slack << 51) ^ ZONE_W_USE_K;
-}
-
 /* A header read that may race with a locked writer of a plain block (the
  * caller only acts on it once it names a slot, whose header is then read
  * atomically). */
@@ -180,9 +150,9 @@ static inline void zone_thr_free_owner(hk_zone *z, zone_heap *h, zone_blk *b, zo
  * nothing done: another thread's slot, a plain block, a bad pointer (the
  * caller goes on to hk__zone_thr_free_fast and the locked path, which
  * decide and report). p is validated as an integer before any header is
- * read: inside the first region, 16-aligned, a used slot's header with its
- * check, a run in range whose owner is this thread's heap and whose layout
- * agrees with the header's class and index. */
+ * read: inside the first region, 16-aligned, a used slot's tag and bits, a
+ * run in range whose owner is this thread's heap and whose layout agrees
+ * with the header's class and index. */
 static inline int zone_thr_free_owned(hk_zone *z, void *p) {
     if (HK__UNLIKELY(hk__zone_tl_cur.zid != z->zid)) return 0;
     uintptr_t a = (uintptr_t)p, lo = (uintptr_t)z->thr_lo;
@@ -197,8 +167,9 @@ static inline int zone_thr_free_owned(hk_zone *z, void *p) {
 #endif
     uint64_t w = zone_hdr_load(b);
     uint32_t word = (uint32_t)w, cls = (word >> 12) & 0x7fu, idx = word & 0xfffu;
-    if (HK__UNLIKELY(((w >> 32) & 0xffffu) != (HK_TAG_STATIC | (ZB_SLOT_USED << 8)) || cls >= ZONE_NCLS ||
-                     (uint16_t)(w >> 48) != zone_slot_chk(b, word, HK_TAG_STATIC, ZB_SLOT_USED)))
+    /* the 16-bit check is not recomputed: the run checks below bind p to
+     * one slot of a genuine run (see zone_slot_used_run) */
+    if (HK__UNLIKELY(((w >> 32) & 0xffffu) != (HK_TAG_STATIC | (ZB_SLOT_USED << 8)) || cls >= ZONE_NCLS))
         return 0;
     uint32_t stride = zone_cls_stride(cls);
     uintptr_t ra = a - ZONE_HDR - (uintptr_t)idx * stride - ZONE_RUN_SLOT0;
