@@ -77,7 +77,8 @@ hk_result hk__cache_table_init(hk_cache *c, void *mem, uint32_t nslots, uint32_t
     c->idx_bits = idx_bits;
     c->v.idx_mask = (1u << idx_bits) - 1u;
     c->v.epoch_max = (1u << idx_bits) - 2u;
-    c->v.epoch = 0;
+    c->v.epoch = 0; /* the first clock value below makes it 1 */
+    c->v.probe = ((uint64_t)(c->slow ? c->v.epoch_max + 1u : 0u) << 32) | c->v.idx_mask;
     for (uint32_t i = 0; i <= c->v.idx_mask; i++) *cache_hot_at(c, i) = cache_hot_cold(i);
     c->table_bytes = hk__cache_table_bytes(nslots, idx_bits);
     hk__ht_config cfg;
@@ -191,6 +192,7 @@ void hk__cache_epoch_wrap(hk_cache *c) {
         *e = (*e & CACHE_OFF_BITS) | cache_hot_cold(i);
     }
     c->v.epoch = 1;
+    c->v.probe = ((uint64_t)cache_fast_epoch(c) << 32) | c->v.idx_mask;
 }
 
 size_t hk__cache_purge_candidates(hk_cache *c) {

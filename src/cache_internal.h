@@ -231,11 +231,14 @@ static inline uint32_t cache_fast_epoch(const hk_cache *c) {
 }
 void hk__cache_epoch_wrap(hk_cache *c);
 /* A new clock value: the next epoch (every tag of the previous one stops
- * hitting, so deref_fast's next access restamps). */
+ * hitting, so deref_fast's next access restamps); the probe's epoch follows
+ * unless the cache is slow (the wrap sets it again). */
 static inline void cache_set_tick(hk_cache *c, uint32_t t) {
     c->v.tick = t;
-    if (HK__UNLIKELY(++c->v.epoch > c->v.epoch_max)) hk__cache_epoch_wrap(c);
-    c->v.probe = ((uint64_t)cache_fast_epoch(c) << 32) | c->v.idx_mask;
+    if (HK__UNLIKELY(++c->v.epoch > c->v.epoch_max))
+        hk__cache_epoch_wrap(c);
+    else if (!c->slow)
+        c->v.probe += (uint64_t)1 << 32;
 }
 static inline void cache_set_stamp(hk_cache *c, uint32_t idx, uint32_t stamp) { c->slots[idx].stamp = stamp; }
 
