@@ -185,14 +185,16 @@ void hk__cache_renumber(hk_cache *c) {
 }
 
 /* The epochs ran out: every tag is made cold (no entry hits until a miss
- * tags it again) and they start again at 1. */
+ * tags it again) and they start again at 1. A slow cache's entries and
+ * probe never change (cache_set_data). */
 void hk__cache_epoch_wrap(hk_cache *c) {
+    c->v.epoch = 1;
+    if (c->slow) return;
     for (uint32_t i = 0; i < c->high_water; i++) {
         uint64_t *e = cache_hot_at(c, i);
         *e = (*e & CACHE_OFF_BITS) | cache_hot_cold(i);
     }
-    c->v.epoch = 1;
-    c->v.probe = ((uint64_t)cache_fast_epoch(c) << 32) | c->v.idx_mask;
+    c->v.probe = ((uint64_t)1u << 32) | c->v.idx_mask;
 }
 
 size_t hk__cache_purge_candidates(hk_cache *c) {

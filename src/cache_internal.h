@@ -201,16 +201,15 @@ static inline uint64_t cache_hot_offset(const hk_cache *c, const void *p) {
 static inline uint64_t cache_hot_cold(uint32_t idx) { return (uint64_t)idx << 32; }
 /* Sets slot s's block address (NULL: none) and keeps its hot entry in step:
  * the offset follows the block; the tag stays while the block is resident
- * (a move keeps it hittable) and is cleared with it. A cache whose
- * deref_fast always misses keeps every entry cold. */
+ * (a move keeps it hittable) and is cleared with it. A slow cache never
+ * writes its entries after creation (all cold): deref_fast, which reads
+ * them without the lock, then races with nothing. */
 static inline void cache_set_data(hk_cache *c, cache_slot *s, void *p) {
     uint32_t idx = (uint32_t)(s - c->slots);
     uint64_t *e = cache_hot_at(c, idx);
     s->data = p;
-    if (!p || c->slow)
-        *e = cache_hot_cold(idx);
-    else
-        *e = (*e & ~(uint64_t)CACHE_OFF_BITS) | cache_hot_offset(c, p);
+    if (c->slow) return;
+    *e = p ? (*e & ~(uint64_t)CACHE_OFF_BITS) | cache_hot_offset(c, p) : cache_hot_cold(idx);
 }
 static inline cache_slot *cache_slot_of_blk(hk_cache *c, const cache_blk *b) {
     return &c->slots[cache_slot_index(c, b->handle)];
