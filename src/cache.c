@@ -4,9 +4,12 @@
  * touch, size, lock / unlock, purgeable, purge.
  *
  * Invariants: the instance starts with the view hk_cache_deref_fast reads
- * (hot entries, tick_key, idx_mask); `slow` is set when the core has lock
- * hooks or is paranoid, and then the low half of tick_key is all ones so
- * deref_fast always takes hk_cache_deref (and the lock). Every mutating call
+ * (base, index mask, epoch) and its hot entries start HK__CACHE_HOT_OFFSET bytes
+ * after it; `slow` is set when the core has lock hooks or is paranoid, or
+ * when the base (the lowest address the region can have: for a hunk, its
+ * block area) is more than 32 GiB below the highest, and then deref_fast's
+ * epoch is one no tag carries, so deref_fast
+ * always takes hk_cache_deref (and the lock). Every mutating call
  * ends with hk__core_after (the paranoid check). None of the calls here
  * moves a block except lock_high (through cache_compact.c).
  *
@@ -38,7 +41,7 @@ hk_cache *hk_cache_create(const hk_cache_desc *desc) {
     }
     if (nslots > (1u << 24) - 1u) return NULL;
     uint32_t idx_bits = hk__cache_table_bits(nslots);
-    size_t ctl = (sizeof(hk_cache) + 63u) & ~(size_t)63u;
+    size_t ctl = HK__CACHE_HOT_OFFSET; /* the hot entries follow the instance there */
     size_t table = hk__cache_table_bytes(nslots, idx_bits);
     size_t head = ctl + table, total;
     if (!table) return NULL;
@@ -78,6 +81,21 @@ hk_cache *hk_cache_create(const hk_cache_desc *desc) {
     c->core = core;
     c->core.self = c;
     c->slow = (c->core.locked_hooks || c->core.paranoid) ? 1u : 0u;
+    /* the base of the hot entries' offsets: below every address the region
+     * can hold (for a hunk, its whole block area), within 32 GiB of the top */
+    uintptr_t rlo = hk_align_ptr(start + head, 16), rhi = ((uintptr_t)mem + mem_size) & ~(uintptr_t)15u;
+    if (desc->hunk) {
+        void *ms;
+        size_t mn;
+        hk_hunk_info hi;
+        hk_hunk_free_range(desc->hunk, &ms, &mn);
+        if (hk_hunk_get_info(desc->hunk, &hi) != HK_OK) goto fail;
+        rlo = (uintptr_t)ms - hi.low_used;
+        rhi = (uintptr_t)ms + mn + hi.high_used;
+    }
+    c->v.base = (uint64_t)rlo & ~(uint64_t)15u;
+    if ((uint64_t)rhi + 16u - c->v.base > ((uint64_t)1 << 35))
+        c->slow = 1u;                                      /* 32-bit offsets in 8-byte units */
     if (!os_base) memset((void *)(start + ctl), 0, table); /* the OS's pages are fresh zeros */
     if (hk__cache_table_init(c, (void *)(start + ctl), nslots, idx_bits) != HK_OK) goto fail;
     c->on_purge = desc->on_purge;
@@ -132,12 +150,12 @@ hk_result hk_cache_free(hk_cache *c, hk_cache_handle h) {
     cache_slot *s = cache_live(c, h);
     if (!s) r = hk__cache_bad_handle(c, h, "free", 1); /* freed twice: HK_ERR_DOUBLE_FREE */
     if (s && s->lock) {
-        r = hk__report(&c->core.rep, HK_ERR_LOCKED, HK_EK_LOCKED, cache_hot(c, s)->data, s->requested,
-                       s->name, "free of locked block '%s' at %p (handle 0x%08x, lock count %u) refused",
-                       cache_nm(s->name), cache_hot(c, s)->data, cache_handle(c, s), (unsigned)s->lock);
+        r = hk__report(&c->core.rep, HK_ERR_LOCKED, HK_EK_LOCKED, cache_data(c, s), s->requested, s->name,
+                       "free of locked block '%s' at %p (handle 0x%08x, lock count %u) refused",
+                       cache_nm(s->name), cache_data(c, s), cache_handle(c, s), (unsigned)s->lock);
     } else if (s) {
-        if (cache_hot(c, s)->data && !hk__cache_canary_ok(c, s, 1)) r = HK_ERR_CORRUPT;
-        if (cache_hot(c, s)->data) hk__cache_drop_block(c, s);
+        if (cache_data(c, s) && !hk__cache_canary_ok(c, s, 1)) r = HK_ERR_CORRUPT;
+        if (cache_data(c, s)) hk__cache_drop_block(c, s);
         hk__cache_slot_release(c, s);
     }
     hk__core_after(&c->core);
@@ -152,26 +170,27 @@ void *hk_cache_deref(hk_cache *c, hk_cache_handle h) {
     cache_slot *s = cache_lookup(c, h, "deref", NULL);
     if (s) {
         cache_stamp(c, s);
-        p = cache_hot(c, s)->data;
+        p = cache_data(c, s);
     }
     hk__core_unlock(&c->core);
     return p;
 }
 
-/* hk_cache_deref_fast's miss: a live resident handle whose stamp is not the
- * current tick gets it (one write per tick value); everything else goes to
- * hk_cache_deref. Lock-free only when the cache has no lock hooks (then it
- * is not thread-safe anyway): with hooks, `slow` sends every call there. */
+/* hk_cache_deref_fast's miss: a live resident handle whose entry is not
+ * tagged with the current epoch gets the current tick as its stamp and the
+ * epoch in its tag (one write of each per clock value); everything else
+ * goes to hk_cache_deref. Lock-free only when the cache has no lock hooks
+ * (then it is not thread-safe anyway): with hooks, `slow` sends every call
+ * there. */
 void *hk__cache_deref_miss(hk_cache *c, uint32_t handle) {
     hk_cache_handle h = {handle};
     if (c && !c->slow) {
         uint32_t i = hk__ht_find(&c->ht, handle);
-        if (i != HK__HT_NONE) {
-            hk__cache_hot *e = cache_hot_at(c, i);
-            if (e->data) {
-                e->stamp = cache_tick(c);
-                return e->data;
-            }
+        if (i != HK__HT_NONE && c->slots[i].data) {
+            uint64_t *e = cache_hot_at(c, i);
+            c->slots[i].stamp = cache_tick(c);
+            *e = (*e & CACHE_OFF_BITS) | ((uint64_t)(handle ^ c->v.epoch) << 32);
+            return c->slots[i].data;
         }
     }
     return hk_cache_deref(c, h);
@@ -210,9 +229,9 @@ bool hk_cache_is_purged(hk_cache *c, hk_cache_handle h) {
 /* One more pin on s, refused (reported) when the count would overflow. */
 static hk_result cache_pin(hk_cache *c, cache_slot *s, const char *op) {
     if (s->lock >= CACHE_LOCK_MAX)
-        return hk__report(&c->core.rep, HK_ERR_OVERFLOW, HK_EK_OVERFLOW, cache_hot(c, s)->data, s->lock,
-                          s->name, "%s of '%s' (handle 0x%08x): lock count would pass %u", op,
-                          cache_nm(s->name), cache_handle(c, s), CACHE_LOCK_MAX);
+        return hk__report(&c->core.rep, HK_ERR_OVERFLOW, HK_EK_OVERFLOW, cache_data(c, s), s->lock, s->name,
+                          "%s of '%s' (handle 0x%08x): lock count would pass %u", op, cache_nm(s->name),
+                          cache_handle(c, s), CACHE_LOCK_MAX);
     s->lock++;
     return HK_OK;
 }
@@ -234,14 +253,14 @@ hk_result hk_cache_unlock(hk_cache *c, hk_cache_handle h) {
     hk_result r = HK_OK;
     cache_slot *s = cache_lookup(c, h, "unlock", &r);
     if (s && s->lock == 0) {
-        r = hk__report(&c->core.rep, HK_ERR_STATE, HK_EK_STATE, cache_hot(c, s)->data, s->requested, s->name,
+        r = hk__report(&c->core.rep, HK_ERR_STATE, HK_EK_STATE, cache_data(c, s), s->requested, s->name,
                        "unlock of block '%s' at %p (handle 0x%08x) that is not locked", cache_nm(s->name),
-                       cache_hot(c, s)->data, cache_handle(c, s));
+                       cache_data(c, s), cache_handle(c, s));
     } else if (s) {
         s->lock--;
-        if (!s->lock && cache_hot(c, s)->data) {
+        if (!s->lock && cache_data(c, s)) {
             /* blocks below the hint may now slide: resume compaction before it */
-            cache_blk *b = cache_blk_of(cache_hot(c, s)->data), *p = cache_prev(c, b);
+            cache_blk *b = cache_blk_of(cache_data(c, s)), *p = cache_prev(c, b);
             cache_blk *lowest = p ? p : b;
             if ((unsigned char *)lowest < (unsigned char *)c->hint) c->hint = lowest;
         }
@@ -265,7 +284,7 @@ hk_result hk_cache_lock_high(hk_cache *c, hk_cache_handle h) {
     hk__core_lock(&c->core);
     hk_result r = HK_OK;
     cache_slot *s = cache_lookup(c, h, "lock_high", &r);
-    if (s && s->lock == 0 && cache_hot(c, s)->data) r = hk__cache_move_high(c, s, "lock_high");
+    if (s && s->lock == 0 && cache_data(c, s)) r = hk__cache_move_high(c, s, "lock_high");
     if (s && r == HK_OK) r = cache_pin(c, s, "lock_high");
     hk__core_after(&c->core);
     hk__core_unlock(&c->core);
@@ -293,11 +312,11 @@ hk_result hk_cache_purge(hk_cache *c, hk_cache_handle h) {
     hk__core_lock(&c->core);
     hk_result r = HK_OK;
     cache_slot *s = cache_lookup(c, h, "purge", &r);
-    if (s && cache_hot(c, s)->data && s->lock)
-        r = hk__report(&c->core.rep, HK_ERR_LOCKED, HK_EK_LOCKED, cache_hot(c, s)->data, s->requested,
-                       s->name, "purge of locked block '%s' at %p (handle 0x%08x) refused", cache_nm(s->name),
-                       cache_hot(c, s)->data, cache_handle(c, s));
-    else if (s && cache_hot(c, s)->data)
+    if (s && cache_data(c, s) && s->lock)
+        r = hk__report(&c->core.rep, HK_ERR_LOCKED, HK_EK_LOCKED, cache_data(c, s), s->requested, s->name,
+                       "purge of locked block '%s' at %p (handle 0x%08x) refused", cache_nm(s->name),
+                       cache_data(c, s), cache_handle(c, s));
+    else if (s && cache_data(c, s))
         hk__cache_purge_slot(c, s);
     hk__core_after(&c->core);
     hk__core_unlock(&c->core);

@@ -68,7 +68,7 @@ static void cache_place(hk_cache *c, cache_slot *s, cache_blk *f, uint32_t need1
     else if (c->core.flags & HK_FLAG_FILL)
         memset(u, HK_FILL_ALLOC, size);
     cache_fill_pad(b, size);
-    cache_hot(c, s)->data = u;
+    cache_set_data(c, s, u);
     s->requested = size;
     cache_stamp(c, s);
     c->used_bytes += cache_bytes(b);
@@ -158,7 +158,7 @@ static int cache_grow_in_place(hk_cache *c, cache_blk *b, uint32_t need16) {
 }
 
 static void cache_set_requested(hk_cache *c, cache_slot *s, size_t size) {
-    cache_blk *b = cache_blk_of(cache_hot(c, s)->data);
+    cache_blk *b = cache_blk_of(cache_data(c, s));
     if (size > s->requested) {
         unsigned char *u = cache_user(b);
         cache_unpoison(u + s->requested, size - s->requested);
@@ -179,7 +179,7 @@ hk_result hk_cache_resize(hk_cache *c, hk_cache_handle h, size_t size) {
     hk_result r = HK_OK;
     cache_slot *s = cache_lookup(c, h, "resize", &r);
     if (!s) goto out;
-    if (!cache_hot(c, s)->data) {
+    if (!cache_data(c, s)) {
         r = hk__report(&c->core.rep, HK_ERR_STATE, HK_EK_STATE, NULL, size, s->name,
                        "resize of empty (purged) handle 0x%08x '%s': use reallocate", cache_handle(c, s),
                        cache_nm(s->name));
@@ -188,14 +188,14 @@ hk_result hk_cache_resize(hk_cache *c, hk_cache_handle h, size_t size) {
     uint32_t need16 = cache_need16(size);
     if (!need16) {
         c->fail_count++;
-        r = hk__report(&c->core.rep, HK_ERR_OVERFLOW, HK_EK_OVERFLOW, cache_hot(c, s)->data, size, s->name,
+        r = hk__report(&c->core.rep, HK_ERR_OVERFLOW, HK_EK_OVERFLOW, cache_data(c, s), size, s->name,
                        "resize of '%s' to %zu bytes overflows with the block overhead", cache_nm(s->name),
                        size);
         goto out;
     }
-    cache_blk *b = cache_blk_of(cache_hot(c, s)->data);
+    cache_blk *b = cache_blk_of(cache_data(c, s));
     if (need16 <= b->size16) {
-        if (size < s->requested) cache_unpoison(cache_hot(c, s)->data, s->requested);
+        if (size < s->requested) cache_unpoison(cache_data(c, s), s->requested);
         cache_set_requested(c, s, size);
         cache_shrink_in_place(c, b, need16);
         cache_fill_pad(b, size);
@@ -207,15 +207,15 @@ hk_result hk_cache_resize(hk_cache *c, hk_cache_handle h, size_t size) {
     }
     if (s->lock) {
         r = hk__report(
-            &c->core.rep, HK_ERR_LOCKED, HK_EK_LOCKED, cache_hot(c, s)->data, size, s->name,
+            &c->core.rep, HK_ERR_LOCKED, HK_EK_LOCKED, cache_data(c, s), size, s->name,
             "resize of locked block '%s' at %p (handle 0x%08x) from %zu to %zu bytes: it cannot grow in "
             "place and a locked block does not move",
-            cache_nm(s->name), cache_hot(c, s)->data, cache_handle(c, s), s->requested, size);
+            cache_nm(s->name), cache_data(c, s), cache_handle(c, s), s->requested, size);
         goto out;
     }
     s->flags |= CACHE_SLOT_BUSY;
     if (c->core.flags & HK_CACHE_SCRAMBLE) hk__cache_scramble(c);
-    b = cache_blk_of(cache_hot(c, s)->data);
+    b = cache_blk_of(cache_data(c, s));
     if (cache_grow_in_place(c, b, need16)) {
         s->flags &= (uint16_t)~CACHE_SLOT_BUSY;
         cache_set_requested(c, s, size);
@@ -226,13 +226,13 @@ hk_result hk_cache_resize(hk_cache *c, hk_cache_handle h, size_t size) {
     if (!f) {
         c->fail_count++;
         r = hk__report(
-            &c->core.rep, HK_ERR_NOMEM, HK_EK_NOMEM, cache_hot(c, s)->data, size, s->name,
+            &c->core.rep, HK_ERR_NOMEM, HK_EK_NOMEM, cache_data(c, s), size, s->name,
             "resize of '%s' from %zu to %zu bytes failed: no room even after compacting and purging "
             "(the block is unchanged)",
             cache_nm(s->name), s->requested, size);
         goto out;
     }
-    b = cache_blk_of(cache_hot(c, s)->data); /* compaction may have moved it */
+    b = cache_blk_of(cache_data(c, s)); /* compaction may have moved it */
     {
         size_t keep = s->requested;
         cache_blk *nb = hk__cache_carve(c, f, need16, cache_place_high(c));
@@ -242,7 +242,7 @@ hk_result hk_cache_resize(hk_cache *c, hk_cache_handle h, size_t size) {
         c->used_bytes += cache_bytes(nb);
         c->used_bytes -= cache_bytes(b);
         hk__cache_release(c, b);
-        cache_hot(c, s)->data = cache_user(nb);
+        cache_set_data(c, s, cache_user(nb));
         if (c->core.flags & HK_FLAG_ZERO)
             memset(cache_user(nb) + keep, 0, size - keep);
         else if (c->core.flags & HK_FLAG_FILL)
@@ -267,18 +267,18 @@ hk_result hk_cache_reallocate(hk_cache *c, hk_cache_handle h, size_t size) {
     uint32_t need16 = cache_need16(size);
     if (!need16) {
         c->fail_count++;
-        r = hk__report(&c->core.rep, HK_ERR_OVERFLOW, HK_EK_OVERFLOW, cache_hot(c, s)->data, size, s->name,
+        r = hk__report(&c->core.rep, HK_ERR_OVERFLOW, HK_EK_OVERFLOW, cache_data(c, s), size, s->name,
                        "reallocate of '%s' to %zu bytes overflows with the block overhead", cache_nm(s->name),
                        size);
         goto out;
     }
-    if (cache_hot(c, s)->data && s->lock) {
-        r = hk__report(&c->core.rep, HK_ERR_LOCKED, HK_EK_LOCKED, cache_hot(c, s)->data, size, s->name,
+    if (cache_data(c, s) && s->lock) {
+        r = hk__report(&c->core.rep, HK_ERR_LOCKED, HK_EK_LOCKED, cache_data(c, s), size, s->name,
                        "reallocate of locked block '%s' at %p (handle 0x%08x) refused", cache_nm(s->name),
-                       cache_hot(c, s)->data, cache_handle(c, s));
+                       cache_data(c, s), cache_handle(c, s));
         goto out;
     }
-    if (cache_hot(c, s)->data) hk__cache_drop_block(c, s);
+    if (cache_data(c, s)) hk__cache_drop_block(c, s);
     s->flags |= CACHE_SLOT_BUSY;
     if (c->core.flags & HK_CACHE_SCRAMBLE) hk__cache_scramble(c);
     cache_blk *f = cache_make_room(c, need16);

@@ -54,7 +54,7 @@ static hk_result cache_check_region(hk_cache *c) {
         } else {
             uint32_t idx = cache_slot_index(c, b->handle);
             cache_slot *s = idx < c->high_water ? &c->slots[idx] : NULL;
-            if (!s || cache_handle(c, s) != b->handle || cache_hot(c, s)->data != cache_user(b))
+            if (!s || cache_handle(c, s) != b->handle || cache_data(c, s) != cache_user(b))
                 return cache_corrupt(c, b, "block's handle back-pointer and the handle table disagree",
                                      HK_EK_CORRUPT_STRUCTURE);
             if (s->requested + CACHE_HDR + CACHE_MIN_CANARY > cache_bytes(b))
@@ -131,44 +131,54 @@ static hk_result cache_check_all(hk_cache *c, int table) {
     if (c->ht.cap != c->nslots || c->ht.index_mask != c->v.idx_mask || c->idx_bits != c->ht.index_bits ||
         c->high_water > c->nslots)
         return cache_corrupt(c, c, "control block damaged: handle table geometry", HK_EK_CORRUPT_STRUCTURE);
-    uint32_t resident = 0;
+    uint32_t resident = 0, emax = c->v.epoch_max;
+    if ((cache_tick(c) & 1u) || !cache_tick(c) || c->v.epoch < 1u || c->v.epoch > emax ||
+        emax != c->v.idx_mask - 1u || c->v.probe != (((uint64_t)cache_fast_epoch(c) << 32) | c->v.idx_mask) ||
+        (c->v.base & 15u))
+        return cache_corrupt(c, c, "control block damaged: LRU clock", HK_EK_CORRUPT_STRUCTURE);
     for (uint32_t i = 0; i < c->high_water; i++) {
         cache_slot *s = &c->slots[i];
-        hk__cache_hot *e = cache_hot_at(c, i);
+        uint64_t e = cache_hot_get(c, i);
         if (cache_is_live(c, s)) {
-            if (e->stamp > cache_tick(c))
-                return cache_corrupt(c, e, "handle's LRU stamp is ahead of the clock",
+            if (s->stamp > cache_tick(c))
+                return cache_corrupt(c, s, "handle's LRU stamp is ahead of the clock",
                                      HK_EK_CORRUPT_STRUCTURE);
-            if (e->data) {
-                if (!c->lo || (unsigned char *)e->data < c->lo + CACHE_HDR ||
-                    (unsigned char *)e->data >= (unsigned char *)c->end ||
-                    cache_blk_of(e->data)->handle != e->handle)
-                    return cache_corrupt(c, e->data, "handle points outside its block",
+            if (s->data) {
+                if (!c->lo || (unsigned char *)s->data < c->lo + CACHE_HDR ||
+                    (unsigned char *)s->data >= (unsigned char *)c->end ||
+                    cache_blk_of(s->data)->handle != cache_handle(c, s))
+                    return cache_corrupt(c, s->data, "handle points outside its block",
                                          HK_EK_CORRUPT_STRUCTURE);
                 resident++;
             }
-        } else if (e->stamp || e->data || s->lock) {
-            return cache_corrupt(c, e, "dead handle slot holds a block, a stamp or a lock count",
+            /* the hot entry deref_fast reads: the block's offset and a cold
+             * tag, or a tag of this handle in an epoch that has been (the
+             * current one only with the current stamp) */
+            uint32_t tag = (uint32_t)(e >> 32), ep = tag ^ cache_handle(c, s);
+            int ok = e == cache_hot_cold(i);
+            if (s->data && !c->slow && (e & CACHE_OFF_BITS) == cache_hot_offset(c, s->data))
+                ok = tag == i || (ep >= 1u && ep <= emax && (ep != c->v.epoch || s->stamp == cache_tick(c)));
+            if (!ok)
+                return cache_corrupt(c, cache_hot_at(c, i), "handle's hot entry disagrees with its slot",
+                                     HK_EK_CORRUPT_STRUCTURE);
+        } else if (s->stamp || s->data || s->lock || e != cache_hot_cold(i)) {
+            return cache_corrupt(c, s, "dead handle slot holds a block, a stamp or a lock count",
                                  HK_EK_CORRUPT_STRUCTURE);
         }
     }
     /* slots never issued a handle: dead, nothing attached */
     for (uint32_t i = c->high_water; i < c->nslots; i++) {
-        const hk__cache_hot *e = cache_hot_at(c, i);
-        if (hk__ht_word_live(&c->ht, e->handle) || e->stamp || e->data)
-            return cache_corrupt(c, e, "handle slot above the high-water mark is in use",
+        const cache_slot *s = &c->slots[i];
+        if (hk__ht_word_live(&c->ht, cache_handle(c, s)) || s->stamp || s->data ||
+            cache_hot_get(c, i) != cache_hot_cold(i))
+            return cache_corrupt(c, s, "handle slot above the high-water mark is in use",
                                  HK_EK_CORRUPT_STRUCTURE);
     }
     /* entries past the table (up to the index mask) must never match */
-    for (uint32_t i = c->nslots; i <= c->v.idx_mask; i++) {
-        const hk__cache_hot *e = cache_hot_at(c, i);
-        if (e->handle || e->stamp || e->data)
-            return cache_corrupt(c, e, "handle table entry past the last slot damaged",
+    for (uint32_t i = c->nslots; i <= c->v.idx_mask; i++)
+        if (cache_hot_get(c, i) != cache_hot_cold(i))
+            return cache_corrupt(c, cache_hot_at(c, i), "handle table entry past the last slot damaged",
                                  HK_EK_CORRUPT_STRUCTURE);
-    }
-    if ((uint32_t)c->v.tick_key != (c->slow ? 0xFFFFFFFFu : 0u) || (cache_tick(c) & 1u) || !cache_tick(c) ||
-        c->v.probe != (((uint64_t)(c->slow ? 0u : cache_tick(c)) << 32) | c->v.idx_mask))
-        return cache_corrupt(c, c, "control block damaged: LRU clock", HK_EK_CORRUPT_STRUCTURE);
     if (resident != c->resident)
         return cache_corrupt(c, c->slots, "resident count disagrees with the handle table",
                              HK_EK_CORRUPT_STRUCTURE);
@@ -207,7 +217,7 @@ hk_result hk_cache_stats(const hk_cache *c, hk_stats *out) {
         out->largest_free = cache_req_for(mx);
     }
     out->peak_used = c->peak_requested;
-    out->overhead = (c->used_bytes - c->requested_bytes) + c->table_bytes + sizeof(hk_cache) +
+    out->overhead = (c->used_bytes - c->requested_bytes) + c->table_bytes + HK__CACHE_HOT_OFFSET +
                     (c->lo ? CACHE_HDR * (c->free_blocks + 1) : 0);
     out->live_blocks = c->resident;
     out->free_blocks = c->free_blocks;

@@ -95,7 +95,7 @@ int hk__cache_slide_down(hk_cache *c, int from_bottom, size_t max_bytes, uint64_
             run = (unsigned char *)cur;
             cur->prev16 = prevsize; /* travels with the header */
         }
-        cache_hot(c, s)->data = dst + run_len + CACHE_HDR;
+        cache_set_data(c, s, dst + run_len + CACHE_HDR);
         run_len += sz;
         prevsize = cur->size16;
         cur = nx;
@@ -158,7 +158,7 @@ void hk__cache_slide_up(hk_cache *c) {
         unsigned char *nd = dst_end - sz;
         if (nd != (unsigned char *)cur) {
             memmove(nd, cur, sz);
-            cache_hot(c, s)->data = nd + CACHE_HDR;
+            cache_set_data(c, s, nd + CACHE_HDR);
             c->moved_bytes += sz;
         }
         above->prev16 = ((cache_blk *)nd)->size16;
@@ -204,16 +204,15 @@ void hk__cache_scramble(hk_cache *c) {
 /* ---- move_high ----------------------------------------------------------------- */
 
 hk_result hk__cache_move_high(hk_cache *c, cache_slot *s, const char *op) {
-    if (!cache_hot(c, s)->data)
+    if (!cache_data(c, s))
         return hk__report(&c->core.rep, HK_ERR_STATE, HK_EK_STATE, NULL, 0, s->name,
                           "%s of empty (purged) handle 0x%08x '%s'", op, cache_handle(c, s),
                           cache_nm(s->name));
     if (s->lock)
-        return hk__report(&c->core.rep, HK_ERR_LOCKED, HK_EK_LOCKED, cache_hot(c, s)->data, s->requested,
-                          s->name,
+        return hk__report(&c->core.rep, HK_ERR_LOCKED, HK_EK_LOCKED, cache_data(c, s), s->requested, s->name,
                           "%s of locked block '%s' at %p (handle 0x%08x): a locked block does not move", op,
-                          cache_nm(s->name), cache_hot(c, s)->data, cache_handle(c, s));
-    cache_blk *b = cache_blk_of(cache_hot(c, s)->data), *best = NULL;
+                          cache_nm(s->name), cache_data(c, s), cache_handle(c, s));
+    cache_blk *b = cache_blk_of(cache_data(c, s)), *best = NULL;
     for (cache_blk *x = cache_next(b); x != c->end; x = cache_next(x))
         if (x->magic == CACHE_MAGIC_FREE && x->size16 >= b->size16) best = x;
     if (!best) return HK_OK;
@@ -223,7 +222,7 @@ hk_result hk__cache_move_high(hk_cache *c, cache_slot *s, const char *op) {
     nb->handle = cache_handle(c, s);
     cache_unpoison(b, cache_bytes(b));
     memcpy(cache_user(nb), cache_user(b), cache_bytes(b) - CACHE_HDR);
-    cache_hot(c, s)->data = cache_user(nb);
+    cache_set_data(c, s, cache_user(nb));
     c->moved_bytes += cache_bytes(b);
     c->used_bytes += cache_bytes(nb) - cache_bytes(b); /* nb may have taken a sliver more */
     hk__cache_release(c, b);

@@ -7,37 +7,50 @@
  * back through a FIFO ring, ABA-safe retirement of a slot whose generations
  * ran out, an instance tag so another cache's handle is recognised as
  * foreign, and one verdict for every misuse (the table in docs/cache.md).
- * The table's word for slot i is kept in the cache's hot entry i
- * (hk__cache_hot.handle, step 4 words), next to the block address and the
- * LRU stamp that hk_cache_deref_fast reads with it in one load.
+ * The table keeps its own dense word array; what hk_cache_deref_fast
+ * reads is the hot entry (heapkit/detail/cache.h): one 64-bit word per
+ * index, HK__CACHE_HOT_OFFSET bytes after the instance, holding a tag
+ * (handle ^ epoch) and the block's offset from the base in 8-byte units.
  *
  * Invariants (verified by hk__cache_check, with hk__ht_check for the table):
- *  - hot entry i < nslots: a live slot holds its handle, its block's user
- *    address (NULL when empty: purged) and a stamp <= the tick; a dead slot
- *    holds the table's dead word, stamp 0, data NULL, and its cold slot has
- *    lock 0. Entries from nslots to idx_mask stay all zero (no handle can
- *    match them: a handle is never 0 and the handle with index idx_mask is
- *    never issued).
+ *  - slot i < nslots: a live slot holds its block's user address (NULL when
+ *    empty: purged) and a stamp <= the tick; a dead slot holds data NULL,
+ *    stamp 0 and lock 0.
+ *  - hot entry i (every i <= idx_mask): cold (tag i, offset 0) unless slot
+ *    i is live, resident and the cache not slow; then its offset is
+ *    (data - base) / 8 and its tag is i (cold) or handle ^ e with
+ *    1 <= e <= epoch_max, and when e is the current epoch, the slot's stamp
+ *    is the tick (a deref_fast hit changes no rank). A probe h ^ fast_epoch
+ *    never has i's index bits (fast_epoch is never 0 and below
+ *    2^idx_bits), so a cold tag never hits; nor does a live one of another
+ *    generation or epoch.
  *  - every slot at or above high_water is fresh (never issued a handle).
- *  - the tick is even and non-zero.
+ *  - the tick is even and non-zero; 1 <= epoch <= epoch_max; the probe is
+ *    fast_epoch << 32 | idx_mask, fast_epoch the epoch (epoch_max + 1 when
+ *    slow).
  *
- * The LRU clock: a 32-bit tick kept in the view's tick_key (high half) and
- * stamps in the hot entries. Slow stamps (alloc, deref, touch, reallocate)
- * are odd: tick + 1, and the tick then moves on by 2, so the tick is always
- * even. hk_cache_deref_fast hits only entries stamped with the current (even)
- * tick and hk__cache_deref_miss stamps with it without advancing it: an
- * increment per access would chain every access through memory, and a stamp
- * written only when it changes dirties nothing on repeated accesses. Before
+ * The LRU clock: a 32-bit tick (the view's) and stamps in the slots. Slow
+ * stamps (alloc, deref, touch, reallocate) are odd: tick + 1, and the tick
+ * then moves on by 2, so the tick is always even. Every new tick value is a
+ * new epoch: hk_cache_deref_fast hits only entries tagged in the current
+ * epoch, and hk__cache_deref_miss stamps a block with the current tick and
+ * tags its entry with the current epoch, without advancing either: an
+ * increment per access would chain every access through memory, and a tag
+ * written only when the epoch changed dirties nothing on repeated accesses.
+ * Epochs run 1 .. epoch_max (2^idx_bits - 2, so that an epoch changes only
+ * the tag's index bits); when they run out every tag is made cold
+ * (hk__cache_epoch_wrap: O(high_water), once per epoch_max clock values, so
+ * about one entry per clock value) and the epochs start again at 1, so an
+ * old tag never meets its epoch again. Before
  * the tick would wrap, the stamps of live slots are renumbered in order
- * (hk__cache_renumber). Dead entries have stamp 0 and the tick is never 0,
- * so they never hit, even when their dead word is all ones.
+ * (hk__cache_renumber).
  */
 #include "cache_internal.h"
 
 /* ---- geometry and set-up ---------------------------------------------------------- */
 
 uint32_t hk__cache_table_bits(uint32_t nslots) {
-    uint32_t idx_bits = 1;
+    uint32_t idx_bits = 2;                             /* at least one epoch (heapkit/detail/cache.h) */
     while ((1u << idx_bits) - 1u < nslots) idx_bits++; /* the all-ones index is never a slot */
     return idx_bits;
 }
@@ -45,34 +58,36 @@ uint32_t hk__cache_table_bits(uint32_t nslots) {
 /* Bytes of the hot entries, cold slots and scratch (the table's storage follows). */
 static size_t cache_table_head(uint32_t nslots, uint32_t idx_bits) {
     size_t nhot = (size_t)1 << idx_bits; /* every handle & idx_mask lands in the array */
-    return nhot * sizeof(hk__cache_hot) + (size_t)nslots * (sizeof(cache_slot) + 2u * sizeof(uint32_t));
+    return nhot * sizeof(uint64_t) + (size_t)nslots * (sizeof(cache_slot) + 2u * sizeof(uint32_t));
 }
 
 size_t hk__cache_table_bytes(uint32_t nslots, uint32_t idx_bits) {
-    size_t ht = hk__ht_storage_size(nslots, 0), n;
+    size_t ht = hk__ht_storage_size(nslots, 1), n;
     if (!ht || !hk_size_add(cache_table_head(nslots, idx_bits), ht, &n)) return 0;
     return n;
 }
 
 hk_result hk__cache_table_init(hk_cache *c, void *mem, uint32_t nslots, uint32_t idx_bits) {
     size_t nhot = (size_t)1 << idx_bits;
-    c->v.hot = (hk__cache_hot *)mem;
-    c->slots = (cache_slot *)(void *)(c->v.hot + nhot);
+    if ((unsigned char *)mem != (unsigned char *)c + HK__CACHE_HOT_OFFSET) return HK_ERR_INVALID;
+    c->slots = (cache_slot *)(void *)((uint64_t *)mem + nhot);
     c->order = (uint32_t *)(void *)(c->slots + nslots);
     c->rank = c->order + nslots;
     c->nslots = nslots;
     c->idx_bits = idx_bits;
     c->v.idx_mask = (1u << idx_bits) - 1u;
+    c->v.epoch_max = (1u << idx_bits) - 2u;
+    c->v.epoch = 0; /* the first clock value below makes it 1 */
+    c->v.probe = ((uint64_t)(c->slow ? c->v.epoch_max + 1u : 0u) << 32) | c->v.idx_mask;
+    for (uint32_t i = 0; i <= c->v.idx_mask; i++) *cache_hot_at(c, i) = cache_hot_cold(i);
     c->table_bytes = hk__cache_table_bytes(nslots, idx_bits);
     hk__ht_config cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.index_bits = idx_bits;
     cfg.cap = nslots;
     cfg.memory = c->rank + nslots;
-    cfg.size = hk__ht_storage_size(nslots, 0);
-    cfg.words = &c->v.hot[0].handle;
-    cfg.step = (uint32_t)(sizeof(hk__cache_hot) / sizeof(uint32_t));
-    cache_set_tick(c, 2u);
+    cfg.size = hk__ht_storage_size(nslots, 1); /* the table's own words */
+    cache_set_tick(c, 2u);                     /* epoch 1 */
     return hk__ht_init(&c->ht, &cfg);
 }
 
@@ -90,7 +105,7 @@ cache_slot *hk__cache_slot_new(hk_cache *c) {
     uint32_t idx = h & c->v.idx_mask;
     if (idx >= c->high_water) c->high_water = idx + 1u;
     cache_slot *s = &c->slots[idx];
-    cache_hot_at(c, idx)->data = NULL;
+    cache_set_data(c, s, NULL);
     s->requested = 0;
     s->name = NULL;
     s->lock = 0;
@@ -101,9 +116,8 @@ cache_slot *hk__cache_slot_new(hk_cache *c) {
 
 void hk__cache_slot_release(hk_cache *c, cache_slot *s) {
     uint32_t idx = (uint32_t)(s - c->slots);
-    hk__cache_hot *e = cache_hot_at(c, idx);
-    e->data = NULL;
-    e->stamp = 0;
+    cache_set_data(c, s, NULL);
+    s->stamp = 0;
     s->lock = 0;
     s->flags = 0;
     s->name = NULL;
@@ -144,7 +158,7 @@ static void cache_sort(hk_cache *c, size_t n, int desc) {
 void hk__cache_compute_ranks(hk_cache *c) {
     size_t n = 0;
     for (uint32_t i = 0; i < c->high_water; i++)
-        if (cache_hot_at(c, i)->data) c->order[n++] = i; /* resident, so live */
+        if (c->slots[i].data) c->order[n++] = i; /* resident, so live */
     cache_sort(c, n, 1);
     /* rank = how many blocks are newer: blocks with one stamp share a rank */
     for (size_t k = 0; k < n; k++)
@@ -168,6 +182,19 @@ void hk__cache_renumber(hk_cache *c) {
         cache_set_stamp(c, c->order[k], next);
     }
     cache_set_tick(c, next + 1u);
+}
+
+/* The epochs ran out: every tag is made cold (no entry hits until a miss
+ * tags it again) and they start again at 1. A slow cache's entries and
+ * probe never change (cache_set_data). */
+void hk__cache_epoch_wrap(hk_cache *c) {
+    c->v.epoch = 1;
+    if (c->slow) return;
+    for (uint32_t i = 0; i < c->high_water; i++) {
+        uint64_t *e = cache_hot_at(c, i);
+        *e = (*e & CACHE_OFF_BITS) | cache_hot_cold(i);
+    }
+    c->v.probe = ((uint64_t)1u << 32) | c->v.idx_mask;
 }
 
 size_t hk__cache_purge_candidates(hk_cache *c) {

@@ -22,11 +22,13 @@
  * Two structures, kept apart so that blocks can move:
  *
  *  - The handle table: the shared generational table (src/handles.h, in
- *    `ht`) whose words live in the hot entries v.hot[] (16-byte
- *    hk__cache_hot, heapkit/detail/cache.h: the table's word, the LRU stamp,
- *    the block address; 2^idx_bits entries, so handle & idx_mask always
- *    lands in the array), plus cold slots[nslots] (cache_slot: requested
- *    size, name, lock count, flags). See cache_handles.c.
+ *    `ht`, with its own dense word array), the 8-byte hot entries that
+ *    hk_cache_deref_fast reads (HK__CACHE_HOT_OFFSET bytes after the
+ *    instance; 2^idx_bits of them, so handle & idx_mask always lands in the
+ *    array; heapkit/detail/cache.h: a tag, handle ^ epoch, and the block's
+ *    offset from the base), plus cold slots[nslots] (cache_slot:
+ *    requested size, name, block address, lock count, flags, LRU stamp).
+ *    See cache_handles.c.
  *
  *  - The data region [lo, end + 16): 16-byte aligned blocks tiling [lo, end)
  *    in address order, then a 16-byte end sentinel at `end`. Every block
@@ -74,21 +76,22 @@ typedef struct cache_links {
 _Static_assert(sizeof(cache_blk) == CACHE_HDR, "cache header is 16 bytes");
 _Static_assert(sizeof(cache_links) <= CACHE_MIN_FREE - CACHE_HDR, "free links fit a minimal free block");
 
-/* The cold part of a handle's slot (the hot part, hk__cache_hot, holds the
- * table's word, the LRU stamp and the block address). */
+/* A handle's slot (its hot entry, read by deref_fast, is apart: a tag and
+ * the block's offset, kept in step with `data` by cache_set_data). */
 typedef struct cache_slot {
     size_t requested; /* bytes asked for */
     const char *name;
+    void *data;    /* the block's user address, NULL when empty or not live */
     uint16_t lock; /* lock count */
     uint16_t flags;
-    uint32_t reserved;
+    uint32_t stamp; /* LRU stamp; 0 unless live */
 } cache_slot;
 
-_Static_assert(sizeof(cache_slot) == 24, "cold slot is 24 bytes");
-_Static_assert(sizeof(hk__cache_hot) == 16, "hot entry is 16 bytes");
+_Static_assert(sizeof(cache_slot) <= 32, "slot is at most 32 bytes");
 
 struct hk_cache {
-    hk__cache_view v; /* first: read by hk_cache_deref_fast */
+    hk__cache_view
+        v; /* first: read by hk_cache_deref_fast (its hot entries follow at HK__CACHE_HOT_OFFSET) */
     cache_slot *slots;
     uint32_t nslots;        /* == ht.cap */
     uint32_t idx_bits;      /* == ht.index_bits */
@@ -102,7 +105,7 @@ struct hk_cache {
     cache_blk *bins[CACHE_NBINS];
     uint32_t bin_map;
     int scramble_dir, in_grow;
-    uint32_t slow; /* lock hooks or paranoid: deref_fast always misses */
+    uint32_t slow; /* lock hooks, paranoid, or a region the base cannot reach: deref_fast always misses */
     size_t free_bytes, free_blocks, used_bytes, requested_bytes, peak_requested, table_bytes;
     uint64_t alloc_count, free_count, fail_count, purge_count, moved_bytes;
     hk_cache_purge_fn on_purge;
@@ -114,6 +117,8 @@ struct hk_cache {
     size_t os_size;
     hk__core core; /* names, reporter, lock hooks, flags, paranoid check */
 };
+
+_Static_assert(sizeof(struct hk_cache) <= HK__CACHE_HOT_OFFSET, "the hot entries follow the instance");
 
 /* ---- sanitizer helpers ------------------------------------------------------- */
 
@@ -167,20 +172,45 @@ static inline uint32_t cache_need16(size_t size) {
 
 /* ---- handle slots ------------------------------------------------------------------ */
 
+#define CACHE_OFF_BITS 0xFFFFFFFFu /* the low half of a hot entry: the block's offset */
+
 static inline uint32_t cache_slot_index(const hk_cache *c, uint32_t handle) { return handle & c->v.idx_mask; }
-static inline hk__cache_hot *cache_hot_at(const hk_cache *c, uint32_t idx) { return &c->v.hot[idx]; }
-static inline hk__cache_hot *cache_hot(const hk_cache *c, const cache_slot *s) {
-    return &c->v.hot[(size_t)(s - c->slots)];
+/* Hot entry idx (heapkit/detail/cache.h). */
+static inline uint64_t *cache_hot_at(hk_cache *c, uint32_t idx) {
+    return (uint64_t *)(void *)((unsigned char *)c + HK__CACHE_HOT_OFFSET) + idx;
 }
+static inline uint64_t cache_hot_get(const hk_cache *c, uint32_t idx) { return hk__cache_hot_of(c)[idx]; }
 /* The slot's table word: its handle while live. */
 static inline uint32_t cache_handle(const hk_cache *c, const cache_slot *s) {
-    return cache_hot(c, s)->handle;
+    return *hk__ht_word(&c->ht, (uint32_t)(s - c->slots));
 }
 /* Does slot s (index < nslots) hold a live handle? */
 static inline int cache_is_live(const hk_cache *c, const cache_slot *s) {
     return hk__ht_word_live(&c->ht, cache_handle(c, s));
 }
-static inline void *cache_data(const hk_cache *c, const cache_slot *s) { return cache_hot(c, s)->data; }
+static inline void *cache_data(const hk_cache *c, const cache_slot *s) {
+    (void)c;
+    return s->data;
+}
+/* The hot entry's offset half for a block at p. */
+static inline uint64_t cache_hot_offset(const hk_cache *c, const void *p) {
+    return ((uint64_t)(uintptr_t)p - c->v.base) >> 3;
+}
+/* Entry idx when it must not hit: tag idx (its index bits are those of
+ * every handle landing there, and a probe always changes them), offset 0. */
+static inline uint64_t cache_hot_cold(uint32_t idx) { return (uint64_t)idx << 32; }
+/* Sets slot s's block address (NULL: none) and keeps its hot entry in step:
+ * the offset follows the block; the tag stays while the block is resident
+ * (a move keeps it hittable) and is cleared with it. A slow cache never
+ * writes its entries after creation (all cold): deref_fast, which reads
+ * them without the lock, then races with nothing. */
+static inline void cache_set_data(hk_cache *c, cache_slot *s, void *p) {
+    uint32_t idx = (uint32_t)(s - c->slots);
+    uint64_t *e = cache_hot_at(c, idx);
+    s->data = p;
+    if (c->slow) return;
+    *e = p ? (*e & ~(uint64_t)CACHE_OFF_BITS) | cache_hot_offset(c, p) : cache_hot_cold(idx);
+}
 static inline cache_slot *cache_slot_of_blk(hk_cache *c, const cache_blk *b) {
     return &c->slots[cache_slot_index(c, b->handle)];
 }
@@ -192,16 +222,24 @@ static inline int cache_purgeable(const hk_cache *c, const cache_slot *s) {
 
 /* ---- the LRU clock (cache_handles.c explains it) ----------------------------------- */
 
-static inline uint32_t cache_stamp_at(const hk_cache *c, uint32_t idx) { return c->v.hot[idx].stamp; }
-static inline uint32_t cache_tick(const hk_cache *c) { return (uint32_t)(c->v.tick_key >> 32); }
-static inline void cache_set_tick(hk_cache *c, uint32_t t) {
-    c->v.tick_key = ((uint64_t)t << 32) | (c->slow ? 0xFFFFFFFFu : 0u);
-    /* deref_fast's word: a slow cache probes with clock 0, which no live
-     * entry's stamp equals (and a dead entry never equals a handle that
-     * lands on it: its index bits are all ones) */
-    c->v.probe = ((uint64_t)(c->slow ? 0u : t) << 32) | c->v.idx_mask;
+static inline uint32_t cache_stamp_at(const hk_cache *c, uint32_t idx) { return c->slots[idx].stamp; }
+static inline uint32_t cache_tick(const hk_cache *c) { return c->v.tick; }
+/* The epoch deref_fast compares (heapkit/detail/cache.h). */
+static inline uint32_t cache_fast_epoch(const hk_cache *c) {
+    return c->slow ? c->v.epoch_max + 1u : c->v.epoch;
 }
-static inline void cache_set_stamp(hk_cache *c, uint32_t idx, uint32_t stamp) { c->v.hot[idx].stamp = stamp; }
+void hk__cache_epoch_wrap(hk_cache *c);
+/* A new clock value: the next epoch (every tag of the previous one stops
+ * hitting, so deref_fast's next access restamps); the probe's epoch follows
+ * unless the cache is slow (the wrap sets it again). */
+static inline void cache_set_tick(hk_cache *c, uint32_t t) {
+    c->v.tick = t;
+    if (HK__UNLIKELY(++c->v.epoch > c->v.epoch_max))
+        hk__cache_epoch_wrap(c);
+    else if (!c->slow)
+        c->v.probe += (uint64_t)1 << 32;
+}
+static inline void cache_set_stamp(hk_cache *c, uint32_t idx, uint32_t stamp) { c->slots[idx].stamp = stamp; }
 
 void hk__cache_renumber(hk_cache *c);
 
@@ -270,8 +308,9 @@ static inline void cache_fill_pad(cache_blk *b, size_t requested) {
  * slots and the two scratch arrays). */
 uint32_t hk__cache_table_bits(uint32_t nslots);
 size_t hk__cache_table_bytes(uint32_t nslots, uint32_t idx_bits);
-/* Lays the (zeroed) table out at `mem` (hk__cache_table_bytes of it) and
- * initialises the shared handle table in it. */
+/* Lays the (zeroed) table out at `mem` (hk__cache_table_bytes of it, at
+ * HK__CACHE_HOT_OFFSET from c) and initialises the shared handle table in
+ * it. c->v.base and c->slow must be set. */
 hk_result hk__cache_table_init(hk_cache *c, void *mem, uint32_t nslots, uint32_t idx_bits);
 
 /* Reports a handle that is not live (none, foreign, stale, or freed again

@@ -120,7 +120,7 @@ void hk__cache_drop_block(hk_cache *c, cache_slot *s) {
     c->requested_bytes -= s->requested;
     c->resident--;
     c->free_count++;
-    cache_hot(c, s)->data = NULL;
+    cache_set_data(c, s, NULL);
     s->requested = 0;
     hk__cache_release(c, b);
 }

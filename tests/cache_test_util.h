@@ -53,4 +53,15 @@ static inline uint32_t rank_of(hk_cache *c, hk_cache_handle h) {
     return 999;
 }
 
+/* deref_fast's view of the cache (heapkit/detail/cache.h): the hot entry
+ * of handle h, and whether deref_fast would return at once for it. */
+static inline hk__cache_view *view_of(hk_cache *c) { return (hk__cache_view *)(void *)c; }
+static inline uint64_t hot_word(hk_cache *c, hk_cache_handle h) {
+    return hk__cache_hot_of(c)[h.value & view_of(c)->idx_mask];
+}
+static inline uint32_t fast_epoch(hk_cache *c) { return (uint32_t)(view_of(c)->probe >> 32); }
+static inline int fast_hits(hk_cache *c, hk_cache_handle h) {
+    return (uint32_t)(hot_word(c, h) >> 32) == (h.value ^ fast_epoch(c));
+}
+
 #endif /* HK_CACHE_TEST_UTIL_H */

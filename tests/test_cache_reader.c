@@ -47,28 +47,27 @@ HKT_TEST(reader_lru_follows_its_clock) {
     REQUIRE(c);
     hk_cache_handle a = hk_cache_alloc(c, 64, "a"), b = hk_cache_alloc(c, 64, "b"),
                     d = hk_cache_alloc(c, 64, "d");
-    const hk__cache_view *v = (const hk__cache_view *)(const void *)c;
-    const hk__cache_hot *ea = &v->hot[a.value & v->idx_mask];
+    const hk__cache_view *v = view_of(c);
     hk_cache_reader r = hk_cache_reader_of(c);
     void *pa = hk_cache_reader_deref(&r, a); /* stamped by alloc: a miss */
     CHECK(pa != NULL);
-    CHECK(r.tick_key == v->tick_key);
-    uint64_t key = hk__cache_hot_key(ea);
+    CHECK(r.epoch == v->epoch);
+    uint64_t key = hot_word(c, a);
     for (int i = 0; i < 50; i++) CHECK(hk_cache_reader_deref(&r, a) == pa);
-    CHECK(hk__cache_hot_key(ea) == key); /* repeated hits write nothing */
+    CHECK(hot_word(c, a) == key); /* repeated hits write nothing */
     CHECK(hk_cache_reader_deref(&r, b) != NULL);
     CHECK_EQ(rank_of(c, a), 0);
     CHECK_EQ(rank_of(c, b), 0);
     CHECK_EQ(rank_of(c, d), 2);
     hk_cache_touch(c, d); /* the clock moves on; r still holds the old value */
-    CHECK(r.tick_key != v->tick_key);
+    CHECK(r.epoch != v->epoch);
     CHECK(hk_cache_reader_deref(&r, b) != NULL); /* a hit at r's clock: b stays below d */
     CHECK_EQ(rank_of(c, d), 0);
     CHECK_EQ(rank_of(c, b), 1);
     hk_cache_reader fresh = hk_cache_reader_of(c);
     CHECK(hk_cache_reader_deref(&fresh, b) != NULL); /* a miss for a new reader: b newest */
     CHECK_EQ(rank_of(c, b), 0);
-    CHECK(fresh.tick_key == v->tick_key);
+    CHECK(fresh.epoch == v->epoch);
     CHECK_EQ(hk_cache_check(c), HK_OK);
     hk_cache_destroy(c);
 }
@@ -92,37 +91,43 @@ HKT_TEST(reader_with_lock_hooks_always_locks) {
     hk_cache_destroy(c);
 }
 
-/* deref_fast reads the view's probe word (clock and index mask in one
- * load); check compares it with the clock, the mask and the slow flag. */
-HKT_TEST(probe_word_follows_the_clock_and_check_sees_damage) {
+/* deref_fast reads the view's base, index mask and epoch; check compares
+ * them with the clock and the slow flag. */
+HKT_TEST(view_follows_the_clock_and_check_sees_damage) {
     hk_cache *c = mk(1 << 16, 0);
     REQUIRE(c);
-    hk__cache_view *v = (hk__cache_view *)(void *)c;
+    hk__cache_view *v = view_of(c);
     hk_cache_handle a = hk_cache_alloc(c, 64, "a");
-    CHECK_EQ(v->probe, (v->tick_key & ~(uint64_t)0xFFFFFFFFu) | v->idx_mask);
+    CHECK_EQ(fast_epoch(c), v->epoch);
     void *pa = hk_cache_deref(c, a);
+    CHECK((uint64_t)(uintptr_t)pa - v->base < ((uint64_t)1 << 35));
     CHECK(hk_cache_deref_fast(c, a) == pa);
+    CHECK(fast_hits(c, a));
+    uint32_t e0 = v->epoch;
     hk_cache_touch(c, a);
-    CHECK_EQ(v->probe, (v->tick_key & ~(uint64_t)0xFFFFFFFFu) | v->idx_mask);
+    CHECK(v->epoch != e0); /* a new clock value, a new epoch */
+    CHECK_EQ(fast_epoch(c), v->epoch);
+    CHECK(!fast_hits(c, a));
     CHECK_EQ(hk_cache_check(c), HK_OK);
-    uint64_t saved = v->probe;
-    v->probe ^= (uint64_t)2u << 32; /* another clock value */
+    v->probe ^= (uint64_t)1u << 32; /* another epoch */
     CHECK_EQ(hk_cache_check(c), HK_ERR_CORRUPT);
     CHECK_STR_CONTAINS(g_errs.last_message, "LRU clock");
-    v->probe = saved;
+    v->probe ^= (uint64_t)1u << 32;
     CHECK_EQ(hk_cache_check(c), HK_OK);
     hk_cache_destroy(c);
-    /* a paranoid cache probes with clock 0: deref_fast always misses (and
-     * runs through hk_cache_deref, which stamps and checks) */
+    /* a paranoid cache compares an epoch no tag carries: deref_fast always
+     * misses (and runs through hk_cache_deref, which stamps and checks) */
     c = mk(1 << 16, HK_FLAG_PARANOID);
     REQUIRE(c);
-    v = (hk__cache_view *)(void *)c;
+    v = view_of(c);
     a = hk_cache_alloc(c, 64, "a");
-    CHECK_EQ(v->probe >> 32, 0);
+    CHECK_EQ(fast_epoch(c), v->epoch_max + 1u);
+    CHECK_EQ((uint32_t)v->probe, v->idx_mask);
     pa = hk_cache_deref(c, a);
-    uint32_t before = (uint32_t)(v->tick_key >> 32);
+    uint32_t before = v->tick;
     CHECK(hk_cache_deref_fast(c, a) == pa);
-    CHECK((uint32_t)(v->tick_key >> 32) != before); /* took hk_cache_deref: the clock moved */
+    CHECK(v->tick != before); /* took hk_cache_deref: the clock moved */
+    CHECK(!fast_hits(c, a));
     CHECK_EQ(hk_cache_check(c), HK_OK);
     hk_cache_destroy(c);
 }

@@ -314,54 +314,56 @@ hk_result hk_cache_get_info(const hk_cache *c, hk_cache_info *out);
 void hk_cache_dump(hk_cache *c, hk_print_fn fn, void *user);
 
 /* ---- inline deref -----------------------------------------------------------
- * hk_cache_deref_fast is hk_cache_deref inlined for the common case: one
- * load of the handle's hot entry (heapkit/detail/cache.h) and one compare.
- * It returns the address at once when the handle is live, its block
- * resident, and the block already stamped with the LRU clock's current
- * value; otherwise it calls hk__cache_deref_miss, which stamps a live
- * resident block with the current value (writing the entry once per clock
- * value, so repeated accesses dirty nothing) and defers every other case
- * (empty, stale, foreign, none, lock hooks, paranoid) to hk_cache_deref, so
- * reports and results are the same. LRU: deref_fast marks the block most
- * recently used like hk_cache_deref, except that blocks reached with
- * deref_fast between two calls that advance the clock (alloc, reallocate,
- * deref, touch) share one rank, newer than anything stamped before. `c` must
- * not be NULL. With lock hooks or HK_FLAG_PARANOID it always takes
- * hk_cache_deref (and the lock). O(1). */
+ * hk_cache_deref_fast is hk_cache_deref inlined for the common case: two
+ * loads of the cache (its probe word and base), one load of the handle's
+ * 8-byte hot entry (eight to a cache line, in handle order), one compare and
+ * one add (heapkit/detail/cache.h). It returns the address at once
+ * when the handle is live, its block resident, and the block already stamped
+ * in the LRU clock's current epoch; otherwise it calls hk__cache_deref_miss,
+ * which stamps a live resident block with the current clock value (writing
+ * its entry once per clock value, so repeated accesses dirty nothing) and
+ * defers every other case (empty, stale, foreign, none, lock hooks,
+ * paranoid) to hk_cache_deref, so reports and results are the same. LRU:
+ * deref_fast marks the block most recently used like hk_cache_deref, except
+ * that blocks reached with deref_fast between two calls that advance the
+ * clock (alloc, reallocate, deref, touch) share one rank, newer than
+ * anything stamped before. `c` must not be NULL. With lock hooks or
+ * HK_FLAG_PARANOID, or when the data region (for a cache in a hunk: the
+ * hunk's block area) spans more than 32 GiB, it always takes hk_cache_deref
+ * (and the lock, if any). O(1). */
 static inline void *hk_cache_deref_fast(hk_cache *c, hk_cache_handle h) {
     const hk__cache_view *v = (const hk__cache_view *)(const void *)c;
-    uint64_t w = v->probe; /* clock << 32 | index mask: one load for both */
-    const hk__cache_hot *e = &v->hot[h.value & (uint32_t)w];
-    if (hk__cache_hot_key(e) == ((w & ~(uint64_t)0xFFFFFFFFu) | h.value)) return e->data;
+    uint64_t p = v->probe;                      /* epoch << 32 | index mask */
+    uint32_t x = h.value ^ (uint32_t)(p >> 32); /* the tag of a hit */
+    uint64_t w = hk__cache_hot_of(c)[h.value & (uint32_t)p];
+    if (HK__CACHE_LIKELY((uint32_t)(w >> 32) == x)) return hk__cache_hit(v->base, w);
     return hk__cache_deref_miss(c, h.value);
 }
 
 /* ---- reader: deref_fast for loops ---------------------------------------------
- * hk_cache_deref_fast reads three words of the cache (its hot entries' base,
- * the index mask and the clock) on every call: the call out of line on a miss
- * may change the cache, so a compiler cannot keep them in registers across a
- * loop, and those loads cost as much as the entry's. A reader is a copy of
- * them in a local variable (whose address the cache never sees), so a loop
+ * hk_cache_deref_fast loads two words of the cache on every call: the call
+ * out of line on a miss may change the cache, so a compiler cannot keep
+ * them in registers across a loop. A reader is a copy of them in a local
+ * variable (whose address the cache never sees), so a loop
  *
  *   hk_cache_reader r = hk_cache_reader_of(c);
  *   for (...) sum += *(int *)hk_cache_reader_deref(&r, h[i]);
  *
- * does one load of the handle's hot entry, one compare and the load of its
- * address per access. Results, reports and the lock are those of
- * hk_cache_deref_fast (a miss calls the same out-of-line path, then the
- * reader takes the clock again). LRU: a hit marks the block as recent as of
- * the clock value the reader holds, which is the clock when it was made or
- * last missed: blocks reached through a reader after other calls advanced
- * the clock rank below blocks reached since, until the reader misses (make
- * a new reader after such calls when that matters). A reader stays usable
- * as long as its cache exists, across any call. With lock hooks or
- * HK_FLAG_PARANOID every access takes hk_cache_deref. O(1). */
+ * does one load of the handle's hot entry and one compare per access.
+ * Results, reports and the lock are those of hk_cache_deref_fast (a miss
+ * calls the same out-of-line path, then the reader takes the epoch again).
+ * LRU: a hit marks the block as recent as of the clock value the reader
+ * holds, which is the clock when it was made or last missed: blocks reached
+ * through a reader after other calls advanced the clock rank below blocks
+ * reached since, until the reader misses (make a new reader after such calls
+ * when that matters). A reader stays usable as long as its cache exists,
+ * across any call. With lock hooks or HK_FLAG_PARANOID every access takes
+ * hk_cache_deref. O(1). */
 typedef struct hk_cache_reader {
     hk_cache *cache; /* PRIVATE, all fields */
-    const hk__cache_hot *hot;
-    uint64_t tick_key;
+    uint64_t base;
     uint32_t idx_mask;
-    uint32_t reserved;
+    uint32_t epoch;
 } hk_cache_reader;
 
 /* A reader of cache `c` (not NULL). O(1). */
@@ -369,19 +371,19 @@ static inline hk_cache_reader hk_cache_reader_of(hk_cache *c) {
     const hk__cache_view *v = (const hk__cache_view *)(const void *)c;
     hk_cache_reader r;
     r.cache = c;
-    r.hot = v->hot;
-    r.tick_key = v->tick_key;
-    r.idx_mask = v->idx_mask;
-    r.reserved = 0;
+    r.base = v->base;
+    r.idx_mask = (uint32_t)v->probe;
+    r.epoch = (uint32_t)(v->probe >> 32);
     return r;
 }
 
 /* hk_cache_deref_fast through a reader (see above). */
 static inline void *hk_cache_reader_deref(hk_cache_reader *r, hk_cache_handle h) {
-    const hk__cache_hot *e = &r->hot[h.value & r->idx_mask];
-    if (hk__cache_hot_key(e) == (r->tick_key | h.value)) return e->data;
+    uint32_t x = h.value ^ r->epoch;
+    uint64_t w = hk__cache_hot_of(r->cache)[h.value & r->idx_mask];
+    if (HK__CACHE_LIKELY((uint32_t)(w >> 32) == x)) return hk__cache_hit(r->base, w);
     void *p = hk__cache_deref_miss(r->cache, h.value);
-    r->tick_key = ((const hk__cache_view *)(const void *)r->cache)->tick_key;
+    r->epoch = (uint32_t)(((const hk__cache_view *)(const void *)r->cache)->probe >> 32);
     return p;
 }
 

@@ -1,22 +1,34 @@
 /*
  * heapkit/detail/cache.h - PRIVATE. The part of a cache that the inline
- * hk_cache_deref_fast (heapkit/cache.h) reads. Not API: names and layout
- * change in any release. The cache itself: src/cache_internal.h.
+ * hk_cache_deref_fast and hk_cache_reader_deref (heapkit/cache.h) read. Not
+ * API: names and layout change in any release. The cache itself:
+ * src/cache_internal.h; the scheme: docs/cache.md, "deref_fast".
  *
- * A cache starts with an hk__cache_view. Its hot entries are indexed by
- * handle & idx_mask (2^index_bits entries, so every masked value lands in
- * the array); entry i holds slot i's word of the shared handle table
- * (src/handles.h: the live handle, or a dead word that equals no handle),
- * the slot's LRU stamp (0 when the slot is not live) and its block's
- * address (NULL when the slot is not live or its block was purged).
- * Entries past the table's slots stay all zero. deref_fast reads the view's
- * `probe` word alone (clock and mask in one load) besides the entry.
+ * A cache starts with an hk__cache_view, and its hot entries start
+ * HK__CACHE_HOT_OFFSET bytes after it (so the fast path computes their
+ * address from the cache pointer and loads nothing for it). Entry i is one
+ * 64-bit word for handle index i (there are 2^index_bits entries, so
+ * handle & idx_mask always lands in the array):
+ *
+ *   bits  0..31  the block's address minus the view's base, in 8-byte units
+ *                (0 when the slot holds no block)
+ *   bits 32..63  the tag: handle ^ epoch while the slot is live, its block
+ *                resident and stamped in that epoch of the LRU clock
+ *                (1 <= epoch <= epoch_max < 2^index_bits, so the epoch
+ *                changes only the index bits and the generation stays
+ *                exact); otherwise i, whose index bits no probe produces
+ *
+ * The view's probe word holds idx_mask (low half) and the epoch deref_fast
+ * compares, fast_epoch (high half). A hit: entry word w for handle h,
+ * i = h & idx_mask, and (w >> 32) == (h ^ fast_epoch); the address is
+ * base + (uint32_t)w * 8. A cache whose deref_fast must always miss (lock
+ * hooks, paranoid, a region the offsets cannot reach) has
+ * fast_epoch = epoch_max + 1, which no tag carries.
  */
 #ifndef HEAPKIT_DETAIL_CACHE_H
 #define HEAPKIT_DETAIL_CACHE_H
 
 #include <stdint.h>
-#include <string.h>
 
 #include "heapkit/heapkit.h"
 
@@ -26,33 +38,33 @@ extern "C" {
 
 HK_API_BEGIN
 
-typedef struct hk__cache_hot {
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    uint32_t stamp;  /* LRU stamp; 0 unless live */
-    uint32_t handle; /* the handle table's word for this slot */
-#else
-    uint32_t handle; /* the handle table's word for this slot */
-    uint32_t stamp;  /* LRU stamp; 0 unless live */
-#endif
-    void *data; /* block address, NULL when empty or not live */
-} hk__cache_hot;
-
-/* The entry's handle and stamp as one 64-bit key: handle | stamp << 32 (one
- * load; memcpy keeps it within the aliasing rules). */
-static inline uint64_t hk__cache_hot_key(const hk__cache_hot *e) {
-    uint64_t k;
-    memcpy(&k, e, sizeof k);
-    return k;
-}
+#define HK__CACHE_HOT_OFFSET 1024u /* bytes from the cache to its hot entries */
 
 typedef struct hk__cache_view {
-    hk__cache_hot *hot; /* indexed by handle & idx_mask */
-    uint64_t probe;     /* what deref_fast reads: LRU clock << 32 | idx_mask; clock 0 (no live
-                           entry's stamp) when deref_fast must always miss */
-    uint64_t tick_key;  /* LRU clock << 32; low 32 bits all ones when deref_fast must always miss */
+    uint64_t base;      /* hot entries hold (block address - base) / 8 */
+    uint64_t probe;     /* fast_epoch << 32 | idx_mask: one load for both */
+    uint32_t tick;      /* LRU clock: even, non-zero */
+    uint32_t epoch;     /* 1..epoch_max, a step per clock value */
+    uint32_t epoch_max; /* 2^index_bits - 2 */
     uint32_t idx_mask;  /* 2^index_bits - 1 */
-    uint32_t reserved;
 } hk__cache_view;
+
+#if defined(__GNUC__) || defined(__clang__)
+#define HK__CACHE_LIKELY(x) __builtin_expect(!!(x), 1)
+#else
+#define HK__CACHE_LIKELY(x) (x)
+#endif
+
+/* The address of a hit: the entry's low half is the block's offset from
+ * the base in 8-byte units. */
+static inline void *hk__cache_hit(uint64_t base, uint64_t w) {
+    return (void *)(uintptr_t)(base + (uint64_t)(uint32_t)w * 8u);
+}
+
+/* The hot entries of cache c (see above). */
+static inline const uint64_t *hk__cache_hot_of(const void *c) {
+    return (const uint64_t *)(const void *)((const unsigned char *)c + HK__CACHE_HOT_OFFSET);
+}
 
 struct hk_cache;
 void *hk__cache_deref_miss(struct hk_cache *c, uint32_t handle);
