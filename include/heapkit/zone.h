@@ -240,7 +240,11 @@ void *hk_zone_realloc(hk_zone *z, void *p, size_t size) HK_ALLOC_SIZE(3);
  * (HK_EK_INTERIOR_PTR), HK_ERR_DOUBLE_FREE for a block already free or a
  * pointer into free space, HK_ERR_CORRUPT for a damaged header (the block is
  * left alone). A damaged canary or free-fill is reported (HK_ERR_CORRUPT)
- * and the block is freed anyway. O(1). */
+ * and the block is freed anyway. A small untracked block (a run's slot) is
+ * judged by its place in its run without recomputing its header's check:
+ * damage confined to the header's slack bits is not seen by the free (the
+ * block is freed with a wrong byte count) and is reported by the next
+ * hk_zone_check. O(1). */
 hk_result hk_zone_free(hk_zone *z, void *p);
 
 /* Bytes usable at p (at least the size asked for; exactly that size with
