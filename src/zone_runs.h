@@ -100,8 +100,8 @@ void hk__zone_run_settle(hk_zone *z, zone_run *r);
 /* Gives back every class's spare run and its current run when empty (before
  * any purge, growth or failure). O(classes). */
 void hk__zone_runs_trim(hk_zone *z);
-/* The current run of class ci has no freed slot and the class has a
- * partial run: makes that run current (the old one goes on the partial
+/* The current run of class ci has no freed slot and the class's first
+ * partial run has: makes that run current (the old one goes on the partial
  * list, or is marked full when it has no uncarved slot) and returns it, so
  * that freed slots are reused before untouched ones are carved. O(1). */
 zone_run *hk__zone_slot_reuse(hk_zone *z, unsigned ci);
@@ -235,7 +235,8 @@ static inline void *zone_slot_alloc_fast(hk_zone *z, size_t n) {
 static inline void *zone_slot_alloc(hk_zone *z, size_t n) {
     unsigned ci = zone_cls_of(n);
     zone_run *r = z->runs.cls[ci].cur;
-    if (r && !r->free && z->runs.cls[ci].partial) r = hk__zone_slot_reuse(z, ci);
+    if (r && !r->free && z->runs.cls[ci].partial && z->runs.cls[ci].partial->free)
+        r = hk__zone_slot_reuse(z, ci);
     uint32_t word;
     unsigned char *u = r ? zone_slot_pop(r, &word) : NULL;
     if (HK__UNLIKELY(!u)) {

@@ -337,7 +337,7 @@ static zone_run *zone_thr_reuse(hk_zone *z, zone_heap *h, unsigned ci) {
     if (__atomic_load_n(&h->remote_runs, __ATOMIC_RELAXED)) zone_thr_collect(z, h, 0);
     zone_cls *c = &h->cls[ci];
     zone_run *r = c->cur, *p = c->partial;
-    if (r->free || !p) return r;
+    if (r->free || !p || !p->free) return r; /* nothing freed to reuse: carve */
     zone_thr_partial_unlink(c, p);
     if (r->bump < r->nslots)
         zone_thr_partial_push(c, r);
