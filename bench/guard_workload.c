@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "proc_mem.h"
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 static uint64_t next_rand(void) {
@@ -152,12 +153,7 @@ int main(int argc, char **argv) {
     printf("%s %ld checksum %llu\n", argv[1], n, (unsigned long long)sum);
     /* Peak RSS of this program since its exec (wait4's ru_maxrss would also
      * count the forking parent's memory, which exec records as ours). */
-    FILE *f = fopen("/proc/self/status", "r");
-    if (f) {
-        char line[256];
-        while (fgets(line, sizeof line, f))
-            if (strncmp(line, "VmHWM:", 6) == 0) printf("vmhwm_kb %ld\n", atol(line + 6));
-        fclose(f);
-    }
+    long hwm = hkb_proc_kib("VmHWM:");
+    if (hwm >= 0) printf("vmhwm_kb %ld\n", hwm);
     return 0;
 }

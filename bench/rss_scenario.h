@@ -24,6 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "proc_mem.h"
+
 typedef struct rss_params {
     size_t count, size; /* the small blocks */
     unsigned idle_ms;   /* idle time after freeing them */
@@ -42,15 +44,8 @@ typedef struct rss_result {
     int ok;          /* every allocation succeeded */
 } rss_result;
 
-/* Resident memory of this process in KiB (/proc/self/statm), or -1. */
-static double rss_kib(void) {
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (!f) return -1;
-    unsigned long size = 0, res = 0;
-    int n = fscanf(f, "%lu %lu", &size, &res);
-    fclose(f);
-    return n == 2 ? (double)res * (double)sysconf(_SC_PAGESIZE) / 1024.0 : -1;
-}
+/* Resident memory of this process in KiB, or -1. */
+static double rss_kib(void) { return (double)hkb_proc_kib("VmRSS:"); }
 
 static void rss_sleep_ms(unsigned ms) {
     struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};

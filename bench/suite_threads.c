@@ -42,6 +42,7 @@
 #define _GNU_SOURCE 1
 #endif
 #include "harness.h"
+#include "proc_mem.h"
 #include "heapkit/zone.h"
 
 #include <dlfcn.h>
@@ -275,14 +276,8 @@ typedef struct run_out {
 } run_out;
 
 static size_t status_kib(const char *key) {
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f) return 0;
-    char line[256];
-    size_t v = 0, kl = strlen(key);
-    while (fgets(line, sizeof line, f))
-        if (!strncmp(line, key, kl)) v = (size_t)strtoull(line + kl, NULL, 10);
-    fclose(f);
-    return v;
+    long v = hkb_proc_kib(key);
+    return v > 0 ? (size_t)v : 0;
 }
 
 static int setup_allocator(const char *name) {

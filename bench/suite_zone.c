@@ -25,6 +25,7 @@
 #define _GNU_SOURCE 1
 #endif
 #include "zone_bench.h"
+#include "proc_mem.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -200,12 +201,8 @@ static int first_block(const hk_block_info *i, void *user) {
 }
 
 static size_t rss_bytes(void) {
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (!f) return 0;
-    unsigned long size = 0, res = 0;
-    if (fscanf(f, "%lu %lu", &size, &res) != 2) res = 0;
-    fclose(f);
-    return (size_t)res * (size_t)sysconf(_SC_PAGESIZE);
+    long v = hkb_proc_kib("VmRSS:");
+    return v > 0 ? (size_t)v * 1024u : 0;
 }
 
 static void workload_fragment(hkb_ctx *ctx, const trace *t) {
