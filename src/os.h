@@ -382,6 +382,18 @@ HK__HIDDEN int hk_os_x86_access_size(const unsigned char *pc);
 HK__HIDDEN int hk_os_fp_walk(uintptr_t bp, uintptr_t sp, void **out, int max,
                              int (*readable)(const void *p, size_t n));
 
+/* The fault callbacks' registry, one for both hosts (os_common.c): adds
+ * (fn, user) unless already there (at most 8 pairs: HK_ERR_NOMEM), and the
+ * first time calls the host's `install` (nonzero: HK_ERR_UNSUPPORTED, for
+ * this and every later registration). HK_ERR_INVALID for a NULL fn. A spin
+ * lock; registration is rare. hk_os_fault_register is this with the host's
+ * handler installer. */
+HK__HIDDEN hk_result hk_os_fault_cb_add(hk_os_fault_fn fn, void *user, int (*install)(void));
+/* Hands fault f to every registered callback in registration order (a
+ * callback returns when the fault is not its own, or ends the process).
+ * Async-signal-safe: reads the table with atomic loads. */
+HK__HIDDEN void hk_os_fault_cb_run(const hk_os_fault *f);
+
 #ifdef _WIN32
 /* Windows, for hk_os_abort: inside a fault callback on this thread, ends
  * the callbacks (does not return) and the exception goes on; else returns

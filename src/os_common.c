@@ -2,8 +2,9 @@
  * src/os_common.c - the parts of the host layer that do not depend on the
  * operating system, shared by the POSIX (os_posix*.c) and Windows
  * (os_win32*.c) hosts: the out-of-memory failure point, the x86-64 access-size decoder and the
- * frame-pointer walk the fault handlers use, and on Windows the snprintf
- * that prints %p as POSIX does (internal.h). See src/os.h.
+ * frame-pointer walk the fault handlers use, the fault callbacks' registry,
+ * the lock-free slot claim of the thread-exit tables, and on Windows the
+ * snprintf that prints %p as POSIX does (internal.h). See src/os.h.
  *
  * Invariants: nothing here calls malloc, the OS, or a host file (the
  * hosts call this file, never the other way: no loop in the file graph);
@@ -163,6 +164,56 @@ int hk_os_fp_walk(uintptr_t bp, uintptr_t sp, void **out, int max, int (*readabl
     }
     return n;
 }
+
+/* ---- the fault callbacks' registry ------------------------------------------------ */
+
+#define OS_FAULT_MAX_FNS 8
+
+typedef struct os_fault_cb {
+    hk_os_fault_fn fn;
+    void *user;
+} os_fault_cb;
+
+static os_fault_cb os_fault_cbs[OS_FAULT_MAX_FNS];
+static int os_fault_ncbs;       /* entries below it are complete (release store) */
+static int os_fault_installed;  /* the host's handler: 0 not yet, 1 tried */
+static int os_fault_install_rc; /* what that try returned */
+static int os_fault_lock;
+
+hk_result hk_os_fault_cb_add(hk_os_fault_fn fn, void *user, int (*install)(void)) {
+    if (!fn) return HK_ERR_INVALID;
+    while (__atomic_exchange_n(&os_fault_lock, 1, __ATOMIC_ACQUIRE))
+        while (__atomic_load_n(&os_fault_lock, __ATOMIC_RELAXED)) {
+        }
+    hk_result r = HK_OK;
+    int n = os_fault_ncbs, have = 0;
+    for (int i = 0; i < n; i++)
+        if (os_fault_cbs[i].fn == fn && os_fault_cbs[i].user == user) have = 1;
+    if (!have) {
+        if (n >= OS_FAULT_MAX_FNS) {
+            r = HK_ERR_NOMEM;
+        } else {
+            os_fault_cbs[n].fn = fn;
+            os_fault_cbs[n].user = user;
+            __atomic_store_n(&os_fault_ncbs, n + 1, __ATOMIC_RELEASE);
+        }
+    }
+    if (r == HK_OK && !os_fault_installed) {
+        os_fault_installed = 1;
+        os_fault_install_rc = install();
+    }
+    if (r == HK_OK && os_fault_install_rc != 0) r = HK_ERR_UNSUPPORTED;
+    __atomic_store_n(&os_fault_lock, 0, __ATOMIC_RELEASE);
+    return r;
+}
+
+void hk_os_fault_cb_run(const hk_os_fault *f) {
+    int n = __atomic_load_n(&os_fault_ncbs, __ATOMIC_ACQUIRE);
+    for (int i = 0; i < n; i++)
+        if (os_fault_cbs[i].fn) os_fault_cbs[i].fn(f, os_fault_cbs[i].user); /* returns when not its fault */
+}
+
+/* ---- a slot in a table of functions ---------------------------------------------- */
 
 int hk_os_fn_slot(void (**tab)(void), int n, void (*fn)(void)) {
     for (int i = 0; i < n; i++) {

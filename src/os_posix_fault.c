@@ -28,18 +28,8 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-#define FAULT_MAX_FNS  8
 #define FAULT_ALT_SIZE ((size_t)1 << 20) /* symbolizing (libdw) runs on it; pages are touched lazily */
 
-typedef struct fault_cb {
-    hk_os_fault_fn fn;
-    void *user;
-} fault_cb;
-
-static fault_cb fault_cbs[FAULT_MAX_FNS];
-static int fault_ncbs;
-static int fault_installed; /* 0 no, 1 installing or installed */
-static int fault_install_rc;
 static long fault_owner; /* the thread whose fault is being described, 0 when none */
 /* this thread's protected call in progress (its escape point), or NULL */
 static _Thread_local sigjmp_buf *fault_protect __attribute__((tls_model("initial-exec")));
@@ -126,9 +116,7 @@ static void fault_handler(int sig, siginfo_t *si, void *ucv) {
         for (int i = first; i < n && f.nframes < HK_OS_FAULT_FRAMES; i++) f.frames[f.nframes++] = tmp[i];
     }
 
-    int ncb = __atomic_load_n(&fault_ncbs, __ATOMIC_ACQUIRE);
-    for (int i = 0; i < ncb; i++)
-        if (fault_cbs[i].fn) fault_cbs[i].fn(&f, fault_cbs[i].user); /* returns when not its fault */
+    hk_os_fault_cb_run(&f);
 
     /* Nobody's: let the default action happen (a core dump at the fault). */
     struct sigaction sa;
@@ -183,30 +171,7 @@ static int fault_install(void) {
     return 0;
 }
 hk_result hk_os_fault_register(hk_os_fault_fn fn, void *user) {
-    static int lock;
-    if (!fn) return HK_ERR_INVALID;
-    while (__atomic_exchange_n(&lock, 1, __ATOMIC_ACQUIRE)) {
-    }
-    hk_result r = HK_OK;
-    int n = fault_ncbs, have = 0;
-    for (int i = 0; i < n; i++)
-        if (fault_cbs[i].fn == fn && fault_cbs[i].user == user) have = 1;
-    if (!have) {
-        if (n >= FAULT_MAX_FNS) {
-            r = HK_ERR_NOMEM;
-        } else {
-            fault_cbs[n].fn = fn;
-            fault_cbs[n].user = user;
-            __atomic_store_n(&fault_ncbs, n + 1, __ATOMIC_RELEASE);
-        }
-    }
-    if (r == HK_OK && !fault_installed) {
-        fault_installed = 1;
-        fault_install_rc = fault_install();
-    }
-    if (r == HK_OK && fault_install_rc != 0) r = HK_ERR_UNSUPPORTED;
-    __atomic_store_n(&lock, 0, __ATOMIC_RELEASE);
-    return r;
+    return hk_os_fault_cb_add(fn, user, fault_install);
 }
 
 int hk_os_protected_call(void (*fn)(void *arg), void *arg) {

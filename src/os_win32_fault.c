@@ -31,18 +31,9 @@
 
 #include <windows.h>
 
-#define FAULT_MAX_FNS       8
 #define FAULT_STACK_RESERVE (64u * 1024u) /* kept for the handler at a stack overflow */
 
-typedef struct fault_cb {
-    hk_os_fault_fn fn;
-    void *user;
-} fault_cb;
-
-static fault_cb fault_cbs[FAULT_MAX_FNS];
-static int fault_ncbs;
-static int fault_installed; /* 0 no, 1 installing or installed */
-static int fault_install_rc;
+static int fault_ready;   /* the handler is installed (fault_install succeeded) */
 static DWORD fault_owner; /* the thread whose fault is being described, 0 when none */
 /* the last fault a callback reported (ended with hk_os_abort): its
  * instruction and address, for the top-level filter */
@@ -121,9 +112,7 @@ static HK__NOINLINE bool fault_run_callbacks(const hk_os_fault *f) {
     volatile bool aborted = true;
     if (__builtin_setjmp(jb) == 0) {
         (void)TlsSetValue(fault_tls_abort, jb);
-        int ncb = __atomic_load_n(&fault_ncbs, __ATOMIC_ACQUIRE);
-        for (int i = 0; i < ncb; i++)
-            if (fault_cbs[i].fn) fault_cbs[i].fn(f, fault_cbs[i].user); /* returns when not its fault */
+        hk_os_fault_cb_run(f);
         aborted = false;
     }
     (void)TlsSetValue(fault_tls_abort, NULL);
@@ -208,33 +197,12 @@ static int fault_install(void) {
     hk_os_fault_thread_init();
     if (!AddVectoredExceptionHandler(1, fault_handler)) return -1;
     fault_prev_filter = SetUnhandledExceptionFilter(fault_top_filter);
+    __atomic_store_n(&fault_ready, 1, __ATOMIC_RELEASE);
     return 0;
 }
 
 hk_result hk_os_fault_register(hk_os_fault_fn fn, void *user) {
-    static int lock;
-    if (!fn) return HK_ERR_INVALID;
-    while (__atomic_exchange_n(&lock, 1, __ATOMIC_ACQUIRE)) SwitchToThread();
-    hk_result r = HK_OK;
-    int n = fault_ncbs, have = 0;
-    for (int i = 0; i < n; i++)
-        if (fault_cbs[i].fn == fn && fault_cbs[i].user == user) have = 1;
-    if (!have) {
-        if (n >= FAULT_MAX_FNS) {
-            r = HK_ERR_NOMEM;
-        } else {
-            fault_cbs[n].fn = fn;
-            fault_cbs[n].user = user;
-            __atomic_store_n(&fault_ncbs, n + 1, __ATOMIC_RELEASE);
-        }
-    }
-    if (r == HK_OK && !fault_installed) {
-        fault_installed = 1;
-        fault_install_rc = fault_install();
-    }
-    if (r == HK_OK && fault_install_rc != 0) r = HK_ERR_UNSUPPORTED;
-    __atomic_store_n(&lock, 0, __ATOMIC_RELEASE);
-    return r;
+    return hk_os_fault_cb_add(fn, user, fault_install);
 }
 
 static HK__NOINLINE int fault_protected_run(void (*fn)(void *arg), void *arg) {
@@ -252,7 +220,7 @@ static HK__NOINLINE int fault_protected_run(void (*fn)(void *arg), void *arg) {
 }
 
 int hk_os_protected_call(void (*fn)(void *arg), void *arg) {
-    if (!__atomic_load_n(&fault_installed, __ATOMIC_ACQUIRE) || fault_tls_protect == TLS_OUT_OF_INDEXES) {
+    if (!__atomic_load_n(&fault_ready, __ATOMIC_ACQUIRE) || fault_tls_protect == TLS_OUT_OF_INDEXES) {
         fn(arg); /* no handler yet: nothing to protect with (as on POSIX) */
         return 0;
     }
