@@ -2,19 +2,20 @@
  * bench/suite_pool.c - the pool against malloc-based designs, peers in the
  * same run:
  *   churn    create/destroy churn of 64, 256 and 1024-byte objects (random
- *            victim in a live working set), vs malloc/free of every peer;
+ *            victim in a live working set), vs malloc/free of every peer,
+ *            and two floors: the same loop over a bare ring of slot indices,
+ *            and over the least a generational pool does (churn_floor);
  *   get      hk_pool_get (inline: a mask, a load and a compare) on random
  *            live IDs vs dereferencing a raw pointer taken from an array
  *            of pointers (same access pattern);
  *   storm    a bullet-cancel storm: 16,000 live objects (parents with
- *            children) on a tick list and 8 draw layers; 90% of the parents
- *            end in one frame while the tick iterates; the frame draws, the
- *            next frame refills. Baseline: the seed's design on each peer's
- *            malloc/free - a doubly-linked world list, parent/child lists,
- *            singly-linked layer lists rebuilt every tick (deaths swept
- *            after the tick so the baseline itself is correct).
- * Ratios are recorded as ratio_vs_<peer> = peer time / pool time (above 1:
- * the pool is faster), and for get as ratio_vs_raw = pool time / raw time.
+ *            children) on a tick list and 8 draw layers (frame lists, rebuilt
+ *            by every tick); 90% of the parents end in one frame while the
+ *            tick iterates; the frame draws, the next frame refills. Baseline: the seed's design on each
+ * peer's malloc/free - a doubly-linked world list, parent/child lists, singly-linked layer lists rebuilt
+ * every tick (deaths swept after the tick so the baseline itself is correct). Ratios are recorded as
+ * ratio_vs_<peer> = peer time / pool time (above 1: the pool is faster), and for get as ratio_vs_raw = pool
+ * time / raw time.
  */
 #include "harness.h"
 
@@ -68,6 +69,74 @@ static double churn_pool(size_t size, long ops) {
     return (double)(t1 - t0) / (double)ops;
 }
 
+/* Floors, not peers: the same loop over a bare FIFO ring of slot indices
+ * (gen = 0: no IDs, no checks) or over the least a generational pool does
+ * (gen = 1: the ID's slot in range and its word equal to the ID before the
+ * free, the word made dead, the next generation from the word at the
+ * allocation; no wrap or retire decision, no counters, no lists or tree).
+ * Everything is a local or a constant, so the compiler keeps the ring's
+ * head and tail in registers, which a library called from the loop cannot
+ * (its state lives in the pool, and the loop's stores may alias it). */
+static double churn_floor(size_t size, long ops, int gen) {
+    enum { SLOTS = CHURN_SET + 64, RING = 8192, IB = 14, MASK = (1u << IB) - 1 };
+    /* heap, not static: the bench's static arrays keep the layout they had
+     * before the floors (the peers' loops are sensitive to it) */
+    uint32_t *ring = (uint32_t *)malloc(RING * sizeof(uint32_t));
+    uint32_t *held = (uint32_t *)malloc(CHURN_SET * sizeof(uint32_t));
+    uint32_t *words = (uint32_t *)malloc(SLOTS * sizeof(uint32_t));
+    unsigned char *mem = (unsigned char *)malloc((size_t)SLOTS * size);
+    if (!ring || !held || !words || !mem) {
+        free(ring);
+        free(held);
+        free(words);
+        free(mem);
+        return -1;
+    }
+    uint32_t head = 0, tail = 0, bad = 0;
+    for (uint32_t s = 0; s < SLOTS; s++) {
+        words[s] = (1u << IB) | MASK; /* dead, generation 1 */
+        if (s < CHURN_SET) {
+            words[s] = (1u << IB) | s;
+            held[s] = gen ? words[s] : s;
+            memset(mem + (size_t)s * size, 1, 16);
+        } else {
+            ring[tail++ & (RING - 1)] = s;
+        }
+    }
+    uint64_t t0 = hkb_now_ns();
+    if (!gen) {
+        for (long i = 0; i < ops; i++) {
+            uint32_t k = churn_order[i & (CHURN_ORDER - 1)];
+            ring[tail++ & (RING - 1)] = held[k];
+            held[k] = ring[head++ & (RING - 1)];
+            *(volatile uint64_t *)(mem + (size_t)held[k] * size) = (uint64_t)i;
+        }
+    } else {
+        for (long i = 0; i < ops; i++) {
+            uint32_t k = churn_order[i & (CHURN_ORDER - 1)];
+            uint32_t id = held[k], s = id & MASK;
+            if (s < SLOTS && words[s] == id) {
+                words[s] = id | MASK;
+                ring[tail++ & (RING - 1)] = s;
+            } else {
+                bad++;
+            }
+            uint32_t n = ring[head++ & (RING - 1)];
+            uint32_t v = (words[n] + 1u) | n;
+            words[n] = v;
+            held[k] = v;
+            *(volatile uint64_t *)(mem + (size_t)n * size) = (uint64_t)i;
+        }
+    }
+    uint64_t t1 = hkb_now_ns();
+    hkb_sink(&bad);
+    free(ring);
+    free(held);
+    free(words);
+    free(mem);
+    return (double)(t1 - t0) / (double)ops;
+}
+
 static double churn_malloc(const hkb_allocator *a, size_t size, long ops) {
     static void *ptrs[CHURN_SET];
     for (int i = 0; i < CHURN_SET; i++) {
@@ -111,6 +180,15 @@ static void bench_churn(hkb_ctx *ctx, const hkb_allocator *peers, int np) {
             hkb_record(SUITE, wl, peers[a].name, "ns_per_op", ns, "ns");
             snprintf(metric, sizeof metric, "ratio_vs_%s", peers[a].name);
             hkb_record(SUITE, wl, "heapkit_pool", metric, ns / pool_ns, "x");
+        }
+        /* the floors last, so that the peers run as they did before there were floors */
+        for (int g = 0; g < 2; g++) {
+            for (int r = 0; r < ctx->reps; r++) {
+                churn_draw(ctx->seed + (uint64_t)r);
+                v[r] = churn_floor(sizes[si], ops, g);
+            }
+            hkb_record(SUITE, wl, g ? "floor_generational_ring" : "floor_bare_ring", "ns_per_op",
+                       hkb_median(v, ctx->reps), "ns");
         }
         hkb_skip_missing(SUITE, wl);
     }
@@ -171,6 +249,10 @@ static void bench_get(hkb_ctx *ctx) {
 #define STORM_KIDS   3 /* each parent has 3 children: 4000 families */
 #define STORM_LAYERS 8
 #define STORM_SIZE   256
+/* the refill reuses the slots the tick just released (LIFO, pool.h) */
+#ifndef STORM_POOL_FLAGS
+#define STORM_POOL_FLAGS HK_POOL_HOT_REUSE
+#endif
 
 typedef struct storm_obj {
     uint32_t layer;
@@ -179,13 +261,20 @@ typedef struct storm_obj {
     char body[STORM_SIZE - 16];
 } storm_obj;
 
+/* The pool as a game uses it: the tick list and the 8 draw layers are
+ * frame lists (pool.h), rebuilt every frame as the seed rebuilds its
+ * layers. The tick walks last frame's tick list, frees the cancelled
+ * parents with their subtrees, and pushes every survivor onto the next
+ * tick list and its layer; the new objects of the refill go on the next
+ * tick list. No object is ever unlinked: a freed object's entries are
+ * skipped by the iterators (its ID went stale). */
 typedef struct storm_pool {
     hk_pool *p;
-    hk_pool_list tick;
-    hk_pool_list layer[STORM_LAYERS];
+    hk_pool_flist tick[2];
+    hk_pool_flist layer[STORM_LAYERS];
+    int cur;
     uint64_t rng;
     uint64_t drawn;
-    size_t live;
 } storm_pool;
 
 static hk_pool_id storm_pool_new(storm_pool *s, hk_pool_id parent) {
@@ -195,8 +284,7 @@ static hk_pool_id storm_pool_new(storm_pool *s, hk_pool_id parent) {
     o->layer = (uint32_t)(hkb_rand(&s->rng) % STORM_LAYERS);
     o->ends = 0;
     o->acc = 0;
-    hk_pool_list_push_back(s->p, s->tick, id);
-    hk_pool_list_push_back(s->p, s->layer[o->layer], id);
+    hk_pool_flist_push(s->p, s->tick[s->cur], id);
     return id;
 }
 
@@ -209,41 +297,50 @@ static void storm_pool_refill(storm_pool *s) {
     }
 }
 
-static int storm_pool_mark(hk_pool *p, hk_pool_id id, void *obj, void *user) {
-    storm_pool *s = (storm_pool *)user;
-    storm_obj *o = (storm_obj *)obj;
-    /* a root parent: 90% of them are cancelled this frame */
-    if (hk_pool_parent(p, id).value == 0 && hk_pool_child_count(p, id) > 0)
-        o->ends = (hkb_rand(&s->rng) % 10) != 0;
-    return 0;
-}
-
 static double storm_pool_run(int frames, uint64_t seed) {
     storm_pool s;
     memset(&s, 0, sizeof s);
     s.rng = seed;
     hk_pool_desc d = {0};
     d.elem_size = sizeof(storm_obj);
-    d.links = 2;
+    d.flags = STORM_POOL_FLAGS;
     s.p = hk_pool_create(&d);
     if (!s.p) return -1;
-    s.tick = hk_pool_list_create(s.p, 0, "tick");
-    for (int l = 0; l < STORM_LAYERS; l++) s.layer[l] = hk_pool_list_create(s.p, 1, "layer");
+    for (int t = 0; t < 2; t++) s.tick[t] = hk_pool_flist_create(s.p, STORM_LIVE, "tick");
+    for (int l = 0; l < STORM_LAYERS; l++) s.layer[l] = hk_pool_flist_create(s.p, STORM_LIVE / 4, "layer");
     storm_pool_refill(&s);
     uint64_t total = 0;
+    hk_pool_fiter it;
+    storm_obj *o;
     for (int f = 0; f < frames; f++) {
-        hk_pool_list_each(s.p, s.tick, storm_pool_mark, &s); /* game logic decides the storm (not timed) */
+        /* game logic decides the storm (not timed): 90% of the root parents end */
+        for (it = hk_pool_fiter_begin(s.p, s.tick[s.cur]);
+             (o = (storm_obj *)hk_pool_fiter_next(&it)) != NULL;)
+            if (hk_pool_parent(s.p, it.id).value == 0 && hk_pool_child_count(s.p, it.id) > 0)
+                o->ends = (hkb_rand(&s.rng) % 10) != 0;
         uint64_t t0 = hkb_now_ns();
-        /* tick: the inline iterator; frees are deferred to the end of the loop */
-        hk_pool_iter it;
-        storm_obj *o;
-        for (it = hk_pool_iter_begin(s.p, s.tick); (o = (storm_obj *)hk_pool_iter_next(&it)) != NULL;) {
+        /* tick: frees are deferred to the end of the loop; survivors go on
+         * the next tick list and their layer */
+        int nxt = s.cur ^ 1;
+        hk_pool_flist_clear(s.p, s.tick[nxt]);
+        for (int l = 0; l < STORM_LAYERS; l++) hk_pool_flist_clear(s.p, s.layer[l]);
+        for (it = hk_pool_fiter_begin(s.p, s.tick[s.cur]);
+             (o = (storm_obj *)hk_pool_fiter_next(&it)) != NULL;) {
             o->acc += 1;
-            if (o->ends) hk_pool_free(s.p, it.id, HK_POOL_FREE_SUBTREE); /* children go with it */
+            if (o->ends) {
+                hk_pool_free(s.p, it.id, HK_POOL_FREE_SUBTREE); /* children go with it */
+            } else {
+                hk_pool_flist_push(s.p, s.tick[nxt], it.id);
+                hk_pool_flist_push(s.p, s.layer[o->layer], it.id);
+            }
         }
+        s.cur = nxt;
+        /* draw: children of parents cancelled after them in the tick are
+         * on the layers too, dead; the iterator skips them */
         uint64_t drawn = 0;
         for (int l = 0; l < STORM_LAYERS; l++)
-            for (it = hk_pool_iter_begin(s.p, s.layer[l]); (o = (storm_obj *)hk_pool_iter_next(&it)) != NULL;)
+            for (it = hk_pool_fiter_begin(s.p, s.layer[l]);
+                 (o = (storm_obj *)hk_pool_fiter_next(&it)) != NULL;)
                 drawn += o->acc;
         s.drawn += drawn;
         storm_pool_refill(&s);

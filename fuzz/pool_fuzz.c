@@ -10,9 +10,14 @@
  * lists hold exactly the model's members in the model's order; the info
  * counts agree; on_destroy ran once per released object; hk_pool_check
  * passes.
- * Misuse fed on purpose: freed IDs (double free, stale use), another pool's
- * IDs, the none ID, invalid children modes, parent cycles, objects pushed
- * on destroyed lists, unbalanced defer_end.
+ * Two frame lists (pool.h) against a model of the IDs pushed since their
+ * last clear: every iteration visits exactly the entries whose objects are
+ * alive, in push order; iterations that free some of what they visit
+ * (deferred to their end).
+ * Misuse fed on purpose: freed IDs (double free, stale use, pushed on a
+ * frame list), another pool's IDs, the none ID, invalid children modes,
+ * parent cycles, objects pushed on destroyed lists, unbalanced defer_end.
+ * The input's first byte also picks HK_POOL_HOT_REUSE.
  */
 #include "heapkit/pool.h"
 
@@ -25,6 +30,8 @@
 #define PF_OBJS    48
 #define PF_LISTS   4
 #define PF_ELEM    24
+#define PF_FLISTS  2
+#define PF_FL_MAX  96
 
 typedef struct pf_obj {
     uint32_t id; /* 0: unused model slot */
@@ -42,8 +49,15 @@ typedef struct pf_list {
     int member[PF_OBJS]; /* model indexes, front to back */
 } pf_list;
 
+typedef struct pf_flist {
+    hk_pool_flist f;
+    int n;
+    uint32_t ids[PF_FL_MAX]; /* pushed since the last clear, in order */
+} pf_flist;
+
 static pf_obj o[PF_OBJS];
 static pf_list L[PF_LISTS];
+static pf_flist F[PF_FLISTS];
 static uint32_t freed[16];
 static int nfreed;
 static long destroyed, released_expected;
@@ -112,6 +126,13 @@ static int pf_is_ancestor(int anc, int k) { /* anc is k or above it */
     return 0;
 }
 
+/* The model object alive with ID v, or -1. */
+static int pf_find_live(uint32_t v) {
+    for (int k = 0; k < PF_OBJS; k++)
+        if (v && o[k].id == v && !o[k].pending) return k;
+    return -1;
+}
+
 static void pf_verify(hk_pool *p, int depth, int op) {
     size_t live = 0;
     for (int k = 0; k < PF_OBJS; k++) {
@@ -142,6 +163,20 @@ static void pf_verify(hk_pool *p, int depth, int op) {
         }
         if (it.value) pf_fail("list longer than the model", op);
     }
+    for (int f = 0; f < PF_FLISTS; f++) {
+        if (hk_pool_flist_count(p, F[f].f) != (size_t)F[f].n) pf_fail("frame list count differs", op);
+        int e = 0;
+        void *obj;
+        for (hk_pool_fiter it = hk_pool_fiter_begin(p, F[f].f); (obj = hk_pool_fiter_next(&it)) != NULL;) {
+            while (e < F[f].n && pf_find_live(F[f].ids[e]) < 0) e++;
+            if (e == F[f].n) pf_fail("frame list visits more than the model", op);
+            if (it.id.value != F[f].ids[e] || obj != o[pf_find_live(F[f].ids[e])].p)
+                pf_fail("frame list visit differs from the model", op);
+            e++;
+        }
+        while (e < F[f].n)
+            if (pf_find_live(F[f].ids[e++]) >= 0) pf_fail("frame list skipped a live entry", op);
+    }
     hk_pool_info in;
     hk_pool_get_info(p, &in);
     if (in.live != live) pf_fail("info: live objects differ", op);
@@ -161,7 +196,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     d.index_bits = 6;
     d.links = 2;
     d.max_lists = 8;
-    d.flags = flagsets[(data[0] >> 4) & 3];
+    d.flags = flagsets[(data[0] >> 4) & 3] | ((data[0] & 0x80) ? HK_POOL_HOT_REUSE : 0u);
     d.on_error = pf_on_error;
     d.on_destroy = pf_on_destroy;
     if (data[0] & 0x40) { /* caller memory for the fast slots */
@@ -189,11 +224,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         L[l].live = L[l].l.value != 0;
         if (!L[l].live) pf_fail("list create failed", -1);
     }
+    memset(F, 0, sizeof F);
+    for (int f = 0; f < PF_FLISTS; f++) {
+        F[f].f = hk_pool_flist_create(p, (uint32_t)f * 8u, "fz");
+        if (!F[f].f.value) pf_fail("frame list create failed", -1);
+    }
     int depth = 0;
     if (size > 1 + 3 * PF_MAX_OPS) size = 1 + 3 * PF_MAX_OPS;
     int op = 0;
     for (size_t i = 1; i + 3 <= size; i += 3, op++) {
-        unsigned kind = data[i] % 22, a = data[i + 1], b = data[i + 2];
+        unsigned kind = data[i] % 24, a = data[i + 1], b = data[i + 2];
         int k = (int)(a % PF_OBJS), j = (int)(b % PF_OBJS);
         pf_obj *x = &o[k];
         hk_pool_id id = {x->id};
@@ -350,6 +390,41 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             if (ls->live) {
                 if (r != HK_OK) pf_fail("clear failed", op);
                 ls->n = 0;
+            }
+        } else if (kind == 22) { /* frame list push: a live object, or a freed ID (refused) */
+            pf_flist *fl = &F[b % PF_FLISTS];
+            uint32_t v = x->id && !x->pending ? x->id : freed[a % 16];
+            if (!v || fl->n == PF_FL_MAX) continue;
+            int alive = pf_find_live(v) >= 0, still = 0;
+            for (int q = 0; q < PF_OBJS; q++) still |= o[q].id == v;
+            if (!alive && still) continue; /* pending: checked below through the iteration */
+            r = hk_pool_flist_push(p, fl->f, (hk_pool_id){v});
+            if (alive) {
+                if (r != HK_OK) pf_fail("frame list push failed", op);
+                fl->ids[fl->n++] = v;
+            } else if (r == HK_OK || pf_reports == before) {
+                pf_fail("push of a freed ID on a frame list accepted", op);
+            }
+        } else if (kind == 23) { /* frame list: clear, or iterate freeing some visits */
+            pf_flist *fl = &F[a % PF_FLISTS];
+            if (b & 1) {
+                if (hk_pool_flist_clear(p, fl->f) != HK_OK) pf_fail("frame list clear failed", op);
+                fl->n = 0;
+            } else {
+                void *obj;
+                for (hk_pool_fiter it = hk_pool_fiter_begin(p, fl->f);
+                     (obj = hk_pool_fiter_next(&it)) != NULL;) {
+                    int q = pf_find_live(it.id.value);
+                    if (q < 0 || obj != o[q].p) pf_fail("frame iteration reached a dead or wrong object", op);
+                    if (((o[q].fill ^ b) & 6) != 0) continue;
+                    if (hk_pool_free(p, it.id, HK_POOL_FREE_SUBTREE) != HK_OK)
+                        pf_fail("free in a frame loop", op);
+                    pf_kill(q, 1, 1); /* deferred to the loop's end */
+                    if (!pf_intact(&o[q])) pf_fail("memory of an object freed in the loop changed", op);
+                }
+                if (depth == 0) /* the loop's scope was the outermost: released */
+                    for (int q = 0; q < PF_OBJS; q++)
+                        if (o[q].pending) o[q].id = 0, o[q].pending = 0;
             }
         } else { /* wild addresses are no objects */
             if (hk_pool_id_of(p, (const void *)(uintptr_t)(a + 1)).value) pf_fail("id_of a wild address", op);

@@ -125,7 +125,7 @@ static inline hk_zone *shim_zone(void) {
 /* malloc and free take the thread heap's inline paths first (one call
  * less than through hk_zone_alloc / hk_zone_free, which they would reach
  * the same way), then the public calls. */
-static void *shim_malloc(size_t n) {
+static inline __attribute__((always_inline)) void *shim_malloc(size_t n) {
     hk_zone *z = shim_zone();
     if (HK__UNLIKELY(!z)) return NULL;
     if (HK__LIKELY(n <= ZONE_RUN_MAX_REQ && z->fast == ZONE_FAST_THREADS)) {
@@ -135,7 +135,7 @@ static void *shim_malloc(size_t n) {
     return hk_zone_alloc(z, n);
 }
 
-static void shim_free(void *p) {
+static inline __attribute__((always_inline)) void shim_free(void *p) {
     hk_zone *z = shim_zone();
     if (HK__UNLIKELY(!z) || !p) return;
     if (HK__LIKELY(z->fast == ZONE_FAST_THREADS) && zone_thr_free_owned(z, p)) return;

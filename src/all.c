@@ -34,6 +34,7 @@
 #include "pool_slots.c"
 #include "pool_lists.c"
 #include "pool_tree.c"
+#include "pool_frame.c"
 #include "pool_check.c"
 #include "cache_handles.c"
 #include "cache_region.c"

@@ -71,7 +71,7 @@ enum { HK__HT_FREE = 0, HK__HT_HELD = 1, HK__HT_RETIRED = 2, HK__HT_LIVE = 3 };
 
 /* Table flags. */
 enum {
-    HK__HT_WRAP = 1u << 0, /* generations wrap (gmax is followed by 1) instead of retiring slots */
+    HK__HT_WRAP = 1u << 0,     /* generations wrap (gmax is followed by 1) instead of retiring slots */
     HK__HT_OWN_WORDS = 1u << 8 /* internal: the words are in the table's storage */
 };
 
@@ -182,6 +182,23 @@ static inline int hk__ht_release(hk__htab *t, uint32_t i) {
     t->state[i] = st; /* FREE */
     t->ring[(uint32_t)t->tail & t->ring_mask] = i;
     t->tail++;
+    return 0;
+}
+
+/* hk__ht_release, but a slot that becomes FREE goes to the FRONT of the
+ * ring: the next allocation takes it (LIFO reuse, for owners that want the
+ * slot they released last while it is still in the cache). Returns 0 when
+ * it was queued at the front, 1 when it retired, 2 when it wrapped (under
+ * HK__HT_WRAP; queued at the back as hk__ht_release does). The ring's head
+ * moves back for each front release, so head no longer counts pops: an
+ * owner that derives an allocation count from head adds those back. O(1). */
+static inline int hk__ht_release_front(hk__htab *t, uint32_t i) {
+    unsigned char st = (unsigned char)(t->state[i] & HK__HT_S_WRAPPED);
+    if (HK__UNLIKELY(*hk__ht_word(t, i) == t->last_dead && !st)) return hk__ht_release(t, i) ? 1 : 2;
+    t->nheld--;
+    t->state[i] = st; /* FREE */
+    t->head--;
+    t->ring[(uint32_t)t->head & t->ring_mask] = i;
     return 0;
 }
 

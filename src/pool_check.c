@@ -244,6 +244,48 @@ static int pool_check_tree(hk_pool *p) {
     return pool_check_roots(p, total);
 }
 
+#define POOL_FL_BAD(...)                                                                                     \
+    hk__report(&p->core.rep, HK_ERR_CORRUPT, HK_EK_CORRUPT_STRUCTURE, p, 0, NULL, __VA_ARGS__)
+
+/* The frame lists and their running iterations (pool_frame.c). */
+static hk_result pool_check_frames(hk_pool *p) {
+    uint32_t used = 0;
+    for (uint32_t i = 0; i < p->max_lists; i++) {
+        const hk__pool_fl *f = &p->fl[i];
+        if (!f->handle) {
+            if (f->ents || f->count || f->room)
+                return POOL_FL_BAD("frame list %u: destroyed but holds %u of %u entries", i, f->count,
+                                   f->room);
+            continue;
+        }
+        used++;
+        if (f->handle != ((f->gen << 16) | (i + 1)) || f->gen == 0 || f->gen > 0xFFFFu)
+            return POOL_FL_BAD("frame list %u: handle 0x%08x does not match generation %u", i, f->handle,
+                               f->gen);
+        if (f->count > f->room || (f->room != 0) != (f->ents != NULL))
+            return POOL_FL_BAD("frame list '%s': %u entries, room %u, array %p", f->name ? f->name : "?",
+                               f->count, f->room, (const void *)f->ents);
+        for (uint32_t e = 0; e < f->count; e++) {
+            uint32_t v = f->ents[e], s = v & p->imask;
+            if ((s >= p->cap && s != p->mark) || (v >> p->index_bits) == 0)
+                return POOL_FL_BAD("frame list '%s': entry %u (0x%08x) is not an ID of this pool",
+                                   f->name ? f->name : "?", e, v);
+        }
+    }
+    if (used != p->nfl_used)
+        return POOL_FL_BAD("frame lists: %u exist, the count says %u", used, p->nfl_used);
+    for (const hk__pool_fiter_frame *it = p->fiters; it; it = it->up) {
+        if (it->end == 0) continue; /* stopped (its list cleared or destroyed): ends at its next step */
+        if (it->fl >= p->max_lists || !p->fl[it->fl].handle)
+            return POOL_FL_BAD("frame iteration over frame list %u, which does not exist", it->fl);
+        const hk__pool_fl *f = &p->fl[it->fl];
+        if ((it->ents != f->ents || it->i > it->end || it->end > f->count))
+            return POOL_FL_BAD("frame iteration over '%s': entry %u of %u (list: %u), stale array",
+                               f->name ? f->name : "?", it->i, it->end, f->count);
+    }
+    return HK_OK;
+}
+
 hk_result hk__pool_check(void *pool) {
     hk_pool *p = (hk_pool *)pool;
     if (p->hot.ht.cap != p->cap || p->hot.ht.words == NULL)
@@ -252,6 +294,7 @@ hk_result hk__pool_check(void *pool) {
                           p->cap);
     if (hk__ht_check(&p->hot.ht, &p->core.rep, "ID") != HK_OK) return HK_ERR_CORRUPT;
     int ok = pool_check_pending(p) && pool_check_slots(p) && pool_check_lists(p) && pool_check_tree(p);
+    if (ok && pool_check_frames(p) != HK_OK) ok = 0;
     return ok ? HK_OK : HK_ERR_CORRUPT;
 }
 

@@ -9,9 +9,11 @@
  *                    fix-ups) and tree attach / detach
  *   pool_lists.c     the list API and list iteration
  *   pool_tree.c      the parent / child API
+ *   pool_frame.c     frame lists (ID arrays rebuilt every frame) and their
+ *                    iteration
  *   pool_check.c     check, walk and where
  *
- * Calls go down only: lists and tree call slots, links and overflow; slots
+ * Calls go down only: lists, frame and tree call slots, links and overflow; slots
  * calls links and overflow (and check, through the core's check pointer);
  * check calls overflow; links and overflow call nothing of the pool.
  *
@@ -54,6 +56,11 @@
  *  - Active list iterations (iters, a stack of frames on the C stack) hold
  *    the next member to visit and the last one; unlinking a member fixes
  *    them up, so a member removed during an iteration is never reached.
+ *  - Frame lists (fl[i], handle != 0 while it exists): count <= room, ents
+ *    holds room entries (NULL when room is 0), every entry is an ID this
+ *    pool issued (index < cap or the overflow mark, generation not 0), not
+ *    necessarily alive. Running frame iterations (fiters) name an existing
+ *    frame list, read its current array, and i <= end <= count.
  *  - live == fast_live + overflow_live == number of ALIVE slots.
  */
 #ifndef HEAPKIT_POOL_INTERNAL_H
@@ -149,8 +156,14 @@ struct hk_pool {
     int slow; /* lock hooks, on_destroy, FILL or PARANOID: no fast free path */
     int san;  /* announce blocks to ASan / Valgrind (client requests cost time: only when running under it) */
     pool_iter *iters;
+    /* frame lists (pool_frame.c): the table (== hot.fl, max_lists entries),
+     * how many exist, and the running frame-list iterations */
+    hk__pool_fl *fl;
+    uint32_t nfl_used;
+    hk__pool_fiter_frame *fiters;
     /* counters and host */
     uint64_t fail_count;
+    uint64_t front_released; /* HK_POOL_HOT_REUSE releases, each of which moved the ring's head back */
     hk_pool_destroy_fn on_destroy;
     void *destroy_user;
     void *os_base;
@@ -216,6 +229,24 @@ static inline void pool_after_op(hk_pool *p) {
  * paths' permissions are unchanged, only the paranoid check runs. */
 static inline void pool_after_links(hk_pool *p) { hk__core_after(&p->core); }
 
+/* Prefetches the record and the object of the fast slot the allocation
+ * four from now will take: FIFO reuse spreads consecutive allocations over
+ * the whole pool, so each would otherwise start with two cache misses. A
+ * macro, not a helper: GCC finds a helper made of prefetches free of side
+ * effects and deletes its calls. */
+#if defined(__GNUC__) || defined(__clang__)
+#define POOL_PREFETCH_AHEAD(p)                                                                               \
+    do {                                                                                                     \
+        if ((p)->hot.ht.tail - (p)->hot.ht.head > 4) {                                                       \
+            uint32_t ahead_ = (p)->hot.ht.ring[(uint32_t)((p)->hot.ht.head + 4) & (p)->hot.ht.ring_mask];    \
+            __builtin_prefetch((p)->rec + (size_t)ahead_ * (p)->rstride);                                    \
+            __builtin_prefetch((p)->base + (size_t)ahead_ * (p)->stride);                                    \
+        }                                                                                                    \
+    } while (0)
+#else
+#define POOL_PREFETCH_AHEAD(p) ((void)(p))
+#endif
+
 /* ---- pool_overflow.c --------------------------------------------------------- */
 
 uint32_t hk__pool_hash_find(const pool_hash *h, uint64_t key);
@@ -264,6 +295,34 @@ hk_pool_id hk__pool_alloc_locked(hk_pool *p, void **obj);
  * outermost releases what was freed inside. */
 void hk__pool_scope_begin(hk_pool *p);
 void hk__pool_scope_end(hk_pool *p);
+
+/* Drops from every frame list the entries whose objects are not alive:
+ * recycle calls it before sequences restart, since a dead entry's ID could
+ * otherwise name an object of the restarted sequence. Running frame
+ * iterations are not affected (recycle is refused inside any scope). */
+static inline void pool_fl_drop_dead(hk_pool *p) {
+    for (uint32_t i = 0; i < p->max_lists; i++) {
+        hk__pool_fl *f = &p->fl[i];
+        uint32_t w = 0;
+        for (uint32_t e = 0; e < f->count; e++)
+            if (pool_alive_slot(p, f->ents[e]) != POOL_NIL) f->ents[w++] = f->ents[e];
+        f->count = w;
+    }
+}
+
+/* Frees every frame list's array (pool_frame.c keeps the lists; destroy
+ * calls this). */
+static inline void pool_fl_destroy_all(hk_pool *p) {
+    for (uint32_t i = 0; i < p->max_lists; i++) {
+        hk__pool_fl *f = &p->fl[i];
+        hk__core_backing_free(&p->core, f->ents, (size_t)f->room * sizeof(uint32_t));
+        f->ents = NULL;
+        f->room = f->count = 0;
+        f->handle = 0;
+    }
+    p->nfl_used = 0;
+    p->fiters = NULL;
+}
 
 /* ---- pool_check.c ------------------------------------------------------------- */
 

@@ -94,6 +94,6 @@ void hk__pool_attach(hk_pool *p, uint32_t s, uint32_t parent) {
         pm->first_child = s;
     pm->last_child = s;
     pm->nchildren++;
-    pool_busy_update(p, s);
-    pool_busy_update(p, parent);
+    if (s < p->cap) p->busy[s] = 1; /* in a tree now, both */
+    if (parent < p->cap) p->busy[parent] = 1;
 }

@@ -31,7 +31,7 @@ typedef struct pool_layout {
     uint32_t cap, index_bits, links, max_lists;
     size_t ht_size;
     size_t rstride; /* bytes per slot record (meta and links) */
-    size_t off_lists, off_ht, off_busy, off_pend, off_rec, off_base, total;
+    size_t off_lists, off_fl, off_ht, off_busy, off_pend, off_rec, off_base, total;
 } pool_layout;
 
 /* Plans the pool's block; returns NULL, or what is wrong with the desc. */
@@ -57,6 +57,9 @@ static const char *pool_plan(const hk_pool_desc *d, pool_layout *L) {
     if (!hk_size_align(off, 16, &off)) return too_big;
     L->off_lists = off;
     if (!hk_size_mul(L->max_lists, sizeof(pool_lst), &n) || !hk_size_add(off, n, &off)) return too_big;
+    if (!hk_size_align(off, 16, &off)) return too_big;
+    L->off_fl = off;
+    if (!hk_size_mul(L->max_lists, sizeof(hk__pool_fl), &n) || !hk_size_add(off, n, &off)) return too_big;
     if (!hk_size_align(off, 16, &off)) return too_big;
     L->off_ht = off;
     L->ht_size = hk__ht_storage_size(L->cap, 1);
@@ -154,6 +157,8 @@ hk_pool *hk_pool_create(const hk_pool_desc *desc) {
     p->rstride = L.rstride;
     p->base = start + L.off_base;
     memset(p->lists, 0, (size_t)L.max_lists * sizeof(pool_lst));
+    p->fl = (hk__pool_fl *)(void *)(start + L.off_fl);
+    memset(p->fl, 0, (size_t)L.max_lists * sizeof(hk__pool_fl));
     for (uint32_t i = 0; i < L.max_lists; i++) p->lists[i].head = p->lists[i].tail = POOL_NIL;
     memset(p->rec, 0, (size_t)L.cap * L.rstride);
     memset(p->busy, 0, L.cap);
@@ -166,6 +171,8 @@ hk_pool *hk_pool_create(const hk_pool_desc *desc) {
     h->busy = p->busy;
     h->base = p->base;
     h->stride = p->stride;
+    h->fl = p->fl;
+    h->nfl = L.max_lists;
     p->pend_head = p->pend_tail = POOL_NIL;
     p->ofree_head = POOL_NIL;
     p->on_destroy = desc->on_destroy;
@@ -207,18 +214,7 @@ uint32_t hk__pool_resolve(hk_pool *p, hk_pool_id id, const char *what, int freei
 hk_pool_id hk__pool_alloc_locked(hk_pool *p, void **obj) {
     hk_pool_id id = {0};
     void *o;
-#if defined(__GNUC__) || defined(__clang__)
-    /* Prefetch the record and the object of the fast slot the allocation
-     * four from now will take: FIFO reuse spreads consecutive allocations
-     * over the whole pool, so each would otherwise start with two cache
-     * misses. Written here, not in a helper: GCC finds a helper made of
-     * prefetches free of side effects and deletes its calls. */
-    if (p->hot.ht.tail - p->hot.ht.head > 4) {
-        uint32_t ahead = p->hot.ht.ring[(uint32_t)(p->hot.ht.head + 4) & p->hot.ht.ring_mask];
-        __builtin_prefetch(p->rec + (size_t)ahead * p->rstride);
-        __builtin_prefetch(p->base + (size_t)ahead * p->stride);
-    }
-#endif
+    POOL_PREFETCH_AHEAD(p);
     uint32_t v = hk__ht_alloc(&p->hot.ht);
     if (HK__LIKELY(v != 0)) {
         /* a FREE slot is on no list and in no tree, its meta clean */
@@ -275,20 +271,22 @@ static void pool_kill(hk_pool *p, uint32_t s, int subtree) {
         m->state = POOL_DYING;
         p->ovf_live--;
     }
+    if (m->nlinked) { /* objects only on frame lists skip all of this */
 #if defined(__GNUC__) || defined(__clang__)
-    /* The list neighbours' records are written by the unlinks below and are
-     * often out of the cache (a draw layer's neighbours are far apart):
-     * start fetching them all before the first unlink waits for one. */
-    for (uint32_t k = 0; k < p->links; k++) {
-        const pool_link *l = pool_l(p, s, k);
-        if (!l->list) continue;
-        if (l->prev < p->cap) __builtin_prefetch(p->rec + (size_t)l->prev * p->rstride);
-        if (l->next < p->cap) __builtin_prefetch(p->rec + (size_t)l->next * p->rstride);
-    }
+        /* The list neighbours' records are written by the unlinks below and are
+         * often out of the cache (a draw layer's neighbours are far apart):
+         * start fetching them all before the first unlink waits for one. */
+        for (uint32_t k = 0; k < p->links; k++) {
+            const pool_link *l = pool_l(p, s, k);
+            if (!l->list) continue;
+            if (l->prev < p->cap) __builtin_prefetch(p->rec + (size_t)l->prev * p->rstride);
+            if (l->next < p->cap) __builtin_prefetch(p->rec + (size_t)l->next * p->rstride);
+        }
 #endif
-    for (uint32_t k = 0; k < p->links; k++) {
-        pool_link *l = pool_l(p, s, k);
-        if (l->list) hk__pool_list_unlink(p, l->list - 1, s);
+        for (uint32_t k = 0; k < p->links; k++) {
+            pool_link *l = pool_l(p, s, k);
+            if (l->list) hk__pool_list_unlink(p, l->list - 1, s);
+        }
     }
     hk__pool_detach(p, s);
     if (!subtree)
@@ -307,13 +305,28 @@ static void pool_kill(hk_pool *p, uint32_t s, int subtree) {
 }
 
 /* Kills s and (subtree) every descendant, breadth first through the pending
- * queue: no recursion, O(subtree). */
+ * queue: no recursion, O(subtree). A dying parent's children are not
+ * detached one by one (each detach rewrites the parent's child list and
+ * the next sibling's back link): the parent's child list is dropped whole
+ * and each child's tree links cleared as it is killed. */
 static void pool_kill_tree(hk_pool *p, uint32_t s, int subtree) {
     pool_kill(p, s, subtree);
     if (!subtree) return;
     for (uint32_t q = s; q != POOL_NIL; q = pool_m(p, q)->next) {
         pool_meta *qm = pool_m(p, q);
-        while (qm->first_child != POOL_NIL) pool_kill(p, qm->first_child, 1);
+        uint32_t c = qm->first_child;
+        if (c == POOL_NIL) continue;
+        qm->first_child = qm->last_child = POOL_NIL;
+        qm->nchildren = 0;
+        if (q < p->cap) p->busy[q] = 0; /* DYING: on no list, and now in no tree */
+        while (c != POOL_NIL) {
+            pool_meta *cm = pool_m(p, c);
+            uint32_t next = cm->next_sib;
+            cm->parent = cm->next_sib = cm->prev_sib = POOL_NIL;
+            pool_kill(p, c, 1);
+            pool_busy_update(p, c); /* stays set while it has children of its own */
+            c = next;
+        }
     }
 }
 
@@ -321,7 +334,7 @@ static void pool_kill_tree(hk_pool *p, uint32_t s, int subtree) {
  * and mflags mean something only while it is DYING, and pool_kill sets
  * them afresh (so a release pass over the dense pending copy touches no
  * record, which by then is usually out of the cache). */
-static void pool_release(hk_pool *p, uint32_t s) {
+static void pool_release(hk_pool *p, uint32_t s, int front) {
     HK__ASSERT(pool_state(p, s) == POOL_DYING);
     p->npending--;
     if (s < p->cap) {
@@ -331,7 +344,12 @@ static void pool_release(hk_pool *p, uint32_t s) {
             hk_fill(o, p->stride, HK_FILL_FREE);
         }
         if (p->san) hk__san_free(o, p->stride);
-        (void)hk__ht_release(&p->hot.ht, s); /* queued, or retired when it used every generation */
+        /* queued (at the front with HK_POOL_HOT_REUSE), or retired when it
+         * used every generation */
+        if (!front)
+            (void)hk__ht_release(&p->hot.ht, s);
+        else if (hk__ht_release_front(&p->hot.ht, s) == 0)
+            p->front_released++;
     } else {
         hk__pool_ovf_release(p, s);
     }
@@ -339,7 +357,9 @@ static void pool_release(hk_pool *p, uint32_t s) {
 
 /* Runs on_destroy for every pending object (frees made by it join the queue),
  * then releases them all. Called when the outermost scope closes. */
-static void pool_flush(hk_pool *p) {
+static void pool_flush(hk_pool *p, int scope) {
+    /* HK_POOL_HOT_REUSE: the release pass of a scope queues at the front */
+    int front = scope && (pool_flags(p) & HK_POOL_HOT_REUSE);
     if (p->flushing || p->pend_head == POOL_NIL) return;
     p->flushing = 1;
     p->defer_depth++;
@@ -354,13 +374,25 @@ static void pool_flush(hk_pool *p) {
     if (p->pend_ok && p->npend == p->npending && !p->on_destroy) {
         /* every pending slot is a fast one and no hook can add more: the
          * dense copy of the queue, no chase through cold records */
-        for (uint32_t i = 0; i < p->npend; i++) pool_release(p, p->pend[i]);
+        if (!p->san && !(pool_flags(p) & HK_FLAG_FILL)) {
+            /* nothing to fill or poison: the table's release alone */
+            hk__htab *t = &p->hot.ht;
+            if (front) {
+                for (uint32_t i = 0; i < p->npend; i++)
+                    p->front_released += hk__ht_release_front(t, p->pend[i]) == 0;
+            } else {
+                for (uint32_t i = 0; i < p->npend; i++) (void)hk__ht_release(t, p->pend[i]);
+            }
+            p->npending -= p->npend;
+        } else {
+            for (uint32_t i = 0; i < p->npend; i++) pool_release(p, p->pend[i], front);
+        }
         p->pend_head = POOL_NIL;
     }
     while (p->pend_head != POOL_NIL) {
         uint32_t q = p->pend_head;
         p->pend_head = pool_m(p, q)->next;
-        pool_release(p, q);
+        pool_release(p, q, front);
     }
     p->pend_tail = POOL_NIL;
     p->npend = 0;
@@ -384,7 +416,7 @@ hk_result hk__pool_free(hk_pool *p, hk_pool_id id, hk_pool_children children) {
         s = hk__pool_resolve(p, id, "free", 1, &r);
     if (s != POOL_NIL) {
         pool_kill_tree(p, s, children != HK_POOL_DETACH);
-        if (p->defer_depth == 0) pool_flush(p);
+        if (p->defer_depth == 0) pool_flush(p, 0); /* a free outside any scope */
     }
     pool_after_op(p);
     hk__core_unlock(&p->core);
@@ -434,7 +466,7 @@ void hk__pool_scope_begin(hk_pool *p) {
 }
 
 void hk__pool_scope_end(hk_pool *p) {
-    if (--p->defer_depth == 0) pool_flush(p);
+    if (--p->defer_depth == 0) pool_flush(p, 1);
 }
 
 void hk_pool_defer_begin(hk_pool *p) {
@@ -483,8 +515,10 @@ long hk_pool_recycle(hk_pool *p) {
         n = hk__report(&p->core.rep, HK_ERR_STATE, HK_EK_STATE, NULL, 0, NULL,
                        "recycle inside a defer scope or iteration (depth %u): call it at a safe point",
                        p->defer_depth);
-    else
+    else {
+        pool_fl_drop_dead(p);                 /* the pool's own copies of dead IDs go first */
         n = (long)hk__ht_recycle(&p->hot.ht); /* the sequences restart */
+    }
     pool_after_op(p);
     hk__core_unlock(&p->core);
     return n;
@@ -513,8 +547,9 @@ void hk_pool_destroy(hk_pool *p) {
     p->defer_depth = 0;
     pool_clear_locked(p);
     /* objects freed by on_destroy hooks during the clear are released too */
-    pool_flush(p);
+    pool_flush(p, 0);
     hk__pool_ovf_destroy(p);
+    pool_fl_destroy_all(p);
     hk__san_access(p->base, (size_t)p->cap * p->stride);
     hk_lock_hooks lock = p->core.lock;
     void *os_base = p->os_base;
@@ -536,7 +571,7 @@ hk_result hk_pool_stats(const hk_pool *p, hk_stats *out) {
     uint32_t nfree = pool_nfree(p);
     size_t fast_held = (size_t)p->cap - nfree - p->hot.ht.nretired;
     size_t held = pool_live(p) + p->npending;
-    uint64_t allocs = p->hot.ht.head + p->ovf_allocs;
+    uint64_t allocs = p->hot.ht.head + p->front_released + p->ovf_allocs;
     out->capacity = fast_bytes + p->ovf_bytes;
     out->used = held * p->elem_size;
     out->used_blocks_bytes = fast_held * p->stride + p->ovf_bytes;

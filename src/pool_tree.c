@@ -15,9 +15,27 @@ hk_pool_id hk_pool_alloc_child(hk_pool *p, hk_pool_id parent, void **obj) {
     hk_pool_id id = {0};
     if (obj) *obj = NULL;
     if (!p) return id;
+    /* The fast case, as the inline hk_pool_alloc: a plain pool (alloc_ok:
+     * no lock hooks, hooks or debug flags, no sanitizer), a live fast
+     * parent, a free fast slot whose generation does not wrap. Nothing the
+     * hot block derives changes but the peak. */
+    hk__pool_hot *h = &p->hot;
+    uint32_t pv = parent.value, ps = pv & p->imask;
+    if (HK__LIKELY(h->alloc_ok && ps < p->cap && h->ht.words[ps] == pv)) {
+        POOL_PREFETCH_AHEAD(p);
+        uint32_t s, v = hk__ht_alloc_fast(&h->ht, &s);
+        if (HK__LIKELY(v != 0)) {
+            size_t held = h->hold_base - (size_t)(h->ht.tail - h->ht.head);
+            if (held > h->peak) h->peak = held;
+            hk__pool_attach(p, s, ps);
+            if (obj) *obj = p->base + (size_t)s * p->stride;
+            id.value = v;
+            return id;
+        }
+    }
     hk__core_lock(&p->core);
     hk_result r;
-    uint32_t ps = pool_alive_slot(p, parent.value);
+    ps = pool_alive_slot(p, parent.value);
     if (ps == POOL_NIL) ps = hk__pool_resolve(p, parent, "alloc_child", 0, &r); /* reports */
     if (ps != POOL_NIL) {
         id = hk__pool_alloc_locked(p, obj);

@@ -52,8 +52,8 @@ typedef struct zone_tally {
 /* Checks run block b (its struct, every carved slot's header, the free
  * list, the state) and tallies its slots. */
 static hk_result zone_check_run(hk_zone *z, zone_blk *b, size_t size, zone_tally *t) {
-    zone_run *r = zone_run_of_block(b);
-    if (!zone_run_sane(r, b, size))
+    zone_run *r = zone_run_of_block(z, b);
+    if (!zone_run_sane(z, r, b, size))
         ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r, "small-block run %p (block of %zu bytes) is damaged",
                      (void *)r, size);
     size_t used = 0;
@@ -119,9 +119,11 @@ static hk_result zone_check_run(hk_zone *z, zone_blk *b, size_t size, zone_tally
         ZONE_CORRUPT(HK_EK_CORRUPT_FREE, r, "free list of run %p holds %zu slots, it has %u free", (void *)r,
                      nfree, r->bump - r->used);
     if ((r->state == ZONE_RUN_FULL && r->used != r->nslots) ||
-        /* an empty partial run only in a heap, kept while a remote freer was inside it */
-        (r->state == ZONE_RUN_PARTIAL &&
-         ((r->used == 0 && !(x && x->heap)) || r->used == r->nslots || r->bump != r->nslots)) ||
+        /* in a heap only: an empty partial run, kept while a remote freer
+         * was inside it; a partial run may be partly carved (set aside as
+         * current for a run with freed slots: hk__zone_slot_reuse,
+         * zone_thr_reuse) */
+        (r->state == ZONE_RUN_PARTIAL && ((r->used == 0 && !(x && x->heap)) || r->used == r->nslots)) ||
         (r->state == ZONE_RUN_CUR && rc->cur != r) ||
         (r->state == ZONE_RUN_SPARE && (rc->spare != r || r->used != 0)))
         ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r, "run %p is in state %u with %u of %u slots used", (void *)r,
@@ -523,9 +525,9 @@ typedef int (*zone_visit_fn)(const hk_zone *z, int kind, const unsigned char *st
 
 static int zone_visit_run(hk_zone *z, zone_blk *b, zone_visit_fn fn, void *user) {
     size_t size = zone_bsize(b);
-    zone_run *r = zone_run_of_block(b);
+    zone_run *r = zone_run_of_block(z, b);
     hk_block_info info;
-    if (!zone_run_sane(r, b, size)) {
+    if (!zone_run_sane(z, r, b, size)) {
         hk__report(ZONE_REP(z), HK_ERR_CORRUPT, HK_EK_CORRUPT_STRUCTURE, r, 0, NULL,
                    "walk stopped at small-block run %p: damaged", (void *)r);
         return -1;

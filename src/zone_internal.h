@@ -75,6 +75,7 @@
 /* Small-block runs (see zone_runs.h) */
 #define ZONE_RUN_HDR        112u /* bytes of a run block before its slots (at most; see zone_run_of_block) */
 #define ZONE_RUN_SLOT0      48u  /* run struct to slot 0's block address */
+#define ZONE_RUN_XOFF       128u /* threads zones: the run's extension is this far below its struct */
 #define ZONE_RUN_MAX_STRIDE 16384u /* largest slot */
 #define ZONE_RUN_MAX_REQ    (ZONE_RUN_MAX_STRIDE - ZONE_OVERLAP)
 #define ZONE_CLS_LIN_LOG2   10u /* slots grow in 16-byte steps up to 1 KiB */
@@ -154,7 +155,7 @@ typedef struct zone_run {
     uint32_t bump; /* slots carved so far; slots past it have no header yet */
     uint16_t cls;
     uint8_t state;                /* ZONE_RUN_CUR, _PARTIAL, _FULL or _SPARE */
-    uint8_t lead;                 /* run block address to the struct: 16..64 */
+    uint8_t lead;                 /* run block address to the struct: 16..64 (+ ZONE_RUN_XOFF, threads) */
     uint32_t owner;               /* threads zone: its heap's id (zone_heap.hid), 0 for the zone's own runs */
     struct zone_run *next, *prev; /* the class's list of partial runs (NULL-terminated) */
 } zone_run;
@@ -377,9 +378,11 @@ static inline int zone_is_slot(const zone_blk *b) { return (b->bits & ZB_SLOT_MA
 static inline int zone_is_run(const zone_blk *b) {
     return (b->bits & (ZB_SLOT_MASK | ZB_USED)) == (ZB_RUN_MARK | ZB_USED);
 }
-/* A run's struct sits at the first 64-byte boundary past its block header. */
-static inline zone_run *zone_run_of_block(const zone_blk *b) {
-    return (zone_run *)(((uintptr_t)b + ZONE_HDR + 63) & ~(uintptr_t)63);
+/* A run's struct sits at the first 64-byte boundary past its block header;
+ * in a threads zone, ZONE_RUN_XOFF bytes further (its extension comes
+ * first, so that a run's bookkeeping shares its first pages: zone_runs.h). */
+static inline zone_run *zone_run_of_block(const hk_zone *z, const zone_blk *b) {
+    return (zone_run *)((((uintptr_t)b + ZONE_HDR + 63) & ~(uintptr_t)63) + (z->threads ? ZONE_RUN_XOFF : 0));
 }
 static inline zone_blk *zone_run_block(const zone_run *r) {
     return (zone_blk *)((unsigned char *)r - r->lead);
@@ -417,8 +420,8 @@ static inline zone_run *zone_run_of_slot(const zone_blk *b) {
 }
 
 /* Whether run r's struct agrees with its block b of `size` bytes. */
-static inline int zone_run_sane(const zone_run *r, const zone_blk *b, size_t size) {
-    return r == zone_run_of_block(b) && r->cls < ZONE_NCLS && r->stride == zone_cls_stride(r->cls) &&
+static inline int zone_run_sane(const hk_zone *z, const zone_run *r, const zone_blk *b, size_t size) {
+    return r == zone_run_of_block(z, b) && r->cls < ZONE_NCLS && r->stride == zone_cls_stride(r->cls) &&
            r->lead == (unsigned)((const unsigned char *)r - (const unsigned char *)b) &&
            r->first == (const unsigned char *)r + ZONE_RUN_SLOT0 && r->nslots >= 1 &&
            r->nslots <= ZONE_RUN_MAX_SLOTS &&

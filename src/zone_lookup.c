@@ -35,9 +35,9 @@ int hk__zone_canary_ok(hk_zone *z, zone_blk *b, const char *when) {
 
 /* Reports what p, which falls inside run block b, points at. */
 static hk_result zone_classify_in_run(hk_zone *z, const void *p, zone_blk *b, const char *op) {
-    zone_run *r = zone_run_of_block(b);
+    zone_run *r = zone_run_of_block(z, b);
     const unsigned char *a = (const unsigned char *)p;
-    if (!zone_run_sane(r, b, zone_bsize(b)))
+    if (!zone_run_sane(z, r, b, zone_bsize(b)))
         return hk__report(ZONE_REP(z), HK_ERR_CORRUPT, HK_EK_CORRUPT_STRUCTURE, p, 0, NULL,
                           "%s(%p): the small-block run %p holding it is damaged; nothing freed", op, p,
                           (void *)r);

@@ -27,9 +27,10 @@
  *    and class; `used` counts the used ones, which carry tag HK_TAG_STATIC;
  *    the run's free list holds exactly the free ones.
  *  - the class's cur run has state CUR; a PARTIAL run is on its class's
- *    partial list and has a free slot and a used one, and every slot
- *    carved; a FULL run has every slot used; a SPARE run is its class's
- *    spare and empty.
+ *    partial list and has a used slot and a free or uncarved one (a run
+ *    still being carved goes there when a run with freed slots is made
+ *    current before it: hk__zone_slot_reuse); a FULL run has every slot
+ *    used; a SPARE run is its class's spare and empty.
  *  - runs.slot_bytes is the sum of the strides of the used slots.
  */
 #include "zone_runs.h"
@@ -79,7 +80,7 @@ zone_run *hk__zone_run_new(hk_zone *z, unsigned ci, struct zone_heap *h) {
     if (!b && z->grow_size && hk__zone_grow(z, need)) b = hk__zone_take(z, need, 16, &bsize);
     if (!b) return NULL;
     zone_set_hdr(b, bsize, HK_TAG_STATIC, ZB_USED | (b->bits & ZB_PREV_USED) | ZB_RUN_MARK, 0);
-    zone_run *r = zone_run_of_block(b);
+    zone_run *r = zone_run_of_block(z, b);
     zone_unpoison(r, sizeof *r);
     r->free = NULL;
     r->next = r->prev = NULL;
@@ -148,6 +149,19 @@ void hk__zone_runs_trim(hk_zone *z) {
             }
         }
     }
+}
+
+HK__NOINLINE zone_run *hk__zone_slot_reuse(hk_zone *z, unsigned ci) {
+    zone_cls *c = &z->runs.cls[ci];
+    zone_run *r = c->cur, *p = c->partial;
+    zone_partial_unlink(c, p);
+    if (r->bump < r->nslots)
+        zone_partial_push(c, r);
+    else
+        r->state = ZONE_RUN_FULL;
+    p->state = ZONE_RUN_CUR;
+    c->cur = p;
+    return p;
 }
 
 HK__NOINLINE unsigned char *hk__zone_slot_refill(hk_zone *z, unsigned ci, zone_run **out, uint32_t *word) {

@@ -32,8 +32,8 @@ _Static_assert(ZONE_RUN_TARGET / 32u <= ZONE_XBITS * 64u, "a run's slots fit the
 
 struct zone_heap;
 
-/* A run's extension in a threads zone: after its last slot (64-byte
- * aligned; zone_run_ext). */
+/* A run's extension in a threads zone: just below its run struct
+ * (zone_run_ext). */
 typedef struct zone_run_x {
     uint64_t remote[ZONE_XBITS]; /* atomic: slots freed by other threads, not yet collected */
     struct zone_heap *heap;      /* owner heap (fixed for the run's life); NULL: the zone's own runs */
@@ -65,17 +65,18 @@ typedef struct zone_heap {
     uint64_t decay_poll_ns, decay_poll_fc;
 } zone_heap;
 
-/* The extension starts past the last slot's user bytes, which reach
- * ZONE_OVERLAP bytes beyond the slots (into what would be the next slot's
- * header). */
+/* The extension sits ZONE_RUN_XOFF bytes below the run struct, between the
+ * block header and the struct: a new run writes only its first page or
+ * two, and the slots it has not carved yet stay untouched (an extension
+ * past the last slot faulted in one more page per run). Its remote words
+ * and the run struct are on different cache lines. */
 static inline zone_run_x *zone_run_ext(const zone_run *r) {
-    return (zone_run_x *)(((uintptr_t)r->first + (size_t)r->nslots * r->stride + ZONE_OVERLAP + 63) &
-                          ~(uintptr_t)63);
+    return (zone_run_x *)((uintptr_t)r - ZONE_RUN_XOFF);
 }
-/* Bytes a threads zone's run block needs past its slots for the extension
- * (the overlap, the worst alignment gap, the struct; a multiple of 16 like
- * every block size). */
-#define ZONE_RUN_XBYTES ((sizeof(zone_run_x) + ZONE_OVERLAP + 63u + 15u) & ~(size_t)15)
+_Static_assert(sizeof(zone_run_x) <= ZONE_RUN_XOFF && ZONE_RUN_XOFF % 64u == 0,
+               "the extension fits below the run struct, which stays 64-byte aligned");
+/* Bytes a threads zone's run block needs for the extension. */
+#define ZONE_RUN_XBYTES ((size_t)ZONE_RUN_XOFF)
 
 /* The class table run r belongs to (its heap's or the zone's). */
 static inline zone_cls *zone_run_cls(hk_zone *z, const zone_run *r) {
@@ -99,6 +100,11 @@ void hk__zone_run_settle(hk_zone *z, zone_run *r);
 /* Gives back every class's spare run and its current run when empty (before
  * any purge, growth or failure). O(classes). */
 void hk__zone_runs_trim(hk_zone *z);
+/* The current run of class ci has no freed slot and the class has a
+ * partial run: makes that run current (the old one goes on the partial
+ * list, or is marked full when it has no uncarved slot) and returns it, so
+ * that freed slots are reused before untouched ones are carved. O(1). */
+zone_run *hk__zone_slot_reuse(hk_zone *z, unsigned ci);
 /* Frees every used slot of run r at once and takes r off its class (the
  * caller then releases it). Returns the slots freed. O(slots of r). */
 size_t hk__zone_run_free_all(hk_zone *z, zone_run *r);
@@ -229,6 +235,7 @@ static inline void *zone_slot_alloc_fast(hk_zone *z, size_t n) {
 static inline void *zone_slot_alloc(hk_zone *z, size_t n) {
     unsigned ci = zone_cls_of(n);
     zone_run *r = z->runs.cls[ci].cur;
+    if (r && !r->free && z->runs.cls[ci].partial) r = hk__zone_slot_reuse(z, ci);
     uint32_t word;
     unsigned char *u = r ? zone_slot_pop(r, &word) : NULL;
     if (HK__UNLIKELY(!u)) {

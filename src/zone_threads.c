@@ -8,9 +8,12 @@
  * Protocol (docs/zone.md, "Threads", has the picture):
  *  - owner alloc: pop the class's current run (plain; `bump` stored with a
  *    relaxed atomic store because remote freers read it), write the slot
- *    header with one relaxed 64-bit store. Refill (no lock): collect the
- *    heap's remote stack, then partial run, spare run, else a new run from
- *    the TLSF core under the zone lock.
+ *    header with one relaxed 64-bit store. Before a fresh slot is carved
+ *    from the run's untouched end, queued remote frees are collected and a
+ *    run of the class with freed slots is preferred (zone_thr_reuse: used
+ *    memory before new pages). Refill (no lock): collect the heap's remote
+ *    stack, then partial run, spare run, else a new run from the TLSF core
+ *    under the zone lock.
  *  - owner free: relaxed load of the header, verify, relaxed store of the
  *    free header, push on the run's free list.
  *  - remote free (the slot's run belongs to another heap, live or
@@ -321,6 +324,30 @@ HK__NOINLINE unsigned char *hk__zone_thr_refill(hk_zone *z, zone_heap *h, unsign
     return u;
 }
 
+/* The current run of class ci has no freed slot, and the class has a
+ * partial run or the heap has remote frees queued: collects those before a
+ * fresh slot is carved, and when the current run got none back but another
+ * run of the class has freed slots, makes that run current (the old one
+ * goes on the partial list, or is marked full). Slots that were used
+ * before are reused before untouched memory is faulted in: a producer
+ * whose blocks other threads free, or a thread whose frees land in older
+ * runs, would otherwise carve every run to its end first. Returns the
+ * class's current run. */
+static zone_run *zone_thr_reuse(hk_zone *z, zone_heap *h, unsigned ci) {
+    if (__atomic_load_n(&h->remote_runs, __ATOMIC_RELAXED)) zone_thr_collect(z, h, 0);
+    zone_cls *c = &h->cls[ci];
+    zone_run *r = c->cur, *p = c->partial;
+    if (r->free || !p) return r;
+    zone_thr_partial_unlink(c, p);
+    if (r->bump < r->nslots)
+        zone_thr_partial_push(c, r);
+    else
+        r->state = ZONE_RUN_FULL;
+    p->state = ZONE_RUN_CUR;
+    c->cur = p;
+    return p;
+}
+
 HK__NOINLINE void *hk__zone_thr_alloc_slow(hk_zone *z, size_t n) {
     zone_heap *h = hk__zone_tl_cur.zid == z->zid ? hk__zone_tl_cur.h : hk__zone_heap_get(z);
     if (HK__UNLIKELY(!h)) return NULL;
@@ -328,6 +355,8 @@ HK__NOINLINE void *hk__zone_thr_alloc_slow(hk_zone *z, size_t n) {
     zone_run *r = h->cls[ci].cur;
     unsigned char *u = NULL;
     uint32_t word = 0;
+    if (r && !r->free && (h->cls[ci].partial || __atomic_load_n(&h->remote_runs, __ATOMIC_RELAXED)))
+        r = zone_thr_reuse(z, h, ci);
     if (r) {
         u = r->free;
         if (u) {

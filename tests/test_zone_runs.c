@@ -898,3 +898,35 @@ HKT_TEST(runs_two_regions_alternating_frees) {
     CHECK(misuses > 3);
     end_empty(z, &errs);
 }
+
+/* A run of the class with freed slots serves the next allocation before
+ * the current run's untouched slots are carved (hk__zone_slot_reuse): the
+ * current run goes on the partial list partly carved, and check accepts
+ * that. */
+HKT_TEST(freed_slots_in_older_run_reused_before_carving) {
+    hkt_errors errs = {0};
+    hk_zone *z = mk(&errs, 0);
+    REQUIRE(z != NULL);
+    enum { SZ = 6000, MAXB = 64 };
+    void *c[MAXB + 1];
+    c[0] = hk_zone_alloc(z, SZ);
+    REQUIRE(c[0] != NULL);
+    zone_run *r1 = zone_run_of_slot(zone_from_user(raw(c[0])));
+    unsigned ns = r1->nslots;
+    REQUIRE(ns >= 2 && ns <= MAXB);
+    for (unsigned i = 1; i <= ns; i++) REQUIRE((c[i] = hk_zone_alloc(z, SZ)) != NULL);
+    zone_run *r2 = zone_run_of_slot(zone_from_user(raw(c[ns])));
+    REQUIRE(r2 != r1 && r2->bump == 1);
+    for (unsigned i = 0; i + 1 < ns; i++) CHECK_EQ(hk_zone_free(z, c[i]), HK_OK); /* r1 keeps one */
+    void *d = hk_zone_alloc(z, SZ);
+    REQUIRE(d != NULL);
+    CHECK(zone_run_of_slot(zone_from_user(raw(d))) == r1);
+    CHECK_EQ(r2->bump, 1);
+    CHECK_EQ(r2->state, ZONE_RUN_PARTIAL);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    CHECK_EQ(hk_zone_free(z, d), HK_OK);
+    for (unsigned i = ns - 1; i <= ns; i++) CHECK_EQ(hk_zone_free(z, c[i]), HK_OK);
+    CHECK_EQ(errs.count, 0);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    hk_zone_destroy(z);
+}

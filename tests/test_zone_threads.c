@@ -527,3 +527,108 @@ HKT_TEST(run_not_released_under_a_remote_freer_in_flight) {
     CHECK_EQ(live_of(z), 0);
     hk_zone_destroy(z);
 }
+
+/* ---- reuse before carving ------------------------------------------------------- */
+
+typedef struct {
+    hk_zone *z;
+    void **p;
+    int n, fails;
+} freer_arg;
+
+static void *free_n(void *arg) {
+    freer_arg *f = (freer_arg *)arg;
+    for (int i = 0; i < f->n; i++)
+        if (hk_zone_free(f->z, f->p[i]) != HK_OK) f->fails++;
+    return NULL;
+}
+
+static int remote_free_n(hk_zone *z, void **p, int n) {
+    freer_arg f = {z, p, n, 0};
+    pthread_t t;
+    if (pthread_create(&t, NULL, free_n, &f) != 0) return -1;
+    pthread_join(t, NULL);
+    return f.fails;
+}
+
+/* Regression (peak RSS of a producer whose blocks other threads free: 2.0
+ * MiB against mimalloc's 0.8 on a 2-thread ring): slots freed by other
+ * threads went back to their owner only at its refill, so every run was
+ * carved to its end first, faulting in all of its pages. The owner now
+ * collects before carving a fresh slot, and takes a run of the class with
+ * freed slots before the current run's untouched ones. */
+HKT_TEST(owner_reuses_remotely_freed_slots_before_carving) {
+    trep rep;
+    hk_zone *z = mk(&rep);
+    REQUIRE(z != NULL);
+    enum { K = 10, SZ = 6000, MAXB = 64 };
+    void *a[K], *b[K];
+    /* one run: freed remotely, then the same slots serve the next K */
+    for (int i = 0; i < K; i++) REQUIRE((a[i] = hk_zone_alloc(z, 40)) != NULL);
+    zone_run *r = run_of(a[0]);
+    CHECK_EQ(r->bump, K);
+    CHECK_EQ(remote_free_n(z, a, K), 0);
+    for (int i = 0; i < K; i++) REQUIRE((b[i] = hk_zone_alloc(z, 40)) != NULL);
+    CHECK(run_of(b[K - 1]) == r);
+    CHECK_EQ(r->bump, K);
+    for (int i = 0; i < K; i++) {
+        int found = 0;
+        for (int j = 0; j < K; j++) found |= b[i] == a[j];
+        CHECK(found);
+    }
+    /* a full run with slots freed remotely comes before the current run's
+     * untouched slots */
+    void *c[MAXB + 1];
+    c[0] = hk_zone_alloc(z, SZ);
+    REQUIRE(c[0] != NULL);
+    zone_run *r1 = run_of(c[0]);
+    unsigned ns = r1->nslots;
+    REQUIRE(ns >= 2 && ns <= MAXB);
+    for (unsigned i = 1; i <= ns; i++) REQUIRE((c[i] = hk_zone_alloc(z, SZ)) != NULL);
+    zone_run *r2 = run_of(c[ns]);
+    REQUIRE(r2 != r1 && r2->bump == 1);
+    CHECK_EQ(remote_free_n(z, c, (int)ns - 1), 0); /* r1 keeps one used slot */
+    void *d = hk_zone_alloc(z, SZ);
+    REQUIRE(d != NULL);
+    CHECK(run_of(d) == r1);
+    CHECK_EQ(r2->bump, 1);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    CHECK_EQ(hk_zone_free(z, d), HK_OK);
+    for (unsigned i = ns - 1; i <= ns; i++) CHECK_EQ(hk_zone_free(z, c[i]), HK_OK);
+    for (int i = 0; i < K; i++) CHECK_EQ(hk_zone_free(z, b[i]), HK_OK);
+    CHECK_EQ(live_of(z), 0);
+    CHECK_EQ(rep.count, 0);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    hk_zone_destroy(z);
+}
+
+/* The same for the owner's own frees: a run of the class with freed slots
+ * serves the next allocation before the current run's untouched slots
+ * (a churning thread's peak RSS: 1.5 -> 1.3 MiB on suite threads). */
+HKT_TEST(owner_reuses_own_freed_slots_in_older_runs_before_carving) {
+    trep rep;
+    hk_zone *z = mk(&rep);
+    REQUIRE(z != NULL);
+    enum { SZ = 6000, MAXB = 64 };
+    void *c[MAXB + 1];
+    c[0] = hk_zone_alloc(z, SZ);
+    REQUIRE(c[0] != NULL);
+    zone_run *r1 = run_of(c[0]);
+    unsigned ns = r1->nslots;
+    REQUIRE(ns >= 2 && ns <= MAXB);
+    for (unsigned i = 1; i <= ns; i++) REQUIRE((c[i] = hk_zone_alloc(z, SZ)) != NULL);
+    zone_run *r2 = run_of(c[ns]);
+    REQUIRE(r2 != r1 && r2->bump == 1);
+    for (unsigned i = 0; i + 1 < ns; i++) CHECK_EQ(hk_zone_free(z, c[i]), HK_OK); /* r1 keeps one */
+    void *d = hk_zone_alloc(z, SZ);
+    REQUIRE(d != NULL);
+    CHECK(run_of(d) == r1);
+    CHECK_EQ(r2->bump, 1);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    CHECK_EQ(hk_zone_free(z, d), HK_OK);
+    for (unsigned i = ns - 1; i <= ns; i++) CHECK_EQ(hk_zone_free(z, c[i]), HK_OK);
+    CHECK_EQ(live_of(z), 0);
+    CHECK_EQ(rep.count, 0);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    hk_zone_destroy(z);
+}

@@ -47,7 +47,8 @@
  * overflow ID may alias only after 2^gen - 1 further overflow allocations,
  * and at most 2^gen - 1 overflow objects can be live at once.
  *
- * Slot reuse is FIFO: a freed slot goes to the back of the free queue, so it
+ * Slot reuse is FIFO (HK_POOL_HOT_REUSE makes the release pass of a defer
+ * scope LIFO): a freed slot goes to the back of the free queue, so it
  * is reused as late as possible. That keeps a just-freed object's memory and
  * generation untouched for the longest time (a dangling pointer or ID is most
  * likely to hit a dead slot that get() rejects and ASan has poisoned, not a
@@ -60,6 +61,10 @@
  * `links` link slots (desc.links, default 2: e.g. a tick list and a draw
  * layer). An object is on at most one list per link slot, so it can be on
  * `links` lists at once. Insertion and removal are O(1) at any time.
+ * Frame lists (hk_pool_flist, below) are the other kind: arrays of IDs that
+ * the program rebuilds every frame, which freeing never touches (their
+ * iterator skips the entries of dead objects), for lists a game rebuilds
+ * in its tick anyway, such as draw layers.
  *
  * Deferred destruction
  * --------------------
@@ -75,7 +80,8 @@
  * Complexity: every call is O(1) (expected O(1) on the overflow path) except
  * where noted: freeing a subtree is O(subtree), freeing with detach is
  * O(children), set_parent is O(depth) (cycle check), list_destroy/list_clear
- * are O(members), each/walk/check/recycle/clear are O(capacity + overflow).
+ * are O(members), each/walk/check/recycle/clear are O(capacity + overflow),
+ * check also O(frame list entries).
  * Thread-safety: an instance is not thread-safe. With desc.lock hooks every
  * call takes the lock; since callbacks (on_destroy, visitors) may re-enter
  * the pool, the lock must then be recursive.
@@ -135,8 +141,19 @@ typedef struct hk_pool_list {
 /* Pool flags, in addition to HK_FLAG_ZERO, HK_FLAG_FILL, HK_FLAG_PARANOID,
  * HK_FLAG_QUIET. */
 enum {
-    HK_POOL_WRAP = 1u << 16,       /* generations wrap instead of retiring slots */
-    HK_POOL_NO_OVERFLOW = 1u << 17 /* no overflow path: alloc fails when the slots are exhausted */
+    HK_POOL_WRAP = 1u << 16,        /* generations wrap instead of retiring slots */
+    HK_POOL_NO_OVERFLOW = 1u << 17, /* no overflow path: alloc fails when the slots are exhausted */
+    /* Hot reuse: the fast slots released when a defer scope or an iteration
+     * ends go to the FRONT of the free queue, the last released first
+     * (LIFO), so the allocations that follow (a game's refill after its
+     * tick) get slots whose memory and metadata were touched moments ago
+     * instead of the oldest free slot. Other frees stay FIFO. Stale IDs are
+     * detected as always (every reuse issues the next generation); what it
+     * gives up is FIFO's distance: a dangling raw pointer to an object freed
+     * in the scope is more likely to hit its slot's next object, and
+     * generation wear concentrates on the slots that churn (under the
+     * RETIRE policy they retire sooner; see hk_pool_recycle). */
+    HK_POOL_HOT_REUSE = 1u << 18
 };
 
 /* What hk_pool_free does with the object's children. */
@@ -239,11 +256,13 @@ typedef struct hk__pool_hot {
     const unsigned char *busy;
     unsigned char *base;
     size_t stride;
-    size_t hold_base;  /* objects held (live + pending) = hold_base - free slots */
-    size_t peak;       /* high-water mark of objects held */
-    uint32_t get_cap;  /* capacity, or 0 when lookups must take the lock */
-    uint32_t free_cap; /* capacity, or 0 when frees must take the full path */
-    uint32_t alloc_ok; /* 0 when allocations must take the full path */
+    size_t hold_base;       /* objects held (live + pending) = hold_base - free slots */
+    size_t peak;            /* high-water mark of objects held */
+    uint32_t get_cap;       /* capacity, or 0 when lookups must take the lock */
+    uint32_t free_cap;      /* capacity, or 0 when frees must take the full path */
+    uint32_t alloc_ok;      /* 0 when allocations must take the full path */
+    uint32_t nfl;           /* frame list table entries (desc.max_lists) */
+    struct hk__pool_fl *fl; /* the frame list table (see "Frame lists") */
 } hk__pool_hot;
 
 #if defined(__GNUC__) || defined(__clang__)
@@ -488,6 +507,179 @@ static inline void *hk_pool_iter_next(hk_pool_iter *it) {
  * that is over or never started. O(1) + O(objects released). */
 void hk_pool_iter_end(hk_pool_iter *it);
 
+/* ---- frame lists -------------------------------------------------------------
+ *
+ * A frame list is a sequence of object IDs that the program rebuilds every
+ * frame, as a game rebuilds its draw layers during its tick: cleared in
+ * O(1), appended to in O(1) (inline), and visited in push order by an
+ * inline iterator that SKIPS every entry whose object is no longer alive.
+ * Nothing is linked through the objects: a push writes one ID into the
+ * list's own array, freeing an object does not touch the frame lists it is
+ * on (its entries go stale and are skipped: the generation in the ID says
+ * so), so no unlink and no neighbour write is paid at death. The price: an
+ * object pushed twice is visited twice (a frame list is a sequence, not a
+ * set; the doubly-linked lists above are sets), and dead entries keep their
+ * room until the next clear.
+ *
+ *   hk_pool_flist tick[2], layer[8];  (tick[cur] holds this frame's objects)
+ *   hk_pool_flist_clear(p, tick[cur ^ 1]); ... clear every layer ...
+ *   for (it = hk_pool_fiter_begin(p, tick[cur]); (o = hk_pool_fiter_next(&it)) != NULL;) {
+ *       if (update(o)) hk_pool_free(p, it.id, HK_POOL_FREE_SUBTREE);
+ *       else { hk_pool_flist_push(p, tick[cur ^ 1], it.id);
+ *              hk_pool_flist_push(p, layer[o->layer], it.id); }
+ *   }
+ *   ... draw: for each layer, for each object of hk_pool_fiter over it ...
+ *
+ * Safety: an entry is only ever an ID, so a freed object (or one whose slot
+ * was reused by a new object) is never reached through a frame list: the
+ * iterator compares the entry with the slot's live ID, the same check as
+ * hk_pool_get. The iteration is a defer scope like hk_pool_iter's: frees
+ * made inside it are deferred to its last step, so the pointers the loop
+ * holds stay valid and no slot is reused until it ends.
+ * Storage: each list's array comes from desc.backing (malloc by default),
+ * reserved at create and doubled when a push finds it full; a push whose
+ * growth fails is reported (HK_ERR_NOMEM) and adds nothing. Frame lists
+ * share the handle space of desc.max_lists with nobody: a pool holds up to
+ * max_lists lists and, apart, up to max_lists frame lists.
+ * Thread-safety: as the pool (with lock hooks every call takes the lock,
+ * and the inline push and iteration steps go out of line to do so). */
+
+typedef struct hk_pool_flist {
+    uint32_t value; /* (generation << 16) | (index + 1); 0 = none */
+} hk_pool_flist;
+
+/* PRIVATE: a frame list's state, in the table the hot block points to. */
+typedef struct hk__pool_fl {
+    uint32_t *ents;   /* the entries (IDs), room of them */
+    uint32_t count;   /* entries pushed since the last clear */
+    uint32_t room;    /* entries the array holds */
+    uint32_t handle;  /* the list's handle while it exists, 0 otherwise */
+    uint32_t gen;     /* generation of its last handle */
+    const char *name; /* kept for reports */
+} hk__pool_fl;
+
+/* Creates an empty frame list with room for `reserve` entries (0: none
+ * yet; the first push allocates). `name` is kept, not copied. Returns the
+ * none list (reported) when max_lists frame lists exist, or HK_EK_NOMEM
+ * when the reserve cannot be allocated. O(1). */
+hk_pool_flist hk_pool_flist_create(hk_pool *p, uint32_t reserve, const char *name);
+
+/* Deletes a frame list and its array; its handle becomes stale. Running
+ * iterations of it end at their next step. Objects are not affected.
+ * HK_ERR_INVALID / HK_ERR_STALE (reported) for a bad handle. O(1). */
+hk_result hk_pool_flist_destroy(hk_pool *p, hk_pool_flist fl);
+
+/* Empties the list (its room is kept). Running iterations of it end at
+ * their next step. Errors as destroy. O(1). */
+hk_result hk_pool_flist_clear(hk_pool *p, hk_pool_flist fl);
+
+/* Entries pushed since the last clear, those of objects freed since
+ * included (0 for a bad handle). O(1). */
+size_t hk_pool_flist_count(const hk_pool *p, hk_pool_flist fl);
+
+/* Entries of objects still alive: O(count). */
+size_t hk_pool_flist_live(const hk_pool *p, hk_pool_flist fl);
+
+/* The full path behind hk_pool_flist_push (growth, overflow IDs, locked
+ * pools, every error). Same contract. */
+hk_result hk__pool_flist_push(hk_pool *p, hk_pool_flist fl, hk_pool_id id);
+
+/* Appends a live object's ID. Errors (reported, nothing added): bad frame
+ * list (HK_ERR_INVALID, or HK_ERR_STALE for a destroyed one), an ID that
+ * names no live object (the table in "Errors": HK_ERR_STALE for a freed
+ * one, HK_ERR_FOREIGN, HK_ERR_INVALID for the none ID), HK_ERR_NOMEM when
+ * the array cannot grow. Entries pushed while the list is iterated are not
+ * visited by that iteration. O(1) amortised. Inline: a live fast ID onto a
+ * list with room, in a pool without lock hooks, is a handle compare, an ID
+ * compare and a store in the caller's code. */
+static inline hk_result hk_pool_flist_push(hk_pool *p, hk_pool_flist fl, hk_pool_id id) {
+    hk__pool_hot *h = (hk__pool_hot *)p;
+    if (HK_POOL__LIKELY(p != 0)) {
+        uint32_t fi = (fl.value & 0xFFFFu) - 1u, v = id.value, s = v & h->ht.index_mask;
+        if (HK_POOL__LIKELY(fi < h->nfl && s < h->get_cap && h->ht.words[s] == v)) {
+            hk__pool_fl *f = &h->fl[fi];
+            if (HK_POOL__LIKELY(f->handle == fl.value && f->count < f->room)) {
+                f->ents[f->count++] = v;
+                return HK_OK;
+            }
+        }
+    }
+    return hk__pool_flist_push(p, fl, id);
+}
+
+/* PRIVATE: a running frame-list iteration, fixed up by the pool when the
+ * list is cleared, destroyed or grows. */
+typedef struct hk__pool_fiter_frame {
+    struct hk__pool_fiter_frame *up;
+    const uint32_t *ents; /* the list's array */
+    uint32_t fl;          /* frame list index */
+    uint32_t i;           /* next entry */
+    uint32_t end;         /* entries [0, end) are visited; 0 before the start and after the end */
+    uint32_t reserved;
+} hk__pool_fiter_frame;
+
+/*   hk_pool_fiter it;
+ *   for (it = hk_pool_fiter_begin(p, fl); (obj = hk_pool_fiter_next(&it)) != NULL;) {
+ *       ... it.id is obj's ID; free, push or allocate anything ...
+ *   }
+ *
+ * Visits the entries present at the first hk_pool_fiter_next, in push
+ * order, whose objects are alive when their turn comes (entries pushed
+ * meanwhile are not visited; clearing or destroying the list ends the
+ * iteration). From the first hk_pool_fiter_next until the one that returns
+ * NULL the pool is in a defer scope (as hk_pool_iter). Leaving early
+ * requires hk_pool_fiter_end(&it); `it` must not be moved or copied while
+ * running. Cost of a step over a fast slot: the entry, a mask and a
+ * compare with the slot's live ID (dead entries are skipped in the same
+ * inline loop), the object's address; the first and last steps, overflow
+ * objects and every step of a pool with lock hooks go out of line. */
+typedef struct hk_pool_fiter {
+    hk_pool_id id; /* the current object's ID */
+    void *obj;     /* the current object, NULL before the first step and after the last */
+    /* PRIVATE from here on */
+    hk__pool_fiter_frame f;
+    hk_pool *p;
+    uint32_t handle; /* the frame list's handle */
+    uint32_t cap;    /* fast slots the inline step takes (0: every step out of line) */
+    uint32_t mask;   /* index mask of IDs */
+    uint32_t state;  /* 0 not started, 1 running, 2 done */
+    const uint32_t *words;
+    unsigned char *base;
+    size_t stride;
+} hk_pool_fiter;
+
+/* An iteration over frame list `fl`, not started. A bad list (or a NULL
+ * pool) is reported and gives an iteration that visits nothing. O(1). */
+hk_pool_fiter hk_pool_fiter_begin(hk_pool *p, hk_pool_flist fl);
+
+/* The out-of-line step (first and last steps, overflow entries, locked
+ * pools). Same contract as hk_pool_fiter_next. */
+void *hk__pool_fiter_step(hk_pool_fiter *it);
+
+/* The next live object (its ID in it->id), or NULL when the iteration is
+ * over (its defer scope then closes, releasing what was freed inside). NULL
+ * again after that. O(1) per entry, dead entries included (the last step:
+ * + O(objects released)). */
+static inline void *hk_pool_fiter_next(hk_pool_fiter *it) {
+    uint32_t i = it->f.i;
+    while (HK_POOL__LIKELY(i < it->f.end)) {
+        uint32_t v = it->f.ents[i], s = v & it->mask;
+        if (s >= it->cap) break; /* overflow entry or locked pool */
+        i++;
+        if (HK_POOL__LIKELY(it->words[s] == v)) {
+            it->f.i = i;
+            it->id.value = v;
+            return it->obj = it->base + (size_t)s * it->stride;
+        }
+    }
+    it->f.i = i;
+    return hk__pool_fiter_step(it);
+}
+
+/* Ends a running frame-list iteration early (closes its defer scope).
+ * Harmless on one that is over or never started. O(1) + O(released). */
+void hk_pool_fiter_end(hk_pool_fiter *it);
+
 /* Opens / closes a defer scope (nestable; e.g. around a whole tick). When
  * the outermost scope closes, the objects freed inside are released. end
  * without begin is reported (HK_ERR_STATE). O(1) + O(released). */
@@ -498,8 +690,10 @@ hk_result hk_pool_defer_end(hk_pool *p);
 
 /* Returns retired slots (RETIRE policy) to the free queue with fresh
  * generation sequences. Call it only when no stale ID of this pool is kept
- * anywhere. Returns the number of slots recycled; HK_ERR_STATE (negative,
- * reported) inside a defer scope. O(capacity). */
+ * anywhere (the pool's own frame lists are taken care of: their entries of
+ * dead objects are dropped first). Returns the number of slots recycled;
+ * HK_ERR_STATE (negative, reported) inside a defer scope.
+ * O(capacity + frame list entries). */
 long hk_pool_recycle(hk_pool *p);
 
 /* Frees every live object (as hk_pool_free with HK_POOL_FREE_SUBTREE on each
@@ -522,9 +716,11 @@ int hk_pool_walk(hk_pool *p, hk_walk_fn fn, void *user);
 /* Verifies every invariant: the free queue (sound, no cycles, only free
  * slots, count), every live ID resolves to its object, the overflow tables,
  * every list (links both ways, counts, membership), the parent/child links
- * (both ways, child counts, no cycles), the pending queue, the counters, and
- * with HK_FLAG_FILL the free fill of free slots. Reports the first broken
- * invariant and returns HK_ERR_CORRUPT. O(capacity * links + overflow). */
+ * (both ways, child counts, no cycles), the pending queue, the counters,
+ * every frame list (handle, count within its room, every entry an ID of this
+ * pool) and running frame iteration, and with HK_FLAG_FILL the free fill of
+ * free slots. Reports the first broken invariant and returns HK_ERR_CORRUPT.
+ * O(capacity * links + overflow + frame list entries). */
 hk_result hk_pool_check(hk_pool *p);
 
 /* Finds the object (live, pending or free fast slot) containing `addr`:
