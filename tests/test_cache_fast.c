@@ -319,6 +319,43 @@ HKT_TEST(hunk_cache_blocks_below_the_first_middle_are_reached) {
     hk_hunk_destroy(hu);
 }
 
+/* The 32-bit clock renumbers the stamps before it wraps: deref_fast and a
+ * reader made before the renumbering still answer right, the blocks they
+ * reached keep their order, and the next access after it stamps anew. */
+HKT_TEST(tick_wrap_keeps_fast_derefs_and_readers_right) {
+    hk_cache *c = mk(1 << 16, 0);
+    REQUIRE(c);
+    hk_cache_handle a = hk_cache_alloc(c, 64, "a"), b = hk_cache_alloc(c, 64, "b"),
+                    d = hk_cache_alloc(c, 64, "d");
+    view_of(c)->tick = 0xFFFFFE00u; /* test hook: the clock near its limit (stamps stay older) */
+    hk_cache_touch(c, d);
+    hk_cache_reader r = hk_cache_reader_of(c);
+    void *pa = hk_cache_reader_deref(&r, a), *pb = hk_cache_deref_fast(c, b); /* a and b tie, newer than d */
+    CHECK(pa && pb);
+    for (int i = 0; i < 300; i++) { /* the clock passes the limit: renumbered */
+        hk_cache_handle t = hk_cache_alloc(c, 16, "t");
+        hk_cache_free(c, t);
+    }
+    CHECK(view_of(c)->tick < 0x1000u);
+    CHECK_EQ(rank_of(c, a), 0);
+    CHECK_EQ(rank_of(c, b), 0);
+    CHECK_EQ(rank_of(c, d), 2);
+    CHECK(hk_cache_reader_deref(&r, a) == pa);
+    CHECK(hk_cache_reader_deref(&r, b) == pb);
+    CHECK(hk_cache_deref_fast(c, d) == hk_cache_deref(c, d));
+    CHECK(hk_cache_deref_fast(c, d) != NULL);
+    CHECK_EQ(rank_of(c, d), 0);
+    CHECK(hk_cache_reader_deref(&r, a) == pa); /* a hit at r's old epoch: a keeps its rank */
+    CHECK_EQ(rank_of(c, a), 1);
+    hk_cache_reader r2 = hk_cache_reader_of(c);
+    CHECK(hk_cache_reader_deref(&r2, a) == pa); /* a miss for a new reader: stamped now */
+    CHECK_EQ(rank_of(c, a), 0);
+    CHECK_EQ(rank_of(c, b), 2);
+    CHECK_EQ(g_errs.count, 0);
+    CHECK_EQ(hk_cache_check(c), HK_OK);
+    hk_cache_destroy(c);
+}
+
 /* With lock hooks deref_fast reads the cache's words and entries without
  * the lock (and then always takes hk_cache_deref): another thread's calls,
  * under the lock, must not write what it reads. A locked block's address
