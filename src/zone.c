@@ -530,9 +530,49 @@ static void *zone_realloc_impl(hk_zone *z, void *p, size_t n) {
     return q;
 }
 
+/* A threads zone's realloc of p when it is a used slot of the calling
+ * thread's own heap, p validated once: returns 1 with *out set to p itself
+ * when n fits the slot (the rule of zone_slot_resize: it fits and wastes at
+ * most half the slot, or is of the slot's own class; the header changes by
+ * one xor), else to a new block from hk_zone_alloc with the bytes copied
+ * and p freed by the owner's path, or to NULL when no block could be had (p
+ * unchanged; the alloc reported). 0 when p is not such a slot. */
+static int zone_realloc_owned(hk_zone *z, void *p, size_t n, void **out) {
+    uint64_t w;
+    zone_run *r;
+    if (!zone_thr_owned_slot(z, p, &w, &r)) return 0;
+    zone_blk *b = zone_from_user(p);
+    uint32_t word = (uint32_t)w, old_slack = word >> 19;
+    size_t area = r->stride - ZONE_OVERLAP, old_req = area - old_slack;
+    if (n <= area && (n >= area / 2 || zone_cls_of(n) == ((word >> 12) & 0x7fu))) {
+        zone_heap *h = hk__zone_tl_cur.h;
+        uint32_t d = old_slack ^ (uint32_t)(area - n);
+        zone_hdr_store(b, w ^ ((uint64_t)d << 19) ^ ((uint64_t)d << 51));
+        zone_unpoison(p, n);
+        if (area - n > ZONE_OVERLAP) zone_poison((unsigned char *)p + n, area - n - ZONE_OVERLAP);
+        __atomic_store_n(&h->used_req, h->used_req - old_req + n, __ATOMIC_RELAXED);
+        *out = p;
+        return 1;
+    }
+    void *q = hk_zone_alloc(z, n);
+    if (q) {
+        memcpy(q, p, n < old_req ? n : old_req);
+        /* the heap, the run and p's header are as validated: only this
+         * thread changes them (a racing double free by another thread is
+         * settled by the collection, as for any owner free) */
+        zone_thr_free_owner(z, hk__zone_tl_cur.h, b, r, w);
+    }
+    *out = q;
+    return 1;
+}
+
 void *hk_zone_realloc(hk_zone *z, void *p, size_t size) {
     if (!z) return NULL;
     if (!p) return hk_zone_alloc(z, size);
+    if (z->fast == ZONE_FAST_THREADS) {
+        void *q;
+        if (HK__LIKELY(zone_realloc_owned(z, p, size, &q))) return q;
+    }
     if (z->threads) {
         size_t old_req;
         int st = hk__zone_thr_resize(z, p, size, &old_req);

@@ -348,14 +348,18 @@ static zone_run *zone_thr_reuse(hk_zone *z, zone_heap *h, unsigned ci) {
     return p;
 }
 
-HK__NOINLINE void *hk__zone_thr_alloc_slow(hk_zone *z, size_t n) {
+/* The slow half of the owner's alloc beyond a carve: the heap lookup,
+ * reuse of freed slots, a carve after them, or a refill. */
+static HK__NOINLINE void *zone_thr_alloc_full(hk_zone *z, size_t n) {
     zone_heap *h = hk__zone_tl_cur.zid == z->zid ? hk__zone_tl_cur.h : hk__zone_heap_get(z);
     if (HK__UNLIKELY(!h)) return NULL;
     unsigned ci = zone_cls_of(n);
     zone_run *r = h->cls[ci].cur;
     unsigned char *u = NULL;
     uint32_t word = 0;
-    if (r && !r->free && (h->cls[ci].partial || __atomic_load_n(&h->remote_runs, __ATOMIC_RELAXED)))
+    if (r && !r->free &&
+        ((h->cls[ci].partial && h->cls[ci].partial->free) ||
+         __atomic_load_n(&h->remote_runs, __ATOMIC_RELAXED)))
         r = zone_thr_reuse(z, h, ci);
     if (r) {
         u = r->free;
@@ -377,6 +381,52 @@ HK__NOINLINE void *hk__zone_thr_alloc_slow(hk_zone *z, size_t n) {
     uint32_t slack = r->stride - ZONE_OVERLAP - (uint32_t)n;
     zone_blk *b = zone_from_user(u);
     return zone_thr_finish(h, r, u, zone_hdr_make(b, word | (slack << 19), HK_TAG_STATIC, ZB_SLOT_USED), n);
+}
+
+/* The current run r of the cached heap's class for n (NULL: none, or the
+ * heap is not the cached one) has an empty free list: the next untouched
+ * slot of r is carved here (a short function: most of its calls end here
+ * while a heap grows), unless freed slots are to be reused first (a
+ * partial run of the class with freed ones, or remote frees queued) or r
+ * has none left: zone_thr_alloc_full. */
+HK__NOINLINE void *hk__zone_thr_alloc_slow(hk_zone *z, size_t n, zone_run *r) {
+    if (HK__LIKELY(r != NULL)) {
+        zone_heap *h = hk__zone_tl_cur.h;
+        zone_cls *c = &h->cls[r->cls];
+        if (HK__LIKELY(r->bump < r->nslots && !(c->partial && c->partial->free) &&
+                       !__atomic_load_n(&h->remote_runs, __ATOMIC_RELAXED))) {
+            /* a batch: this slot and the next ones whose header and link
+             * lie in the pages this slot already touches go onto the free
+             * list (lowest address first), so that the next allocations
+             * take the inline path; no page is faulted in ahead of use */
+            uint32_t i = r->bump, stride = r->stride;
+            uintptr_t end = (uintptr_t)r->first + (size_t)(i + 1) * stride + ZONE_OVERLAP;
+            end = (end + z->page - 1) & ~(uintptr_t)(z->page - 1);
+            uint32_t k = 0;
+            while (i + 1 + k < r->nslots &&
+                   (uintptr_t)r->first + (size_t)(i + 1 + k) * stride + ZONE_HDR + sizeof(void *) <= end)
+                k++;
+            unsigned char *u = r->first + (size_t)i * stride + ZONE_HDR;
+            zone_unpoison(u - ZONE_HDR, ZONE_HDR);
+            for (uint32_t j = i + k; j > i; j--) {
+                unsigned char *f = r->first + (size_t)j * stride + ZONE_HDR;
+                zone_unpoison(f - ZONE_HDR, ZONE_HDR + sizeof(void *));
+                zone_hdr_store(
+                    zone_from_user(f),
+                    zone_hdr_make(zone_from_user(f), zone_slot_word(j, r->cls, 0), 0, ZB_SLOT_FREE));
+                *(unsigned char **)f = r->free;
+                r->free = f;
+                zone_poison(f, stride - ZONE_HDR);
+            }
+            __atomic_store_n(&r->bump, i + 1 + k, __ATOMIC_RELAXED); /* read by remote freers */
+            uint32_t slack = stride - ZONE_OVERLAP - (uint32_t)n;
+            return zone_thr_finish(h, r, u,
+                                   zone_hdr_make(zone_from_user(u), zone_slot_word(i, r->cls, slack),
+                                                 HK_TAG_STATIC, ZB_SLOT_USED),
+                                   n);
+        }
+    }
+    return zone_thr_alloc_full(z, n);
 }
 
 /* ---- heaps: lookup, creation, adoption, abandonment ------------------------- */

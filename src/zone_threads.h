@@ -88,7 +88,7 @@ void hk__zone_thr_sums(const hk_zone *z, zone_sums *s, int pending);
 /* The slow half of zone_thr_alloc (zone_threads.c): the heap lookup when
  * the thread's cached entry is for another zone, a carve from the current
  * run's untouched slots, or a refill. */
-void *hk__zone_thr_alloc_slow(hk_zone *z, size_t n);
+void *hk__zone_thr_alloc_slow(hk_zone *z, size_t n, zone_run *cur);
 
 /* Makes slot u of run r (owned by h) a used block of n bytes, its header
  * word being `w`; returns u. */
@@ -109,9 +109,10 @@ static inline void *zone_thr_finish(zone_heap *h, zone_run *r, unsigned char *u,
  * current run's free list and turns the free header into the used one by
  * one xor; anything else is hk__zone_thr_alloc_slow. */
 static inline void *zone_thr_alloc(hk_zone *z, size_t n) {
+    zone_run *r = NULL;
     if (HK__LIKELY(hk__zone_tl_cur.zid == z->zid)) {
         zone_heap *h = hk__zone_tl_cur.h;
-        zone_run *r = h->cls[zone_cls_of(n)].cur;
+        r = h->cls[zone_cls_of(n)].cur;
         unsigned char *u;
         if (HK__LIKELY(r != NULL && (u = r->free) != NULL)) {
             zone_unpoison(u, sizeof(void *));
@@ -120,7 +121,7 @@ static inline void *zone_thr_alloc(hk_zone *z, size_t n) {
             return zone_thr_finish(h, r, u, zone_hdr_load(zone_from_user(u)) ^ zone_w_use_delta(slack), n);
         }
     }
-    return hk__zone_thr_alloc_slow(z, n);
+    return hk__zone_thr_alloc_slow(z, n, r);
 }
 
 /* The owner's decay poll, when its free count reached h->decay_poll_at
@@ -145,15 +146,16 @@ static inline void zone_thr_free_owner(hk_zone *z, zone_heap *h, zone_blk *b, zo
     if (HK__UNLIKELY(fc >= __atomic_load_n(&h->decay_poll_at, __ATOMIC_RELAXED))) hk__zone_thr_poll(z, h, fc);
 }
 
-/* Frees p when it is a used slot of a run of the calling thread's own heap
- * (the owner's path: no lock, no read-modify-write): 1. Otherwise 0 and
- * nothing done: another thread's slot, a plain block, a bad pointer (the
- * caller goes on to hk__zone_thr_free_fast and the locked path, which
+/* The used slot at p when it belongs to a run of the calling thread's own
+ * heap (its header word in *w, its run in *rp), or not: another thread's
+ * slot, a plain block, a bad pointer (the caller goes on to paths that
  * decide and report). p is validated as an integer before any header is
  * read: inside the first region, 16-aligned, a used slot's tag and bits, a
  * run in range whose owner is this thread's heap and whose layout agrees
- * with the header's class and index. */
-static inline int zone_thr_free_owned(hk_zone *z, void *p) {
+ * with the header's class and index. The 16-bit check is not recomputed:
+ * the run checks bind p to one slot of a genuine run (zone_slot_used_run).
+ * Returns 1 (the slot's header is at p - ZONE_HDR) or 0. */
+static inline int zone_thr_owned_slot(hk_zone *z, const void *p, uint64_t *w, zone_run **rp) {
     if (HK__UNLIKELY(hk__zone_tl_cur.zid != z->zid)) return 0;
     uintptr_t a = (uintptr_t)p, lo = (uintptr_t)z->thr_lo;
     uintptr_t hi = (uintptr_t)__atomic_load_n(&z->thr_hi, __ATOMIC_RELAXED);
@@ -165,11 +167,9 @@ static inline int zone_thr_free_owned(hk_zone *z, void *p) {
      * look before the atomic load (the same load without TSan) */
     if (((zone_hdr_peek(b) >> 32) & 0xffffu) != (HK_TAG_STATIC | (ZB_SLOT_USED << 8))) return 0;
 #endif
-    uint64_t w = zone_hdr_load(b);
-    uint32_t word = (uint32_t)w, cls = (word >> 12) & 0x7fu, idx = word & 0xfffu;
-    /* the 16-bit check is not recomputed: the run checks below bind p to
-     * one slot of a genuine run (see zone_slot_used_run) */
-    if (HK__UNLIKELY(((w >> 32) & 0xffffu) != (HK_TAG_STATIC | (ZB_SLOT_USED << 8)) || cls >= ZONE_NCLS))
+    uint64_t hw = zone_hdr_load(b);
+    uint32_t word = (uint32_t)hw, cls = (word >> 12) & 0x7fu, idx = word & 0xfffu;
+    if (HK__UNLIKELY(((hw >> 32) & 0xffffu) != (HK_TAG_STATIC | (ZB_SLOT_USED << 8)) || cls >= ZONE_NCLS))
         return 0;
     uint32_t stride = zone_cls_stride(cls);
     uintptr_t ra = a - ZONE_HDR - (uintptr_t)idx * stride - ZONE_RUN_SLOT0;
@@ -178,7 +178,19 @@ static inline int zone_thr_free_owned(hk_zone *z, void *p) {
     if (HK__UNLIKELY(r->owner != hk__zone_tl_cur.hid || r->first != (unsigned char *)r + ZONE_RUN_SLOT0 ||
                      r->stride != stride || idx >= r->bump))
         return 0;
-    zone_thr_free_owner(z, hk__zone_tl_cur.h, b, r, w);
+    *w = hw;
+    *rp = r;
+    return 1;
+}
+
+/* Frees p when it is a used slot of a run of the calling thread's own heap
+ * (the owner's path: no lock, no read-modify-write): 1. Otherwise 0 and
+ * nothing done (zone_thr_owned_slot says what is left to the caller). */
+static inline int zone_thr_free_owned(hk_zone *z, void *p) {
+    uint64_t w;
+    zone_run *r;
+    if (HK__UNLIKELY(!zone_thr_owned_slot(z, p, &w, &r))) return 0;
+    zone_thr_free_owner(z, hk__zone_tl_cur.h, zone_from_user(p), r, w);
     return 1;
 }
 

@@ -561,16 +561,22 @@ HKT_TEST(owner_reuses_remotely_freed_slots_before_carving) {
     trep rep;
     hk_zone *z = mk(&rep);
     REQUIRE(z != NULL);
-    enum { K = 10, SZ = 6000, MAXB = 64 };
-    void *a[K], *b[K];
-    /* one run: freed remotely, then the same slots serve the next K */
-    for (int i = 0; i < K; i++) REQUIRE((a[i] = hk_zone_alloc(z, 40)) != NULL);
+    enum { MAXK = 512, SZ = 6000, MAXB = 64 };
+    static void *a[MAXK], *b[MAXK];
+    /* one run, every slot carved so far used (slots are carved in batches:
+     * allocate until its free list is empty), all freed remotely: the same
+     * slots serve the next K and nothing more is carved */
+    REQUIRE((a[0] = hk_zone_alloc(z, 40)) != NULL);
     zone_run *r = run_of(a[0]);
-    CHECK_EQ(r->bump, K);
+    int K = 1;
+    while (r->free && K < MAXK) REQUIRE((a[K++] = hk_zone_alloc(z, 40)) != NULL);
+    REQUIRE(!r->free && run_of(a[K - 1]) == r);
+    uint32_t carved = r->bump;
+    CHECK_EQ(carved, (uint32_t)K);
     CHECK_EQ(remote_free_n(z, a, K), 0);
     for (int i = 0; i < K; i++) REQUIRE((b[i] = hk_zone_alloc(z, 40)) != NULL);
     CHECK(run_of(b[K - 1]) == r);
-    CHECK_EQ(r->bump, K);
+    CHECK_EQ(r->bump, carved);
     for (int i = 0; i < K; i++) {
         int found = 0;
         for (int j = 0; j < K; j++) found |= b[i] == a[j];
@@ -627,6 +633,106 @@ HKT_TEST(owner_reuses_own_freed_slots_in_older_runs_before_carving) {
     CHECK_EQ(hk_zone_check(z), HK_OK);
     CHECK_EQ(hk_zone_free(z, d), HK_OK);
     for (unsigned i = ns - 1; i <= ns; i++) CHECK_EQ(hk_zone_free(z, c[i]), HK_OK);
+    CHECK_EQ(live_of(z), 0);
+    CHECK_EQ(rep.count, 0);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    hk_zone_destroy(z);
+}
+
+/* ---- the owner's realloc and carving ------------------------------------------- */
+
+typedef struct {
+    hk_zone *z;
+    void *p, *q;
+} realloc_arg;
+
+static void *realloc_other(void *arg) {
+    realloc_arg *a = (realloc_arg *)arg;
+    a->q = hk_zone_realloc(a->z, a->p, 500);
+    return NULL;
+}
+
+/* realloc of the calling thread's own slot: in place while the size fits
+ * the slot and wastes at most half of it, else moved (bytes kept, the old
+ * slot freed by the owner's path); exact statistics either way; a freed
+ * slot reported; another thread's slot handled by the general path. */
+HKT_TEST(owner_realloc_in_place_moved_and_misused) {
+    trep rep;
+    hk_zone *z = mk(&rep);
+    REQUIRE(z != NULL);
+    unsigned char *p = hk_zone_alloc(z, 200);
+    REQUIRE(p != NULL);
+    for (int i = 0; i < 200; i++) p[i] = (unsigned char)i;
+    unsigned char *q = hk_zone_realloc(z, p, 150); /* stride 208: 150 >= 200 / 2 */
+    CHECK(q == p);
+    hk_stats s;
+    hk_zone_stats(z, &s);
+    CHECK_EQ(s.used, 150);
+    CHECK_EQ(s.live_blocks, 1);
+    CHECK_EQ(hk_zone_usable_size(z, q), 200);
+    q = hk_zone_realloc(z, p, 190); /* grows in place */
+    CHECK(q == p);
+    unsigned char *m = hk_zone_realloc(z, q, 300); /* another class: moved */
+    REQUIRE(m != NULL);
+    CHECK(m != q);
+    for (int i = 0; i < 150; i++) CHECK_EQ(m[i], (unsigned char)i);
+    hk_zone_stats(z, &s);
+    CHECK_EQ(s.used, 300);
+    CHECK_EQ(s.live_blocks, 1);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    /* the old slot is free: realloc of it is a double free, reported */
+    CHECK(hk_zone_realloc(z, q, 40) == NULL);
+    CHECK_EQ(rep.double_free, 1);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    /* another thread reallocs this thread's block */
+    realloc_arg a = {z, m, NULL};
+    pthread_t t;
+    REQUIRE(pthread_create(&t, NULL, realloc_other, &a) == 0);
+    pthread_join(t, NULL);
+    REQUIRE(a.q != NULL);
+    for (int i = 0; i < 150; i++) CHECK_EQ(((unsigned char *)a.q)[i], (unsigned char)i);
+    CHECK_EQ(hk_zone_free(z, a.q), HK_OK);
+    CHECK_EQ(live_of(z), 0);
+    CHECK_EQ(rep.count, 1);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    hk_zone_destroy(z);
+}
+
+/* A carve takes, besides the slot it returns, the run's next slots whose
+ * header and link lie in the page that slot already touches, onto the free
+ * list (so the next allocations take the inline path); none beyond it. */
+HKT_TEST(carve_batch_stays_in_the_touched_page) {
+    trep rep;
+    hk_zone *z = mk(&rep);
+    REQUIRE(z != NULL);
+    enum { N = 40 };
+    unsigned char *p = hk_zone_alloc(z, N); /* a new run: its first slot */
+    REQUIRE(p != NULL);
+    zone_run *r = run_of(p);
+    unsigned char *q = hk_zone_alloc(z, N); /* a carve */
+    REQUIRE(q != NULL && run_of(q) == r);
+    uintptr_t pg = (uintptr_t)z->page;
+    uintptr_t end = ((uintptr_t)q - ZONE_HDR + r->stride + ZONE_OVERLAP + pg - 1) & ~(pg - 1);
+    uint32_t carved = r->bump;
+    CHECK(carved > 2);
+    CHECK((uintptr_t)r->first + (size_t)(carved - 1) * r->stride + ZONE_HDR + sizeof(void *) <= end);
+    if (carved < r->nslots)
+        CHECK((uintptr_t)r->first + (size_t)carved * r->stride + ZONE_HDR + sizeof(void *) > end);
+    CHECK(r->free != NULL);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    hk_stats s;
+    hk_zone_stats(z, &s);
+    CHECK_EQ(s.live_blocks, 2);
+    CHECK_EQ(s.used, 2 * N);
+    /* the batch serves the next allocations without carving */
+    void *more[512];
+    unsigned k = 0;
+    while (r->free && k < 512) REQUIRE((more[k++] = hk_zone_alloc(z, N)) != NULL);
+    CHECK_EQ(r->bump, carved);
+    CHECK_EQ(k, carved - 2);
+    for (unsigned i = 0; i < k; i++) CHECK_EQ(hk_zone_free(z, more[i]), HK_OK);
+    CHECK_EQ(hk_zone_free(z, p), HK_OK);
+    CHECK_EQ(hk_zone_free(z, q), HK_OK);
     CHECK_EQ(live_of(z), 0);
     CHECK_EQ(rep.count, 0);
     CHECK_EQ(hk_zone_check(z), HK_OK);
