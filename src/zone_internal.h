@@ -85,6 +85,7 @@
 #define ZONE_NCLS           (ZONE_CLS_NLIN + ((14u - ZONE_CLS_LIN_LOG2) << ZONE_CLS_LOG2K)) /* to 16 KiB */
 #define ZONE_RUN_TARGET     ((size_t)16 << 10) /* bytes of slots per run, before the slot-count limits */
 #define ZONE_RUN_MIN_SLOTS  4u
+#define ZONE_CARVE_SPAN     4096u /* a carve fills the slots of the pages it touches, at this granularity */
 #define ZONE_RUN_MAX_SLOTS  4095u /* slot index is 12 bits */
 #define ZONE_RUN_OFF                                                                                         \
     (HK_FLAG_FILL | HK_FLAG_CANARY | HK_FLAG_ZERO | HK_FLAG_PARANOID | HK_FLAG_RECORD_SITE |                 \

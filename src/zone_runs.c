@@ -151,6 +151,33 @@ void hk__zone_runs_trim(hk_zone *z) {
     }
 }
 
+HK__NOINLINE unsigned char *hk__zone_run_carve(zone_run *r, uint32_t *word) {
+    uint32_t i = r->bump, stride = r->stride;
+    if (i >= r->nslots) return NULL;
+    unsigned char *u = r->first + (size_t)i * stride + ZONE_HDR;
+    /* the header and the 8 bytes before it (the previous slot's last
+     * bytes, like a plain block's overlap) stay addressable */
+    zone_unpoison(u - ZONE_HDR, ZONE_HDR);
+    uintptr_t end = ((uintptr_t)u - ZONE_HDR + stride + ZONE_OVERLAP + ZONE_CARVE_SPAN - 1) &
+                    ~(uintptr_t)(ZONE_CARVE_SPAN - 1);
+    uint32_t k = 0;
+    while (i + 1 + k < r->nslots &&
+           (uintptr_t)r->first + (size_t)(i + 1 + k) * stride + ZONE_HDR + sizeof(void *) <= end)
+        k++;
+    for (uint32_t j = i + k; j > i; j--) {
+        unsigned char *f = r->first + (size_t)j * stride + ZONE_HDR;
+        zone_blk *fb = zone_from_user(f);
+        zone_unpoison(f - ZONE_HDR, ZONE_HDR + sizeof(void *));
+        zone_hdr_store(fb, zone_hdr_make(fb, zone_slot_word(j, r->cls, 0), 0, ZB_SLOT_FREE));
+        *(unsigned char **)f = r->free;
+        r->free = f;
+        zone_poison(f, stride - ZONE_HDR);
+    }
+    __atomic_store_n(&r->bump, i + 1 + k, __ATOMIC_RELAXED);
+    *word = zone_slot_word(i, r->cls, 0);
+    return u;
+}
+
 HK__NOINLINE zone_run *hk__zone_slot_reuse(hk_zone *z, unsigned ci) {
     zone_cls *c = &z->runs.cls[ci];
     zone_run *r = c->cur, *p = c->partial;

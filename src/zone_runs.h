@@ -97,6 +97,14 @@ unsigned char *hk__zone_slot_refill(hk_zone *z, unsigned ci, zone_run **out, uin
 /* A run's state after a slot of it was freed (full -> partial; an empty
  * partial run becomes the class's spare or goes back to the core). */
 void hk__zone_run_settle(hk_zone *z, zone_run *r);
+/* Carves run r's next untouched slot (its user pointer, its header word,
+ * slack 0, in *word; the caller writes its used header), and the slots
+ * after it whose header and link lie in the pages that slot touches
+ * (ZONE_CARVE_SPAN-aligned) onto r's free list, lowest address first, with
+ * free headers: the next allocations pop them, and no page is faulted in
+ * ahead of use. NULL when r has no untouched slot. `bump` is stored with a
+ * relaxed atomic store (remote freers read it). O(slots per page). */
+unsigned char *hk__zone_run_carve(zone_run *r, uint32_t *word);
 /* Gives back every class's spare run and its current run when empty (before
  * any purge, growth or failure). O(classes). */
 void hk__zone_runs_trim(hk_zone *z);
@@ -169,7 +177,8 @@ static inline void zone_slot_mark_free(zone_blk *b) {
 }
 
 /* A slot of run r (its user pointer), with its header word (index and
- * class) in *word, or NULL when r has none left. */
+ * class) in *word, or NULL when r has none left: the free list's first,
+ * else a carve (hk__zone_run_carve). */
 static inline unsigned char *zone_slot_pop(zone_run *r, uint32_t *word) {
     unsigned char *u = r->free;
     if (u) {
@@ -178,16 +187,7 @@ static inline unsigned char *zone_slot_pop(zone_run *r, uint32_t *word) {
         *word = zone_from_user(u)->size16 & 0x7ffffu;
         return u;
     }
-    if (r->bump < r->nslots) {
-        u = r->first + (size_t)r->bump * r->stride + ZONE_HDR;
-        /* the header and the 8 bytes before it (the previous slot's last
-         * bytes, like a plain block's overlap) stay addressable */
-        zone_unpoison(u - ZONE_HDR, ZONE_HDR);
-        *word = zone_slot_word(r->bump, r->cls, 0);
-        r->bump++;
-        return u;
-    }
-    return NULL;
+    return hk__zone_run_carve(r, word);
 }
 
 /* Makes slot u (just popped from run r, header word `word`) a used block

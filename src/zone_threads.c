@@ -308,20 +308,7 @@ HK__NOINLINE unsigned char *hk__zone_thr_refill(hk_zone *z, zone_heap *h, unsign
     r->state = ZONE_RUN_CUR;
     c->cur = r;
     *out = r;
-    /* bump is read by remote freers: store it atomically */
-    unsigned char *u = r->free;
-    if (u) {
-        zone_unpoison(u, sizeof(void *));
-        r->free = *(unsigned char **)u;
-        *word = (uint32_t)zone_hdr_load(zone_from_user(u)) & 0x7ffffu;
-        return u;
-    }
-    if (r->bump >= r->nslots) return NULL; /* cannot happen: partial and spare runs have a free slot */
-    u = r->first + (size_t)r->bump * r->stride + ZONE_HDR;
-    zone_unpoison(u - ZONE_HDR, ZONE_HDR);
-    *word = zone_slot_word(r->bump, r->cls, 0);
-    __atomic_store_n(&r->bump, r->bump + 1, __ATOMIC_RELAXED);
-    return u;
+    return zone_slot_pop(r, word); /* never NULL: partial and spare runs have a free slot */
 }
 
 /* The current run of class ci has no freed slot, and the class has a
@@ -361,19 +348,7 @@ static HK__NOINLINE void *zone_thr_alloc_full(hk_zone *z, size_t n) {
         ((h->cls[ci].partial && h->cls[ci].partial->free) ||
          __atomic_load_n(&h->remote_runs, __ATOMIC_RELAXED)))
         r = zone_thr_reuse(z, h, ci);
-    if (r) {
-        u = r->free;
-        if (u) {
-            zone_unpoison(u, sizeof(void *));
-            r->free = *(unsigned char **)u;
-            word = (uint32_t)zone_hdr_load(zone_from_user(u)) & 0x7ffffu;
-        } else if (r->bump < r->nslots) {
-            u = r->first + (size_t)r->bump * r->stride + ZONE_HDR;
-            zone_unpoison(u - ZONE_HDR, ZONE_HDR);
-            word = zone_slot_word(r->bump, r->cls, 0);
-            __atomic_store_n(&r->bump, r->bump + 1, __ATOMIC_RELAXED);
-        }
-    }
+    if (r) u = zone_slot_pop(r, &word);
     if (!u) {
         u = hk__zone_thr_refill(z, h, ci, &r, &word);
         if (!u) return NULL;
@@ -395,35 +370,12 @@ HK__NOINLINE void *hk__zone_thr_alloc_slow(hk_zone *z, size_t n, zone_run *r) {
         zone_cls *c = &h->cls[r->cls];
         if (HK__LIKELY(r->bump < r->nslots && !(c->partial && c->partial->free) &&
                        !__atomic_load_n(&h->remote_runs, __ATOMIC_RELAXED))) {
-            /* a batch: this slot and the next ones whose header and link
-             * lie in the pages this slot already touches go onto the free
-             * list (lowest address first), so that the next allocations
-             * take the inline path; no page is faulted in ahead of use */
-            uint32_t i = r->bump, stride = r->stride;
-            uintptr_t end = (uintptr_t)r->first + (size_t)(i + 1) * stride + ZONE_OVERLAP;
-            end = (end + z->page - 1) & ~(uintptr_t)(z->page - 1);
-            uint32_t k = 0;
-            while (i + 1 + k < r->nslots &&
-                   (uintptr_t)r->first + (size_t)(i + 1 + k) * stride + ZONE_HDR + sizeof(void *) <= end)
-                k++;
-            unsigned char *u = r->first + (size_t)i * stride + ZONE_HDR;
-            zone_unpoison(u - ZONE_HDR, ZONE_HDR);
-            for (uint32_t j = i + k; j > i; j--) {
-                unsigned char *f = r->first + (size_t)j * stride + ZONE_HDR;
-                zone_unpoison(f - ZONE_HDR, ZONE_HDR + sizeof(void *));
-                zone_hdr_store(
-                    zone_from_user(f),
-                    zone_hdr_make(zone_from_user(f), zone_slot_word(j, r->cls, 0), 0, ZB_SLOT_FREE));
-                *(unsigned char **)f = r->free;
-                r->free = f;
-                zone_poison(f, stride - ZONE_HDR);
-            }
-            __atomic_store_n(&r->bump, i + 1 + k, __ATOMIC_RELAXED); /* read by remote freers */
-            uint32_t slack = stride - ZONE_OVERLAP - (uint32_t)n;
-            return zone_thr_finish(h, r, u,
-                                   zone_hdr_make(zone_from_user(u), zone_slot_word(i, r->cls, slack),
-                                                 HK_TAG_STATIC, ZB_SLOT_USED),
-                                   n);
+            uint32_t word;
+            unsigned char *u = hk__zone_run_carve(r, &word); /* and the rest of its page */
+            uint32_t slack = r->stride - ZONE_OVERLAP - (uint32_t)n;
+            return zone_thr_finish(
+                h, r, u, zone_hdr_make(zone_from_user(u), word | (slack << 19), HK_TAG_STATIC, ZB_SLOT_USED),
+                n);
         }
     }
     return zone_thr_alloc_full(z, n);
