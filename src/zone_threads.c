@@ -608,7 +608,16 @@ static hk_result zone_thr_free_slot(hk_zone *z, zone_blk *b, zone_run *r, uint64
 }
 
 hk_result hk__zone_thr_free_slot(hk_zone *z, zone_blk *b, int locked) {
-    return zone_thr_free_slot(z, b, zone_run_of_slot(b), zone_hdr_load(b), locked);
+    /* one atomic read of the header (its owner rewrites it without the
+     * lock): the lookup saw it used, but the owner may have freed it since
+     * (a double free racing the owner's own free): then nothing is done */
+    uint64_t w = zone_hdr_load(b);
+    if (zone_w_bits(w) != ZB_SLOT_USED || zone_w_tag(w) != HK_TAG_STATIC) return HK_ERR_DOUBLE_FREE;
+    uint32_t word = (uint32_t)w; /* a slot's index and class never change */
+    zone_run *r = (zone_run *)((unsigned char *)b -
+                               (size_t)(word & 0xfffu) * zone_cls_stride(((word >> 12) & 0x7fu) % ZONE_NCLS) -
+                               ZONE_RUN_SLOT0);
+    return zone_thr_free_slot(z, b, r, w, locked);
 }
 
 int hk__zone_thr_free_fast(hk_zone *z, void *p) {
