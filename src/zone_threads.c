@@ -311,8 +311,8 @@ HK__NOINLINE unsigned char *hk__zone_thr_refill(hk_zone *z, zone_heap *h, unsign
     return zone_slot_pop(r, word); /* never NULL: partial and spare runs have a free slot */
 }
 
-/* The current run of class ci has no freed slot, and the class has a
- * partial run or the heap has remote frees queued: collects those before a
+/* The current run of class ci has no freed slot, and the class's first
+ * partial run has some or the heap has remote frees queued: collects those before a
  * fresh slot is carved, and when the current run got none back but another
  * run of the class has freed slots, makes that run current (the old one
  * goes on the partial list, or is marked full). Slots that were used
