@@ -78,9 +78,9 @@
 #define ZONE_RUN_XOFF       128u /* threads zones: the run's extension is this far below its struct */
 #define ZONE_RUN_MAX_STRIDE 16384u /* largest slot */
 #define ZONE_RUN_MAX_REQ    (ZONE_RUN_MAX_STRIDE - ZONE_OVERLAP)
-#define ZONE_CLS_LIN_LOG2   10u /* slots grow in 16-byte steps up to 1 KiB */
+#define ZONE_CLS_LIN_LOG2   8u /* slots grow in 16-byte steps up to 256 bytes */
 #define ZONE_CLS_LIN        (1u << ZONE_CLS_LIN_LOG2)
-#define ZONE_CLS_NLIN       (ZONE_CLS_LIN / 16u - 1u) /* 32 .. 1024: 63 classes */
+#define ZONE_CLS_NLIN       (ZONE_CLS_LIN / 16u - 1u) /* 32 .. 256: 15 classes */
 #define ZONE_CLS_LOG2K      3u                        /* then 8 classes per doubling */
 #define ZONE_NCLS           (ZONE_CLS_NLIN + ((14u - ZONE_CLS_LIN_LOG2) << ZONE_CLS_LOG2K)) /* to 16 KiB */
 #define ZONE_RUN_TARGET     ((size_t)16 << 10) /* bytes of slots per run, before the slot-count limits */
@@ -389,27 +389,34 @@ static inline zone_blk *zone_run_block(const zone_run *r) {
     return (zone_blk *)((unsigned char *)r - r->lead);
 }
 
-/* Slot size of each class: 16-byte steps from 32 to 1024, then 8 classes
+/* Slot size of each class: 16-byte steps from 32 to 256, then 8 classes
  * per doubling up to ZONE_RUN_MAX_STRIDE (a table: the free path looks the
  * stride up without branches). zone_cls_of maps a request to its class;
  * tests/test_zone_runs.c checks the two agree. */
 static const uint32_t zone_stride_tab[ZONE_NCLS] = {
-    32u,   48u,   64u,   80u,   96u,    112u,   128u,   144u,   160u,   176u,   192u,   208u,  224u,  240u,
-    256u,  272u,  288u,  304u,  320u,   336u,   352u,   368u,   384u,   400u,   416u,   432u,  448u,  464u,
-    480u,  496u,  512u,  528u,  544u,   560u,   576u,   592u,   608u,   624u,   640u,   656u,  672u,  688u,
-    704u,  720u,  736u,  752u,  768u,   784u,   800u,   816u,   832u,   848u,   864u,   880u,  896u,  912u,
-    928u,  944u,  960u,  976u,  992u,   1008u,  1024u,  1152u,  1280u,  1408u,  1536u,  1664u, 1792u, 1920u,
-    2048u, 2304u, 2560u, 2816u, 3072u,  3328u,  3584u,  3840u,  4096u,  4608u,  5120u,  5632u, 6144u, 6656u,
+    32u,   48u,   64u,   80u,   96u,    112u,   128u,   144u,   160u,   176u,   192u,   208u,  224u,
+    240u,  256u,  288u,  320u,  352u,   384u,   416u,   448u,   480u,   512u,   576u,   640u,  704u,
+    768u,  832u,  896u,  960u,  1024u,  1152u,  1280u,  1408u,  1536u,  1664u,  1792u,  1920u, 2048u,
+    2304u, 2560u, 2816u, 3072u, 3328u,  3584u,  3840u,  4096u,  4608u,  5120u,  5632u,  6144u, 6656u,
     7168u, 7680u, 8192u, 9216u, 10240u, 11264u, 12288u, 13312u, 14336u, 15360u, 16384u,
 };
-_Static_assert(sizeof zone_stride_tab / sizeof zone_stride_tab[0] == 95, "class table and ZONE_NCLS agree");
+_Static_assert(sizeof zone_stride_tab / sizeof zone_stride_tab[0] == 63, "class table and ZONE_NCLS agree");
 
 static inline uint32_t zone_cls_stride(unsigned c) { return zone_stride_tab[c]; }
+
+/* The class of each 16-byte-rounded slot need up to 1 KiB, by need / 16
+ * (one load instead of the logarithm for the common small requests). */
+static const uint8_t zone_cls_small_tab[65] = {
+    0u,  0u,  0u,  1u,  2u,  3u,  4u,  5u,  6u,  7u,  8u,  9u,  10u, 11u, 12u, 13u, 14u,
+    15u, 15u, 16u, 16u, 17u, 17u, 18u, 18u, 19u, 19u, 20u, 20u, 21u, 21u, 22u, 22u, 23u,
+    23u, 23u, 23u, 24u, 24u, 24u, 24u, 25u, 25u, 25u, 25u, 26u, 26u, 26u, 26u, 27u, 27u,
+    27u, 27u, 28u, 28u, 28u, 28u, 29u, 29u, 29u, 29u, 30u, 30u, 30u, 30u,
+};
 
 /* Class of a request of n <= ZONE_RUN_MAX_REQ bytes. */
 static inline unsigned zone_cls_of(size_t n) {
     size_t s = (n + ZONE_OVERLAP + 15) & ~(size_t)15;
-    if (s <= ZONE_CLS_LIN) return s < 32 ? 0 : (unsigned)(s >> 4) - 2;
+    if (s <= 1024) return zone_cls_small_tab[s >> 4];
     unsigned m = 63u - (unsigned)__builtin_clzll((unsigned long long)(s - 1));
     return ZONE_CLS_NLIN + ((m - ZONE_CLS_LIN_LOG2) << ZONE_CLS_LOG2K) +
            (unsigned)((s - 1 - ((size_t)1 << m)) >> (m - ZONE_CLS_LOG2K));

@@ -6,7 +6,7 @@
  * Small untracked blocks (hk_zone_alloc, calloc and realloc of at most
  * ZONE_RUN_MAX_REQ bytes, in a zone without debug flags or HK_ZONE_NO_RUNS)
  * live in runs: a run is one used block of the TLSF core, cut into slots of
- * one size class (95 classes: 16-byte steps up to 1 KiB, then 8 per
+ * one size class (63 classes: 16-byte steps up to 256 bytes, then 8 per
  * doubling up to 16 KiB). A run that becomes empty goes back to the TLSF
  * core at once (and is merged there as any block), except each class's
  * current run and one spare empty run (given back before any purge or

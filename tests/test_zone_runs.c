@@ -77,14 +77,14 @@ static size_t count_runs(hk_zone *z) {
 }
 
 HKT_TEST(runs_class_table) {
-    CHECK_EQ(ZONE_NCLS, 95);
+    CHECK_EQ(ZONE_NCLS, 63);
     CHECK_EQ(ZONE_RUN_MAX_REQ, 16376);
     CHECK_EQ(zone_cls_stride(0), 32);
     CHECK_EQ(zone_cls_stride(ZONE_NCLS - 1), 16384);
     for (unsigned c = 1; c < ZONE_NCLS; c++) {
         uint32_t s = zone_cls_stride(c), p = zone_cls_stride(c - 1);
         CHECK(s > p && s % 16 == 0);
-        if (s <= 1024) {
+        if (s <= 256) {
             CHECK_EQ(s - p, 16);
         } else { /* 8 classes per doubling */
             uint32_t pow = 1u << (31 - __builtin_clz(s - 1));
@@ -96,9 +96,9 @@ HKT_TEST(runs_class_table) {
     for (size_t n = 0; n <= ZONE_RUN_MAX_REQ; n++) {
         unsigned c = zone_cls_of(n);
         int ok = c < ZONE_NCLS && zone_cls_stride(c) >= n + 8 && (c == 0 || zone_cls_stride(c - 1) < n + 8);
-        /* the bound zone.h states: max(32, n + 23) up to 1016 bytes, < n + n/8 + 9 above */
+        /* the bound docs/zone.md states: max(32, n + 23) up to 248 bytes, < n + n/8 + 9 above */
         size_t s = c < ZONE_NCLS ? zone_cls_stride(c) : 0;
-        ok = ok && (n <= 1016 ? s <= (n + 23 > 32 ? n + 23 : 32) : s < n + n / 8 + 9);
+        ok = ok && (n <= 248 ? s <= (n + 23 > 32 ? n + 23 : 32) : s < n + n / 8 + 9);
         if (!ok && bad++ == 0) first_bad = n;
         if (c < ZONE_NCLS) seen[c] = 1;
     }
@@ -728,11 +728,11 @@ HKT_TEST(runs_growing_zone) {
     REQUIRE(z != NULL);
     hk_stats s0, s;
     hk_zone_stats(z, &s0);
-    enum { K = 20, N = 200 };
+    enum { K = 14, N = 200 };
     static unsigned char *ps[K][N];
     size_t asked = 0;
     for (int k = 0; k < K; k++) {
-        unsigned c = (unsigned)k * 5 - (k == K - 1 ? 1 : 0); /* classes 0, 5, ..., 90, 94 */
+        unsigned c = k == K - 1 ? ZONE_NCLS - 1 : (unsigned)k * 5; /* classes 0, 5, ..., 60, 62 */
         size_t n = zone_cls_stride(c) - 8 - (size_t)k;
         REQUIRE(zone_cls_of(n) == c);
         for (int i = 0; i < N; i++) {
@@ -754,7 +754,7 @@ HKT_TEST(runs_growing_zone) {
     CHECK(runs >= K);
     size_t damaged = 0;
     for (int k = K - 1; k >= 0; k--) {
-        unsigned c = (unsigned)k * 5 - (k == K - 1 ? 1 : 0);
+        unsigned c = k == K - 1 ? ZONE_NCLS - 1 : (unsigned)k * 5;
         size_t n = zone_cls_stride(c) - 8 - (size_t)k;
         for (int i = 0; i < N; i++) {
             if (ps[k][i][0] != (unsigned char)k || ps[k][i][n - 1] != (unsigned char)i) damaged++;
