@@ -395,8 +395,9 @@ static void *fill_every_class(void *arg) {
     enum { PER = 80 };
     static void *blocks[64 * PER];
     size_t nb = 0;
-    for (size_t n = 24; n <= 1016 && nb + PER <= 64 * PER; n += 16)
+    for (unsigned c = 0; zone_cls_stride(c) <= 1024 && nb + PER <= 64 * PER; c++)
         for (int i = 0; i < PER; i++) {
+            size_t n = zone_cls_stride(c) - ZONE_OVERLAP; /* the class's whole slot: no poisoned slack */
             unsigned char *p = hk_zone_alloc(z, n);
             if (!p) return NULL;
             memset(p, 0xff, hk_zone_usable_size(z, p));
@@ -416,7 +417,7 @@ HKT_TEST(last_slot_written_whole_leaves_run_bookkeeping_intact) {
     CHECK_EQ(hk_zone_check(z), HK_OK);
     void **blocks = (void **)res;
     size_t nb = 0;
-    for (size_t n = 24; n <= 1016 && nb + 80 <= 64 * 80; n += 16) nb += 80;
+    for (unsigned c = 0; zone_cls_stride(c) <= 1024 && nb + 80 <= 64 * 80; c++) nb += 80;
     for (size_t i = 0; i < nb; i++) CHECK_EQ(hk_zone_free(z, blocks[i]), HK_OK); /* remote frees */
     CHECK_EQ(hk_zone_check(z), HK_OK);
     CHECK_EQ(live_of(z), 0);

@@ -248,7 +248,10 @@ void *hk_zone_realloc(hk_zone *z, void *p, size_t size) HK_ALLOC_SIZE(3);
 hk_result hk_zone_free(hk_zone *z, void *p);
 
 /* Bytes usable at p (at least the size asked for; exactly that size with
- * HK_FLAG_CANARY). 0 for NULL or a bad pointer (reported as by free). O(1). */
+ * HK_FLAG_CANARY). 0 for NULL or a bad pointer (reported as by free). In a
+ * heapkit built with AddressSanitizer the bytes more than 8 past the size
+ * asked for stay poisoned (an overrun is reported at once), so there only
+ * the size asked for may be written. O(1). */
 size_t hk_zone_usable_size(hk_zone *z, const void *p);
 
 /* True when p is the start of a used block of this zone. Does not report.
