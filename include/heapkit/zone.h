@@ -249,9 +249,9 @@ hk_result hk_zone_free(hk_zone *z, void *p);
 
 /* Bytes usable at p (at least the size asked for; exactly that size with
  * HK_FLAG_CANARY). 0 for NULL or a bad pointer (reported as by free). In a
- * heapkit built with AddressSanitizer the bytes more than 8 past the size
- * asked for stay poisoned (an overrun is reported at once), so there only
- * the size asked for may be written. O(1). */
+ * heapkit built with AddressSanitizer the bytes past the size asked for
+ * stay poisoned (all but the last 8 usable ones: an overrun is reported at
+ * once), so there only the size asked for may be written. O(1). */
 size_t hk_zone_usable_size(hk_zone *z, const void *p);
 
 /* True when p is the start of a used block of this zone. Does not report.
