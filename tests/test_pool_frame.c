@@ -10,12 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint32_t depth_of(hk_pool *p) {
-    hk_pool_info in;
-    hk_pool_get_info(p, &in);
-    return in.defer_depth;
-}
-
 /* n fresh objects numbered 0..n-1, pushed in order onto a new frame list. */
 static hk_pool_flist filled(hk_pool *p, hk_pool_id *ids, int n) {
     hk_pool_flist fl = hk_pool_flist_create(p, 0, "fl");
@@ -342,22 +336,9 @@ HKT_TEST(flist_overflow_members) {
     hk_pool_destroy(p);
 }
 
-static int g_locks;
-static void count_lock(void *u) {
-    (void)u;
-    g_locks++;
-}
-static void count_unlock(void *u) { (void)u; }
-
 /* With lock hooks the push and every step go out of line and take the lock. */
 HKT_TEST(flist_locked_pool_takes_the_lock) {
-    hkt_errors_reset(&g_errs);
-    hk_pool_desc d = {0};
-    d.elem_size = sizeof(obj);
-    d.capacity = 16;
-    d.lock.lock = count_lock;
-    d.lock.unlock = count_unlock;
-    hk_pool *p = hk_pool_create(&d);
+    hk_pool *p = mk_counting_locked(16);
     REQUIRE(p);
     hk_pool_flist fl = hk_pool_flist_create(p, 8, "fl");
     hk_pool_id ids[5];

@@ -20,12 +20,6 @@ static hk_pool_list filled(hk_pool *p, hk_pool_id *ids, int n) {
     return l;
 }
 
-static uint32_t depth_of(hk_pool *p) {
-    hk_pool_info in;
-    hk_pool_get_info(p, &in);
-    return in.defer_depth;
-}
-
 HKT_TEST(iter_visits_members_in_order) {
     hk_pool *p = mk(64, 0);
     hk_pool_id ids[20];
@@ -245,22 +239,9 @@ HKT_TEST(iter_overflow_members) {
     hk_pool_destroy(p);
 }
 
-static int g_locks;
-static void count_lock(void *u) {
-    (void)u;
-    g_locks++;
-}
-static void count_unlock(void *u) { (void)u; }
-
 /* With lock hooks every step goes out of line and takes the lock. */
 HKT_TEST(iter_locked_pool_takes_the_lock_per_step) {
-    hkt_errors_reset(&g_errs);
-    hk_pool_desc d = {0};
-    d.elem_size = sizeof(obj);
-    d.capacity = 16;
-    d.lock.lock = count_lock;
-    d.lock.unlock = count_unlock;
-    hk_pool *p = hk_pool_create(&d);
+    hk_pool *p = mk_counting_locked(16);
     REQUIRE(p);
     hk_pool_id ids[5];
     hk_pool_list l = filled(p, ids, 5);
