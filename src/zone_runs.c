@@ -237,9 +237,10 @@ size_t hk__zone_run_free_all(hk_zone *z, zone_run *r) {
         zone_blk *s = (zone_blk *)(r->first + (size_t)i * r->stride);
         if ((s->bits & ZB_USED) || s->bits == ZB_SLOT_REMOTE) {
             z->used_req -= r->stride - ZONE_OVERLAP - zone_slot_slack(s);
-            if (s->bits & ZB_USED)
-                zone_slot_mark_free(s);
-            else /* freed by another thread, not collected (a threads zone) */
+            if (s->bits & ZB_USED) {
+                uint64_t w = zone_hdr_load(s); /* used -> free by one xor */
+                zone_hdr_store(s, w ^ zone_w_use_delta((uint32_t)w >> 19));
+            } else /* freed by another thread, not collected (a threads zone) */
                 zone_slot_set(s, s->size16 & 0x7ffffu, 0, ZB_SLOT_FREE);
             n++;
         }

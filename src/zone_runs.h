@@ -162,20 +162,6 @@ static inline void zone_slot_set(zone_blk *b, uint32_t word, unsigned tag, unsig
     b->chk = zone_slot_chk(b, word, tag, bits);
 }
 
-/* Turns the (verified) header of used slot b into its free header: index
- * and class kept, slack 0, tag 0, bits ZB_SLOT_FREE. zone_slot_chk is an
- * xor of its inputs folded by h ^ (h >> 16), so the new check is the old
- * one xor the fold of what changed: the slack (word bits 19..31 fold onto
- * bits 3..15), the tag (bits 8..15) and ZB_USED. This spares the free path
- * a rehash; check verifies every free slot's header with the full hash. */
-static inline void zone_slot_mark_free(zone_blk *b) {
-    uint32_t w = b->size16;
-    b->chk = (uint16_t)(b->chk ^ ((w >> 19) << 3) ^ ((unsigned)b->tag << 8) ^ ZB_USED);
-    b->size16 = w & 0x7ffffu;
-    b->tag = 0;
-    b->bits = ZB_SLOT_FREE;
-}
-
 /* A slot of run r (its user pointer), with its header word (index and
  * class) in *word, or NULL when r has none left: the free list's first,
  * else a carve (hk__zone_run_carve). */
@@ -190,11 +176,9 @@ static inline unsigned char *zone_slot_pop(zone_run *r, uint32_t *word) {
     return hk__zone_run_carve(r, word);
 }
 
-/* Makes slot u (just popped from run r, header word `word`) a used block
- * of n bytes. */
-static inline void *zone_slot_finish(hk_zone *z, zone_run *r, unsigned char *u, uint32_t word, size_t n) {
-    uint32_t slack = r->stride - ZONE_OVERLAP - (uint32_t)n;
-    zone_slot_set(zone_from_user(u), word | (slack << 19), HK_TAG_STATIC, ZB_SLOT_USED);
+/* The rest of making slot u of run r a used block of n bytes, its header
+ * written: the run's count, the poisoning, the zone's counters. */
+static inline void *zone_slot_count(hk_zone *z, zone_run *r, unsigned char *u, uint32_t slack, size_t n) {
     r->used++;
     zone_unpoison(u, n);
     if (slack > ZONE_OVERLAP) zone_poison(u + n, slack - ZONE_OVERLAP);
@@ -203,6 +187,14 @@ static inline void *zone_slot_finish(hk_zone *z, zone_run *r, unsigned char *u, 
     z->alloc_count++;
     if (z->used_req > z->peak_used) z->peak_used = z->used_req;
     return u;
+}
+
+/* Makes slot u (just popped from run r, header word `word`) a used block
+ * of n bytes. */
+static inline void *zone_slot_finish(hk_zone *z, zone_run *r, unsigned char *u, uint32_t word, size_t n) {
+    uint32_t slack = r->stride - ZONE_OVERLAP - (uint32_t)n;
+    zone_slot_set(zone_from_user(u), word | (slack << 19), HK_TAG_STATIC, ZB_SLOT_USED);
+    return zone_slot_count(z, r, u, slack, n);
 }
 
 /* n <= ZONE_RUN_MAX_REQ bytes from the free list of the current run of n's
@@ -217,14 +209,7 @@ static inline void *zone_slot_alloc_fast(hk_zone *z, size_t n) {
             r->free = *(unsigned char **)u;
             uint32_t slack = r->stride - ZONE_OVERLAP - (uint32_t)n;
             zone_hdr_store(zone_from_user(u), zone_hdr_load(zone_from_user(u)) ^ zone_w_use_delta(slack));
-            r->used++;
-            zone_unpoison(u, n);
-            if (slack > ZONE_OVERLAP) zone_poison(u + n, slack - ZONE_OVERLAP);
-            z->runs.slot_bytes += r->stride;
-            z->used_req += n;
-            z->alloc_count++;
-            if (z->used_req > z->peak_used) z->peak_used = z->used_req;
-            return u;
+            return zone_slot_count(z, r, u, slack, n);
         }
     }
     return NULL; /* slots not carved yet and refills: zone_slot_alloc */
@@ -296,19 +281,9 @@ static inline void zone_slot_free_w(hk_zone *z, zone_blk *b, zone_run *r, uint64
     if (--r->used == 0 || r->state == ZONE_RUN_FULL) hk__zone_run_settle(z, r);
 }
 
-/* Frees the validated used slot b of run r. O(1). */
+/* Frees the validated used slot b of run r (its header read here). O(1). */
 static inline void zone_slot_free(hk_zone *z, zone_blk *b, zone_run *r) {
-    uint32_t stride = r->stride;
-    unsigned char *u = zone_user(b);
-    z->used_req -= stride - ZONE_OVERLAP - zone_slot_slack(b);
-    zone_slot_mark_free(b);
-    zone_unpoison(u, sizeof(void *));
-    *(unsigned char **)u = r->free;
-    r->free = u;
-    zone_poison(u, stride - ZONE_HDR);
-    z->runs.slot_bytes -= stride;
-    z->free_count++;
-    if (--r->used == 0 || r->state == ZONE_RUN_FULL) hk__zone_run_settle(z, r);
+    zone_slot_free_w(z, b, r, zone_hdr_load(b));
 }
 
 /* Resizes used slot b in place to n bytes when n fits and wastes at most
