@@ -119,6 +119,16 @@ static void load_peers(void) {
     }
 }
 
+const char *hkb_shim_path(void) {
+    const char *e = getenv("HKB_HEAPKIT_MALLOC");
+    if (e && *e) return e;
+#ifdef HKB_HEAPKIT_MALLOC_SO
+    return HKB_HEAPKIT_MALLOC_SO;
+#else
+    return NULL;
+#endif
+}
+
 int hkb_peers(const hkb_allocator **out) {
     load_peers();
     *out = g_peers;

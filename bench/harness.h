@@ -54,6 +54,11 @@ int hkb_missing_peers(const char ***names, const char ***reasons);
 /* Records the missing peers as skipped for (suite, workload). */
 void hkb_skip_missing(const char *suite, const char *workload);
 
+/* The path of libheapkit-malloc.so for the suites that preload it: the
+ * HKB_HEAPKIT_MALLOC environment variable, else the one built with the
+ * bench, else NULL. */
+const char *hkb_shim_path(void);
+
 uint64_t hkb_now_ns(void);
 double hkb_median(double *values, int n);                  /* sorts values in place */
 double hkb_percentile(double *values, size_t n, double p); /* sorts in place; p in [0,100] */

@@ -190,16 +190,6 @@ static int same_file(const char *a, const char *b) {
     return same;
 }
 
-static const char *shim_path(void) {
-    const char *e = getenv("HKB_HEAPKIT_MALLOC");
-    if (e && *e) return e;
-#ifdef HKB_HEAPKIT_MALLOC_SO
-    return HKB_HEAPKIT_MALLOC_SO;
-#else
-    return NULL;
-#endif
-}
-
 static void rm_tree(const char *dir) {
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
@@ -212,7 +202,7 @@ void hkb_suite_preload(hkb_ctx *ctx) {
     alloc_spec al[MAXA];
     int na = 0;
     al[na++] = (alloc_spec){"glibc", NULL};
-    const char *sp = shim_path();
+    const char *sp = hkb_shim_path();
     struct stat sst;
     if (sp && stat(sp, &sst) == 0)
         al[na++] = (alloc_spec){"heapkit-malloc.so", sp};

@@ -398,16 +398,6 @@ int hkb_threads_child(int argc, char **argv) {
 
 /* ---- the parent --------------------------------------------------------------------------- */
 
-static const char *shim_path(void) {
-    const char *e = getenv("HKB_HEAPKIT_MALLOC");
-    if (e && *e) return e;
-#ifdef HKB_HEAPKIT_MALLOC_SO
-    return HKB_HEAPKIT_MALLOC_SO;
-#else
-    return NULL;
-#endif
-}
-
 /* Runs one (allocator, workload, threads) in a fresh process. */
 static int run_child(const char *name, int preload, int wl, int nt, long iters, int levels, uint64_t seed,
                      run_out *o) {
@@ -423,7 +413,7 @@ static int run_child(const char *name, int preload, int wl, int nt, long iters, 
     snprintf(a_seed, sizeof a_seed, "%llu", (unsigned long long)seed);
     char *argv[] = {
         "heapkit-bench", "--threads-child", a_fd, (char *)name, a_wl, a_nt, a_it, a_lv, a_seed, NULL};
-    return hkb_run_child(argv, pfd, preload ? shim_path() : NULL, o, sizeof *o) && o->ok;
+    return hkb_run_child(argv, pfd, preload ? hkb_shim_path() : NULL, o, sizeof *o) && o->ok;
 }
 
 #define MAXSUBJ 8
@@ -440,7 +430,7 @@ void hkb_suite_threads(hkb_ctx *ctx) {
     for (int i = 0; i < np && ns < MAXSUBJ - 2; i++) names[ns++] = peers[i].name;
     heapkit[ns] = 1;
     names[ns++] = HKB_ZONE_NAME;
-    const char *sp = shim_path();
+    const char *sp = hkb_shim_path();
     struct stat sst;
     int have_shim = sp && stat(sp, &sst) == 0;
     if (have_shim) {

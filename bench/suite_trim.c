@@ -60,16 +60,6 @@ int hkb_trim_child(int argc, char **argv) {
     return o.ok ? 0 : 1;
 }
 
-static const char *shim_path(void) {
-    const char *e = getenv("HKB_HEAPKIT_MALLOC");
-    if (e && *e) return e;
-#ifdef HKB_HEAPKIT_MALLOC_SO
-    return HKB_HEAPKIT_MALLOC_SO;
-#else
-    return NULL;
-#endif
-}
-
 typedef struct subject {
     const char *name, *preload, *libname; /* libname: what malloc's library path contains */
 } subject;
@@ -82,7 +72,7 @@ void hkb_suite_trim(hkb_ctx *ctx) {
     subject s[MAXS];
     int ns = 0;
     s[ns++] = (subject){"glibc", NULL, "libc.so"};
-    const char *sp = shim_path();
+    const char *sp = hkb_shim_path();
     struct stat st;
     if (sp && stat(sp, &st) == 0)
         s[ns++] = (subject){"heapkit-malloc.so", sp, "libheapkit-malloc"};
