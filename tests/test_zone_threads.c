@@ -11,6 +11,7 @@
 #include "heapkit/zone.h"
 #include "hk_test.h"
 #include "internal.h"
+#include "zone_runs_test_util.h"
 #include "zone_threads.h"
 
 #include <pthread.h>
@@ -28,7 +29,7 @@ static void t_on_error(const hk_error *e, void *user) {
     if (e->kind == HK_EK_INTERIOR_PTR) __atomic_fetch_add(&r->interior, 1, __ATOMIC_RELAXED);
 }
 
-static hk_zone *mk(trep *r) {
+static hk_zone *mk_thr(trep *r) {
     memset(r, 0, sizeof *r);
     return hk_zone_create(&(hk_zone_desc){.size = 1 << 20,
                                           .grow_size = 1 << 20,
@@ -67,7 +68,7 @@ typedef struct {
     void *keep[KEEP]; /* left live at exit */
 } tctx;
 
-static uint32_t rnd(uint32_t *s) {
+static uint32_t rnd_s(uint32_t *s) {
     *s ^= *s << 13;
     *s ^= *s >> 17;
     *s ^= *s << 5;
@@ -104,13 +105,13 @@ static void *stress_thread(void *arg) {
     size_t msz[32] = {0};
     unsigned char m = (unsigned char)(0x10 + c->id);
     for (int it = 0; it < ITERS; it++) {
-        unsigned k = rnd(&s) % 32, op = rnd(&s) % 16;
+        unsigned k = rnd_s(&s) % 32, op = rnd_s(&s) % 16;
         if (mine[k]) {
             if (((unsigned char *)mine[k])[0] != m || ((unsigned char *)mine[k])[msz[k] - 1] != m) c->bad++;
             if (op < 5) {
                 if (!ring_put(c->x, mine[k], m)) hk_zone_free(c->z, mine[k]);
             } else if (op < 8) {
-                size_t n = 1 + rnd(&s) % 3000;
+                size_t n = 1 + rnd_s(&s) % 3000;
                 void *q = hk_zone_realloc(c->z, mine[k], n);
                 if (!q) {
                     c->bad++;
@@ -127,8 +128,8 @@ static void *stress_thread(void *arg) {
             }
             mine[k] = NULL;
         } else {
-            size_t n = (op < 12) ? 1 + rnd(&s) % 1024 : 1 + rnd(&s) % 20000;
-            void *p = (op == 15) ? hk_zone_alloc_aligned(c->z, (size_t)64 << (rnd(&s) % 4), n)
+            size_t n = (op < 12) ? 1 + rnd_s(&s) % 1024 : 1 + rnd_s(&s) % 20000;
+            void *p = (op == 15) ? hk_zone_alloc_aligned(c->z, (size_t)64 << (rnd_s(&s) % 4), n)
                                  : hk_zone_alloc(c->z, n);
             if (!p) {
                 c->bad++;
@@ -160,7 +161,7 @@ static void *stress_thread(void *arg) {
 
 HKT_TEST(stress_cross_thread_frees_exit_and_level_unload) {
     trep rep;
-    hk_zone *z = mk(&rep);
+    hk_zone *z = mk_thr(&rep);
     REQUIRE(z != NULL);
     xring x;
     memset(&x, 0, sizeof x);
@@ -228,7 +229,7 @@ static void *alloc_100(void *arg) {
 
 HKT_TEST(stats_exact_with_frees_pending_collection) {
     trep rep;
-    hk_zone *z = mk(&rep);
+    hk_zone *z = mk_thr(&rep);
     owner_ctx o = {.z = z};
     pthread_t t;
     REQUIRE(pthread_create(&t, NULL, alloc_100, &o) == 0);
@@ -285,7 +286,7 @@ static void *alloc_nb(void *arg) {
 
 HKT_TEST(same_block_freed_by_two_other_threads_reported_once) {
     trep rep;
-    hk_zone *z = mk(&rep);
+    hk_zone *z = mk_thr(&rep);
     static void *p[NB];
     pthread_barrier_t bar;
     pthread_barrier_init(&bar, NULL, 2);
@@ -330,7 +331,7 @@ static void *owner_allocs_then_frees(void *arg) {
 
 HKT_TEST(owner_and_other_thread_free_same_blocks_reported_once) {
     trep rep;
-    hk_zone *z = mk(&rep);
+    hk_zone *z = mk_thr(&rep);
     static void *p[NB];
     pthread_barrier_t bar;
     pthread_barrier_init(&bar, NULL, 2);
@@ -367,7 +368,7 @@ static void *free_bad(void *arg) {
 
 HKT_TEST(foreign_and_interior_pointer_from_other_thread_reported) {
     trep rep;
-    hk_zone *z = mk(&rep);
+    hk_zone *z = mk_thr(&rep);
     bad_ctx c = {.z = z, .blk = hk_zone_alloc(z, 200)};
     pthread_t t;
     REQUIRE(pthread_create(&t, NULL, free_bad, &c) == 0);
@@ -408,7 +409,7 @@ static void *fill_every_class(void *arg) {
 
 HKT_TEST(last_slot_written_whole_leaves_run_bookkeeping_intact) {
     trep rep;
-    hk_zone *z = mk(&rep);
+    hk_zone *z = mk_thr(&rep);
     pthread_t t;
     void *res = NULL;
     REQUIRE(pthread_create(&t, NULL, fill_every_class, z) == 0);
@@ -487,7 +488,7 @@ static void *free_two(void *arg) {
  * is held between its bit and its queueing while the owner collects. */
 HKT_TEST(run_not_released_under_a_remote_freer_in_flight) {
     trep rep;
-    hk_zone *z = mk(&rep);
+    hk_zone *z = mk_thr(&rep);
     REQUIRE(z != NULL);
     hk__zone_remote_pause = remote_pause;
     enum { SZ = 6000, MAXB = 64 };
@@ -560,7 +561,7 @@ static int remote_free_n(hk_zone *z, void **p, int n) {
  * freed slots before the current run's untouched ones. */
 HKT_TEST(owner_reuses_remotely_freed_slots_before_carving) {
     trep rep;
-    hk_zone *z = mk(&rep);
+    hk_zone *z = mk_thr(&rep);
     REQUIRE(z != NULL);
     enum { MAXK = 512, SZ = 6000, MAXB = 64 };
     static void *a[MAXK], *b[MAXK];
@@ -585,21 +586,11 @@ HKT_TEST(owner_reuses_remotely_freed_slots_before_carving) {
     }
     /* a full run with slots freed remotely comes before the current run's
      * untouched slots */
-    void *c[MAXB + 1];
-    c[0] = hk_zone_alloc(z, SZ);
-    REQUIRE(c[0] != NULL);
-    zone_run *r1 = run_of(c[0]);
-    unsigned ns = r1->nslots;
-    REQUIRE(ns >= 2 && ns <= MAXB);
-    for (unsigned i = 1; i <= ns; i++) REQUIRE((c[i] = hk_zone_alloc(z, SZ)) != NULL);
-    zone_run *r2 = run_of(c[ns]);
-    REQUIRE(r2 != r1);
-    /* the carve may have put r2's next slots (in pages it touched) on its
-     * free list: use them, so that r2's only free slots are untouched */
-    void *e[MAXB];
-    unsigned ne = 0;
-    while (r2->free && ne < MAXB) REQUIRE((e[ne++] = hk_zone_alloc(z, SZ)) != NULL);
-    REQUIRE(!r2->free && r2->bump < r2->nslots);
+    void *c[MAXB + 1], *e[MAXB];
+    unsigned ne;
+    zone_run *r1, *r2;
+    unsigned ns = zt_full_run_then_next(z, SZ, c, MAXB, e, &ne, &r1, &r2);
+    REQUIRE(ns != 0);
     uint32_t carved2 = r2->bump;
     CHECK_EQ(remote_free_n(z, c, (int)ns - 1), 0); /* r1 keeps one used slot */
     void *d = hk_zone_alloc(z, SZ);
@@ -622,24 +613,14 @@ HKT_TEST(owner_reuses_remotely_freed_slots_before_carving) {
  * (a churning thread's peak RSS: 1.5 -> 1.3 MiB on suite threads). */
 HKT_TEST(owner_reuses_own_freed_slots_in_older_runs_before_carving) {
     trep rep;
-    hk_zone *z = mk(&rep);
+    hk_zone *z = mk_thr(&rep);
     REQUIRE(z != NULL);
     enum { SZ = 6000, MAXB = 64 };
-    void *c[MAXB + 1];
-    c[0] = hk_zone_alloc(z, SZ);
-    REQUIRE(c[0] != NULL);
-    zone_run *r1 = run_of(c[0]);
-    unsigned ns = r1->nslots;
-    REQUIRE(ns >= 2 && ns <= MAXB);
-    for (unsigned i = 1; i <= ns; i++) REQUIRE((c[i] = hk_zone_alloc(z, SZ)) != NULL);
-    zone_run *r2 = run_of(c[ns]);
-    REQUIRE(r2 != r1);
-    /* the carve may have put r2's next slots (in pages it touched) on its
-     * free list: use them, so that r2's only free slots are untouched */
-    void *e[MAXB];
-    unsigned ne = 0;
-    while (r2->free && ne < MAXB) REQUIRE((e[ne++] = hk_zone_alloc(z, SZ)) != NULL);
-    REQUIRE(!r2->free && r2->bump < r2->nslots);
+    void *c[MAXB + 1], *e[MAXB];
+    unsigned ne;
+    zone_run *r1, *r2;
+    unsigned ns = zt_full_run_then_next(z, SZ, c, MAXB, e, &ne, &r1, &r2);
+    REQUIRE(ns != 0);
     uint32_t carved2 = r2->bump;
     for (unsigned i = 0; i + 1 < ns; i++) CHECK_EQ(hk_zone_free(z, c[i]), HK_OK); /* r1 keeps one */
     void *d = hk_zone_alloc(z, SZ);
@@ -675,7 +656,7 @@ static void *realloc_other(void *arg) {
  * slot reported; another thread's slot handled by the general path. */
 HKT_TEST(owner_realloc_in_place_moved_and_misused) {
     trep rep;
-    hk_zone *z = mk(&rep);
+    hk_zone *z = mk_thr(&rep);
     REQUIRE(z != NULL);
     unsigned char *p = hk_zone_alloc(z, 200);
     REQUIRE(p != NULL);
@@ -720,7 +701,7 @@ HKT_TEST(owner_realloc_in_place_moved_and_misused) {
  * list (so the next allocations take the inline path); none beyond it. */
 HKT_TEST(carve_batch_stays_in_the_touched_page) {
     trep rep;
-    hk_zone *z = mk(&rep);
+    hk_zone *z = mk_thr(&rep);
     REQUIRE(z != NULL);
     enum { N = 40 };
     unsigned char *p = hk_zone_alloc(z, N); /* a new run: its first slot, carved */

@@ -1,0 +1,244 @@
+/* Zone: small-block runs in zones of every shape: without runs (the
+ * HK_ZONE_NO_RUNS flag and the debug flags), growing from the OS, tiny
+ * fixed zones, and two regions freed alternately. */
+#define _GNU_SOURCE 1 /* open_memstream */
+#include "zone_runs_test_util.h"
+
+static void runs_off_with(uint32_t flags) {
+    hkt_errors errs = {0};
+    hk_zone *z = mk(&errs, flags);
+    REQUIRE(z != NULL);
+    void *p = hk_zone_alloc(z, 40); /* the first block of an empty zone: the free rest follows it */
+    REQUIRE(p != NULL);
+    void *more[20];
+    for (int i = 0; i < 20; i++) more[i] = hk_zone_alloc(z, (size_t)i * 50);
+    for (int i = 0; i < 20; i++) CHECK_EQ(hk_zone_free(z, more[i]), HK_OK);
+    void *q = hk_zone_alloc(z, 40);
+    REQUIRE(q != NULL);
+    size_t runs = 99;
+    char *d = dump_str(z, &runs);
+    CHECK(d != NULL && strstr(d, "run of") == NULL);
+    CHECK_EQ(runs, 0);
+    free(d);
+    hk_block_info info;
+    CHECK_EQ(hk_zone_where(z, (unsigned char *)p - 8, &info), HK_OK);
+    CHECK(info.name == NULL);
+    CHECK_EQ(hk_zone_free(z, q), HK_OK);
+    if (flags & HK_ZONE_NO_RUNS) {
+        /* a small untracked block takes its tag record from the free block after it */
+        CHECK_EQ(hk_zone_change_tag(z, p, HK_TAG_LEVEL), HK_OK);
+        CHECK_EQ(hk_zone_tag(z, p), HK_TAG_LEVEL);
+    }
+    CHECK_EQ(errs.count, 0);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    CHECK_EQ(hk_zone_free(z, p), HK_OK);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    hk_zone_destroy(z);
+}
+
+HKT_TEST(runs_off_no_runs_and_debug_flags) {
+    runs_off_with(HK_ZONE_NO_RUNS);
+    runs_off_with(HK_FLAG_FILL);
+    runs_off_with(HK_ZONE_TRACK_ALL);
+    /* with runs on, the same block is a slot and cannot take a record */
+    hkt_errors errs = {0};
+    hk_zone *z = mk(&errs, 0);
+    REQUIRE(z != NULL);
+    void *p = hk_zone_alloc(z, 40);
+    CHECK_EQ(hk_zone_change_tag(z, p, HK_TAG_LEVEL), HK_ERR_NOMEM);
+    /* tagged, ex and memalign allocations never come from runs */
+    void *owner = NULL;
+    void *t = hk_zone_alloc_tagged(z, 40, HK_TAG_STATIC, &owner, NULL);
+    void *e = hk_zone_alloc_ex(z, &(hk_zone_alloc_desc){.size = 40});
+    REQUIRE(t && e);
+    /* e is a TLSF block with the free rest of the zone after it: it can take a record */
+    CHECK_EQ(hk_zone_change_tag(z, e, HK_TAG_LEVEL), HK_OK);
+    CHECK_EQ(hk_zone_change_tag(z, t, HK_TAG_LEVEL), HK_OK);
+    void *m = hk_zone_alloc_aligned(z, 64, 40);
+    REQUIRE(m != NULL);
+    CHECK_EQ(count_runs(z), 1); /* only p's */
+    CHECK_EQ(errs.count, 1);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    hk_zone_destroy(z);
+}
+
+HKT_TEST(runs_growing_zone) {
+    hkt_errors errs = {0};
+    hk_zone *z = hk_zone_create(&(hk_zone_desc){.size = 64 << 10,
+                                                .grow_size = 64 << 10,
+                                                .name = "grow",
+                                                .on_error = hkt_on_error,
+                                                .error_user = &errs});
+    REQUIRE(z != NULL);
+    hk_stats s0, s;
+    hk_zone_stats(z, &s0);
+    enum { K = 14, N = 200 };
+    static unsigned char *ps[K][N];
+    size_t asked = 0;
+    for (int k = 0; k < K; k++) {
+        unsigned c = k == K - 1 ? ZONE_NCLS - 1 : (unsigned)k * 5; /* classes 0, 5, ..., 60, 62 */
+        size_t n = zone_cls_stride(c) - 8 - (size_t)k;
+        REQUIRE(zone_cls_of(n) == c);
+        for (int i = 0; i < N; i++) {
+            ps[k][i] = hk_zone_alloc(z, n);
+            REQUIRE(ps[k][i] != NULL);
+            CHECK_EQ(hk_zone_usable_size(z, ps[k][i]), zone_cls_stride(c) - 8);
+            ps[k][i][0] = (unsigned char)k;
+            ps[k][i][n - 1] = (unsigned char)i;
+        }
+        asked += N * n;
+    }
+    hk_zone_stats(z, &s);
+    CHECK(s.capacity > s0.capacity);
+    CHECK_EQ(s.live_blocks, K * N);
+    CHECK_EQ(s.used, asked);
+    CHECK_EQ(errs.count, 0);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    size_t runs = count_runs(z);
+    CHECK(runs >= K);
+    size_t damaged = 0;
+    for (int k = K - 1; k >= 0; k--) {
+        unsigned c = k == K - 1 ? ZONE_NCLS - 1 : (unsigned)k * 5;
+        size_t n = zone_cls_stride(c) - 8 - (size_t)k;
+        for (int i = 0; i < N; i++) {
+            if (ps[k][i][0] != (unsigned char)k || ps[k][i][n - 1] != (unsigned char)i) damaged++;
+            CHECK_EQ(hk_zone_free(z, ps[k][i]), HK_OK);
+        }
+        if (k % 4 == 0) CHECK_EQ(hk_zone_check(z), HK_OK);
+    }
+    CHECK_EQ(damaged, 0);
+    end_empty(z, &errs);
+}
+
+HKT_TEST(runs_small_fixed_zone) {
+    hkt_errors errs = {0};
+    static unsigned char mem[(sizeof(hk_zone) + 63) / 64 * 64 + (16 << 10)] __attribute__((aligned(64)));
+    /* 16 KiB of caller memory cannot even hold the control block */
+    CHECK(mk_in(&errs, mem, 16 << 10, 0) == NULL);
+    hk_zone *z = mk_in(&errs, mem, sizeof mem, 0); /* a 16 KiB heap */
+    REQUIRE(z != NULL);
+    hk_stats s;
+    hk_zone_stats(z, &s);
+    CHECK(s.capacity > (15 << 10) && s.capacity <= (16 << 10));
+    enum { MAXP = 2000 };
+    static void *ps[MAXP];
+    size_t np = 0, bigs = 0, smalls = 0;
+    /* a few small ones (runs of small classes only: a run takes at most
+     * 1/16 of the capacity), then 4 KiB blocks until none fits */
+    for (int i = 0; i < 10; i++) {
+        ps[np] = hk_zone_alloc(z, 24 + (size_t)i % 3 * 40);
+        REQUIRE(ps[np] != NULL);
+        np++;
+    }
+    CHECK(count_runs(z) >= 1);
+    void *p300 = hk_zone_alloc(z, 300); /* its class's run would exceed 1/16: a TLSF block */
+    REQUIRE(p300 != NULL);
+    CHECK_EQ(hk_zone_usable_size(z, p300), 312);
+    CHECK_EQ(count_runs(z), 3);
+    CHECK_EQ(errs.count, 0);
+    while (np < MAXP && (ps[np] = hk_zone_alloc(z, 4096)) != NULL) np++, bigs++;
+    CHECK(bigs >= 2);
+    CHECK_EQ(errs.count, 1);
+    CHECK_EQ(errs.last_kind, HK_EK_NOMEM);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    while (np < MAXP && (ps[np] = hk_zone_alloc(z, 24)) != NULL) np++, smalls++;
+    CHECK(np < MAXP);
+    CHECK(smalls >= 1);
+    CHECK_EQ(errs.count, 2);
+    CHECK_EQ(errs.last_kind, HK_EK_NOMEM);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    for (size_t i = 0; i < np; i++) CHECK_EQ(hk_zone_free(z, ps[i]), HK_OK);
+    CHECK_EQ(hk_zone_free(z, p300), HK_OK);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    /* everything back: the kept empty runs are trimmed for a block of
+     * nearly the whole heap */
+    CHECK(count_runs(z) >= 1);
+    void *x = hk_zone_alloc(z, s.capacity - 64);
+    CHECK(x != NULL);
+    CHECK_EQ(count_runs(z), 0);
+    CHECK_EQ(errs.count, 2);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    hk_zone_destroy(z);
+}
+
+/* Regression: shrinking a slot of the smallest class to a size of the same
+ * class stays in place (it used to move, copying for nothing). */
+HKT_TEST(runs_realloc_same_class_stays) {
+    hkt_errors errs = {0};
+    static unsigned char mem[256 << 10] __attribute__((aligned(64)));
+    hk_zone *z = hk_zone_create(
+        &(hk_zone_desc){.memory = mem, .size = sizeof mem, .on_error = hkt_on_error, .error_user = &errs});
+    REQUIRE(z != NULL);
+    unsigned char *p = hk_zone_alloc(z, 20);
+    REQUIRE(p != NULL);
+    memcpy(p, "abcde", 5);
+    unsigned char *q = hk_zone_realloc(z, p, 5);
+    CHECK(q == p);
+    CHECK_EQ(memcmp(q, "abcde", 5), 0);
+    hk_stats s;
+    hk_zone_stats(z, &s);
+    CHECK_EQ(s.used, 5);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    CHECK_EQ(errs.count, 0);
+    hk_zone_destroy(z);
+}
+
+/* Slots in a zone of two caller regions with a gap between them: frees
+ * that alternate between the regions all succeed (the free path moves its
+ * region hint), and misuse in the other region or in the gap is still
+ * reported as such. */
+HKT_TEST(runs_two_regions_alternating_frees) {
+    hkt_errors errs = {.quiet = 1};
+    unsigned char *ra = g_mem, *rb = g_mem + (2 << 20), *gap = g_mem + (3 << 19);
+    hk_zone *z = mk_in(&errs, ra, 1 << 20, 0);
+    REQUIRE(z != NULL);
+    memset(rb, 0, 1 << 20);
+    CHECK_EQ(hk_zone_add_region(z, rb, 1 << 20), HK_OK);
+    enum { N = 40000 };
+    static unsigned char *p[N];
+    size_t na = 0, nb = 0, n = 0;
+    while (n < N) {
+        size_t sz = 16 + rnd() % 200;
+        unsigned char *q = hk_zone_alloc(z, sz);
+        if (!q) break;
+        if (q < rb)
+            na++;
+        else
+            nb++;
+        p[n++] = q;
+        if (nb > 1000) break;
+    }
+    REQUIRE(na > 1000 && nb > 1000);
+    /* one slot of each region, in turn */
+    size_t ia = 0, ib = 0, misuses = 0;
+    while (ia < n || ib < n) {
+        while (ia < n && (!p[ia] || p[ia] >= rb)) ia++;
+        if (ia < n) {
+            CHECK_EQ(hk_zone_free(z, p[ia]), HK_OK);
+            p[ia] = NULL;
+        }
+        while (ib < n && (!p[ib] || p[ib] < rb)) ib++;
+        if (ib < n) {
+            unsigned char *q = p[ib];
+            CHECK_EQ(hk_zone_free(z, q), HK_OK);
+            p[ib] = NULL;
+            if (ib + 1 >= n || errs.count) continue;
+            /* a double free in region b right after a free in region a */
+            while (ia < n && (!p[ia] || p[ia] >= rb)) ia++;
+            if (ia < n && (ib & 255) == 0) {
+                CHECK_EQ(hk_zone_free(z, p[ia]), HK_OK);
+                p[ia] = NULL;
+                CHECK_EQ(hk_zone_free(z, q), HK_ERR_DOUBLE_FREE);
+                CHECK_EQ(errs.last_kind, HK_EK_DOUBLE_FREE);
+                /* a pointer into the gap between the regions */
+                CHECK_EQ(hk_zone_free(z, gap), HK_ERR_FOREIGN);
+                CHECK_EQ(errs.last_kind, HK_EK_FOREIGN_PTR);
+                CHECK_EQ(hk_zone_check(z), HK_OK);
+                hkt_errors_reset(&errs);
+                misuses++;
+            }
+        }
+    }
+    CHECK(misuses > 3);
+    end_empty(z, &errs);
+}

@@ -1,0 +1,112 @@
+/* tests/zone_runs_test_util.h - what the tests of the zone's small-block
+ * runs share (test_zone_runs.c, test_zone_runs_zones.c; test_zone_threads.c
+ * for the last helper): a zone on caller memory, a random stream, byte
+ * patterns, the end-of-test check, the dump as a string and its run count,
+ * and a full run followed by a second one whose carved batch is used up. */
+#ifndef HK_ZONE_RUNS_TEST_UTIL_H
+#define HK_ZONE_RUNS_TEST_UTIL_H
+
+#include "heapkit/zone.h"
+#include "hk_test.h"
+#include "zone_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* p with its provenance hidden (see raw() in test_zone.c). */
+__attribute__((unused)) static unsigned char *raw(void *p) {
+    __asm__ volatile("" : "+r"(p));
+    return (unsigned char *)p;
+}
+
+__attribute__((unused)) static unsigned char g_mem[4 << 20] __attribute__((aligned(64)));
+
+__attribute__((unused)) static hk_zone *mk_in(hkt_errors *errs, void *mem, size_t size, uint32_t flags) {
+    hkt_errors_reset(errs);
+    memset(mem, 0, size); /* no stale headers from an earlier test */
+    return hk_zone_create(&(hk_zone_desc){.memory = mem,
+                                          .size = size,
+                                          .flags = flags,
+                                          .name = "runs",
+                                          .on_error = hkt_on_error,
+                                          .error_user = errs});
+}
+__attribute__((unused)) static hk_zone *mk(hkt_errors *errs, uint32_t flags) {
+    return mk_in(errs, g_mem, sizeof g_mem, flags);
+}
+
+__attribute__((unused)) static uint64_t g_rng;
+__attribute__((unused)) static uint32_t rnd(void) {
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return (uint32_t)(g_rng >> 16);
+}
+
+__attribute__((unused)) static size_t stride_of(size_t n) { return zone_cls_stride(zone_cls_of(n)); }
+__attribute__((unused)) static unsigned char pat(size_t i, size_t k) {
+    return (unsigned char)(i * 31u + k * 7u + 1u);
+}
+
+__attribute__((unused)) static int bytes_are(const unsigned char *p, size_t n, size_t from) {
+    for (size_t k = 0; k < n; k++)
+        if (p[k] != pat(from, k)) return 0;
+    return 1;
+}
+
+/* The zone holds nothing, nothing was reported, check passes; destroys it. */
+__attribute__((unused)) static void end_empty(hk_zone *z, const hkt_errors *errs) {
+    hk_stats st;
+    hk_zone_stats(z, &st);
+    CHECK_EQ(st.used, 0);
+    CHECK_EQ(st.live_blocks, 0);
+    CHECK_EQ(errs->count, 0);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    hk_zone_destroy(z);
+}
+
+/* The dump as a string (free it); *runs gets the number of "run of" lines. */
+__attribute__((unused)) static char *dump_str(hk_zone *z, size_t *runs) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return NULL;
+    hk_zone_dump(z, hk_print_file, f);
+    fclose(f);
+    if (runs) {
+        *runs = 0;
+        for (const char *s = buf; (s = strstr(s, "run of")) != NULL; s++) (*runs)++;
+    }
+    return buf;
+}
+__attribute__((unused)) static size_t count_runs(hk_zone *z) {
+    size_t n = 0;
+    free(dump_str(z, &n));
+    return n;
+}
+
+/* Slots of `sz` bytes: a run filled to its last slot (c[0..ns-1], ns
+ * returned, at most maxb) and one slot of the next run (c[ns]), whose
+ * carved batch is then used up (e[0..*ne-1]) so that the second run's only
+ * free slots are untouched ones. 0 when a request fails or the runs are not
+ * laid out so. */
+__attribute__((unused)) static unsigned zt_full_run_then_next(hk_zone *z, size_t sz, void **c, unsigned maxb,
+                                                              void **e, unsigned *ne, zone_run **r1,
+                                                              zone_run **r2) {
+    if (!(c[0] = hk_zone_alloc(z, sz))) return 0;
+    *r1 = zone_run_of_slot(zone_from_user(raw(c[0])));
+    unsigned ns = (*r1)->nslots;
+    if (ns < 2 || ns > maxb) return 0;
+    for (unsigned i = 1; i <= ns; i++)
+        if (!(c[i] = hk_zone_alloc(z, sz))) return 0;
+    *r2 = zone_run_of_slot(zone_from_user(raw(c[ns])));
+    if (*r2 == *r1) return 0;
+    *ne = 0;
+    while ((*r2)->free && *ne < maxb)
+        if (!(e[(*ne)++] = hk_zone_alloc(z, sz))) return 0;
+    if ((*r2)->free || (*r2)->bump >= (*r2)->nslots) return 0;
+    return ns;
+}
+
+#endif /* HK_ZONE_RUNS_TEST_UTIL_H */
