@@ -607,15 +607,7 @@ HKT_TEST(freed_slots_in_older_run_reused_before_carving) {
     REQUIRE(ns != 0);
     uint32_t carved2 = r2->bump;
     for (unsigned i = 0; i + 1 < ns; i++) CHECK_EQ(hk_zone_free(z, c[i]), HK_OK); /* r1 keeps one */
-    void *d = hk_zone_alloc(z, SZ);
-    REQUIRE(d != NULL);
-    CHECK(zone_run_of_slot(zone_from_user(raw(d))) == r1);
-    CHECK_EQ(r2->bump, carved2);
-    CHECK_EQ(r2->state, ZONE_RUN_PARTIAL);
-    CHECK_EQ(hk_zone_check(z), HK_OK);
-    CHECK_EQ(hk_zone_free(z, d), HK_OK);
-    for (unsigned i = ns - 1; i <= ns; i++) CHECK_EQ(hk_zone_free(z, c[i]), HK_OK);
-    for (unsigned i = 0; i < ne; i++) CHECK_EQ(hk_zone_free(z, e[i]), HK_OK);
+    zt_older_run_serves_next(z, SZ, c, ns, e, ne, r1, r2, carved2);
     CHECK_EQ(errs.count, 0);
     CHECK_EQ(hk_zone_check(z), HK_OK);
     hk_zone_destroy(z);

@@ -593,14 +593,7 @@ HKT_TEST(owner_reuses_remotely_freed_slots_before_carving) {
     REQUIRE(ns != 0);
     uint32_t carved2 = r2->bump;
     CHECK_EQ(remote_free_n(z, c, (int)ns - 1), 0); /* r1 keeps one used slot */
-    void *d = hk_zone_alloc(z, SZ);
-    REQUIRE(d != NULL);
-    CHECK(run_of(d) == r1);
-    CHECK_EQ(r2->bump, carved2);
-    CHECK_EQ(hk_zone_check(z), HK_OK);
-    CHECK_EQ(hk_zone_free(z, d), HK_OK);
-    for (unsigned i = ns - 1; i <= ns; i++) CHECK_EQ(hk_zone_free(z, c[i]), HK_OK);
-    for (unsigned i = 0; i < ne; i++) CHECK_EQ(hk_zone_free(z, e[i]), HK_OK);
+    zt_older_run_serves_next(z, SZ, c, ns, e, ne, r1, r2, carved2);
     for (int i = 0; i < K; i++) CHECK_EQ(hk_zone_free(z, b[i]), HK_OK);
     CHECK_EQ(live_of(z), 0);
     CHECK_EQ(rep.count, 0);
@@ -623,14 +616,7 @@ HKT_TEST(owner_reuses_own_freed_slots_in_older_runs_before_carving) {
     REQUIRE(ns != 0);
     uint32_t carved2 = r2->bump;
     for (unsigned i = 0; i + 1 < ns; i++) CHECK_EQ(hk_zone_free(z, c[i]), HK_OK); /* r1 keeps one */
-    void *d = hk_zone_alloc(z, SZ);
-    REQUIRE(d != NULL);
-    CHECK(run_of(d) == r1);
-    CHECK_EQ(r2->bump, carved2);
-    CHECK_EQ(hk_zone_check(z), HK_OK);
-    CHECK_EQ(hk_zone_free(z, d), HK_OK);
-    for (unsigned i = ns - 1; i <= ns; i++) CHECK_EQ(hk_zone_free(z, c[i]), HK_OK);
-    for (unsigned i = 0; i < ne; i++) CHECK_EQ(hk_zone_free(z, e[i]), HK_OK);
+    zt_older_run_serves_next(z, SZ, c, ns, e, ne, r1, r2, carved2);
     CHECK_EQ(live_of(z), 0);
     CHECK_EQ(rep.count, 0);
     CHECK_EQ(hk_zone_check(z), HK_OK);

@@ -109,4 +109,22 @@ __attribute__((unused)) static unsigned zt_full_run_then_next(hk_zone *z, size_t
     return ns;
 }
 
+/* After zt_full_run_then_next and the first ns - 1 slots of c freed (by
+ * any thread): the next allocation comes from the first run r1, the second
+ * run r2 carves nothing more and is set aside on the partial list; then
+ * that block and the rest of c and e are freed. */
+__attribute__((unused)) static void zt_older_run_serves_next(hk_zone *z, size_t sz, void **c, unsigned ns,
+                                                             void **e, unsigned ne, const zone_run *r1,
+                                                             const zone_run *r2, uint32_t carved2) {
+    void *d = hk_zone_alloc(z, sz);
+    REQUIRE(d != NULL);
+    CHECK(zone_run_of_slot(zone_from_user(raw(d))) == r1);
+    CHECK_EQ(r2->bump, carved2);
+    CHECK_EQ(r2->state, ZONE_RUN_PARTIAL);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    CHECK_EQ(hk_zone_free(z, d), HK_OK);
+    for (unsigned i = ns - 1; i <= ns; i++) CHECK_EQ(hk_zone_free(z, c[i]), HK_OK);
+    for (unsigned i = 0; i < ne; i++) CHECK_EQ(hk_zone_free(z, e[i]), HK_OK);
+}
+
 #endif /* HK_ZONE_RUNS_TEST_UTIL_H */
