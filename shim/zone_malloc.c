@@ -125,21 +125,31 @@ static inline hk_zone *shim_zone(void) {
 /* malloc and free take the thread heap's inline paths first (one call
  * less than through hk_zone_alloc / hk_zone_free, which they would reach
  * the same way), then the public calls. */
-static inline __attribute__((always_inline)) void *shim_malloc(size_t n) {
+/* The first calls (the zone not made yet) and everything but the thread
+ * heap's inline paths: out of line, reached by a tail call, so that the
+ * inline paths keep nothing live across a call. */
+static HK__NOINLINE void *shim_malloc_slow(size_t n) {
     hk_zone *z = shim_zone();
-    if (HK__UNLIKELY(!z)) return NULL;
-    if (HK__LIKELY(n <= ZONE_RUN_MAX_REQ && z->fast == ZONE_FAST_THREADS)) {
+    return z ? hk_zone_alloc(z, n) : NULL;
+}
+static HK__NOINLINE void shim_free_slow(void *p) {
+    hk_zone *z = shim_zone();
+    if (z) (void)hk_zone_free(z, p);
+}
+
+static inline __attribute__((always_inline)) void *shim_malloc(size_t n) {
+    hk_zone *z = __atomic_load_n(&g_shim_ready, __ATOMIC_ACQUIRE);
+    if (HK__LIKELY(z != NULL && n <= ZONE_RUN_MAX_REQ && z->fast == ZONE_FAST_THREADS)) {
         void *u = zone_thr_alloc(z, n);
         if (HK__LIKELY(u != NULL)) return u;
     }
-    return hk_zone_alloc(z, n);
+    return shim_malloc_slow(n);
 }
 
 static inline __attribute__((always_inline)) void shim_free(void *p) {
-    hk_zone *z = shim_zone();
-    if (HK__UNLIKELY(!z) || !p) return;
-    if (HK__LIKELY(z->fast == ZONE_FAST_THREADS) && zone_thr_free_owned(z, p)) return;
-    (void)hk_zone_free(z, p);
+    hk_zone *z = __atomic_load_n(&g_shim_ready, __ATOMIC_ACQUIRE);
+    if (HK__LIKELY(z != NULL && z->fast == ZONE_FAST_THREADS) && p && zone_thr_free_owned(z, p)) return;
+    if (p) shim_free_slow(p);
 }
 
 static void *shim_realloc(void *p, size_t n) {

@@ -388,34 +388,15 @@ static HK__NOINLINE hk_result zone_free_threads(hk_zone *z, void *p) {
 hk_result hk_zone_free(hk_zone *z, void *p) {
     if (HK__UNLIKELY(!z)) return HK_ERR_INVALID;
     if (HK__UNLIKELY(!p)) return HK_OK;
-    /* Fast path: a used slot, no lock hooks. Anything unusual goes through
-     * hk__zone_lookup, which reports. A pointer outside the hinted region
-     * (a zone of several regions) finds its region by zone_find_region,
-     * which moves the hint, and stays on this path. */
+    /* Fast path: a used slot, no lock hooks (zone_fast_slot validates p
+     * as an integer before reading any header). Anything unusual goes
+     * through hk__zone_lookup, which reports. */
     if (HK__LIKELY(z->fast == ZONE_FAST_RUNS)) {
-        /* the address is validated as an integer: the header pointer is
-         * formed only once p is known to lie inside a region (a wild p such
-         * as (void *)1 would make p - ZONE_HDR wrap, undefined behaviour) */
-        const zone_region *hr = &z->regions[z->region_hint];
-        uintptr_t a = (uintptr_t)p;
-        int in = a >= (uintptr_t)hr->base + ZONE_HDR && a <= (uintptr_t)hr->end;
-        if (HK__UNLIKELY(!in) && z->nregions > 1) {
-            int ri = zone_find_region(z, p);
-            if (ri >= 0) {
-                hr = &z->regions[ri];
-                in = a >= (uintptr_t)hr->base + ZONE_HDR && a <= (uintptr_t)hr->end;
-            }
-        }
-        if (HK__LIKELY(in && !(a & 15))) {
-            zone_blk *b = zone_from_user(p);
-            if (HK__LIKELY(!zone_is_poisoned(b, ZONE_HDR))) {
-                uint64_t w;
-                zone_run *r = zone_slot_used_run(hr, b, &w);
-                if (HK__LIKELY(r != NULL)) {
-                    zone_slot_free_w(z, b, r, w);
-                    return HK_OK;
-                }
-            }
+        uint64_t w;
+        zone_run *r = zone_fast_slot(z, p, &w);
+        if (HK__LIKELY(r != NULL)) {
+            zone_slot_free_w(z, zone_from_user(p), r, w);
+            return HK_OK;
         }
     } else if (z->fast == ZONE_FAST_THREADS) {
         return zone_free_threads(z, p); /* out of line: the runs' path above keeps its registers */
@@ -530,9 +511,31 @@ static void *zone_realloc_impl(hk_zone *z, void *p, size_t n) {
     return q;
 }
 
+/* A plain zone's realloc of p, a used slot validated by zone_fast_slot
+ * (run r, header word w; no lock hooks): in place when n fits the slot
+ * (zone_slot_fits: the header changes by one xor), else moved to a block
+ * from hk_zone_alloc with the bytes copied and p freed, or NULL when no
+ * block could be had (p unchanged; the alloc reported). */
+static void *zone_realloc_fast(hk_zone *z, void *p, size_t n, zone_run *r, uint64_t w) {
+    zone_blk *b = zone_from_user(p);
+    size_t area = r->stride - ZONE_OVERLAP, old_req = area - ((uint32_t)w >> 19);
+    if (zone_slot_fits(w, area, n)) {
+        zone_slot_resize_w(b, w, area, n);
+        z->used_req = z->used_req - old_req + n;
+        if (z->used_req > z->peak_used) z->peak_used = z->used_req;
+        return p;
+    }
+    void *q = hk_zone_alloc(z, n);
+    if (q) {
+        memcpy(q, p, n < old_req ? n : old_req);
+        zone_slot_free_w(z, b, r, w); /* p's run and header are as validated: a used slot stays */
+    }
+    return q;
+}
+
 /* A threads zone's realloc of p when it is a used slot of the calling
  * thread's own heap, p validated once: returns 1 with *out set to p itself
- * when n fits the slot (the rule of zone_slot_resize: it fits and wastes at
+ * when n fits the slot (zone_slot_fits: it fits and wastes at
  * most half the slot, or is of the slot's own class; the header changes by
  * one xor), else to a new block from hk_zone_alloc with the bytes copied
  * and p freed by the owner's path, or to NULL when no block could be had (p
@@ -542,14 +545,10 @@ static int zone_realloc_owned(hk_zone *z, void *p, size_t n, void **out) {
     zone_run *r;
     if (!zone_thr_owned_slot(z, p, &w, &r)) return 0;
     zone_blk *b = zone_from_user(p);
-    uint32_t word = (uint32_t)w, old_slack = word >> 19;
-    size_t area = r->stride - ZONE_OVERLAP, old_req = area - old_slack;
-    if (n <= area && (n >= area / 2 || zone_cls_of(n) == ((word >> 12) & 0x7fu))) {
+    size_t area = r->stride - ZONE_OVERLAP, old_req = area - ((uint32_t)w >> 19);
+    if (zone_slot_fits(w, area, n)) {
         zone_heap *h = hk__zone_tl_cur.h;
-        uint32_t d = old_slack ^ (uint32_t)(area - n);
-        zone_hdr_store(b, w ^ ((uint64_t)d << 19) ^ ((uint64_t)d << 51));
-        zone_unpoison(p, n);
-        if (area - n > ZONE_OVERLAP) zone_poison((unsigned char *)p + n, area - n - ZONE_OVERLAP);
+        zone_slot_resize_w(b, w, area, n);
         __atomic_store_n(&h->used_req, h->used_req - old_req + n, __ATOMIC_RELAXED);
         *out = p;
         return 1;
@@ -569,7 +568,11 @@ static int zone_realloc_owned(hk_zone *z, void *p, size_t n, void **out) {
 void *hk_zone_realloc(hk_zone *z, void *p, size_t size) {
     if (!z) return NULL;
     if (!p) return hk_zone_alloc(z, size);
-    if (z->fast == ZONE_FAST_THREADS) {
+    if (HK__LIKELY(z->fast == ZONE_FAST_RUNS)) {
+        uint64_t w;
+        zone_run *r = zone_fast_slot(z, p, &w);
+        if (HK__LIKELY(r != NULL)) return zone_realloc_fast(z, p, size, r, w);
+    } else if (z->fast == ZONE_FAST_THREADS) {
         void *q;
         if (HK__LIKELY(zone_realloc_owned(z, p, size, &q))) return q;
     }

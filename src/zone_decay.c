@@ -117,7 +117,7 @@ void hk__zone_decay_tick(hk_zone *z) {
             return;
         }
         __atomic_store_n(&z->decay_armed, 1, __ATOMIC_SEQ_CST);
-        /* every thread heap polls at its next free (hk__zone_thr_poll
+        /* every thread heap polls at its next free (hk__zone_thr_free_tail
          * stores its next poll, then reads decay_armed: one of the two sees
          * the other) */
         for (zone_heap *h = z->heaps; h; h = h->next)

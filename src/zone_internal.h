@@ -200,7 +200,13 @@ struct hk_zone {
     int runs_on;          /* small blocks come from runs (not HK_ZONE_NO_RUNS, no debug flag) */
     uint32_t region_hint; /* the region of the last pointer looked up */
     int fast;             /* ZONE_FAST_*: which lock-free path hk_zone_alloc/free take (fixed at create) */
-    hk__core core;        /* names, error hook, lock hooks, flags, paranoid check */
+    /* The hint region's user pointers are the a with a - hint_lo <= hint_span
+     * (hint_lo: its base + ZONE_HDR; hint_span: its end - hint_lo): the
+     * fast free's bounds test in one compare. Both 0 with no region.
+     * zone_hint_sync keeps them. */
+    uintptr_t hint_lo;
+    size_t hint_span;
+    hk__core core; /* names, error hook, lock hooks, flags, paranoid check */
     zone_runset runs;
     uint32_t fl_map;
     uint32_t sl_map[ZONE_FL_COUNT];
@@ -524,6 +530,20 @@ static inline int zone_region_index(const hk_zone *z, const void *p) {
     return -1;
 }
 
+/* Sets hint_lo and hint_span from region_hint (0 when it is out of range)
+ * after the regions or the hint changed. */
+static inline void zone_hint_sync(hk_zone *z) {
+    if (z->region_hint >= z->nregions) z->region_hint = 0;
+    if (!z->nregions) {
+        z->hint_lo = 0; /* a - 0 <= 0 holds for a == 0 only, never a user pointer */
+        z->hint_span = 0;
+        return;
+    }
+    const zone_region *r = &z->regions[z->region_hint];
+    z->hint_lo = (uintptr_t)r->base + ZONE_HDR;
+    z->hint_span = (uintptr_t)r->end - z->hint_lo;
+}
+
 /* The index of the region holding p, or -1: the region of the last lookup
  * when p is in it, else a binary search, which moves the hint (so frees
  * alternating between regions do not all search). Lock held, or no lock
@@ -535,7 +555,10 @@ static inline int zone_find_region(hk_zone *z, const void *p) {
                    a < (uintptr_t)hr->end + ZONE_HDR))
         return (int)z->region_hint;
     int ri = zone_region_index(z, p);
-    if (ri >= 0) z->region_hint = (uint32_t)ri;
+    if (ri >= 0 && (uint32_t)ri != z->region_hint) {
+        z->region_hint = (uint32_t)ri;
+        zone_hint_sync(z);
+    }
     return ri;
 }
 

@@ -16,7 +16,8 @@
  *  - a growing zone's first region may have reserved address space after
  *    its end marker (reserve_end), committed chunk by chunk as it grows;
  *    os_grown is the OS memory taken by growth (not dedicated regions).
- *  - region_hint < nregions, or 0.
+ *  - region_hint < nregions, or 0; hint_lo and hint_span describe that
+ *    region (zone_bounds runs after every change of the regions).
  *  - memory fresh from the OS (a new region or an in-place extension,
  *    without HK_ZONE_PREFAULT) is untouched past its headers: its free
  *    block starts clean (zone_decay.c) when nothing merged into it, and
@@ -24,7 +25,9 @@
  */
 #include "zone_internal.h"
 
+/* lo, hi and the hint's bounds after the regions changed. */
 static void zone_bounds(hk_zone *z) {
+    zone_hint_sync(z);
     if (!z->nregions) {
         z->lo = z->hi = 0;
         return;
@@ -182,6 +185,7 @@ void hk__zone_release_all(hk_zone *z) {
         if (r->os_base) hk_os_release(r->os_base, r->os_size);
         z->nregions--;
     }
+    zone_bounds(z);
 }
 
 /* Grows region r in place by `add` bytes of freshly committed memory right

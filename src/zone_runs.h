@@ -231,38 +231,63 @@ static inline void *zone_slot_alloc(hk_zone *z, size_t n) {
     return zone_slot_finish(z, r, u, word, n);
 }
 
-/* The run of the slot at b whose (check-verified) header word is `word`,
- * or NULL when it names none in region rg. */
-static inline zone_run *zone_slot_run_w(const zone_region *rg, const zone_blk *b, uint32_t word) {
+/* The run of the slot at b whose header word is `word`, or NULL when it
+ * names none. lo is the lowest user pointer of b's region (its base +
+ * ZONE_HDR), b's user pointer is at least lo and at most the region's end.
+ * The run struct is below b (b - idx * stride - ZONE_RUN_SLOT0), so its
+ * bytes lie inside the region once its address is at least lo: no upper
+ * bound is needed, and the lower one is tested on the distance, which
+ * cannot wrap. */
+static inline zone_run *zone_slot_run_w(uintptr_t lo, const zone_blk *b, uint32_t word) {
     uint32_t cls = (word >> 12) & 0x7fu, idx = word & 0xfffu;
     if (cls >= ZONE_NCLS) return NULL;
     uint32_t stride = zone_cls_stride(cls);
-    uintptr_t ra = (uintptr_t)b - (uintptr_t)idx * stride - ZONE_RUN_SLOT0;
-    if (ra < (uintptr_t)rg->base + ZONE_HDR || ra + sizeof(zone_run) > (uintptr_t)rg->end) return NULL;
-    zone_run *r = (zone_run *)ra;
+    uintptr_t a = (uintptr_t)b + ZONE_HDR, off = (uintptr_t)idx * stride + ZONE_RUN_SLOT0 + ZONE_HDR;
+    if (off > a - lo) return NULL;
+    zone_run *r = (zone_run *)(a - off);
     if (r->first != (unsigned char *)r + ZONE_RUN_SLOT0 || r->stride != stride ||
         idx >= __atomic_load_n(&r->bump, __ATOMIC_RELAXED))
         return NULL;
     return r;
 }
 
-/* The run of the used slot whose user pointer is p, when p lies in region
- * rg, 16-aligned (the caller checked both), and the header says so; NULL
- * otherwise (the locked lookup then decides and reports). The header's tag
- * and bits must be a used untracked slot's, and its index and class must
- * place a run struct in the region whose first slot and stride agree and
- * whose carved slots include the index. That binds p to exactly one slot
- * of a genuine run: an interior or foreign pointer would need bytes laid
- * out as a run struct (its own address + ZONE_RUN_SLOT0, the stride) at
- * that distance. So the 16-bit check is not recomputed here: a header
- * damaged only in its slack passes, frees with a wrong byte count and
- * leaves a free header whose check fails, which hk_zone_check reports. *w
- * gets the header word. */
-static inline zone_run *zone_slot_used_run(const zone_region *rg, const zone_blk *b, uint64_t *w) {
+/* The run of the used slot whose user pointer is p (b = its header), when
+ * p lies in the region whose lowest user pointer is lo, 16-aligned (the
+ * caller checked both), and the header says so; NULL otherwise (the locked
+ * lookup then decides and reports). The header's tag and bits must be a
+ * used untracked slot's, and its index and class must place a run struct
+ * in the region whose first slot and stride agree and whose carved slots
+ * include the index. That binds p to exactly one slot of a genuine run: an
+ * interior or foreign pointer would need bytes laid out as a run struct
+ * (its own address + ZONE_RUN_SLOT0, the stride) at that distance. So the
+ * 16-bit check is not recomputed here: a header damaged only in its slack
+ * passes, frees with a wrong byte count and leaves a free header whose
+ * check fails, which hk_zone_check reports. *w gets the header word. */
+static inline zone_run *zone_slot_used_run(uintptr_t lo, const zone_blk *b, uint64_t *w) {
     uint64_t hw = zone_hdr_load(b);
     *w = hw;
     if (HK__UNLIKELY(((hw >> 32) & 0xffffu) != (HK_TAG_STATIC | (ZB_SLOT_USED << 8)))) return NULL;
-    return zone_slot_run_w(rg, b, (uint32_t)hw);
+    return zone_slot_run_w(lo, b, (uint32_t)hw);
+}
+
+/* A plain zone's lock-free test of a pointer to free or resize
+ * (ZONE_FAST_RUNS): the run of the used slot whose user pointer is p (its
+ * header word in *w), or NULL (anything else: the locked path decides and
+ * reports). p is validated as an integer before any header is read: inside
+ * the hint region (a zone of several regions moves the hint to p's), 16-
+ * aligned; then zone_slot_used_run. O(1); O(log regions) when the hint
+ * moves. */
+static inline zone_run *zone_fast_slot(hk_zone *z, const void *p, uint64_t *w) {
+    uintptr_t a = (uintptr_t)p, lo = z->hint_lo;
+    if (HK__UNLIKELY(a - lo > z->hint_span)) {
+        if (z->nregions < 2 || zone_find_region(z, p) < 0) return NULL;
+        lo = z->hint_lo;
+        if (a - lo > z->hint_span) return NULL;
+    }
+    if (HK__UNLIKELY(a & 15)) return NULL;
+    zone_blk *b = zone_from_user(p);
+    if (zone_is_poisoned(b, ZONE_HDR)) return NULL;
+    return zone_slot_used_run(lo, b, w);
 }
 
 /* Frees used slot b of run r (both validated), its header word being w.
@@ -286,19 +311,31 @@ static inline void zone_slot_free(hk_zone *z, zone_blk *b, zone_run *r) {
     zone_slot_free_w(z, b, r, zone_hdr_load(b));
 }
 
-/* Resizes used slot b in place to n bytes when n fits and wastes at most
- * half the slot (or is of the slot's own class): returns 1. Otherwise 0 and
- * the slot is unchanged (the caller moves it). O(1). */
+/* Whether a used slot of `area` user bytes, header word w, takes n bytes
+ * in place: n fits and wastes at most half the slot, or is of the slot's
+ * own class (a smaller class would not save a slot). */
+static inline int zone_slot_fits(uint64_t w, size_t area, size_t n) {
+    return n <= area && (n >= area / 2 || zone_cls_of(n) == (((uint32_t)w >> 12) & 0x7fu));
+}
+
+/* Makes used slot b (header word w, `area` user bytes) hold n <= area
+ * bytes: its slack changes in the header (one xor: the check folds the
+ * slack at the same two places as zone_w_use_delta) and in the poisoning.
+ * The caller adjusts the counters. */
+static inline void zone_slot_resize_w(zone_blk *b, uint64_t w, size_t area, size_t n) {
+    uint32_t d = ((uint32_t)w >> 19) ^ (uint32_t)(area - n);
+    zone_hdr_store(b, w ^ ((uint64_t)d << 19) ^ ((uint64_t)d << 51));
+    zone_unpoison(zone_user(b), n);
+    if (area - n > ZONE_OVERLAP) zone_poison(zone_user(b) + n, area - n - ZONE_OVERLAP);
+}
+
+/* Resizes used slot b in place to n bytes when zone_slot_fits: returns 1.
+ * Otherwise 0 and the slot is unchanged (the caller moves it). O(1). */
 static inline int zone_slot_resize(hk_zone *z, zone_blk *b, size_t n) {
-    zone_run *r = zone_run_of_slot(b);
-    unsigned char *u = zone_user(b);
-    size_t area = r->stride - ZONE_OVERLAP, old_req = area - zone_slot_slack(b);
-    if (n > area || (n < area / 2 && zone_cls_of(n) != zone_slot_cls(b))) return 0;
-    size_t slack = area - n;
-    zone_slot_set(b, zone_slot_word(zone_slot_idx(b), zone_slot_cls(b), (uint32_t)slack), HK_TAG_STATIC,
-                  ZB_SLOT_USED);
-    zone_unpoison(u, n);
-    if (slack > ZONE_OVERLAP) zone_poison(u + n, slack - ZONE_OVERLAP);
+    uint64_t w = zone_hdr_load(b);
+    size_t area = zone_run_of_slot(b)->stride - ZONE_OVERLAP, old_req = area - ((uint32_t)w >> 19);
+    if (!zone_slot_fits(w, area, n)) return 0;
+    zone_slot_resize_w(b, w, area, n);
     z->used_req = z->used_req - old_req + n;
     if (z->used_req > z->peak_used) z->peak_used = z->used_req;
     return 1;

@@ -151,8 +151,6 @@ static void zone_thr_settle_run(hk_zone *z, zone_heap *h, zone_run *r, int locke
     }
 }
 
-void hk__zone_thr_settle(hk_zone *z, zone_heap *h, zone_run *r) { zone_thr_settle_run(z, h, r, 0); }
-
 /* Reports a double free found by a collection (lock taken for the reporter
  * unless held). */
 static void zone_thr_report_late(hk_zone *z, zone_blk *b, int locked) {
@@ -247,7 +245,10 @@ static void zone_own_poll(hk_zone *z) {
     hk__zone_decay_poll_at(z, now, 1);
 }
 
-void hk__zone_thr_poll(hk_zone *z, zone_heap *h, uint64_t fc) { zone_thr_poll(z, h, fc, 0); }
+void hk__zone_thr_free_tail(hk_zone *z, zone_heap *h, zone_run *r, uint64_t fc) {
+    if (r->used == 0 || r->state == ZONE_RUN_FULL) zone_thr_settle_run(z, h, r, 0);
+    if (fc >= __atomic_load_n(&h->decay_poll_at, __ATOMIC_RELAXED)) zone_thr_poll(z, h, fc, 0);
+}
 
 void hk__zone_thr_trim(hk_zone *z) {
     for (zone_heap *h = z->heaps; h; h = h->next) {

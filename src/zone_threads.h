@@ -53,8 +53,6 @@ void hk__zone_fork_parent(hk_zone *z);
 void hk__zone_fork_child(hk_zone *z);
 /* Refill of class ci of heap h (collection first). */
 unsigned char *hk__zone_thr_refill(hk_zone *z, zone_heap *h, unsigned ci, zone_run **out, uint32_t *word);
-/* A run of h left full or emptied by an owner free. */
-void hk__zone_thr_settle(hk_zone *z, zone_heap *h, zone_run *r);
 /* Frees p when it is a used slot seen without the lock (owner or remote
  * path): 1; otherwise 0 and nothing done (the locked path decides). */
 int hk__zone_thr_free_fast(hk_zone *z, void *p);
@@ -124,9 +122,11 @@ static inline void *zone_thr_alloc(hk_zone *z, size_t n) {
     return hk__zone_thr_alloc_slow(z, n, r);
 }
 
-/* The owner's decay poll, when its free count reached h->decay_poll_at
- * (zone_threads.c). */
-void hk__zone_thr_poll(hk_zone *z, zone_heap *h, uint64_t fc);
+/* The rare end of an owner free (zone_threads.c): run r of h left full
+ * (now partial) or emptied is settled, and the decay clock is polled when
+ * h's free count fc reached h->decay_poll_at. One call in tail position, so
+ * the inline free keeps nothing live across it. */
+void hk__zone_thr_free_tail(hk_zone *z, zone_heap *h, zone_run *r, uint64_t fc);
 
 /* Frees used slot b (header word w, verified) of run r owned by h, the
  * calling thread's heap. */
@@ -142,8 +142,9 @@ static inline void zone_thr_free_owner(hk_zone *z, zone_heap *h, zone_blk *b, zo
     __atomic_store_n(&h->slot_bytes, h->slot_bytes - stride, __ATOMIC_RELAXED);
     uint64_t fc = h->free_count + 1;
     __atomic_store_n(&h->free_count, fc, __ATOMIC_RELAXED);
-    if (--r->used == 0 || r->state == ZONE_RUN_FULL) hk__zone_thr_settle(z, h, r);
-    if (HK__UNLIKELY(fc >= __atomic_load_n(&h->decay_poll_at, __ATOMIC_RELAXED))) hk__zone_thr_poll(z, h, fc);
+    if (HK__UNLIKELY(--r->used == 0 || r->state == ZONE_RUN_FULL ||
+                     fc >= __atomic_load_n(&h->decay_poll_at, __ATOMIC_RELAXED)))
+        hk__zone_thr_free_tail(z, h, r, fc);
 }
 
 /* The used slot at p when it belongs to a run of the calling thread's own
@@ -157,28 +158,19 @@ static inline void zone_thr_free_owner(hk_zone *z, zone_heap *h, zone_blk *b, zo
  * Returns 1 (the slot's header is at p - ZONE_HDR) or 0. */
 static inline int zone_thr_owned_slot(hk_zone *z, const void *p, uint64_t *w, zone_run **rp) {
     if (HK__UNLIKELY(hk__zone_tl_cur.zid != z->zid)) return 0;
-    uintptr_t a = (uintptr_t)p, lo = (uintptr_t)z->thr_lo;
-    uintptr_t hi = (uintptr_t)__atomic_load_n(&z->thr_hi, __ATOMIC_RELAXED);
-    if (HK__UNLIKELY(a < lo + 2 * ZONE_HDR || a > hi - ZONE_HDR || (a & 15))) return 0;
-    zone_blk *b = (zone_blk *)(a - ZONE_HDR);
+    /* [lo, end]: the first region's user pointers (thr_hi is its end + ZONE_HDR) */
+    uintptr_t a = (uintptr_t)p, lo = (uintptr_t)z->thr_lo + ZONE_HDR;
+    uintptr_t end = (uintptr_t)__atomic_load_n(&z->thr_hi, __ATOMIC_RELAXED) - ZONE_HDR;
+    if (HK__UNLIKELY(a - lo > end - lo || (a & 15))) return 0;
+    zone_blk *b = zone_from_user(p);
     if (zone_is_poisoned(b, ZONE_HDR)) return 0;
 #ifdef HK__TSAN
     /* a plain block's header is written under the lock without atomics:
      * look before the atomic load (the same load without TSan) */
     if (((zone_hdr_peek(b) >> 32) & 0xffffu) != (HK_TAG_STATIC | (ZB_SLOT_USED << 8))) return 0;
 #endif
-    uint64_t hw = zone_hdr_load(b);
-    uint32_t word = (uint32_t)hw, cls = (word >> 12) & 0x7fu, idx = word & 0xfffu;
-    if (HK__UNLIKELY(((hw >> 32) & 0xffffu) != (HK_TAG_STATIC | (ZB_SLOT_USED << 8)) || cls >= ZONE_NCLS))
-        return 0;
-    uint32_t stride = zone_cls_stride(cls);
-    uintptr_t ra = a - ZONE_HDR - (uintptr_t)idx * stride - ZONE_RUN_SLOT0;
-    if (HK__UNLIKELY(ra < lo + ZONE_HDR || ra > a)) return 0;
-    zone_run *r = (zone_run *)ra;
-    if (HK__UNLIKELY(r->owner != hk__zone_tl_cur.hid || r->first != (unsigned char *)r + ZONE_RUN_SLOT0 ||
-                     r->stride != stride || idx >= r->bump))
-        return 0;
-    *w = hw;
+    zone_run *r = zone_slot_used_run(lo, b, w);
+    if (HK__UNLIKELY(r == NULL || r->owner != hk__zone_tl_cur.hid)) return 0;
     *rp = r;
     return 1;
 }
