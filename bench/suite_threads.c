@@ -136,8 +136,11 @@ typedef struct shared {
     double unload_ns; /* total time thread 0 spent freeing levels */
 } shared;
 
+/* One per thread, each on cache lines of its own: `ops` is written on
+ * every operation, and neighbours sharing a line would make every
+ * allocator pay for the bench's own false sharing. */
 typedef struct worker {
-    shared *sh;
+    _Alignas(128) shared *sh;
     int id;
     long ops;
 } worker;

@@ -83,10 +83,13 @@
 #define ZONE_CLS_NLIN       (ZONE_CLS_LIN / 16u - 1u) /* 32 .. 256: 15 classes */
 #define ZONE_CLS_LOG2K      3u                        /* then 8 classes per doubling */
 #define ZONE_NCLS           (ZONE_CLS_NLIN + ((14u - ZONE_CLS_LIN_LOG2) << ZONE_CLS_LOG2K)) /* to 16 KiB */
-#define ZONE_RUN_TARGET     ((size_t)16 << 10) /* bytes of slots per run, before the slot-count limits */
-#define ZONE_RUN_MIN_SLOTS  4u
-#define ZONE_CARVE_SPAN     4096u /* a carve fills the slots of the pages it touches, at this granularity */
-#define ZONE_RUN_MAX_SLOTS  4095u /* slot index is 12 bits */
+#define ZONE_RUN_FIRST      ((size_t)16 << 10) /* bytes of slots of a class's first run, before the slot limits \
+                                                */
+#define ZONE_RUN_TARGET    ((size_t)32 << 10) /* runs replacing full ones double up to this */
+#define ZONE_RUN_CAP_SLOTS 512u /* slots per run at most (a threads zone's remote bitmap holds 512) */
+#define ZONE_RUN_MIN_SLOTS 4u
+#define ZONE_CARVE_SPAN    4096u /* a carve fills the slots of the pages it touches, at this granularity */
+#define ZONE_RUN_MAX_SLOTS 4095u /* slot index is 12 bits */
 #define ZONE_RUN_OFF                                                                                         \
     (HK_FLAG_FILL | HK_FLAG_CANARY | HK_FLAG_ZERO | HK_FLAG_PARANOID | HK_FLAG_RECORD_SITE |                 \
      HK_ZONE_TRACK_ALL | HK_ZONE_NO_RUNS)

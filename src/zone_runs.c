@@ -51,13 +51,22 @@ static inline void zone_partial_unlink(zone_cls *c, zone_run *r) {
     if (r->next) r->next->prev = r->prev;
 }
 
-/* Slots for a new run of `stride`-byte slots: ZONE_RUN_TARGET bytes of
- * them within the slot-count limits; in a zone that cannot grow, at most
- * 1/16 of the capacity (0: no run). */
-static size_t zone_run_slots(const hk_zone *z, uint32_t stride) {
-    size_t n = ZONE_RUN_TARGET / stride, cap = z->capacity / 16;
+/* Slots for a new run of `stride`-byte slots: ZONE_RUN_FIRST bytes of
+ * them for a class's first run; a run that replaces a full one of `prev`
+ * slots gets twice that one's bytes, up to ZONE_RUN_TARGET; at most
+ * ZONE_RUN_CAP_SLOTS and at least ZONE_RUN_MIN_SLOTS; in a zone that
+ * cannot grow, at most 1/16 of the capacity (0: no run). A busy class's
+ * larger runs make its allocations switch runs less often; a rarely used
+ * class keeps a small run, whose address space (a run's untouched slots
+ * cost address space only: slots are carved as they are first used) does
+ * not push the zone's high water up. */
+static size_t zone_run_slots(const hk_zone *z, uint32_t stride, uint32_t prev) {
+    size_t bytes = prev ? (size_t)prev * stride * 2 : ZONE_RUN_FIRST;
+    if (bytes < ZONE_RUN_FIRST) bytes = ZONE_RUN_FIRST;
+    if (bytes > ZONE_RUN_TARGET) bytes = ZONE_RUN_TARGET;
+    size_t n = bytes / stride, cap = z->capacity / 16;
     if (z->threads) cap = cap > ZONE_RUN_XBYTES ? cap - ZONE_RUN_XBYTES : 0;
-    if (n > ZONE_RUN_MAX_SLOTS) n = ZONE_RUN_MAX_SLOTS;
+    if (n > ZONE_RUN_CAP_SLOTS) n = ZONE_RUN_CAP_SLOTS;
     if (n < ZONE_RUN_MIN_SLOTS) n = ZONE_RUN_MIN_SLOTS;
     if (ZONE_RUN_HDR + n * stride > cap && !z->grow_size) {
         if (cap < ZONE_RUN_HDR + (size_t)ZONE_RUN_MIN_SLOTS * stride) return 0;
@@ -69,9 +78,9 @@ static size_t zone_run_slots(const hk_zone *z, uint32_t stride) {
 /* A new run of class ci from the TLSF core, or NULL (the caller falls back
  * to a plain block). Nothing is purged for a run; a growing zone grows.
  * O(1) (plus one mmap when growing). */
-zone_run *hk__zone_run_new(hk_zone *z, unsigned ci, struct zone_heap *h) {
+zone_run *hk__zone_run_new(hk_zone *z, unsigned ci, struct zone_heap *h, uint32_t prev) {
     uint32_t stride = zone_cls_stride(ci);
-    size_t n = zone_run_slots(z, stride), bsize;
+    size_t n = zone_run_slots(z, stride, prev), bsize;
     if (!n) return NULL;
     size_t need = ZONE_RUN_HDR + n * stride + (z->threads ? ZONE_RUN_XBYTES : 0);
     zone_blk *b = hk__zone_take(z, need, 16, &bsize);
@@ -193,6 +202,7 @@ HK__NOINLINE zone_run *hk__zone_slot_reuse(hk_zone *z, unsigned ci) {
 
 HK__NOINLINE unsigned char *hk__zone_slot_refill(hk_zone *z, unsigned ci, zone_run **out, uint32_t *word) {
     zone_cls *c = &z->runs.cls[ci];
+    uint32_t prev = c->cur ? c->cur->nslots : 0; /* a new run replacing a full one is larger */
     if (c->cur) {
         c->cur->state = ZONE_RUN_FULL;
         c->cur = NULL;
@@ -204,7 +214,7 @@ HK__NOINLINE unsigned char *hk__zone_slot_refill(hk_zone *z, unsigned ci, zone_r
         c->spare = NULL;
     } else {
         zone_decay_poll(z, 1); /* a new run: the clock, when a sweep is due */
-        if (!(r = hk__zone_run_new(z, ci, NULL))) return NULL;
+        if (!(r = hk__zone_run_new(z, ci, NULL, prev))) return NULL;
     }
     r->state = ZONE_RUN_CUR;
     c->cur = r;

@@ -28,7 +28,7 @@
  * set. Its slack is kept (stats subtract the pending bytes). */
 #define ZB_SLOT_REMOTE (ZB_RUN_MARK | ZB_EXT | ZB_PREV_USED)
 #define ZONE_XBITS     8u /* remote bitmap words: 512 slots at most per run of a threads zone */
-_Static_assert(ZONE_RUN_TARGET / 32u <= ZONE_XBITS * 64u, "a run's slots fit the remote bitmap");
+_Static_assert(ZONE_RUN_CAP_SLOTS <= ZONE_XBITS * 64u, "a run's slots fit the remote bitmap");
 
 struct zone_heap;
 
@@ -117,8 +117,9 @@ zone_run *hk__zone_slot_reuse(hk_zone *z, unsigned ci);
  * caller then releases it). Returns the slots freed. O(slots of r). */
 size_t hk__zone_run_free_all(hk_zone *z, zone_run *r);
 /* A new run of class ci (heap h in a threads zone, else NULL), on no
- * list, or NULL. Lock held. */
-zone_run *hk__zone_run_new(hk_zone *z, unsigned ci, struct zone_heap *h);
+ * list, or NULL; larger than the full run of `prev` slots it replaces (0:
+ * none; zone_runs.c's zone_run_slots gives the sizes). Lock held. */
+zone_run *hk__zone_run_new(hk_zone *z, unsigned ci, struct zone_heap *h, uint32_t prev);
 /* Gives the empty run r (on no list) back to the TLSF core. Returns the
  * merged free block. */
 zone_blk *hk__zone_run_release(hk_zone *z, zone_run *r);

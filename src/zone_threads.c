@@ -281,6 +281,7 @@ HK__NOINLINE unsigned char *hk__zone_thr_refill(hk_zone *z, zone_heap *h, unsign
     zone_cls *c = &h->cls[ci];
     if (__atomic_load_n(&h->remote_runs, __ATOMIC_RELAXED)) zone_thr_collect(z, h, 0);
     zone_run *r = c->cur;
+    uint32_t prev = r ? r->nslots : 0; /* a new run replacing a full one is larger */
     if (r) {
         unsigned char *u = zone_slot_pop(r, word); /* collection may have refilled it */
         if (u) {
@@ -298,7 +299,7 @@ HK__NOINLINE unsigned char *hk__zone_thr_refill(hk_zone *z, zone_heap *h, unsign
     } else {
         hk__core_lock(&z->core);
         zone_decay_poll(z, 1); /* a new run: the clock, when a sweep is due */
-        r = hk__zone_run_new(z, ci, h);
+        r = hk__zone_run_new(z, ci, h, prev);
         /* the peak, at run granularity: the totals when a heap grows */
         zone_sums sm;
         hk__zone_thr_sums(z, &sm, 0);

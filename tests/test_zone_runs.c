@@ -141,15 +141,18 @@ HKT_TEST(runs_slot_stats_calloc_and_random_mix) {
     end_empty(z, &errs);
 }
 
-/* Several runs of one class; freeing everything keeps the current run and
- * one spare; a request needing nearly the whole zone trims them. */
+/* Several runs of one class (the first of ZONE_RUN_FIRST bytes of slots,
+ * each one replacing a full run twice its size, up to ZONE_RUN_TARGET bytes
+ * of slots); freeing everything
+ * keeps the current run and one spare; a request needing nearly the whole
+ * zone trims them. */
 HKT_TEST(runs_lifecycle_and_trim) {
     hkt_errors errs = {0};
     hk_zone *z = mk(&errs, 0);
     REQUIRE(z != NULL);
     hk_stats s0, s;
     hk_zone_stats(z, &s0);
-    const size_t n = 200, st = stride_of(n), per_run = ZONE_RUN_TARGET / st;
+    const size_t n = 200, st = stride_of(n);
     CHECK_EQ(st, 208);
     enum { M = 400 };
     static void *ps[M];
@@ -158,7 +161,15 @@ HKT_TEST(runs_lifecycle_and_trim) {
         REQUIRE(ps[i] != NULL);
         memset(ps[i], (int)i, n);
     }
-    CHECK_EQ(count_runs(z), (M + per_run - 1) / per_run);
+    size_t runs = 0, slots = 0;
+    for (size_t k = ZONE_RUN_FIRST / st;
+         slots<M; k = k * 2> ZONE_RUN_TARGET / st ? ZONE_RUN_TARGET / st : k * 2)
+        slots += k, runs++;
+    CHECK_EQ(runs, 3); /* 78 + 156 + 312 slots */
+    CHECK_EQ(count_runs(z), runs);
+    CHECK_EQ(zone_run_of_slot(zone_from_user(ps[0]))->nslots, 78);
+    CHECK_EQ(zone_run_of_slot(zone_from_user(ps[78]))->nslots, 156);
+    CHECK_EQ(zone_run_of_slot(zone_from_user(ps[234]))->nslots, 312);
     CHECK_EQ(hk_zone_check(z), HK_OK);
     g_rng = 12345;
     for (size_t i = M - 1; i > 0; i--) {
