@@ -161,15 +161,16 @@ HKT_TEST(runs_lifecycle_and_trim) {
         REQUIRE(ps[i] != NULL);
         memset(ps[i], (int)i, n);
     }
-    size_t runs = 0, slots = 0;
-    for (size_t k = ZONE_RUN_FIRST / st;
-         slots<M; k = k * 2> ZONE_RUN_TARGET / st ? ZONE_RUN_TARGET / st : k * 2)
+    /* the runs in allocation order: 78 slots, then twice the bytes of the
+     * one before, up to ZONE_RUN_TARGET bytes */
+    size_t runs = 0, slots = 0, k = ZONE_RUN_FIRST / st;
+    while (slots < M) {
+        CHECK_EQ(zone_run_of_slot(zone_from_user(ps[slots]))->nslots, k);
         slots += k, runs++;
-    CHECK_EQ(runs, 3); /* 78 + 156 + 312 slots */
+        k = k * 2 * st > ZONE_RUN_TARGET ? ZONE_RUN_TARGET / st : k * 2;
+    }
+    CHECK(runs >= 3);
     CHECK_EQ(count_runs(z), runs);
-    CHECK_EQ(zone_run_of_slot(zone_from_user(ps[0]))->nslots, 78);
-    CHECK_EQ(zone_run_of_slot(zone_from_user(ps[78]))->nslots, 156);
-    CHECK_EQ(zone_run_of_slot(zone_from_user(ps[234]))->nslots, 312);
     CHECK_EQ(hk_zone_check(z), HK_OK);
     g_rng = 12345;
     for (size_t i = M - 1; i > 0; i--) {
