@@ -379,12 +379,6 @@ static HK__NOINLINE hk_result zone_free_locked(hk_zone *z, void *p) {
     return res;
 }
 
-/* A threads zone's free: the owner's inline path, else the locked one. */
-static HK__NOINLINE hk_result zone_free_threads(hk_zone *z, void *p) {
-    if (HK__LIKELY(zone_thr_free_owned(z, p))) return HK_OK; /* a slot of this thread's heap: no lock */
-    return zone_free_locked(z, p);
-}
-
 hk_result hk_zone_free(hk_zone *z, void *p) {
     if (HK__UNLIKELY(!z)) return HK_ERR_INVALID;
     if (HK__UNLIKELY(!p)) return HK_OK;
@@ -399,7 +393,7 @@ hk_result hk_zone_free(hk_zone *z, void *p) {
             return HK_OK;
         }
     } else if (z->fast == ZONE_FAST_THREADS) {
-        return zone_free_threads(z, p); /* out of line: the runs' path above keeps its registers */
+        if (HK__LIKELY(zone_thr_free_owned(z, p))) return HK_OK; /* a slot of this thread's heap: no lock */
     }
     return zone_free_locked(z, p);
 }
