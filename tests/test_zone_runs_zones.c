@@ -242,3 +242,71 @@ HKT_TEST(runs_two_regions_alternating_frees) {
     CHECK(misuses > 3);
     end_empty(z, &errs);
 }
+
+/* The lock-free realloc of a slot (a zone without lock hooks) in a zone
+ * of two regions: in place when the size fits the slot (the bytes, the
+ * pointer and `used` follow), moved when it does not (the bytes copied,
+ * the old slot freed: freeing it again is a reported double free), with
+ * the region hint moving between the regions on every call; a freed slot,
+ * an interior pointer and a pointer into the gap are reported and change
+ * nothing. */
+HKT_TEST(runs_realloc_fast_path_two_regions) {
+    hkt_errors errs = {.quiet = 1};
+    unsigned char *ra = g_mem, *rb = g_mem + (2 << 20), *gap = g_mem + (3 << 19);
+    hk_zone *z = mk_in(&errs, ra, 1 << 20, 0);
+    REQUIRE(z != NULL);
+    memset(rb, 0, 1 << 20);
+    CHECK_EQ(hk_zone_add_region(z, rb, 1 << 20), HK_OK);
+    /* fill region a until slots come from region b */
+    enum { N = 20000 };
+    static unsigned char *p[N];
+    size_t n = 0, ib = N;
+    while (n < N) {
+        p[n] = hk_zone_alloc(z, 100);
+        REQUIRE(p[n] != NULL);
+        memset(p[n], (int)(n & 0xff), 100);
+        if (p[n++] >= rb) {
+            ib = n - 1;
+            break;
+        }
+    }
+    REQUIRE(ib < N && ib > 0);
+    unsigned char *a = p[0], *b = p[ib];
+    hk_stats s0, s;
+    hk_zone_stats(z, &s0);
+    for (int k = 0; k < 100; k++) {
+        /* in place: 100 -> 90 -> 100 bytes, alternating regions */
+        size_t sz = k & 1 ? 100 : 90;
+        CHECK(hk_zone_realloc(z, a, sz) == a);
+        CHECK(hk_zone_realloc(z, b, sz) == b);
+    }
+    hk_zone_stats(z, &s);
+    CHECK_EQ(s.used, s0.used);
+    CHECK_EQ(a[99], 0);
+    CHECK_EQ(b[99], (unsigned char)(ib & 0xff));
+    /* moved: a larger class */
+    unsigned char *b2 = hk_zone_realloc(z, b, 1000);
+    REQUIRE(b2 != NULL && b2 != b);
+    CHECK_EQ(b2[0], (unsigned char)(ib & 0xff));
+    CHECK_EQ(b2[99], (unsigned char)(ib & 0xff));
+    hk_zone_stats(z, &s);
+    CHECK_EQ(s.used, s0.used + 900);
+    CHECK_EQ(errs.count, 0);
+    CHECK_EQ(hk_zone_free(z, b), HK_ERR_DOUBLE_FREE);
+    CHECK_EQ(errs.last_kind, HK_EK_DOUBLE_FREE);
+    /* misuse through realloc: reported, nothing changes */
+    hkt_errors_reset(&errs);
+    CHECK(hk_zone_realloc(z, b, 50) == NULL);
+    CHECK_EQ(errs.last_kind, HK_EK_DOUBLE_FREE);
+    CHECK(hk_zone_realloc(z, raw(a) + 16, 50) == NULL);
+    CHECK_EQ(errs.count, 2);
+    CHECK(hk_zone_realloc(z, gap, 50) == NULL);
+    CHECK_EQ(errs.last_kind, HK_EK_FOREIGN_PTR);
+    hk_zone_stats(z, &s);
+    CHECK_EQ(s.used, s0.used + 900);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    hkt_errors_reset(&errs);
+    p[ib] = b2;
+    for (size_t i = 0; i < n; i++) CHECK_EQ(hk_zone_free(z, p[i]), HK_OK);
+    end_empty(z, &errs);
+}
