@@ -130,7 +130,7 @@ static inline hk_zone *shim_zone(void) {
  * inline paths keep nothing live across a call. */
 static HK__NOINLINE void *shim_malloc_slow(size_t n) {
     hk_zone *z = shim_zone();
-    return z ? hk_zone_alloc(z, n) : NULL;
+    return z ? hk_zone_alloc(z, n) : NULL; /* its inline pop again, then the slow paths */
 }
 static HK__NOINLINE void shim_free_slow(void *p) {
     hk_zone *z = shim_zone();
@@ -140,7 +140,7 @@ static HK__NOINLINE void shim_free_slow(void *p) {
 static inline __attribute__((always_inline)) void *shim_malloc(size_t n) {
     hk_zone *z = __atomic_load_n(&g_shim_ready, __ATOMIC_ACQUIRE);
     if (HK__LIKELY(z != NULL && n <= ZONE_RUN_MAX_REQ && z->fast == ZONE_FAST_THREADS)) {
-        void *u = zone_thr_alloc(z, n);
+        void *u = zone_thr_pop(z, n);
         if (HK__LIKELY(u != NULL)) return u;
     }
     return shim_malloc_slow(n);

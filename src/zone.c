@@ -283,6 +283,14 @@ static HK__NOINLINE void *zone_alloc_locked(hk_zone *z, size_t size) {
     return p;
 }
 
+/* A threads zone's alloc of a run-served size whose inline pop found
+ * nothing: the owner's slow path, else the locked one (out of line, so the
+ * inline path keeps nothing live across a call). */
+static HK__NOINLINE void *zone_alloc_thr_slow(hk_zone *z, size_t size) {
+    void *u = hk__zone_thr_alloc_slow(z, size);
+    return u ? u : zone_alloc_locked(z, size);
+}
+
 void *hk_zone_alloc(hk_zone *z, size_t size) {
     if (HK__UNLIKELY(!z)) return NULL;
     /* Fast paths: a slot from the class's current run, no lock hooks (runs
@@ -293,8 +301,9 @@ void *hk_zone_alloc(hk_zone *z, size_t size) {
             void *u = zone_slot_alloc_fast(z, size);
             if (HK__LIKELY(u != NULL)) return u;
         } else if (z->fast == ZONE_FAST_THREADS) {
-            void *u = zone_thr_alloc(z, size);
+            void *u = zone_thr_pop(z, size);
             if (HK__LIKELY(u != NULL)) return u;
+            return zone_alloc_thr_slow(z, size);
         }
     }
     return zone_alloc_locked(z, size);

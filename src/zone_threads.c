@@ -360,15 +360,15 @@ static HK__NOINLINE void *zone_thr_alloc_full(hk_zone *z, size_t n) {
     return zone_thr_finish(h, r, u, zone_hdr_make(b, word | (slack << 19), HK_TAG_STATIC, ZB_SLOT_USED), n);
 }
 
-/* The current run r of the cached heap's class for n (NULL: none, or the
- * heap is not the cached one) has an empty free list: the next untouched
- * slot of r is carved here (a short function: most of its calls end here
- * while a heap grows), unless freed slots are to be reused first (a
- * partial run of the class with freed ones, or remote frees queued) or r
- * has none left: zone_thr_alloc_full. */
-HK__NOINLINE void *hk__zone_thr_alloc_slow(hk_zone *z, size_t n, zone_run *r) {
+/* When the current run of the cached heap's class for n has an empty free
+ * list, the next untouched slot of it is carved here (a short path: most
+ * of these calls end here while a heap grows), unless freed slots are to
+ * be reused first (a partial run of the class with freed ones, or remote
+ * frees queued) or the run has none left: zone_thr_alloc_full. */
+HK__NOINLINE void *hk__zone_thr_alloc_slow(hk_zone *z, size_t n) {
+    zone_heap *h = hk__zone_tl_cur.zid == z->zid ? hk__zone_tl_cur.h : NULL;
+    zone_run *r = h ? h->cls[zone_cls_of(n)].cur : NULL;
     if (HK__LIKELY(r != NULL)) {
-        zone_heap *h = hk__zone_tl_cur.h;
         zone_cls *c = &h->cls[r->cls];
         if (HK__LIKELY(r->bump < r->nslots && !(c->partial && c->partial->free) &&
                        !__atomic_load_n(&h->remote_runs, __ATOMIC_RELAXED))) {

@@ -83,10 +83,11 @@ typedef struct zone_sums {
 void hk__zone_thr_sums(const hk_zone *z, zone_sums *s, int pending);
 /* ---- the owner's fast paths ------------------------------------------------- */
 
-/* The slow half of zone_thr_alloc (zone_threads.c): the heap lookup when
- * the thread's cached entry is for another zone, a carve from the current
- * run's untouched slots, or a refill. */
-void *hk__zone_thr_alloc_slow(hk_zone *z, size_t n, zone_run *cur);
+/* The slow half of the owner's alloc (zone_threads.c), when zone_thr_pop
+ * returned NULL: the heap lookup when the thread's cached entry is for
+ * another zone, a carve from the current run's untouched slots, or a
+ * refill. NULL: use the locked path. */
+void *hk__zone_thr_alloc_slow(hk_zone *z, size_t n);
 
 /* Makes slot u of run r (owned by h) a used block of n bytes, its header
  * word being `w`; returns u. */
@@ -102,15 +103,16 @@ static inline void *zone_thr_finish(zone_heap *h, zone_run *r, unsigned char *u,
     return u;
 }
 
-/* n <= ZONE_RUN_MAX_REQ bytes from the calling thread's heap; NULL: use the
- * locked path. No lock, no read-modify-write. The inline part pops the
- * current run's free list and turns the free header into the used one by
- * one xor; anything else is hk__zone_thr_alloc_slow. */
-static inline void *zone_thr_alloc(hk_zone *z, size_t n) {
-    zone_run *r = NULL;
+/* The owner's inline alloc: n <= ZONE_RUN_MAX_REQ bytes popped from the
+ * free list of the current run of n's class in the calling thread's heap,
+ * its free header turned into the used one by one xor; NULL when there is
+ * none (then hk__zone_thr_alloc_slow, which the caller reaches by a tail
+ * call so that nothing stays live across it). No lock, no
+ * read-modify-write. */
+static inline void *zone_thr_pop(hk_zone *z, size_t n) {
     if (HK__LIKELY(hk__zone_tl_cur.zid == z->zid)) {
         zone_heap *h = hk__zone_tl_cur.h;
-        r = h->cls[zone_cls_of(n)].cur;
+        zone_run *r = h->cls[zone_cls_of(n)].cur;
         unsigned char *u;
         if (HK__LIKELY(r != NULL && (u = r->free) != NULL)) {
             zone_unpoison(u, sizeof(void *));
@@ -119,7 +121,7 @@ static inline void *zone_thr_alloc(hk_zone *z, size_t n) {
             return zone_thr_finish(h, r, u, zone_hdr_load(zone_from_user(u)) ^ zone_w_use_delta(slack), n);
         }
     }
-    return hk__zone_thr_alloc_slow(z, n, r);
+    return NULL;
 }
 
 /* The rare end of an owner free (zone_threads.c): run r of h left full
