@@ -183,17 +183,29 @@ HKT_TEST(runs_realloc_same_class_stays) {
     hk_zone_destroy(z);
 }
 
+/* A zone of two caller regions of 1 MiB in g_mem, at 0 and at rb (2 MiB
+ * in), with a gap between them (the second region is added; NULL when the
+ * zone or the region is refused). */
+static hk_zone *mk_two_regions(hkt_errors *errs, unsigned char *rb) {
+    hk_zone *z = mk_in(errs, g_mem, 1 << 20, 0);
+    if (!z) return NULL;
+    memset(rb, 0, 1 << 20);
+    if (hk_zone_add_region(z, rb, 1 << 20) != HK_OK) {
+        hk_zone_destroy(z);
+        return NULL;
+    }
+    return z;
+}
+
 /* Slots in a zone of two caller regions with a gap between them: frees
  * that alternate between the regions all succeed (the free path moves its
  * region hint), and misuse in the other region or in the gap is still
  * reported as such. */
 HKT_TEST(runs_two_regions_alternating_frees) {
     hkt_errors errs = {.quiet = 1};
-    unsigned char *ra = g_mem, *rb = g_mem + (2 << 20), *gap = g_mem + (3 << 19);
-    hk_zone *z = mk_in(&errs, ra, 1 << 20, 0);
+    unsigned char *rb = g_mem + (2 << 20), *gap = g_mem + (3 << 19);
+    hk_zone *z = mk_two_regions(&errs, rb);
     REQUIRE(z != NULL);
-    memset(rb, 0, 1 << 20);
-    CHECK_EQ(hk_zone_add_region(z, rb, 1 << 20), HK_OK);
     enum { N = 40000 };
     static unsigned char *p[N];
     size_t na = 0, nb = 0, n = 0;
@@ -252,11 +264,9 @@ HKT_TEST(runs_two_regions_alternating_frees) {
  * nothing. */
 HKT_TEST(runs_realloc_fast_path_two_regions) {
     hkt_errors errs = {.quiet = 1};
-    unsigned char *ra = g_mem, *rb = g_mem + (2 << 20), *gap = g_mem + (3 << 19);
-    hk_zone *z = mk_in(&errs, ra, 1 << 20, 0);
+    unsigned char *rb = g_mem + (2 << 20), *gap = g_mem + (3 << 19);
+    hk_zone *z = mk_two_regions(&errs, rb);
     REQUIRE(z != NULL);
-    memset(rb, 0, 1 << 20);
-    CHECK_EQ(hk_zone_add_region(z, rb, 1 << 20), HK_OK);
     /* fill region a until slots come from region b */
     enum { N = 20000 };
     static unsigned char *p[N];
