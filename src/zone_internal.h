@@ -173,6 +173,7 @@ typedef struct zone_cls {
 } zone_cls;
 
 _Static_assert(sizeof(zone_run) == 56, "run struct is 56 bytes");
+_Static_assert(ZONE_RUN_CAP_SLOTS <= ZONE_RUN_MAX_SLOTS, "slot indices fit the header's 12 bits");
 _Static_assert(sizeof(zone_run) <= ZONE_RUN_SLOT0 + ZONE_OVERLAP,
                "the run struct ends before slot 0's header");
 _Static_assert(64 + ZONE_RUN_SLOT0 <= ZONE_RUN_HDR, "slot 0 starts within the run header bytes");
@@ -441,7 +442,7 @@ static inline int zone_run_sane(const hk_zone *z, const zone_run *r, const zone_
     return r == zone_run_of_block(z, b) && r->cls < ZONE_NCLS && r->stride == zone_cls_stride(r->cls) &&
            r->lead == (unsigned)((const unsigned char *)r - (const unsigned char *)b) &&
            r->first == (const unsigned char *)r + ZONE_RUN_SLOT0 && r->nslots >= 1 &&
-           r->nslots <= ZONE_RUN_MAX_SLOTS &&
+           r->nslots <= ZONE_RUN_CAP_SLOTS &&
            (size_t)(r->first - (const unsigned char *)b) + (size_t)r->nslots * r->stride <= size &&
            r->bump <= r->nslots && r->used <= r->bump && r->state >= ZONE_RUN_CUR &&
            r->state <= ZONE_RUN_SPARE;

@@ -22,7 +22,8 @@
  *  - a used block whose alignment field is ZONE_RUN_ALOG (and without EXT)
  *    is a run; its bytes count in runs.run_bytes, not used_bytes; nruns
  *    counts the runs. Its struct is sane (zone_run_sane: first slot
- *    address, class, stride, nslots fit the block, used <= bump <= nslots).
+ *    address, class, stride, nslots fit the block, used <= bump <= nslots <=
+ *    ZONE_RUN_CAP_SLOTS).
  *  - slots below bump have slot headers (used or free) naming their index
  *    and class; `used` counts the used ones, which carry tag HK_TAG_STATIC;
  *    the run's free list holds exactly the free ones.

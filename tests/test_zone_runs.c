@@ -322,6 +322,21 @@ HKT_TEST(runs_misuse) {
     CHECK_EQ(s.live_blocks, 0);
     CHECK_EQ(s.error_count, 11);
     CHECK_EQ(hk_zone_check(z), HK_OK);
+    /* a run struct claiming one slot more than a run may hold (the remote
+     * bitmap's 512, also more than its block holds) is damage check
+     * reports; restored, it passes */
+    unsigned char *d = hk_zone_alloc(z, 20); /* 32-byte slots: 512 a run */
+    REQUIRE(d != NULL);
+    zone_run *dr = zone_run_of_slot(zone_from_user(d));
+    uint32_t ns = dr->nslots;
+    CHECK_EQ(dr->nslots, ZONE_RUN_CAP_SLOTS);
+    dr->nslots = ZONE_RUN_CAP_SLOTS + 1;
+    CHECK_EQ(hk_zone_check(z), HK_ERR_CORRUPT);
+    CHECK_EQ(errs.count, 12);
+    dr->nslots = ns;
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    CHECK_EQ(hk_zone_free(z, d), HK_OK);
+    CHECK_EQ(errs.count, 12);
     hk_zone_destroy(z);
 }
 
