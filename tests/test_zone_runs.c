@@ -327,7 +327,7 @@ HKT_TEST(runs_misuse) {
      * reports; restored, it passes */
     unsigned char *d = hk_zone_alloc(z, 20); /* 32-byte slots: 512 a run */
     REQUIRE(d != NULL);
-    zone_run *dr = zone_run_of_slot(zone_from_user(d));
+    zone_run *dr = zone_run_of_slot(zone_from_user(raw(d)));
     uint32_t ns = dr->nslots;
     CHECK_EQ(dr->nslots, ZONE_RUN_CAP_SLOTS);
     dr->nslots = ZONE_RUN_CAP_SLOTS + 1;
