@@ -83,8 +83,9 @@
 #define ZONE_CLS_NLIN       (ZONE_CLS_LIN / 16u - 1u) /* 32 .. 256: 15 classes */
 #define ZONE_CLS_LOG2K      3u                        /* then 8 classes per doubling */
 #define ZONE_NCLS           (ZONE_CLS_NLIN + ((14u - ZONE_CLS_LIN_LOG2) << ZONE_CLS_LOG2K)) /* to 16 KiB */
-#define ZONE_RUN_FIRST      ((size_t)16 << 10) /* bytes of slots of a class's first run, before the slot limits \
-                                                */
+#define ZONE_RUN_FIRST                                                                                       \
+    ((size_t)16 << 10) /* bytes of slots of a class's first run, before the slot limits                      \
+                        */
 #define ZONE_RUN_TARGET    ((size_t)32 << 10) /* runs replacing full ones double up to this */
 #define ZONE_RUN_CAP_SLOTS 512u /* slots per run at most (a threads zone's remote bitmap holds 512) */
 #define ZONE_RUN_MIN_SLOTS 4u
