@@ -626,15 +626,10 @@ HKT_TEST(freed_slots_in_older_run_reused_before_carving) {
     hkt_errors errs = {0};
     hk_zone *z = mk(&errs, 0);
     REQUIRE(z != NULL);
-    enum { SZ = 6000, MAXB = 64 };
-    void *c[MAXB + 1], *e[MAXB];
-    unsigned ne;
-    zone_run *r1, *r2;
-    unsigned ns = zt_full_run_then_next(z, SZ, c, MAXB, e, &ne, &r1, &r2);
-    REQUIRE(ns != 0);
-    uint32_t carved2 = r2->bump;
-    for (unsigned i = 0; i + 1 < ns; i++) CHECK_EQ(hk_zone_free(z, c[i]), HK_OK); /* r1 keeps one */
-    zt_older_run_serves_next(z, SZ, c, ns, e, ne, r1, r2, carved2);
+    static zt_two_runs t;
+    REQUIRE(zt_full_run_then_next(z, &t));
+    for (unsigned i = 0; i + 1 < t.ns; i++) CHECK_EQ(hk_zone_free(z, t.c[i]), HK_OK); /* r1 keeps one */
+    zt_older_run_serves_next(z, &t);
     CHECK_EQ(errs.count, 0);
     CHECK_EQ(hk_zone_check(z), HK_OK);
     hk_zone_destroy(z);

@@ -563,7 +563,7 @@ HKT_TEST(owner_reuses_remotely_freed_slots_before_carving) {
     trep rep;
     hk_zone *z = mk_thr(&rep);
     REQUIRE(z != NULL);
-    enum { MAXK = 512, SZ = 6000, MAXB = 64 };
+    enum { MAXK = 512 };
     static void *a[MAXK], *b[MAXK];
     /* one run, every slot carved so far used (slots are carved in batches:
      * allocate until its free list is empty), all freed remotely: the same
@@ -586,14 +586,10 @@ HKT_TEST(owner_reuses_remotely_freed_slots_before_carving) {
     }
     /* a full run with slots freed remotely comes before the current run's
      * untouched slots */
-    void *c[MAXB + 1], *e[MAXB];
-    unsigned ne;
-    zone_run *r1, *r2;
-    unsigned ns = zt_full_run_then_next(z, SZ, c, MAXB, e, &ne, &r1, &r2);
-    REQUIRE(ns != 0);
-    uint32_t carved2 = r2->bump;
-    CHECK_EQ(remote_free_n(z, c, (int)ns - 1), 0); /* r1 keeps one used slot */
-    zt_older_run_serves_next(z, SZ, c, ns, e, ne, r1, r2, carved2);
+    static zt_two_runs t;
+    REQUIRE(zt_full_run_then_next(z, &t));
+    CHECK_EQ(remote_free_n(z, t.c, (int)t.ns - 1), 0); /* r1 keeps one used slot */
+    zt_older_run_serves_next(z, &t);
     for (int i = 0; i < K; i++) CHECK_EQ(hk_zone_free(z, b[i]), HK_OK);
     CHECK_EQ(live_of(z), 0);
     CHECK_EQ(rep.count, 0);
@@ -608,15 +604,10 @@ HKT_TEST(owner_reuses_own_freed_slots_in_older_runs_before_carving) {
     trep rep;
     hk_zone *z = mk_thr(&rep);
     REQUIRE(z != NULL);
-    enum { SZ = 6000, MAXB = 64 };
-    void *c[MAXB + 1], *e[MAXB];
-    unsigned ne;
-    zone_run *r1, *r2;
-    unsigned ns = zt_full_run_then_next(z, SZ, c, MAXB, e, &ne, &r1, &r2);
-    REQUIRE(ns != 0);
-    uint32_t carved2 = r2->bump;
-    for (unsigned i = 0; i + 1 < ns; i++) CHECK_EQ(hk_zone_free(z, c[i]), HK_OK); /* r1 keeps one */
-    zt_older_run_serves_next(z, SZ, c, ns, e, ne, r1, r2, carved2);
+    static zt_two_runs t;
+    REQUIRE(zt_full_run_then_next(z, &t));
+    for (unsigned i = 0; i + 1 < t.ns; i++) CHECK_EQ(hk_zone_free(z, t.c[i]), HK_OK); /* r1 keeps one */
+    zt_older_run_serves_next(z, &t);
     CHECK_EQ(live_of(z), 0);
     CHECK_EQ(rep.count, 0);
     CHECK_EQ(hk_zone_check(z), HK_OK);

@@ -86,45 +86,51 @@ __attribute__((unused)) static size_t count_runs(hk_zone *z) {
     return n;
 }
 
-/* Slots of `sz` bytes: a run filled to its last slot (c[0..ns-1], ns
- * returned, at most maxb) and one slot of the next run (c[ns]), whose
- * carved batch is then used up (e[0..*ne-1]) so that the second run's only
- * free slots are untouched ones. 0 when a request fails or the runs are not
- * laid out so. */
-__attribute__((unused)) static unsigned zt_full_run_then_next(hk_zone *z, size_t sz, void **c, unsigned maxb,
-                                                              void **e, unsigned *ne, zone_run **r1,
-                                                              zone_run **r2) {
-    if (!(c[0] = hk_zone_alloc(z, sz))) return 0;
-    *r1 = zone_run_of_slot(zone_from_user(raw(c[0])));
-    unsigned ns = (*r1)->nslots;
-    if (ns < 2 || ns > maxb) return 0;
-    for (unsigned i = 1; i <= ns; i++)
-        if (!(c[i] = hk_zone_alloc(z, sz))) return 0;
-    *r2 = zone_run_of_slot(zone_from_user(raw(c[ns])));
-    if (*r2 == *r1) return 0;
-    *ne = 0;
-    while ((*r2)->free && *ne < maxb)
-        if (!(e[(*ne)++] = hk_zone_alloc(z, sz))) return 0;
-    if ((*r2)->free || (*r2)->bump >= (*r2)->nslots) return 0;
-    return ns;
+/* Two runs of the class of ZT_SZ-byte slots laid out by
+ * zt_full_run_then_next: the first (r1) filled to its last slot
+ * (c[0..ns-1]), the second (r2) with one slot (c[ns]) and its carved batch
+ * used up (e[0..ne-1]), so that its only free slots are untouched ones
+ * (carved2: its carved count then). */
+enum { ZT_SZ = 6000, ZT_MAXB = 64 };
+typedef struct zt_two_runs {
+    void *c[ZT_MAXB + 1], *e[ZT_MAXB];
+    unsigned ns, ne;
+    zone_run *r1, *r2;
+    uint32_t carved2;
+} zt_two_runs;
+
+/* Lays out t in z; 0 when a request fails or the runs are not laid out so. */
+__attribute__((unused)) static int zt_full_run_then_next(hk_zone *z, zt_two_runs *t) {
+    if (!(t->c[0] = hk_zone_alloc(z, ZT_SZ))) return 0;
+    t->r1 = zone_run_of_slot(zone_from_user(raw(t->c[0])));
+    t->ns = t->r1->nslots;
+    if (t->ns < 2 || t->ns > ZT_MAXB) return 0;
+    for (unsigned i = 1; i <= t->ns; i++)
+        if (!(t->c[i] = hk_zone_alloc(z, ZT_SZ))) return 0;
+    t->r2 = zone_run_of_slot(zone_from_user(raw(t->c[t->ns])));
+    if (t->r2 == t->r1) return 0;
+    t->ne = 0;
+    while (t->r2->free && t->ne < ZT_MAXB)
+        if (!(t->e[t->ne++] = hk_zone_alloc(z, ZT_SZ))) return 0;
+    if (t->r2->free || t->r2->bump >= t->r2->nslots) return 0;
+    t->carved2 = t->r2->bump;
+    return 1;
 }
 
 /* After zt_full_run_then_next and the first ns - 1 slots of c freed (by
  * any thread): the next allocation comes from the first run r1, the second
  * run r2 carves nothing more and is set aside on the partial list; then
  * that block and the rest of c and e are freed. */
-__attribute__((unused)) static void zt_older_run_serves_next(hk_zone *z, size_t sz, void **c, unsigned ns,
-                                                             void **e, unsigned ne, const zone_run *r1,
-                                                             const zone_run *r2, uint32_t carved2) {
-    void *d = hk_zone_alloc(z, sz);
+__attribute__((unused)) static void zt_older_run_serves_next(hk_zone *z, const zt_two_runs *t) {
+    void *d = hk_zone_alloc(z, ZT_SZ);
     REQUIRE(d != NULL);
-    CHECK(zone_run_of_slot(zone_from_user(raw(d))) == r1);
-    CHECK_EQ(r2->bump, carved2);
-    CHECK_EQ(r2->state, ZONE_RUN_PARTIAL);
+    CHECK(zone_run_of_slot(zone_from_user(raw(d))) == t->r1);
+    CHECK_EQ(t->r2->bump, t->carved2);
+    CHECK_EQ(t->r2->state, ZONE_RUN_PARTIAL);
     CHECK_EQ(hk_zone_check(z), HK_OK);
     CHECK_EQ(hk_zone_free(z, d), HK_OK);
-    for (unsigned i = ns - 1; i <= ns; i++) CHECK_EQ(hk_zone_free(z, c[i]), HK_OK);
-    for (unsigned i = 0; i < ne; i++) CHECK_EQ(hk_zone_free(z, e[i]), HK_OK);
+    for (unsigned i = t->ns - 1; i <= t->ns; i++) CHECK_EQ(hk_zone_free(z, t->c[i]), HK_OK);
+    for (unsigned i = 0; i < t->ne; i++) CHECK_EQ(hk_zone_free(z, t->e[i]), HK_OK);
 }
 
 #endif /* HK_ZONE_RUNS_TEST_UTIL_H */
