@@ -174,6 +174,16 @@ uint64_t hk_os_now_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+uint64_t hk_os_coarse_ns(void) {
+#ifdef CLOCK_MONOTONIC_COARSE
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+#else
+    return hk_os_now_ns();
+#endif
+}
+
 int hk_os_getpid(void) { return (int)getpid(); }
 
 void hk_os_write(int fd, const char *buf, size_t n) {

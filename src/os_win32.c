@@ -1,7 +1,7 @@
 /*
  * src/os_win32.c - the host layer on Windows: pages (VirtualAlloc,
  * VirtualProtect, VirtualFree), page size and allocation granularity
- * (GetSystemInfo), the monotonic clock (QueryPerformanceCounter), process
+ * (GetSystemInfo), the monotonic clocks (QueryPerformanceCounter, GetTickCount64), process
  * helpers, address-space queries (VirtualQuery), SRWLOCK mutexes and
  * thread-exit callbacks (FLS). See src/os.h; stack capture, faults and
  * symbolization are in os_win32_*.c, the failure point and what else does
@@ -280,6 +280,8 @@ uint64_t hk_os_now_ns(void) {
     uint64_t t = (uint64_t)c.QuadPart;
     return t / f * 1000000000ull + (t % f) * 1000000000ull / f;
 }
+
+uint64_t hk_os_coarse_ns(void) { return (uint64_t)GetTickCount64() * 1000000u; }
 
 int hk_os_getpid(void) { return (int)GetCurrentProcessId(); }
 

@@ -13,7 +13,7 @@
  *  - the control block (struct hk_zone) sits 64-byte aligned at the start
  *    of the first region's memory; the heap starts after it.
  *  - free_bytes, free_blocks, used_bytes, used_req, untracked_live and
- *    runs.slot_bytes equal the sums over the blocks; alloc_count -
+ *    slot_bytes equal the sums over the blocks; alloc_count -
  *    free_count is the number of used blocks and slots (every path that
  *    makes or ends one counts it, so no separate live counter);
  *    used_bytes + free_bytes + runs.run_bytes = capacity; peak_used is the

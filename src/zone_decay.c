@@ -2,7 +2,7 @@
  * src/zone_decay.c - giving the zone's free pages back to the OS: the decay
  * clock (epochs), sweeps over the free lists, and the bookkeeping of which
  * free blocks are clean. Calls zone_tlsf.c's data (the free lists, read
- * only), the region lookup and the OS layer (hk_os_unback, hk_os_now_ns);
+ * only), the region lookup and the OS layer (hk_os_unback, hk_os_coarse_ns);
  * called by zone_runs.c and zone_threads.c (polls on their slow paths) and
  * zone.c (the free path's tick, hk_zone_trim).
  *
@@ -22,7 +22,8 @@
  * cost no system call and no page fault; a page left free is given back
  * between half the decay time and the decay time after it was freed
  * (given calls into the zone meanwhile: the clock is read only on slow
- * paths). Hysteresis: the clock runs (decay_armed) only once
+ * paths; it is the OS's coarse clock, hk_os_coarse_ns, so both bounds
+ * hold within its tick of a few milliseconds). Hysteresis: the clock runs (decay_armed) only once
  * ZONE_DECAY_ARM bytes were freed since the last sweep, and a decay sweep
  * skips spans below ZONE_DECAY_MIN_SPAN; hk_zone_trim sweeps everything.
  *
@@ -50,7 +51,7 @@ void hk__zone_decay_init(hk_zone *z, int decay_ms) {
     /* HK_ZONE_PREFAULT promises no page fault on reuse: no decay unless asked for */
     int by_time = decay_ms > 0 || (decay_ms == 0 && !(ZONE_FLAGS(z) & HK_ZONE_PREFAULT));
     z->decay_epoch_ns = (z->decay_on && by_time) ? ms * 500000u : 0; /* half the decay time */
-    z->decay_next = hk_os_now_ns() + z->decay_epoch_ns;
+    z->decay_next = hk_os_coarse_ns() + z->decay_epoch_ns;
     z->decay_check_at = ZONE_DECAY_ARM;
 }
 
@@ -124,10 +125,12 @@ void hk__zone_decay_tick(hk_zone *z) {
             __atomic_store_n(&h->decay_poll_at, 0, __ATOMIC_SEQ_CST);
         z->decay_poll_at = 0;
     }
-    zone_decay_step(z, hk_os_now_ns());
+    zone_decay_step(z, hk_os_coarse_ns());
 }
 
-void hk__zone_decay_poll_slow(hk_zone *z, int locked) { hk__zone_decay_poll_at(z, hk_os_now_ns(), locked); }
+void hk__zone_decay_poll_slow(hk_zone *z, int locked) {
+    hk__zone_decay_poll_at(z, hk_os_coarse_ns(), locked);
+}
 
 void hk__zone_decay_poll_at(hk_zone *z, uint64_t now, int locked) {
     if (now < __atomic_load_n(&z->decay_next, __ATOMIC_RELAXED)) return;

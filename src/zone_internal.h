@@ -186,8 +186,7 @@ typedef struct zone_runset {
      * (set when a run of the class empties; cleared by hk__zone_runs_trim,
      * which visits only these: its cost does not depend on the class count) */
     uint64_t trim_map[(ZONE_NCLS + 63) / 64];
-    size_t run_bytes;  /* bytes of the TLSF blocks that are runs (not in used_bytes) */
-    size_t slot_bytes; /* strides of the used slots */
+    size_t run_bytes; /* bytes of the TLSF blocks that are runs (not in used_bytes) */
     size_t nruns;
 } zone_runset;
 
@@ -202,15 +201,25 @@ typedef struct zone_region {
 } zone_region;
 
 struct hk_zone {
-    int runs_on;          /* small blocks come from runs (not HK_ZONE_NO_RUNS, no debug flag) */
-    uint32_t region_hint; /* the region of the last pointer looked up */
+    /* The first cache line (the struct is 64-byte aligned): everything the
+     * lock-free slot alloc and free of a plain zone read or write besides
+     * the class table, the run and the slot. The counters a free or an
+     * alloc changes together are not neighbours: GCC would otherwise pair
+     * them into vector instructions that cost more than they save. */
     int fast;             /* ZONE_FAST_*: which lock-free path hk_zone_alloc/free take (fixed at create) */
+    uint32_t region_hint; /* the region of the last pointer looked up */
+    size_t used_req;
     /* The hint region's user pointers are the a with a - hint_lo <= hint_span
      * (hint_lo: its base + ZONE_HDR; hint_span: its end - hint_lo): the
      * fast free's bounds test in one compare. Both 0 with no region.
      * zone_hint_sync keeps them. */
     uintptr_t hint_lo;
+    size_t slot_bytes; /* strides of the used slots (the zone's own runs) */
     size_t hint_span;
+    uint64_t free_count;
+    size_t peak_used;
+    uint64_t alloc_count;
+    int runs_on;   /* small blocks come from runs (not HK_ZONE_NO_RUNS, no debug flag) */
     hk__core core; /* names, error hook, lock hooks, flags, paranoid check */
     zone_runset runs;
     uint32_t fl_map;
@@ -232,9 +241,9 @@ struct hk_zone {
     size_t decay_old;      /* the same for the previous epoch */
     size_t page;           /* the OS page size */
     size_t clean_bytes;    /* bytes of the clean free blocks' spans (given back) */
-    size_t used_req, used_bytes, peak_used;
-    size_t untracked_live; /* untracked plain blocks (used slots are counted by runs.slot_bytes) */
-    uint64_t alloc_count, free_count, fail_count, purge_count, grow_count;
+    size_t used_bytes;
+    size_t untracked_live; /* untracked plain blocks (used slots are counted by slot_bytes) */
+    uint64_t fail_count, purge_count, grow_count;
     uint32_t seq;
     int purge_level;
     int bulk; /* inside free_tags/purge: no region release */
@@ -244,7 +253,7 @@ struct hk_zone {
     int decay_on;            /* the zone may give pages back (some OS memory, no HK_FLAG_FILL) */
     int decay_armed;         /* atomic: a sweep is due at an epoch's end (the slow paths poll the clock) */
     uint64_t decay_epoch_ns; /* half the decay time; 0: pages go back only by hk_zone_trim */
-    uint64_t decay_next;     /* atomic: when the current epoch ends (hk_os_now_ns) */
+    uint64_t decay_next;     /* atomic: when the current epoch ends (hk_os_coarse_ns) */
     uint64_t decommit_count; /* spans given back to the OS */
     /* A threads zone's own runs (threads without a heap, under the lock)
      * poll the decay clock as a heap does (zone_threads.c). */
@@ -260,6 +269,8 @@ struct hk_zone {
     struct zone_run_x *xruns; /* every run's extension (lock held) */
     hk_os_mutex mx;           /* the zone's lock when the desc gives no lock hooks */
 };
+_Static_assert(offsetof(struct hk_zone, runs_on) == 64,
+               "the fast paths' zone fields fill the first cache line");
 
 /* hk_zone.fast: the runs' fast paths of a zone without lock hooks, the
  * per-thread heaps of a threads zone, or neither (every call locks). */
@@ -275,7 +286,7 @@ static inline size_t zone_live(const hk_zone *z) { return (size_t)(z->alloc_coun
 /* Whether any untracked block is live: a plain one or a slot (or may be:
  * a threads zone counts its slots in its heaps). */
 static inline int zone_untracked_any(const hk_zone *z) {
-    return z->untracked_live || z->runs.slot_bytes || (z->threads && z->runs.nruns);
+    return z->untracked_live || z->slot_bytes || (z->threads && z->runs.nruns);
 }
 
 /* ---- sanitizer helpers (free payload and slack are off limits) ---------- */

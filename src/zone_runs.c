@@ -32,7 +32,7 @@
  *    still being carved goes there when a run with freed slots is made
  *    current before it: hk__zone_slot_reuse); a FULL run has every slot
  *    used; a SPARE run is its class's spare and empty.
- *  - runs.slot_bytes is the sum of the strides of the used slots.
+ *  - slot_bytes is the sum of the strides of the used slots.
  */
 #include "zone_runs.h"
 
@@ -257,7 +257,7 @@ size_t hk__zone_run_free_all(hk_zone *z, zone_run *r) {
         }
     }
     r->used = 0;
-    z->runs.slot_bytes -= n * r->stride;
+    z->slot_bytes -= n * r->stride;
     z->free_count += n;
     zone_cls *c = zone_run_cls(z, r);
     if (c->cur == r)

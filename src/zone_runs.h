@@ -183,7 +183,7 @@ static inline void *zone_slot_count(hk_zone *z, zone_run *r, unsigned char *u, u
     r->used++;
     zone_unpoison(u, n);
     if (slack > ZONE_OVERLAP) zone_poison(u + n, slack - ZONE_OVERLAP);
-    z->runs.slot_bytes += r->stride;
+    z->slot_bytes += r->stride;
     z->used_req += n;
     z->alloc_count++;
     if (z->used_req > z->peak_used) z->peak_used = z->used_req;
@@ -302,7 +302,7 @@ static inline void zone_slot_free_w(hk_zone *z, zone_blk *b, zone_run *r, uint64
     *(unsigned char **)u = r->free;
     r->free = u;
     zone_poison(u, stride - ZONE_HDR);
-    z->runs.slot_bytes -= stride;
+    z->slot_bytes -= stride;
     z->free_count++;
     if (--r->used == 0 || r->state == ZONE_RUN_FULL) hk__zone_run_settle(z, r);
 }

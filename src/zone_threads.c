@@ -215,17 +215,19 @@ static void zone_thr_collect(hk_zone *z, zone_heap *h, int locked) {
 #define ZONE_POLL_PERIOD 4000000u /* armed: aim at one clock read per this many ns */
 
 /* The frees until the next poll while armed: about ZONE_POLL_PERIOD at
- * the free rate since the last poll (every free when frees are rare). */
+ * the free rate since the last poll (every free when frees are rare).
+ * The clock is coarse: dt 0 means the n frees took less than its tick, so
+ * the skip doubles. */
 static uint64_t zone_poll_skip(uint64_t now, uint64_t last_ns, uint64_t n) {
     uint64_t dt = now - last_ns, skip = ZONE_POLL_MAX;
-    if (dt && n < ZONE_POLL_MAX) skip = n * ZONE_POLL_PERIOD / dt;
+    if (n < ZONE_POLL_MAX) skip = dt ? n * ZONE_POLL_PERIOD / dt : 2 * n;
     return skip < 1 ? 1 : skip > ZONE_POLL_MAX ? ZONE_POLL_MAX : skip;
 }
 
 static void zone_thr_poll(hk_zone *z, zone_heap *h, uint64_t fc, int locked) {
     __atomic_store_n(&h->decay_poll_at, fc + ZONE_POLL_IDLE, __ATOMIC_SEQ_CST);
     if (!__atomic_load_n(&z->decay_armed, __ATOMIC_SEQ_CST)) return;
-    uint64_t now = hk_os_now_ns();
+    uint64_t now = hk_os_coarse_ns();
     __atomic_store_n(&h->decay_poll_at, fc + zone_poll_skip(now, h->decay_poll_ns, fc - h->decay_poll_fc),
                      __ATOMIC_RELAXED);
     h->decay_poll_ns = now;
@@ -238,7 +240,7 @@ static void zone_own_poll(hk_zone *z) {
     uint64_t fc = z->free_count;
     z->decay_poll_at = fc + ZONE_POLL_IDLE;
     if (!z->decay_armed) return;
-    uint64_t now = hk_os_now_ns();
+    uint64_t now = hk_os_coarse_ns();
     z->decay_poll_at = fc + zone_poll_skip(now, z->decay_poll_ns, fc - z->decay_poll_fc);
     z->decay_poll_ns = now;
     z->decay_poll_fc = fc;
@@ -661,7 +663,7 @@ int hk__zone_thr_resize(hk_zone *z, void *p, size_t n, size_t *old_req) {
 
 void hk__zone_thr_sums(const hk_zone *z, zone_sums *s, int pending) {
     s->used_req = z->used_req;
-    s->slot_bytes = z->runs.slot_bytes;
+    s->slot_bytes = z->slot_bytes;
     s->alloc_count = z->alloc_count;
     s->free_count = z->free_count;
     if (!z->threads) return;

@@ -125,6 +125,24 @@ HKT_TEST(os_clock_monotonic) {
     CHECK_EQ(hk_page_size(), hk_os_page_size());
 }
 
+/* The coarse clock never goes back and follows the precise one over a
+ * sleep longer than its tick (Windows ticks are 10-16 ms). */
+HKT_TEST(os_clock_coarse) {
+    uint64_t c0 = hk_os_coarse_ns(), n0 = hk_os_now_ns();
+    CHECK(c0 > 0);
+    uint64_t last = c0;
+    int back = 0;
+    while (hk_os_now_ns() - n0 < 60000000ull) { /* 60 ms of reads */
+        uint64_t c = hk_os_coarse_ns();
+        back += c < last;
+        last = c;
+    }
+    CHECK_EQ(back, 0);
+    uint64_t dc = last - c0;
+    CHECK(dc >= 30000000ull);  /* at least 60 ms less two ticks */
+    CHECK(dc <= 200000000ull); /* and not wildly more */
+}
+
 /* Long fill compares (the memcmp path) find the same first bad byte as
  * short ones, for the three fill bytes and for any other byte. */
 HKT_TEST(fill_check_long_runs) {
