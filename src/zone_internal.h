@@ -261,9 +261,9 @@ struct hk_zone {
     /* HK_ZONE_THREADS (zone_threads.c): per-thread heaps. Cold for a zone
      * without it (the single-threaded paths never read these). */
     int threads;
-    uint64_t zid;             /* unique per zone ever created: thread caches key on it */
-    unsigned char *thr_lo;    /* the first region's base (fixed) */
-    unsigned char *thr_hi;    /* its end marker + ZONE_HDR (atomic: grows in place) */
+    uint64_t zid;          /* unique per zone ever created: thread caches key on it */
+    unsigned char *thr_lo; /* the first region's base (fixed) */
+    size_t thr_span; /* atomic: its user pointers are thr_lo + ZONE_HDR + [0, thr_span] (grows in place) */
     struct zone_heap *heaps;  /* every heap, live or abandoned (lock held) */
     uint32_t heap_ids;        /* the last heap id given (lock held); ids start at 1 */
     struct zone_run_x *xruns; /* every run's extension (lock held) */
@@ -414,15 +414,18 @@ static inline zone_blk *zone_run_block(const zone_run *r) {
 /* Slot size of each class: 16-byte steps from 32 to 256, then 8 classes
  * per doubling up to ZONE_RUN_MAX_STRIDE (a table: the free path looks the
  * stride up without branches). zone_cls_of maps a request to its class;
- * tests/test_zone_runs.c checks the two agree. */
-static const uint32_t zone_stride_tab[ZONE_NCLS] = {
+ * tests/test_zone_runs.c checks the two agree. The table covers every
+ * value of a slot header's 7-bit class field: the classes past the last
+ * have stride 0, which no run has, so the fast free's run test rejects a
+ * header naming one without a test of its own. */
+static const uint32_t zone_stride_tab[128] = {
     32u,   48u,   64u,   80u,   96u,    112u,   128u,   144u,   160u,   176u,   192u,   208u,  224u,
     240u,  256u,  288u,  320u,  352u,   384u,   416u,   448u,   480u,   512u,   576u,   640u,  704u,
     768u,  832u,  896u,  960u,  1024u,  1152u,  1280u,  1408u,  1536u,  1664u,  1792u,  1920u, 2048u,
     2304u, 2560u, 2816u, 3072u, 3328u,  3584u,  3840u,  4096u,  4608u,  5120u,  5632u,  6144u, 6656u,
     7168u, 7680u, 8192u, 9216u, 10240u, 11264u, 12288u, 13312u, 14336u, 15360u, 16384u,
 };
-_Static_assert(sizeof zone_stride_tab / sizeof zone_stride_tab[0] == 63, "class table and ZONE_NCLS agree");
+_Static_assert(ZONE_NCLS < 128, "the 7-bit class field has strides past the last class");
 
 static inline uint32_t zone_cls_stride(unsigned c) { return zone_stride_tab[c]; }
 

@@ -468,7 +468,8 @@ int hk__zone_thr_init(hk_zone *z) {
     zone_reg[i].z = z;
     zone_reg_unlock();
     z->thr_lo = z->regions[0].base;
-    __atomic_store_n(&z->thr_hi, z->regions[0].end + ZONE_HDR, __ATOMIC_RELEASE);
+    __atomic_store_n(&z->thr_span, (size_t)(z->regions[0].end - z->regions[0].base) - ZONE_HDR,
+                     __ATOMIC_RELEASE);
     return 1;
 }
 
@@ -523,9 +524,9 @@ void hk__zone_fork_child(hk_zone *z) {
 /* The used slot at p, verified without the lock (header word in *w, run in
  * *rp), or NULL: p is anything else (the locked path decides and reports). */
 static zone_blk *zone_thr_slot_at(hk_zone *z, const void *p, uint64_t *w, zone_run **rp) {
-    const unsigned char *lo = z->thr_lo, *hi = __atomic_load_n(&z->thr_hi, __ATOMIC_ACQUIRE);
+    uintptr_t lo = (uintptr_t)z->thr_lo + ZONE_HDR;
     zone_blk *b = zone_from_user(p);
-    if ((const unsigned char *)b < lo || (const unsigned char *)p > hi - ZONE_HDR || ((uintptr_t)p & 15) ||
+    if ((uintptr_t)p - lo > __atomic_load_n(&z->thr_span, __ATOMIC_ACQUIRE) || ((uintptr_t)p & 15) ||
         zone_is_poisoned(b, ZONE_HDR))
         return NULL;
     uint64_t v = zone_hdr_peek(b);
@@ -535,14 +536,8 @@ static zone_blk *zone_thr_slot_at(hk_zone *z, const void *p, uint64_t *w, zone_r
     if (zone_w_bits(v) != ZB_SLOT_USED || zone_w_tag(v) != HK_TAG_STATIC ||
         (uint16_t)(v >> 48) != zone_slot_chk(b, word, HK_TAG_STATIC, ZB_SLOT_USED))
         return NULL;
-    unsigned cls = (word >> 12) & 0x7fu, idx = word & 0xfffu;
-    if (cls >= ZONE_NCLS) return NULL;
-    uint32_t stride = zone_cls_stride(cls);
-    zone_run *r = (zone_run *)((unsigned char *)b - (size_t)idx * stride - ZONE_RUN_SLOT0);
-    if ((const unsigned char *)r < lo + ZONE_HDR || (const unsigned char *)r + sizeof *r > hi - ZONE_HDR ||
-        r->first != (unsigned char *)r + ZONE_RUN_SLOT0 || r->stride != stride ||
-        idx >= __atomic_load_n(&r->bump, __ATOMIC_RELAXED))
-        return NULL;
+    zone_run *r = zone_slot_run_w(lo, b, word);
+    if (!r) return NULL;
     *w = v;
     *rp = r;
     return b;

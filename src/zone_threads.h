@@ -160,10 +160,9 @@ static inline void zone_thr_free_owner(hk_zone *z, zone_heap *h, zone_blk *b, zo
  * Returns 1 (the slot's header is at p - ZONE_HDR) or 0. */
 static inline int zone_thr_owned_slot(hk_zone *z, const void *p, uint64_t *w, zone_run **rp) {
     if (HK__UNLIKELY(hk__zone_tl_cur.zid != z->zid)) return 0;
-    /* [lo, end]: the first region's user pointers (thr_hi is its end + ZONE_HDR) */
+    /* the first region's user pointers: lo + [0, thr_span] */
     uintptr_t a = (uintptr_t)p, lo = (uintptr_t)z->thr_lo + ZONE_HDR;
-    uintptr_t end = (uintptr_t)__atomic_load_n(&z->thr_hi, __ATOMIC_RELAXED) - ZONE_HDR;
-    if (HK__UNLIKELY(a - lo > end - lo || (a & 15))) return 0;
+    if (HK__UNLIKELY(a - lo > __atomic_load_n(&z->thr_span, __ATOMIC_RELAXED) || (a & 15))) return 0;
     zone_blk *b = zone_from_user(p);
     if (zone_is_poisoned(b, ZONE_HDR)) return 0;
 #ifdef HK__TSAN

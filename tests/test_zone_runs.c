@@ -12,6 +12,8 @@ HKT_TEST(runs_class_table) {
     CHECK_EQ(ZONE_RUN_MAX_REQ, 16376);
     CHECK_EQ(zone_cls_stride(0), 32);
     CHECK_EQ(zone_cls_stride(ZONE_NCLS - 1), 16384);
+    /* every other value of the header's class field has stride 0 */
+    for (unsigned c = ZONE_NCLS; c < 128; c++) CHECK_EQ(zone_cls_stride(c), 0);
     for (unsigned c = 1; c < ZONE_NCLS; c++) {
         uint32_t s = zone_cls_stride(c), p = zone_cls_stride(c - 1);
         CHECK(s > p && s % 16 == 0);
