@@ -170,10 +170,16 @@ HK__NOINLINE unsigned char *hk__zone_run_carve(zone_run *r, uint32_t *word) {
     zone_unpoison(u - ZONE_HDR, ZONE_HDR);
     uintptr_t end = ((uintptr_t)u - ZONE_HDR + stride + ZONE_OVERLAP + ZONE_CARVE_SPAN - 1) &
                     ~(uintptr_t)(ZONE_CARVE_SPAN - 1);
+    /* k: the slots after i whose header and link end by `end`, at most
+     * ZONE_CARVE_MAX - 1 (a bound on the carve's work: one page of the
+     * smallest class would be 128 slots) */
     uint32_t k = 0;
-    while (i + 1 + k < r->nslots &&
-           (uintptr_t)r->first + (size_t)(i + 1 + k) * stride + ZONE_HDR + sizeof(void *) <= end)
-        k++;
+    uintptr_t f1 = (uintptr_t)u + stride + sizeof(void *); /* slot i + 1's link end */
+    if (i + 1 < r->nslots && f1 <= end) {
+        k = (uint32_t)((end - f1) / stride) + 1;
+        if (k > r->nslots - i - 1) k = r->nslots - i - 1;
+        if (k > ZONE_CARVE_MAX - 1) k = ZONE_CARVE_MAX - 1;
+    }
     for (uint32_t j = i + k; j > i; j--) {
         unsigned char *f = r->first + (size_t)j * stride + ZONE_HDR;
         zone_blk *fb = zone_from_user(f);

@@ -100,10 +100,11 @@ void hk__zone_run_settle(hk_zone *z, zone_run *r);
 /* Carves run r's next untouched slot (its user pointer, its header word,
  * slack 0, in *word; the caller writes its used header), and the slots
  * after it whose header and link lie in the pages that slot touches
- * (ZONE_CARVE_SPAN-aligned) onto r's free list, lowest address first, with
- * free headers: the next allocations pop them, and no page is faulted in
- * ahead of use. NULL when r has no untouched slot. `bump` is stored with a
- * relaxed atomic store (remote freers read it). O(slots per page). */
+ * (ZONE_CARVE_SPAN-aligned), ZONE_CARVE_MAX slots in all at most, onto r's
+ * free list, lowest address first, with free headers: the next
+ * allocations pop them, and no page is faulted in ahead of use. NULL when
+ * r has no untouched slot. `bump` is stored with a relaxed atomic store
+ * (remote freers read it). O(ZONE_CARVE_MAX). */
 unsigned char *hk__zone_run_carve(zone_run *r, uint32_t *word);
 /* Gives back every class's spare run and its current run when empty (before
  * any purge, growth or failure). O(classes). */

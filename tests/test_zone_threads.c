@@ -675,41 +675,47 @@ HKT_TEST(owner_realloc_in_place_moved_and_misused) {
 
 /* A carve takes, besides the slot it returns, the run's next slots whose
  * header and link lie in the page that slot already touches, onto the free
- * list (so the next allocations take the inline path); none beyond it. */
+ * list (so the next allocations take the inline path); none beyond it, and
+ * at most ZONE_CARVE_MAX slots in all (a bound on the carve's work). Two
+ * sizes: 40 bytes (84 slots a page: the count bound applies) and 1000
+ * (4 a page: the page bound applies). */
 HKT_TEST(carve_batch_stays_in_the_touched_page) {
-    trep rep;
-    hk_zone *z = mk_thr(&rep);
-    REQUIRE(z != NULL);
-    enum { N = 40 };
-    unsigned char *p = hk_zone_alloc(z, N); /* a new run: its first slot, carved */
-    REQUIRE(p != NULL);
-    zone_run *r = run_of(p);
-    unsigned char *q = hk_zone_alloc(z, N); /* from the carve's batch */
-    REQUIRE(q != NULL && run_of(q) == r);
-    uintptr_t pg = ZONE_CARVE_SPAN;
-    uintptr_t end = ((uintptr_t)p - ZONE_HDR + r->stride + ZONE_OVERLAP + pg - 1) & ~(pg - 1);
-    uint32_t carved = r->bump;
-    CHECK(carved > 2);
-    CHECK((uintptr_t)r->first + (size_t)(carved - 1) * r->stride + ZONE_HDR + sizeof(void *) <= end);
-    if (carved < r->nslots)
-        CHECK((uintptr_t)r->first + (size_t)carved * r->stride + ZONE_HDR + sizeof(void *) > end);
-    CHECK(r->free != NULL);
-    CHECK_EQ(hk_zone_check(z), HK_OK);
-    hk_stats s;
-    hk_zone_stats(z, &s);
-    CHECK_EQ(s.live_blocks, 2);
-    CHECK_EQ(s.used, 2 * N);
-    /* the batch serves the next allocations without carving */
-    void *more[512];
-    unsigned k = 0;
-    while (r->free && k < 512) REQUIRE((more[k++] = hk_zone_alloc(z, N)) != NULL);
-    CHECK_EQ(r->bump, carved);
-    CHECK_EQ(k, carved - 2);
-    for (unsigned i = 0; i < k; i++) CHECK_EQ(hk_zone_free(z, more[i]), HK_OK);
-    CHECK_EQ(hk_zone_free(z, p), HK_OK);
-    CHECK_EQ(hk_zone_free(z, q), HK_OK);
-    CHECK_EQ(live_of(z), 0);
-    CHECK_EQ(rep.count, 0);
-    CHECK_EQ(hk_zone_check(z), HK_OK);
-    hk_zone_destroy(z);
+    static const size_t sizes[] = {40, 1000};
+    for (unsigned t = 0; t < 2; t++) {
+        size_t N = sizes[t];
+        trep rep;
+        hk_zone *z = mk_thr(&rep);
+        REQUIRE(z != NULL);
+        unsigned char *p = hk_zone_alloc(z, N); /* a new run: its first slot, carved */
+        REQUIRE(p != NULL);
+        zone_run *r = run_of(p);
+        unsigned char *q = hk_zone_alloc(z, N); /* from the carve's batch */
+        REQUIRE(q != NULL && run_of(q) == r);
+        uintptr_t pg = ZONE_CARVE_SPAN;
+        uintptr_t end = ((uintptr_t)p - ZONE_HDR + r->stride + ZONE_OVERLAP + pg - 1) & ~(pg - 1);
+        uint32_t carved = r->bump;
+        CHECK(carved >= 2 && carved <= ZONE_CARVE_MAX);
+        CHECK((uintptr_t)r->first + (size_t)(carved - 1) * r->stride + ZONE_HDR + sizeof(void *) <= end);
+        if (t == 0) CHECK_EQ(carved, ZONE_CARVE_MAX);
+        if (t == 1) /* the next slot's link would end past the page */
+            CHECK((uintptr_t)r->first + (size_t)carved * r->stride + ZONE_HDR + sizeof(void *) > end);
+        CHECK_EQ(hk_zone_check(z), HK_OK);
+        hk_stats s;
+        hk_zone_stats(z, &s);
+        CHECK_EQ(s.live_blocks, 2);
+        CHECK_EQ(s.used, 2 * N);
+        /* the batch serves the next allocations without carving */
+        void *more[512];
+        unsigned k = 0;
+        while (r->free && k < 512) REQUIRE((more[k++] = hk_zone_alloc(z, N)) != NULL);
+        CHECK_EQ(r->bump, carved);
+        CHECK_EQ(k, carved - 2);
+        for (unsigned i = 0; i < k; i++) CHECK_EQ(hk_zone_free(z, more[i]), HK_OK);
+        CHECK_EQ(hk_zone_free(z, p), HK_OK);
+        CHECK_EQ(hk_zone_free(z, q), HK_OK);
+        CHECK_EQ(live_of(z), 0);
+        CHECK_EQ(rep.count, 0);
+        CHECK_EQ(hk_zone_check(z), HK_OK);
+        hk_zone_destroy(z);
+    }
 }
