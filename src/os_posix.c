@@ -109,6 +109,15 @@ hk_result hk_os_unback(void *p, size_t size) {
     return madvise(p, len, MADV_DONTNEED) == 0 ? HK_OK : HK_ERR_INVALID;
 }
 
+void hk_os_unback_prepare(void) {
+    static int done;
+    if (__atomic_load_n(&done, __ATOMIC_RELAXED)) return;
+    /* a zero-length advice is accepted and does nothing; the call binds
+     * the madvise entry of whichever object links this file */
+    (void)madvise(NULL, 0, MADV_NORMAL);
+    __atomic_store_n(&done, 1, __ATOMIC_RELAXED);
+}
+
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
 #endif

@@ -155,6 +155,9 @@ hk_result hk_os_unback(void *p, size_t size) {
     return os_commit(p, len, PAGE_READWRITE) == HK_OK ? HK_OK : HK_ERR_INVALID;
 }
 
+/* Imports are bound when the image loads: nothing to prepare. */
+void hk_os_unback_prepare(void) {}
+
 hk_result hk_os_prefault(void *p, size_t size) {
     size_t len;
     if (!page_range_ok(p, size) || !round_pages(size, &len)) return HK_ERR_INVALID;

@@ -53,6 +53,7 @@ void hk__zone_decay_init(hk_zone *z, int decay_ms) {
     z->decay_epoch_ns = (z->decay_on && by_time) ? ms * 500000u : 0; /* half the decay time */
     z->decay_next = hk_os_coarse_ns() + z->decay_epoch_ns;
     z->decay_check_at = ZONE_DECAY_ARM;
+    if (z->decay_on) hk_os_unback_prepare(); /* no lazy binding inside a sweep */
 }
 
 /* Gives back the span of dirty free block b when it has one of at least
