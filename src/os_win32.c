@@ -1,11 +1,11 @@
 /*
  * src/os_win32.c - the host layer on Windows: pages (VirtualAlloc,
  * VirtualProtect, VirtualFree), page size and allocation granularity
- * (GetSystemInfo), the monotonic clocks (QueryPerformanceCounter, GetTickCount64), process
- * helpers, address-space queries (VirtualQuery), SRWLOCK mutexes and
- * thread-exit callbacks (FLS). See src/os.h; stack capture, faults and
- * symbolization are in os_win32_*.c, the failure point and what else does
- * not depend on the OS in os_common.c.
+ * (GetSystemInfo), the monotonic clocks (QueryPerformanceCounter,
+ * GetTickCount64), process helpers, address-space queries (VirtualQuery),
+ * SRWLOCK mutexes and thread-exit callbacks (FLS). See src/os.h; stack
+ * capture, faults and symbolization are in os_win32_*.c, the failure point
+ * and what else does not depend on the OS in os_common.c.
  *
  * Invariants: nothing here calls malloc; every page acquisition (reserve,
  * alloc, commit, protect to an accessible protection, map_own of

@@ -23,9 +23,10 @@
  * between half the decay time and the decay time after it was freed
  * (given calls into the zone meanwhile: the clock is read only on slow
  * paths; it is the OS's coarse clock, hk_os_coarse_ns, so both bounds
- * hold within its tick of a few milliseconds). Hysteresis: the clock runs (decay_armed) only once
- * ZONE_DECAY_ARM bytes were freed since the last sweep, and a decay sweep
- * skips spans below ZONE_DECAY_MIN_SPAN; hk_zone_trim sweeps everything.
+ * hold within its tick of a few milliseconds). Hysteresis: the clock runs
+ * (decay_armed) only once ZONE_DECAY_ARM bytes were freed since the last
+ * sweep, and a decay sweep skips spans below ZONE_DECAY_MIN_SPAN;
+ * hk_zone_trim sweeps everything.
  *
  * Invariants (verified by hk_zone_check):
  *  - ZB_FREE_CLEAN and ZB_FREE_EPOCH appear only on free blocks; a clean

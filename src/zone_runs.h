@@ -234,10 +234,12 @@ static inline void *zone_slot_alloc(hk_zone *z, size_t n) {
 }
 
 /* The run of the slot at b whose header word is `word`, or NULL when it
- * names none (a class past the last has stride 0: no run matches). lo is the lowest user pointer of b's
- * region (its base + ZONE_HDR), b's user pointer is at least lo and at most the region's end. The run struct
- * is below b (b - idx * stride - ZONE_RUN_SLOT0), so its bytes lie inside the region once its address is at
- * least lo: no upper bound is needed, and the lower one is tested on the distance, which cannot wrap. */
+ * names none (a class past the last has stride 0: no run matches). lo is
+ * the lowest user pointer of b's region (its base + ZONE_HDR), b's user
+ * pointer is at least lo and at most the region's end. The run struct is
+ * below b (b - idx * stride - ZONE_RUN_SLOT0), so its bytes lie inside the
+ * region once its address is at least lo: no upper bound is needed, and
+ * the lower one is tested on the distance, which cannot wrap. */
 static inline zone_run *zone_slot_run_w(uintptr_t lo, const zone_blk *b, uint32_t word) {
     uint32_t idx = word & 0xfffu, stride = zone_cls_stride((word >> 12) & 0x7fu);
     uintptr_t a = (uintptr_t)b + ZONE_HDR, off = (uintptr_t)idx * stride + ZONE_RUN_SLOT0 + ZONE_HDR;
