@@ -185,12 +185,13 @@ uint64_t hk_os_now_ns(void) {
 
 uint64_t hk_os_coarse_ns(void) {
 #ifdef CLOCK_MONOTONIC_COARSE
+    /* a kernel without it (before 2.6.32) refuses it every time: the
+     * precise clock then, always */
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-#else
-    return hk_os_now_ns();
+    if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) == 0)
+        return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 #endif
+    return hk_os_now_ns();
 }
 
 int hk_os_getpid(void) { return (int)getpid(); }
