@@ -362,8 +362,9 @@ void *hk_zone_alloc_aligned(hk_zone *z, size_t align, size_t size) {
 
 /* ---- public: free -------------------------------------------------------------- */
 
-static HK__NOINLINE hk_result zone_free_locked(hk_zone *z, void *p) {
-    if (z->threads && hk__zone_thr_free_fast(z, p)) return HK_OK;
+/* The free under the lock: the lookup (which reports what p is when it is
+ * no block), then a slot or a plain block. */
+static HK__NOINLINE hk_result zone_free_lookup(hk_zone *z, void *p) {
     hk__core_lock(&z->core);
     hk_result res;
     zone_blk *b = hk__zone_lookup(z, p, "free", &res);
@@ -386,6 +387,15 @@ static HK__NOINLINE hk_result zone_free_locked(hk_zone *z, void *p) {
     hk__core_after(&z->core);
     hk__core_unlock(&z->core);
     return res;
+}
+
+/* Everything the inline paths of hk_zone_free did not take: in a threads
+ * zone first a slot seen without the lock (another heap's, freed by the
+ * remote path), then the lookup. Small, so that the remote path does not
+ * pay the lookup's frame. */
+static HK__NOINLINE hk_result zone_free_locked(hk_zone *z, void *p) {
+    if (z->threads && hk__zone_thr_free_fast(z, p)) return HK_OK;
+    return zone_free_lookup(z, p);
 }
 
 hk_result hk_zone_free(hk_zone *z, void *p) {

@@ -27,7 +27,13 @@
  * owner's collection: slot marks, USED clear, PREV_USED (unused by slots)
  * set. Its slack is kept (stats subtract the pending bytes). */
 #define ZB_SLOT_REMOTE (ZB_RUN_MARK | ZB_EXT | ZB_PREV_USED)
-#define ZONE_XBITS     8u /* remote bitmap words: 512 slots at most per run of a threads zone */
+/* What turns a used slot header into the remote one by one xor: the bits
+ * change by USED ^ PREV_USED, and the check (zone_slot_chk folds its
+ * inputs with xors; a change below bit 16 folds onto itself) by the same.
+ * tests/test_zone_threads.c compares it with zone_hdr_make. */
+#define ZONE_W_REMOTE_K                                                                                      \
+    (((uint64_t)(ZB_SLOT_USED ^ ZB_SLOT_REMOTE) << 40) ^ ((uint64_t)(ZB_SLOT_USED ^ ZB_SLOT_REMOTE) << 48))
+#define ZONE_XBITS 8u /* remote bitmap words: 512 slots at most per run of a threads zone */
 _Static_assert(ZONE_RUN_CAP_SLOTS <= ZONE_XBITS * 64u, "a run's slots fit the remote bitmap");
 
 struct zone_heap;

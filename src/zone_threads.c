@@ -543,10 +543,11 @@ static zone_blk *zone_thr_slot_at(hk_zone *z, const void *p, uint64_t *w, zone_r
     return b;
 }
 
-/* The remote path: claims used slot b (header word w) of run r owned by
- * heap h; HK_ERR_DOUBLE_FREE when another free changed the header first. */
+/* The remote path: claims used slot b (header word w, its check verified
+ * by the caller) of run r owned by heap h; HK_ERR_DOUBLE_FREE when another
+ * free changed the header first. */
 static hk_result zone_thr_remote(zone_blk *b, zone_run *r, zone_run_x *x, zone_heap *h, uint64_t w) {
-    uint64_t want = zone_hdr_make(b, (uint32_t)w, HK_TAG_STATIC, ZB_SLOT_REMOTE);
+    uint64_t want = w ^ ZONE_W_REMOTE_K;
     if (!__atomic_compare_exchange_n((zone_word *)((unsigned char *)b + 8), &w, want, false, __ATOMIC_ACQ_REL,
                                      __ATOMIC_ACQUIRE))
         return HK_ERR_DOUBLE_FREE; /* another free won: the caller reports */
@@ -573,13 +574,15 @@ static hk_result zone_thr_remote(zone_blk *b, zone_run *r, zone_run_x *x, zone_h
     return HK_OK;
 }
 
-/* Frees used slot b (header word w) of run r from any thread: the owner's
- * path or the remote one (HK_ERR_DOUBLE_FREE, unreported, when another
- * thread's free won the header). */
-static hk_result zone_thr_free_slot(hk_zone *z, zone_blk *b, zone_run *r, uint64_t w, int locked) {
+/* Frees used slot b (header word w) of run r from any thread (`mine`: the
+ * calling thread's heap in z, or NULL): the owner's path or the remote one
+ * (HK_ERR_DOUBLE_FREE, unreported, when another thread's free won the
+ * header). */
+static hk_result zone_thr_free_slot(hk_zone *z, zone_blk *b, zone_run *r, uint64_t w, int locked,
+                                    const zone_heap *mine) {
     zone_run_x *x = zone_run_ext(r);
     zone_heap *h = __atomic_load_n(&x->heap, __ATOMIC_RELAXED);
-    if (h && h == zone_tl_find(z)) {
+    if (h && h == mine) {
         uint32_t stride = r->stride, word = (uint32_t)w;
         unsigned char *u = zone_user(b);
         zone_hdr_store(b, zone_hdr_make(b, word & 0x7ffffu, 0, ZB_SLOT_FREE));
@@ -616,22 +619,20 @@ hk_result hk__zone_thr_free_slot(hk_zone *z, zone_blk *b, int locked) {
     zone_run *r = (zone_run *)((unsigned char *)b -
                                (size_t)(word & 0xfffu) * zone_cls_stride(((word >> 12) & 0x7fu) % ZONE_NCLS) -
                                ZONE_RUN_SLOT0);
-    return zone_thr_free_slot(z, b, r, w, locked);
+    return zone_thr_free_slot(z, b, r, w, locked, zone_tl_find(z));
 }
 
 int hk__zone_thr_free_fast(hk_zone *z, void *p) {
     uint64_t w;
     zone_run *r;
     zone_blk *b = zone_thr_slot_at(z, p, &w, &r);
-    if (HK__LIKELY(b != NULL)) {
-        zone_heap *h = hk__zone_tl_cur.zid == z->zid ? hk__zone_tl_cur.h : NULL;
-        if (HK__LIKELY(h != NULL && zone_run_ext(r)->heap == h)) {
-            zone_thr_free_owner(z, h, b, r, w);
-            return 1;
-        }
-        if (zone_thr_free_slot(z, b, r, w, 0) == HK_OK) return 1;
+    if (HK__UNLIKELY(b == NULL)) return 0;
+    zone_heap *mine = hk__zone_tl_cur.zid == z->zid ? hk__zone_tl_cur.h : zone_tl_find(z);
+    if (mine != NULL && zone_run_ext(r)->heap == mine) {
+        zone_thr_free_owner(z, mine, b, r, w);
+        return 1;
     }
-    return 0;
+    return zone_thr_free_slot(z, b, r, w, 0, mine) == HK_OK;
 }
 
 int hk__zone_thr_resize(hk_zone *z, void *p, size_t n, size_t *old_req) {

@@ -427,8 +427,10 @@ HKT_TEST(last_slot_written_whole_leaves_run_bookkeeping_intact) {
 }
 
 /* The owner's paths turn a free slot header into a used one and back by one
- * xor (zone_w_use_delta) instead of rehashing: for every class, index and
- * slack the xor must give exactly the header zone_hdr_make computes. */
+ * xor (zone_w_use_delta) instead of rehashing, and a remote free turns a
+ * used one into a remote one by another (ZONE_W_REMOTE_K): for every class,
+ * index and slack the xor must give exactly the header zone_hdr_make
+ * computes. */
 HKT_TEST(slot_header_xor_matches_full_header) {
     static zone_blk slots[64] __attribute__((aligned(16)));
     int bad = 0, tried = 0;
@@ -442,6 +444,9 @@ HKT_TEST(slot_header_xor_matches_full_header) {
             uint64_t usedw = zone_hdr_make(b, word | (slack << 19), HK_TAG_STATIC, ZB_SLOT_USED);
             if ((freew ^ zone_w_use_delta(slack)) != usedw) bad++;
             if ((usedw ^ zone_w_use_delta(slack)) != freew) bad++;
+            /* the remote free's claim: used -> remote by one xor */
+            uint64_t remw = zone_hdr_make(b, word | (slack << 19), HK_TAG_STATIC, ZB_SLOT_REMOTE);
+            if ((usedw ^ ZONE_W_REMOTE_K) != remw) bad++;
         }
     }
     CHECK(tried > 10000);
