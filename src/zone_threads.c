@@ -627,7 +627,7 @@ int hk__zone_thr_free_fast(hk_zone *z, void *p) {
     zone_run *r;
     zone_blk *b = zone_thr_slot_at(z, p, &w, &r);
     if (HK__UNLIKELY(b == NULL)) return 0;
-    zone_heap *mine = hk__zone_tl_cur.zid == z->zid ? hk__zone_tl_cur.h : zone_tl_find(z);
+    zone_heap *mine = zone_tl_find(z);
     if (mine != NULL && zone_run_ext(r)->heap == mine) {
         zone_thr_free_owner(z, mine, b, r, w);
         return 1;
