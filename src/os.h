@@ -167,7 +167,8 @@ HK__HIDDEN bool hk_os_fail_now(void);
 /* Monotonic clock in nanoseconds. O(1). */
 HK__HIDDEN uint64_t hk_os_now_ns(void);
 /* A cheaper monotonic clock in nanoseconds, of coarse resolution (the
- * scheduler tick: 1-4 ms on Linux, 10-16 ms on Windows), for timers that
+ * scheduler tick: 1-10 ms on Linux by kernel configuration, 4 ms on the
+ * development machine; 10-16 ms on Windows), for timers that
  * are polled often and measured in tens of milliseconds (the zone's decay).
  * Not comparable with hk_os_now_ns. O(1): Linux CLOCK_MONOTONIC_COARSE
  * (about 3 ns against 21 for CLOCK_MONOTONIC on the development machine),
