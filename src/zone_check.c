@@ -67,10 +67,26 @@ static hk_result zone_check_run(hk_zone *z, zone_blk *b, size_t size, zone_tally
         if (r->owner != (h ? h->hid : 0u))
             ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r, "run %p's owner id %u is not its heap's (%u)", (void *)r,
                          r->owner, h ? h->hid : 0u);
-        for (uint32_t i = r->bump; i < ZONE_XBITS * 64u; i++)
-            if ((x->remote[i >> 6] >> (i & 63)) & 1u)
-                ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r, "run %p's remote bitmap marks slot %u, not carved",
-                             (void *)r, i);
+        if (r->nslots > ZONE_RUN_CAP_SLOTS_X)
+            ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r, "run %p has %u slots, more than its remote bitmap's %u",
+                         (void *)r, r->nslots, ZONE_RUN_CAP_SLOTS_X);
+        if (x->stride != r->stride || x->bump != r->bump)
+            ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r,
+                         "run %p's extension says stride %u, %u slots carved; the run %u, %u", (void *)r,
+                         x->stride, x->bump, r->stride, r->bump);
+        uint32_t marked = 0;
+        for (uint32_t i = 0; i < ZONE_XBITS * 64u; i++)
+            if ((x->remote[i >> 6] >> (i & 63)) & 1u) {
+                if (i >= r->bump)
+                    ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r,
+                                 "run %p's remote bitmap marks slot %u, not carved", (void *)r, i);
+                marked++;
+            }
+        /* every marked slot was announced first (no remote freer is inside a
+         * zone call during a check: each announce has its bit) */
+        if (x->pending != marked)
+            ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r, "run %p has %u remote frees announced, %u marked",
+                         (void *)r, x->pending, marked);
     }
     const zone_cls *rc = zone_run_cls(z, r);
     for (uint32_t i = 0; i < r->bump; i++) {
@@ -348,7 +364,7 @@ static hk_result zone_check_classes(hk_zone *z, const zone_tally *t) {
         for (zone_run *r = h->remote_runs; r && res == HK_OK; r = zone_run_ext(r)->rnext) {
             zone_blk *b = zone_run_block(r);
             if (++n > t->nruns || !zone_ptr_sane(z, b) || !zone_is_run(b) || zone_run_ext(r)->heap != h ||
-                !zone_run_ext(r)->queued)
+                !zone_run_ext(r)->pending)
                 ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z,
                              "heap %p's remote stack reaches %p, not a queued run of it", (const void *)h,
                              (void *)r);

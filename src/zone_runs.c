@@ -55,7 +55,8 @@ static inline void zone_partial_unlink(zone_cls *c, zone_run *r) {
 /* Slots for a new run of `stride`-byte slots: ZONE_RUN_FIRST bytes of
  * them for a class's first run; a run that replaces a full one of `prev`
  * slots gets twice that one's bytes, up to ZONE_RUN_TARGET; at most
- * ZONE_RUN_CAP_SLOTS and at least ZONE_RUN_MIN_SLOTS; in a zone that
+ * ZONE_RUN_CAP_SLOTS (ZONE_RUN_CAP_SLOTS_X in a threads zone: its remote
+ * bitmap's bits) and at least ZONE_RUN_MIN_SLOTS; in a zone that
  * cannot grow, at most 1/16 of the capacity (0: no run). A busy class's
  * larger runs make its allocations switch runs less often; a rarely used
  * class keeps a small run, whose address space (a run's untouched slots
@@ -67,7 +68,8 @@ static size_t zone_run_slots(const hk_zone *z, uint32_t stride, uint32_t prev) {
     if (bytes > ZONE_RUN_TARGET) bytes = ZONE_RUN_TARGET;
     size_t n = bytes / stride, cap = z->capacity / 16;
     if (z->threads) cap = cap > ZONE_RUN_XBYTES ? cap - ZONE_RUN_XBYTES : 0;
-    if (n > ZONE_RUN_CAP_SLOTS) n = ZONE_RUN_CAP_SLOTS;
+    size_t most = z->threads ? ZONE_RUN_CAP_SLOTS_X : ZONE_RUN_CAP_SLOTS;
+    if (n > most) n = most;
     if (n < ZONE_RUN_MIN_SLOTS) n = ZONE_RUN_MIN_SLOTS;
     if (ZONE_RUN_HDR + n * stride > cap && !z->grow_size) {
         if (cap < ZONE_RUN_HDR + (size_t)ZONE_RUN_MIN_SLOTS * stride) return 0;
@@ -109,7 +111,8 @@ zone_run *hk__zone_run_new(hk_zone *z, unsigned ci, struct zone_heap *h, uint32_
         zone_unpoison(x, sizeof *x);
         memset(x, 0, sizeof *x);
         x->heap = h;
-        x->run = r;
+        x->stride = stride;
+        __atomic_store_n(&x->run, r, __ATOMIC_RELAXED);
         x->anext = z->xruns;
         if (z->xruns) z->xruns->aprev = x;
         z->xruns = x;
@@ -131,6 +134,7 @@ zone_blk *hk__zone_run_release(hk_zone *z, zone_run *r) {
         else
             z->xruns = x->anext;
         if (x->anext) x->anext->aprev = x->aprev;
+        __atomic_store_n(&x->run, NULL, __ATOMIC_RELAXED); /* nor through the extension */
     }
     r->first = NULL; /* a stale slot pointer into it no longer finds a run */
     zone_unpoison(zone_user(b), size - ZONE_HDR);
@@ -190,6 +194,7 @@ HK__NOINLINE unsigned char *hk__zone_run_carve(zone_run *r, uint32_t *word) {
         zone_poison(f, stride - ZONE_HDR);
     }
     __atomic_store_n(&r->bump, i + 1 + k, __ATOMIC_RELAXED);
+    if (zone_run_has_ext(r)) __atomic_store_n(&zone_run_ext(r)->bump, i + 1 + k, __ATOMIC_RELAXED);
     *word = zone_slot_word(i, r->cls, 0);
     return u;
 }

@@ -17,15 +17,19 @@
  *  - owner free: relaxed load of the header, verify, relaxed store of the
  *    free header, push on the run's free list.
  *  - remote free (the slot's run belongs to another heap, live or
- *    abandoned): verify, CAS the header used -> remote (the CAS decides
- *    between two threads freeing the same block: exactly one wins, the
- *    other goes to the locked path, which reports the double free), set the
- *    slot's bit in the run's remote bitmap, and push the run on its heap's
- *    remote stack unless it is already there (`queued` read, then
- *    exchanged to 1 when it was 0).
- *  - collection (owner, at refill): take the stack; for each run clear
- *    `queued`, then exchange each bitmap word with 0 and turn each marked
- *    slot whose header says remote into a free slot. A marked slot whose
+ *    abandoned): verify against the run's extension only (the run
+ *    struct's line is the owner's), CAS the header used -> remote (the CAS
+ *    decides between two threads freeing the same block: exactly one wins,
+ *    the other goes to the locked path, which reports the double free),
+ *    announce the free (add 1 to the run's `pending`), set the slot's bit
+ *    in the run's remote bitmap, and, when the announce raised `pending`
+ *    from 0, push the run on its heap's remote stack. Three atomic
+ *    read-modify-writes, on the slot's line and the extension's two.
+ *  - collection (owner, at refill): take the stack; for each run exchange
+ *    each bitmap word with 0, subtract the bits taken from `pending`, and
+ *    push the run back when that leaves it above 0 (a freer announced but
+ *    has not set its bit yet); turn each marked slot whose header says
+ *    remote into a free slot. A marked slot whose
  *    header says anything else lost a race against its owner's own free
  *    (both passed their check: the owner's load/store is not atomic as a
  *    pair): a double free, reported here once, the mark dropped; the owner
@@ -49,13 +53,16 @@
  *    by a thread without a heap) or one of z->heaps, whose class table
  *    holds it as cur/partial/spare per its state.
  *  - a slot with a remote header has its bit set in its run's bitmap and
- *    counts as used in the run; a run with a bit set is on its heap's
- *    remote stack (queued 1), or its pusher is between its bit and push.
- *  - a run goes back to the core only when it is empty, not queued and no
- *    remote freer is inside it (`inflight`, counted in before the freer's
- *    bit and out after its push: its last touch of the run). An empty run
- *    that cannot go yet stays on its class's partial list (the only empty
- *    partial runs; check allows them in heaps) or as the spare.
+ *    counts as used in the run; a run's `pending` is the number of its set
+ *    bits (each freer announces before its bit); a run whose `pending` is
+ *    not 0 is on its heap's remote stack, or its pusher is between its
+ *    announce and its push, or the collecting owner holds it.
+ *  - a run goes back to the core only when it is empty and its `pending`
+ *    is 0: no remote freer is past its announce and still to touch the run
+ *    (a freer's last touch is its bit, or its push when it raised
+ *    `pending` from 0, both before the owner can take its bit). An empty
+ *    run that cannot go yet stays on its class's partial list (the only
+ *    empty partial runs; check allows them in heaps) or as the spare.
  *  - heaps are freed only by hk_zone_destroy; a thread's cache entry names
  *    the zone by zid, so a destroyed zone's entry never matches again.
  *  - decay (zone_decay.c): a heap's spare run is read and set by its owner
@@ -115,12 +122,21 @@ static inline void zone_thr_partial_unlink(zone_cls *c, zone_run *r) {
     if (r->next) r->next->prev = r->prev;
 }
 
-/* Whether empty run r of a heap may go back to the core: not on its heap's
- * remote stack, and no remote freer inside it (one whose bit was just
- * collected may still be about to queue the run). */
+/* Whether empty run r of a heap may go back to the core: no remote free
+ * announced and not collected (its freer may still touch the run, and the
+ * run is on its heap's remote stack or about to be). */
 static int zone_thr_run_releasable(const zone_run *r) {
-    const zone_run_x *x = zone_run_ext(r);
-    return !__atomic_load_n(&x->inflight, __ATOMIC_ACQUIRE) && !__atomic_load_n(&x->queued, __ATOMIC_ACQUIRE);
+    return !__atomic_load_n(&zone_run_ext(r)->pending, __ATOMIC_ACQUIRE);
+}
+
+/* Pushes run r on heap h's remote stack (any thread). */
+static void zone_thr_queue(zone_heap *h, zone_run *r) {
+    zone_run_x *x = zone_run_ext(r);
+    zone_run *head = __atomic_load_n(&h->remote_runs, __ATOMIC_RELAXED);
+    do {
+        x->rnext = head;
+    } while (
+        !__atomic_compare_exchange_n(&h->remote_runs, &head, r, true, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
 }
 
 /* A run of h whose used count dropped (owner free or collection): full ->
@@ -162,17 +178,20 @@ static void zone_thr_report_late(hk_zone *z, zone_blk *b, int locked) {
     if (!locked) hk__core_unlock(&z->core);
 }
 
-/* Turns the remotely freed slots of run r (heap h) free. */
-static void zone_thr_collect_run(hk_zone *z, zone_heap *h, zone_run *r, int locked) {
+/* Turns the remotely freed slots of run r (heap h) free; returns the
+ * number of bits taken (double frees found here included). */
+static uint32_t zone_thr_collect_run(hk_zone *z, zone_heap *h, zone_run *r, int locked) {
     zone_run_x *x = zone_run_ext(r);
     unsigned nw = (r->nslots + 63u) / 64u;
     size_t req = 0, nfreed = 0;
+    uint32_t taken = 0;
     for (unsigned wi = 0; wi < nw; wi++) {
         if (!__atomic_load_n(&x->remote[wi], __ATOMIC_RELAXED)) continue;
-        uint64_t bits = __atomic_exchange_n(&x->remote[wi], 0, __ATOMIC_SEQ_CST); /* see zone_thr_remote */
+        uint64_t bits = __atomic_exchange_n(&x->remote[wi], 0, __ATOMIC_ACQUIRE); /* see zone_thr_remote */
         while (bits) {
             unsigned i = wi * 64u + (unsigned)__builtin_ctzll(bits);
             bits &= bits - 1;
+            taken++;
             zone_blk *s = (zone_blk *)(r->first + (size_t)i * r->stride);
             uint64_t w = zone_hdr_load(s);
             if (zone_w_bits(w) != ZB_SLOT_REMOTE ||
@@ -195,16 +214,19 @@ static void zone_thr_collect_run(hk_zone *z, zone_heap *h, zone_run *r, int lock
     __atomic_store_n(&h->used_req, h->used_req - req, __ATOMIC_RELAXED);
     __atomic_store_n(&h->slot_bytes, h->slot_bytes - nfreed * r->stride, __ATOMIC_RELAXED);
     __atomic_store_n(&h->free_count, h->free_count + nfreed, __ATOMIC_RELAXED);
+    return taken;
 }
 
-/* Takes heap h's remote stack and collects every run on it. */
+/* Takes heap h's remote stack and collects every run on it. A run whose
+ * announced frees were not all marked yet (a freer between its announce
+ * and its bit) goes back on the stack for the next collection. */
 static void zone_thr_collect(hk_zone *z, zone_heap *h, int locked) {
     zone_run *r = __atomic_exchange_n(&h->remote_runs, NULL, __ATOMIC_ACQUIRE);
     while (r) {
         zone_run_x *x = zone_run_ext(r);
-        zone_run *next = x->rnext;
-        __atomic_store_n(&x->queued, 0, __ATOMIC_SEQ_CST);
-        zone_thr_collect_run(z, h, r, locked);
+        zone_run *next = x->rnext; /* a freer may queue r again once `pending` is 0 */
+        uint32_t taken = zone_thr_collect_run(z, h, r, locked);
+        if (__atomic_sub_fetch(&x->pending, taken, __ATOMIC_ACQ_REL) != 0) zone_thr_queue(h, r);
         if (r->state == ZONE_RUN_FULL || r->state == ZONE_RUN_PARTIAL) zone_thr_settle_run(z, h, r, locked);
         r = next;
     }
@@ -536,8 +558,16 @@ static zone_blk *zone_thr_slot_at(hk_zone *z, const void *p, uint64_t *w, zone_r
     if (zone_w_bits(v) != ZB_SLOT_USED || zone_w_tag(v) != HK_TAG_STATIC ||
         (uint16_t)(v >> 48) != zone_slot_chk(b, word, HK_TAG_STATIC, ZB_SLOT_USED))
         return NULL;
-    zone_run *r = zone_slot_run_w(lo, b, word);
-    if (!r) return NULL;
+    /* the run is checked through its extension (zone_run_x): a remote
+     * freer does not read the run struct's line, which its owner keeps
+     * rewriting */
+    zone_run *r;
+    uint32_t stride;
+    if (!zone_thr_run_at(lo, b, word, &r, &stride)) return NULL;
+    const zone_run_x *x = zone_run_ext(r);
+    if (__atomic_load_n(&x->run, __ATOMIC_RELAXED) != r || x->stride != stride ||
+        (word & 0xfffu) >= __atomic_load_n(&x->bump, __ATOMIC_RELAXED))
+        return NULL;
     *w = v;
     *rp = r;
     return b;
@@ -552,25 +582,16 @@ static hk_result zone_thr_remote(zone_blk *b, zone_run *r, zone_run_x *x, zone_h
                                      __ATOMIC_ACQUIRE))
         return HK_ERR_DOUBLE_FREE; /* another free won: the caller reports */
     unsigned idx = (uint32_t)w & 0xfffu;
-    /* counted in before the bit (the bit's release orders it): an owner that
-     * collects the bit sees the freer inside and keeps the run */
-    __atomic_fetch_add(&x->inflight, 1, __ATOMIC_RELAXED);
-    __atomic_fetch_or(&x->remote[idx >> 6], 1ull << (idx & 63u), __ATOMIC_SEQ_CST);
+    /* Announced before the bit (the bit's release orders it): until the
+     * owner has taken the bit, `pending` is not 0 and the run stays. The
+     * freer that raised it from 0 queues the run. */
+    uint32_t before = __atomic_fetch_add(&x->pending, 1, __ATOMIC_RELAXED);
     void (*pause)(void) = __atomic_load_n(&hk__zone_remote_pause, __ATOMIC_RELAXED);
     if (HK__UNLIKELY(pause != NULL)) pause();
-    /* Already queued (frees to one run come in bursts): no exchange. The
-     * owner clears `queued` before it takes the bits, all four accesses
-     * sequentially consistent, so either this load sees the clear (and
-     * queues the run again) or the owner's take sees this bit. */
-    if (!__atomic_load_n(&x->queued, __ATOMIC_SEQ_CST) &&
-        !__atomic_exchange_n(&x->queued, 1, __ATOMIC_SEQ_CST)) {
-        zone_run *head = __atomic_load_n(&h->remote_runs, __ATOMIC_RELAXED);
-        do {
-            x->rnext = head;
-        } while (!__atomic_compare_exchange_n(&h->remote_runs, &head, r, true, __ATOMIC_RELEASE,
-                                              __ATOMIC_RELAXED));
-    }
-    __atomic_fetch_sub(&x->inflight, 1, __ATOMIC_RELEASE); /* the freer's last touch of the run */
+    __atomic_fetch_or(&x->remote[idx >> 6], 1ull << (idx & 63u), __ATOMIC_RELEASE);
+    /* otherwise this was the last touch of the run: the run is queued, or
+     * its owner's collection will queue it again for this bit */
+    if (before == 0) zone_thr_queue(h, r);
     return HK_OK;
 }
 

@@ -149,15 +149,40 @@ static inline void zone_thr_free_owner(hk_zone *z, zone_heap *h, zone_blk *b, zo
         hk__zone_thr_free_tail(z, h, r, fc);
 }
 
+/* The run that header word `word` of the slot at b names, found by
+ * arithmetic only (nothing read), in *r: 0 when its extension would start
+ * below lo, the lowest user pointer of b's region (reading the extension
+ * stays inside the region); *stride is the class's slot size. The caller
+ * verifies the run. */
+static inline int zone_thr_run_at(uintptr_t lo, const zone_blk *b, uint32_t word, zone_run **r,
+                                  uint32_t *stride) {
+    uintptr_t a = (uintptr_t)b + ZONE_HDR;
+    *stride = zone_cls_stride((word >> 12) & 0x7fu);
+    uintptr_t off = (uintptr_t)(word & 0xfffu) * *stride + ZONE_RUN_SLOT0 + ZONE_HDR;
+    if (off + ZONE_RUN_XOFF > a - lo) return 0;
+    *r = (zone_run *)(a - off);
+    return 1;
+}
+
+/* The owner heap a run's extension names, read where the caller has not
+ * verified the run yet (a stale or forged pointer may lead to a user's
+ * bytes, written without atomics): a plain read kept out of
+ * ThreadSanitizer's view. A genuine run's `heap` never changes. */
+static inline HK__NO_TSAN zone_heap *zone_thr_heap_peek(const zone_run *r) {
+    return *(zone_heap *volatile const *)&zone_run_ext(r)->heap;
+}
+
 /* The used slot at p when it belongs to a run of the calling thread's own
  * heap (its header word in *w, its run in *rp), or not: another thread's
  * slot, a plain block, a bad pointer (the caller goes on to paths that
  * decide and report). p is validated as an integer before any header is
- * read: inside the first region, 16-aligned, a used slot's tag and bits, a
- * run in range whose owner is this thread's heap and whose layout agrees
- * with the header's class and index. The 16-bit check is not recomputed:
- * the run checks bind p to one slot of a genuine run (zone_slot_used_run).
- * Returns 1 (the slot's header is at p - ZONE_HDR) or 0. */
+ * read: inside the first region, 16-aligned, a used slot's tag and bits.
+ * Ownership is read from the run's extension before anything of the run
+ * struct: another heap's slot goes to the remote path without touching
+ * the line that its owner rewrites on every operation. Then the run
+ * checks (those of zone_slot_run_w) bind p to one slot of a genuine run
+ * of this heap; the 16-bit check is not recomputed. Returns 1 (the
+ * slot's header is at p - ZONE_HDR) or 0. */
 static inline int zone_thr_owned_slot(hk_zone *z, const void *p, uint64_t *w, zone_run **rp) {
     if (HK__UNLIKELY(hk__zone_tl_cur.zid != z->zid)) return 0;
     /* the first region's user pointers: lo + [0, thr_span] */
@@ -170,8 +195,18 @@ static inline int zone_thr_owned_slot(hk_zone *z, const void *p, uint64_t *w, zo
      * look before the atomic load (the same load without TSan) */
     if (((zone_hdr_peek(b) >> 32) & 0xffffu) != (HK_TAG_STATIC | (ZB_SLOT_USED << 8))) return 0;
 #endif
-    zone_run *r = zone_slot_used_run(lo, b, w);
-    if (HK__UNLIKELY(r == NULL || r->owner != hk__zone_tl_cur.hid)) return 0;
+    uint64_t hw = zone_hdr_load(b);
+    if (HK__UNLIKELY(((hw >> 32) & 0xffffu) != (HK_TAG_STATIC | (ZB_SLOT_USED << 8)))) return 0;
+    zone_run *r;
+    uint32_t stride;
+    if (HK__UNLIKELY(!zone_thr_run_at(lo, b, (uint32_t)hw, &r, &stride) ||
+                     zone_thr_heap_peek(r) != hk__zone_tl_cur.h))
+        return 0;
+    /* this heap's run: its own line, which this thread keeps writing */
+    if (HK__UNLIKELY(r->first != (unsigned char *)r + ZONE_RUN_SLOT0 || r->stride != stride ||
+                     ((uint32_t)hw & 0xfffu) >= r->bump))
+        return 0;
+    *w = hw;
     *rp = r;
     return 1;
 }

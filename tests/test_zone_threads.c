@@ -463,7 +463,8 @@ static zone_run *run_of(void *p) {
     return zone_run_of_slot(zone_from_user(p));
 }
 
-/* The freer, held after setting its slot's bit and before queueing the run. */
+/* The freer, held after announcing its free and before setting its slot's
+ * bit. */
 static void remote_pause(void) {
     if (!__atomic_exchange_n(&g_pause_armed, 0, __ATOMIC_ACQ_REL)) return;
     __atomic_store_n(&g_paused, 1, __ATOMIC_RELEASE);
@@ -478,7 +479,7 @@ typedef struct {
 
 static void *free_two(void *arg) {
     free2_arg *f = (free2_arg *)arg;
-    if (hk_zone_free(f->z, f->a) != HK_OK) f->fails++;     /* queues the run */
+    if (hk_zone_free(f->z, f->a) != HK_OK) f->fails++;     /* queues the run (pending 0 -> 1) */
     __atomic_store_n(&g_pause_armed, 1, __ATOMIC_RELEASE); /* hold the next free mid-way */
     if (hk_zone_free(f->z, f->b) != HK_OK) f->fails++;
     return NULL;
@@ -489,8 +490,10 @@ static void *free_two(void *arg) {
  * remote free that had not queued the run yet, found the run empty and
  * gave it back to the core; the freer then queued the released run, and
  * the next collection followed a link through freed memory. A run is now
- * given back only when no remote freer is inside it. Here the last freer
- * is held between its bit and its queueing while the owner collects. */
+ * given back only when no announced remote free is still to be collected.
+ * Here the last freer is held between its announce and its bit while the
+ * owner collects: the owner takes the first bit only, keeps the run (one
+ * free still pending) and queues it again for the next collection. */
 HKT_TEST(run_not_released_under_a_remote_freer_in_flight) {
     trep rep;
     hk_zone *z = mk_thr(&rep);
@@ -518,6 +521,9 @@ HKT_TEST(run_not_released_under_a_remote_freer_in_flight) {
      * empties r2 */
     void *other = hk_zone_alloc(z, 100);
     CHECK(other != NULL);
+    CHECK(r2->first != NULL); /* still a run */
+    CHECK_EQ(__atomic_load_n(&zone_run_ext(r2)->pending, __ATOMIC_ACQUIRE), 1u);
+    CHECK(__atomic_load_n(&zone_run_ext(r2)->heap->remote_runs, __ATOMIC_ACQUIRE) == r2); /* queued again */
     __atomic_store_n(&g_resume, 1, __ATOMIC_RELEASE);
     pthread_join(t, NULL);
     CHECK_EQ(f.fails, 0);
