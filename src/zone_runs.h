@@ -82,6 +82,9 @@ typedef struct zone_heap {
      * decay is armed (decay_poll_ns, decay_poll_fc: its last poll). */
     uint64_t decay_poll_at;
     uint64_t decay_poll_ns, decay_poll_fc;
+    /* owner only: alloc_count from which the next collection of remote
+     * frees is due before a carve or a refill (zone_thr_collect_due) */
+    uint64_t collect_at;
 } zone_heap;
 
 /* The extension sits ZONE_RUN_XOFF bytes below the run struct, between the

@@ -300,10 +300,26 @@ void hk__zone_thr_collect_all(hk_zone *z) {
     for (zone_heap *h = z->heaps; h; h = h->next) zone_thr_collect(z, h, 1);
 }
 
+/* Whether the owner of h should collect before it carves or refills: frees
+ * are queued and the last collection was ZONE_COLLECT_EVERY allocations
+ * ago. */
+static inline int zone_thr_collect_due(const zone_heap *h) {
+    return h->alloc_count >= h->collect_at && __atomic_load_n(&h->remote_runs, __ATOMIC_RELAXED);
+}
+
+/* The owner's collection: every queued run, the next one due in
+ * ZONE_COLLECT_EVERY allocations. */
+static void zone_thr_collect_own(hk_zone *z, zone_heap *h) {
+    h->collect_at = h->alloc_count + ZONE_COLLECT_EVERY;
+    zone_thr_collect(z, h, 0);
+}
+
 HK__NOINLINE unsigned char *hk__zone_thr_refill(hk_zone *z, zone_heap *h, unsigned ci, zone_run **out,
                                                 uint32_t *word) {
     zone_cls *c = &h->cls[ci];
-    if (__atomic_load_n(&h->remote_runs, __ATOMIC_RELAXED)) zone_thr_collect(z, h, 0);
+    /* due, or the class has no partial run: the frees may spare a new run */
+    if (zone_thr_collect_due(h) || (!c->partial && __atomic_load_n(&h->remote_runs, __ATOMIC_RELAXED)))
+        zone_thr_collect_own(z, h);
     zone_run *r = c->cur;
     uint32_t prev = r ? r->nslots : 0; /* a new run replacing a full one is larger */
     if (r) {
@@ -338,7 +354,7 @@ HK__NOINLINE unsigned char *hk__zone_thr_refill(hk_zone *z, zone_heap *h, unsign
 }
 
 /* The current run of class ci has no freed slot, and the class's first
- * partial run has some or the heap has remote frees queued: collects those before a
+ * partial run has some or a collection is due: collects remote frees before a
  * fresh slot is carved, and when the current run got none back but another
  * run of the class has freed slots, makes that run current (the old one
  * goes on the partial list, or is marked full). Slots that were used
@@ -347,7 +363,7 @@ HK__NOINLINE unsigned char *hk__zone_thr_refill(hk_zone *z, zone_heap *h, unsign
  * runs, would otherwise carve every run to its end first. Returns the
  * class's current run. */
 static zone_run *zone_thr_reuse(hk_zone *z, zone_heap *h, unsigned ci) {
-    if (__atomic_load_n(&h->remote_runs, __ATOMIC_RELAXED)) zone_thr_collect(z, h, 0);
+    if (zone_thr_collect_due(h)) zone_thr_collect_own(z, h);
     zone_cls *c = &h->cls[ci];
     zone_run *r = c->cur, *p = c->partial;
     if (r->free || !p || !p->free) return r; /* nothing freed to reuse: carve */
@@ -370,9 +386,7 @@ static HK__NOINLINE void *zone_thr_alloc_full(hk_zone *z, size_t n) {
     zone_run *r = h->cls[ci].cur;
     unsigned char *u = NULL;
     uint32_t word = 0;
-    if (r && !r->free &&
-        ((h->cls[ci].partial && h->cls[ci].partial->free) ||
-         __atomic_load_n(&h->remote_runs, __ATOMIC_RELAXED)))
+    if (r && !r->free && ((h->cls[ci].partial && h->cls[ci].partial->free) || zone_thr_collect_due(h)))
         r = zone_thr_reuse(z, h, ci);
     if (r) u = zone_slot_pop(r, &word);
     if (!u) {
@@ -395,7 +409,7 @@ HK__NOINLINE void *hk__zone_thr_alloc_slow(hk_zone *z, size_t n) {
     if (HK__LIKELY(r != NULL)) {
         zone_cls *c = &h->cls[r->cls];
         if (HK__LIKELY(r->bump < r->nslots && !(c->partial && c->partial->free) &&
-                       !__atomic_load_n(&h->remote_runs, __ATOMIC_RELAXED))) {
+                       !zone_thr_collect_due(h))) {
             uint32_t word;
             unsigned char *u = hk__zone_run_carve(r, &word); /* and the rest of its page */
             uint32_t slack = r->stride - ZONE_OVERLAP - (uint32_t)n;

@@ -81,6 +81,16 @@ typedef struct zone_sums {
     uint64_t alloc_count, free_count;
 } zone_sums;
 void hk__zone_thr_sums(const hk_zone *z, zone_sums *s, int pending);
+/* Allocations of a heap between two collections of its remote frees when
+ * the class has other slots to give (a refill that finds no partial run
+ * collects whenever frees are queued). Each collection sets
+ * the pending count of the runs it takes back to 0, and the next remote
+ * free to each run then queues it again (a compare-and-swap on the heap's
+ * stack, whose line the collection writes too): collecting at most this
+ * often lets one queueing carry several frees. 64 allocations of reuse
+ * left to a carve cost at most 64 slots of fresh memory per collection. */
+#define ZONE_COLLECT_EVERY 64u
+
 /* ---- the owner's fast paths ------------------------------------------------- */
 
 /* The slow half of the owner's alloc (zone_threads.c), when zone_thr_pop

@@ -596,12 +596,64 @@ HKT_TEST(owner_reuses_remotely_freed_slots_before_carving) {
         CHECK(found);
     }
     /* a full run with slots freed remotely comes before the current run's
-     * untouched slots */
+     * untouched slots, once the collection is due (ZONE_COLLECT_EVERY
+     * allocations after the last one) */
     static zt_two_runs t;
     REQUIRE(zt_full_run_then_next(z, &t));
+    for (unsigned i = 0; i < ZONE_COLLECT_EVERY; i++) CHECK_EQ(hk_zone_free(z, hk_zone_alloc(z, 300)), HK_OK);
     CHECK_EQ(remote_free_n(z, t.c, (int)t.ns - 1), 0); /* r1 keeps one used slot */
     zt_older_run_serves_next(z, &t);
     for (int i = 0; i < K; i++) CHECK_EQ(hk_zone_free(z, b[i]), HK_OK);
+    CHECK_EQ(live_of(z), 0);
+    CHECK_EQ(rep.count, 0);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    hk_zone_destroy(z);
+}
+
+/* Collections are spaced: remote frees queued right after a collection
+ * wait until the heap has made ZONE_COLLECT_EVERY more allocations while
+ * the class has untouched slots to carve (each collection resets the runs'
+ * pending counts, and each queueing is a compare-and-swap on the heap's
+ * stack); a refill that finds no partial run collects at once. */
+HKT_TEST(remote_frees_collected_every_collect_every_allocations) {
+    trep rep;
+    hk_zone *z = mk_thr(&rep);
+    REQUIRE(z != NULL);
+    enum { MAXN = 64 };
+    void *a[MAXN];
+    /* the slots carved so far, all used (the run's free list empty) */
+    REQUIRE((a[0] = hk_zone_alloc(z, 40)) != NULL);
+    zone_run *r = run_of(a[0]);
+    zone_heap *h = zone_run_ext(r)->heap;
+    int N = 1;
+    while (r->free && N < MAXN) REQUIRE((a[N++] = hk_zone_alloc(z, 40)) != NULL);
+    REQUIRE(!r->free && N >= 4 && r->bump < r->nslots);
+    /* a first collection (due: none yet), then frees queued right after it */
+    CHECK_EQ(remote_free_n(z, a, 1), 0);
+    void *b = hk_zone_alloc(z, 40); /* the freed slot, collected */
+    CHECK(b == a[0]);
+    uint64_t next = h->collect_at;
+    CHECK(next > h->alloc_count);
+    CHECK_EQ(remote_free_n(z, a + 1, N / 2), 0);
+    CHECK(__atomic_load_n(&h->remote_runs, __ATOMIC_ACQUIRE) == r);
+    /* not due: allocations carve and the run stays queued */
+    enum { MAXC = 3 * ZONE_COLLECT_EVERY }; /* and a carve's batch at most */
+    void *c[MAXC];
+    unsigned n = 0;
+    while (h->alloc_count + 1 < next && n < MAXC) REQUIRE((c[n++] = hk_zone_alloc(z, 40)) != NULL);
+    CHECK(__atomic_load_n(&h->remote_runs, __ATOMIC_ACQUIRE) == r);
+    CHECK_EQ(zone_run_ext(r)->pending, (uint32_t)(N / 2));
+    CHECK(r->bump > (uint32_t)N); /* carved instead */
+    /* due: the next carve or reuse collects first */
+    while (__atomic_load_n(&h->remote_runs, __ATOMIC_ACQUIRE) && n < MAXC)
+        REQUIRE((c[n++] = hk_zone_alloc(z, 40)) != NULL);
+    CHECK(__atomic_load_n(&h->remote_runs, __ATOMIC_ACQUIRE) == NULL);
+    CHECK_EQ(zone_run_ext(r)->pending, 0u);
+    CHECK(h->alloc_count >= next);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    for (unsigned i = 0; i < n; i++) CHECK_EQ(hk_zone_free(z, c[i]), HK_OK);
+    for (int i = 1 + N / 2; i < N; i++) CHECK_EQ(hk_zone_free(z, a[i]), HK_OK);
+    CHECK_EQ(hk_zone_free(z, b), HK_OK);
     CHECK_EQ(live_of(z), 0);
     CHECK_EQ(rep.count, 0);
     CHECK_EQ(hk_zone_check(z), HK_OK);
