@@ -442,8 +442,12 @@ void hkb_suite_threads(hkb_ctx *ctx) {
         names[ns++] = HKB_SHIM_NAME;
     }
     int reps = ctx->reps < MAXREPS ? ctx->reps : MAXREPS;
-    /* per-thread work: about 0.1 s per run for a fast allocator here */
-    long iters[W_COUNT] = {300000, 300000, 2500, 8};
+    /* Per-thread work, long enough that a run measures the allocator's
+     * steady state rather than thread start-up and first page faults
+     * (300000 churn iterations were 2-3 ms of work): here, mimalloc at 1
+     * thread takes about 70 ms for churn, 60 ms for server, 10 ms for
+     * prodcons (0.2-0.5 s at 2 threads, where every batch crosses cores). */
+    long iters[W_COUNT] = {10000000, 6000000, 20000, 8};
     int levels = 3;
     if (ctx->quick) {
         iters[W_CHURN] = iters[W_SERVER] = 20000;
