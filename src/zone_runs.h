@@ -53,7 +53,8 @@ typedef struct zone_run_x {
     uint64_t remote[ZONE_XBITS]; /* atomic: slots freed by other threads, not yet collected */
     /* atomic: remote frees announced and not collected yet; the freer that
      * raises it from 0 pushes the run on heap->remote_runs, and the run is
-     * on that stack (or about to be) exactly while it is not 0 */
+     * on that stack (or about to be, or being collected) exactly while it
+     * is not 0 */
     uint32_t pending;
     uint32_t stride;                  /* r->stride */
     struct zone_heap *heap;           /* owner heap (fixed for the run's life); NULL: the zone's own runs */

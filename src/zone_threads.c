@@ -6,14 +6,15 @@
  * and keeps the locked paths, which report bad pointers.
  *
  * Protocol (docs/zone.md, "Threads", has the picture):
- *  - owner alloc: pop the class's current run (plain; `bump` stored with a
- *    relaxed atomic store because remote freers read it), write the slot
- *    header with one relaxed 64-bit store. Before a fresh slot is carved
- *    from the run's untouched end, queued remote frees are collected and a
- *    run of the class with freed slots is preferred (zone_thr_reuse: used
- *    memory before new pages). Refill (no lock): collect the heap's remote
- *    stack, then partial run, spare run, else a new run from the TLSF core
- *    under the zone lock.
+ *  - owner alloc: pop the class's current run (plain; `bump` and its copy
+ *    in the extension stored with relaxed atomic stores because remote
+ *    freers read them), write the slot header with one relaxed 64-bit
+ *    store. Before a fresh slot is carved from the run's untouched end,
+ *    queued remote frees are collected when due and a run of the class
+ *    with freed slots is preferred (zone_thr_reuse: used memory before new
+ *    pages). Refill (no lock): collect the heap's remote stack when due or
+ *    when the class has no partial run, then partial run, spare run, else
+ *    a new run from the TLSF core under the zone lock.
  *  - owner free: relaxed load of the header, verify, relaxed store of the
  *    free header, push on the run's free list.
  *  - remote free (the slot's run belongs to another heap, live or
@@ -24,17 +25,19 @@
  *    announce the free (add 1 to the run's `pending`), set the slot's bit
  *    in the run's remote bitmap, and, when the announce raised `pending`
  *    from 0, push the run on its heap's remote stack. Three atomic
- *    read-modify-writes, on the slot's line and the extension's two.
- *  - collection (owner, at refill): take the stack; for each run exchange
- *    each bitmap word with 0, subtract the bits taken from `pending`, and
- *    push the run back when that leaves it above 0 (a freer announced but
- *    has not set its bit yet); turn each marked slot whose header says
- *    remote into a free slot. A marked slot whose
- *    header says anything else lost a race against its owner's own free
- *    (both passed their check: the owner's load/store is not atomic as a
- *    pair): a double free, reported here once, the mark dropped; the owner
- *    counted the free, the remote freer counts nothing, so the counters
- *    stay exact.
+ *    read-modify-writes, on the slot's line and the extension's first
+ *    line (the second, read only, holds the copies it checks against).
+ *  - collection (owner, before a carve or a refill: at most every
+ *    ZONE_COLLECT_EVERY allocations, unless a refill finds no partial
+ *    run): take the stack; for each run exchange each bitmap word with 0,
+ *    subtract the bits taken from `pending`, and push the run back when
+ *    that leaves it above 0 (a freer announced but has not set its bit
+ *    yet); turn each marked slot whose header says remote into a free
+ *    slot. A marked slot whose header says anything else lost a race
+ *    against its owner's own free (both passed their check: the owner's
+ *    load/store is not atomic as a pair): a double free, reported here
+ *    once, the mark dropped; the owner counted the free, the remote freer
+ *    counts nothing, so the counters stay exact.
  *  - counters: the owner counts its allocations and frees in its heap
  *    (relaxed stores); collection counts the remote frees in the collecting
  *    heap; paths under the lock count in the zone. Only the sum means
@@ -53,8 +56,9 @@
  *    by a thread without a heap) or one of z->heaps, whose class table
  *    holds it as cur/partial/spare per its state.
  *  - a slot with a remote header has its bit set in its run's bitmap and
- *    counts as used in the run; a run's `pending` is the number of its set
- *    bits (each freer announces before its bit); a run whose `pending` is
+ *    counts as used in the run; a run's `pending` counts its set bits and
+ *    the freers between their announce and their bit (equal to the set
+ *    bits while no freer is inside a zone call); a run whose `pending` is
  *    not 0 is on its heap's remote stack, or its pusher is between its
  *    announce and its push, or the collecting owner holds it.
  *  - a run goes back to the core only when it is empty and its `pending`
