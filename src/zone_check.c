@@ -46,7 +46,8 @@ static size_t zone_scan_fill(const unsigned char *p, size_t n, unsigned fill, si
 typedef struct zone_tally {
     size_t nfree, free_bytes, used_bytes, used_req, live, untracked, tracked, capacity;
     size_t run_bytes, nruns, slot_bytes, runs_cur, runs_partial, runs_spare;
-    size_t clean_bytes; /* spans of the clean free blocks (given back to the OS) */
+    size_t runs_pending; /* runs of heaps with remote frees announced */
+    size_t clean_bytes;  /* spans of the clean free blocks (given back to the OS) */
 } zone_tally;
 
 /* Checks run block b (its struct, every carved slot's header, the free
@@ -87,6 +88,7 @@ static hk_result zone_check_run(hk_zone *z, zone_blk *b, size_t size, zone_tally
         if (x->pending != marked)
             ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r, "run %p has %u remote frees announced, %u marked",
                          (void *)r, x->pending, marked);
+        if (x->pending) t->runs_pending++;
     }
     const zone_cls *rc = zone_run_cls(z, r);
     for (uint32_t i = 0; i < r->bump; i++) {
@@ -358,6 +360,7 @@ static hk_result zone_check_classes(hk_zone *z, const zone_tally *t) {
             ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z,
                          "class %u has an empty run to give back but is not marked for the trim", c);
     }
+    size_t queued = 0;
     for (const zone_heap *h = z->threads ? z->heaps : NULL; h && res == HK_OK; h = h->next) {
         res = zone_check_cls_table(z, h->cls, t, &cur, &partial, &spare);
         size_t n = 0;
@@ -369,8 +372,14 @@ static hk_result zone_check_classes(hk_zone *z, const zone_tally *t) {
                              "heap %p's remote stack reaches %p, not a queued run of it", (const void *)h,
                              (void *)r);
         }
+        queued += n;
     }
     if (res != HK_OK) return res;
+    /* each run with remote frees announced is on its heap's stack, once */
+    if (queued != t->runs_pending)
+        ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z,
+                     "%zu runs have remote frees to collect but the heaps' remote stacks hold %zu",
+                     t->runs_pending, queued);
     if (cur != t->runs_cur || partial != t->runs_partial || spare != t->runs_spare)
         ZONE_CORRUPT(
             HK_EK_CORRUPT_STRUCTURE, z,

@@ -602,8 +602,10 @@ static hk_result zone_thr_remote(zone_blk *b, zone_run *r, zone_run_x *x, zone_h
     unsigned idx = (uint32_t)w & 0xfffu;
     /* Announced before the bit (the bit's release orders it): until the
      * owner has taken the bit, `pending` is not 0 and the run stays. The
-     * freer that raised it from 0 queues the run. */
-    uint32_t before = __atomic_fetch_add(&x->pending, 1, __ATOMIC_RELAXED);
+     * freer that raised it from 0 queues the run; its acquire pairs with
+     * the collection's subtraction, so the owner's last read of the run's
+     * stack link comes before this freer rewrites it. */
+    uint32_t before = __atomic_fetch_add(&x->pending, 1, __ATOMIC_ACQ_REL);
     void (*pause)(void) = __atomic_load_n(&hk__zone_remote_pause, __ATOMIC_RELAXED);
     if (HK__UNLIKELY(pause != NULL)) pause();
     __atomic_fetch_or(&x->remote[idx >> 6], 1ull << (idx & 63u), __ATOMIC_RELEASE);
