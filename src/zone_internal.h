@@ -442,7 +442,7 @@ static const uint8_t zone_cls_small_tab[65] = {
 /* Class of a request of n <= ZONE_RUN_MAX_REQ bytes. */
 static inline unsigned zone_cls_of(size_t n) {
     size_t s = (n + ZONE_OVERLAP + 15) & ~(size_t)15;
-    if (s <= 1024) return zone_cls_small_tab[s >> 4];
+    if (HK__LIKELY(s <= 1024)) return zone_cls_small_tab[s >> 4];
     unsigned m = 63u - (unsigned)__builtin_clzll((unsigned long long)(s - 1));
     return ZONE_CLS_NLIN + ((m - ZONE_CLS_LIN_LOG2) << ZONE_CLS_LOG2K) +
            (unsigned)((s - 1 - ((size_t)1 << m)) >> (m - ZONE_CLS_LOG2K));
