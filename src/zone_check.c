@@ -65,9 +65,6 @@ static hk_result zone_check_run(hk_zone *z, zone_blk *b, size_t size, zone_tally
         if (x->run != r || (x->heap && !h))
             ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r, "run %p's extension names no heap of this zone",
                          (void *)r);
-        if (r->owner != (h ? h->hid : 0u))
-            ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r, "run %p's owner id %u is not its heap's (%u)", (void *)r,
-                         r->owner, h ? h->hid : 0u);
         if (r->nslots > ZONE_RUN_CAP_SLOTS_X)
             ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r, "run %p has %u slots, more than its remote bitmap's %u",
                          (void *)r, r->nslots, ZONE_RUN_CAP_SLOTS_X);

@@ -162,7 +162,6 @@ typedef struct zone_run {
     uint16_t cls;
     uint8_t state;                /* ZONE_RUN_CUR, _PARTIAL, _FULL or _SPARE */
     uint8_t lead;                 /* run block address to the struct: 16..64 (+ ZONE_RUN_XOFF, threads) */
-    uint32_t owner;               /* threads zone: its heap's id (zone_heap.hid), 0 for the zone's own runs */
     struct zone_run *next, *prev; /* the class's list of partial runs (NULL-terminated) */
 } zone_run;
 
@@ -266,7 +265,6 @@ struct hk_zone {
     unsigned char *thr_lo; /* the first region's base (fixed) */
     size_t thr_span; /* atomic: its user pointers are thr_lo + ZONE_HDR + [0, thr_span] (grows in place) */
     struct zone_heap *heaps;  /* every heap, live or abandoned (lock held) */
-    uint32_t heap_ids;        /* the last heap id given (lock held); ids start at 1 */
     struct zone_run_x *xruns; /* every run's extension (lock held) */
     hk_os_mutex mx;           /* the zone's lock when the desc gives no lock hooks */
 };

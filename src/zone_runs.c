@@ -104,7 +104,6 @@ zone_run *hk__zone_run_new(hk_zone *z, unsigned ci, struct zone_heap *h, uint32_
     r->cls = (uint16_t)ci;
     r->state = 0;
     r->lead = (uint8_t)((unsigned char *)r - (unsigned char *)b);
-    r->owner = h ? h->hid : 0;
     if (z->threads) {
         /* the extension: remote bitmap, owner heap, link on the zone's list */
         zone_run_x *x = zone_run_ext(r);

@@ -75,7 +75,6 @@ typedef struct zone_heap {
     struct zone_heap *next; /* z->heaps, lock held */
     hk_zone *z;
     int abandoned; /* lock held: no thread owns it; the next heap request adopts it */
-    uint32_t hid;  /* this heap's id in its zone (>= 1, fixed): its runs' `owner` */
     size_t os_size;
     /* The decay clock (zone_decay.c), polled by the owner's frees: when
      * free_count reaches decay_poll_at (atomic: the thread arming the decay

@@ -480,7 +480,6 @@ HK__NOINLINE zone_heap *hk__zone_heap_get(hk_zone *z) {
         if (h) {
             memset(h, 0, sizeof *h);
             h->z = z;
-            h->hid = ++z->heap_ids ? z->heap_ids : ++z->heap_ids; /* never 0 (the zone's own runs) */
             h->os_size = size;
             h->next = z->heaps;
             z->heaps = h;
@@ -490,7 +489,6 @@ HK__NOINLINE zone_heap *hk__zone_heap_get(hk_zone *z) {
     if (!h) return NULL;
     slot->zid = z->zid;
     slot->h = h;
-    slot->hid = h->hid;
     hk__zone_tl_cur = *slot;
     return h;
 }

@@ -24,7 +24,6 @@
 typedef struct zone_tl_ent {
     uint64_t zid;
     zone_heap *h;
-    uint32_t hid; /* h->hid: the owner free compares it with a run's `owner` */
 } zone_tl_ent;
 extern _Thread_local zone_tl_ent hk__zone_tl_cur __attribute__((tls_model("initial-exec")));
 
