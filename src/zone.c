@@ -556,11 +556,11 @@ static void *zone_realloc_fast(hk_zone *z, void *p, size_t n, zone_run *r, uint6
 static int zone_realloc_owned(hk_zone *z, void *p, size_t n, void **out) {
     uint64_t w;
     zone_run *r;
-    if (!zone_thr_owned_slot(z, p, &w, &r)) return 0;
+    zone_heap *h;
+    if (!zone_thr_owned_slot(z, p, &w, &r, &h)) return 0;
     zone_blk *b = zone_from_user(p);
     size_t area = r->stride - ZONE_OVERLAP, old_req = area - ((uint32_t)w >> 19);
     if (zone_slot_fits(w, area, n)) {
-        zone_heap *h = hk__zone_tl_cur.h;
         zone_slot_resize_w(b, w, area, n);
         __atomic_store_n(&h->used_req, h->used_req - old_req + n, __ATOMIC_RELAXED);
         *out = p;
@@ -572,7 +572,7 @@ static int zone_realloc_owned(hk_zone *z, void *p, size_t n, void **out) {
         /* the heap, the run and p's header are as validated: only this
          * thread changes them (a racing double free by another thread is
          * settled by the collection, as for any owner free) */
-        zone_thr_free_owner(z, hk__zone_tl_cur.h, b, r, w);
+        zone_thr_free_owner(z, h, b, r, w);
     }
     *out = q;
     return 1;

@@ -260,20 +260,40 @@ static inline void *zone_slot_alloc(hk_zone *z, size_t n) {
     return zone_slot_finish(z, r, u, word, n);
 }
 
-/* The run of the slot at b whose header word is `word`, or NULL when it
- * names none (a class past the last has stride 0: no run matches). lo is
- * the lowest user pointer of b's region (its base + ZONE_HDR), b's user
+/* Where the run of the slot at b would be, by arithmetic only (nothing
+ * read), from its header word `word`: *r, and *stride the class's slot
+ * size; 0 when the run struct, or the `below` bytes before it (0, or
+ * ZONE_RUN_XOFF for a threads zone's extension), would start below lo. lo
+ * is the lowest user pointer of b's region (its base + ZONE_HDR), b's user
  * pointer is at least lo and at most the region's end. The run struct is
  * below b (b - idx * stride - ZONE_RUN_SLOT0), so its bytes lie inside the
  * region once its address is at least lo: no upper bound is needed, and
  * the lower one is tested on the distance, which cannot wrap. */
+static inline int zone_slot_run_at(uintptr_t lo, const zone_blk *b, uint32_t word, uintptr_t below,
+                                   zone_run **r, uint32_t *stride) {
+    uintptr_t a = (uintptr_t)b + ZONE_HDR;
+    *stride = zone_cls_stride((word >> 12) & 0x7fu);
+    uintptr_t off = (uintptr_t)(word & 0xfffu) * *stride + ZONE_RUN_SLOT0 + ZONE_HDR;
+    if (off + below > a - lo) return 0;
+    *r = (zone_run *)(a - off);
+    return 1;
+}
+
+/* Whether r is a live run of `stride`-byte slots (a class past the last
+ * has stride 0: no run matches). The caller also tests the slot's index
+ * against the run's carved count (`bump`). */
+static inline int zone_run_is(const zone_run *r, uint32_t stride) {
+    return r->first == (unsigned char *)r + ZONE_RUN_SLOT0 && r->stride == stride;
+}
+
+/* The run of the slot at b whose header word is `word`, or NULL when it
+ * names none (zone_slot_run_at, zone_run_is, then the index against the
+ * carved count, read atomically: a threads zone's owner may be carving). */
 static inline zone_run *zone_slot_run_w(uintptr_t lo, const zone_blk *b, uint32_t word) {
-    uint32_t idx = word & 0xfffu, stride = zone_cls_stride((word >> 12) & 0x7fu);
-    uintptr_t a = (uintptr_t)b + ZONE_HDR, off = (uintptr_t)idx * stride + ZONE_RUN_SLOT0 + ZONE_HDR;
-    if (off > a - lo) return NULL;
-    zone_run *r = (zone_run *)(a - off);
-    if (r->first != (unsigned char *)r + ZONE_RUN_SLOT0 || r->stride != stride ||
-        idx >= __atomic_load_n(&r->bump, __ATOMIC_RELAXED))
+    zone_run *r;
+    uint32_t stride;
+    if (!zone_slot_run_at(lo, b, word, 0, &r, &stride) || !zone_run_is(r, stride) ||
+        (word & 0xfffu) >= __atomic_load_n(&r->bump, __ATOMIC_RELAXED))
         return NULL;
     return r;
 }

@@ -579,7 +579,7 @@ static zone_blk *zone_thr_slot_at(hk_zone *z, const void *p, uint64_t *w, zone_r
      * rewriting */
     zone_run *r;
     uint32_t stride;
-    if (!zone_thr_run_at(lo, b, word, &r, &stride)) return NULL;
+    if (!zone_slot_run_at(lo, b, word, ZONE_RUN_XOFF, &r, &stride)) return NULL;
     const zone_run_x *x = zone_run_ext(r);
     if (__atomic_load_n(&x->run, __ATOMIC_RELAXED) != r || x->stride != stride ||
         (word & 0xfffu) >= __atomic_load_n(&x->bump, __ATOMIC_RELAXED))

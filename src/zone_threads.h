@@ -158,21 +158,6 @@ static inline void zone_thr_free_owner(hk_zone *z, zone_heap *h, zone_blk *b, zo
         hk__zone_thr_free_tail(z, h, r, fc);
 }
 
-/* The run that header word `word` of the slot at b names, found by
- * arithmetic only (nothing read), in *r: 0 when its extension would start
- * below lo, the lowest user pointer of b's region (reading the extension
- * stays inside the region); *stride is the class's slot size. The caller
- * verifies the run. */
-static inline int zone_thr_run_at(uintptr_t lo, const zone_blk *b, uint32_t word, zone_run **r,
-                                  uint32_t *stride) {
-    uintptr_t a = (uintptr_t)b + ZONE_HDR;
-    *stride = zone_cls_stride((word >> 12) & 0x7fu);
-    uintptr_t off = (uintptr_t)(word & 0xfffu) * *stride + ZONE_RUN_SLOT0 + ZONE_HDR;
-    if (off + ZONE_RUN_XOFF > a - lo) return 0;
-    *r = (zone_run *)(a - off);
-    return 1;
-}
-
 /* The owner heap a run's extension names, read where the caller has not
  * verified the run yet (a stale or forged pointer may lead to a user's
  * bytes, written without atomics): a plain read kept out of
@@ -189,11 +174,12 @@ static inline HK__NO_TSAN zone_heap *zone_thr_heap_peek(const zone_run *r) {
  * Ownership is read from the run's extension before anything of the run
  * struct: another heap's slot goes to the remote path without touching
  * the line that its owner rewrites on every operation. Then the run
- * checks (those of zone_slot_run_w) bind p to one slot of a genuine run
- * of this heap; the 16-bit check is not recomputed. Returns 1 (the
- * slot's header is at p - ZONE_HDR) or 0. */
-static inline int zone_thr_owned_slot(hk_zone *z, const void *p, uint64_t *w, zone_run **rp) {
+ * checks (zone_run_is, the carved count) bind p to one slot of a genuine
+ * run of this heap; the 16-bit check is not recomputed. Returns 1 (the
+ * slot's header is at p - ZONE_HDR, the heap in *hp) or 0. */
+static inline int zone_thr_owned_slot(hk_zone *z, const void *p, uint64_t *w, zone_run **rp, zone_heap **hp) {
     if (HK__UNLIKELY(hk__zone_tl_cur.zid != z->zid)) return 0;
+    zone_heap *me = hk__zone_tl_cur.h; /* read once: the run checks' atomic load would have it read again */
     /* the first region's user pointers: lo + [0, thr_span] */
     uintptr_t a = (uintptr_t)p, lo = (uintptr_t)z->thr_lo + ZONE_HDR;
     if (HK__UNLIKELY(a - lo > __atomic_load_n(&z->thr_span, __ATOMIC_RELAXED) || (a & 15))) return 0;
@@ -208,15 +194,15 @@ static inline int zone_thr_owned_slot(hk_zone *z, const void *p, uint64_t *w, zo
     if (HK__UNLIKELY(((hw >> 32) & 0xffffu) != (HK_TAG_STATIC | (ZB_SLOT_USED << 8)))) return 0;
     zone_run *r;
     uint32_t stride;
-    if (HK__UNLIKELY(!zone_thr_run_at(lo, b, (uint32_t)hw, &r, &stride) ||
-                     zone_thr_heap_peek(r) != hk__zone_tl_cur.h))
+    if (HK__UNLIKELY(!zone_slot_run_at(lo, b, (uint32_t)hw, ZONE_RUN_XOFF, &r, &stride) ||
+                     zone_thr_heap_peek(r) != me))
         return 0;
-    /* this heap's run: its own line, which this thread keeps writing */
-    if (HK__UNLIKELY(r->first != (unsigned char *)r + ZONE_RUN_SLOT0 || r->stride != stride ||
-                     ((uint32_t)hw & 0xfffu) >= r->bump))
-        return 0;
+    /* this heap's run: its own line, which this thread keeps writing (its
+     * carved count too: a plain read) */
+    if (HK__UNLIKELY(!zone_run_is(r, stride) || ((uint32_t)hw & 0xfffu) >= r->bump)) return 0;
     *w = hw;
     *rp = r;
+    *hp = me;
     return 1;
 }
 
@@ -226,8 +212,9 @@ static inline int zone_thr_owned_slot(hk_zone *z, const void *p, uint64_t *w, zo
 static inline int zone_thr_free_owned(hk_zone *z, void *p) {
     uint64_t w;
     zone_run *r;
-    if (HK__UNLIKELY(!zone_thr_owned_slot(z, p, &w, &r))) return 0;
-    zone_thr_free_owner(z, hk__zone_tl_cur.h, zone_from_user(p), r, w);
+    zone_heap *h;
+    if (HK__UNLIKELY(!zone_thr_owned_slot(z, p, &w, &r, &h))) return 0;
+    zone_thr_free_owner(z, h, zone_from_user(p), r, w);
     return 1;
 }
 
