@@ -444,9 +444,11 @@ void hkb_suite_threads(hkb_ctx *ctx) {
     int reps = ctx->reps < MAXREPS ? ctx->reps : MAXREPS;
     /* Per-thread work, long enough that a run measures the allocator's
      * steady state rather than thread start-up and first page faults
-     * (300000 churn iterations were 2-3 ms of work): here, mimalloc at 1
-     * thread takes about 70 ms for churn, 60 ms for server, 10 ms for
-     * prodcons (0.2-0.5 s at 2 threads, where every batch crosses cores). */
+     * (300000 churn iterations were 2-3 ms of work): here, a mimalloc run
+     * at 1 thread takes about 60 ms for churn and for server, 10 ms for
+     * prodcons (0.06-0.23 s at 2 threads, where every batch crosses cores:
+     * it depends on where the two threads run). Process times, start-up
+     * included. */
     long iters[W_COUNT] = {10000000, 6000000, 20000, 8};
     int levels = 3;
     if (ctx->quick) {

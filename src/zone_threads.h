@@ -10,9 +10,11 @@
  * lists, their `used`, `bump` and `state`: with plain loads and stores (and
  * relaxed atomic loads/stores where another thread may read the word), no
  * lock, no read-modify-write. A slot freed by another thread is claimed by
- * a compare-and-swap on its header (used -> remote) and marked in its run's
- * remote bitmap; the run is pushed once on its heap's remote stack; the
- * owner takes the stack on its next refill and turns the marked slots free.
+ * a compare-and-swap on its header (used -> remote), announced in its
+ * run's count of pending frees and marked in its run's remote bitmap; the
+ * freer that raised the count from 0 pushes the run on its heap's remote
+ * stack; the owner takes the stack before a carve or refill (at most every
+ * ZONE_COLLECT_EVERY allocations) and turns the marked slots free.
  */
 #ifndef HEAPKIT_ZONE_THREADS_H
 #define HEAPKIT_ZONE_THREADS_H
@@ -86,8 +88,9 @@ void hk__zone_thr_sums(const hk_zone *z, zone_sums *s, int pending);
  * the pending count of the runs it takes back to 0, and the next remote
  * free to each run then queues it again (a compare-and-swap on the heap's
  * stack, whose line the collection writes too): collecting at most this
- * often lets one queueing carry several frees. 64 allocations of reuse
- * left to a carve cost at most 64 slots of fresh memory per collection. */
+ * often lets one queueing carry several frees. The price: between two
+ * collections a class may carve fresh slots while freed ones wait, at
+ * most 64 allocations' worth (plus the rest of a carve's batch). */
 #define ZONE_COLLECT_EVERY 64u
 
 /* ---- the owner's fast paths ------------------------------------------------- */
