@@ -311,6 +311,13 @@ void *hk_zone_alloc(hk_zone *z, size_t size) {
 
 void *hk_zone_alloc_tagged(hk_zone *z, size_t size, int tag, void **owner, const char *name) {
     if (!z) return NULL;
+    /* a threads zone's small block of a kept tag, with no owner and no
+     * name: a tagged slot from the calling thread's heap, no lock */
+    if (z->fast == ZONE_FAST_THREADS && size <= ZONE_RUN_MAX_REQ && !owner && !name && tag > HK_TAG_STATIC &&
+        tag < z->purge_level) {
+        void *u = hk__zone_thr_alloc_tagged(z, size, (unsigned)tag);
+        if (HK__LIKELY(u != NULL)) return u;
+    }
     hk__core_lock(&z->core);
     void *p = zone_alloc_impl(z, size, 16, tag, owner, name, NULL, 0);
     hk__core_after(&z->core);
@@ -591,11 +598,14 @@ void *hk_zone_realloc(hk_zone *z, void *p, size_t size) {
     }
     if (z->threads) {
         size_t old_req;
-        int st = hk__zone_thr_resize(z, p, size, &old_req);
+        unsigned tag;
+        int st = hk__zone_thr_resize(z, p, size, &old_req, &tag);
         if (st > 0) return p;
         if (st == 0) {
-            /* a slot: move it without the lock where possible */
-            void *q = hk_zone_alloc(z, size);
+            /* a slot: move it without the lock where possible (a tagged
+             * slot keeps its tag) */
+            void *q = tag == HK_TAG_STATIC ? hk_zone_alloc(z, size)
+                                           : hk_zone_alloc_tagged(z, size, (int)tag, NULL, NULL);
             if (!q) return NULL;
             memcpy(q, p, size < old_req ? size : old_req);
             (void)hk_zone_free(z, p);

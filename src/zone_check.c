@@ -57,7 +57,7 @@ static hk_result zone_check_run(hk_zone *z, zone_blk *b, size_t size, zone_tally
     if (!zone_run_sane(z, r, b, size))
         ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r, "small-block run %p (block of %zu bytes) is damaged",
                      (void *)r, size);
-    size_t used = 0;
+    size_t used = 0, ntag = 0;
     const zone_run_x *x = z->threads ? zone_run_ext(r) : NULL;
     if (x) {
         const zone_heap *h = z->heaps;
@@ -95,10 +95,15 @@ static hk_result zone_check_run(hk_zone *z, zone_blk *b, size_t size, zone_tally
                          "header of block %p (slot %u of run %p) damaged (overrun of the block before?)",
                          (void *)zone_user(s), i, (void *)r);
         if (s->bits & ZB_USED) {
-            if (s->tag != HK_TAG_STATIC || zone_slot_slack(s) > r->stride - ZONE_OVERLAP)
+            /* tagged slots (a threads zone's): a kept tag, counted by ntag */
+            int tag_ok = s->tag == HK_TAG_STATIC ||
+                         (x && x->heap && s->tag != 0 && s->tag < z->purge_level &&
+                          ((x->heap->tagmap[s->tag >> 6] >> (s->tag & 63u)) & 1u));
+            if (!tag_ok || zone_slot_slack(s) > r->stride - ZONE_OVERLAP)
                 ZONE_CORRUPT(HK_EK_CORRUPT_HEADER, zone_user(s),
                              "block %p (slot %u of run %p) has tag %u, slack %u", (void *)zone_user(s), i,
                              (void *)r, s->tag, zone_slot_slack(s));
+            if (s->tag != HK_TAG_STATIC) ntag++;
             used++;
             t->used_req += zone_requested(s);
         } else if (s->bits == ZB_SLOT_REMOTE) {
@@ -108,6 +113,7 @@ static hk_result zone_check_run(hk_zone *z, zone_blk *b, size_t size, zone_tally
                              "block %p (slot %u of run %p) was freed by another thread but its run does "
                              "not mark it",
                              (void *)zone_user(s), i, (void *)r);
+            if (s->tag != HK_TAG_STATIC) ntag++;
             used++;
             t->used_req += zone_requested(s);
         } else if (s->tag || zone_slot_slack(s)) {
@@ -118,6 +124,9 @@ static hk_result zone_check_run(hk_zone *z, zone_blk *b, size_t size, zone_tally
     if (used != r->used)
         ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r, "run %p has %zu used slots, its count says %u", (void *)r,
                      used, r->used);
+    if (ntag != r->ntag)
+        ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r, "run %p has %zu tagged slots, its count says %u", (void *)r,
+                     ntag, r->ntag);
     size_t nfree = 0;
     for (unsigned char *u = r->free; u;) {
         uintptr_t off = (uintptr_t)(u - r->first - ZONE_HDR);

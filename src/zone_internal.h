@@ -162,6 +162,7 @@ typedef struct zone_run {
     uint16_t cls;
     uint8_t state;                /* ZONE_RUN_CUR, _PARTIAL, _FULL or _SPARE */
     uint8_t lead;                 /* run block address to the struct: 16..64 (+ ZONE_RUN_XOFF, threads) */
+    uint32_t ntag; /* threads zones: used or remote slots with a tag other than HK_TAG_STATIC (owner only) */
     struct zone_run *next, *prev; /* the class's list of partial runs (NULL-terminated) */
 } zone_run;
 

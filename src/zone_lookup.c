@@ -140,7 +140,9 @@ zone_blk *hk__zone_lookup(hk_zone *z, const void *p, const char *op, hk_result *
                            "%s(%p): block %p (%zu bytes, in a small-block run) is already free", op, p, p, n);
             return NULL;
         }
-        if (HK__UNLIKELY(zone_snap_tag(hw) != HK_TAG_STATIC ||
+        /* tagged slots exist in threads zones only */
+        if (HK__UNLIKELY(zone_snap_tag(hw) != HK_TAG_STATIC && (!z->threads || zone_snap_tag(hw) == 0)) ||
+            HK__UNLIKELY(
                          !zone_slot_run_w((uintptr_t)r->base + ZONE_HDR, b, (uint32_t)hw))) {
             *res = hk__report(ZONE_REP(z), HK_ERR_CORRUPT, HK_EK_CORRUPT_HEADER, p, 0, NULL,
                               "%s(%p): the header of that block names no small-block run (damaged or "
@@ -182,7 +184,8 @@ bool hk__zone_is_block(hk_zone *z, const void *p) {
     uint64_t hw = zone_hdr_snap(b); /* one read: an owner thread may rewrite a slot header meanwhile */
     if (!zone_hdr_ok_w(b, hw)) return false;
     if (zone_snap_is_slot(hw))
-        return (zone_snap_bits(hw) & ZB_USED) && zone_snap_tag(hw) == HK_TAG_STATIC &&
+        return (zone_snap_bits(hw) & ZB_USED) &&
+               (zone_snap_tag(hw) == HK_TAG_STATIC || (z->threads && zone_snap_tag(hw) != 0)) &&
                zone_slot_run_w((uintptr_t)r->base + ZONE_HDR, b, (uint32_t)hw) != NULL;
     return (b->bits & ZB_USED) && b->tag != 0 && !zone_is_run(b) && zone_bsize(b) >= ZONE_MIN_BLOCK &&
            zone_bsize(b) <= (size_t)(r->end - (unsigned char *)b);

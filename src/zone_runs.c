@@ -25,8 +25,10 @@
  *    address, class, stride, nslots fit the block, used <= bump <= nslots <=
  *    ZONE_RUN_CAP_SLOTS).
  *  - slots below bump have slot headers (used or free) naming their index
- *    and class; `used` counts the used ones, which carry tag HK_TAG_STATIC;
- *    the run's free list holds exactly the free ones.
+ *    and class; `used` counts the used ones, which carry tag HK_TAG_STATIC
+ *    (in a threads zone also a tag below the purge level: tagged slots,
+ *    which the run's `ntag` counts; zone_threads.c); the run's free list
+ *    holds exactly the free ones.
  *  - the class's cur run has state CUR; a PARTIAL run is on its class's
  *    partial list and has a used slot and a free or uncarved one (a run
  *    still being carved goes there when a run with freed slots is made
@@ -101,6 +103,7 @@ zone_run *hk__zone_run_new(hk_zone *z, unsigned ci, struct zone_heap *h, uint32_
     r->nslots = (uint32_t)n;
     r->used = 0;
     r->bump = 0;
+    r->ntag = 0;
     r->cls = (uint16_t)ci;
     r->state = 0;
     r->lead = (uint8_t)((unsigned char *)r - (unsigned char *)b);

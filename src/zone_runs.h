@@ -85,6 +85,9 @@ typedef struct zone_heap {
     /* owner only: alloc_count from which the next collection of remote
      * frees is due before a carve or a refill (zone_thr_collect_due) */
     uint64_t collect_at;
+    /* Bit t: this heap made tagged slots of tag t (set by the owner;
+     * read and cleared by free_tags while the owners are quiescent). */
+    uint64_t tagmap[4];
 } zone_heap;
 
 /* The extension sits ZONE_RUN_XOFF bytes below the run struct, between the

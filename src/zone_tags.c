@@ -136,14 +136,17 @@ size_t hk_zone_purge(hk_zone *z, int level) {
 /* ---- free_tags ------------------------------------------------------------------- */
 
 /* Frees every untracked block: plain ones and whole runs (walks every
- * region; skipped once none is left). */
+ * region; skipped once none is left). A run holding tagged slots (a
+ * threads zone's) is hk__zone_thr_free_tags' to sort out. */
 static size_t zone_free_untracked(hk_zone *z) {
     size_t n = 0;
     for (uint32_t i = 0; i < z->nregions && zone_untracked_any(z); i++) {
         zone_region *r = &z->regions[i];
         zone_blk *b = (zone_blk *)r->base;
         while ((unsigned char *)b < r->end) {
-            if (zone_is_run(b)) {
+            if (zone_is_run(b) && zone_run_of_block(z, b)->ntag) {
+                /* skipped */
+            } else if (zone_is_run(b)) {
                 zone_run *run = zone_run_of_block(z, b);
                 n += hk__zone_run_free_all(z, run);
                 b = hk__zone_run_release(z, run);
@@ -232,6 +235,7 @@ size_t hk_zone_free_tags(hk_zone *z, int lo, int hi) {
     /* Pass 2: free. */
     for (int t = zone_next_tag(z, lo, hi); t >= 0; t = zone_next_tag(z, t + 1, hi))
         n += zone_free_tag_lists(z, t);
+    if (z->threads) n += hk__zone_thr_free_tags(z, lo, hi); /* tagged slots, slot by slot */
     if (lo <= HK_TAG_STATIC && HK_TAG_STATIC <= hi && zone_untracked_any(z)) n += zone_free_untracked(z);
     z->bulk = 0;
     hk__zone_release_empty_regions(z);
@@ -275,12 +279,13 @@ static hk_result zone_change_tag_locked(hk_zone *z, void *p, int tag) {
         return hk__report(ZONE_REP(z), HK_ERR_INVALID, HK_EK_INVALID_ARG, p, zone_requested(b),
                           zone_block_name(b), "change_tag(%p, %d): tag outside 1..%d", p, tag,
                           HK_ZONE_TAG_MAX);
-    if (zone_is_slot(b) && tag != HK_TAG_STATIC && tag < z->purge_level)
+    if (zone_is_slot(b) && tag == b->tag) return HK_OK;
+    if (zone_is_slot(b) && tag < z->purge_level)
         return hk__report(ZONE_REP(z), HK_ERR_NOMEM, HK_EK_NOMEM, p, zone_requested(b), NULL,
                           "change_tag(%p, %d): the block lives in a small-block run, which has no room for "
-                          "a tag record (allocate it with hk_zone_alloc_tagged, or use HK_ZONE_TRACK_ALL or "
-                          "HK_ZONE_NO_RUNS)",
-                          p, tag);
+                          "a tag record and keeps the tag it was allocated with (%u); allocate it with an "
+                          "owner or a name, or use HK_ZONE_TRACK_ALL or HK_ZONE_NO_RUNS",
+                          p, tag, (unsigned)b->tag);
     if ((b->bits & ZB_EXT) && !zone_is_slot(b)) {
         zone_ext *e = zone_ext_of(b);
         if (tag >= z->purge_level && !e->owner)

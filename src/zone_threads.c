@@ -205,6 +205,7 @@ static uint32_t zone_thr_collect_run(hk_zone *z, zone_heap *h, zone_run *r, int 
             }
             uint32_t word = (uint32_t)w;
             zone_hdr_store(s, zone_hdr_make(s, word & 0x7ffffu, 0, ZB_SLOT_FREE));
+            if (zone_w_tag(w) != HK_TAG_STATIC) r->ntag--;
             unsigned char *u = zone_user(s);
             zone_unpoison(u, sizeof(void *));
             *(unsigned char **)u = r->free;
@@ -304,6 +305,64 @@ void hk__zone_thr_collect_all(hk_zone *z) {
     for (zone_heap *h = z->heaps; h; h = h->next) zone_thr_collect(z, h, 1);
 }
 
+/* ---- tagged slots: free_tags ------------------------------------------------- */
+
+/* Whether a heap made tagged slots of a tag in [lo, hi]. */
+static int zone_tagmap_any(const zone_heap *h, int lo, int hi) {
+    for (int t = lo; t <= hi; t++)
+        if ((h->tagmap[(unsigned)t >> 6] >> ((unsigned)t & 63u)) & 1u) return 1;
+    return 0;
+}
+
+/* Frees the used slots of run r (heap h) whose tag is in [lo, hi], as
+ * its owner would (the owner is quiescent), counting in the zone; then
+ * settles the run. Returns the slots freed. */
+static size_t zone_thr_run_free_tags(hk_zone *z, zone_heap *h, zone_run *r, int lo, int hi) {
+    size_t n = 0, req = 0;
+    for (uint32_t i = 0; i < r->bump; i++) {
+        zone_blk *s = (zone_blk *)(r->first + (size_t)i * r->stride);
+        uint64_t w = zone_hdr_load(s);
+        int tag = (int)zone_w_tag(w);
+        if (zone_w_bits(w) != ZB_SLOT_USED || tag < lo || tag > hi) continue;
+        zone_hdr_store(s, zone_hdr_make(s, (uint32_t)w & 0x7ffffu, 0, ZB_SLOT_FREE));
+        if (tag != HK_TAG_STATIC) r->ntag--;
+        unsigned char *u = zone_user(s);
+        zone_unpoison(u, sizeof(void *));
+        *(unsigned char **)u = r->free;
+        r->free = u;
+        zone_poison(u, r->stride - ZONE_HDR);
+        r->used--;
+        req += r->stride - ZONE_OVERLAP - ((uint32_t)w >> 19);
+        n++;
+    }
+    z->used_req -= req;
+    z->slot_bytes -= n * r->stride;
+    z->free_count += n;
+    if (n && (r->state == ZONE_RUN_FULL || r->state == ZONE_RUN_PARTIAL)) zone_thr_settle_run(z, h, r, 1);
+    return n;
+}
+
+size_t hk__zone_thr_free_tags(hk_zone *z, int lo, int hi) {
+    /* Nothing to walk unless a heap made tagged slots of a tag in the
+     * range, or of any tag when HK_TAG_STATIC is in it (the runs holding
+     * tagged slots hold static ones too, and the region walk skips them). */
+    int tlo = lo > HK_TAG_STATIC ? lo : HK_TAG_STATIC + 1, any = 0;
+    for (const zone_heap *h = z->heaps; h && !any; h = h->next)
+        any = zone_tagmap_any(h, tlo, lo <= HK_TAG_STATIC ? HK_ZONE_TAG_MAX : hi);
+    if (!any) return 0;
+    size_t n = 0;
+    for (zone_run_x *x = z->xruns, *next; x; x = next) {
+        next = x->anext; /* settling may release the run */
+        zone_run *r = x->run;
+        if (r->ntag && x->heap) n += zone_thr_run_free_tags(z, x->heap, r, lo, hi);
+    }
+    /* every slot of those tags is gone */
+    for (zone_heap *h = z->heaps; h; h = h->next)
+        for (int t = tlo; t <= hi; t++)
+            h->tagmap[(unsigned)t >> 6] &= ~(1ull << ((unsigned)t & 63u));
+    return n;
+}
+
 /* Whether the owner of h should collect before it carves or refills: frees
  * are queued and the last collection was ZONE_COLLECT_EVERY allocations
  * ago. */
@@ -382,8 +441,10 @@ static zone_run *zone_thr_reuse(hk_zone *z, zone_heap *h, unsigned ci) {
 }
 
 /* The slow half of the owner's alloc beyond a carve: the heap lookup,
- * reuse of freed slots, a carve after them, or a refill. */
-static HK__NOINLINE void *zone_thr_alloc_full(hk_zone *z, size_t n) {
+ * reuse of freed slots, a carve after them, or a refill; a slot of tag
+ * `tag` (a tagged slot unless HK_TAG_STATIC: counted in its run's ntag and
+ * the heap's tagmap). */
+static HK__NOINLINE void *zone_thr_alloc_full(hk_zone *z, size_t n, unsigned tag) {
     zone_heap *h = hk__zone_tl_cur.zid == z->zid ? hk__zone_tl_cur.h : hk__zone_heap_get(z);
     if (HK__UNLIKELY(!h)) return NULL;
     unsigned ci = zone_cls_of(n);
@@ -399,8 +460,14 @@ static HK__NOINLINE void *zone_thr_alloc_full(hk_zone *z, size_t n) {
     }
     uint32_t slack = r->stride - ZONE_OVERLAP - (uint32_t)n;
     zone_blk *b = zone_from_user(u);
-    return zone_thr_finish(h, r, u, zone_hdr_make(b, word | (slack << 19), HK_TAG_STATIC, ZB_SLOT_USED), n);
+    if (tag != HK_TAG_STATIC) {
+        r->ntag++;
+        h->tagmap[tag >> 6] |= 1ull << (tag & 63u);
+    }
+    return zone_thr_finish(h, r, u, zone_hdr_make(b, word | (slack << 19), tag, ZB_SLOT_USED), n);
 }
+
+void *hk__zone_thr_alloc_tagged(hk_zone *z, size_t n, unsigned tag) { return zone_thr_alloc_full(z, n, tag); }
 
 /* When the current run of the cached heap's class for n has an empty free
  * list, the next untouched slot of it is carved here (a short path: most
@@ -422,7 +489,7 @@ HK__NOINLINE void *hk__zone_thr_alloc_slow(hk_zone *z, size_t n) {
                 n);
         }
     }
-    return zone_thr_alloc_full(z, n);
+    return zone_thr_alloc_full(z, n, HK_TAG_STATIC);
 }
 
 /* ---- heaps: lookup, creation, adoption, abandonment ------------------------- */
@@ -571,8 +638,8 @@ static zone_blk *zone_thr_slot_at(hk_zone *z, const void *p, uint64_t *w, zone_r
     if ((zone_w_bits(v) & ZB_SLOT_MASK) != ZB_SLOT_MASK) return NULL;
     v = __atomic_load_n((const zone_word *)((const unsigned char *)b + 8), __ATOMIC_ACQUIRE);
     uint32_t word = (uint32_t)v;
-    if (zone_w_bits(v) != ZB_SLOT_USED || zone_w_tag(v) != HK_TAG_STATIC ||
-        (uint16_t)(v >> 48) != zone_slot_chk(b, word, HK_TAG_STATIC, ZB_SLOT_USED))
+    if (zone_w_bits(v) != ZB_SLOT_USED || zone_w_tag(v) == 0 ||
+        (uint16_t)(v >> 48) != zone_slot_chk(b, word, zone_w_tag(v), ZB_SLOT_USED))
         return NULL;
     /* the run is checked through its extension (zone_run_x): a remote
      * freer does not read the run struct's line, which its owner keeps
@@ -625,6 +692,7 @@ static hk_result zone_thr_free_slot(hk_zone *z, zone_blk *b, zone_run *r, uint64
         uint32_t stride = r->stride, word = (uint32_t)w;
         unsigned char *u = zone_user(b);
         zone_hdr_store(b, zone_hdr_make(b, word & 0x7ffffu, 0, ZB_SLOT_FREE));
+        if (zone_w_tag(w) != HK_TAG_STATIC) r->ntag--;
         zone_unpoison(u, sizeof(void *));
         *(unsigned char **)u = r->free;
         r->free = u;
@@ -653,7 +721,7 @@ hk_result hk__zone_thr_free_slot(hk_zone *z, zone_blk *b, int locked) {
      * lock): the lookup saw it used, but the owner may have freed it since
      * (a double free racing the owner's own free): then nothing is done */
     uint64_t w = zone_hdr_load(b);
-    if (zone_w_bits(w) != ZB_SLOT_USED || zone_w_tag(w) != HK_TAG_STATIC) return HK_ERR_DOUBLE_FREE;
+    if (zone_w_bits(w) != ZB_SLOT_USED || zone_w_tag(w) == 0) return HK_ERR_DOUBLE_FREE;
     uint32_t word = (uint32_t)w; /* a slot's index and class never change */
     zone_run *r = (zone_run *)((unsigned char *)b -
                                (size_t)(word & 0xfffu) * zone_cls_stride(((word >> 12) & 0x7fu) % ZONE_NCLS) -
@@ -667,14 +735,14 @@ int hk__zone_thr_free_fast(hk_zone *z, void *p) {
     zone_blk *b = zone_thr_slot_at(z, p, &w, &r);
     if (HK__UNLIKELY(b == NULL)) return 0;
     zone_heap *mine = zone_tl_find(z);
-    if (mine != NULL && zone_run_ext(r)->heap == mine) {
+    if (mine != NULL && zone_run_ext(r)->heap == mine && zone_w_tag(w) == HK_TAG_STATIC) {
         zone_thr_free_owner(z, mine, b, r, w);
         return 1;
     }
     return zone_thr_free_slot(z, b, r, w, 0, mine) == HK_OK;
 }
 
-int hk__zone_thr_resize(hk_zone *z, void *p, size_t n, size_t *old_req) {
+int hk__zone_thr_resize(hk_zone *z, void *p, size_t n, size_t *old_req, unsigned *tag) {
     uint64_t w;
     zone_run *r;
     zone_blk *b = zone_thr_slot_at(z, p, &w, &r);
@@ -682,12 +750,13 @@ int hk__zone_thr_resize(hk_zone *z, void *p, size_t n, size_t *old_req) {
     uint32_t word = (uint32_t)w;
     size_t area = r->stride - ZONE_OVERLAP;
     *old_req = area - (word >> 19);
+    *tag = zone_w_tag(w);
     zone_heap *h = zone_tl_find(z);
     if (!h || zone_run_ext(r)->heap != h || n > area ||
         (n < area / 2 && zone_cls_of(n) != ((word >> 12) & 0x7fu)))
         return 0;
     uint32_t slack = (uint32_t)(area - n);
-    zone_hdr_store(b, zone_hdr_make(b, (word & 0x7ffffu) | (slack << 19), HK_TAG_STATIC, ZB_SLOT_USED));
+    zone_hdr_store(b, zone_hdr_make(b, (word & 0x7ffffu) | (slack << 19), *tag, ZB_SLOT_USED));
     zone_unpoison(p, n);
     if (slack > ZONE_OVERLAP) zone_poison((unsigned char *)p + n, slack - ZONE_OVERLAP);
     __atomic_store_n(&h->used_req, h->used_req - *old_req + n, __ATOMIC_RELAXED);

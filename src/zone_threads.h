@@ -61,9 +61,9 @@ int hk__zone_thr_free_fast(hk_zone *z, void *p);
  * or HK_ERR_DOUBLE_FREE (not reported) when another thread's free won. */
 hk_result hk__zone_thr_free_slot(hk_zone *z, zone_blk *b, int locked);
 /* realloc of p in place when p is a slot of the calling thread's heap and
- * n fits it: 1; 0 (p is a slot: *old_req set; move it); -1 (not a slot
- * seen without the lock). */
-int hk__zone_thr_resize(hk_zone *z, void *p, size_t n, size_t *old_req);
+ * n fits it: 1; 0 (p is a slot: *old_req and *tag set; move it); -1 (not a
+ * slot seen without the lock). */
+int hk__zone_thr_resize(hk_zone *z, void *p, size_t n, size_t *old_req, unsigned *tag);
 /* Setup at create (lock, registry) and teardown at destroy. 0: refused. */
 int hk__zone_thr_init(hk_zone *z);
 void hk__zone_thr_fini(hk_zone *z);
@@ -100,6 +100,17 @@ void hk__zone_thr_sums(const hk_zone *z, zone_sums *s, int pending);
  * another zone, a carve from the current run's untouched slots, or a
  * refill. NULL: use the locked path. */
 void *hk__zone_thr_alloc_slow(hk_zone *z, size_t n);
+/* A tagged slot: n <= ZONE_RUN_MAX_REQ bytes of tag `tag` (not
+ * HK_TAG_STATIC, below the purge level; no owner, no name) from the
+ * calling thread's heap, no lock, as an untagged slot but for the header's
+ * tag, the run's ntag and the heap's tagmap. NULL: use the locked path
+ * (a tracked block). */
+void *hk__zone_thr_alloc_tagged(hk_zone *z, size_t n, unsigned tag);
+/* Frees, with the lock held and every other thread quiescent, each slot of
+ * a tag in [lo, hi] from the runs holding tagged slots (HK_TAG_STATIC's
+ * among them when in the range): O(runs + slots of those runs). Returns
+ * the slots freed. zone_tags.c's region walk skips those runs. */
+size_t hk__zone_thr_free_tags(hk_zone *z, int lo, int hi);
 
 /* Makes slot u of run r (owned by h) a used block of n bytes, its header
  * word being `w`; returns u. */
