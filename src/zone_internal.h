@@ -87,6 +87,7 @@
     ((size_t)16 << 10) /* bytes of slots of a class's first run, before the slot limits                      \
                         */
 #define ZONE_RUN_TARGET    ((size_t)32 << 10) /* runs replacing full ones double up to this */
+#define ZONE_RUN_BUSY_X    32u /* threads zones: ... or up to this many slots of a larger class */
 #define ZONE_RUN_CAP_SLOTS 512u /* slots per run at most (a threads zone's: ZONE_RUN_CAP_SLOTS_X) */
 #define ZONE_RUN_MIN_SLOTS 4u
 #define ZONE_CARVE_SPAN    4096u /* a carve fills the slots of the pages it touches, at this granularity */

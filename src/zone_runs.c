@@ -66,8 +66,12 @@ static inline void zone_partial_unlink(zone_cls *c, zone_run *r) {
  * not push the zone's high water up. */
 static size_t zone_run_slots(const hk_zone *z, uint32_t stride, uint32_t prev) {
     size_t bytes = prev ? (size_t)prev * stride * 2 : ZONE_RUN_FIRST;
+    /* a threads zone's heap takes the zone lock for each new run: a busy
+     * class of large slots doubles on to ZONE_RUN_BUSY_X slots */
+    size_t target = ZONE_RUN_TARGET;
+    if (z->threads && (size_t)stride * ZONE_RUN_BUSY_X > target) target = (size_t)stride * ZONE_RUN_BUSY_X;
     if (bytes < ZONE_RUN_FIRST) bytes = ZONE_RUN_FIRST;
-    if (bytes > ZONE_RUN_TARGET) bytes = ZONE_RUN_TARGET;
+    if (bytes > target) bytes = target;
     size_t n = bytes / stride, cap = z->capacity / 16;
     if (z->threads) cap = cap > ZONE_RUN_XBYTES ? cap - ZONE_RUN_XBYTES : 0;
     size_t most = z->threads ? ZONE_RUN_CAP_SLOTS_X : ZONE_RUN_CAP_SLOTS;
