@@ -309,15 +309,21 @@ void *hk_zone_alloc(hk_zone *z, size_t size) {
     return zone_alloc_locked(z, size);
 }
 
+/* A threads zone's small block of a kept tag with no owner, no name and
+ * the default alignment: a tagged slot from the calling thread's heap, no
+ * lock. NULL: the locked path serves it (a tracked block). */
+static void *zone_alloc_tagged_slot(hk_zone *z, size_t size, size_t align, int tag, void **owner,
+                                    const char *name) {
+    if (z->fast != ZONE_FAST_THREADS || size > ZONE_RUN_MAX_REQ || owner || name || align > 16 || (align & (align - 1)) ||
+        tag <= HK_TAG_STATIC || tag >= z->purge_level)
+        return NULL;
+    return hk__zone_thr_alloc_tagged(z, size, (unsigned)tag);
+}
+
 void *hk_zone_alloc_tagged(hk_zone *z, size_t size, int tag, void **owner, const char *name) {
     if (!z) return NULL;
-    /* a threads zone's small block of a kept tag, with no owner and no
-     * name: a tagged slot from the calling thread's heap, no lock */
-    if (z->fast == ZONE_FAST_THREADS && size <= ZONE_RUN_MAX_REQ && !owner && !name && tag > HK_TAG_STATIC &&
-        tag < z->purge_level) {
-        void *u = hk__zone_thr_alloc_tagged(z, size, (unsigned)tag);
-        if (HK__LIKELY(u != NULL)) return u;
-    }
+    void *u = zone_alloc_tagged_slot(z, size, 16, tag, owner, name);
+    if (u) return u;
     hk__core_lock(&z->core);
     void *p = zone_alloc_impl(z, size, 16, tag, owner, name, NULL, 0);
     hk__core_after(&z->core);
@@ -327,6 +333,8 @@ void *hk_zone_alloc_tagged(hk_zone *z, size_t size, int tag, void **owner, const
 
 void *hk_zone_alloc_ex(hk_zone *z, const hk_zone_alloc_desc *d) {
     if (!z) return NULL;
+    void *u = d ? zone_alloc_tagged_slot(z, d->size, d->align, d->tag, d->owner, d->name) : NULL;
+    if (u) return u;
     hk__core_lock(&z->core);
     void *p;
     if (!d) {

@@ -67,6 +67,17 @@ HKT_TEST(small_tagged_block_without_owner_or_name_is_a_slot) {
     CHECK(!is_slot(named));
     CHECK(!is_slot(q));
     CHECK(owned == q);
+    /* the same through alloc_ex: a slot with no owner, name or alignment */
+    void *x = hk_zone_alloc_ex(z, &(hk_zone_alloc_desc){.size = 100, .tag = HK_TAG_LEVEL});
+    void *xa = hk_zone_alloc_ex(z, &(hk_zone_alloc_desc){.size = 100, .align = 64, .tag = HK_TAG_LEVEL});
+    REQUIRE(x != NULL && xa != NULL);
+    CHECK(is_slot(x));
+    CHECK(!is_slot(xa));
+    CHECK_EQ((uintptr_t)xa % 64, 0);
+    CHECK(hk_zone_alloc_ex(z, &(hk_zone_alloc_desc){.size = 100, .align = 3, .tag = HK_TAG_LEVEL}) == NULL);
+    CHECK_EQ(e.last_result, HK_ERR_INVALID);
+    CHECK_EQ(hk_zone_free(z, x), HK_OK);
+    CHECK_EQ(hk_zone_free(z, xa), HK_OK);
     /* larger than a slot: a tracked block */
     void *big = hk_zone_alloc_tagged(z, 20000, HK_TAG_LEVEL, NULL, NULL);
     REQUIRE(big != NULL);
