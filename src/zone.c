@@ -314,8 +314,8 @@ void *hk_zone_alloc(hk_zone *z, size_t size) {
  * lock. NULL: the locked path serves it (a tracked block). */
 static void *zone_alloc_tagged_slot(hk_zone *z, size_t size, size_t align, int tag, void **owner,
                                     const char *name) {
-    if (z->fast != ZONE_FAST_THREADS || size > ZONE_RUN_MAX_REQ || owner || name || align > 16 || (align & (align - 1)) ||
-        tag <= HK_TAG_STATIC || tag >= z->purge_level)
+    if (z->fast != ZONE_FAST_THREADS || size > ZONE_RUN_MAX_REQ || owner || name || align > 16 ||
+        (align & (align - 1)) || tag <= HK_TAG_STATIC || tag >= z->purge_level)
         return NULL;
     return hk__zone_thr_alloc_tagged(z, size, (unsigned)tag);
 }

@@ -96,9 +96,8 @@ static hk_result zone_check_run(hk_zone *z, zone_blk *b, size_t size, zone_tally
                          (void *)zone_user(s), i, (void *)r);
         if (s->bits & ZB_USED) {
             /* tagged slots (a threads zone's): a kept tag, counted by ntag */
-            int tag_ok = s->tag == HK_TAG_STATIC ||
-                         (x && x->heap && s->tag != 0 && s->tag < z->purge_level &&
-                          ((x->heap->tagmap[s->tag >> 6] >> (s->tag & 63u)) & 1u));
+            int tag_ok = s->tag == HK_TAG_STATIC || (x && x->heap && s->tag != 0 && s->tag < z->purge_level &&
+                                                     ((x->heap->tagmap[s->tag >> 6] >> (s->tag & 63u)) & 1u));
             if (!tag_ok || zone_slot_slack(s) > r->stride - ZONE_OVERLAP)
                 ZONE_CORRUPT(HK_EK_CORRUPT_HEADER, zone_user(s),
                              "block %p (slot %u of run %p) has tag %u, slack %u", (void *)zone_user(s), i,

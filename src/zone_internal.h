@@ -87,7 +87,7 @@
     ((size_t)16 << 10) /* bytes of slots of a class's first run, before the slot limits                      \
                         */
 #define ZONE_RUN_TARGET    ((size_t)32 << 10) /* runs replacing full ones double up to this */
-#define ZONE_RUN_BUSY_X    32u /* threads zones: ... or up to this many slots of a larger class */
+#define ZONE_RUN_BUSY_X    32u  /* threads zones: or, for larger slots, up to this many of them */
 #define ZONE_RUN_CAP_SLOTS 512u /* slots per run at most (a threads zone's: ZONE_RUN_CAP_SLOTS_X) */
 #define ZONE_RUN_MIN_SLOTS 4u
 #define ZONE_CARVE_SPAN    4096u /* a carve fills the slots of the pages it touches, at this granularity */
@@ -161,8 +161,8 @@ typedef struct zone_run {
     uint32_t used; /* slots in use */
     uint32_t bump; /* slots carved so far; slots past it have no header yet */
     uint16_t cls;
-    uint8_t state;                /* ZONE_RUN_CUR, _PARTIAL, _FULL or _SPARE */
-    uint8_t lead;                 /* run block address to the struct: 16..64 (+ ZONE_RUN_XOFF, threads) */
+    uint8_t state; /* ZONE_RUN_CUR, _PARTIAL, _FULL or _SPARE */
+    uint8_t lead;  /* run block address to the struct: 16..64 (+ ZONE_RUN_XOFF, threads) */
     uint32_t ntag; /* threads zones: used or remote slots with a tag other than HK_TAG_STATIC (owner only) */
     struct zone_run *next, *prev; /* the class's list of partial runs (NULL-terminated) */
 } zone_run;

@@ -142,8 +142,7 @@ zone_blk *hk__zone_lookup(hk_zone *z, const void *p, const char *op, hk_result *
         }
         /* tagged slots exist in threads zones only */
         if (HK__UNLIKELY(zone_snap_tag(hw) != HK_TAG_STATIC && (!z->threads || zone_snap_tag(hw) == 0)) ||
-            HK__UNLIKELY(
-                         !zone_slot_run_w((uintptr_t)r->base + ZONE_HDR, b, (uint32_t)hw))) {
+            HK__UNLIKELY(!zone_slot_run_w((uintptr_t)r->base + ZONE_HDR, b, (uint32_t)hw))) {
             *res = hk__report(ZONE_REP(z), HK_ERR_CORRUPT, HK_EK_CORRUPT_HEADER, p, 0, NULL,
                               "%s(%p): the header of that block names no small-block run (damaged or "
                               "stale); block left alone",

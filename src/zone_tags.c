@@ -144,12 +144,12 @@ static size_t zone_free_untracked(hk_zone *z) {
         zone_region *r = &z->regions[i];
         zone_blk *b = (zone_blk *)r->base;
         while ((unsigned char *)b < r->end) {
-            if (zone_is_run(b) && zone_run_of_block(z, b)->ntag) {
-                /* skipped */
-            } else if (zone_is_run(b)) {
+            if (zone_is_run(b)) {
                 zone_run *run = zone_run_of_block(z, b);
-                n += hk__zone_run_free_all(z, run);
-                b = hk__zone_run_release(z, run);
+                if (!run->ntag) {
+                    n += hk__zone_run_free_all(z, run);
+                    b = hk__zone_run_release(z, run);
+                }
             } else if ((b->bits & (ZB_USED | ZB_EXT)) == ZB_USED && b->tag != 0) {
                 b = zone_release(z, b, 0);
                 n++;

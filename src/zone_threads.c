@@ -358,8 +358,7 @@ size_t hk__zone_thr_free_tags(hk_zone *z, int lo, int hi) {
     }
     /* every slot of those tags is gone */
     for (zone_heap *h = z->heaps; h; h = h->next)
-        for (int t = tlo; t <= hi; t++)
-            h->tagmap[(unsigned)t >> 6] &= ~(1ull << ((unsigned)t & 63u));
+        for (int t = tlo; t <= hi; t++) h->tagmap[(unsigned)t >> 6] &= ~(1ull << ((unsigned)t & 63u));
     return n;
 }
 

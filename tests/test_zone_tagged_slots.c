@@ -256,7 +256,8 @@ HKT_TEST(walk_shows_tagged_slots_with_their_tag_and_check_sees_damage) {
     hk_zone *z = mk_thr(&e);
     REQUIRE(z != NULL);
     void *p[10];
-    for (int i = 0; i < 10; i++) REQUIRE((p[i] = hk_zone_alloc_tagged(z, 80, HK_TAG_LEVEL, NULL, NULL)) != NULL);
+    for (int i = 0; i < 10; i++)
+        REQUIRE((p[i] = hk_zone_alloc_tagged(z, 80, HK_TAG_LEVEL, NULL, NULL)) != NULL);
     void *s = hk_zone_alloc(z, 80);
     REQUIRE(s != NULL);
     tag_count c;
@@ -343,7 +344,8 @@ static void *worker(void *arg) {
                 if (!(scratch[i] = hk_zone_alloc(c->z, 16 + xs(&seed) % 2000))) c->bad++;
             for (int i = 0; i < 4; i++) {
                 size_t n = 64 + xs(&seed) % 8000;
-                unsigned char *p = hk_zone_alloc_tagged(c->z, n, i & 1 ? HK_TAG_LEVEL : HK_TAG_LEVSPEC, NULL, NULL);
+                unsigned char *p =
+                    hk_zone_alloc_tagged(c->z, n, i & 1 ? HK_TAG_LEVEL : HK_TAG_LEVSPEC, NULL, NULL);
                 if (!p) {
                     c->bad++;
                     continue;

@@ -9,8 +9,9 @@
  * served from "runs": TLSF blocks cut into equal slots of one size class,
  * reused LIFO without merging (on by default; off with HK_ZONE_NO_RUNS or
  * any debug flag). Tagged, owned, named, site-recorded or aligned
- * allocations (hk_zone_alloc_tagged, _ex, _aligned) are always plain TLSF
- * blocks. Untracked blocks (default tag, no owner, name or site) carry an
+ * allocations (hk_zone_alloc_tagged, _ex, _aligned) are plain TLSF blocks
+ * (except a HK_ZONE_THREADS zone's small tagged blocks without owner or
+ * name: see hk_zone_alloc_tagged). Untracked blocks (default tag, no owner, name or site) carry an
  * 8-byte header; tracked ones also a record that links them into their
  * tag's lists. docs/zone.md gives the layout, the byte costs, the
  * fragmentation bound and measurements.
@@ -41,11 +42,12 @@
  * or HK_ZONE_THREADS. With HK_ZONE_THREADS each thread has its own heap of
  * small-block runs: hk_zone_alloc, calloc, realloc and free of small blocks
  * take no lock (a block freed by another thread than its allocator is
- * handed back lock-free and still checked); every other path takes the
- * zone's lock (the hooks, or the zone's own mutex). alloc*, calloc,
- * realloc, free, usable_size, owns, tag, change_tag, stats and get_info
- * may run concurrently from any threads; free_tags over a range holding
- * HK_TAG_STATIC, purge, check, walk, dump, where and destroy need the
+ * handed back lock-free and still checked), and so do small blocks of a
+ * kept tag with no owner and no name from hk_zone_alloc_tagged and _ex
+ * ("tagged slots"); every other path takes the zone's lock (the hooks, or
+ * the zone's own mutex). alloc*, calloc, realloc, free, usable_size, owns,
+ * tag, change_tag, stats and get_info may run concurrently from any
+ * threads; free_tags, purge, check, walk, dump, where and destroy need the
  * other threads quiescent (not inside a call on this zone), e.g. a level
  * unload between frames. A thread's heap is abandoned when it exits and
  * adopted by the next thread that needs one; its blocks stay valid and may
@@ -198,7 +200,13 @@ void *hk_zone_alloc(hk_zone *z, size_t size) HK_MALLOC HK_ALLOC_SIZE(2);
  * (may be NULL unless the tag is purgeable: a purgeable block needs an owner
  * to learn about the purge, as in DOOM) and a name (may be NULL). Bad tags
  * or a purgeable tag without owner report HK_EK_INVALID_ARG and return NULL.
- * (Not declared HK_MALLOC: *owner holds the block's address on return.) */
+ * In a HK_ZONE_THREADS zone a block of at most 16376 bytes with a tag
+ * below the purge level, no owner and no name is a tagged slot: it comes
+ * from the calling thread's heap without the lock, like hk_zone_alloc's
+ * (its tag in its slot header); free_tags finds it, but change_tag cannot
+ * change its tag (give it a name or an owner if it must). Otherwise O(1)
+ * under the lock. (Not declared HK_MALLOC: *owner holds the block's
+ * address on return.) */
 void *hk_zone_alloc_tagged(hk_zone *z, size_t size, int tag, void **owner, const char *name) HK_ALLOC_SIZE(2);
 
 /* The general form; the others are shorthands for it. Also reports a
@@ -265,9 +273,10 @@ bool hk_zone_owns(hk_zone *z, const void *p);
  * record from its own slack or the free block after it; when neither has
  * room, returns HK_ERR_NOMEM (reported) and the tag is unchanged: allocate
  * such blocks with hk_zone_alloc_tagged or use HK_ZONE_TRACK_ALL. A slot
- * of a run (a small block from hk_zone_alloc) never has room: any tag but
- * HK_TAG_STATIC gives HK_ERR_NOMEM (HK_ERR_INVALID for a purgeable tag,
- * which needs an owner). O(1). */
+ * of a run (a small block from hk_zone_alloc, or a tagged slot of a
+ * HK_ZONE_THREADS zone) never has room: any tag but its own gives
+ * HK_ERR_NOMEM (HK_ERR_INVALID for a purgeable tag, which needs an owner).
+ * O(1). */
 hk_result hk_zone_change_tag(hk_zone *z, void *p, int tag);
 
 /* The tag of the block at p, or 0 for a bad pointer (reported). O(1). */
@@ -276,7 +285,11 @@ int hk_zone_tag(hk_zone *z, const void *p);
 /* DOOM's Z_FreeTags: frees every block with lo <= tag <= hi, clearing
  * owners first (all owners are cleared before any block is freed). Returns
  * the number of blocks freed. O(blocks freed + tags in range), plus a heap
- * walk when the range holds HK_TAG_STATIC and untracked blocks exist. */
+ * walk when the range holds HK_TAG_STATIC and untracked blocks exist. In a
+ * HK_ZONE_THREADS zone where threads made tagged slots of a tag in the
+ * range (of any tag, when the range holds HK_TAG_STATIC), plus a pass over
+ * the zone's runs: O(runs + slots of the runs holding tagged slots); the
+ * other threads must be quiescent (see Thread-safety above). */
 size_t hk_zone_free_tags(hk_zone *z, int lo, int hi);
 
 /* Purges every purgeable block whose tag is >= level (level below the
