@@ -180,11 +180,15 @@ static inline unsigned zone_w_tag(uint64_t w) { return (unsigned)(w >> 32) & 0xf
  * the tag and bits' on bits 0..15 as they are). tests/test_zone_threads.c
  * compares it with zone_hdr_make for every class and slack. */
 #define ZONE_W_USE_DBITS ((uint64_t)(ZB_SLOT_USED ^ ZB_SLOT_FREE))
-#define ZONE_W_USE_K                                                                                         \
-    (((uint64_t)HK_TAG_STATIC << 32) ^ (ZONE_W_USE_DBITS << 40) ^                                            \
-     ((((uint64_t)HK_TAG_STATIC << 8) ^ ZONE_W_USE_DBITS) << 48))
+#define ZONE_W_USE_KT(tag)                                                                                   \
+    (((uint64_t)(tag) << 32) ^ (ZONE_W_USE_DBITS << 40) ^ ((((uint64_t)(tag) << 8) ^ ZONE_W_USE_DBITS) << 48))
+#define ZONE_W_USE_K ZONE_W_USE_KT(HK_TAG_STATIC)
 static inline uint64_t zone_w_use_delta(uint32_t slack) {
     return ((uint64_t)slack << 19) ^ ((uint64_t)slack << 51) ^ ZONE_W_USE_K;
+}
+/* The same for a tagged slot (a threads zone's) of tag `tag`. */
+static inline uint64_t zone_w_use_delta_tag(uint32_t slack, unsigned tag) {
+    return ((uint64_t)slack << 19) ^ ((uint64_t)slack << 51) ^ ZONE_W_USE_KT(tag);
 }
 
 static inline void zone_slot_set(zone_blk *b, uint32_t word, unsigned tag, unsigned bits) {

@@ -147,6 +147,27 @@ static inline void *zone_thr_pop(hk_zone *z, size_t n) {
     return NULL;
 }
 
+/* zone_thr_pop for a tagged slot of tag `tag` (below the purge level, not
+ * HK_TAG_STATIC): the tag goes into the header, the run's ntag and the
+ * heap's tagmap count it. NULL: hk__zone_thr_alloc_tagged. */
+static inline void *zone_thr_pop_tagged(hk_zone *z, size_t n, unsigned tag) {
+    if (HK__LIKELY(hk__zone_tl_cur.zid == z->zid)) {
+        zone_heap *h = hk__zone_tl_cur.h;
+        zone_run *r = h->cls[zone_cls_of(n)].cur;
+        unsigned char *u;
+        if (HK__LIKELY(r != NULL && (u = r->free) != NULL)) {
+            zone_unpoison(u, sizeof(void *));
+            r->free = *(unsigned char **)u;
+            r->ntag++;
+            h->tagmap[tag >> 6] |= 1ull << (tag & 63u);
+            uint32_t slack = r->stride - ZONE_OVERLAP - (uint32_t)n;
+            return zone_thr_finish(h, r, u,
+                                   zone_hdr_load(zone_from_user(u)) ^ zone_w_use_delta_tag(slack, tag), n);
+        }
+    }
+    return NULL;
+}
+
 /* The rare end of an owner free (zone_threads.c): run r of h left full
  * (now partial) or emptied is settled, and the decay clock is polled when
  * h's free count fc reached h->decay_poll_at. One call in tail position, so

@@ -308,6 +308,30 @@ HKT_TEST(busy_class_of_large_slots_gets_runs_of_32) {
     hk_zone_destroy(z);
 }
 
+/* The owner's alloc of a tagged slot turns the free header into the used
+ * one by one xor (zone_w_use_delta_tag), and a remote free turns it into
+ * the remote one by another (ZONE_W_REMOTE_K): for every kept tag, class
+ * and slack the xor must give exactly zone_hdr_make's header. */
+HKT_TEST(tagged_slot_header_xor_matches_full_header) {
+    static zone_blk slots[64] __attribute__((aligned(16)));
+    int bad = 0, tried = 0;
+    for (unsigned tag = HK_TAG_STATIC; tag < HK_TAG_PURGELEVEL; tag += 7)
+        for (size_t n = 0; n <= ZONE_RUN_MAX_REQ; n += 1 + n / 16) {
+            unsigned cls = zone_cls_of(n);
+            uint32_t slack = zone_cls_stride(cls) - ZONE_OVERLAP - (uint32_t)n;
+            uint32_t idx = (uint32_t)(n * 31 + tag) & 4095u;
+            const zone_blk *b = &slots[(idx + cls) & 63];
+            uint32_t word = zone_slot_word(idx, cls, 0);
+            uint64_t freew = zone_hdr_make(b, word, 0, ZB_SLOT_FREE);
+            uint64_t usedw = zone_hdr_make(b, word | (slack << 19), tag, ZB_SLOT_USED);
+            bad += (freew ^ zone_w_use_delta_tag(slack, tag)) != usedw;
+            bad += (usedw ^ ZONE_W_REMOTE_K) != zone_hdr_make(b, word | (slack << 19), tag, ZB_SLOT_REMOTE);
+            tried++;
+        }
+    CHECK(tried > 1000);
+    CHECK_EQ(bad, 0);
+}
+
 /* ---- a level made by worker threads --------------------------------------- */
 
 #define WT     4
