@@ -51,6 +51,7 @@
 #include "zone_region.c"
 #include "zone_decay.c"
 #include "zone_runs.c"
+#include "zone_remote.c"
 #include "zone_threads.c"
 #include "zone_lookup.c"
 #include "zone_tags.c"

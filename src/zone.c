@@ -378,17 +378,29 @@ void *hk_zone_alloc_aligned(hk_zone *z, size_t align, size_t size) {
 
 /* ---- public: free -------------------------------------------------------------- */
 
-/* The free under the lock: the lookup (which reports what p is when it is
- * no block), then a slot or a plain block. */
-static HK__NOINLINE hk_result zone_free_lookup(hk_zone *z, void *p) {
-    hk__core_lock(&z->core);
+/* A threads zone's slot b freed by the locked paths (lock held), the
+ * failure reported for the operation `op` on p. */
+static hk_result zone_thr_free_held(hk_zone *z, zone_blk *b, const char *op, void *p) {
+    hk_result res = hk__zone_thr_free_slot(z, b, 1);
+    if (res == HK_ERR_NOMEM)
+        return hk__report(ZONE_REP(z), HK_ERR_NOMEM, HK_EK_NOMEM, p, 0, NULL,
+                          "%s(%p): no memory for the batch that hands the block back to the thread that "
+                          "allocated it; the block stays allocated",
+                          op, p);
+    if (res != HK_OK)
+        return hk__report(ZONE_REP(z), HK_ERR_DOUBLE_FREE, HK_EK_DOUBLE_FREE, p, 0, NULL,
+                          "%s(%p): block is already free (freed by another thread at the same time)", op, p);
+    return HK_OK;
+}
+
+/* The free under the lock (held): the lookup (which reports what p is when
+ * it is no block), then a slot or a plain block. */
+static hk_result zone_free_held(hk_zone *z, void *p) {
     hk_result res;
     zone_blk *b = hk__zone_lookup(z, p, "free", &res);
     if (HK__LIKELY(b != NULL) && z->threads && zone_snap_is_slot(zone_hdr_snap(b))) {
         /* a slot the lock-free check did not take, or another thread's free won */
-        if (hk__zone_thr_free_slot(z, b, 1) != HK_OK)
-            res = hk__report(ZONE_REP(z), HK_ERR_DOUBLE_FREE, HK_EK_DOUBLE_FREE, p, 0, NULL,
-                             "free(%p): block is already free (freed by another thread at the same time)", p);
+        res = zone_thr_free_held(z, b, "free", p);
     } else if (HK__LIKELY(b != NULL) && zone_is_slot(b)) {
         zone_slot_free(z, b, zone_run_of_slot(b));
     } else if (HK__LIKELY(b != NULL)) {
@@ -400,6 +412,12 @@ static HK__NOINLINE hk_result zone_free_lookup(hk_zone *z, void *p) {
         if (zone_spans_region(z, m)) hk__zone_maybe_release(z, m);
         zone_decay_tick(z); /* free pages back to the OS when due */
     }
+    return res;
+}
+
+static HK__NOINLINE hk_result zone_free_lookup(hk_zone *z, void *p) {
+    hk__core_lock(&z->core);
+    hk_result res = zone_free_held(z, p);
     hk__core_after(&z->core);
     hk__core_unlock(&z->core);
     return res;
@@ -459,15 +477,17 @@ bool hk_zone_owns(hk_zone *z, const void *p) {
  * another class or a block). */
 static void *zone_slot_realloc(hk_zone *z, zone_blk *b, size_t n) {
     if (z->threads) {
-        /* a thread heap's slot found by the locked lookup: always moves */
+        /* a thread heap's slot found by the locked lookup: always moves
+         * (a tagged slot to a block of its tag) */
         size_t old_req = zone_requested(b);
-        void *q = zone_alloc_plain(z, n);
+        void *q = b->tag == HK_TAG_STATIC ? zone_alloc_plain(z, n)
+                                          : zone_alloc_impl(z, n, 16, b->tag, NULL, NULL, NULL, 0);
         if (!q) return NULL;
         memcpy(q, zone_user(b), n < old_req ? n : old_req);
-        if (hk__zone_thr_free_slot(z, b, 1) != HK_OK)
-            hk__report(ZONE_REP(z), HK_ERR_DOUBLE_FREE, HK_EK_DOUBLE_FREE, zone_user(b), 0, NULL,
-                       "realloc(%p): block was freed by another thread at the same time",
-                       (void *)zone_user(b));
+        if (zone_thr_free_held(z, b, "realloc", zone_user(b)) == HK_ERR_NOMEM) {
+            (void)zone_free_held(z, q); /* nothing moved: p stays */
+            return NULL;
+        }
         return q;
     }
     if (zone_slot_resize(z, b, n)) return zone_user(b);

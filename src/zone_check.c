@@ -46,7 +46,7 @@ static size_t zone_scan_fill(const unsigned char *p, size_t n, unsigned fill, si
 typedef struct zone_tally {
     size_t nfree, free_bytes, used_bytes, used_req, live, untracked, tracked, capacity;
     size_t run_bytes, nruns, slot_bytes, runs_cur, runs_partial, runs_spare;
-    size_t runs_pending; /* runs of heaps with remote frees announced */
+    size_t remote_slots; /* slots freed by another thread, not collected yet */
     size_t clean_bytes;  /* spans of the clean free blocks (given back to the OS) */
 } zone_tally;
 
@@ -65,27 +65,10 @@ static hk_result zone_check_run(hk_zone *z, zone_blk *b, size_t size, zone_tally
         if (x->run != r || (x->heap && !h))
             ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r, "run %p's extension names no heap of this zone",
                          (void *)r);
-        if (r->nslots > ZONE_RUN_CAP_SLOTS_X)
-            ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r, "run %p has %u slots, more than its remote bitmap's %u",
-                         (void *)r, r->nslots, ZONE_RUN_CAP_SLOTS_X);
         if (x->stride != r->stride || x->bump != r->bump)
             ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r,
                          "run %p's extension says stride %u, %u slots carved; the run %u, %u", (void *)r,
                          x->stride, x->bump, r->stride, r->bump);
-        uint32_t marked = 0;
-        for (uint32_t i = 0; i < ZONE_XBITS * 64u; i++)
-            if ((x->remote[i >> 6] >> (i & 63)) & 1u) {
-                if (i >= r->bump)
-                    ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r,
-                                 "run %p's remote bitmap marks slot %u, not carved", (void *)r, i);
-                marked++;
-            }
-        /* every marked slot was announced first (no remote freer is inside a
-         * zone call during a check: each announce has its bit) */
-        if (x->pending != marked)
-            ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r, "run %p has %u remote frees announced, %u marked",
-                         (void *)r, x->pending, marked);
-        if (x->pending) t->runs_pending++;
     }
     const zone_cls *rc = zone_run_cls(z, r);
     for (uint32_t i = 0; i < r->bump; i++) {
@@ -106,12 +89,14 @@ static hk_result zone_check_run(hk_zone *z, zone_blk *b, size_t size, zone_tally
             used++;
             t->used_req += zone_requested(s);
         } else if (s->bits == ZB_SLOT_REMOTE) {
-            /* freed by another thread, awaiting its owner: still counted as used */
-            if (!x || !((x->remote[i >> 6] >> (i & 63)) & 1u))
+            /* freed by another thread, awaiting its owner in a batch
+             * (zone_check_batches): still counted as used */
+            if (!x || !x->heap)
                 ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, zone_user(s),
-                             "block %p (slot %u of run %p) was freed by another thread but its run does "
-                             "not mark it",
+                             "block %p (slot %u of run %p) was freed by another thread but its run has no "
+                             "owner heap",
                              (void *)zone_user(s), i, (void *)r);
+            t->remote_slots++;
             if (s->tag != HK_TAG_STATIC) ntag++;
             used++;
             t->used_req += zone_requested(s);
@@ -354,8 +339,79 @@ static hk_result zone_check_cls_table(hk_zone *z, const zone_cls *tab, const zon
     return HK_OK;
 }
 
-/* Every class table's runs (the zone's and every heap's) and the heaps'
- * remote stacks. */
+/* The entries of node n, bound for heap `to` (zone_remote.c): each one
+ * is a slot pointer of the first region (the freer checked it), and each
+ * one whose header says remote is a slot of a run of that heap (the
+ * others lost a race to their owner's free and are dropped by the
+ * collection). Adds those to *remote. */
+static hk_result zone_check_node(hk_zone *z, const zone_rnode *n, const zone_heap *to, size_t *remote) {
+    if (n->n > ZONE_RNODE_SLOTS)
+        ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, n, "remote-free batch %p holds %u entries", (const void *)n,
+                     n->n);
+    uintptr_t lo = (uintptr_t)z->thr_lo + ZONE_HDR;
+    for (uint32_t i = 0; i < n->n; i++) {
+        uintptr_t a = (uintptr_t)n->slot[i];
+        if (a - lo > z->thr_span || (a & 15))
+            ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, n,
+                         "remote-free batch %p lists %p, outside the first region", (const void *)n,
+                         n->slot[i]);
+        const zone_blk *b = zone_from_user(n->slot[i]);
+        uint64_t w = zone_hdr_load(b);
+        if (zone_w_bits(w) != ZB_SLOT_REMOTE) continue;
+        zone_run *r;
+        uint32_t stride;
+        if (!zone_slot_run_at(lo, b, (uint32_t)w, ZONE_RUN_XOFF, &r, &stride) || zone_run_ext(r)->heap != to)
+            ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, n,
+                         "remote-free batch %p for heap %p lists %p, not a slot of that heap",
+                         (const void *)n, (const void *)to, n->slot[i]);
+        (*remote)++;
+    }
+    return HK_OK;
+}
+
+/* A pool's outboxes and free nodes (counted in *nodes). */
+static hk_result zone_check_pool(hk_zone *z, const zone_rsrc *rs, size_t made, size_t *nodes,
+                                 size_t *remote) {
+    for (unsigned i = 0; i < ZONE_OUT_WAYS; i++) {
+        const zone_rnode *n = rs->out[i].node;
+        if (!n) continue;
+        (*nodes)++;
+        if (n->home != rs)
+            ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, n, "remote-free batch %p fills in a pool not its own",
+                         (const void *)n);
+        hk_result res = zone_check_node(z, n, rs->out[i].to, remote);
+        if (res != HK_OK) return res;
+    }
+    for (const zone_rnode *n = rs->nodes; n && *nodes <= made; n = n->next) (*nodes)++;
+    for (const zone_rnode *n = rs->back; n && *nodes <= made; n = n->next) (*nodes)++;
+    return HK_OK;
+}
+
+/* The batches of remote frees: every pool's outboxes and free nodes, every
+ * heap's inbox; every slot freed by another thread is in one of them, and
+ * every node made is in one place. */
+static hk_result zone_check_batches(hk_zone *z, const zone_tally *t) {
+    size_t remote = 0, nodes = 0, made = z->rnodes_made;
+    hk_result res = zone_check_pool(z, &z->rs, made, &nodes, &remote);
+    for (const zone_heap *h = z->heaps; h && res == HK_OK; h = h->next) {
+        res = zone_check_pool(z, &h->rs, made, &nodes, &remote);
+        for (const zone_rnode *n = h->inbox; n && nodes <= made && res == HK_OK; n = n->next) {
+            nodes++;
+            res = zone_check_node(z, n, h, &remote);
+        }
+    }
+    if (res != HK_OK) return res;
+    if (nodes != made)
+        ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "%zu remote-free batches were made, %zu are found", made,
+                     nodes);
+    if (remote != t->remote_slots)
+        ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z,
+                     "%zu blocks freed by other threads wait for their owners, the batches list %zu",
+                     t->remote_slots, remote);
+    return HK_OK;
+}
+
+/* Every class table's runs (the zone's and every heap's). */
 static hk_result zone_check_classes(hk_zone *z, const zone_tally *t) {
     size_t cur = 0, partial = 0, spare = 0;
     hk_result res = zone_check_cls_table(z, z->runs.cls, t, &cur, &partial, &spare);
@@ -365,26 +421,10 @@ static hk_result zone_check_classes(hk_zone *z, const zone_tally *t) {
             ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z,
                          "class %u has an empty run to give back but is not marked for the trim", c);
     }
-    size_t queued = 0;
-    for (const zone_heap *h = z->threads ? z->heaps : NULL; h && res == HK_OK; h = h->next) {
+    for (const zone_heap *h = z->threads ? z->heaps : NULL; h && res == HK_OK; h = h->next)
         res = zone_check_cls_table(z, h->cls, t, &cur, &partial, &spare);
-        size_t n = 0;
-        for (zone_run *r = h->remote_runs; r && res == HK_OK; r = zone_run_ext(r)->rnext) {
-            zone_blk *b = zone_run_block(r);
-            if (++n > t->nruns || !zone_ptr_sane(z, b) || !zone_is_run(b) || zone_run_ext(r)->heap != h ||
-                !zone_run_ext(r)->pending)
-                ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z,
-                             "heap %p's remote stack reaches %p, not a queued run of it", (const void *)h,
-                             (void *)r);
-        }
-        queued += n;
-    }
+    if (res == HK_OK && z->threads) res = zone_check_batches(z, t);
     if (res != HK_OK) return res;
-    /* each run with remote frees announced is on its heap's stack, once */
-    if (queued != t->runs_pending)
-        ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z,
-                     "%zu runs have remote frees to collect but the heaps' remote stacks hold %zu",
-                     t->runs_pending, queued);
     if (cur != t->runs_cur || partial != t->runs_partial || spare != t->runs_spare)
         ZONE_CORRUPT(
             HK_EK_CORRUPT_STRUCTURE, z,

@@ -88,7 +88,7 @@
                         */
 #define ZONE_RUN_TARGET    ((size_t)32 << 10) /* runs replacing full ones double up to this */
 #define ZONE_RUN_BUSY_X    32u  /* threads zones: or, for larger slots, up to this many of them */
-#define ZONE_RUN_CAP_SLOTS 512u /* slots per run at most (a threads zone's: ZONE_RUN_CAP_SLOTS_X) */
+#define ZONE_RUN_CAP_SLOTS 512u /* slots per run at most */
 #define ZONE_RUN_MIN_SLOTS 4u
 #define ZONE_CARVE_SPAN    4096u /* a carve fills the slots of the pages it touches, at this granularity */
 #define ZONE_CARVE_MAX     16u   /* slots a carve makes at most (a bound on its work) */
@@ -192,6 +192,38 @@ typedef struct zone_runset {
     size_t nruns;
 } zone_runset;
 
+/* HK_ZONE_THREADS: a batch of slots freed by a thread other than their
+ * owner's (zone_remote.c). Nodes live in pages of their own, outside the
+ * zone's regions (so that no user write, and no reuse of a slot by its
+ * owner, can reach a batch), and belong to a pool (zone_rsrc) they go back
+ * to after their slots are collected. 256 bytes. */
+#define ZONE_RNODE_SLOTS 29u
+typedef struct zone_rnode {
+    struct zone_rnode *next; /* on an inbox, a pool's free list or its give-back stack */
+    struct zone_rsrc *home;  /* the pool it comes from */
+    uint32_t n;              /* atomic (relaxed; stats read it): entries filled */
+    uint32_t spare_;
+    void *slot[ZONE_RNODE_SLOTS]; /* atomic (relaxed): user pointers of slots with a remote header */
+} zone_rnode;
+_Static_assert(sizeof(zone_rnode) == 256, "a node is 256 bytes");
+
+/* What a thread freeing other heaps' slots holds (zone_remote.c): one
+ * filling node per destination heap (direct-mapped ways) and a pool of
+ * nodes. In each heap (its owner's only), and in the zone for threads
+ * without a heap (lock held). */
+#define ZONE_OUT_WAYS 8u
+typedef struct zone_outbox {
+    struct zone_heap *to; /* the heap the node's slots belong to */
+    zone_rnode *node;     /* filling, or NULL */
+} zone_outbox;
+typedef struct zone_rsrc {
+    zone_outbox out[ZONE_OUT_WAYS];
+    zone_rnode *nodes; /* free nodes */
+    zone_rnode *back;  /* atomic stack: nodes given back by the heaps that collected them */
+    void *pages;       /* the pool's node pages, linked through their first word (freed at destroy) */
+    size_t npages;
+} zone_rsrc;
+
 typedef struct zone_region {
     unsigned char *base; /* first block */
     unsigned char *end;  /* epilogue header */
@@ -268,6 +300,8 @@ struct hk_zone {
     size_t thr_span; /* atomic: its user pointers are thr_lo + ZONE_HDR + [0, thr_span] (grows in place) */
     struct zone_heap *heaps;  /* every heap, live or abandoned (lock held) */
     struct zone_run_x *xruns; /* every run's extension (lock held) */
+    zone_rsrc rs;             /* remote frees of threads without a heap (lock held) */
+    size_t rnodes_made;       /* atomic: nodes in every pool (bounds stats' walk of the inboxes) */
     hk_os_mutex mx;           /* the zone's lock when the desc gives no lock hooks */
 };
 _Static_assert(offsetof(struct hk_zone, runs_on) == 64,

@@ -57,8 +57,7 @@ static inline void zone_partial_unlink(zone_cls *c, zone_run *r) {
 /* Slots for a new run of `stride`-byte slots: ZONE_RUN_FIRST bytes of
  * them for a class's first run; a run that replaces a full one of `prev`
  * slots gets twice that one's bytes, up to ZONE_RUN_TARGET; at most
- * ZONE_RUN_CAP_SLOTS (ZONE_RUN_CAP_SLOTS_X in a threads zone: its remote
- * bitmap's bits) and at least ZONE_RUN_MIN_SLOTS; in a zone that
+ * ZONE_RUN_CAP_SLOTS and at least ZONE_RUN_MIN_SLOTS; in a zone that
  * cannot grow, at most 1/16 of the capacity (0: no run). A busy class's
  * larger runs make its allocations switch runs less often; a rarely used
  * class keeps a small run, whose address space (a run's untouched slots
@@ -74,8 +73,7 @@ static size_t zone_run_slots(const hk_zone *z, uint32_t stride, uint32_t prev) {
     if (bytes > target) bytes = target;
     size_t n = bytes / stride, cap = z->capacity / 16;
     if (z->threads) cap = cap > ZONE_RUN_XBYTES ? cap - ZONE_RUN_XBYTES : 0;
-    size_t most = z->threads ? ZONE_RUN_CAP_SLOTS_X : ZONE_RUN_CAP_SLOTS;
-    if (n > most) n = most;
+    if (n > ZONE_RUN_CAP_SLOTS) n = ZONE_RUN_CAP_SLOTS;
     if (n < ZONE_RUN_MIN_SLOTS) n = ZONE_RUN_MIN_SLOTS;
     if (ZONE_RUN_HDR + n * stride > cap && !z->grow_size) {
         if (cap < ZONE_RUN_HDR + (size_t)ZONE_RUN_MIN_SLOTS * stride) return 0;
@@ -112,7 +110,7 @@ zone_run *hk__zone_run_new(hk_zone *z, unsigned ci, struct zone_heap *h, uint32_
     r->state = 0;
     r->lead = (uint8_t)((unsigned char *)r - (unsigned char *)b);
     if (z->threads) {
-        /* the extension: remote bitmap, owner heap, link on the zone's list */
+        /* the extension: owner heap, copies for remote freers, link on the zone's list */
         zone_run_x *x = zone_run_ext(r);
         zone_unpoison(x, sizeof *x);
         memset(x, 0, sizeof *x);

@@ -33,40 +33,27 @@
  * tests/test_zone_threads.c compares it with zone_hdr_make. */
 #define ZONE_W_REMOTE_K                                                                                      \
     (((uint64_t)(ZB_SLOT_USED ^ ZB_SLOT_REMOTE) << 40) ^ ((uint64_t)(ZB_SLOT_USED ^ ZB_SLOT_REMOTE) << 48))
-#define ZONE_XBITS           7u /* remote bitmap words: 448 slots at most per run of a threads zone */
-#define ZONE_RUN_CAP_SLOTS_X (ZONE_XBITS * 64u)
-_Static_assert(ZONE_RUN_CAP_SLOTS_X <= ZONE_RUN_CAP_SLOTS,
-               "a threads zone's runs are capped by their bitmap");
 
 struct zone_heap;
 
 /* A run's extension in a threads zone: just below its run struct
- * (zone_run_ext). Two cache lines, neither of which the owner writes on
- * its alloc and free paths: a remote freer reads and writes only these
- * (and the slot), never the run struct's line, which the owner rewrites on
- * every operation. The first line is what remote freers write (the bitmap
- * and the count of announced frees: one line between them and the
- * collecting owner) and the stride; the second the rest of what a freer
- * checks a slot against (the run's address, its carved count) and the
- * links. */
+ * (zone_run_ext), on a cache line of its own: what a remote freer checks a
+ * slot against (copies of the run's address, stride and carved count), the
+ * owner heap and the links. A remote freer reads only this line (and
+ * writes only the slot's header), never the run struct's line, which the
+ * owner rewrites on every operation. */
 typedef struct zone_run_x {
-    uint64_t remote[ZONE_XBITS]; /* atomic: slots freed by other threads, not yet collected */
-    /* atomic: remote frees announced and not collected yet; the freer that
-     * raises it from 0 pushes the run on heap->remote_runs, and the run is
-     * on that stack (or about to be, or being collected) exactly while it
-     * is not 0 */
-    uint32_t pending;
-    uint32_t stride;                  /* r->stride */
     struct zone_heap *heap;           /* owner heap (fixed for the run's life); NULL: the zone's own runs */
-    zone_run *rnext;                  /* link on heap->remote_runs (written by the pusher before its CAS) */
-    struct zone_run_x *anext, *aprev; /* z->xruns, lock held */
     zone_run *run;                    /* atomic: the run while it is one; NULL once released */
+    uint32_t stride;                  /* r->stride */
     uint32_t bump;                    /* atomic: r->bump (the carve stores both) */
+    struct zone_run_x *anext, *aprev; /* z->xruns, lock held */
 } zone_run_x;
 
 typedef struct zone_heap {
     zone_cls cls[ZONE_NCLS]; /* owner only */
-    zone_run *remote_runs;   /* atomic stack of runs with remote frees (pushed by any thread) */
+    zone_rnode *inbox;       /* atomic stack of batches of this heap's slots freed by other threads */
+    zone_rsrc rs;            /* owner only: its own frees of other heaps' slots */
     /* Counters of the owner's slots (relaxed atomic stores by the owner,
      * relaxed loads by stats; summed with the zone's at read time; a
      * heap's own used_req may wrap: only the sum means anything). */
@@ -93,15 +80,13 @@ typedef struct zone_heap {
 /* The extension sits ZONE_RUN_XOFF bytes below the run struct, between the
  * block header and the struct: a new run writes only its first page or
  * two, and the slots it has not carved yet stay untouched (an extension
- * past the last slot faulted in one more page per run). Its remote words
+ * past the last slot faulted in one more page per run). The extension
  * and the run struct are on different cache lines. */
 static inline zone_run_x *zone_run_ext(const zone_run *r) {
     return (zone_run_x *)((uintptr_t)r - ZONE_RUN_XOFF);
 }
 _Static_assert(sizeof(zone_run_x) <= ZONE_RUN_XOFF && ZONE_RUN_XOFF % 64u == 0,
                "the extension fits below the run struct, which stays 64-byte aligned");
-_Static_assert(offsetof(zone_run_x, heap) == 64 && sizeof(zone_run_x) <= 128,
-               "the bitmap fills the extension's first line, the rest its second");
 /* Whether run r has an extension (a threads zone's: its struct sits
  * ZONE_RUN_XOFF further into its block). */
 static inline int zone_run_has_ext(const zone_run *r) { return r->lead >= ZONE_RUN_XOFF; }

@@ -10,44 +10,31 @@
  *    in the extension stored with relaxed atomic stores because remote
  *    freers read them), write the slot header with one relaxed 64-bit
  *    store. Before a fresh slot is carved from the run's untouched end,
- *    queued remote frees are collected when due and a run of the class
- *    with freed slots is preferred (zone_thr_reuse: used memory before new
- *    pages). Refill (no lock): collect the heap's remote stack when due or
- *    when the class has no partial run, then partial run, spare run, else
- *    a new run from the TLSF core under the zone lock.
+ *    the inbox of remote frees is collected when due and a run of the
+ *    class with freed slots is preferred (zone_thr_reuse: used memory
+ *    before new pages). Refill (no lock): collect the inbox when due or
+ *    when the class has no partial run (pushing this thread's own batches
+ *    for other heaps first), then partial run, spare run, else a new run
+ *    from the TLSF core under the zone lock.
  *  - owner free: relaxed load of the header, verify, relaxed store of the
  *    free header, push on the run's free list.
  *  - remote free (the slot's run belongs to another heap, live or
  *    abandoned): verify against the run's extension only (the run
- *    struct's line is the owner's), CAS the header used -> remote (the CAS
- *    decides between two threads freeing the same block: exactly one wins,
- *    the other goes to the locked path, which reports the double free),
- *    announce the free (add 1 to the run's `pending`), set the slot's bit
- *    in the run's remote bitmap, and, when the announce raised `pending`
- *    from 0, push the run on its heap's remote stack. Three atomic
- *    read-modify-writes, on the slot's line and the extension's first
- *    line (the second, read only, holds the copies it checks against).
- *  - collection (owner, before a carve or a refill: at most every
- *    ZONE_COLLECT_EVERY allocations, unless a refill finds no partial
- *    run): take the stack; for each run exchange each bitmap word with 0,
- *    subtract the bits taken from `pending`, and push the run back when
- *    that leaves it above 0 (a freer announced but has not set its bit
- *    yet); turn each marked slot whose header says remote into a free
- *    slot. A marked slot whose header says anything else lost a race
- *    against its owner's own free (both passed their check: the owner's
- *    load/store is not atomic as a pair): a double free, reported here
- *    once, the mark dropped; the owner counted the free, the remote freer
- *    counts nothing, so the counters stay exact.
+ *    struct's line is the owner's), then zone_remote.c: claim the header
+ *    by a compare-and-swap (used -> remote: exactly one of two freers
+ *    wins, the other goes to the locked path, which reports the double
+ *    free) and put the slot in this thread's batch for the owner heap.
  *  - counters: the owner counts its allocations and frees in its heap
  *    (relaxed stores); collection counts the remote frees in the collecting
  *    heap; paths under the lock count in the zone. Only the sum means
  *    anything; hk_zone_stats sums at read time and subtracts the slots
- *    freed remotely and not collected yet (remote headers marked in a
- *    bitmap).
- *  - thread exit: the thread's heaps are abandoned (collected first); a
- *    run keeps pointing at its heap, so an abandoned heap's live slots are
- *    freed through the remote path from anywhere, and the next thread that
- *    needs a heap in that zone adopts the whole heap, runs and all.
+ *    freed remotely and not collected yet (the batches' entries whose
+ *    header says remote).
+ *  - thread exit: the thread's heaps are abandoned (collected, and their
+ *    batches pushed, first); a run keeps pointing at its heap, so an
+ *    abandoned heap's live slots are freed through the remote path from
+ *    anywhere, and the next thread that needs a heap in that zone adopts
+ *    the whole heap, runs and all.
  *
  * Invariants (verified by hk_zone_check while no other thread is inside a
  * zone call):
@@ -55,18 +42,9 @@
  *    z->xruns; its heap is NULL (the zone's own runs, used under the lock
  *    by a thread without a heap) or one of z->heaps, whose class table
  *    holds it as cur/partial/spare per its state.
- *  - a slot with a remote header has its bit set in its run's bitmap and
- *    counts as used in the run; a run's `pending` counts its set bits and
- *    the freers between their announce and their bit (equal to the set
- *    bits while no freer is inside a zone call); a run whose `pending` is
- *    not 0 is on its heap's remote stack, or its pusher is between its
- *    announce and its push, or the collecting owner holds it.
- *  - a run goes back to the core only when it is empty and its `pending`
- *    is 0: no remote freer is past its announce and still to touch the run
- *    (a freer's last touch is its bit, or its push when it raised
- *    `pending` from 0, both before the owner can take its bit). An empty
- *    run that cannot go yet stays on its class's partial list (the only
- *    empty partial runs; check allows them in heaps) or as the spare.
+ *  - a run goes back to the core only when it is empty; a slot freed by
+ *    another thread counts as used until its owner collects it, so nobody
+ *    holds a reference into a run that goes (zone_remote.c).
  *  - heaps are freed only by hk_zone_destroy; a thread's cache entry names
  *    the zone by zid, so a destroyed zone's entry never matches again.
  *  - decay (zone_decay.c): a heap's spare run is read and set by its owner
@@ -79,7 +57,6 @@
 #include "zone_threads.h"
 
 _Thread_local zone_tl_ent hk__zone_tl_cur __attribute__((tls_model("initial-exec")));
-void (*hk__zone_remote_pause)(void);
 
 /* The zones a thread holds heaps in (checked against the registry at exit). */
 #define ZONE_TL_HELD 8u
@@ -109,133 +86,7 @@ static hk_zone *zone_reg_find(uint64_t zid) {
     return NULL;
 }
 
-/* ---- runs and heap class tables ------------------------------------------ */
-
-static inline void zone_thr_partial_push(zone_cls *c, zone_run *r) {
-    r->prev = NULL;
-    r->next = c->partial;
-    if (c->partial) c->partial->prev = r;
-    c->partial = r;
-    r->state = ZONE_RUN_PARTIAL;
-}
-static inline void zone_thr_partial_unlink(zone_cls *c, zone_run *r) {
-    if (r->prev)
-        r->prev->next = r->next;
-    else
-        c->partial = r->next;
-    if (r->next) r->next->prev = r->prev;
-}
-
-/* Whether empty run r of a heap may go back to the core: no remote free
- * announced and not collected (its freer may still touch the run, and the
- * run is on its heap's remote stack or about to be). */
-static int zone_thr_run_releasable(const zone_run *r) {
-    return !__atomic_load_n(&zone_run_ext(r)->pending, __ATOMIC_ACQUIRE);
-}
-
-/* Pushes run r on heap h's remote stack (any thread). */
-static void zone_thr_queue(zone_heap *h, zone_run *r) {
-    zone_run_x *x = zone_run_ext(r);
-    zone_run *head = __atomic_load_n(&h->remote_runs, __ATOMIC_RELAXED);
-    do {
-        x->rnext = head;
-    } while (
-        !__atomic_compare_exchange_n(&h->remote_runs, &head, r, true, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
-}
-
-/* A run of h whose used count dropped (owner free or collection): full ->
- * partial; an empty partial run becomes the spare or goes back to the core
- * (under the lock: `locked` says whether the caller holds it). */
-static void zone_thr_settle_run(hk_zone *z, zone_heap *h, zone_run *r, int locked) {
-    zone_cls *c = &h->cls[r->cls];
-    if (r->used == 0) zone_decay_poll(z, locked);
-    if (r->state == ZONE_RUN_FULL) {
-        if (r->used < r->nslots) zone_thr_partial_push(c, r);
-    }
-    if (r->state == ZONE_RUN_PARTIAL && r->used == 0) {
-        zone_thr_partial_unlink(c, r);
-        /* only the owner makes the spare non-NULL; hk_zone_trim may take it
-         * (an atomic exchange) at any time */
-        if (!__atomic_load_n(&c->spare, __ATOMIC_RELAXED)) {
-            r->state = ZONE_RUN_SPARE;
-            __atomic_store_n(&c->spare, r, __ATOMIC_RELEASE);
-        } else if (!zone_thr_run_releasable(r)) {
-            /* kept as an empty partial run; it is settled again when its
-             * freer's queueing brings it back, or serves a refill */
-            zone_thr_partial_push(c, r);
-        } else {
-            if (!locked) hk__core_lock(&z->core);
-            hk__zone_run_release(z, r);
-            if (!locked) hk__core_unlock(&z->core);
-        }
-    }
-}
-
-/* Reports a double free found by a collection (lock taken for the reporter
- * unless held). */
-static void zone_thr_report_late(hk_zone *z, zone_blk *b, int locked) {
-    if (!locked) hk__core_lock(&z->core);
-    hk__report(ZONE_REP(z), HK_ERR_DOUBLE_FREE, HK_EK_DOUBLE_FREE, zone_user(b), 0, NULL,
-               "free(%p): block freed by two threads at once (its owner and another); the second free "
-               "was ignored",
-               (void *)zone_user(b));
-    if (!locked) hk__core_unlock(&z->core);
-}
-
-/* Turns the remotely freed slots of run r (heap h) free; returns the
- * number of bits taken (double frees found here included). */
-static uint32_t zone_thr_collect_run(hk_zone *z, zone_heap *h, zone_run *r, int locked) {
-    zone_run_x *x = zone_run_ext(r);
-    unsigned nw = (r->nslots + 63u) / 64u;
-    size_t req = 0, nfreed = 0;
-    uint32_t taken = 0;
-    for (unsigned wi = 0; wi < nw; wi++) {
-        if (!__atomic_load_n(&x->remote[wi], __ATOMIC_RELAXED)) continue;
-        uint64_t bits = __atomic_exchange_n(&x->remote[wi], 0, __ATOMIC_ACQUIRE); /* see zone_thr_remote */
-        while (bits) {
-            unsigned i = wi * 64u + (unsigned)__builtin_ctzll(bits);
-            bits &= bits - 1;
-            taken++;
-            zone_blk *s = (zone_blk *)(r->first + (size_t)i * r->stride);
-            uint64_t w = zone_hdr_load(s);
-            if (zone_w_bits(w) != ZB_SLOT_REMOTE ||
-                (uint16_t)(w >> 48) != zone_slot_chk(s, (uint32_t)w, zone_w_tag(w), ZB_SLOT_REMOTE)) {
-                zone_thr_report_late(z, s, locked);
-                continue;
-            }
-            uint32_t word = (uint32_t)w;
-            zone_hdr_store(s, zone_hdr_make(s, word & 0x7ffffu, 0, ZB_SLOT_FREE));
-            if (zone_w_tag(w) != HK_TAG_STATIC) r->ntag--;
-            unsigned char *u = zone_user(s);
-            zone_unpoison(u, sizeof(void *));
-            *(unsigned char **)u = r->free;
-            r->free = u;
-            zone_poison(u, r->stride - ZONE_HDR);
-            r->used--;
-            req += r->stride - ZONE_OVERLAP - (word >> 19);
-            nfreed++;
-        }
-    }
-    __atomic_store_n(&h->used_req, h->used_req - req, __ATOMIC_RELAXED);
-    __atomic_store_n(&h->slot_bytes, h->slot_bytes - nfreed * r->stride, __ATOMIC_RELAXED);
-    __atomic_store_n(&h->free_count, h->free_count + nfreed, __ATOMIC_RELAXED);
-    return taken;
-}
-
-/* Takes heap h's remote stack and collects every run on it. A run whose
- * announced frees were not all marked yet (a freer between its announce
- * and its bit) goes back on the stack for the next collection. */
-static void zone_thr_collect(hk_zone *z, zone_heap *h, int locked) {
-    zone_run *r = __atomic_exchange_n(&h->remote_runs, NULL, __ATOMIC_ACQUIRE);
-    while (r) {
-        zone_run_x *x = zone_run_ext(r);
-        zone_run *next = x->rnext; /* a freer may queue r again once `pending` is 0 */
-        uint32_t taken = zone_thr_collect_run(z, h, r, locked);
-        if (__atomic_sub_fetch(&x->pending, taken, __ATOMIC_ACQ_REL) != 0) zone_thr_queue(h, r);
-        if (r->state == ZONE_RUN_FULL || r->state == ZONE_RUN_PARTIAL) zone_thr_settle_run(z, h, r, locked);
-        r = next;
-    }
-}
+/* ---- the decay poll ------------------------------------------------------------ */
 
 #define ZONE_POLL_IDLE   64u      /* frees between polls while the decay is not armed */
 #define ZONE_POLL_MAX    4096u    /* at most this many while armed */
@@ -275,7 +126,7 @@ static void zone_own_poll(hk_zone *z) {
 }
 
 void hk__zone_thr_free_tail(hk_zone *z, zone_heap *h, zone_run *r, uint64_t fc) {
-    if (r->used == 0 || r->state == ZONE_RUN_FULL) zone_thr_settle_run(z, h, r, 0);
+    if (r->used == 0 || r->state == ZONE_RUN_FULL) hk__zone_thr_settle(z, h, r, 0);
     if (fc >= __atomic_load_n(&h->decay_poll_at, __ATOMIC_RELAXED)) zone_thr_poll(z, h, fc, 0);
 }
 
@@ -284,16 +135,19 @@ void hk__zone_thr_trim(hk_zone *z) {
         /* an abandoned heap has no owner (adoption takes the lock): collect
          * its remote frees, which may empty runs, and take its empty
          * current runs as well */
-        if (h->abandoned) zone_thr_collect(z, h, 1);
+        if (h->abandoned) {
+            hk__zone_out_flush(&h->rs);
+            hk__zone_thr_collect(z, h, 1);
+        }
         for (unsigned ci = 0; ci < ZONE_NCLS; ci++) {
             zone_cls *c = &h->cls[ci];
-            /* a spare still on the remote stack or with a freer inside
-             * stays (taken only when the exchange finds it there still) */
+            /* taken only when the exchange finds it there still (its
+             * owner may be refilling from it) */
             zone_run *r = __atomic_load_n(&c->spare, __ATOMIC_ACQUIRE);
-            if (r && zone_thr_run_releasable(r) &&
+            if (r &&
                 __atomic_compare_exchange_n(&c->spare, &r, NULL, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
                 hk__zone_run_release(z, r);
-            if (h->abandoned && (r = c->cur) != NULL && r->used == 0 && zone_thr_run_releasable(r)) {
+            if (h->abandoned && (r = c->cur) != NULL && r->used == 0) {
                 c->cur = NULL;
                 hk__zone_run_release(z, r);
             }
@@ -302,7 +156,9 @@ void hk__zone_thr_trim(hk_zone *z) {
 }
 
 void hk__zone_thr_collect_all(hk_zone *z) {
-    for (zone_heap *h = z->heaps; h; h = h->next) zone_thr_collect(z, h, 1);
+    hk__zone_out_flush(&z->rs);
+    for (zone_heap *h = z->heaps; h; h = h->next) hk__zone_out_flush(&h->rs);
+    for (zone_heap *h = z->heaps; h; h = h->next) hk__zone_thr_collect(z, h, 1);
 }
 
 /* ---- tagged slots: free_tags ------------------------------------------------- */
@@ -338,7 +194,7 @@ static size_t zone_thr_run_free_tags(hk_zone *z, zone_heap *h, zone_run *r, int 
     z->used_req -= req;
     z->slot_bytes -= n * r->stride;
     z->free_count += n;
-    if (n && (r->state == ZONE_RUN_FULL || r->state == ZONE_RUN_PARTIAL)) zone_thr_settle_run(z, h, r, 1);
+    if (n && (r->state == ZONE_RUN_FULL || r->state == ZONE_RUN_PARTIAL)) hk__zone_thr_settle(z, h, r, 1);
     return n;
 }
 
@@ -366,21 +222,22 @@ size_t hk__zone_thr_free_tags(hk_zone *z, int lo, int hi) {
  * are queued and the last collection was ZONE_COLLECT_EVERY allocations
  * ago. */
 static inline int zone_thr_collect_due(const zone_heap *h) {
-    return h->alloc_count >= h->collect_at && __atomic_load_n(&h->remote_runs, __ATOMIC_RELAXED);
+    return h->alloc_count >= h->collect_at && __atomic_load_n(&h->inbox, __ATOMIC_RELAXED);
 }
 
 /* The owner's collection: every queued run, the next one due in
  * ZONE_COLLECT_EVERY allocations. */
 static void zone_thr_collect_own(hk_zone *z, zone_heap *h) {
     h->collect_at = h->alloc_count + ZONE_COLLECT_EVERY;
-    zone_thr_collect(z, h, 0);
+    hk__zone_out_flush(&h->rs); /* this thread's own remote frees go too */
+    hk__zone_thr_collect(z, h, 0);
 }
 
 HK__NOINLINE unsigned char *hk__zone_thr_refill(hk_zone *z, zone_heap *h, unsigned ci, zone_run **out,
                                                 uint32_t *word) {
     zone_cls *c = &h->cls[ci];
     /* due, or the class has no partial run: the frees may spare a new run */
-    if (zone_thr_collect_due(h) || (!c->partial && __atomic_load_n(&h->remote_runs, __ATOMIC_RELAXED)))
+    if (zone_thr_collect_due(h) || (!c->partial && __atomic_load_n(&h->inbox, __ATOMIC_RELAXED)))
         zone_thr_collect_own(z, h);
     zone_run *r = c->cur;
     uint32_t prev = r ? r->nslots : 0; /* a new run replacing a full one is larger */
@@ -399,6 +256,9 @@ HK__NOINLINE unsigned char *hk__zone_thr_refill(hk_zone *z, zone_heap *h, unsign
     } else if ((r = __atomic_exchange_n(&c->spare, NULL, __ATOMIC_ACQUIRE)) != NULL) {
         /* the exchange: hk_zone_trim may be taking the spare right now */
     } else {
+        /* the heap grows: its batches of other heaps' slots go first, so
+         * that their owners can reuse them */
+        hk__zone_out_flush(&h->rs);
         hk__core_lock(&z->core);
         zone_decay_poll(z, 1); /* a new run: the clock, when a sweep is due */
         r = hk__zone_run_new(z, ci, h, prev);
@@ -502,7 +362,8 @@ static void zone_thread_exit(void) {
         hk_zone *z = zone_reg_find(e->zid);
         if (z) {
             hk__core_lock(&z->core);
-            zone_thr_collect(z, e->h, 1);
+            hk__zone_thr_collect(z, e->h, 1);
+            hk__zone_out_flush(&e->h->rs);
             e->h->abandoned = 1;
             hk__core_unlock(&z->core);
         }
@@ -590,8 +451,10 @@ void hk__zone_thr_fini(hk_zone *z) {
         if (zone_tl_held[i].zid == z->zid) zone_tl_held[i].zid = 0, zone_tl_held[i].h = NULL;
     zone_heap *h = z->heaps;
     z->heaps = NULL;
+    hk__zone_rsrc_fini(&z->rs);
     while (h) {
         zone_heap *n = h->next;
+        hk__zone_rsrc_fini(&h->rs);
         hk_os_release(h, h->os_size);
         h = n;
     }
@@ -655,36 +518,12 @@ static zone_blk *zone_thr_slot_at(hk_zone *z, const void *p, uint64_t *w, zone_r
     return b;
 }
 
-/* The remote path: claims used slot b (header word w, its check verified
- * by the caller) of run r owned by heap h; HK_ERR_DOUBLE_FREE when another
- * free changed the header first. */
-static hk_result zone_thr_remote(zone_blk *b, zone_run *r, zone_run_x *x, zone_heap *h, uint64_t w) {
-    uint64_t want = w ^ ZONE_W_REMOTE_K;
-    if (!__atomic_compare_exchange_n((zone_word *)((unsigned char *)b + 8), &w, want, false, __ATOMIC_ACQ_REL,
-                                     __ATOMIC_ACQUIRE))
-        return HK_ERR_DOUBLE_FREE; /* another free won: the caller reports */
-    unsigned idx = (uint32_t)w & 0xfffu;
-    /* Announced before the bit (the bit's release orders it): until the
-     * owner has taken the bit, `pending` is not 0 and the run stays. The
-     * freer that raised it from 0 queues the run; its acquire pairs with
-     * the collection's subtraction, so the owner's last read of the run's
-     * stack link comes before this freer rewrites it. */
-    uint32_t before = __atomic_fetch_add(&x->pending, 1, __ATOMIC_ACQ_REL);
-    void (*pause)(void) = __atomic_load_n(&hk__zone_remote_pause, __ATOMIC_RELAXED);
-    if (HK__UNLIKELY(pause != NULL)) pause();
-    __atomic_fetch_or(&x->remote[idx >> 6], 1ull << (idx & 63u), __ATOMIC_RELEASE);
-    /* otherwise this was the last touch of the run: the run is queued, or
-     * its owner's collection will queue it again for this bit */
-    if (before == 0) zone_thr_queue(h, r);
-    return HK_OK;
-}
-
 /* Frees used slot b (header word w) of run r from any thread (`mine`: the
  * calling thread's heap in z, or NULL): the owner's path or the remote one
  * (HK_ERR_DOUBLE_FREE, unreported, when another thread's free won the
- * header). */
+ * header; HK_ERR_NOMEM, unreported, when no batch could be had). */
 static hk_result zone_thr_free_slot(hk_zone *z, zone_blk *b, zone_run *r, uint64_t w, int locked,
-                                    const zone_heap *mine) {
+                                    zone_heap *mine) {
     zone_run_x *x = zone_run_ext(r);
     zone_heap *h = __atomic_load_n(&x->heap, __ATOMIC_RELAXED);
     if (h && h == mine) {
@@ -701,12 +540,21 @@ static hk_result zone_thr_free_slot(hk_zone *z, zone_blk *b, zone_run *r, uint64
         __atomic_store_n(&h->slot_bytes, h->slot_bytes - stride, __ATOMIC_RELAXED);
         uint64_t fc = h->free_count + 1;
         __atomic_store_n(&h->free_count, fc, __ATOMIC_RELAXED);
-        if (--r->used == 0 || r->state == ZONE_RUN_FULL) zone_thr_settle_run(z, h, r, locked);
+        if (--r->used == 0 || r->state == ZONE_RUN_FULL) hk__zone_thr_settle(z, h, r, locked);
         if (HK__UNLIKELY(fc >= __atomic_load_n(&h->decay_poll_at, __ATOMIC_RELAXED)))
             zone_thr_poll(z, h, fc, locked);
         return HK_OK;
     }
-    if (h) return zone_thr_remote(b, r, x, h, w);
+    if (h) {
+        /* another heap's slot: into a batch of the calling thread's heap
+         * (a thread without one gets one), else of the zone's under the lock */
+        if (!mine && !locked) mine = hk__zone_heap_get(z);
+        if (mine) return hk__zone_thr_remote(z, b, h, w, &mine->rs);
+        if (!locked) hk__core_lock(&z->core);
+        hk_result res = hk__zone_thr_remote(z, b, h, w, &z->rs);
+        if (!locked) hk__core_unlock(&z->core);
+        return res;
+    }
     /* the zone's own run: under the lock */
     if (!locked) hk__core_lock(&z->core);
     zone_slot_free(z, b, r);
@@ -778,20 +626,9 @@ void hk__zone_thr_sums(const hk_zone *z, zone_sums *s, int pending) {
     }
     if (!pending) return;
     /* slots freed by other threads and not collected yet are free already */
-    for (const zone_run_x *x = z->xruns; x; x = x->anext) {
-        const zone_run *r = x->run;
-        for (unsigned wi = 0; wi < (r->nslots + 63u) / 64u; wi++) {
-            uint64_t bits = __atomic_load_n(&x->remote[wi], __ATOMIC_ACQUIRE);
-            while (bits) {
-                unsigned i = wi * 64u + (unsigned)__builtin_ctzll(bits);
-                bits &= bits - 1;
-                const zone_blk *sl = (const zone_blk *)(r->first + (size_t)i * r->stride);
-                uint64_t w = zone_hdr_load(sl);
-                if (zone_w_bits(w) != ZB_SLOT_REMOTE) continue;
-                s->used_req -= r->stride - ZONE_OVERLAP - ((uint32_t)w >> 19);
-                s->slot_bytes -= r->stride;
-                s->free_count++;
-            }
-        }
-    }
+    zone_sums p;
+    hk__zone_thr_pending(z, &p);
+    s->used_req -= p.used_req;
+    s->slot_bytes -= p.slot_bytes;
+    s->free_count += p.free_count;
 }

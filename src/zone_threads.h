@@ -1,20 +1,20 @@
 /*
  * src/zone_threads.h - per-thread heaps of a HK_ZONE_THREADS zone: the data
  * layout and the owner's fast paths (inline, so hk_zone_alloc's slow branch
- * inlines them); slow paths, remote frees, collection, abandonment and
- * adoption are in src/zone_threads.c, whose opening comment gives the
- * protocol and its invariants. docs/zone.md ("Threads") has the picture.
+ * inlines them); slow paths, abandonment and adoption are in
+ * src/zone_threads.c, remote frees and their collection in
+ * src/zone_remote.c, whose opening comments give the protocol and its
+ * invariants. docs/zone.md ("Threads") has the picture.
  *
  * In short: each (thread, zone) pair has a heap (zone_heap): its own class
  * table of runs. Only its owner thread touches the table, the runs' free
  * lists, their `used`, `bump` and `state`: with plain loads and stores (and
  * relaxed atomic loads/stores where another thread may read the word), no
  * lock, no read-modify-write. A slot freed by another thread is claimed by
- * a compare-and-swap on its header (used -> remote), announced in its
- * run's count of pending frees and marked in its run's remote bitmap; the
- * freer that raised the count from 0 pushes the run on its heap's remote
- * stack; the owner takes the stack before a carve or refill (at most every
- * ZONE_COLLECT_EVERY allocations) and turns the marked slots free.
+ * a compare-and-swap on its header (used -> remote) and put in a batch
+ * (node) of the freer's for the owner heap; full batches go on the owner
+ * heap's inbox; the owner takes the inbox before a carve or refill (at
+ * most every ZONE_COLLECT_EVERY allocations) and turns the slots free.
  */
 #ifndef HEAPKIT_ZONE_THREADS_H
 #define HEAPKIT_ZONE_THREADS_H
@@ -36,10 +36,53 @@ static inline HK__NO_TSAN uint64_t zone_hdr_peek(const zone_blk *b) {
     return *(volatile const zone_word *)((const unsigned char *)b + 8);
 }
 
-/* Tests only (NULL otherwise): called by a remote free between setting its
- * slot's bit and queueing the run, so that a test can hold a freer in the
- * middle of its protocol (tests/test_zone_threads.c). */
-extern void (*hk__zone_remote_pause)(void);
+/* A heap's class list of partial runs (owner only, or others quiescent). */
+static inline void zone_thr_partial_push(zone_cls *c, zone_run *r) {
+    r->prev = NULL;
+    r->next = c->partial;
+    if (c->partial) c->partial->prev = r;
+    c->partial = r;
+    r->state = ZONE_RUN_PARTIAL;
+}
+static inline void zone_thr_partial_unlink(zone_cls *c, zone_run *r) {
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        c->partial = r->next;
+    if (r->next) r->next->prev = r->prev;
+}
+
+/* ---- remote frees and collection (zone_remote.c) -------------------------- */
+
+/* The totals of the slot counters (zone_threads.c sums them; zone_remote.c
+ * adds what waits in batches). */
+typedef struct zone_sums {
+    size_t used_req, slot_bytes;
+    uint64_t alloc_count, free_count;
+} zone_sums;
+/* A run of h whose used count dropped (its owner's free, a collection, or
+ * free_tags): full -> partial; an empty partial run becomes the class's
+ * spare or goes back to the core (under the lock: `locked` says whether the
+ * caller holds it). */
+void hk__zone_thr_settle(hk_zone *z, zone_heap *h, zone_run *r, int locked);
+/* The remote free of used slot b (header word w, checked) of a run of
+ * heap h, by a thread whose pool is s (its own heap's, or the zone's with
+ * the lock held): HK_OK; HK_ERR_DOUBLE_FREE (unreported) when another
+ * free claimed the header first; HK_ERR_NOMEM (unreported, nothing done)
+ * when s has no node and none can be mapped. */
+hk_result hk__zone_thr_remote(hk_zone *z, zone_blk *b, zone_heap *h, uint64_t w, zone_rsrc *s);
+/* Pushes every partly filled node of pool s on its heap's inbox (s's
+ * owner, or anyone with the owner quiescent or gone). */
+void hk__zone_out_flush(zone_rsrc *s);
+/* Collects heap h's inbox: its owner, or any thread with the lock held
+ * while h is abandoned or its owner quiescent (`locked`). */
+void hk__zone_thr_collect(hk_zone *z, zone_heap *h, int locked);
+/* Sets *s to what the slots waiting in batches (outboxes and inboxes) add
+ * to the frees: their requested bytes, slot bytes and count. O(heaps +
+ * nodes in flight). */
+void hk__zone_thr_pending(const hk_zone *z, zone_sums *s);
+/* Unmaps pool s's node pages (destroy). */
+void hk__zone_rsrc_fini(zone_rsrc *s);
 
 /* ---- slow paths (zone_threads.c) ------------------------------------------ */
 
@@ -55,7 +98,8 @@ void hk__zone_fork_child(hk_zone *z);
 /* Refill of class ci of heap h (collection first). */
 unsigned char *hk__zone_thr_refill(hk_zone *z, zone_heap *h, unsigned ci, zone_run **out, uint32_t *word);
 /* Frees p when it is a used slot seen without the lock (owner or remote
- * path): 1; otherwise 0 and nothing done (the locked path decides). */
+ * path): 1; otherwise 0 and nothing done (the locked path decides and
+ * reports, also when the remote path had no memory for a batch). */
 int hk__zone_thr_free_fast(hk_zone *z, void *p);
 /* Frees used slot b (found by the locked lookup) from any thread: HK_OK,
  * or HK_ERR_DOUBLE_FREE (not reported) when another thread's free won. */
@@ -72,23 +116,18 @@ void hk__zone_thr_fini(hk_zone *z);
  * core; an abandoned heap is first collected, then its empty current runs
  * go too (hk_zone_trim). O(heaps x classes). */
 void hk__zone_thr_trim(hk_zone *z);
-/* Lock held, other threads quiescent: collects every heap's remote frees
- * (free_tags and purge call it before touching runs). */
+/* Lock held, other threads quiescent: pushes every pool's batches and
+ * collects every heap's inbox (free_tags and purge call it before touching
+ * runs). */
 void hk__zone_thr_collect_all(hk_zone *z);
 /* The totals of the slot counters over the zone and every heap, less the
- * slots freed remotely and not collected yet (lock held). O(heaps + runs). */
-typedef struct zone_sums {
-    size_t used_req, slot_bytes;
-    uint64_t alloc_count, free_count;
-} zone_sums;
+ * slots freed remotely and not collected yet (`pending`; lock held).
+ * O(heaps + nodes in flight). */
 void hk__zone_thr_sums(const hk_zone *z, zone_sums *s, int pending);
-/* Allocations of a heap between two collections of its remote frees when
- * the class has other slots to give (a refill that finds no partial run
- * collects whenever frees are queued). Each collection sets
- * the pending count of the runs it takes back to 0, and the next remote
- * free to each run then queues it again (a compare-and-swap on the heap's
- * stack, whose line the collection writes too): collecting at most this
- * often lets one queueing carry several frees. The price: between two
+/* Allocations of a heap between two collections of its inbox when the
+ * class has other slots to give (a refill that finds no partial run
+ * collects whenever batches wait): collecting at most this often lets one
+ * exchange of the inbox take several batches. The price: between two
  * collections a class may carve fresh slots while freed ones wait, at
  * most 64 allocations' worth (plus the rest of a carve's batch). */
 #define ZONE_COLLECT_EVERY 64u
