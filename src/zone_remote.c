@@ -172,13 +172,21 @@ static void zone_report_late(hk_zone *z, zone_blk *b, int locked) {
     if (!locked) hk__core_unlock(&z->core);
 }
 
+#define ZONE_COLLECT_AHEAD 8u /* slots whose headers a collection asks for ahead */
+
 void hk__zone_thr_collect(hk_zone *z, zone_heap *h, int locked) {
     zone_rnode *n = __atomic_exchange_n(&h->inbox, NULL, __ATOMIC_ACQUIRE);
     size_t req = 0, nfreed = 0, bytes = 0;
     while (n) {
         zone_rnode *next = n->next;
         uint32_t cnt = n->n;
+        /* the slots' lines were last written by their freers: ask for a
+         * few ahead, so that their misses overlap */
+        for (uint32_t i = 0; i < cnt && i < ZONE_COLLECT_AHEAD; i++)
+            __builtin_prefetch((unsigned char *)n->slot[i] - ZONE_HDR, 1);
         for (uint32_t i = 0; i < cnt; i++) {
+            if (i + ZONE_COLLECT_AHEAD < cnt)
+                __builtin_prefetch((unsigned char *)n->slot[i + ZONE_COLLECT_AHEAD] - ZONE_HDR, 1);
             zone_blk *s = zone_from_user(n->slot[i]);
             uint64_t w = zone_hdr_load(s);
             if (zone_w_bits(w) != ZB_SLOT_REMOTE ||

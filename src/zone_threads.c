@@ -177,6 +177,8 @@ static size_t zone_thr_run_free_tags(hk_zone *z, zone_heap *h, zone_run *r, int 
     size_t n = 0, req = 0;
     for (uint32_t i = 0; i < r->bump; i++) {
         zone_blk *s = (zone_blk *)(r->first + (size_t)i * r->stride);
+        if (i + 4 < r->bump)
+            __builtin_prefetch(r->first + (size_t)(i + 4) * r->stride, 1); /* misses overlap */
         uint64_t w = zone_hdr_load(s);
         int tag = (int)zone_w_tag(w);
         if (zone_w_bits(w) != ZB_SLOT_USED || tag < lo || tag > hi) continue;
