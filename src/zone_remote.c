@@ -122,7 +122,7 @@ static inline unsigned zone_out_way(const zone_heap *to) {
 /* Pushes the node of outbox o on its heap's inbox (o keeps no node). */
 static void zone_out_push(zone_outbox *o) {
     zone_rnode *n = o->node;
-    o->node = NULL;
+    __atomic_store_n(&o->node, NULL, __ATOMIC_RELAXED); /* stats may be reading the way */
     zone_heap *to = o->to;
     zone_rnode *head = __atomic_load_n(&to->inbox, __ATOMIC_RELAXED);
     do {
@@ -146,7 +146,11 @@ hk_result hk__zone_thr_remote(hk_zone *z, zone_blk *b, zone_heap *h, uint64_t w,
         if (o->node && o->node->n) zone_out_push(o);
         o->to = h;
     }
-    if (!o->node && !(o->node = zone_node_get(z, s))) return HK_ERR_NOMEM;
+    if (!o->node) {
+        zone_rnode *fresh = zone_node_get(z, s);
+        if (!fresh) return HK_ERR_NOMEM;
+        __atomic_store_n(&o->node, fresh, __ATOMIC_RELAXED);
+    }
     uint64_t want = w ^ ZONE_W_REMOTE_K;
     if (!__atomic_compare_exchange_n((zone_word *)((unsigned char *)b + 8), &w, want, false, __ATOMIC_ACQ_REL,
                                      __ATOMIC_ACQUIRE))

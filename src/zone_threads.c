@@ -227,8 +227,9 @@ static inline int zone_thr_collect_due(const zone_heap *h) {
     return h->alloc_count >= h->collect_at && __atomic_load_n(&h->inbox, __ATOMIC_RELAXED);
 }
 
-/* The owner's collection: every queued run, the next one due in
- * ZONE_COLLECT_EVERY allocations. */
+/* The owner's collection: its own batches for other heaps pushed, then
+ * every batch on its inbox; the next one due in ZONE_COLLECT_EVERY
+ * allocations. */
 static void zone_thr_collect_own(hk_zone *z, zone_heap *h) {
     h->collect_at = h->alloc_count + ZONE_COLLECT_EVERY;
     hk__zone_out_flush(&h->rs); /* this thread's own remote frees go too */
