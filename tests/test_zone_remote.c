@@ -1,0 +1,160 @@
+/* Zone with HK_ZONE_THREADS: the batches that carry slots freed by another
+ * thread back to their owner heap (src/zone_remote.c). A free with no
+ * memory for a batch fails cleanly; check finds a damaged batch; a freer's
+ * partly filled batch reaches its owner when the freer's heap grows.
+ * (Protocol races and stress: tests/test_zone_threads.c.) */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
+#include "heapkit/zone.h"
+#include "hk_test.h"
+#include "internal.h"
+#include "os.h"
+#include "zone_threads.h"
+
+#include <pthread.h>
+
+static hk_zone *mk_thr(hkt_errors *e) {
+    memset(e, 0, sizeof *e);
+    e->quiet = 1;
+    return hk_zone_create(&(hk_zone_desc){.size = 1 << 20,
+                                          .grow_size = 1 << 20,
+                                          .flags = HK_ZONE_THREADS | HK_FLAG_QUIET,
+                                          .name = "remote",
+                                          .on_error = hkt_on_error,
+                                          .error_user = e});
+}
+
+static size_t live_of(hk_zone *z) {
+    hk_stats s;
+    hk_zone_stats(z, &s);
+    return s.live_blocks;
+}
+
+#define NB 16
+
+typedef struct {
+    hk_zone *z;
+    void *p[NB];
+    int fails;
+} maker;
+
+/* Allocates NB blocks in a heap of its own and exits (the heap is
+ * abandoned; its blocks stay valid). The calling thread holds a heap of
+ * its own first, or its next call would adopt this one. */
+static void *make_blocks(void *arg) {
+    maker *m = (maker *)arg;
+    for (int i = 0; i < NB; i++)
+        if (!(m->p[i] = hk_zone_alloc(m->z, 48 + (size_t)i))) m->fails++;
+    return NULL;
+}
+
+static int made_by_another_thread(maker *m) {
+    pthread_t t;
+    if (pthread_create(&t, NULL, make_blocks, m) != 0) return 0;
+    pthread_join(t, NULL);
+    return m->fails == 0;
+}
+
+/* The calling thread's heap in z (after it has one). */
+static zone_heap *my_heap(hk_zone *z) { return hk__zone_tl_cur.zid == z->zid ? hk__zone_tl_cur.h : NULL; }
+
+HKT_TEST(remote_free_without_memory_for_a_batch_fails_cleanly) {
+    hkt_errors e;
+    hk_zone *z = mk_thr(&e);
+    REQUIRE(z != NULL);
+    void *mine = hk_zone_alloc(z, 64); /* this thread's heap, no batch yet */
+    REQUIRE(mine != NULL);
+    maker m = {z, {0}, 0};
+    REQUIRE(made_by_another_thread(&m));
+    /* the first batch's node page cannot be had */
+    hk_os_fail_after(1, true);
+    CHECK_EQ(hk_zone_free(z, m.p[0]), HK_ERR_NOMEM);
+    hk_os_fail_after(0, false);
+    CHECK_EQ(e.count, 1);
+    CHECK_EQ(e.last_kind, HK_EK_NOMEM);
+    CHECK_EQ(live_of(z), NB + 1); /* nothing freed */
+    CHECK_EQ(hk_zone_usable_size(z, m.p[0]) >= 48, 1);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    /* with memory again the same free works */
+    CHECK_EQ(hk_zone_free(z, m.p[0]), HK_OK);
+    CHECK_EQ(live_of(z), NB);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    for (int i = 1; i < NB; i++) CHECK_EQ(hk_zone_free(z, m.p[i]), HK_OK);
+    CHECK_EQ(hk_zone_free(z, mine), HK_OK);
+    CHECK_EQ(live_of(z), 0);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    CHECK_EQ(e.count, 1);
+    hk_zone_destroy(z);
+}
+
+HKT_TEST(check_finds_a_damaged_batch) {
+    hkt_errors e;
+    hk_zone *z = mk_thr(&e);
+    REQUIRE(z != NULL);
+    void *mine = hk_zone_alloc(z, 64); /* this thread's heap */
+    REQUIRE(mine != NULL);
+    maker m = {z, {0}, 0};
+    REQUIRE(made_by_another_thread(&m));
+    for (int i = 0; i < 3; i++) CHECK_EQ(hk_zone_free(z, m.p[i]), HK_OK);
+    zone_heap *h = my_heap(z);
+    REQUIRE(h != NULL);
+    zone_rnode *n = NULL;
+    for (unsigned w = 0; w < ZONE_OUT_WAYS; w++)
+        if (h->rs.out[w].node && h->rs.out[w].node->n) n = h->rs.out[w].node;
+    REQUIRE(n != NULL);
+    CHECK_EQ(n->n, 3u);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    /* an entry lost: a slot freed by another thread that no batch lists */
+    n->n = 2;
+    CHECK_EQ(hk_zone_check(z), HK_ERR_CORRUPT);
+    n->n = 3;
+    /* an entry that is no slot of the zone */
+    void *saved = n->slot[1];
+    n->slot[1] = &e;
+    CHECK_EQ(hk_zone_check(z), HK_ERR_CORRUPT);
+    n->slot[1] = saved;
+    /* a node lost from its pool */
+    zone_rnode *spare = h->rs.nodes;
+    REQUIRE(spare != NULL);
+    h->rs.nodes = spare->next;
+    CHECK_EQ(hk_zone_check(z), HK_ERR_CORRUPT);
+    h->rs.nodes = spare;
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    for (int i = 3; i < NB; i++) CHECK_EQ(hk_zone_free(z, m.p[i]), HK_OK);
+    CHECK_EQ(hk_zone_free(z, mine), HK_OK);
+    CHECK_EQ(live_of(z), 0);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    hk_zone_destroy(z);
+}
+
+HKT_TEST(partly_filled_batch_reaches_its_owner_when_the_freer_grows) {
+    hkt_errors e;
+    hk_zone *z = mk_thr(&e);
+    REQUIRE(z != NULL);
+    void *mine = hk_zone_alloc(z, 64); /* this thread's heap */
+    REQUIRE(mine != NULL);
+    maker m = {z, {0}, 0};
+    REQUIRE(made_by_another_thread(&m));
+    zone_heap *owner = zone_run_ext(zone_run_of_slot(zone_from_user((unsigned char *)m.p[0])))->heap;
+    REQUIRE(owner != NULL);
+    for (int i = 0; i < NB; i++) CHECK_EQ(hk_zone_free(z, m.p[i]), HK_OK);
+    /* NB < ZONE_RNODE_SLOTS: the batch waits in this thread's outbox */
+    CHECK(__atomic_load_n(&owner->inbox, __ATOMIC_ACQUIRE) == NULL);
+    CHECK_EQ(live_of(z), 1);
+    /* this thread's heap takes a new run: its batches go first */
+    void *q = hk_zone_alloc(z, 3000);
+    REQUIRE(q != NULL);
+    zone_rnode *in = __atomic_load_n(&owner->inbox, __ATOMIC_ACQUIRE);
+    CHECK(in != NULL);
+    CHECK_EQ(in ? in->n : 0u, (uint32_t)NB);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    CHECK_EQ(hk_zone_free(z, q), HK_OK);
+    CHECK_EQ(hk_zone_free(z, mine), HK_OK);
+    /* the abandoned owner's inbox is collected by a trim */
+    hk_zone_trim(z);
+    CHECK(__atomic_load_n(&owner->inbox, __ATOMIC_ACQUIRE) == NULL);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    CHECK_EQ(e.count, 0);
+    hk_zone_destroy(z);
+}
