@@ -317,7 +317,7 @@ static void *zone_alloc_tagged_slot(hk_zone *z, size_t size, size_t align, int t
     if (z->fast != ZONE_FAST_THREADS || size > ZONE_RUN_MAX_REQ || owner || name || align > 16 ||
         (align & (align - 1)) || tag <= HK_TAG_STATIC || tag >= z->purge_level)
         return NULL;
-    void *u = zone_thr_pop_tagged(z, size, (unsigned)tag);
+    void *u = zone_thr_pop_tag(z, size, (unsigned)tag);
     return u ? u : hk__zone_thr_alloc_tagged(z, size, (unsigned)tag);
 }
 

@@ -49,10 +49,10 @@ void hk__zone_thr_settle(hk_zone *z, zone_heap *h, zone_run *r, int locked) {
     zone_cls *c = &h->cls[r->cls];
     if (r->used == 0) zone_decay_poll(z, locked);
     if (r->state == ZONE_RUN_FULL) {
-        if (r->used < r->nslots) zone_thr_partial_push(c, r);
+        if (r->used < r->nslots) zone_partial_push(c, r);
     }
     if (r->state == ZONE_RUN_PARTIAL && r->used == 0) {
-        zone_thr_partial_unlink(c, r);
+        zone_partial_unlink(c, r);
         /* only the owner makes the spare non-NULL; hk_zone_trim may take it
          * (an atomic exchange) at any time */
         if (!__atomic_load_n(&c->spare, __ATOMIC_RELAXED)) {

@@ -38,22 +38,6 @@
  */
 #include "zone_runs.h"
 
-static inline void zone_partial_push(zone_cls *c, zone_run *r) {
-    r->prev = NULL;
-    r->next = c->partial;
-    if (c->partial) c->partial->prev = r;
-    c->partial = r;
-    r->state = ZONE_RUN_PARTIAL;
-}
-
-static inline void zone_partial_unlink(zone_cls *c, zone_run *r) {
-    if (r->prev)
-        r->prev->next = r->next;
-    else
-        c->partial = r->next;
-    if (r->next) r->next->prev = r->prev;
-}
-
 /* Slots for a new run of `stride`-byte slots: ZONE_RUN_FIRST bytes of
  * them for a class's first run; a run that replaces a full one of `prev`
  * slots gets twice that one's bytes, up to ZONE_RUN_TARGET; at most

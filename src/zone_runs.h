@@ -102,6 +102,23 @@ static inline zone_cls *zone_run_cls(hk_zone *z, const zone_run *r) {
     return &z->runs.cls[r->cls];
 }
 
+/* A class's list of partial runs (the zone's under the lock; a heap's by
+ * its owner, or with the owner quiescent). */
+static inline void zone_partial_push(zone_cls *c, zone_run *r) {
+    r->prev = NULL;
+    r->next = c->partial;
+    if (c->partial) c->partial->prev = r;
+    c->partial = r;
+    r->state = ZONE_RUN_PARTIAL;
+}
+static inline void zone_partial_unlink(zone_cls *c, zone_run *r) {
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        c->partial = r->next;
+    if (r->next) r->next->prev = r->prev;
+}
+
 /* ---- slow paths (zone_runs.c) ------------------------------------------------ */
 
 /* The current run of class ci is exhausted or absent: makes a partial,

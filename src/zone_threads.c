@@ -255,7 +255,7 @@ HK__NOINLINE unsigned char *hk__zone_thr_refill(hk_zone *z, zone_heap *h, unsign
     }
     r = c->partial;
     if (r) {
-        zone_thr_partial_unlink(c, r);
+        zone_partial_unlink(c, r);
     } else if ((r = __atomic_exchange_n(&c->spare, NULL, __ATOMIC_ACQUIRE)) != NULL) {
         /* the exchange: hk_zone_trim may be taking the spare right now */
     } else {
@@ -292,9 +292,9 @@ static zone_run *zone_thr_reuse(hk_zone *z, zone_heap *h, unsigned ci) {
     zone_cls *c = &h->cls[ci];
     zone_run *r = c->cur, *p = c->partial;
     if (r->free || !p || !p->free) return r; /* nothing freed to reuse: carve */
-    zone_thr_partial_unlink(c, p);
+    zone_partial_unlink(c, p);
     if (r->bump < r->nslots)
-        zone_thr_partial_push(c, r);
+        zone_partial_push(c, r);
     else
         r->state = ZONE_RUN_FULL;
     p->state = ZONE_RUN_CUR;

@@ -36,22 +36,6 @@ static inline HK__NO_TSAN uint64_t zone_hdr_peek(const zone_blk *b) {
     return *(volatile const zone_word *)((const unsigned char *)b + 8);
 }
 
-/* A heap's class list of partial runs (owner only, or others quiescent). */
-static inline void zone_thr_partial_push(zone_cls *c, zone_run *r) {
-    r->prev = NULL;
-    r->next = c->partial;
-    if (c->partial) c->partial->prev = r;
-    c->partial = r;
-    r->state = ZONE_RUN_PARTIAL;
-}
-static inline void zone_thr_partial_unlink(zone_cls *c, zone_run *r) {
-    if (r->prev)
-        r->prev->next = r->next;
-    else
-        c->partial = r->next;
-    if (r->next) r->next->prev = r->prev;
-}
-
 /* ---- remote frees and collection (zone_remote.c) -------------------------- */
 
 /* The totals of the slot counters (zone_threads.c sums them; zone_remote.c
@@ -167,11 +151,13 @@ static inline void *zone_thr_finish(zone_heap *h, zone_run *r, unsigned char *u,
 
 /* The owner's inline alloc: n <= ZONE_RUN_MAX_REQ bytes popped from the
  * free list of the current run of n's class in the calling thread's heap,
- * its free header turned into the used one by one xor; NULL when there is
- * none (then hk__zone_thr_alloc_slow, which the caller reaches by a tail
- * call so that nothing stays live across it). No lock, no
- * read-modify-write. */
-static inline void *zone_thr_pop(hk_zone *z, size_t n) {
+ * its free header turned into the used one of tag `tag` by one xor (a
+ * tagged slot unless HK_TAG_STATIC: its run's ntag and its heap's tagmap
+ * count it; callers pass a constant or the tag of alloc_tagged); NULL when
+ * there is none (then hk__zone_thr_alloc_slow or _tagged, which the caller
+ * reaches by a tail call so that nothing stays live across it). No lock,
+ * no read-modify-write. */
+static inline void *zone_thr_pop_tag(hk_zone *z, size_t n, unsigned tag) {
     if (HK__LIKELY(hk__zone_tl_cur.zid == z->zid)) {
         zone_heap *h = hk__zone_tl_cur.h;
         zone_run *r = h->cls[zone_cls_of(n)].cur;
@@ -179,26 +165,10 @@ static inline void *zone_thr_pop(hk_zone *z, size_t n) {
         if (HK__LIKELY(r != NULL && (u = r->free) != NULL)) {
             zone_unpoison(u, sizeof(void *));
             r->free = *(unsigned char **)u;
-            uint32_t slack = r->stride - ZONE_OVERLAP - (uint32_t)n;
-            return zone_thr_finish(h, r, u, zone_hdr_load(zone_from_user(u)) ^ zone_w_use_delta(slack), n);
-        }
-    }
-    return NULL;
-}
-
-/* zone_thr_pop for a tagged slot of tag `tag` (below the purge level, not
- * HK_TAG_STATIC): the tag goes into the header, the run's ntag and the
- * heap's tagmap count it. NULL: hk__zone_thr_alloc_tagged. */
-static inline void *zone_thr_pop_tagged(hk_zone *z, size_t n, unsigned tag) {
-    if (HK__LIKELY(hk__zone_tl_cur.zid == z->zid)) {
-        zone_heap *h = hk__zone_tl_cur.h;
-        zone_run *r = h->cls[zone_cls_of(n)].cur;
-        unsigned char *u;
-        if (HK__LIKELY(r != NULL && (u = r->free) != NULL)) {
-            zone_unpoison(u, sizeof(void *));
-            r->free = *(unsigned char **)u;
-            r->ntag++;
-            h->tagmap[tag >> 6] |= 1ull << (tag & 63u);
+            if (tag != HK_TAG_STATIC) {
+                r->ntag++;
+                h->tagmap[tag >> 6] |= 1ull << (tag & 63u);
+            }
             uint32_t slack = r->stride - ZONE_OVERLAP - (uint32_t)n;
             return zone_thr_finish(h, r, u,
                                    zone_hdr_load(zone_from_user(u)) ^ zone_w_use_delta_tag(slack, tag), n);
@@ -206,6 +176,7 @@ static inline void *zone_thr_pop_tagged(hk_zone *z, size_t n, unsigned tag) {
     }
     return NULL;
 }
+static inline void *zone_thr_pop(hk_zone *z, size_t n) { return zone_thr_pop_tag(z, n, HK_TAG_STATIC); }
 
 /* The rare end of an owner free (zone_threads.c): run r of h left full
  * (now partial) or emptied is settled, and the decay clock is polled when

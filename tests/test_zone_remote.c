@@ -6,30 +6,10 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
 #endif
-#include "heapkit/zone.h"
-#include "hk_test.h"
-#include "internal.h"
 #include "os.h"
-#include "zone_threads.h"
+#include "zone_thr_test_util.h"
 
 #include <pthread.h>
-
-static hk_zone *mk_thr(hkt_errors *e) {
-    memset(e, 0, sizeof *e);
-    e->quiet = 1;
-    return hk_zone_create(&(hk_zone_desc){.size = 1 << 20,
-                                          .grow_size = 1 << 20,
-                                          .flags = HK_ZONE_THREADS | HK_FLAG_QUIET,
-                                          .name = "remote",
-                                          .on_error = hkt_on_error,
-                                          .error_user = e});
-}
-
-static size_t live_of(hk_zone *z) {
-    hk_stats s;
-    hk_zone_stats(z, &s);
-    return s.live_blocks;
-}
 
 #define NB 16
 
@@ -49,11 +29,16 @@ static void *make_blocks(void *arg) {
     return NULL;
 }
 
-static int made_by_another_thread(maker *m) {
+/* A block of this thread's heap (so that it adopts no other), then NB
+ * blocks of another thread's heap, abandoned (m->p), or NULL. */
+static void *own_then_abandoned(hk_zone *z, maker *m) {
+    void *mine = hk_zone_alloc(z, 64);
     pthread_t t;
-    if (pthread_create(&t, NULL, make_blocks, m) != 0) return 0;
+    m->z = z;
+    m->fails = 0;
+    if (!mine || pthread_create(&t, NULL, make_blocks, m) != 0) return NULL;
     pthread_join(t, NULL);
-    return m->fails == 0;
+    return m->fails ? NULL : mine;
 }
 
 /* The calling thread's heap in z (after it has one). */
@@ -63,10 +48,9 @@ HKT_TEST(remote_free_without_memory_for_a_batch_fails_cleanly) {
     hkt_errors e;
     hk_zone *z = mk_thr(&e);
     REQUIRE(z != NULL);
-    void *mine = hk_zone_alloc(z, 64); /* this thread's heap, no batch yet */
+    maker m;
+    void *mine = own_then_abandoned(z, &m); /* no batch yet */
     REQUIRE(mine != NULL);
-    maker m = {z, {0}, 0};
-    REQUIRE(made_by_another_thread(&m));
     /* the first batch's node page cannot be had */
     hk_os_fail_after(1, true);
     CHECK_EQ(hk_zone_free(z, m.p[0]), HK_ERR_NOMEM);
@@ -92,10 +76,9 @@ HKT_TEST(check_finds_a_damaged_batch) {
     hkt_errors e;
     hk_zone *z = mk_thr(&e);
     REQUIRE(z != NULL);
-    void *mine = hk_zone_alloc(z, 64); /* this thread's heap */
+    maker m;
+    void *mine = own_then_abandoned(z, &m); /* no batch yet */
     REQUIRE(mine != NULL);
-    maker m = {z, {0}, 0};
-    REQUIRE(made_by_another_thread(&m));
     for (int i = 0; i < 3; i++) CHECK_EQ(hk_zone_free(z, m.p[i]), HK_OK);
     zone_heap *h = my_heap(z);
     REQUIRE(h != NULL);
@@ -132,11 +115,10 @@ HKT_TEST(partly_filled_batch_reaches_its_owner_when_the_freer_grows) {
     hkt_errors e;
     hk_zone *z = mk_thr(&e);
     REQUIRE(z != NULL);
-    void *mine = hk_zone_alloc(z, 64); /* this thread's heap */
+    maker m;
+    void *mine = own_then_abandoned(z, &m); /* no batch yet */
     REQUIRE(mine != NULL);
-    maker m = {z, {0}, 0};
-    REQUIRE(made_by_another_thread(&m));
-    zone_heap *owner = zone_run_ext(zone_run_of_slot(zone_from_user((unsigned char *)m.p[0])))->heap;
+    zone_heap *owner = zone_run_ext(zone_run_of_slot(hdr_of(m.p[0])))->heap;
     REQUIRE(owner != NULL);
     for (int i = 0; i < NB; i++) CHECK_EQ(hk_zone_free(z, m.p[i]), HK_OK);
     /* NB < ZONE_RNODE_SLOTS: the batch waits in this thread's outbox */

@@ -10,37 +10,10 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
 #endif
-#include "heapkit/zone.h"
-#include "hk_test.h"
-#include "internal.h"
-#include "zone_threads.h"
+#include "zone_thr_test_util.h"
 
 #include <pthread.h>
 
-static hk_zone *mk_thr(hkt_errors *e) {
-    memset(e, 0, sizeof *e);
-    e->quiet = 1;
-    return hk_zone_create(&(hk_zone_desc){.size = 1 << 20,
-                                          .grow_size = 1 << 20,
-                                          .flags = HK_ZONE_THREADS | HK_FLAG_QUIET,
-                                          .name = "tagged",
-                                          .on_error = hkt_on_error,
-                                          .error_user = e});
-}
-
-static hk_stats stats_of(hk_zone *z) {
-    hk_stats s;
-    hk_zone_stats(z, &s);
-    return s;
-}
-
-/* p with its provenance hidden (see raw() in test_zone.c): the header
- * before a block is outside the object the compiler knows of. */
-static unsigned char *raw(void *p) {
-    __asm__ volatile("" : "+r"(p));
-    return (unsigned char *)p;
-}
-static zone_blk *hdr_of(void *p) { return zone_from_user(raw(p)); }
 static int is_slot(void *p) { return zone_is_slot(hdr_of(p)); }
 
 static void fill(void *p, size_t n, unsigned char v) { memset(p, v, n); }

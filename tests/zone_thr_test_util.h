@@ -1,0 +1,42 @@
+/* tests/zone_thr_test_util.h - what the tests of a HK_ZONE_THREADS zone's
+ * tagged slots and remote-free batches share (test_zone_tagged_slots.c,
+ * test_zone_remote.c): a growing threads zone whose reports are counted
+ * quietly, its statistics, and a block's header with the pointer's
+ * provenance hidden. */
+#ifndef HK_ZONE_THR_TEST_UTIL_H
+#define HK_ZONE_THR_TEST_UTIL_H
+
+#include "heapkit/zone.h"
+#include "hk_test.h"
+#include "internal.h"
+#include "zone_threads.h"
+
+#include <string.h>
+
+__attribute__((unused)) static hk_zone *mk_thr(hkt_errors *e) {
+    memset(e, 0, sizeof *e);
+    e->quiet = 1;
+    return hk_zone_create(&(hk_zone_desc){.size = 1 << 20,
+                                          .grow_size = 1 << 20,
+                                          .flags = HK_ZONE_THREADS | HK_FLAG_QUIET,
+                                          .name = "thr",
+                                          .on_error = hkt_on_error,
+                                          .error_user = e});
+}
+
+__attribute__((unused)) static hk_stats stats_of(hk_zone *z) {
+    hk_stats s;
+    hk_zone_stats(z, &s);
+    return s;
+}
+
+__attribute__((unused)) static size_t live_of(hk_zone *z) { return stats_of(z).live_blocks; }
+
+/* The header of the block at p (the header lies before the object the
+ * compiler knows of: p's provenance is hidden, see raw() in test_zone.c). */
+__attribute__((unused)) static zone_blk *hdr_of(void *p) {
+    __asm__ volatile("" : "+r"(p));
+    return zone_from_user(p);
+}
+
+#endif
