@@ -222,6 +222,7 @@ typedef struct zone_rsrc {
     zone_rnode *back;  /* atomic stack: nodes given back by the heaps that collected them */
     void *pages;       /* the pool's node pages, linked through their first word (freed at destroy) */
     size_t npages;
+    unsigned char *carve, *carve_end; /* the newest page's nodes not made yet */
 } zone_rsrc;
 
 typedef struct zone_region {
@@ -301,7 +302,7 @@ struct hk_zone {
     struct zone_heap *heaps;  /* every heap, live or abandoned (lock held) */
     struct zone_run_x *xruns; /* every run's extension (lock held) */
     zone_rsrc rs;             /* remote frees of threads without a heap (lock held) */
-    size_t rnodes_made;       /* atomic: nodes in every pool (bounds stats' walk of the inboxes) */
+    size_t rnodes_made;       /* atomic: nodes made in every pool (bounds stats' walk of the inboxes) */
     hk_os_mutex mx;           /* the zone's lock when the desc gives no lock hooks */
 };
 _Static_assert(offsetof(struct hk_zone, runs_on) == 64,

@@ -68,26 +68,29 @@ void hk__zone_thr_settle(hk_zone *z, zone_heap *h, zone_run *r, int locked) {
 
 /* ---- node pools ------------------------------------------------------------------ */
 
-#define ZONE_NODE_PAGE ((size_t)64 << 10) /* 255 nodes after the page's link */
+#define ZONE_NODE_PAGE ((size_t)64 << 10) /* 255 nodes after the page's link, carved as needed */
 
 /* A node of pool s with no entry, or NULL (no memory for a page). */
 static zone_rnode *zone_node_get(hk_zone *z, zone_rsrc *s) {
     zone_rnode *n = s->nodes;
     if (!n) n = __atomic_exchange_n(&s->back, NULL, __ATOMIC_ACQUIRE);
     if (!n) {
-        unsigned char *page = (unsigned char *)hk_os_alloc(ZONE_NODE_PAGE);
-        if (!page) return NULL;
-        *(void **)page = s->pages;
-        s->pages = page;
-        s->npages++;
-        __atomic_fetch_add(&z->rnodes_made, ZONE_NODE_PAGE / sizeof(zone_rnode) - 1, __ATOMIC_RELAXED);
-        for (size_t off = ZONE_NODE_PAGE - sizeof(zone_rnode); off >= sizeof(zone_rnode);
-             off -= sizeof(zone_rnode)) {
-            zone_rnode *m = (zone_rnode *)(page + off);
-            m->home = s;
-            __atomic_store_n(&m->next, n, __ATOMIC_RELAXED);
-            n = m;
+        /* a new node from the pool's page, carved one at a time: a page's
+         * untouched nodes cost no memory */
+        if (s->carve == s->carve_end) {
+            unsigned char *page = (unsigned char *)hk_os_alloc(ZONE_NODE_PAGE);
+            if (!page) return NULL;
+            *(void **)page = s->pages;
+            s->pages = page;
+            s->npages++;
+            s->carve = page + sizeof(zone_rnode);
+            s->carve_end = page + ZONE_NODE_PAGE;
         }
+        n = (zone_rnode *)s->carve;
+        s->carve += sizeof(zone_rnode);
+        n->home = s;
+        __atomic_store_n(&n->next, NULL, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&z->rnodes_made, 1, __ATOMIC_RELAXED);
     }
     s->nodes = n->next;
     __atomic_store_n(&n->next, NULL, __ATOMIC_RELAXED);
