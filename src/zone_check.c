@@ -57,7 +57,7 @@ static hk_result zone_check_run(hk_zone *z, zone_blk *b, size_t size, zone_tally
     if (!zone_run_sane(z, r, b, size))
         ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r, "small-block run %p (block of %zu bytes) is damaged",
                      (void *)r, size);
-    size_t used = 0, ntag = 0;
+    size_t used = 0, ntag = 0, treq = 0;
     const zone_run_x *x = z->threads ? zone_run_ext(r) : NULL;
     if (x) {
         const zone_heap *h = z->heaps;
@@ -85,7 +85,7 @@ static hk_result zone_check_run(hk_zone *z, zone_blk *b, size_t size, zone_tally
                 ZONE_CORRUPT(HK_EK_CORRUPT_HEADER, zone_user(s),
                              "block %p (slot %u of run %p) has tag %u, slack %u", (void *)zone_user(s), i,
                              (void *)r, s->tag, zone_slot_slack(s));
-            if (s->tag != HK_TAG_STATIC) ntag++;
+            if (s->tag != HK_TAG_STATIC) ntag++, treq += zone_requested(s);
             used++;
             t->used_req += zone_requested(s);
         } else if (s->bits == ZB_SLOT_REMOTE) {
@@ -97,7 +97,7 @@ static hk_result zone_check_run(hk_zone *z, zone_blk *b, size_t size, zone_tally
                              "owner heap",
                              (void *)zone_user(s), i, (void *)r);
             t->remote_slots++;
-            if (s->tag != HK_TAG_STATIC) ntag++;
+            if (s->tag != HK_TAG_STATIC) ntag++, treq += zone_requested(s);
             used++;
             t->used_req += zone_requested(s);
         } else if (s->tag || zone_slot_slack(s)) {
@@ -108,9 +108,10 @@ static hk_result zone_check_run(hk_zone *z, zone_blk *b, size_t size, zone_tally
     if (used != r->used)
         ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r, "run %p has %zu used slots, its count says %u", (void *)r,
                      used, r->used);
-    if (ntag != r->ntag)
-        ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r, "run %p has %zu tagged slots, its count says %u", (void *)r,
-                     ntag, r->ntag);
+    if (ntag != r->ntag || (x && treq != x->treq))
+        ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r,
+                     "run %p has %zu tagged slots asking %zu bytes, its counts say %u and %u", (void *)r,
+                     ntag, treq, r->ntag, x ? x->treq : 0u);
     size_t nfree = 0;
     for (unsigned char *u = r->free; u;) {
         uintptr_t off = (uintptr_t)(u - r->first - ZONE_HDR);

@@ -204,7 +204,7 @@ void hk__zone_thr_collect(hk_zone *z, zone_heap *h, int locked) {
             uint32_t word = (uint32_t)w;
             zone_run *r = zone_run_of_slot(s);
             zone_hdr_store(s, zone_hdr_make(s, word & 0x7ffffu, 0, ZB_SLOT_FREE));
-            if (zone_w_tag(w) != HK_TAG_STATIC) r->ntag--;
+            if (zone_w_tag(w) != HK_TAG_STATIC) zone_thr_untag(r, r->stride - ZONE_OVERLAP - (word >> 19));
             unsigned char *u = zone_user(s);
             zone_unpoison(u, sizeof(void *));
             *(unsigned char **)u = r->free;

@@ -48,6 +48,10 @@ typedef struct zone_run_x {
     uint32_t stride;                  /* r->stride */
     uint32_t bump;                    /* atomic: r->bump (the carve stores both) */
     struct zone_run_x *anext, *aprev; /* z->xruns, lock held */
+    /* owner only: the bytes requested by the run's tagged slots (used or
+     * remote), so that free_tags can free a run holding only slots of its
+     * tags without reading their headers */
+    uint32_t treq;
 } zone_run_x;
 
 typedef struct zone_heap {

@@ -170,10 +170,41 @@ static int zone_tagmap_any(const zone_heap *h, int lo, int hi) {
     return 0;
 }
 
+/* Whether every tag heap h made tagged slots of is in [lo, hi]. */
+static int zone_tagmap_within(const zone_heap *h, int lo, int hi) {
+    for (unsigned w = 0; w < 4; w++) {
+        uint64_t m = h->tagmap[w];
+        for (; m; m &= m - 1) {
+            int t = (int)(w * 64 + (unsigned)__builtin_ctzll(m));
+            if (t < lo || t > hi) return 0;
+        }
+    }
+    return 1;
+}
+
 /* Frees the used slots of run r (heap h) whose tag is in [lo, hi], as
  * its owner would (the owner is quiescent), counting in the zone; then
- * settles the run. Returns the slots freed. */
-static size_t zone_thr_run_free_tags(hk_zone *z, zone_heap *h, zone_run *r, int lo, int hi) {
+ * settles the run. Returns the slots freed. A run whose used slots are
+ * all tagged, of a heap that made slots of no tag outside the range, is
+ * emptied at once (its counts say what it held): no header is read, its
+ * slots are uncarved (a carve rewrites them) and it is settled as an
+ * emptied run, so free_tags costs O(runs) for level data. `within` says
+ * whether h's tags are all in the range. */
+static size_t zone_thr_run_free_tags(hk_zone *z, zone_heap *h, zone_run *r, int lo, int hi, int within) {
+    zone_run_x *x = zone_run_ext(r);
+    if (within && r->ntag == r->used) {
+        size_t n = r->used;
+        z->used_req -= x->treq;
+        z->slot_bytes -= n * r->stride;
+        z->free_count += n;
+        r->used = r->ntag = 0;
+        x->treq = 0;
+        r->free = NULL;
+        r->bump = 0;
+        __atomic_store_n(&x->bump, 0, __ATOMIC_RELAXED);
+        if (r->state == ZONE_RUN_FULL || r->state == ZONE_RUN_PARTIAL) hk__zone_thr_settle(z, h, r, 1);
+        return n;
+    }
     size_t n = 0, req = 0;
     for (uint32_t i = 0; i < r->bump; i++) {
         zone_blk *s = (zone_blk *)(r->first + (size_t)i * r->stride);
@@ -183,7 +214,7 @@ static size_t zone_thr_run_free_tags(hk_zone *z, zone_heap *h, zone_run *r, int 
         int tag = (int)zone_w_tag(w);
         if (zone_w_bits(w) != ZB_SLOT_USED || tag < lo || tag > hi) continue;
         zone_hdr_store(s, zone_hdr_make(s, (uint32_t)w & 0x7ffffu, 0, ZB_SLOT_FREE));
-        if (tag != HK_TAG_STATIC) r->ntag--;
+        if (tag != HK_TAG_STATIC) zone_thr_untag(r, r->stride - ZONE_OVERLAP - ((uint32_t)w >> 19));
         unsigned char *u = zone_user(s);
         zone_unpoison(u, sizeof(void *));
         *(unsigned char **)u = r->free;
@@ -212,7 +243,8 @@ size_t hk__zone_thr_free_tags(hk_zone *z, int lo, int hi) {
     for (zone_run_x *x = z->xruns, *next; x; x = next) {
         next = x->anext; /* settling may release the run */
         zone_run *r = x->run;
-        if (r->ntag && x->heap) n += zone_thr_run_free_tags(z, x->heap, r, lo, hi);
+        if (r->ntag && x->heap)
+            n += zone_thr_run_free_tags(z, x->heap, r, lo, hi, zone_tagmap_within(x->heap, lo, hi));
     }
     /* every slot of those tags is gone */
     for (zone_heap *h = z->heaps; h; h = h->next)
@@ -324,6 +356,7 @@ static HK__NOINLINE void *zone_thr_alloc_full(hk_zone *z, size_t n, unsigned tag
     zone_blk *b = zone_from_user(u);
     if (tag != HK_TAG_STATIC) {
         r->ntag++;
+        zone_run_ext(r)->treq += (uint32_t)n;
         h->tagmap[tag >> 6] |= 1ull << (tag & 63u);
     }
     return zone_thr_finish(h, r, u, zone_hdr_make(b, word | (slack << 19), tag, ZB_SLOT_USED), n);
@@ -533,7 +566,7 @@ static hk_result zone_thr_free_slot(hk_zone *z, zone_blk *b, zone_run *r, uint64
         uint32_t stride = r->stride, word = (uint32_t)w;
         unsigned char *u = zone_user(b);
         zone_hdr_store(b, zone_hdr_make(b, word & 0x7ffffu, 0, ZB_SLOT_FREE));
-        if (zone_w_tag(w) != HK_TAG_STATIC) r->ntag--;
+        if (zone_w_tag(w) != HK_TAG_STATIC) zone_thr_untag(r, stride - ZONE_OVERLAP - (word >> 19));
         zone_unpoison(u, sizeof(void *));
         *(unsigned char **)u = r->free;
         r->free = u;
@@ -607,6 +640,7 @@ int hk__zone_thr_resize(hk_zone *z, void *p, size_t n, size_t *old_req, unsigned
         return 0;
     uint32_t slack = (uint32_t)(area - n);
     zone_hdr_store(b, zone_hdr_make(b, (word & 0x7ffffu) | (slack << 19), *tag, ZB_SLOT_USED));
+    if (*tag != HK_TAG_STATIC) zone_run_ext(r)->treq += (uint32_t)(n - *old_req);
     zone_unpoison(p, n);
     if (slack > ZONE_OVERLAP) zone_poison((unsigned char *)p + n, slack - ZONE_OVERLAP);
     __atomic_store_n(&h->used_req, h->used_req - *old_req + n, __ATOMIC_RELAXED);

@@ -36,6 +36,13 @@ static inline HK__NO_TSAN uint64_t zone_hdr_peek(const zone_blk *b) {
     return *(volatile const zone_word *)((const unsigned char *)b + 8);
 }
 
+/* A tagged slot of run r asking `req` bytes is no longer used (its
+ * owner's free, a collection, free_tags). */
+static inline void zone_thr_untag(zone_run *r, uint32_t req) {
+    r->ntag--;
+    zone_run_ext(r)->treq -= req;
+}
+
 /* ---- remote frees and collection (zone_remote.c) -------------------------- */
 
 /* The totals of the slot counters (zone_threads.c sums them; zone_remote.c
@@ -167,6 +174,7 @@ static inline void *zone_thr_pop_tag(hk_zone *z, size_t n, unsigned tag) {
             r->free = *(unsigned char **)u;
             if (tag != HK_TAG_STATIC) {
                 r->ntag++;
+                zone_run_ext(r)->treq += (uint32_t)n;
                 h->tagmap[tag >> 6] |= 1ull << (tag & 63u);
             }
             uint32_t slack = r->stride - ZONE_OVERLAP - (uint32_t)n;

@@ -305,6 +305,55 @@ HKT_TEST(tagged_slot_header_xor_matches_full_header) {
     CHECK_EQ(bad, 0);
 }
 
+/* A run whose used slots are all tagged, in a heap that made slots of no
+ * tag outside the range, is emptied by free_tags without reading its
+ * slots (uncarved: its next allocations carve it again); a run that also
+ * holds a static slot is freed slot by slot. Stale pointers into either
+ * are reported, and check passes. */
+HKT_TEST(free_tags_empties_a_run_of_level_slots_at_once) {
+    hkt_errors e;
+    hk_zone *z = mk_thr(&e);
+    REQUIRE(z != NULL);
+    enum { N = 40 };
+    void *lv[N], *mixed[N];
+    for (int i = 0; i < N; i++)
+        REQUIRE((lv[i] = hk_zone_alloc_tagged(z, 3000, HK_TAG_LEVEL, NULL, NULL)) != NULL);
+    for (int i = 0; i < N; i++)
+        REQUIRE((mixed[i] = hk_zone_alloc_tagged(z, 100, HK_TAG_LEVEL, NULL, NULL)) != NULL);
+    void *st = hk_zone_alloc(z, 100); /* in the run of the last 100-byte slots */
+    REQUIRE(st != NULL);
+    zone_run *pure = zone_run_of_slot(hdr_of(lv[N - 1])), *mix = zone_run_of_slot(hdr_of(st));
+    REQUIRE(mix == zone_run_of_slot(hdr_of(mixed[N - 1])));
+    uint32_t mix_bump = mix->bump;
+    CHECK_EQ(hk_zone_free_tags(z, HK_TAG_LEVEL, HK_TAG_LEVEL), (size_t)2 * N);
+    CHECK_EQ(pure->used, 0u);
+    CHECK_EQ(pure->bump, 0u); /* emptied at once */
+    CHECK_EQ(mix->used, 1u);
+    CHECK_EQ(mix->bump, mix_bump); /* slot by slot */
+    CHECK_EQ(live_of(z), 1);
+    CHECK_EQ(stats_of(z).used, 100);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    CHECK(hk_zone_free(z, lv[N - 1]) != HK_OK); /* stale */
+    CHECK(hk_zone_free(z, mixed[0]) != HK_OK);
+    CHECK_EQ(e.count, 2);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    /* the emptied run serves the next level */
+    void *again = hk_zone_alloc_tagged(z, 3000, HK_TAG_LEVEL, NULL, NULL);
+    REQUIRE(again != NULL);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    /* a heap that made slots of a tag outside the range: slot by slot */
+    void *spec = hk_zone_alloc_tagged(z, 3000, HK_TAG_LEVSPEC, NULL, NULL);
+    REQUIRE(spec != NULL);
+    CHECK_EQ(hk_zone_free_tags(z, HK_TAG_LEVEL, HK_TAG_LEVEL), 1);
+    CHECK_EQ(hk_zone_tag(z, spec), HK_TAG_LEVSPEC);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    CHECK_EQ(hk_zone_free_tags(z, 1, HK_ZONE_TAG_MAX), 2);
+    CHECK_EQ(live_of(z), 0);
+    CHECK_EQ(stats_of(z).used, 0);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    hk_zone_destroy(z);
+}
+
 /* ---- a level made by worker threads --------------------------------------- */
 
 #define WT     4
