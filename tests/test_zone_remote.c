@@ -41,16 +41,23 @@ static void *own_then_abandoned(hk_zone *z, maker *m) {
     return m->fails ? NULL : mine;
 }
 
+/* A threads zone with a block of this thread's heap (*mine) and NB blocks
+ * of an abandoned heap (m->p), or NULL. */
+static hk_zone *zone_with_abandoned(hkt_errors *e, maker *m, void **mine) {
+    hk_zone *z = mk_thr(e);
+    *mine = z ? own_then_abandoned(z, m) : NULL;
+    return *mine ? z : NULL;
+}
+
 /* The calling thread's heap in z (after it has one). */
 static zone_heap *my_heap(hk_zone *z) { return hk__zone_tl_cur.zid == z->zid ? hk__zone_tl_cur.h : NULL; }
 
 HKT_TEST(remote_free_without_memory_for_a_batch_fails_cleanly) {
     hkt_errors e;
-    hk_zone *z = mk_thr(&e);
-    REQUIRE(z != NULL);
     maker m;
-    void *mine = own_then_abandoned(z, &m); /* no batch yet */
-    REQUIRE(mine != NULL);
+    void *mine;
+    hk_zone *z = zone_with_abandoned(&e, &m, &mine); /* no batch yet */
+    REQUIRE(z != NULL);
     /* the first batch's node page cannot be had */
     hk_os_fail_after(1, true);
     CHECK_EQ(hk_zone_free(z, m.p[0]), HK_ERR_NOMEM);
@@ -74,11 +81,10 @@ HKT_TEST(remote_free_without_memory_for_a_batch_fails_cleanly) {
 
 HKT_TEST(check_finds_a_damaged_batch) {
     hkt_errors e;
-    hk_zone *z = mk_thr(&e);
-    REQUIRE(z != NULL);
     maker m;
-    void *mine = own_then_abandoned(z, &m); /* no batch yet */
-    REQUIRE(mine != NULL);
+    void *mine;
+    hk_zone *z = zone_with_abandoned(&e, &m, &mine); /* no batch yet */
+    REQUIRE(z != NULL);
     for (int i = 0; i < 3; i++) CHECK_EQ(hk_zone_free(z, m.p[i]), HK_OK);
     zone_heap *h = my_heap(z);
     REQUIRE(h != NULL);
@@ -111,11 +117,10 @@ HKT_TEST(check_finds_a_damaged_batch) {
 
 HKT_TEST(partly_filled_batch_reaches_its_owner_when_the_freer_grows) {
     hkt_errors e;
-    hk_zone *z = mk_thr(&e);
-    REQUIRE(z != NULL);
     maker m;
-    void *mine = own_then_abandoned(z, &m); /* no batch yet */
-    REQUIRE(mine != NULL);
+    void *mine;
+    hk_zone *z = zone_with_abandoned(&e, &m, &mine); /* no batch yet */
+    REQUIRE(z != NULL);
     zone_heap *owner = zone_run_ext(zone_run_of_slot(hdr_of(m.p[0])))->heap;
     REQUIRE(owner != NULL);
     for (int i = 0; i < NB; i++) CHECK_EQ(hk_zone_free(z, m.p[i]), HK_OK);
