@@ -588,6 +588,7 @@ static hk_result zone_thr_free_slot(hk_zone *z, zone_blk *b, zone_run *r, uint64
         if (mine) return hk__zone_thr_remote(z, b, h, w, &mine->rs);
         if (!locked) hk__core_lock(&z->core);
         hk_result res = hk__zone_thr_remote(z, b, h, w, &z->rs);
+        hk__zone_out_flush(&z->rs); /* no owner to push it later: at once */
         if (!locked) hk__core_unlock(&z->core);
         return res;
     }

@@ -10,6 +10,7 @@
 #include "zone_thr_test_util.h"
 
 #include <pthread.h>
+#include <sched.h>
 
 #define NB 16
 
@@ -138,6 +139,50 @@ HKT_TEST(partly_filled_batch_reaches_its_owner_when_the_freer_grows) {
     CHECK_EQ(hk_zone_free(z, mine), HK_OK);
     /* the abandoned owner's inbox is collected by a trim */
     hk_zone_trim(z);
+    CHECK(__atomic_load_n(&owner->inbox, __ATOMIC_ACQUIRE) == NULL);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    CHECK_EQ(e.count, 0);
+    hk_zone_destroy(z);
+}
+
+typedef struct {
+    hk_zone *z;
+    void *p;
+    int made, go;
+} waiter;
+
+/* Allocates a block, then waits (not inside a zone call) until told to
+ * exit: its heap stays owned meanwhile. */
+static void *alloc_and_wait(void *arg) {
+    waiter *w = (waiter *)arg;
+    w->p = hk_zone_alloc(w->z, 200);
+    __atomic_store_n(&w->made, 1, __ATOMIC_RELEASE);
+    while (!__atomic_load_n(&w->go, __ATOMIC_ACQUIRE)) sched_yield();
+    return NULL;
+}
+
+/* A thread that cannot get a heap frees another heap's block through the
+ * zone's own pool, under the lock; the batch goes to the owner at once. */
+HKT_TEST(free_by_a_thread_without_a_heap_reaches_the_owner) {
+    hkt_errors e;
+    hk_zone *z = mk_thr(&e);
+    REQUIRE(z != NULL);
+    waiter w = {z, NULL, 0, 0};
+    pthread_t t;
+    REQUIRE(pthread_create(&t, NULL, alloc_and_wait, &w) == 0);
+    while (!__atomic_load_n(&w.made, __ATOMIC_ACQUIRE)) sched_yield();
+    REQUIRE(w.p != NULL);
+    zone_heap *owner = zone_run_ext(zone_run_of_slot(hdr_of(w.p)))->heap;
+    hk_os_fail_after(1, false); /* this thread's heap cannot be mapped */
+    CHECK_EQ(hk_zone_free(z, w.p), HK_OK);
+    hk_os_fail_after(0, false);
+    CHECK(my_heap(z) == NULL);
+    CHECK(__atomic_load_n(&owner->inbox, __ATOMIC_ACQUIRE) != NULL);
+    CHECK_EQ(live_of(z), 0);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    __atomic_store_n(&w.go, 1, __ATOMIC_RELEASE);
+    pthread_join(t, NULL);
+    hk_zone_trim(z); /* collects the abandoned owner */
     CHECK(__atomic_load_n(&owner->inbox, __ATOMIC_ACQUIRE) == NULL);
     CHECK_EQ(hk_zone_check(z), HK_OK);
     CHECK_EQ(e.count, 0);
