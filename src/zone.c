@@ -315,7 +315,7 @@ void *hk_zone_alloc(hk_zone *z, size_t size) {
 static void *zone_alloc_tagged_slot(hk_zone *z, size_t size, size_t align, int tag, void **owner,
                                     const char *name) {
     if (z->fast != ZONE_FAST_THREADS || size > ZONE_RUN_MAX_REQ || owner || name || align > 16 ||
-        (align & (align - 1)) || tag <= HK_TAG_STATIC || tag >= z->purge_level)
+        (align & (align - 1)) || tag <= HK_TAG_STATIC || tag > HK_ZONE_TAG_MAX || tag >= z->purge_level)
         return NULL;
     void *u = zone_thr_pop_tag(z, size, (unsigned)tag);
     return u ? u : hk__zone_thr_alloc_tagged(z, size, (unsigned)tag);

@@ -71,6 +71,33 @@ HKT_TEST(small_tagged_block_without_owner_or_name_is_a_slot) {
     hk_zone_destroy(z);
 }
 
+/* Regression: with a purge level above HK_ZONE_TAG_MAX, tag 256 passed the
+ * tagged-slot test (below the purge level), went into the header's 8-bit
+ * tag as 0 and set a bit past the heap's tag map. It is refused, as on the
+ * locked path. */
+HKT_TEST(tag_past_the_tag_range_refused_with_a_high_purge_level) {
+    hkt_errors e;
+    memset(&e, 0, sizeof e);
+    e.quiet = 1;
+    hk_zone *z = hk_zone_create(&(hk_zone_desc){.size = 1 << 20,
+                                                .flags = HK_ZONE_THREADS | HK_FLAG_QUIET,
+                                                .purge_level = 300,
+                                                .on_error = hkt_on_error,
+                                                .error_user = &e});
+    REQUIRE(z != NULL);
+    CHECK(hk_zone_alloc_tagged(z, 100, 256, NULL, NULL) == NULL);
+    CHECK_EQ(e.last_result, HK_ERR_INVALID);
+    void *p = hk_zone_alloc_tagged(z, 100, HK_ZONE_TAG_MAX, NULL, NULL);
+    REQUIRE(p != NULL);
+    CHECK(is_slot(p));
+    CHECK_EQ(hk_zone_tag(z, p), HK_ZONE_TAG_MAX);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    CHECK_EQ(hk_zone_free_tags(z, HK_ZONE_TAG_MAX, HK_ZONE_TAG_MAX), 1);
+    CHECK_EQ(live_of(z), 0);
+    CHECK_EQ(e.count, 1);
+    hk_zone_destroy(z);
+}
+
 HKT_TEST(plain_zone_keeps_tracking_small_tagged_blocks) {
     hkt_errors e;
     memset(&e, 0, sizeof e);
