@@ -128,8 +128,9 @@ static hk_result zone_check_run(hk_zone *z, zone_blk *b, size_t size, zone_tally
         ZONE_CORRUPT(HK_EK_CORRUPT_FREE, r, "free list of run %p holds %zu slots, it has %u free", (void *)r,
                      nfree, r->bump - r->used);
     if ((r->state == ZONE_RUN_FULL && r->used != r->nslots) ||
-        /* in a heap only: an empty partial run, kept while a remote freer
-         * was inside it; a partial run may be partly carved (set aside as
+        /* in a heap only: an empty partial run (a current run that
+         * free_tags emptied and uncarved, set aside by zone_thr_reuse for a
+         * run with freed slots); a partial run may be partly carved (set aside as
          * current for a run with freed slots: hk__zone_slot_reuse,
          * zone_thr_reuse) */
         (r->state == ZONE_RUN_PARTIAL && ((r->used == 0 && !(x && x->heap)) || r->used == r->nslots)) ||

@@ -221,7 +221,6 @@ typedef struct zone_rsrc {
     zone_rnode *nodes; /* free nodes */
     zone_rnode *back;  /* atomic stack: nodes given back by the heaps that collected them */
     void *pages;       /* the pool's node pages, linked through their first word (freed at destroy) */
-    size_t npages;
     unsigned char *carve, *carve_end; /* the newest page's nodes not made yet */
 } zone_rsrc;
 

@@ -82,7 +82,6 @@ static zone_rnode *zone_node_get(hk_zone *z, zone_rsrc *s) {
             if (!page) return NULL;
             *(void **)page = s->pages;
             s->pages = page;
-            s->npages++;
             s->carve = page + sizeof(zone_rnode);
             s->carve_end = page + ZONE_NODE_PAGE;
         }
@@ -104,7 +103,6 @@ void hk__zone_rsrc_fini(zone_rsrc *s) {
         hk_os_release(s->pages, ZONE_NODE_PAGE);
         s->pages = next;
     }
-    s->npages = 0;
 }
 
 /* Gives node n back to its pool (any thread). */

@@ -217,7 +217,8 @@ size_t hk_zone_free_tags(hk_zone *z, int lo, int hi) {
     hk__core_lock(&z->core);
     size_t n = 0;
     /* threads zone (other threads quiescent): remote frees become plain free
-     * slots first, so no run on a remote stack is released */
+     * slots first (every batch pushed and collected), so no slot of a run
+     * this frees waits in a batch */
     if (z->threads) hk__zone_thr_collect_all(z);
     z->bulk = 1;
     /* Pass 1: clear owners while every block is still allocated (an owner
@@ -235,7 +236,7 @@ size_t hk_zone_free_tags(hk_zone *z, int lo, int hi) {
     /* Pass 2: free. */
     for (int t = zone_next_tag(z, lo, hi); t >= 0; t = zone_next_tag(z, t + 1, hi))
         n += zone_free_tag_lists(z, t);
-    if (z->threads) n += hk__zone_thr_free_tags(z, lo, hi); /* tagged slots, slot by slot */
+    if (z->threads) n += hk__zone_thr_free_tags(z, lo, hi); /* the runs holding tagged slots */
     if (lo <= HK_TAG_STATIC && HK_TAG_STATIC <= hi && zone_untracked_any(z)) n += zone_free_untracked(z);
     z->bulk = 0;
     hk__zone_release_empty_regions(z);
