@@ -134,7 +134,8 @@ zone_blk *hk__zone_run_release(hk_zone *z, zone_run *r) {
     return m;
 }
 
-void hk__zone_runs_trim(hk_zone *z) {
+int hk__zone_runs_trim(hk_zone *z) {
+    int released = 0;
     for (unsigned w = 0; w < sizeof z->runs.trim_map / sizeof z->runs.trim_map[0]; w++) {
         uint64_t m = z->runs.trim_map[w];
         z->runs.trim_map[w] = 0;
@@ -144,13 +145,16 @@ void hk__zone_runs_trim(hk_zone *z) {
             if (r && r->used == 0) {
                 cl->cur = NULL;
                 hk__zone_run_release(z, r);
+                released = 1;
             }
             if ((r = cl->spare) != NULL) {
                 cl->spare = NULL;
                 hk__zone_run_release(z, r);
+                released = 1;
             }
         }
     }
+    return released;
 }
 
 HK__NOINLINE unsigned char *hk__zone_run_carve(zone_run *r, uint32_t *word) {

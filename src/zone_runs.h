@@ -143,8 +143,9 @@ void hk__zone_run_settle(hk_zone *z, zone_run *r);
  * (remote freers read it). O(ZONE_CARVE_MAX). */
 unsigned char *hk__zone_run_carve(zone_run *r, uint32_t *word);
 /* Gives back every class's spare run and its current run when empty (before
- * any purge, growth or failure). O(classes). */
-void hk__zone_runs_trim(hk_zone *z);
+ * any purge, growth or failure). Returns 1 when it gave back a run, else 0.
+ * O(classes). */
+int hk__zone_runs_trim(hk_zone *z);
 /* The current run of class ci has no freed slot and the class's first
  * partial run has: makes that run current (the old one goes on the partial
  * list, or is marked full when it has no uncarved slot) and returns it, so
