@@ -181,7 +181,7 @@ static void zone_report_late(hk_zone *z, zone_blk *b, int locked) {
 
 void hk__zone_thr_collect(hk_zone *z, zone_heap *h, int locked) {
     zone_rnode *n = __atomic_exchange_n(&h->inbox, NULL, __ATOMIC_ACQUIRE);
-    size_t req = 0, nfreed = 0, bytes = 0;
+    size_t req = 0, nfreed = 0;
     while (n) {
         zone_rnode *next = n->next;
         uint32_t cnt = n->n;
@@ -209,7 +209,6 @@ void hk__zone_thr_collect(hk_zone *z, zone_heap *h, int locked) {
             r->free = u;
             zone_poison(u, r->stride - ZONE_HDR);
             req += r->stride - ZONE_OVERLAP - (word >> 19);
-            bytes += r->stride;
             nfreed++;
             if (--r->used == 0 || r->state == ZONE_RUN_FULL) hk__zone_thr_settle(z, h, r, locked);
         }
@@ -218,7 +217,6 @@ void hk__zone_thr_collect(hk_zone *z, zone_heap *h, int locked) {
     }
     if (!nfreed) return;
     __atomic_store_n(&h->used_req, h->used_req - req, __ATOMIC_RELAXED);
-    __atomic_store_n(&h->slot_bytes, h->slot_bytes - bytes, __ATOMIC_RELAXED);
     __atomic_store_n(&h->free_count, h->free_count + nfreed, __ATOMIC_RELAXED);
 }
 

@@ -60,8 +60,9 @@ typedef struct zone_heap {
     zone_rsrc rs;            /* owner only: its own frees of other heaps' slots */
     /* Counters of the owner's slots (relaxed atomic stores by the owner,
      * relaxed loads by stats; summed with the zone's at read time; a
-     * heap's own used_req may wrap: only the sum means anything). */
-    size_t used_req, slot_bytes;
+     * heap's own used_req may wrap: only the sum means anything). The
+     * slots' bytes have no counter: stats sum the runs' used counts. */
+    size_t used_req;
     uint64_t alloc_count, free_count;
     struct zone_heap *next; /* z->heaps, lock held */
     hk_zone *z;

@@ -111,9 +111,10 @@ void hk__zone_thr_trim(hk_zone *z);
  * collects every heap's inbox (free_tags and purge call it before touching
  * runs). */
 void hk__zone_thr_collect_all(hk_zone *z);
-/* The totals of the slot counters over the zone and every heap, less the
+/* The totals of the slot counters over the zone and every heap (in a
+ * threads zone the slot bytes from every run's used count), less the
  * slots freed remotely and not collected yet (`pending`; lock held).
- * O(heaps + nodes in flight). */
+ * O(heaps + runs + nodes in flight). */
 void hk__zone_thr_sums(const hk_zone *z, zone_sums *s, int pending);
 /* Allocations of a heap between two collections of its inbox when the
  * class has other slots to give (a refill that finds no partial run
@@ -150,7 +151,6 @@ static inline void *zone_thr_finish(zone_heap *h, zone_run *r, unsigned char *u,
     uint32_t slack = (uint32_t)w >> 19;
     zone_unpoison(u, n);
     if (slack > ZONE_OVERLAP) zone_poison(u + n, slack - ZONE_OVERLAP);
-    __atomic_store_n(&h->slot_bytes, h->slot_bytes + r->stride, __ATOMIC_RELAXED);
     __atomic_store_n(&h->used_req, h->used_req + n, __ATOMIC_RELAXED);
     __atomic_store_n(&h->alloc_count, h->alloc_count + 1, __ATOMIC_RELAXED);
     return u;
@@ -203,7 +203,6 @@ static inline void zone_thr_free_owner(hk_zone *z, zone_heap *h, zone_blk *b, zo
     r->free = u;
     zone_poison(u, stride - ZONE_HDR);
     __atomic_store_n(&h->used_req, h->used_req - (stride - ZONE_OVERLAP - (word >> 19)), __ATOMIC_RELAXED);
-    __atomic_store_n(&h->slot_bytes, h->slot_bytes - stride, __ATOMIC_RELAXED);
     uint64_t fc = h->free_count + 1;
     __atomic_store_n(&h->free_count, fc, __ATOMIC_RELAXED);
     if (HK__UNLIKELY(--r->used == 0 || r->state == ZONE_RUN_FULL ||

@@ -188,3 +188,41 @@ HKT_TEST(free_by_a_thread_without_a_heap_reaches_the_owner) {
     CHECK_EQ(e.count, 0);
     hk_zone_destroy(z);
 }
+
+/* The slot bytes of a threads zone come from the runs' used counts (no
+ * counter on the owner's paths): a block of this thread's heap, blocks of
+ * an abandoned heap, then half of those freed from here (waiting in this
+ * thread's batch: free already in the figures), then the rest. */
+static size_t stride_of(size_t n) { return zone_cls_stride(zone_cls_of(n)); }
+
+HKT_TEST(slot_bytes_sum_the_runs_of_every_heap_less_the_batches) {
+    hkt_errors e;
+    maker m;
+    void *mine;
+    hk_zone *z = zone_with_abandoned(&e, &m, &mine);
+    REQUIRE(z != NULL);
+    void *big[10];
+    for (int i = 0; i < 10; i++) REQUIRE((big[i] = hk_zone_alloc(z, 200)) != NULL);
+    size_t want = stride_of(64) + 10 * stride_of(200), freed = 0;
+    for (int i = 0; i < NB; i++) want += stride_of(48 + (size_t)i);
+    hk_zone_info in;
+    REQUIRE(hk_zone_get_info(z, &in) == HK_OK);
+    CHECK_EQ(in.slot_bytes, want);
+    CHECK_EQ(stats_of(z).used_blocks_bytes, want);
+    for (int i = 0; i < NB; i += 2) {
+        CHECK_EQ(hk_zone_free(z, m.p[i]), HK_OK);
+        freed += stride_of(48 + (size_t)i);
+    }
+    REQUIRE(hk_zone_get_info(z, &in) == HK_OK);
+    CHECK_EQ(in.slot_bytes, want - freed);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    for (int i = 1; i < NB; i += 2) CHECK_EQ(hk_zone_free(z, m.p[i]), HK_OK);
+    for (int i = 0; i < 10; i++) CHECK_EQ(hk_zone_free(z, big[i]), HK_OK);
+    CHECK_EQ(hk_zone_free(z, mine), HK_OK);
+    REQUIRE(hk_zone_get_info(z, &in) == HK_OK);
+    CHECK_EQ(in.slot_bytes, 0);
+    CHECK_EQ(stats_of(z).live_blocks, 0);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    CHECK_EQ(e.count, 0);
+    hk_zone_destroy(z);
+}
