@@ -248,7 +248,9 @@ struct hk_zone {
      * fast free's bounds test in one compare. Both 0 with no region.
      * zone_hint_sync keeps them. */
     uintptr_t hint_lo;
-    size_t slot_bytes; /* strides of the used slots (a plain zone's; a threads zone sums its runs' used counts) */
+    /* strides of the used slots (a plain zone's; a threads zone sums its
+     * runs' used counts instead) */
+    size_t slot_bytes;
     size_t hint_span;
     uint64_t free_count;
     size_t peak_used;

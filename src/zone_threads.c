@@ -298,7 +298,8 @@ HK__NOINLINE unsigned char *hk__zone_thr_refill(hk_zone *z, zone_heap *h, unsign
         /* the peak, at run granularity: the total when a heap grows
          * (O(heaps): the runs are not summed for it) */
         size_t used = z->used_req;
-        for (const zone_heap *o = z->heaps; o; o = o->next) used += __atomic_load_n(&o->used_req, __ATOMIC_RELAXED);
+        for (const zone_heap *o = z->heaps; o; o = o->next)
+            used += __atomic_load_n(&o->used_req, __ATOMIC_RELAXED);
         if (used > z->peak_used) z->peak_used = used;
         hk__core_unlock(&z->core);
         if (!r) return NULL;
