@@ -91,7 +91,7 @@
 #define ZONE_RUN_CAP_SLOTS 512u /* slots per run at most */
 #define ZONE_RUN_MIN_SLOTS 4u
 #define ZONE_CARVE_SPAN    4096u /* a carve fills the slots of the pages it touches, at this granularity */
-#define ZONE_CARVE_MAX     16u   /* slots a carve makes at most (a bound on its work) */
+#define ZONE_CARVE_MAX     8u    /* slots a carve makes at most (a bound on its work) */
 #define ZONE_RUN_MAX_SLOTS 4095u /* slot index is 12 bits */
 #define ZONE_RUN_OFF                                                                                         \
     (HK_FLAG_FILL | HK_FLAG_CANARY | HK_FLAG_ZERO | HK_FLAG_PARANOID | HK_FLAG_RECORD_SITE |                 \

@@ -636,3 +636,37 @@ HKT_TEST(freed_slots_in_older_run_reused_before_carving) {
     CHECK_EQ(hk_zone_check(z), HK_OK);
     hk_zone_destroy(z);
 }
+
+/* A carve makes at most ZONE_CARVE_MAX slots (a bound on the work of the
+ * allocation that carves: the worst case of a refill), and only slots
+ * whose header and link lie in the pages the first one touches: 32-byte
+ * slots, 128 to a page, come at most 8 at a time, and 8 at a time inside
+ * a page. */
+HKT_TEST(runs_carve_makes_at_most_carve_max_slots) {
+    hkt_errors errs = {0};
+    hk_zone *z = mk(&errs, 0);
+    REQUIRE(z != NULL);
+    CHECK_EQ(ZONE_CARVE_MAX, 8);
+    enum { N = 200 };
+    static unsigned char *p[N];
+    uint32_t bump = 0, carves = 0, full = 0;
+    zone_run *r = NULL;
+    for (int i = 0; i < N; i++) {
+        REQUIRE((p[i] = raw(hk_zone_alloc(z, 16))) != NULL);
+        if (!r) r = zone_run_of_slot(zone_from_user(p[0]));
+        REQUIRE(zone_run_of_slot(zone_from_user(p[i])) == r);
+        if (r->bump != bump) { /* this allocation carved */
+            CHECK(r->bump - bump <= ZONE_CARVE_MAX);
+            CHECK_EQ(bump, (uint32_t)i); /* only when every carved slot was used */
+            full += r->bump - bump == ZONE_CARVE_MAX;
+            carves++;
+            bump = r->bump;
+        }
+    }
+    CHECK(carves >= N / ZONE_CARVE_MAX);
+    CHECK(full >= carves - 4); /* short only at a page's end */
+    for (int i = 0; i < N; i++) CHECK_EQ(hk_zone_free(z, p[i]), HK_OK);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    CHECK_EQ(errs.count, 0);
+    hk_zone_destroy(z);
+}
