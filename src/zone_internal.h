@@ -248,8 +248,9 @@ struct hk_zone {
      * fast free's bounds test in one compare. Both 0 with no region.
      * zone_hint_sync keeps them. */
     uintptr_t hint_lo;
-    /* strides of the used slots (a plain zone's; a threads zone sums its
-     * runs' used counts instead) */
+    /* strides of the used slots, kept by the slot paths under the lock;
+     * read by a plain zone's stats only (a threads zone sums its runs'
+     * used counts: its heaps keep no such counter) */
     size_t slot_bytes;
     size_t hint_span;
     uint64_t free_count;

@@ -640,8 +640,7 @@ HKT_TEST(freed_slots_in_older_run_reused_before_carving) {
 /* A carve makes at most ZONE_CARVE_MAX slots (a bound on the work of the
  * allocation that carves: the worst case of a refill), and only slots
  * whose header and link lie in the pages the first one touches: 32-byte
- * slots, 128 to a page, come at most 8 at a time, and 8 at a time inside
- * a page. */
+ * slots, 128 to a page, come 8 at a time, fewer only where a page ends. */
 HKT_TEST(runs_carve_makes_at_most_carve_max_slots) {
     hkt_errors errs = {0};
     hk_zone *z = mk(&errs, 0);

@@ -300,9 +300,9 @@ size_t hk_zone_purge(hk_zone *z, int level);
 /* Introspection (see heapkit.h). stats is O(1), except in a HK_ZONE_THREADS
  * zone, where it sums the per-thread counters and the runs' used counts
  * and subtracts the blocks freed by other threads and not yet collected
- * by their owners: O(threads + runs); exact while no other thread is inside a call, and
- * peak_used is the highest total seen when a
- * thread's heap takes a new run or stats reads. largest_free is the largest
+ * by their owners: O(threads + runs); exact while no other thread is
+ * inside a call, and peak_used is the highest total seen when a thread's
+ * heap takes a new run or stats reads. largest_free is the largest
  * request guaranteed to succeed now without purging or growing. walk visits
  * every block, used and free, region by region in address order. check
  * verifies every header check, size, boundary tag (a free block's size is
