@@ -49,8 +49,7 @@ static void *zone_fail(hk_zone *z, hk_result r, hk_error_kind k, size_t n, const
 /* Gets a block of `need` bytes when a search of the free lists has just
  * failed: empty runs go back first (searched again only if one did), then
  * purgeable blocks, then the zone grows. The second half of zone_obtain,
- * called directly by a caller whose own search missed (one search less on
- * the growth path, the longest of an allocation). */
+ * out of line. */
 static HK__NOINLINE zone_blk *zone_obtain_slow(hk_zone *z, size_t need, size_t align, size_t *bsize) {
     zone_blk *b;
     if (z->runs.nruns && hk__zone_runs_trim(z)) { /* empty runs kept for reuse go back first */
@@ -265,7 +264,7 @@ static void *zone_alloc_plain(hk_zone *z, size_t size) {
         size_t need = (size + ZONE_PLAIN_OVH + 15) & ~(size_t)15;
         if (need < ZONE_MIN_BLOCK) need = ZONE_MIN_BLOCK;
         size_t bsize;
-        zone_blk *b = hk__zone_take(z, need, 16, &bsize);
+        zone_blk *b = zone_obtain(z, need, 16, &bsize); /* one search, then purge or growth */
         if (HK__LIKELY(b != NULL)) {
             unsigned char *user = zone_user(b);
             zone_unpoison(user, bsize - ZONE_HDR);
@@ -279,12 +278,7 @@ static void *zone_alloc_plain(hk_zone *z, size_t size) {
             if (z->used_req > z->peak_used) z->peak_used = z->used_req;
             return user;
         }
-        /* the search missed: what zone_alloc_impl would do for this
-         * request (static, untracked, 16-aligned, no debug flag), less
-         * its first search */
-        b = zone_obtain_slow(z, need, 16, &bsize);
-        if (HK__UNLIKELY(!b)) return zone_fail(z, HK_ERR_NOMEM, HK_EK_NOMEM, size, NULL);
-        return zone_finish(z, b, bsize, size, HK_TAG_STATIC, 0, 0, NULL, NULL, NULL, 0);
+        return zone_fail(z, HK_ERR_NOMEM, HK_EK_NOMEM, size, NULL);
     }
     return zone_alloc_impl(z, size, 16, HK_TAG_STATIC, NULL, NULL, NULL, 0);
 }
