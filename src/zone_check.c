@@ -46,8 +46,9 @@ static size_t zone_scan_fill(const unsigned char *p, size_t n, unsigned fill, si
 typedef struct zone_tally {
     size_t nfree, free_bytes, used_bytes, used_req, live, untracked, tracked, capacity;
     size_t run_bytes, nruns, slot_bytes, runs_cur, runs_partial, runs_spare;
-    size_t remote_slots; /* slots freed by another thread, not collected yet */
-    size_t clean_bytes;  /* spans of the clean free blocks (given back to the OS) */
+    size_t heap_run_bytes; /* bytes of the runs that heaps own (threads zones) */
+    size_t remote_slots;   /* slots freed by another thread, not collected yet */
+    size_t clean_bytes;    /* spans of the clean free blocks (given back to the OS) */
 } zone_tally;
 
 /* Checks run block b (its struct, every carved slot's header, the free
@@ -69,6 +70,7 @@ static hk_result zone_check_run(hk_zone *z, zone_blk *b, size_t size, zone_tally
             ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r,
                          "run %p's extension says stride %u, %u slots carved; the run %u, %u", (void *)r,
                          x->stride, x->bump, r->stride, r->bump);
+        if (x->heap) t->heap_run_bytes += size;
     }
     const zone_cls *rc = zone_run_cls(z, r);
     for (uint32_t i = 0; i < r->bump; i++) {
@@ -519,6 +521,12 @@ static hk_result zone_check_all(hk_zone *z) {
     if (r != HK_OK) return r;
     zone_sums sm; /* a threads zone's counters are spread over its heaps */
     hk__zone_thr_sums(z, &sm, 0);
+    size_t heap_run_bytes = 0;
+    for (const zone_heap *h = z->threads ? z->heaps : NULL; h; h = h->next) heap_run_bytes += h->run_bytes;
+    if (heap_run_bytes != t.heap_run_bytes)
+        ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z,
+                     "the heaps count %zu bytes of runs; the runs that name a heap have %zu", heap_run_bytes,
+                     t.heap_run_bytes);
     if (t.capacity != z->capacity || t.free_bytes != z->free_bytes || t.nfree != z->free_blocks ||
         t.used_bytes != z->used_bytes || t.used_req != sm.used_req ||
         t.live != (size_t)(sm.alloc_count - sm.free_count) || t.untracked != z->untracked_live ||

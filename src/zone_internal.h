@@ -86,13 +86,15 @@
 #define ZONE_RUN_FIRST                                                                                       \
     ((size_t)16 << 10) /* bytes of slots of a class's first run, before the slot limits                      \
                         */
-#define ZONE_RUN_TARGET    ((size_t)32 << 10) /* runs replacing full ones double up to this */
-#define ZONE_RUN_BUSY_X    32u  /* threads zones: or, for larger slots, up to this many of them */
-#define ZONE_RUN_CAP_SLOTS 512u /* slots per run at most */
-#define ZONE_RUN_MIN_SLOTS 4u
-#define ZONE_CARVE_SPAN    4096u /* a carve fills the slots of the pages it touches, at this granularity */
-#define ZONE_CARVE_MAX     8u    /* slots a carve makes at most (a bound on its work) */
-#define ZONE_RUN_MAX_SLOTS 4095u /* slot index is 12 bits */
+#define ZONE_RUN_TARGET     ((size_t)32 << 10)  /* runs replacing full ones double up to this, */
+#define ZONE_RUN_SHARE_LOG2 6u                  /* or to 1/64 of the bytes of their owner's runs, */
+#define ZONE_RUN_TARGET_MAX ((size_t)128 << 10) /* but not past this */
+#define ZONE_RUN_BUSY_X     32u  /* threads zones: or, for larger slots, up to this many of them */
+#define ZONE_RUN_CAP_SLOTS  512u /* slots per run at most */
+#define ZONE_RUN_MIN_SLOTS  4u
+#define ZONE_CARVE_SPAN     4096u /* a carve fills the slots of the pages it touches, at this granularity */
+#define ZONE_CARVE_MAX      8u    /* slots a carve makes at most (a bound on its work) */
+#define ZONE_RUN_MAX_SLOTS  4095u /* slot index is 12 bits */
 #define ZONE_RUN_OFF                                                                                         \
     (HK_FLAG_FILL | HK_FLAG_CANARY | HK_FLAG_ZERO | HK_FLAG_PARANOID | HK_FLAG_RECORD_SITE |                 \
      HK_ZONE_TRACK_ALL | HK_ZONE_NO_RUNS)

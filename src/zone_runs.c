@@ -35,23 +35,31 @@
  *    current before it: hk__zone_slot_reuse); a FULL run has every slot
  *    used; a SPARE run is its class's spare and empty.
  *  - slot_bytes is the sum of the strides of the used slots.
+ *  - in a threads zone, each heap's run_bytes is the sum of the block
+ *    sizes of the runs whose extension names it.
  */
 #include "zone_runs.h"
 
 /* Slots for a new run of `stride`-byte slots: ZONE_RUN_FIRST bytes of
  * them for a class's first run; a run that replaces a full one of `prev`
- * slots gets twice that one's bytes, up to ZONE_RUN_TARGET; at most
+ * slots gets twice that one's bytes, up to a target: ZONE_RUN_TARGET, or
+ * 1/64 of `owned` (the bytes of the runs its owner, heap or zone, already
+ * holds) when that is more, up to ZONE_RUN_TARGET_MAX; at most
  * ZONE_RUN_CAP_SLOTS and at least ZONE_RUN_MIN_SLOTS; in a zone that
  * cannot grow, at most 1/16 of the capacity (0: no run). A busy class's
- * larger runs make its allocations switch runs less often; a rarely used
- * class keeps a small run, whose address space (a run's untouched slots
- * cost address space only: slots are carved as they are first used) does
- * not push the zone's high water up. */
-static size_t zone_run_slots(const hk_zone *z, uint32_t stride, uint32_t prev) {
+ * larger runs make its allocations switch runs less often, and a large
+ * heap's classes span fewer runs; a rarely used class keeps a small run,
+ * whose address space (a run's untouched slots cost address space only:
+ * slots are carved as they are first used) does not push the zone's high
+ * water up, and a heap of less than 2 MiB of runs keeps the 32 KiB
+ * target, so that a run's unused slots stay small beside the heap. */
+static size_t zone_run_slots(const hk_zone *z, uint32_t stride, uint32_t prev, size_t owned) {
     size_t bytes = prev ? (size_t)prev * stride * 2 : ZONE_RUN_FIRST;
+    size_t target = owned >> ZONE_RUN_SHARE_LOG2;
+    if (target < ZONE_RUN_TARGET) target = ZONE_RUN_TARGET;
+    if (target > ZONE_RUN_TARGET_MAX) target = ZONE_RUN_TARGET_MAX;
     /* a threads zone's heap takes the zone lock for each new run: a busy
      * class of large slots doubles on to ZONE_RUN_BUSY_X slots */
-    size_t target = ZONE_RUN_TARGET;
     if (z->threads && (size_t)stride * ZONE_RUN_BUSY_X > target) target = (size_t)stride * ZONE_RUN_BUSY_X;
     if (bytes < ZONE_RUN_FIRST) bytes = ZONE_RUN_FIRST;
     if (bytes > target) bytes = target;
@@ -71,7 +79,9 @@ static size_t zone_run_slots(const hk_zone *z, uint32_t stride, uint32_t prev) {
  * O(1) (plus one mmap when growing). */
 zone_run *hk__zone_run_new(hk_zone *z, unsigned ci, struct zone_heap *h, uint32_t prev) {
     uint32_t stride = zone_cls_stride(ci);
-    size_t n = zone_run_slots(z, stride, prev), bsize;
+    /* the owner's runs: the heap's, or the zone's (in a threads zone the
+     * zone's own runs, for a thread without a heap, count every heap's) */
+    size_t n = zone_run_slots(z, stride, prev, h ? h->run_bytes : z->runs.run_bytes), bsize;
     if (!n) return NULL;
     size_t need = ZONE_RUN_HDR + n * stride + (z->threads ? ZONE_RUN_XBYTES : 0);
     zone_blk *b = hk__zone_take(z, need, 16, &bsize);
@@ -107,6 +117,7 @@ zone_run *hk__zone_run_new(hk_zone *z, unsigned ci, struct zone_heap *h, uint32_
     }
     z->runs.run_bytes += bsize;
     z->runs.nruns++;
+    if (h) h->run_bytes += bsize;
     return r;
 }
 
@@ -117,6 +128,7 @@ zone_blk *hk__zone_run_release(hk_zone *z, zone_run *r) {
     z->runs.nruns--;
     if (z->threads) {
         zone_run_x *x = zone_run_ext(r);
+        if (x->heap) x->heap->run_bytes -= size;
         if (x->aprev)
             x->aprev->anext = x->anext;
         else

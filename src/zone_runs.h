@@ -80,6 +80,10 @@ typedef struct zone_heap {
     /* Bit t: this heap made tagged slots of tag t (set by the owner;
      * read and cleared by free_tags while the owners are quiescent). */
     uint64_t tagmap[4];
+    /* Bytes of the blocks of this heap's runs (lock held: runs are made
+     * and given back under it): the larger a heap, the larger its new runs
+     * may be (zone_runs.c, zone_run_slots). */
+    size_t run_bytes;
 } zone_heap;
 
 /* The extension sits ZONE_RUN_XOFF bytes below the run struct, between the

@@ -2,6 +2,7 @@
  * HK_ZONE_NO_RUNS flag and the debug flags), growing from the OS, tiny
  * fixed zones, and two regions freed alternately. */
 #define _GNU_SOURCE 1 /* open_memstream */
+#include "zone_runs.h"
 #include "zone_runs_test_util.h"
 
 static void runs_off_with(uint32_t flags) {
@@ -318,5 +319,133 @@ HKT_TEST(runs_realloc_fast_path_two_regions) {
     hkt_errors_reset(&errs);
     p[ib] = b2;
     for (size_t i = 0; i < n; i++) CHECK_EQ(hk_zone_free(z, p[i]), HK_OK);
+    end_empty(z, &errs);
+}
+
+/* The slots zone_runs.c gives a run of `stride`-byte slots that replaces
+ * a full one of `prev` slots (0: the class's first), its owner holding
+ * `owned` bytes of runs: the rule docs/zone.md states. */
+static size_t expected_slots(size_t stride, size_t prev, size_t owned) {
+    size_t bytes = prev ? prev * stride * 2 : ZONE_RUN_FIRST, target = owned / 64;
+    if (target < ZONE_RUN_TARGET) target = ZONE_RUN_TARGET;
+    if (target > ZONE_RUN_TARGET_MAX) target = ZONE_RUN_TARGET_MAX;
+    if (bytes > target) bytes = target;
+    size_t n = bytes / stride;
+    return n > ZONE_RUN_CAP_SLOTS ? ZONE_RUN_CAP_SLOTS : n < ZONE_RUN_MIN_SLOTS ? ZONE_RUN_MIN_SLOTS : n;
+}
+
+/* The bytes of runs the calling thread's allocations come from: the
+ * thread's heap in a threads zone, else the zone's. */
+static size_t owner_run_bytes(const hk_zone *z) {
+    if (!z->threads) return z->runs.run_bytes;
+    return z->heaps ? z->heaps->run_bytes : 0; /* the heap comes with the thread's first allocation */
+}
+
+/* Allocates 1000-byte blocks (1 KiB slots) into ps[*n..] until `want`
+ * new runs of them are seen or one of `stop` slots (*curp: the class's
+ * current run, NULL for none), checking each new run's
+ * slot count against the rule with the owner's run bytes from just before
+ * it was made; returns the largest run's slots. */
+static size_t grow_class(hk_zone *z, zone_run **curp, unsigned char **ps, size_t *n, size_t cap, size_t want,
+                         size_t stop) {
+    zone_run *cur = *curp;
+    size_t seen = 0, largest = 0, bad = 0;
+    while (seen < want && (!stop || largest < stop) && *n < cap) {
+        size_t owned = owner_run_bytes(z);
+        unsigned char *p = hk_zone_alloc(z, 1000);
+        REQUIRE(p != NULL);
+        p[0] = (unsigned char)*n;
+        ps[(*n)++] = p;
+        zone_run *r = zone_run_of_slot(zone_from_user(raw(p)));
+        if (r == cur) continue;
+        size_t e = expected_slots(1024, cur ? cur->nslots : 0, owned);
+        if (r->nslots != e && bad++ == 0)
+            printf("    run %zu: %u slots, the rule says %zu (owner held %zu bytes)\n", seen, r->nslots, e,
+                   owned);
+        if (r->nslots > largest) largest = r->nslots;
+        cur = r;
+        seen++;
+    }
+    *curp = cur;
+    CHECK_EQ(bad, 0);
+    return largest;
+}
+
+/* A run that replaces a full one gets twice its bytes up to 32 KiB, or up
+ * to 1/64 of the bytes of runs its owner holds (the zone; in a threads
+ * zone, the calling thread's heap) when that is more, up to 128 KiB; once
+ * everything is freed and trimmed the owner holds at most one run and new
+ * runs are small again. The heaps' byte counts are verified by hk_zone_check. */
+static void runs_grow_with_owner(uint32_t flags) {
+    hkt_errors errs = {0};
+    hk_zone *z = hk_zone_create(&(hk_zone_desc){.size = 1 << 20,
+                                                .grow_size = 1 << 20,
+                                                .flags = flags,
+                                                .name = "owner",
+                                                .on_error = hkt_on_error,
+                                                .error_user = &errs});
+    REQUIRE(z != NULL);
+    REQUIRE(zone_cls_stride(zone_cls_of(1000)) == 1024);
+    enum { CAP = 12000 };
+    static unsigned char *ps[CAP];
+    size_t n = 0;
+    zone_run *cur = NULL;
+    /* 32 slots of 1 KiB up to 2 MiB of runs, then more, up to 128 slots
+     * (8 MiB of runs make the target 128 KiB) */
+    CHECK_EQ(grow_class(z, &cur, ps, &n, CAP, 64, 0), ZONE_RUN_TARGET / 1024);
+    CHECK(owner_run_bytes(z) < (size_t)2 << 20);
+    CHECK_EQ(grow_class(z, &cur, ps, &n, CAP, SIZE_MAX, ZONE_RUN_TARGET_MAX / 1024),
+             ZONE_RUN_TARGET_MAX / 1024);
+    CHECK(owner_run_bytes(z) >= (size_t)8 << 20);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    g_rng = 99;
+    for (size_t i = n - 1; i > 0; i--) {
+        size_t j = rnd() % (i + 1);
+        unsigned char *t = ps[i];
+        ps[i] = ps[j], ps[j] = t;
+    }
+    for (size_t i = 0; i < n; i++) CHECK_EQ(hk_zone_free(z, ps[i]), HK_OK);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    hk_zone_trim(z);
+    /* a plain zone gives every empty run back; a thread's heap keeps the
+     * class's current run (its owner may be allocating from it), whose
+     * slots the next allocations take */
+    zone_run *kept = z->threads ? z->heaps->cls[zone_cls_of(1000)].cur : NULL;
+    CHECK_EQ(owner_run_bytes(z), kept ? zone_bsize(zone_run_block(kept)) : 0);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    /* a small owner again: runs of 32 slots (after a first of 16 when
+     * none was kept) */
+    n = 0;
+    cur = kept; /* a new run may have a released one's address */
+    CHECK_EQ(grow_class(z, &cur, ps, &n, CAP, 4, 0), ZONE_RUN_TARGET / 1024);
+    for (size_t i = 0; i < n; i++) CHECK_EQ(hk_zone_free(z, ps[i]), HK_OK);
+    end_empty(z, &errs);
+}
+HKT_TEST(runs_grow_with_their_owner_zone) { runs_grow_with_owner(0); }
+HKT_TEST(runs_grow_with_their_owner_heap) { runs_grow_with_owner(HK_ZONE_THREADS); }
+
+/* hk_zone_check adds up the heaps' counts of their runs' bytes: one that
+ * is off is reported, and the zone is sound again once it is put back. */
+HKT_TEST(runs_check_catches_a_heap_run_bytes_count_off) {
+    hkt_errors errs = {0};
+    hk_zone *z = hk_zone_create(&(hk_zone_desc){.size = 1 << 20,
+                                                .flags = HK_ZONE_THREADS,
+                                                .name = "count",
+                                                .on_error = hkt_on_error,
+                                                .error_user = &errs});
+    REQUIRE(z != NULL);
+    void *p = hk_zone_alloc(z, 100);
+    REQUIRE(p != NULL);
+    REQUIRE(z->heaps != NULL && z->heaps->run_bytes > 0);
+    errs.quiet = 1;
+    z->heaps->run_bytes += 64;
+    CHECK_EQ(hk_zone_check(z), HK_ERR_CORRUPT);
+    CHECK_EQ(errs.last_kind, HK_EK_CORRUPT_STRUCTURE);
+    CHECK_STR_CONTAINS(errs.last_message, "bytes of runs");
+    z->heaps->run_bytes -= 64;
+    errs.quiet = 0;
+    hkt_errors_reset(&errs);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    CHECK_EQ(hk_zone_free(z, p), HK_OK);
     end_empty(z, &errs);
 }
