@@ -148,7 +148,15 @@ static inline __attribute__((always_inline)) void *shim_malloc(size_t n) {
 
 static inline __attribute__((always_inline)) void shim_free(void *p) {
     hk_zone *z = __atomic_load_n(&g_shim_ready, __ATOMIC_ACQUIRE);
-    if (HK__LIKELY(z != NULL && z->fast == ZONE_FAST_THREADS) && p && zone_thr_free_owned(z, p)) return;
+    if (HK__LIKELY(z != NULL && z->fast == ZONE_FAST_THREADS) && p) {
+        uint64_t w;
+        zone_run *r;
+        zone_heap *h;
+        if (HK__LIKELY(zone_thr_owned_slot(z, p, &w, &r, &h))) {
+            zone_thr_free_owner(z, h, zone_from_user(p), r, w); /* this thread's own slot: no lock */
+            return;
+        }
+    }
     if (p) shim_free_slow(p);
 }
 

@@ -454,7 +454,11 @@ hk_result hk_zone_free(hk_zone *z, void *p) {
             return HK_OK;
         }
     } else if (z->fast == ZONE_FAST_THREADS) {
-        if (HK__LIKELY(zone_thr_free_owned(z, p))) return HK_OK; /* a slot of this thread's heap: no lock */
+        uint64_t w;
+        zone_run *r;
+        zone_heap *h;
+        if (HK__LIKELY(zone_thr_owned_slot(z, p, &w, &r, &h))) /* a slot of this thread's heap: no lock */
+            return zone_thr_free_owner(z, h, zone_from_user(p), r, w);
     }
     return zone_free_locked(z, p);
 }

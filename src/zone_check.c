@@ -51,6 +51,48 @@ typedef struct zone_tally {
     size_t clean_bytes;    /* spans of the clean free blocks (given back to the OS) */
 } zone_tally;
 
+/* A threads zone's heap caches (zone_runs.h, zone_heap): each entry of
+ * heap h's list of class ci is a free slot of that class in a run of h,
+ * each list holds as many as its count says; each run's extension gets
+ * the number of its slots found (ccached), which zone_check_run adds to
+ * the used slots its headers show. Lock held, owners quiescent. */
+static hk_result zone_check_caches(hk_zone *z) {
+    for (zone_run_x *x = z->xruns; x; x = x->anext) x->ccached = 0;
+    for (zone_heap *h = z->heaps; h; h = h->next)
+        for (unsigned ci = 0; ci < ZONE_NCLS; ci++) {
+            uint32_t n = 0;
+            for (unsigned char *u = h->cache[ci]; u; n++) {
+                uintptr_t a = (uintptr_t)u;
+                int ri = zone_find_region(z, u);
+                const zone_blk *b = zone_from_user(u);
+                zone_run *r = NULL;
+                uint32_t stride;
+                if (n >= h->ncache[ci] || ri < 0 || (a & 15) ||
+                    a < (uintptr_t)z->regions[ri].base + ZONE_HDR || !zone_hdr_ok(b) || !zone_is_slot(b) ||
+                    (b->bits & ZB_USED) || b->bits == ZB_SLOT_REMOTE || zone_slot_cls(b) != ci ||
+                    !zone_slot_run_at((uintptr_t)z->regions[ri].base + ZONE_HDR, b, b->size16, ZONE_RUN_XOFF,
+                                      &r, &stride) ||
+                    !zone_run_is(r, stride) || zone_slot_idx(b) >= r->bump || zone_run_ext(r)->run != r ||
+                    zone_run_ext(r)->heap != h)
+                    ZONE_CORRUPT(
+                        HK_EK_CORRUPT_FREE, u,
+                        "the cache of freed %u-byte slots of heap %p reaches %p, not one of its free "
+                        "slots (entry %u of %u)",
+                        zone_cls_stride(ci), (void *)h, (void *)u, n, h->ncache[ci]);
+                zone_run_ext(r)->ccached++;
+                zone_unpoison(u, sizeof(void *));
+                unsigned char *nx = *(unsigned char **)u;
+                zone_poison(u, sizeof(void *));
+                u = nx;
+            }
+            if (n != h->ncache[ci])
+                ZONE_CORRUPT(HK_EK_CORRUPT_FREE, h,
+                             "the cache of freed %u-byte slots of heap %p holds %u, its count says %u",
+                             zone_cls_stride(ci), (void *)h, n, h->ncache[ci]);
+        }
+    return HK_OK;
+}
+
 /* Checks run block b (its struct, every carved slot's header, the free
  * list, the state) and tallies its slots. */
 static hk_result zone_check_run(hk_zone *z, zone_blk *b, size_t size, zone_tally *t) {
@@ -107,9 +149,10 @@ static hk_result zone_check_run(hk_zone *z, zone_blk *b, size_t size, zone_tally
                          (void *)zone_user(s), (void *)r);
         }
     }
-    if (used != r->used)
-        ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r, "run %p has %zu used slots, its count says %u", (void *)r,
-                     used, r->used);
+    /* its count includes the slots in its heap's cache (zone_check_caches) */
+    if (used + (x ? x->ccached : 0) != r->used)
+        ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r, "run %p has %zu used slots and %u cached, its count says %u",
+                     (void *)r, used, x ? x->ccached : 0u, r->used);
     if (ntag != r->ntag || (x && treq != x->treq))
         ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r,
                      "run %p has %zu tagged slots asking %zu bytes, its counts say %u and %u", (void *)r,
@@ -511,6 +554,10 @@ static hk_result zone_check_all(hk_zone *z) {
     memset(&t, 0, sizeof t);
     if (z->nregions > HK_ZONE_MAX_REGIONS)
         ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "control block damaged: %u regions", z->nregions);
+    if (z->threads) {
+        hk_result c = zone_check_caches(z);
+        if (c != HK_OK) return c;
+    }
     for (uint32_t i = 0; i < z->nregions; i++) {
         hk_result r = zone_check_region(z, i, &t);
         if (r != HK_OK) return r;

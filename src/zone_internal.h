@@ -458,13 +458,22 @@ static inline zone_blk *zone_run_block(const zone_run *r) {
  * value of a slot header's 7-bit class field: the classes past the last
  * have stride 0, which no run has, so the fast free's run test rejects a
  * header naming one without a test of its own. */
-static const uint32_t zone_stride_tab[128] = {
-    32u,   48u,   64u,   80u,   96u,    112u,   128u,   144u,   160u,   176u,   192u,   208u,  224u,
-    240u,  256u,  288u,  320u,  352u,   384u,   416u,   448u,   480u,   512u,   576u,   640u,  704u,
-    768u,  832u,  896u,  960u,  1024u,  1152u,  1280u,  1408u,  1536u,  1664u,  1792u,  1920u, 2048u,
-    2304u, 2560u, 2816u, 3072u, 3328u,  3584u,  3840u,  4096u,  4608u,  5120u,  5632u,  6144u, 6656u,
-    7168u, 7680u, 8192u, 9216u, 10240u, 11264u, 12288u, 13312u, 14336u, 15360u, 16384u,
-};
+/* clang-format off */
+#define ZONE_STRIDES(X)                                                                                      \
+    X(32u) X(48u) X(64u) X(80u) X(96u) X(112u) X(128u) X(144u) X(160u) X(176u) X(192u) X(208u) X(224u)      \
+    X(240u) X(256u) X(288u) X(320u) X(352u) X(384u) X(416u) X(448u) X(480u) X(512u) X(576u) X(640u)        \
+    X(704u) X(768u) X(832u) X(896u) X(960u) X(1024u) X(1152u) X(1280u) X(1408u) X(1536u) X(1664u)          \
+    X(1792u) X(1920u) X(2048u) X(2304u) X(2560u) X(2816u) X(3072u) X(3328u) X(3584u) X(3840u) X(4096u)     \
+    X(4608u) X(5120u) X(5632u) X(6144u) X(6656u) X(7168u) X(7680u) X(8192u) X(9216u) X(10240u) X(11264u)   \
+    X(12288u) X(13312u) X(14336u) X(15360u) X(16384u)
+/* clang-format on */
+#define ZONE_STRIDE_ENTRY(s) s,
+static const uint32_t zone_stride_tab[128] = {ZONE_STRIDES(ZONE_STRIDE_ENTRY)};
+/* A threads zone's heap caches at most this many freed slots of a class
+ * (zone_runs.h, zone_heap): 64, or 128 KiB of them for the slots above 2
+ * KiB (at least 8). */
+#define ZONE_CACHE_MAX_OF(s) ((131072u / (s)) < 64u ? 131072u / (s) : 64u),
+static const uint8_t zone_cache_max_tab[128] = {ZONE_STRIDES(ZONE_CACHE_MAX_OF)};
 _Static_assert(ZONE_NCLS < 128, "the 7-bit class field has strides past the last class");
 
 static inline uint32_t zone_cls_stride(unsigned c) { return zone_stride_tab[c]; }

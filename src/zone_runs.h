@@ -52,9 +52,22 @@ typedef struct zone_run_x {
      * remote), so that free_tags can free a run holding only slots of its
      * tags without reading their headers */
     uint32_t treq;
+    /* hk_zone_check's scratch: the run's slots it found in its heap's
+     * cache (zone_check.c) */
+    uint32_t ccached;
 } zone_run_x;
 
 typedef struct zone_heap {
+    /* The owner's cache of the untagged slots it freed, per class: LIFO
+     * lists linked through the slots' first 8 bytes. A cached slot has a
+     * free header but stays counted in its run's `used` (so no run holding
+     * one is settled or given back); allocations of its class take it
+     * first. ncache (atomic: stats read it) counts each list; once a list
+     * holds more than zone_cache_max_tab[class] slots the owner moves its
+     * older half to their runs (zone_threads.c, hk__zone_thr_cache_flush:
+     * at most 32 slots moved, a bound on the free's worst case). */
+    unsigned char *cache[ZONE_NCLS];
+    uint32_t ncache[ZONE_NCLS];
     zone_cls cls[ZONE_NCLS]; /* owner only */
     zone_rnode *inbox;       /* atomic stack of batches of this heap's slots freed by other threads */
     zone_rsrc rs;            /* owner only: its own frees of other heaps' slots */

@@ -125,12 +125,76 @@ static void zone_own_poll(hk_zone *z) {
     hk__zone_decay_poll_at(z, now, 1);
 }
 
-void hk__zone_thr_free_tail(hk_zone *z, zone_heap *h, zone_run *r, uint64_t fc) {
-    if (r->used == 0 || r->state == ZONE_RUN_FULL) hk__zone_thr_settle(z, h, r, 0);
+static zone_heap *zone_tl_find(const hk_zone *z);
+
+/* ---- the heap's cache of freed slots ------------------------------------------ */
+
+static unsigned char *zone_link_get(unsigned char *u) {
+    zone_unpoison(u, sizeof(void *));
+    unsigned char *n = *(unsigned char **)u;
+    zone_poison(u, sizeof(void *));
+    return n;
+}
+static void zone_link_set(unsigned char *u, unsigned char *n) {
+    zone_unpoison(u, sizeof(void *));
+    *(unsigned char **)u = n;
+    zone_poison(u, sizeof(void *));
+}
+
+void hk__zone_thr_cache_flush(hk_zone *z, zone_heap *h, unsigned ci, uint32_t keep, int locked) {
+    unsigned char *u = h->cache[ci], *last = NULL;
+    uint32_t kept = 0;
+    for (; u && kept < keep; kept++) last = u, u = zone_link_get(u);
+    if (last)
+        zone_link_set(last, NULL);
+    else
+        h->cache[ci] = NULL;
+    __atomic_store_n(&h->ncache[ci], kept, __ATOMIC_RELAXED);
+    while (u) {
+        unsigned char *next = zone_link_get(u);
+        zone_run *r = zone_run_of_slot(zone_from_user(u));
+        zone_link_set(u, r->free);
+        r->free = u;
+        if (--r->used == 0 || r->state == ZONE_RUN_FULL) hk__zone_thr_settle(z, h, r, locked);
+        u = next;
+    }
+}
+
+void hk__zone_thr_cache_flush_all(hk_zone *z, zone_heap *h, int locked) {
+    for (unsigned ci = 0; ci < ZONE_NCLS; ci++)
+        if (h->cache[ci]) hk__zone_thr_cache_flush(z, h, ci, 0, locked);
+}
+
+hk_result hk__zone_thr_free_last(zone_heap *h, zone_blk *b, zone_run *r, uint64_t w) {
+    hk_zone *z = h->z;
+    uint32_t stride = r->stride, word = (uint32_t)w;
+    unsigned char *u = zone_user(b);
+    zone_hdr_store(b, w ^ zone_w_use_delta(word >> 19));
+    zone_unpoison(u, sizeof(void *));
+    *(unsigned char **)u = r->free;
+    r->free = u;
+    zone_poison(u, stride - ZONE_HDR);
+    r->used--;
+    __atomic_store_n(&h->used_req, h->used_req - (stride - ZONE_OVERLAP - (word >> 19)), __ATOMIC_RELAXED);
+    uint64_t fc = h->free_count + 1;
+    __atomic_store_n(&h->free_count, fc, __ATOMIC_RELAXED);
+    hk__zone_thr_settle(z, h, r, 0);
     if (fc >= __atomic_load_n(&h->decay_poll_at, __ATOMIC_RELAXED)) zone_thr_poll(z, h, fc, 0);
+    return HK_OK;
+}
+
+hk_result hk__zone_thr_free_tail(zone_heap *h, unsigned ci, uint64_t fc) {
+    hk_zone *z = h->z;
+    if (h->ncache[ci] > zone_cache_max_tab[ci])
+        hk__zone_thr_cache_flush(z, h, ci, zone_cache_max_tab[ci] / 2u, 0);
+    if (fc >= __atomic_load_n(&h->decay_poll_at, __ATOMIC_RELAXED)) zone_thr_poll(z, h, fc, 0);
+    return HK_OK;
 }
 
 void hk__zone_thr_trim(hk_zone *z) {
+    /* the calling thread's own cached slots go back to their runs first */
+    zone_heap *mine = zone_tl_find(z);
+    if (mine) hk__zone_thr_cache_flush_all(z, mine, 1);
     for (zone_heap *h = z->heaps; h; h = h->next) {
         /* an abandoned heap has no owner (adoption takes the lock): collect
          * its remote frees, which may empty runs, and take its empty
@@ -138,6 +202,7 @@ void hk__zone_thr_trim(hk_zone *z) {
         if (h->abandoned) {
             hk__zone_out_flush(&h->rs);
             hk__zone_thr_collect(z, h, 1);
+            hk__zone_thr_cache_flush_all(z, h, 1);
         }
         for (unsigned ci = 0; ci < ZONE_NCLS; ci++) {
             zone_cls *c = &h->cls[ci];
@@ -158,7 +223,10 @@ void hk__zone_thr_trim(hk_zone *z) {
 void hk__zone_thr_collect_all(hk_zone *z) {
     hk__zone_out_flush(&z->rs);
     for (zone_heap *h = z->heaps; h; h = h->next) hk__zone_out_flush(&h->rs);
-    for (zone_heap *h = z->heaps; h; h = h->next) hk__zone_thr_collect(z, h, 1);
+    for (zone_heap *h = z->heaps; h; h = h->next) {
+        hk__zone_thr_collect(z, h, 1);
+        hk__zone_thr_cache_flush_all(z, h, 1);
+    }
 }
 
 /* ---- tagged slots: free_tags ------------------------------------------------- */
@@ -399,6 +467,7 @@ static void zone_thread_exit(void) {
         if (z) {
             hk__core_lock(&z->core);
             hk__zone_thr_collect(z, e->h, 1);
+            hk__zone_thr_cache_flush_all(z, e->h, 1);
             hk__zone_out_flush(&e->h->rs);
             e->h->abandoned = 1;
             hk__core_unlock(&z->core);
@@ -676,6 +745,10 @@ void hk__zone_thr_sums(const hk_zone *z, zone_sums *s, int pending) {
         const zone_run *r = __atomic_load_n(&x->run, __ATOMIC_RELAXED);
         s->slot_bytes += (size_t)zone_run_used_peek(r) * x->stride;
     }
+    /* less the slots in the heaps' caches, which their runs count */
+    for (const zone_heap *h = z->heaps; h; h = h->next)
+        for (unsigned ci = 0; ci < ZONE_NCLS; ci++)
+            s->slot_bytes -= (size_t)__atomic_load_n(&h->ncache[ci], __ATOMIC_RELAXED) * zone_cls_stride(ci);
     if (!pending) return;
     /* slots freed by other threads and not collected yet are free already */
     zone_sums p;

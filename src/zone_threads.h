@@ -107,9 +107,9 @@ void hk__zone_thr_fini(hk_zone *z);
  * core; an abandoned heap is first collected, then its empty current runs
  * go too (hk_zone_trim). O(heaps x classes). */
 void hk__zone_thr_trim(hk_zone *z);
-/* Lock held, other threads quiescent: pushes every pool's batches and
- * collects every heap's inbox (free_tags and purge call it before touching
- * runs). */
+/* Lock held, other threads quiescent: pushes every pool's batches,
+ * collects every heap's inbox and moves every heap's cached slots to their
+ * runs (free_tags calls it before touching runs). */
 void hk__zone_thr_collect_all(hk_zone *z);
 /* The totals of the slot counters over the zone and every heap (in a
  * threads zone the slot bytes from every run's used count), less the
@@ -143,11 +143,18 @@ void *hk__zone_thr_alloc_tagged(hk_zone *z, size_t n, unsigned tag);
  * the slots freed. zone_tags.c's region walk skips those runs. */
 size_t hk__zone_thr_free_tags(hk_zone *z, int lo, int hi);
 
-/* Makes slot u of run r (owned by h) a used block of n bytes, its header
- * word being `w`; returns u. */
-static inline void *zone_thr_finish(zone_heap *h, zone_run *r, unsigned char *u, uint64_t w, size_t n) {
+/* Moves the slots of class ci's cache of heap h past its newest `keep`
+ * to their runs' free lists, settling the runs: h's owner (`locked` 0),
+ * or any thread with the lock held while h has no owner (`locked` 1).
+ * O(slots moved). */
+void hk__zone_thr_cache_flush(hk_zone *z, zone_heap *h, unsigned ci, uint32_t keep, int locked);
+/* Every class's cache of heap h, the same way. O(classes + slots). */
+void hk__zone_thr_cache_flush_all(hk_zone *z, zone_heap *h, int locked);
+
+/* Makes slot u (of a run of h, counted in its `used` already) a used
+ * block of n bytes, its header word being `w`; returns u. */
+static inline void *zone_thr_finish_hdr(zone_heap *h, unsigned char *u, uint64_t w, size_t n) {
     zone_hdr_store(zone_from_user(u), w);
-    r->used++;
     uint32_t slack = (uint32_t)w >> 19;
     zone_unpoison(u, n);
     if (slack > ZONE_OVERLAP) zone_poison(u + n, slack - ZONE_OVERLAP);
@@ -156,8 +163,16 @@ static inline void *zone_thr_finish(zone_heap *h, zone_run *r, unsigned char *u,
     return u;
 }
 
+/* Makes slot u of run r (owned by h) a used block of n bytes, its header
+ * word being `w`; returns u. */
+static inline void *zone_thr_finish(zone_heap *h, zone_run *r, unsigned char *u, uint64_t w, size_t n) {
+    r->used++;
+    return zone_thr_finish_hdr(h, u, w, n);
+}
+
 /* The owner's inline alloc: n <= ZONE_RUN_MAX_REQ bytes popped from the
- * free list of the current run of n's class in the calling thread's heap,
+ * heap's cache of n's class (untagged only), else from the free list of
+ * the current run of n's class in the calling thread's heap,
  * its free header turned into the used one of tag `tag` by one xor (a
  * tagged slot unless HK_TAG_STATIC: its run's ntag and its heap's tagmap
  * count it; callers pass a constant or the tag of alloc_tagged); NULL when
@@ -167,8 +182,16 @@ static inline void *zone_thr_finish(zone_heap *h, zone_run *r, unsigned char *u,
 static inline void *zone_thr_pop_tag(hk_zone *z, size_t n, unsigned tag) {
     if (HK__LIKELY(hk__zone_tl_cur.zid == z->zid)) {
         zone_heap *h = hk__zone_tl_cur.h;
-        zone_run *r = h->cls[zone_cls_of(n)].cur;
+        unsigned ci = zone_cls_of(n);
         unsigned char *u;
+        if (tag == HK_TAG_STATIC && HK__LIKELY((u = h->cache[ci]) != NULL)) {
+            zone_unpoison(u, sizeof(void *));
+            h->cache[ci] = *(unsigned char **)u;
+            __atomic_store_n(&h->ncache[ci], h->ncache[ci] - 1, __ATOMIC_RELAXED);
+            uint32_t slack = zone_cls_stride(ci) - ZONE_OVERLAP - (uint32_t)n;
+            return zone_thr_finish_hdr(h, u, zone_hdr_load(zone_from_user(u)) ^ zone_w_use_delta(slack), n);
+        }
+        zone_run *r = h->cls[ci].cur;
         if (HK__LIKELY(r != NULL && (u = r->free) != NULL)) {
             zone_unpoison(u, sizeof(void *));
             r->free = *(unsigned char **)u;
@@ -186,28 +209,45 @@ static inline void *zone_thr_pop_tag(hk_zone *z, size_t n, unsigned tag) {
 }
 static inline void *zone_thr_pop(hk_zone *z, size_t n) { return zone_thr_pop_tag(z, n, HK_TAG_STATIC); }
 
-/* The rare end of an owner free (zone_threads.c): run r of h left full
- * (now partial) or emptied is settled, and the decay clock is polled when
- * h's free count fc reached h->decay_poll_at. One call in tail position, so
- * the inline free keeps nothing live across it. */
-void hk__zone_thr_free_tail(hk_zone *z, zone_heap *h, zone_run *r, uint64_t fc);
+/* The rare end of an owner free (zone_threads.c): the cache of class ci
+ * of h went past zone_cache_max_tab[ci] (its older half goes to the runs), or
+ * h's free count fc reached h->decay_poll_at (the decay clock is polled).
+ * One call in tail position, so the inline free keeps nothing live across
+ * it. */
+hk_result hk__zone_thr_free_tail(zone_heap *h, unsigned ci, uint64_t fc);
 
-/* Frees used slot b (header word w, verified) of run r owned by h, the
- * calling thread's heap. */
-static inline void zone_thr_free_owner(hk_zone *z, zone_heap *h, zone_blk *b, zone_run *r, uint64_t w) {
-    uint32_t stride = r->stride, word = (uint32_t)w;
+/* The owner's free of the last used slot of run r (the inline free's
+ * rare case): onto the run's free list, the run settled (given back or
+ * kept as the spare) and the decay clock polled, so that a run its owner
+ * empties goes back as it did without the cache. */
+hk_result hk__zone_thr_free_last(zone_heap *h, zone_blk *b, zone_run *r, uint64_t w);
+
+/* Frees used untagged slot b (header word w, verified) of run r owned by
+ * h, the calling thread's heap: its header says free, and it goes on the
+ * heap's cache of its class (its run still counts it: see zone_heap),
+ * unless it is its run's last used slot. */
+static inline hk_result zone_thr_free_owner(hk_zone *z, zone_heap *h, zone_blk *b, zone_run *r, uint64_t w) {
+    (void)z; /* the tail calls find it in h: one register fewer on this path */
+    if (HK__UNLIKELY(r->used == 1)) return hk__zone_thr_free_last(h, b, r, w);
+    /* from here on only h, b and w: the stride from the class table */
+    uint32_t word = (uint32_t)w;
+    unsigned ci = (word >> 12) & 0x7fu;
+    uint32_t stride = zone_cls_stride(ci);
     unsigned char *u = zone_user(b);
     zone_hdr_store(b, w ^ zone_w_use_delta(word >> 19));
     zone_unpoison(u, sizeof(void *));
-    *(unsigned char **)u = r->free;
-    r->free = u;
+    *(unsigned char **)u = h->cache[ci];
+    h->cache[ci] = u;
     zone_poison(u, stride - ZONE_HDR);
+    uint32_t nc = h->ncache[ci] + 1;
+    __atomic_store_n(&h->ncache[ci], nc, __ATOMIC_RELAXED);
     __atomic_store_n(&h->used_req, h->used_req - (stride - ZONE_OVERLAP - (word >> 19)), __ATOMIC_RELAXED);
     uint64_t fc = h->free_count + 1;
     __atomic_store_n(&h->free_count, fc, __ATOMIC_RELAXED);
-    if (HK__UNLIKELY(--r->used == 0 || r->state == ZONE_RUN_FULL ||
+    if (HK__UNLIKELY(nc > zone_cache_max_tab[ci] ||
                      fc >= __atomic_load_n(&h->decay_poll_at, __ATOMIC_RELAXED)))
-        hk__zone_thr_free_tail(z, h, r, fc);
+        return hk__zone_thr_free_tail(h, ci, fc); /* a tail call: nothing stays live across it */
+    return HK_OK;
 }
 
 /* The owner heap a run's extension names, read where the caller has not
@@ -255,18 +295,6 @@ static inline int zone_thr_owned_slot(hk_zone *z, const void *p, uint64_t *w, zo
     *w = hw;
     *rp = r;
     *hp = me;
-    return 1;
-}
-
-/* Frees p when it is a used slot of a run of the calling thread's own heap
- * (the owner's path: no lock, no read-modify-write): 1. Otherwise 0 and
- * nothing done (zone_thr_owned_slot says what is left to the caller). */
-static inline int zone_thr_free_owned(hk_zone *z, void *p) {
-    uint64_t w;
-    zone_run *r;
-    zone_heap *h;
-    if (HK__UNLIKELY(!zone_thr_owned_slot(z, p, &w, &r, &h))) return 0;
-    zone_thr_free_owner(z, h, zone_from_user(p), r, w);
     return 1;
 }
 

@@ -604,6 +604,7 @@ HKT_TEST(run_kept_while_a_slot_of_it_waits_in_a_batch) {
     CHECK_EQ(live_of(z), (size_t)ns);
     CHECK_EQ(hk_zone_check(z), HK_OK);
     for (unsigned i = 1; i < ns; i++) CHECK_EQ(hk_zone_free(z, b[i]), HK_OK);
+    hk_zone_trim(z);         /* the slots in this thread's cache go back to their runs */
     CHECK(r->first != NULL); /* still a run: its slot in the batch counts */
     CHECK_EQ(r->used, 1u);
     CHECK_EQ(live_of(z), 1);
@@ -761,6 +762,9 @@ HKT_TEST(owner_reuses_own_freed_slots_in_older_runs_before_carving) {
     static zt_two_runs t;
     REQUIRE(zt_full_run_then_next(z, &t));
     for (unsigned i = 0; i + 1 < t.ns; i++) CHECK_EQ(hk_zone_free(z, t.c[i]), HK_OK); /* r1 keeps one */
+    /* out of this thread's cache (whose newest slot the next allocation
+     * would take: zone_cache_serves_the_class_lifo) into r1's free list */
+    hk_zone_trim(z);
     zt_older_run_serves_next(z, &t);
     CHECK_EQ(live_of(z), 0);
     CHECK_EQ(rep.count, 0);

@@ -49,9 +49,15 @@
  * tag, change_tag, stats and get_info may run concurrently from any
  * threads; free_tags, purge, check, walk, dump, where and destroy need the
  * other threads quiescent (not inside a call on this zone), e.g. a level
- * unload between frames. A thread's heap is abandoned when it exits and
- * adopted by the next thread that needs one; its blocks stay valid and may
- * be freed from anywhere. Different zones are independent.
+ * unload between frames. A small untagged block a thread frees from its
+ * own heap goes into that heap's cache of its size class (at most 64
+ * blocks, or 128 KiB of the classes above 2 KiB), which the thread's next
+ * allocations of the class take first; the cache goes back to the runs
+ * when it passes that limit (its older half), when the thread exits or
+ * calls hk_zone_trim, and before free_tags. A thread's heap is
+ * abandoned when it exits and adopted by the next thread that needs one;
+ * its blocks stay valid and may be freed from anywhere. Different zones
+ * are independent.
  *
  * Errors: misuse is reported through desc.on_error (or the default handler,
  * see heapkit.h) with the address and what was wrong; the zone is left
@@ -299,8 +305,9 @@ size_t hk_zone_purge(hk_zone *z, int level);
 
 /* Introspection (see heapkit.h). stats is O(1), except in a HK_ZONE_THREADS
  * zone, where it sums the per-thread counters and the runs' used counts
- * and subtracts the blocks freed by other threads and not yet collected
- * by their owners: O(threads + runs); exact while no other thread is
+ * and subtracts the blocks in the threads' caches and those freed by other
+ * threads and not yet collected by their owners: O(threads x size classes
+ * + runs); exact while no other thread is
  * inside a call, and peak_used is the highest total seen when a thread's
  * heap takes a new run or stats reads. largest_free is the largest
  * request guaranteed to succeed now without purging or growing. walk visits
@@ -353,8 +360,10 @@ hk_result hk_zone_get_info(const hk_zone *z, hk_zone_info *out);
  * range leaves those pages resident (tried again at the next trim); no
  * report. Thread-safety: takes the zone's lock; with HK_ZONE_THREADS it
  * may run while other threads allocate and free (spare runs are taken
- * from their heaps atomically). O(free blocks of at least a page + runs
- * given back + heaps x classes), plus one madvise per range given back.
+ * from their heaps atomically), and the calling thread's cache of freed
+ * blocks goes back to the runs first (other live threads keep theirs).
+ * O(free blocks of at least a page + runs given back + heaps x classes +
+ * the caller's cached blocks), plus one madvise per range given back.
  * Memory freed later is given back by the decay (hk_zone_desc.decay_ms),
  * which reads the clock only inside zone calls (a plain block freed, a run
  * emptied or taken, a thread's small frees in a HK_ZONE_THREADS zone): a
