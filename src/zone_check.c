@@ -68,8 +68,9 @@ static hk_result zone_check_caches(hk_zone *z) {
                 zone_run *r = NULL;
                 uint32_t stride;
                 if (n >= h->ncache[ci] || ri < 0 || (a & 15) ||
-                    a < (uintptr_t)z->regions[ri].base + ZONE_HDR || !zone_hdr_ok(b) || !zone_is_slot(b) ||
-                    (b->bits & ZB_USED) || b->bits == ZB_SLOT_REMOTE || zone_slot_cls(b) != ci ||
+                    a < (uintptr_t)z->regions[ri].base + ZONE_HDR || zone_is_poisoned(b, ZONE_HDR) ||
+                    !zone_hdr_ok(b) || !zone_is_slot(b) || (b->bits & ZB_USED) || b->bits == ZB_SLOT_REMOTE ||
+                    zone_slot_cls(b) != ci ||
                     !zone_slot_run_at((uintptr_t)z->regions[ri].base + ZONE_HDR, b, b->size16, ZONE_RUN_XOFF,
                                       &r, &stride) ||
                     !zone_run_is(r, stride) || zone_slot_idx(b) >= r->bump || zone_run_ext(r)->run != r ||
