@@ -64,8 +64,8 @@ typedef struct zone_heap {
      * one is settled or given back); allocations of its class take it
      * first. ncache (atomic: stats read it) counts each list; once a list
      * holds more than zone_cache_max_tab[class] slots the owner moves its
-     * older half to their runs (zone_threads.c, hk__zone_thr_cache_flush:
-     * at most 32 slots moved, a bound on the free's worst case). */
+     * newest half to their runs (zone_threads.c, hk__zone_thr_cache_flush:
+     * at most 33 slots moved, a bound on the free's worst case). */
     unsigned char *cache[ZONE_NCLS];
     uint32_t ncache[ZONE_NCLS];
     zone_cls cls[ZONE_NCLS]; /* owner only */

@@ -142,15 +142,11 @@ static void zone_link_set(unsigned char *u, unsigned char *n) {
 }
 
 void hk__zone_thr_cache_flush(hk_zone *z, zone_heap *h, unsigned ci, uint32_t keep, int locked) {
-    unsigned char *u = h->cache[ci], *last = NULL;
-    uint32_t kept = 0;
-    for (; u && kept < keep; kept++) last = u, u = zone_link_get(u);
-    if (last)
-        zone_link_set(last, NULL);
-    else
-        h->cache[ci] = NULL;
-    __atomic_store_n(&h->ncache[ci], kept, __ATOMIC_RELAXED);
-    while (u) {
+    /* the newest go: no walk to a split point, and in a burst of frees
+     * (what fills a list) they are the slots still in the cache */
+    uint32_t n = h->ncache[ci], moved = 0;
+    unsigned char *u = h->cache[ci];
+    for (; u && moved + keep < n; moved++) {
         unsigned char *next = zone_link_get(u);
         zone_run *r = zone_run_of_slot(zone_from_user(u));
         zone_link_set(u, r->free);
@@ -158,6 +154,8 @@ void hk__zone_thr_cache_flush(hk_zone *z, zone_heap *h, unsigned ci, uint32_t ke
         if (--r->used == 0 || r->state == ZONE_RUN_FULL) hk__zone_thr_settle(z, h, r, locked);
         u = next;
     }
+    h->cache[ci] = u;
+    __atomic_store_n(&h->ncache[ci], n - moved, __ATOMIC_RELAXED);
 }
 
 void hk__zone_thr_cache_flush_all(hk_zone *z, zone_heap *h, int locked) {

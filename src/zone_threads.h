@@ -143,8 +143,8 @@ void *hk__zone_thr_alloc_tagged(hk_zone *z, size_t n, unsigned tag);
  * the slots freed. zone_tags.c's region walk skips those runs. */
 size_t hk__zone_thr_free_tags(hk_zone *z, int lo, int hi);
 
-/* Moves the slots of class ci's cache of heap h past its newest `keep`
- * to their runs' free lists, settling the runs: h's owner (`locked` 0),
+/* Moves the newest slots of class ci's cache of heap h to their runs'
+ * free lists until `keep` are left, settling the runs: h's owner (`locked` 0),
  * or any thread with the lock held while h has no owner (`locked` 1).
  * O(slots moved). */
 void hk__zone_thr_cache_flush(hk_zone *z, zone_heap *h, unsigned ci, uint32_t keep, int locked);
@@ -210,7 +210,7 @@ static inline void *zone_thr_pop_tag(hk_zone *z, size_t n, unsigned tag) {
 static inline void *zone_thr_pop(hk_zone *z, size_t n) { return zone_thr_pop_tag(z, n, HK_TAG_STATIC); }
 
 /* The rare end of an owner free (zone_threads.c): the cache of class ci
- * of h went past zone_cache_max_tab[ci] (its older half goes to the runs), or
+ * of h went past zone_cache_max_tab[ci] (half of it goes to the runs), or
  * h's free count fc reached h->decay_poll_at (the decay clock is polled).
  * One call in tail position, so the inline free keeps nothing live across
  * it. */
