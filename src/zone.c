@@ -440,6 +440,18 @@ static HK__NOINLINE hk_result zone_free_locked(hk_zone *z, void *p) {
     return zone_free_lookup(z, p);
 }
 
+/* A threads zone's free: the owner's path (a slot of this thread's heap:
+ * no lock), else the locked one. A function of its own, reached by a
+ * tail call, so that the registers it needs cost the plain path nothing. */
+static HK__NOINLINE hk_result zone_free_thr(hk_zone *z, void *p) {
+    uint64_t w;
+    zone_run *r;
+    zone_heap *h;
+    if (HK__LIKELY(zone_thr_owned_slot(z, p, &w, &r, &h)))
+        return zone_thr_free_owner(z, h, zone_from_user(p), r, w);
+    return zone_free_locked(z, p);
+}
+
 hk_result hk_zone_free(hk_zone *z, void *p) {
     if (HK__UNLIKELY(!z)) return HK_ERR_INVALID;
     if (HK__UNLIKELY(!p)) return HK_OK;
@@ -454,11 +466,7 @@ hk_result hk_zone_free(hk_zone *z, void *p) {
             return HK_OK;
         }
     } else if (z->fast == ZONE_FAST_THREADS) {
-        uint64_t w;
-        zone_run *r;
-        zone_heap *h;
-        if (HK__LIKELY(zone_thr_owned_slot(z, p, &w, &r, &h))) /* a slot of this thread's heap: no lock */
-            return zone_thr_free_owner(z, h, zone_from_user(p), r, w);
+        return zone_free_thr(z, p);
     }
     return zone_free_locked(z, p);
 }
