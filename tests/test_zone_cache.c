@@ -53,10 +53,7 @@ HKT_TEST(serves_the_class_lifo) {
     CHECK_EQ(hk_zone_free(z, a), HK_OK);
     CHECK_EQ(hk_zone_free(z, b), HK_OK);
     CHECK_EQ(hk_zone_free(z, keep), HK_OK);
-    CHECK_EQ(e.count, 0);
-    CHECK_EQ(live_of(z), 0);
-    CHECK_EQ(hk_zone_check(z), HK_OK);
-    hk_zone_destroy(z);
+    thr_end_empty(z, &e);
 }
 
 /* 1 KiB slots: a list holds at most zone_cache_max_tab[class] (64) of
@@ -88,8 +85,7 @@ HKT_TEST(moves_half_past_its_limit) {
     unsigned char *head = h->cache[ci];
     CHECK(hk_zone_alloc(z, 1000) == head); /* the next allocation takes the list's head */
     CHECK_EQ(hk_zone_free(z, head), HK_OK);
-    CHECK_EQ(e.count, 0);
-    hk_zone_destroy(z);
+    thr_end_empty(z, &e);
 }
 
 /* A run's last used slot goes onto the run (settled: kept as the spare),
@@ -121,10 +117,7 @@ HKT_TEST(last_used_slot_of_a_run_goes_to_the_run) {
     CHECK(h->cls[ci].spare == r);
     CHECK_EQ(r->used, 0);
     CHECK_EQ(hk_zone_free(z, next), HK_OK);
-    CHECK_EQ(live_of(z), 0);
-    CHECK_EQ(hk_zone_check(z), HK_OK);
-    CHECK_EQ(e.count, 0);
-    hk_zone_destroy(z);
+    thr_end_empty(z, &e);
 }
 
 typedef struct {
@@ -193,11 +186,7 @@ HKT_TEST(goes_back_to_the_runs_when_its_thread_exits) {
     unsigned left = 0;
     for (unsigned ci = 0; ci < ZONE_NCLS; ci++) left += h->ncache[ci] + (h->cache[ci] != NULL);
     CHECK_EQ(left, 0);
-    CHECK_EQ(live_of(z), 0);
-    CHECK_EQ(stats_of(z).used, 0);
-    CHECK_EQ(hk_zone_check(z), HK_OK);
-    CHECK_EQ(e.count, 0);
-    hk_zone_destroy(z);
+    thr_end_empty(z, &e);
 }
 
 /* free_tags over a range holding HK_TAG_STATIC frees whole runs of
@@ -219,9 +208,7 @@ HKT_TEST(emptied_before_free_tags_frees_static_runs) {
     CHECK_EQ(hk_zone_check(z), HK_OK);
     for (int i = 0; i < N; i++) REQUIRE((p[i] = hk_zone_alloc(z, 48)) != NULL);
     for (int i = 0; i < N; i++) CHECK_EQ(hk_zone_free(z, p[i]), HK_OK);
-    CHECK_EQ(hk_zone_check(z), HK_OK);
-    CHECK_EQ(e.count, 0);
-    hk_zone_destroy(z);
+    thr_end_empty(z, &e);
 }
 
 /* A write after free into a cached slot's link, and a list count that

@@ -1,8 +1,9 @@
 /* tests/zone_thr_test_util.h - what the tests of a HK_ZONE_THREADS zone's
  * tagged slots and remote-free batches share (test_zone_tagged_slots.c,
- * test_zone_remote.c): a growing threads zone whose reports are counted
- * quietly, its statistics, and a block's header with the pointer's
- * provenance hidden. */
+ * test_zone_remote.c, test_zone_cache.c): a growing threads zone whose
+ * reports are counted quietly, its statistics, the end of a test that
+ * freed everything, and a block's header with the pointer's provenance
+ * hidden. */
 #ifndef HK_ZONE_THR_TEST_UTIL_H
 #define HK_ZONE_THR_TEST_UTIL_H
 
@@ -31,6 +32,17 @@ __attribute__((unused)) static hk_stats stats_of(hk_zone *z) {
 }
 
 __attribute__((unused)) static size_t live_of(hk_zone *z) { return stats_of(z).live_blocks; }
+
+/* The end of a test that freed everything: no live block, nothing
+ * asked, no report, a clean check; the zone destroyed. */
+__attribute__((unused)) static void thr_end_empty(hk_zone *z, const hkt_errors *e) {
+    hk_stats s = stats_of(z);
+    CHECK_EQ(s.live_blocks, 0);
+    CHECK_EQ(s.used, 0);
+    CHECK_EQ(e->count, 0);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    hk_zone_destroy(z);
+}
 
 /* The header of the block at p (the header lies before the object the
  * compiler knows of: p's provenance is hidden, see raw() in test_zone.c). */
