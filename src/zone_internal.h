@@ -472,7 +472,7 @@ static const uint32_t zone_stride_tab[128] = {ZONE_STRIDES(ZONE_STRIDE_ENTRY)};
 /* A threads zone's heap caches at most this many freed slots of a class
  * (zone_runs.h, zone_heap): 64, or 128 KiB of them for the slots above 2
  * KiB (at least 8). */
-#define ZONE_CACHE_MAX_OF(s) ((131072u / (s)) < 64u ? 131072u / (s) : 64u),
+#define ZONE_CACHE_MAX_OF(s) (131072u / ((s) > 2048u ? (s) : 2048u)),
 static const uint8_t zone_cache_max_tab[128] = {ZONE_STRIDES(ZONE_CACHE_MAX_OF)};
 _Static_assert(ZONE_NCLS < 128, "the 7-bit class field has strides past the last class");
 
