@@ -743,10 +743,13 @@ void hk__zone_thr_sums(const hk_zone *z, zone_sums *s, int pending) {
         const zone_run *r = __atomic_load_n(&x->run, __ATOMIC_RELAXED);
         s->slot_bytes += (size_t)zone_run_used_peek(r) * x->stride;
     }
-    /* less the slots in the heaps' caches, which their runs count */
+    /* less the slots in the heaps' caches, which their runs count (read
+     * while owners run, the two sums may disagree for a moment: no wrap) */
+    size_t cached = 0;
     for (const zone_heap *h = z->heaps; h; h = h->next)
         for (unsigned ci = 0; ci < ZONE_NCLS; ci++)
-            s->slot_bytes -= (size_t)__atomic_load_n(&h->ncache[ci], __ATOMIC_RELAXED) * zone_cls_stride(ci);
+            cached += (size_t)__atomic_load_n(&h->ncache[ci], __ATOMIC_RELAXED) * zone_cls_stride(ci);
+    s->slot_bytes = cached < s->slot_bytes ? s->slot_bytes - cached : 0;
     if (!pending) return;
     /* slots freed by other threads and not collected yet are free already */
     zone_sums p;
