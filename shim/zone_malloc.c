@@ -153,7 +153,7 @@ static inline __attribute__((always_inline)) void shim_free(void *p) {
         zone_run *r;
         zone_heap *h;
         if (HK__LIKELY(zone_thr_owned_slot(z, p, &w, &r, &h))) {
-            zone_thr_free_owner(z, h, zone_from_user(p), r, w); /* this thread's own slot: no lock */
+            zone_thr_free_owner(h, zone_from_user(p), r, w); /* this thread's own slot: no lock */
             return;
         }
     }

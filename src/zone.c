@@ -448,7 +448,7 @@ static HK__NOINLINE hk_result zone_free_thr(hk_zone *z, void *p) {
     zone_run *r;
     zone_heap *h;
     if (HK__LIKELY(zone_thr_owned_slot(z, p, &w, &r, &h)))
-        return zone_thr_free_owner(z, h, zone_from_user(p), r, w);
+        return zone_thr_free_owner(h, zone_from_user(p), r, w);
     return zone_free_locked(z, p);
 }
 
@@ -628,7 +628,7 @@ static int zone_realloc_owned(hk_zone *z, void *p, size_t n, void **out) {
         /* the heap, the run and p's header are as validated: only this
          * thread changes them (a racing double free by another thread is
          * settled by the collection, as for any owner free) */
-        zone_thr_free_owner(z, h, b, r, w);
+        zone_thr_free_owner(h, b, r, w);
     }
     *out = q;
     return 1;

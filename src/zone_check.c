@@ -81,10 +81,7 @@ static hk_result zone_check_caches(hk_zone *z) {
                         "slots (entry %u of %u)",
                         zone_cls_stride(ci), (void *)h, (void *)u, n, h->ncache[ci]);
                 zone_run_ext(r)->ccached++;
-                zone_unpoison(u, sizeof(void *));
-                unsigned char *nx = *(unsigned char **)u;
-                zone_poison(u, sizeof(void *));
-                u = nx;
+                u = zone_free_next(u);
             }
             if (n != h->ncache[ci])
                 ZONE_CORRUPT(HK_EK_CORRUPT_FREE, h,
@@ -165,10 +162,7 @@ static hk_result zone_check_run(hk_zone *z, zone_blk *b, size_t size, zone_tally
             off / r->stride >= r->bump || (zone_from_user(u)->bits & ZB_USED))
             ZONE_CORRUPT(HK_EK_CORRUPT_FREE, u, "free list of run %p reaches %p, not one of its free slots",
                          (void *)r, (void *)u);
-        zone_unpoison(u, sizeof(void *));
-        unsigned char *nx = *(unsigned char **)u;
-        zone_poison(u, sizeof(void *));
-        u = nx;
+        u = zone_free_next(u);
     }
     if (nfree != r->bump - r->used)
         ZONE_CORRUPT(HK_EK_CORRUPT_FREE, r, "free list of run %p holds %zu slots, it has %u free", (void *)r,

@@ -203,14 +203,9 @@ void hk__zone_thr_collect(hk_zone *z, zone_heap *h, int locked) {
             zone_run *r = zone_run_of_slot(s);
             zone_hdr_store(s, zone_hdr_make(s, word & 0x7ffffu, 0, ZB_SLOT_FREE));
             if (zone_w_tag(w) != HK_TAG_STATIC) zone_thr_untag(r, r->stride - ZONE_OVERLAP - (word >> 19));
-            unsigned char *u = zone_user(s);
-            zone_unpoison(u, sizeof(void *));
-            *(unsigned char **)u = r->free;
-            r->free = u;
-            zone_poison(u, r->stride - ZONE_HDR);
             req += r->stride - ZONE_OVERLAP - (word >> 19);
             nfreed++;
-            if (--r->used == 0 || r->state == ZONE_RUN_FULL) hk__zone_thr_settle(z, h, r, locked);
+            zone_thr_run_put(z, h, r, zone_user(s), locked);
         }
         zone_node_give_back(n);
         n = next;

@@ -369,6 +369,15 @@ static inline zone_run *zone_fast_slot(hk_zone *z, const void *p, uint64_t *w) {
     return zone_slot_used_run(lo, b, w);
 }
 
+/* The next entry of a free list (a run's, or a heap's cache) after free
+ * slot u: its first 8 bytes, unpoisoned for the read only. */
+static inline unsigned char *zone_free_next(unsigned char *u) {
+    zone_unpoison(u, sizeof(void *));
+    unsigned char *n = *(unsigned char **)u;
+    zone_poison(u, sizeof(void *));
+    return n;
+}
+
 /* Frees used slot b of run r (both validated), its header word being w.
  * O(1). */
 static inline void zone_slot_free_w(hk_zone *z, zone_blk *b, zone_run *r, uint64_t w) {

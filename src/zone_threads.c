@@ -129,29 +129,14 @@ static zone_heap *zone_tl_find(const hk_zone *z);
 
 /* ---- the heap's cache of freed slots ------------------------------------------ */
 
-static unsigned char *zone_link_get(unsigned char *u) {
-    zone_unpoison(u, sizeof(void *));
-    unsigned char *n = *(unsigned char **)u;
-    zone_poison(u, sizeof(void *));
-    return n;
-}
-static void zone_link_set(unsigned char *u, unsigned char *n) {
-    zone_unpoison(u, sizeof(void *));
-    *(unsigned char **)u = n;
-    zone_poison(u, sizeof(void *));
-}
-
 void hk__zone_thr_cache_flush(hk_zone *z, zone_heap *h, unsigned ci, uint32_t keep, int locked) {
     /* the newest go: no walk to a split point, and in a burst of frees
      * (what fills a list) they are the slots still in the cache */
     uint32_t n = h->ncache[ci], moved = 0;
     unsigned char *u = h->cache[ci];
     for (; u && moved + keep < n; moved++) {
-        unsigned char *next = zone_link_get(u);
-        zone_run *r = zone_run_of_slot(zone_from_user(u));
-        zone_link_set(u, r->free);
-        r->free = u;
-        if (--r->used == 0 || r->state == ZONE_RUN_FULL) hk__zone_thr_settle(z, h, r, locked);
+        unsigned char *next = zone_free_next(u);
+        zone_thr_run_put(z, h, zone_run_of_slot(zone_from_user(u)), u, locked);
         u = next;
     }
     h->cache[ci] = u;
@@ -161,24 +146,6 @@ void hk__zone_thr_cache_flush(hk_zone *z, zone_heap *h, unsigned ci, uint32_t ke
 void hk__zone_thr_cache_flush_all(hk_zone *z, zone_heap *h, int locked) {
     for (unsigned ci = 0; ci < ZONE_NCLS; ci++)
         if (h->cache[ci]) hk__zone_thr_cache_flush(z, h, ci, 0, locked);
-}
-
-hk_result hk__zone_thr_free_last(zone_heap *h, zone_blk *b, zone_run *r, uint64_t w) {
-    hk_zone *z = h->z;
-    uint32_t stride = r->stride, word = (uint32_t)w;
-    unsigned char *u = zone_user(b);
-    zone_hdr_store(b, w ^ zone_w_use_delta(word >> 19));
-    zone_unpoison(u, sizeof(void *));
-    *(unsigned char **)u = r->free;
-    r->free = u;
-    zone_poison(u, stride - ZONE_HDR);
-    r->used--;
-    __atomic_store_n(&h->used_req, h->used_req - (stride - ZONE_OVERLAP - (word >> 19)), __ATOMIC_RELAXED);
-    uint64_t fc = h->free_count + 1;
-    __atomic_store_n(&h->free_count, fc, __ATOMIC_RELAXED);
-    hk__zone_thr_settle(z, h, r, 0);
-    if (fc >= __atomic_load_n(&h->decay_poll_at, __ATOMIC_RELAXED)) zone_thr_poll(z, h, fc, 0);
-    return HK_OK;
 }
 
 hk_result hk__zone_thr_free_tail(zone_heap *h, unsigned ci, uint64_t fc) {
@@ -634,15 +601,11 @@ static hk_result zone_thr_free_slot(hk_zone *z, zone_blk *b, zone_run *r, uint64
         unsigned char *u = zone_user(b);
         zone_hdr_store(b, zone_hdr_make(b, word & 0x7ffffu, 0, ZB_SLOT_FREE));
         if (zone_w_tag(w) != HK_TAG_STATIC) zone_thr_untag(r, stride - ZONE_OVERLAP - (word >> 19));
-        zone_unpoison(u, sizeof(void *));
-        *(unsigned char **)u = r->free;
-        r->free = u;
-        zone_poison(u, stride - ZONE_HDR);
         __atomic_store_n(&h->used_req, h->used_req - (stride - ZONE_OVERLAP - (word >> 19)),
                          __ATOMIC_RELAXED);
         uint64_t fc = h->free_count + 1;
         __atomic_store_n(&h->free_count, fc, __ATOMIC_RELAXED);
-        if (--r->used == 0 || r->state == ZONE_RUN_FULL) hk__zone_thr_settle(z, h, r, locked);
+        zone_thr_run_put(z, h, r, u, locked);
         if (HK__UNLIKELY(fc >= __atomic_load_n(&h->decay_poll_at, __ATOMIC_RELAXED)))
             zone_thr_poll(z, h, fc, locked);
         return HK_OK;
@@ -666,6 +629,10 @@ static hk_result zone_thr_free_slot(hk_zone *z, zone_blk *b, zone_run *r, uint64
     return HK_OK;
 }
 
+hk_result hk__zone_thr_free_last(zone_heap *h, zone_blk *b, zone_run *r, uint64_t w) {
+    return zone_thr_free_slot(h->z, b, r, w, 0, h); /* the owner's branch: run, settle, decay poll */
+}
+
 hk_result hk__zone_thr_free_slot(hk_zone *z, zone_blk *b, int locked) {
     /* one atomic read of the header (its owner rewrites it without the
      * lock): the lookup saw it used, but the owner may have freed it since
@@ -686,7 +653,7 @@ int hk__zone_thr_free_fast(hk_zone *z, void *p) {
     if (HK__UNLIKELY(b == NULL)) return 0;
     zone_heap *mine = zone_tl_find(z);
     if (mine != NULL && zone_run_ext(r)->heap == mine && zone_w_tag(w) == HK_TAG_STATIC) {
-        zone_thr_free_owner(z, mine, b, r, w);
+        zone_thr_free_owner(mine, b, r, w);
         return 1;
     }
     return zone_thr_free_slot(z, b, r, w, 0, mine) == HK_OK;

@@ -143,6 +143,19 @@ void *hk__zone_thr_alloc_tagged(hk_zone *z, size_t n, unsigned tag);
  * the slots freed. zone_tags.c's region walk skips those runs. */
 size_t hk__zone_thr_free_tags(hk_zone *z, int lo, int hi);
 
+/* Free slot u (header already free) of run r of heap h goes back onto
+ * the run's free list: the run counts one used slot less and is settled
+ * when that empties it or it was full (`locked`: hk__zone_thr_settle).
+ * The collection, the owner's frees to runs and the cache's flushes all
+ * end so. */
+static inline void zone_thr_run_put(hk_zone *z, zone_heap *h, zone_run *r, unsigned char *u, int locked) {
+    zone_unpoison(u, sizeof(void *));
+    *(unsigned char **)u = r->free;
+    r->free = u;
+    zone_poison(u, r->stride - ZONE_HDR);
+    if (--r->used == 0 || r->state == ZONE_RUN_FULL) hk__zone_thr_settle(z, h, r, locked);
+}
+
 /* Moves the newest slots of class ci's cache of heap h to their runs'
  * free lists until `keep` are left, settling the runs: h's owner (`locked` 0),
  * or any thread with the lock held while h has no owner (`locked` 1).
@@ -226,8 +239,8 @@ hk_result hk__zone_thr_free_last(zone_heap *h, zone_blk *b, zone_run *r, uint64_
  * h, the calling thread's heap: its header says free, and it goes on the
  * heap's cache of its class (its run still counts it: see zone_heap),
  * unless it is its run's last used slot. */
-static inline hk_result zone_thr_free_owner(hk_zone *z, zone_heap *h, zone_blk *b, zone_run *r, uint64_t w) {
-    (void)z; /* the tail calls find it in h: one register fewer on this path */
+static inline hk_result zone_thr_free_owner(zone_heap *h, zone_blk *b, zone_run *r, uint64_t w) {
+    /* no zone argument: the tail calls find it in h (one register fewer) */
     if (HK__UNLIKELY(r->used == 1)) return hk__zone_thr_free_last(h, b, r, w);
     /* from here on only h, b and w: the stride from the class table */
     uint32_t word = (uint32_t)w;
