@@ -21,9 +21,14 @@
  *  - collection (H's owner, before a carve or a refill; any thread for an
  *    abandoned heap or with every other thread quiescent, lock held): take
  *    the inbox (one exchange); for each entry whose header says remote,
- *    turn the slot free (free list, used count, counters), settling its
- *    run; then give the node back to its pool (a push on the pool's
- *    give-back stack).
+ *    turn the slot free (counters) and put it where the owner's own free
+ *    would: the heap's cache of its class while that has room and the
+ *    slot is not its run's last used one (only the owner, not a locked
+ *    collector), else its run's free list (used count), settling the run;
+ *    then give the node back to its pool (a push on the pool's give-back
+ *    stack). Through the cache the class's next allocations reuse the
+ *    slots before the current run carves fresh ones, whatever run they
+ *    are in.
  *  - the pools: a heap's pool is its owner's; the zone's (for threads
  *    without a heap) is used under the zone lock. Nodes come from pages of
  *    their own (hk_os_alloc), freed with the zone.
@@ -205,6 +210,16 @@ void hk__zone_thr_collect(hk_zone *z, zone_heap *h, int locked) {
             if (zone_w_tag(w) != HK_TAG_STATIC) zone_thr_untag(r, r->stride - ZONE_OVERLAP - (word >> 19));
             req += r->stride - ZONE_OVERLAP - (word >> 19);
             nfreed++;
+            unsigned ci = r->cls;
+            if (!locked && r->used > 1 && h->ncache[ci] < zone_cache_max_tab[ci]) {
+                unsigned char *u = zone_user(s);
+                zone_unpoison(u, sizeof(void *));
+                *(unsigned char **)u = h->cache[ci];
+                h->cache[ci] = u;
+                zone_poison(u, r->stride - ZONE_HDR);
+                __atomic_store_n(&h->ncache[ci], h->ncache[ci] + 1, __ATOMIC_RELAXED);
+                continue;
+            }
             zone_thr_run_put(z, h, r, zone_user(s), locked);
         }
         zone_node_give_back(n);

@@ -58,7 +58,8 @@ typedef struct zone_run_x {
 } zone_run_x;
 
 typedef struct zone_heap {
-    /* The owner's cache of the untagged slots it freed, per class: LIFO
+    /* The owner's cache of the slots it freed (untagged) or collected
+     * from other threads' frees (zone_remote.c), per class: LIFO
      * lists linked through the slots' first 8 bytes. A cached slot has a
      * free header but stays counted in its run's `used` (so no run holding
      * one is settled or given back); allocations of its class take it

@@ -380,7 +380,14 @@ static HK__NOINLINE void *zone_thr_alloc_full(hk_zone *z, size_t n, unsigned tag
     uint32_t word = 0;
     if (r && !r->free && ((h->cls[ci].partial && h->cls[ci].partial->free) || zone_thr_collect_due(h)))
         r = zone_thr_reuse(z, h, ci);
+    /* a collection may have put slots in the cache */
+    if (tag == HK_TAG_STATIC && h->cache[ci]) return zone_thr_cache_pop(h, ci, n);
     if (r) u = zone_slot_pop(r, &word);
+    if (!u && tag == HK_TAG_STATIC && !h->cls[ci].partial && __atomic_load_n(&h->inbox, __ATOMIC_RELAXED)) {
+        zone_thr_collect_own(z, h); /* what the refill would collect first */
+        if (h->cache[ci]) return zone_thr_cache_pop(h, ci, n);
+        if (r) u = zone_slot_pop(r, &word);
+    }
     if (!u) {
         u = hk__zone_thr_refill(z, h, ci, &r, &word);
         if (!u) return NULL;

@@ -183,6 +183,17 @@ static inline void *zone_thr_finish(zone_heap *h, zone_run *r, unsigned char *u,
     return zone_thr_finish_hdr(h, u, w, n);
 }
 
+/* The newest slot of heap h's cache of class ci (not empty) made a used
+ * untagged block of n bytes (the owner only). */
+static inline void *zone_thr_cache_pop(zone_heap *h, unsigned ci, size_t n) {
+    unsigned char *u = h->cache[ci];
+    zone_unpoison(u, sizeof(void *));
+    h->cache[ci] = *(unsigned char **)u;
+    __atomic_store_n(&h->ncache[ci], h->ncache[ci] - 1, __ATOMIC_RELAXED);
+    uint32_t slack = zone_cls_stride(ci) - ZONE_OVERLAP - (uint32_t)n;
+    return zone_thr_finish_hdr(h, u, zone_hdr_load(zone_from_user(u)) ^ zone_w_use_delta(slack), n);
+}
+
 /* The owner's inline alloc: n <= ZONE_RUN_MAX_REQ bytes popped from the
  * heap's cache of n's class (untagged only), else from the free list of
  * the current run of n's class in the calling thread's heap,
@@ -196,15 +207,9 @@ static inline void *zone_thr_pop_tag(hk_zone *z, size_t n, unsigned tag) {
     if (HK__LIKELY(hk__zone_tl_cur.zid == z->zid)) {
         zone_heap *h = hk__zone_tl_cur.h;
         unsigned ci = zone_cls_of(n);
-        unsigned char *u;
-        if (tag == HK_TAG_STATIC && HK__LIKELY((u = h->cache[ci]) != NULL)) {
-            zone_unpoison(u, sizeof(void *));
-            h->cache[ci] = *(unsigned char **)u;
-            __atomic_store_n(&h->ncache[ci], h->ncache[ci] - 1, __ATOMIC_RELAXED);
-            uint32_t slack = zone_cls_stride(ci) - ZONE_OVERLAP - (uint32_t)n;
-            return zone_thr_finish_hdr(h, u, zone_hdr_load(zone_from_user(u)) ^ zone_w_use_delta(slack), n);
-        }
+        if (tag == HK_TAG_STATIC && HK__LIKELY(h->cache[ci] != NULL)) return zone_thr_cache_pop(h, ci, n);
         zone_run *r = h->cls[ci].cur;
+        unsigned char *u;
         if (HK__LIKELY(r != NULL && (u = r->free) != NULL)) {
             zone_unpoison(u, sizeof(void *));
             r->free = *(unsigned char **)u;

@@ -2,8 +2,9 @@
  * freed (src/zone_runs.h, zone_heap): the next allocation of the class
  * takes the newest, the statistics count them free, a list past its limit
  * gives half of it back to the runs, the last used slot of a run goes
- * to the run, a double free of a cached slot is reported (from the owner
- * and from another thread), the cache goes back to the runs when its
+ * to the run, slots other threads freed come back through it, a double
+ * free of a cached slot is reported (from the owner and from another
+ * thread), the cache goes back to the runs when its
  * thread exits, when the thread trims and before free_tags, and check
  * verifies it. */
 #ifndef _GNU_SOURCE
@@ -186,6 +187,72 @@ HKT_TEST(goes_back_to_the_runs_when_its_thread_exits) {
     unsigned left = 0;
     for (unsigned ci = 0; ci < ZONE_NCLS; ci++) left += h->ncache[ci] + (h->cache[ci] != NULL);
     CHECK_EQ(left, 0);
+    thr_end_empty(z, &e);
+}
+
+static void *free_all_from_other(void *arg) {
+    other_arg *a = (other_arg *)arg;
+    void **p = (void **)a->p;
+    for (int i = 0; i < a->n; i++)
+        if (hk_zone_free(a->z, p[i]) != HK_OK) a->res = HK_ERR_INVALID;
+    return NULL; /* the thread's exit hands its batches to the owner */
+}
+
+/* Slots another thread freed, of a run that is no longer the class's
+ * current one, come back through the owner's cache when it collects
+ * them: its next allocations of the class take them before the current
+ * run carves a fresh slot (a producer whose blocks consumers free keeps
+ * its footprint). A run's last used slot still goes to its run. */
+HKT_TEST(collected_remote_frees_go_to_the_cache) {
+    hkt_errors e;
+    hk_zone *z = mk_thr(&e);
+    REQUIRE(z != NULL);
+    enum { SZ = 12000 };
+    void *p[8], *q[8];
+    REQUIRE((p[0] = hk_zone_alloc(z, SZ)) != NULL);
+    zone_run *r = run_of(p[0]);
+    unsigned ns = r->nslots;
+    REQUIRE(ns >= 3 && ns < 8);
+    for (unsigned i = 1; i < ns; i++) REQUIRE((p[i] = hk_zone_alloc(z, SZ)) != NULL && run_of(p[i]) == r);
+    void *next = hk_zone_alloc(z, SZ); /* r is full: the class moves on to another run */
+    REQUIRE(next != NULL && run_of(next) != r);
+    zone_run *cur = run_of(next);
+    unsigned ci = zone_cls_of(SZ);
+    zone_heap *h = my_heap(z);
+    /* the current run's carved slots not handed out yet */
+    unsigned left = 0;
+    for (unsigned char *u = cur->free; u; u = zone_free_next(u)) left++;
+    other_arg o = {z, &p[1], HK_OK, (int)ns - 1};
+    pthread_t t;
+    REQUIRE(pthread_create(&t, NULL, free_all_from_other, &o) == 0);
+    pthread_join(t, NULL);
+    CHECK_EQ(o.res, HK_OK);
+    CHECK_EQ(h->ncache[ci], 0); /* not collected yet */
+    for (unsigned i = 0; i < left; i++) REQUIRE((q[i] = hk_zone_alloc(z, SZ)) != NULL && run_of(q[i]) == cur);
+    uint32_t carved = cur->bump;
+    /* the next allocation collects: ns - 1 slots of r, all cached */
+    void *back[8];
+    for (unsigned i = 0; i + 1 < ns; i++) {
+        REQUIRE((back[i] = hk_zone_alloc(z, SZ)) != NULL);
+        CHECK(run_of(back[i]) == r);
+        if (i == 0) CHECK_EQ(h->ncache[ci], ns - 2);
+    }
+    CHECK_EQ(h->ncache[ci], 0);
+    CHECK_EQ(cur->bump, carved); /* nothing fresh while freed slots waited */
+    CHECK_EQ(r->used, ns);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    /* all of r freed from the other thread: the slot collected last is
+     * its run's last used one and goes to the run, which empties */
+    back[ns - 1] = p[0];
+    o = (other_arg){z, back, HK_OK, (int)ns};
+    REQUIRE(pthread_create(&t, NULL, free_all_from_other, &o) == 0);
+    pthread_join(t, NULL);
+    CHECK_EQ(o.res, HK_OK);
+    REQUIRE((q[left] = hk_zone_alloc(z, SZ)) != NULL); /* collects */
+    CHECK_EQ(r->used + h->ncache[ci] + (run_of(q[left]) == r), ns);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    for (unsigned i = 0; i <= left; i++) CHECK_EQ(hk_zone_free(z, q[i]), HK_OK);
+    CHECK_EQ(hk_zone_free(z, next), HK_OK);
     thr_end_empty(z, &e);
 }
 

@@ -631,7 +631,7 @@ HKT_TEST(freed_slots_in_older_run_reused_before_carving) {
     static zt_two_runs t;
     REQUIRE(zt_full_run_then_next(z, &t));
     for (unsigned i = 0; i + 1 < t.ns; i++) CHECK_EQ(hk_zone_free(z, t.c[i]), HK_OK); /* r1 keeps one */
-    zt_older_run_serves_next(z, &t);
+    zt_older_run_serves_next(z, &t, ZONE_RUN_PARTIAL);
     CHECK_EQ(errs.count, 0);
     CHECK_EQ(hk_zone_check(z), HK_OK);
     hk_zone_destroy(z);

@@ -682,14 +682,15 @@ HKT_TEST(owner_reuses_remotely_freed_slots_before_carving) {
         for (int j = 0; j < K; j++) found |= b[i] == a[j];
         CHECK(found);
     }
-    /* a full run with slots freed remotely comes before the current run's
+    /* a full run's slots freed remotely come before the current run's
      * untouched slots, once the collection is due (ZONE_COLLECT_EVERY
-     * allocations after the last one) */
+     * allocations after the last one): the collection puts them in the
+     * heap's cache, which serves the class first */
     static zt_two_runs t;
     REQUIRE(zt_full_run_then_next(z, &t));
     for (unsigned i = 0; i < ZONE_COLLECT_EVERY; i++) CHECK_EQ(hk_zone_free(z, hk_zone_alloc(z, 300)), HK_OK);
     CHECK_EQ(remote_free_n(z, t.c, (int)t.ns - 1), 0); /* r1 keeps one used slot */
-    zt_older_run_serves_next(z, &t);
+    zt_older_run_serves_next(z, &t, ZONE_RUN_CUR);
     for (int i = 0; i < K; i++) CHECK_EQ(hk_zone_free(z, b[i]), HK_OK);
     CHECK_EQ(live_of(z), 0);
     CHECK_EQ(rep.count, 0);
@@ -765,7 +766,7 @@ HKT_TEST(owner_reuses_own_freed_slots_in_older_runs_before_carving) {
     /* out of this thread's cache (whose newest slot the next allocation
      * would take: zone_cache_serves_the_class_lifo) into r1's free list */
     hk_zone_trim(z);
-    zt_older_run_serves_next(z, &t);
+    zt_older_run_serves_next(z, &t, ZONE_RUN_PARTIAL);
     CHECK_EQ(live_of(z), 0);
     CHECK_EQ(rep.count, 0);
     CHECK_EQ(hk_zone_check(z), HK_OK);

@@ -50,7 +50,9 @@
  * threads; free_tags, purge, check, walk, dump, where and destroy need the
  * other threads quiescent (not inside a call on this zone), e.g. a level
  * unload between frames. A small untagged block a thread frees from its
- * own heap goes into that heap's cache of its size class (at most 64
+ * own heap, and a small block of its heap that another thread freed
+ * (handed back in a batch and collected by the owner on a later
+ * allocation), goes into that heap's cache of its size class (at most 64
  * blocks, or 128 KiB of the classes above 2 KiB), which the thread's next
  * allocations of the class take first; the cache goes back to the runs
  * when it passes that limit (half of it), when the thread exits or
