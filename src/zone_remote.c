@@ -212,12 +212,7 @@ void hk__zone_thr_collect(hk_zone *z, zone_heap *h, int locked) {
             nfreed++;
             unsigned ci = r->cls;
             if (!locked && r->used > 1 && h->ncache[ci] < zone_cache_max_tab[ci]) {
-                unsigned char *u = zone_user(s);
-                zone_unpoison(u, sizeof(void *));
-                *(unsigned char **)u = h->cache[ci];
-                h->cache[ci] = u;
-                zone_poison(u, r->stride - ZONE_HDR);
-                __atomic_store_n(&h->ncache[ci], h->ncache[ci] + 1, __ATOMIC_RELAXED);
+                zone_thr_cache_push(h, ci, zone_user(s), r->stride);
                 continue;
             }
             zone_thr_run_put(z, h, r, zone_user(s), locked);

@@ -63,10 +63,11 @@ typedef struct zone_heap {
      * lists linked through the slots' first 8 bytes. A cached slot has a
      * free header but stays counted in its run's `used` (so no run holding
      * one is settled or given back); allocations of its class take it
-     * first. ncache (atomic: stats read it) counts each list; once a list
-     * holds more than zone_cache_max_tab[class] slots the owner moves its
-     * newest half to their runs (zone_threads.c, hk__zone_thr_cache_flush:
-     * at most 33 slots moved, a bound on the free's worst case). */
+     * first. ncache (atomic: stats read it) counts each list; a list
+     * holds at most zone_cache_max_tab[class] slots: a slot freed or
+     * collected while its list is full goes to its run's free list (each
+     * slot handled once). The lists go back to their runs only at thread
+     * exit, the owner's trim and free_tags (hk__zone_thr_cache_flush). */
     unsigned char *cache[ZONE_NCLS];
     uint32_t ncache[ZONE_NCLS];
     zone_cls cls[ZONE_NCLS]; /* owner only */

@@ -148,10 +148,13 @@ void hk__zone_thr_cache_flush_all(hk_zone *z, zone_heap *h, int locked) {
         if (h->cache[ci]) hk__zone_thr_cache_flush(z, h, ci, 0, locked);
 }
 
-hk_result hk__zone_thr_free_tail(zone_heap *h, unsigned ci, uint64_t fc) {
+hk_result hk__zone_thr_free_tail(zone_heap *h, zone_run *r, unsigned char *u, uint64_t fc) {
     hk_zone *z = h->z;
-    if (h->ncache[ci] > zone_cache_max_tab[ci])
-        hk__zone_thr_cache_flush(z, h, ci, zone_cache_max_tab[ci] / 2u, 0);
+    unsigned ci = r->cls;
+    if (h->ncache[ci] < zone_cache_max_tab[ci]) /* here for the poll only */
+        zone_thr_cache_push(h, ci, u, r->stride);
+    else
+        zone_thr_run_put(z, h, r, u, 0);
     if (fc >= __atomic_load_n(&h->decay_poll_at, __ATOMIC_RELAXED)) zone_thr_poll(z, h, fc, 0);
     return HK_OK;
 }

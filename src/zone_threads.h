@@ -183,6 +183,17 @@ static inline void *zone_thr_finish(zone_heap *h, zone_run *r, unsigned char *u,
     return zone_thr_finish_hdr(h, u, w, n);
 }
 
+/* Free slot u (header already free; its run still counts it) of class
+ * ci, whose stride is `stride`, on heap h's cache (the owner only; the
+ * caller checked the limit). */
+static inline void zone_thr_cache_push(zone_heap *h, unsigned ci, unsigned char *u, uint32_t stride) {
+    zone_unpoison(u, sizeof(void *));
+    *(unsigned char **)u = h->cache[ci];
+    h->cache[ci] = u;
+    zone_poison(u, stride - ZONE_HDR);
+    __atomic_store_n(&h->ncache[ci], h->ncache[ci] + 1, __ATOMIC_RELAXED);
+}
+
 /* The newest slot of heap h's cache of class ci (not empty) made a used
  * untagged block of n bytes (the owner only). */
 static inline void *zone_thr_cache_pop(zone_heap *h, unsigned ci, size_t n) {
@@ -227,12 +238,14 @@ static inline void *zone_thr_pop_tag(hk_zone *z, size_t n, unsigned tag) {
 }
 static inline void *zone_thr_pop(hk_zone *z, size_t n) { return zone_thr_pop_tag(z, n, HK_TAG_STATIC); }
 
-/* The rare end of an owner free (zone_threads.c): the cache of class ci
- * of h went past zone_cache_max_tab[ci] (half of it goes to the runs), or
- * h's free count fc reached h->decay_poll_at (the decay clock is polled).
- * One call in tail position, so the inline free keeps nothing live across
+/* The rare end of an owner free (zone_threads.c) of slot u of run r,
+ * its header already free and the heap's counters updated: the cache of
+ * its class is full (zone_cache_max_tab: u goes on its run's free list,
+ * which settles the run), or h's free count fc reached h->decay_poll_at
+ * (u is cached when there is room, then the decay clock is polled). One
+ * call in tail position, so the inline free keeps nothing live across
  * it. */
-hk_result hk__zone_thr_free_tail(zone_heap *h, unsigned ci, uint64_t fc);
+hk_result hk__zone_thr_free_tail(zone_heap *h, zone_run *r, unsigned char *u, uint64_t fc);
 
 /* The owner's free of the last used slot of run r (the inline free's
  * rare case): onto the run's free list, the run settled (given back or
@@ -243,7 +256,9 @@ hk_result hk__zone_thr_free_last(zone_heap *h, zone_blk *b, zone_run *r, uint64_
 /* Frees used untagged slot b (header word w, verified) of run r owned by
  * h, the calling thread's heap: its header says free, and it goes on the
  * heap's cache of its class (its run still counts it: see zone_heap),
- * unless it is its run's last used slot. */
+ * unless it is its run's last used slot or the cache is full (then on its
+ * run, as before there was a cache: a burst of frees handles each slot
+ * once). */
 static inline hk_result zone_thr_free_owner(zone_heap *h, zone_blk *b, zone_run *r, uint64_t w) {
     /* no zone argument: the tail calls find it in h (one register fewer) */
     if (HK__UNLIKELY(r->used == 1)) return hk__zone_thr_free_last(h, b, r, w);
@@ -253,18 +268,13 @@ static inline hk_result zone_thr_free_owner(zone_heap *h, zone_blk *b, zone_run 
     uint32_t stride = zone_cls_stride(ci);
     unsigned char *u = zone_user(b);
     zone_hdr_store(b, w ^ zone_w_use_delta(word >> 19));
-    zone_unpoison(u, sizeof(void *));
-    *(unsigned char **)u = h->cache[ci];
-    h->cache[ci] = u;
-    zone_poison(u, stride - ZONE_HDR);
-    uint32_t nc = h->ncache[ci] + 1;
-    __atomic_store_n(&h->ncache[ci], nc, __ATOMIC_RELAXED);
     __atomic_store_n(&h->used_req, h->used_req - (stride - ZONE_OVERLAP - (word >> 19)), __ATOMIC_RELAXED);
     uint64_t fc = h->free_count + 1;
     __atomic_store_n(&h->free_count, fc, __ATOMIC_RELAXED);
-    if (HK__UNLIKELY(nc > zone_cache_max_tab[ci] ||
+    if (HK__UNLIKELY(h->ncache[ci] >= zone_cache_max_tab[ci] ||
                      fc >= __atomic_load_n(&h->decay_poll_at, __ATOMIC_RELAXED)))
-        return hk__zone_thr_free_tail(h, ci, fc); /* a tail call: nothing stays live across it */
+        return hk__zone_thr_free_tail(h, r, u, fc); /* a tail call: nothing stays live across it */
+    zone_thr_cache_push(h, ci, u, stride);
     return HK_OK;
 }
 

@@ -1,7 +1,7 @@
 /* Zone with HK_ZONE_THREADS: the heap's cache of the slots its owner
  * freed (src/zone_runs.h, zone_heap): the next allocation of the class
- * takes the newest, the statistics count them free, a list past its limit
- * gives half of it back to the runs, the last used slot of a run goes
+ * takes the newest, the statistics count them free, a free finding its
+ * list full goes to its run, the last used slot of a run goes
  * to the run, slots other threads freed come back through it, a double
  * free of a cached slot is reported (from the owner and from another
  * thread), the cache goes back to the runs when its
@@ -58,9 +58,10 @@ HKT_TEST(serves_the_class_lifo) {
 }
 
 /* 1 KiB slots: a list holds at most zone_cache_max_tab[class] (64) of
- * them; the free that passes it moves half of them to their runs (the
- * newest: no walk along the list). */
-HKT_TEST(moves_half_past_its_limit) {
+ * them; a free that finds it full puts its slot on the slot's run (each
+ * slot of a burst of frees handled once), and the list keeps the slots
+ * it holds. */
+HKT_TEST(full_list_sends_frees_to_their_runs) {
     hkt_errors e;
     hk_zone *z = mk_thr(&e);
     REQUIRE(z != NULL);
@@ -71,19 +72,26 @@ HKT_TEST(moves_half_past_its_limit) {
     unsigned max = zone_cache_max_tab[ci];
     REQUIRE(max == 64);
     zone_heap *h = my_heap(z);
-    unsigned most = 0, halvings = 0, prev = 0;
+    unsigned most = 0, to_runs = 0;
+    unsigned char *head = NULL;
     for (int i = 0; i < N; i++) {
+        zone_run *r = run_of(p[i]);
+        uint32_t used = r->used;
         CHECK_EQ(hk_zone_free(z, p[i]), HK_OK);
         unsigned nc = h->ncache[ci];
         if (nc > most) most = nc;
-        if (nc == max / 2 && prev == max) halvings++;
-        prev = nc;
+        if (i + 1 == (int)max) head = h->cache[ci];
+        if (i >= (int)max) {
+            /* the list full: the slot went to its run, the list is as it was */
+            CHECK_EQ(nc, max);
+            CHECK(h->cache[ci] == head);
+            to_runs += r->used == used - 1 || r->used == 0;
+        }
     }
     CHECK_EQ(most, max);
-    CHECK(halvings >= 3);
+    CHECK_EQ(to_runs, N - max);
     CHECK_EQ(live_of(z), 0);
     CHECK_EQ(hk_zone_check(z), HK_OK);
-    unsigned char *head = h->cache[ci];
     CHECK(hk_zone_alloc(z, 1000) == head); /* the next allocation takes the list's head */
     CHECK_EQ(hk_zone_free(z, head), HK_OK);
     thr_end_empty(z, &e);

@@ -54,9 +54,9 @@
  * (handed back in a batch and collected by the owner on a later
  * allocation), goes into that heap's cache of its size class (at most 64
  * blocks, or 128 KiB of the classes above 2 KiB), which the thread's next
- * allocations of the class take first; the cache goes back to the runs
- * when it passes that limit (half of it), when the thread exits or
- * calls hk_zone_trim, and before free_tags. A thread's heap is
+ * allocations of the class take first (a block freed while the cache is
+ * full goes back to its run); the cache goes back to the runs when the
+ * thread exits or calls hk_zone_trim, and before free_tags. A thread's heap is
  * abandoned when it exits and adopted by the next thread that needs one;
  * its blocks stay valid and may be freed from anywhere. Different zones
  * are independent.
