@@ -22,6 +22,22 @@ static zone_heap *my_heap(hk_zone *z) {
 
 static zone_run *run_of(void *p) { return zone_run_of_slot(hdr_of(p)); }
 
+/* 12000-byte slots: a few per run. Fills one run (p[0..*ns - 1], *ns its
+ * slot count, at least `min` and below 8), then allocates the class's
+ * next block, which comes from another run (*next). Returns the full
+ * run. */
+enum { BIG = 12000 };
+static zone_run *fill_run_then_next(hk_zone *z, void *p[8], unsigned min, unsigned *ns, void **next) {
+    REQUIRE((p[0] = hk_zone_alloc(z, BIG)) != NULL);
+    zone_run *r = run_of(p[0]);
+    *ns = r->nslots;
+    REQUIRE(*ns >= min && *ns < 8);
+    for (unsigned i = 1; i < *ns; i++) REQUIRE((p[i] = hk_zone_alloc(z, BIG)) != NULL && run_of(p[i]) == r);
+    *next = hk_zone_alloc(z, BIG); /* r is full: the class moves on to another run */
+    REQUIRE(*next != NULL && run_of(*next) != r);
+    return r;
+}
+
 HKT_TEST(serves_the_class_lifo) {
     hkt_errors e;
     hk_zone *z = mk_thr(&e);
@@ -103,17 +119,10 @@ HKT_TEST(last_used_slot_of_a_run_goes_to_the_run) {
     hkt_errors e;
     hk_zone *z = mk_thr(&e);
     REQUIRE(z != NULL);
-    enum { SZ = 12000 };
-    void *p[8];
-    p[0] = hk_zone_alloc(z, SZ);
-    REQUIRE(p[0] != NULL);
-    zone_run *r = run_of(p[0]);
-    unsigned ns = r->nslots;
-    REQUIRE(ns >= 2 && ns < 8);
-    for (unsigned i = 1; i < ns; i++) REQUIRE((p[i] = hk_zone_alloc(z, SZ)) != NULL && run_of(p[i]) == r);
-    void *next = hk_zone_alloc(z, SZ); /* r is full: the class moves on to another run */
-    REQUIRE(next != NULL && run_of(next) != r);
-    unsigned ci = zone_cls_of(SZ);
+    void *p[8], *next;
+    unsigned ns;
+    zone_run *r = fill_run_then_next(z, p, 2, &ns, &next);
+    unsigned ci = zone_cls_of(BIG);
     zone_heap *h = my_heap(z);
     for (unsigned i = 1; i < ns; i++) CHECK_EQ(hk_zone_free(z, p[i]), HK_OK);
     CHECK_EQ(h->ncache[ci], ns - 1);
@@ -215,17 +224,11 @@ HKT_TEST(collected_remote_frees_go_to_the_cache) {
     hkt_errors e;
     hk_zone *z = mk_thr(&e);
     REQUIRE(z != NULL);
-    enum { SZ = 12000 };
-    void *p[8], *q[8];
-    REQUIRE((p[0] = hk_zone_alloc(z, SZ)) != NULL);
-    zone_run *r = run_of(p[0]);
-    unsigned ns = r->nslots;
-    REQUIRE(ns >= 3 && ns < 8);
-    for (unsigned i = 1; i < ns; i++) REQUIRE((p[i] = hk_zone_alloc(z, SZ)) != NULL && run_of(p[i]) == r);
-    void *next = hk_zone_alloc(z, SZ); /* r is full: the class moves on to another run */
-    REQUIRE(next != NULL && run_of(next) != r);
+    void *p[8], *q[8], *next;
+    unsigned ns;
+    zone_run *r = fill_run_then_next(z, p, 3, &ns, &next);
     zone_run *cur = run_of(next);
-    unsigned ci = zone_cls_of(SZ);
+    unsigned ci = zone_cls_of(BIG);
     zone_heap *h = my_heap(z);
     /* the current run's carved slots not handed out yet */
     unsigned left = 0;
@@ -236,12 +239,13 @@ HKT_TEST(collected_remote_frees_go_to_the_cache) {
     pthread_join(t, NULL);
     CHECK_EQ(o.res, HK_OK);
     CHECK_EQ(h->ncache[ci], 0); /* not collected yet */
-    for (unsigned i = 0; i < left; i++) REQUIRE((q[i] = hk_zone_alloc(z, SZ)) != NULL && run_of(q[i]) == cur);
+    for (unsigned i = 0; i < left; i++)
+        REQUIRE((q[i] = hk_zone_alloc(z, BIG)) != NULL && run_of(q[i]) == cur);
     uint32_t carved = cur->bump;
     /* the next allocation collects: ns - 1 slots of r, all cached */
     void *back[8];
     for (unsigned i = 0; i + 1 < ns; i++) {
-        REQUIRE((back[i] = hk_zone_alloc(z, SZ)) != NULL);
+        REQUIRE((back[i] = hk_zone_alloc(z, BIG)) != NULL);
         CHECK(run_of(back[i]) == r);
         if (i == 0) CHECK_EQ(h->ncache[ci], ns - 2);
     }
@@ -256,7 +260,7 @@ HKT_TEST(collected_remote_frees_go_to_the_cache) {
     REQUIRE(pthread_create(&t, NULL, free_all_from_other, &o) == 0);
     pthread_join(t, NULL);
     CHECK_EQ(o.res, HK_OK);
-    REQUIRE((q[left] = hk_zone_alloc(z, SZ)) != NULL); /* collects */
+    REQUIRE((q[left] = hk_zone_alloc(z, BIG)) != NULL); /* collects */
     CHECK_EQ(r->used + h->ncache[ci] + (run_of(q[left]) == r), ns);
     CHECK_EQ(hk_zone_check(z), HK_OK);
     for (unsigned i = 0; i <= left; i++) CHECK_EQ(hk_zone_free(z, q[i]), HK_OK);
