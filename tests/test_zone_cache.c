@@ -10,6 +10,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
 #endif
+#include "zone_runs_test_util.h"
 #include "zone_thr_test_util.h"
 
 #include <pthread.h>
@@ -21,22 +22,6 @@ static zone_heap *my_heap(hk_zone *z) {
 }
 
 static zone_run *run_of(void *p) { return zone_run_of_slot(hdr_of(p)); }
-
-/* 12000-byte slots: a few per run. Fills one run (p[0..*ns - 1], *ns its
- * slot count, at least `min` and below 8), then allocates the class's
- * next block, which comes from another run (*next). Returns the full
- * run. */
-enum { BIG = 12000 };
-static zone_run *fill_run_then_next(hk_zone *z, void *p[8], unsigned min, unsigned *ns, void **next) {
-    REQUIRE((p[0] = hk_zone_alloc(z, BIG)) != NULL);
-    zone_run *r = run_of(p[0]);
-    *ns = r->nslots;
-    REQUIRE(*ns >= min && *ns < 8);
-    for (unsigned i = 1; i < *ns; i++) REQUIRE((p[i] = hk_zone_alloc(z, BIG)) != NULL && run_of(p[i]) == r);
-    *next = hk_zone_alloc(z, BIG); /* r is full: the class moves on to another run */
-    REQUIRE(*next != NULL && run_of(*next) != r);
-    return r;
-}
 
 HKT_TEST(serves_the_class_lifo) {
     hkt_errors e;
@@ -122,22 +107,23 @@ HKT_TEST(last_used_slot_of_a_run_goes_to_the_run) {
     hkt_errors e;
     hk_zone *z = mk_thr(&e);
     REQUIRE(z != NULL);
-    void *p[8], *next;
-    unsigned ns;
-    zone_run *r = fill_run_then_next(z, p, 2, &ns, &next);
-    unsigned ci = zone_cls_of(BIG);
+    static zt_two_runs t;
+    REQUIRE(zt_full_run_then_next(z, &t));
+    zone_run *r = t.r1;
+    unsigned ns = t.ns, ci = zone_cls_of(ZT_SZ);
     zone_heap *h = my_heap(z);
-    for (unsigned i = 1; i < ns; i++) CHECK_EQ(hk_zone_free(z, p[i]), HK_OK);
+    for (unsigned i = 1; i < ns; i++) CHECK_EQ(hk_zone_free(z, t.c[i]), HK_OK);
     CHECK_EQ(h->ncache[ci], ns - 1);
     hk_zone_trim(z); /* the calling thread's cache goes back to the runs */
     CHECK_EQ(h->ncache[ci], 0);
     CHECK_EQ(r->used, 1);
     CHECK_EQ(r->state, ZONE_RUN_PARTIAL);
-    CHECK_EQ(hk_zone_free(z, p[0]), HK_OK);
+    CHECK_EQ(hk_zone_free(z, t.c[0]), HK_OK);
     CHECK_EQ(h->ncache[ci], 0);
     CHECK(h->cls[ci].spare == r);
     CHECK_EQ(r->used, 0);
-    CHECK_EQ(hk_zone_free(z, next), HK_OK);
+    CHECK_EQ(hk_zone_free(z, t.c[ns]), HK_OK);
+    for (unsigned i = 0; i < t.ne; i++) CHECK_EQ(hk_zone_free(z, t.e[i]), HK_OK);
     thr_end_empty(z, &e);
 }
 
@@ -210,64 +196,70 @@ HKT_TEST(goes_back_to_the_runs_when_its_thread_exits) {
     thr_end_empty(z, &e);
 }
 
-static void *free_all_from_other(void *arg) {
-    other_arg *a = (other_arg *)arg;
-    void **p = (void **)a->p;
-    for (int i = 0; i < a->n; i++)
-        if (hk_zone_free(a->z, p[i]) != HK_OK) a->res = HK_ERR_INVALID;
-    return NULL; /* the thread's exit hands its batches to the owner */
-}
-
-/* Slots another thread freed, of a run that is no longer the class's
- * current one, come back through the owner's cache when it collects
- * them: its next allocations of the class take them before the current
- * run carves a fresh slot (a producer whose blocks consumers free keeps
- * its footprint). A run's last used slot still goes to its run. */
+/* Slots another thread freed come back through the owner's cache when it
+ * collects them: the class's next allocations take them, whatever run
+ * they are in, before the current run carves a fresh slot (a producer
+ * whose blocks consumers free keeps its footprint). */
 HKT_TEST(collected_remote_frees_go_to_the_cache) {
     hkt_errors e;
     hk_zone *z = mk_thr(&e);
     REQUIRE(z != NULL);
-    void *p[8], *q[8], *next;
-    unsigned ns;
-    zone_run *r = fill_run_then_next(z, p, 3, &ns, &next);
-    zone_run *cur = run_of(next);
-    unsigned ci = zone_cls_of(BIG);
+    static zt_two_runs t; /* r1 full, r2 current with no freed or carved slot left */
+    REQUIRE(zt_full_run_then_next(z, &t));
+    unsigned ns = t.ns, ci = zone_cls_of(ZT_SZ);
+    REQUIRE(ns >= 3 && ns - 1 <= zone_cache_max_tab[ci]);
     zone_heap *h = my_heap(z);
-    /* the current run's carved slots not handed out yet */
-    unsigned left = 0;
-    for (unsigned char *u = cur->free; u; u = zone_free_next(u)) left++;
-    other_arg o = {z, &p[1], HK_OK, (int)ns - 1};
-    pthread_t t;
-    REQUIRE(pthread_create(&t, NULL, free_all_from_other, &o) == 0);
-    pthread_join(t, NULL);
-    CHECK_EQ(o.res, HK_OK);
-    CHECK_EQ(h->ncache[ci], 0); /* not collected yet */
-    for (unsigned i = 0; i < left; i++)
-        REQUIRE((q[i] = hk_zone_alloc(z, BIG)) != NULL && run_of(q[i]) == cur);
-    uint32_t carved = cur->bump;
-    /* the next allocation collects: ns - 1 slots of r, all cached */
-    void *back[8];
+    CHECK_EQ(remote_free_n(z, t.c + 1, (int)ns - 1), 0); /* r1 keeps c[0] */
+    CHECK_EQ(h->ncache[ci], 0);                          /* in the inbox until collected */
+    void *back[ZT_MAXB];
     for (unsigned i = 0; i + 1 < ns; i++) {
-        REQUIRE((back[i] = hk_zone_alloc(z, BIG)) != NULL);
-        CHECK(run_of(back[i]) == r);
-        if (i == 0) CHECK_EQ(h->ncache[ci], ns - 2);
+        REQUIRE((back[i] = hk_zone_alloc(z, ZT_SZ)) != NULL); /* the first collects */
+        CHECK(run_of(back[i]) == t.r1);
+        CHECK_EQ(h->ncache[ci], ns - 2 - i);
     }
-    CHECK_EQ(h->ncache[ci], 0);
-    CHECK_EQ(cur->bump, carved); /* nothing fresh while freed slots waited */
-    CHECK_EQ(r->used, ns);
+    CHECK_EQ(t.r2->bump, t.carved2); /* nothing fresh while freed slots waited */
+    CHECK_EQ(t.r1->used, ns);
     CHECK_EQ(hk_zone_check(z), HK_OK);
-    /* all of r freed from the other thread: the slot collected last is
-     * its run's last used one and goes to the run, which empties */
-    back[ns - 1] = p[0];
-    o = (other_arg){z, back, HK_OK, (int)ns};
-    REQUIRE(pthread_create(&t, NULL, free_all_from_other, &o) == 0);
-    pthread_join(t, NULL);
-    CHECK_EQ(o.res, HK_OK);
-    REQUIRE((q[left] = hk_zone_alloc(z, BIG)) != NULL); /* collects */
-    CHECK_EQ(r->used + h->ncache[ci] + (run_of(q[left]) == r), ns);
+    for (unsigned i = 0; i + 1 < ns; i++) CHECK_EQ(hk_zone_free(z, back[i]), HK_OK);
+    for (unsigned i = 0; i < t.ne; i++) CHECK_EQ(hk_zone_free(z, t.e[i]), HK_OK);
+    CHECK_EQ(hk_zone_free(z, t.c[0]), HK_OK);
+    CHECK_EQ(hk_zone_free(z, t.c[ns]), HK_OK);
+    thr_end_empty(z, &e);
+}
+
+/* A collection fills the cache only up to its limit (64 slots of 1 KiB);
+ * the other slots go to their runs' free lists. */
+HKT_TEST(collection_fills_the_cache_up_to_its_limit) {
+    hkt_errors e;
+    hk_zone *z = mk_thr(&e);
+    REQUIRE(z != NULL);
+    enum { N = 100, SZ = 1000, MAXK = N + 64 };
+    static void *p[MAXK];
+    for (int i = 0; i < N; i++) REQUIRE((p[i] = hk_zone_alloc(z, SZ)) != NULL);
+    unsigned ci = zone_cls_of(SZ), max = zone_cache_max_tab[ci];
+    REQUIRE(max == 64);
+    zone_heap *h = my_heap(z);
+    zone_cls *c = &h->cls[ci];
+    /* the current run's carved slots used up: the next allocation collects */
+    int k = N;
+    while (c->cur->free && k < MAXK) REQUIRE((p[k++] = hk_zone_alloc(z, SZ)) != NULL);
+    REQUIRE(!c->cur->free);
+    CHECK_EQ(remote_free_n(z, p, N), 0);
+    void *d = hk_zone_alloc(z, SZ);
+    REQUIRE(d != NULL);
+    CHECK_EQ(h->ncache[ci], max - 1); /* filled to the limit, then one taken */
+    /* the rest are on the free lists of the current run, the partial runs
+     * and the spare (a run all of whose slots went back to it) */
+    unsigned on_runs = 0;
+    for (const zone_run *r = c->cur; r; r = r == c->cur ? c->partial : r->next)
+        for (unsigned char *u = r->free; u; u = zone_free_next(u)) on_runs++;
+    if (c->spare)
+        for (unsigned char *u = c->spare->free; u; u = zone_free_next(u)) on_runs++;
+    CHECK_EQ(on_runs, N - max);
+    CHECK_EQ(live_of(z), (size_t)(k - N) + 1);
     CHECK_EQ(hk_zone_check(z), HK_OK);
-    for (unsigned i = 0; i <= left; i++) CHECK_EQ(hk_zone_free(z, q[i]), HK_OK);
-    CHECK_EQ(hk_zone_free(z, next), HK_OK);
+    CHECK_EQ(hk_zone_free(z, d), HK_OK);
+    for (int i = N; i < k; i++) CHECK_EQ(hk_zone_free(z, p[i]), HK_OK);
     thr_end_empty(z, &e);
 }
 

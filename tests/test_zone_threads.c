@@ -630,27 +630,6 @@ HKT_TEST(run_kept_while_a_slot_of_it_waits_in_a_batch) {
 
 /* ---- reuse before carving ------------------------------------------------------- */
 
-typedef struct {
-    hk_zone *z;
-    void **p;
-    int n, fails;
-} freer_arg;
-
-static void *free_n(void *arg) {
-    freer_arg *f = (freer_arg *)arg;
-    for (int i = 0; i < f->n; i++)
-        if (hk_zone_free(f->z, f->p[i]) != HK_OK) f->fails++;
-    return NULL;
-}
-
-static int remote_free_n(hk_zone *z, void **p, int n) {
-    freer_arg f = {z, p, n, 0};
-    pthread_t t;
-    if (pthread_create(&t, NULL, free_n, &f) != 0) return -1;
-    pthread_join(t, NULL);
-    return f.fails;
-}
-
 /* Regression (peak RSS of a producer whose blocks other threads free: 2.0
  * MiB against mimalloc's 0.8 on a 2-thread ring): slots freed by other
  * threads went back to their owner only at its refill, so every run was

@@ -1,8 +1,9 @@
 /* tests/zone_runs_test_util.h - what the tests of the zone's small-block
  * runs share (test_zone_runs.c, test_zone_runs_zones.c; test_zone_threads.c
- * for the last helper): a zone on caller memory, a random stream, byte
+ * and test_zone_cache.c for the last helpers): a zone on caller memory, a random stream, byte
  * patterns, the end-of-test check, the dump as a string and its run count,
- * and a full run followed by a second one whose carved batch is used up. */
+ * a full run followed by a second one whose carved batch is used up, and
+ * frees from another thread. */
 #ifndef HK_ZONE_RUNS_TEST_UTIL_H
 #define HK_ZONE_RUNS_TEST_UTIL_H
 
@@ -10,6 +11,7 @@
 #include "hk_test.h"
 #include "zone_internal.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,6 +136,30 @@ __attribute__((unused)) static void zt_older_run_serves_next(hk_zone *z, const z
     CHECK_EQ(hk_zone_free(z, d), HK_OK);
     for (unsigned i = t->ns - 1; i <= t->ns; i++) CHECK_EQ(hk_zone_free(z, t->c[i]), HK_OK);
     for (unsigned i = 0; i < t->ne; i++) CHECK_EQ(hk_zone_free(z, t->e[i]), HK_OK);
+}
+
+typedef struct {
+    hk_zone *z;
+    void **p;
+    int n, fails;
+} freer_arg;
+
+__attribute__((unused)) static void *free_n(void *arg) {
+    freer_arg *f = (freer_arg *)arg;
+    for (int i = 0; i < f->n; i++)
+        if (hk_zone_free(f->z, f->p[i]) != HK_OK) f->fails++;
+    return NULL;
+}
+
+/* Frees p[0..n-1] from a thread of its own (its exit hands its batches to
+ * the owners): the number of frees that did not return HK_OK, or -1 when
+ * no thread could be made. */
+__attribute__((unused)) static int remote_free_n(hk_zone *z, void **p, int n) {
+    freer_arg f = {z, p, n, 0};
+    pthread_t t;
+    if (pthread_create(&t, NULL, free_n, &f) != 0) return -1;
+    pthread_join(t, NULL);
+    return f.fails;
 }
 
 #endif /* HK_ZONE_RUNS_TEST_UTIL_H */
