@@ -293,6 +293,12 @@ static inline int zone_thr_collect_due(const zone_heap *h) {
     return h->alloc_count >= h->collect_at && __atomic_load_n(&h->inbox, __ATOMIC_RELAXED);
 }
 
+/* A refill of class c collects first: when due, or when the class has no
+ * partial run and batches wait (the frees may spare a new run). */
+static inline int zone_thr_refill_collects(const zone_heap *h, const zone_cls *c) {
+    return zone_thr_collect_due(h) || (!c->partial && __atomic_load_n(&h->inbox, __ATOMIC_RELAXED));
+}
+
 /* The owner's collection: its own batches for other heaps pushed, then
  * every batch on its inbox; the next one due in ZONE_COLLECT_EVERY
  * allocations. */
@@ -305,9 +311,7 @@ static void zone_thr_collect_own(hk_zone *z, zone_heap *h) {
 HK__NOINLINE unsigned char *hk__zone_thr_refill(hk_zone *z, zone_heap *h, unsigned ci, zone_run **out,
                                                 uint32_t *word) {
     zone_cls *c = &h->cls[ci];
-    /* due, or the class has no partial run: the frees may spare a new run */
-    if (zone_thr_collect_due(h) || (!c->partial && __atomic_load_n(&h->inbox, __ATOMIC_RELAXED)))
-        zone_thr_collect_own(z, h);
+    if (zone_thr_refill_collects(h, c)) zone_thr_collect_own(z, h);
     zone_run *r = c->cur;
     uint32_t prev = r ? r->nslots : 0; /* a new run replacing a full one is larger */
     if (r) {
@@ -386,8 +390,8 @@ static HK__NOINLINE void *zone_thr_alloc_full(hk_zone *z, size_t n, unsigned tag
     /* a collection may have put slots in the cache */
     if (tag == HK_TAG_STATIC && h->cache[ci]) return zone_thr_cache_pop(h, ci, n);
     if (r) u = zone_slot_pop(r, &word);
-    if (!u && tag == HK_TAG_STATIC && !h->cls[ci].partial && __atomic_load_n(&h->inbox, __ATOMIC_RELAXED)) {
-        zone_thr_collect_own(z, h); /* what the refill would collect first */
+    if (!u && tag == HK_TAG_STATIC && zone_thr_refill_collects(h, &h->cls[ci])) {
+        zone_thr_collect_own(z, h); /* the refill's collection, here so the cache can serve */
         if (h->cache[ci]) return zone_thr_cache_pop(h, ci, n);
         if (r) u = zone_slot_pop(r, &word);
     }
