@@ -437,6 +437,11 @@ static hk_result zone_check_batches(hk_zone *z, const zone_tally *t) {
     hk_result res = zone_check_pool(z, &z->rs, made, &nodes, &remote);
     for (const zone_heap *h = z->heaps; h && res == HK_OK; h = h->next) {
         res = zone_check_pool(z, &h->rs, made, &nodes, &remote);
+        if (res == HK_OK && h->abandoned && h->inbox)
+            ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, h,
+                         "heap %p has no owner, yet remote-free batches wait on its inbox (its pushers "
+                         "collect them)",
+                         (const void *)h);
         for (const zone_rnode *n = h->inbox; n && nodes <= made && res == HK_OK; n = n->next) {
             nodes++;
             res = zone_check_node(z, n, h, &remote);

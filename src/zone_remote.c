@@ -17,7 +17,11 @@
  *    word); so are F's partly filled nodes when F's own allocations take
  *    a slow path, when F exits, and before free_tags, purge and trim. One
  *    atomic read-modify-write per remote free (the claim), plus one per
- *    node pushed.
+ *    node pushed. When H is abandoned (its owner exited), the pusher
+ *    collects H's inbox itself, under the lock, right after the push: no
+ *    batch waits for an adoption (the exit marks H before its last
+ *    collection; the push, the read of the mark, the mark and the
+ *    collection's exchange are sequentially consistent).
  *  - collection (H's owner, before a carve or a refill; any thread for an
  *    abandoned heap or with every other thread quiescent, lock held): take
  *    the inbox (one exchange); for each entry whose header says remote,
@@ -36,7 +40,8 @@
  * Invariants (verified by hk_zone_check while no other thread is inside a
  * zone call):
  *  - every slot whose header says remote is in exactly one node: in the
- *    outbox of some pool, or on the inbox of the heap owning its run; it
+ *    outbox of some pool, or on the inbox of the heap owning its run
+ *    (never an abandoned heap's: its inbox is empty); it
  *    counts as used in its run (so its run is never given back while it
  *    waits: nobody holds a reference into a run whose used count is 0).
  *  - a node entry whose header does not say remote lost a race against
@@ -125,31 +130,47 @@ static inline unsigned zone_out_way(const zone_heap *to) {
     return (unsigned)((uintptr_t)to >> 12) & (ZONE_OUT_WAYS - 1u);
 }
 
-/* Pushes the node of outbox o on its heap's inbox (o keeps no node). */
-static void zone_out_push(zone_outbox *o) {
+/* Collects abandoned heap h's inbox under the lock (taken unless held):
+ * its owner is gone, so nobody else would until a thread adopts it. */
+static void zone_collect_abandoned(zone_heap *h, int locked) {
+    hk_zone *z = h->z;
+    if (!locked) hk__core_lock(&z->core);
+    if (h->abandoned) hk__zone_thr_collect(z, h, 1); /* unless adopted meanwhile */
+    if (!locked) hk__core_unlock(&z->core);
+}
+
+/* Pushes the node of outbox o on its heap's inbox (o keeps no node); when
+ * that heap is abandoned, collects it at once (`locked`: the caller holds
+ * the lock). */
+static void zone_out_push(zone_outbox *o, int locked) {
     zone_rnode *n = o->node;
     __atomic_store_n(&o->node, NULL, __ATOMIC_RELAXED); /* stats may be reading the way */
     zone_heap *to = o->to;
     zone_rnode *head = __atomic_load_n(&to->inbox, __ATOMIC_RELAXED);
+    /* the push and the load of the mark after it are sequentially
+     * consistent, as a thread exit's mark and collection (zone_thread_exit):
+     * either this load sees the mark or that collection's exchange sees
+     * this node */
     do {
         __atomic_store_n(&n->next, head, __ATOMIC_RELAXED);
-    } while (!__atomic_compare_exchange_n(&to->inbox, &head, n, true, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+    } while (!__atomic_compare_exchange_n(&to->inbox, &head, n, true, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
+    if (HK__UNLIKELY(__atomic_load_n(&to->abandoned, __ATOMIC_SEQ_CST))) zone_collect_abandoned(to, locked);
 }
 
-void hk__zone_out_flush(zone_rsrc *s) {
+void hk__zone_out_flush(zone_rsrc *s, int locked) {
     for (unsigned i = 0; i < ZONE_OUT_WAYS; i++) {
         zone_outbox *o = &s->out[i];
-        if (o->node && o->node->n) zone_out_push(o);
+        if (o->node && o->node->n) zone_out_push(o, locked);
     }
 }
 
 /* ---- the remote free ------------------------------------------------------------- */
 
-hk_result hk__zone_thr_remote(hk_zone *z, zone_blk *b, zone_heap *h, uint64_t w, zone_rsrc *s) {
+hk_result hk__zone_thr_remote(hk_zone *z, zone_blk *b, zone_heap *h, uint64_t w, zone_rsrc *s, int locked) {
     zone_outbox *o = &s->out[zone_out_way(h)];
     if (o->to != h) {
         /* the way's other heap gets its batch now (an empty node serves any heap) */
-        if (o->node && o->node->n) zone_out_push(o);
+        if (o->node && o->node->n) zone_out_push(o, locked);
         o->to = h;
     }
     if (!o->node) {
@@ -165,7 +186,7 @@ hk_result hk__zone_thr_remote(hk_zone *z, zone_blk *b, zone_heap *h, uint64_t w,
     uint32_t k = n->n;
     __atomic_store_n(&n->slot[k], (void *)zone_user(b), __ATOMIC_RELAXED);
     __atomic_store_n(&n->n, k + 1, __ATOMIC_RELAXED);
-    if (k + 1 == ZONE_RNODE_SLOTS) zone_out_push(o);
+    if (k + 1 == ZONE_RNODE_SLOTS) zone_out_push(o, locked);
     return HK_OK;
 }
 
@@ -185,7 +206,7 @@ static void zone_report_late(hk_zone *z, zone_blk *b, int locked) {
 #define ZONE_COLLECT_AHEAD 8u /* slots whose headers a collection asks for ahead */
 
 void hk__zone_thr_collect(hk_zone *z, zone_heap *h, int locked) {
-    zone_rnode *n = __atomic_exchange_n(&h->inbox, NULL, __ATOMIC_ACQUIRE);
+    zone_rnode *n = __atomic_exchange_n(&h->inbox, NULL, __ATOMIC_SEQ_CST); /* see zone_out_push */
     size_t req = 0, nfreed = 0;
     while (n) {
         zone_rnode *next = n->next;

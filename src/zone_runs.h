@@ -81,7 +81,7 @@ typedef struct zone_heap {
     uint64_t alloc_count, free_count;
     struct zone_heap *next; /* z->heaps, lock held */
     hk_zone *z;
-    int abandoned; /* lock held: no thread owns it; the next heap request adopts it */
+    int abandoned; /* no thread owns it; the next heap request adopts it (atomic stores, lock held) */
     size_t os_size;
     /* The decay clock (zone_decay.c), polled by the owner's frees: when
      * free_count reaches decay_poll_at (atomic: the thread arming the decay

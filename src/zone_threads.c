@@ -30,11 +30,12 @@
  *    anything; hk_zone_stats sums at read time and subtracts the slots
  *    freed remotely and not collected yet (the batches' entries whose
  *    header says remote).
- *  - thread exit: the thread's heaps are abandoned (collected, and their
- *    batches pushed, first); a run keeps pointing at its heap, so an
+ *  - thread exit: the thread's heaps are marked abandoned, then collected
+ *    and their batches pushed; a run keeps pointing at its heap, so an
  *    abandoned heap's live slots are freed through the remote path from
- *    anywhere, and the next thread that needs a heap in that zone adopts
- *    the whole heap, runs and all.
+ *    anywhere (a batch pushed on an abandoned heap is collected by its
+ *    pusher, zone_remote.c), and the next thread that needs a heap in that
+ *    zone adopts the whole heap, runs and all.
  *
  * Invariants (verified by hk_zone_check while no other thread is inside a
  * zone call):
@@ -168,7 +169,7 @@ void hk__zone_thr_trim(hk_zone *z) {
          * its remote frees, which may empty runs, and take its empty
          * current runs as well */
         if (h->abandoned) {
-            hk__zone_out_flush(&h->rs);
+            hk__zone_out_flush(&h->rs, 1);
             hk__zone_thr_collect(z, h, 1);
             hk__zone_thr_cache_flush_all(z, h, 1);
         }
@@ -189,8 +190,8 @@ void hk__zone_thr_trim(hk_zone *z) {
 }
 
 void hk__zone_thr_collect_all(hk_zone *z) {
-    hk__zone_out_flush(&z->rs);
-    for (zone_heap *h = z->heaps; h; h = h->next) hk__zone_out_flush(&h->rs);
+    hk__zone_out_flush(&z->rs, 1);
+    for (zone_heap *h = z->heaps; h; h = h->next) hk__zone_out_flush(&h->rs, 1);
     for (zone_heap *h = z->heaps; h; h = h->next) {
         hk__zone_thr_collect(z, h, 1);
         hk__zone_thr_cache_flush_all(z, h, 1);
@@ -304,7 +305,7 @@ static inline int zone_thr_refill_collects(const zone_heap *h, const zone_cls *c
  * allocations. */
 static void zone_thr_collect_own(hk_zone *z, zone_heap *h) {
     h->collect_at = h->alloc_count + ZONE_COLLECT_EVERY;
-    hk__zone_out_flush(&h->rs); /* this thread's own remote frees go too */
+    hk__zone_out_flush(&h->rs, 0); /* this thread's own remote frees go too */
     hk__zone_thr_collect(z, h, 0);
 }
 
@@ -331,7 +332,7 @@ HK__NOINLINE unsigned char *hk__zone_thr_refill(hk_zone *z, zone_heap *h, unsign
     } else {
         /* the heap grows: its batches of other heaps' slots go first, so
          * that their owners can reuse them */
-        hk__zone_out_flush(&h->rs);
+        hk__zone_out_flush(&h->rs, 0);
         hk__core_lock(&z->core);
         zone_decay_poll(z, 1); /* a new run: the clock, when a sweep is due */
         r = hk__zone_run_new(z, ci, h, prev);
@@ -445,10 +446,12 @@ static void zone_thread_exit(void) {
         hk_zone *z = zone_reg_find(e->zid);
         if (z) {
             hk__core_lock(&z->core);
+            /* marked first: a batch pushed from now on is collected by its
+             * pusher (zone_out_push), one pushed before by this collection */
+            __atomic_store_n(&e->h->abandoned, 1, __ATOMIC_SEQ_CST);
             hk__zone_thr_collect(z, e->h, 1);
             hk__zone_thr_cache_flush_all(z, e->h, 1);
-            hk__zone_out_flush(&e->h->rs);
-            e->h->abandoned = 1;
+            hk__zone_out_flush(&e->h->rs, 1);
             hk__core_unlock(&z->core);
         }
         e->zid = 0;
@@ -484,7 +487,7 @@ HK__NOINLINE zone_heap *hk__zone_heap_get(hk_zone *z) {
     for (h = z->heaps; h && !h->abandoned; h = h->next) {
     }
     if (h) {
-        h->abandoned = 0; /* adopted, runs and all */
+        __atomic_store_n(&h->abandoned, 0, __ATOMIC_RELAXED); /* adopted, runs and all */
     } else {
         size_t size = (sizeof(zone_heap) + hk_os_page_size() - 1) & ~(hk_os_page_size() - 1);
         h = (zone_heap *)hk_os_alloc(size);
@@ -558,7 +561,10 @@ void hk__zone_fork_child(hk_zone *z) {
     /* the child's one thread keeps its heap; the others' threads are gone */
     zone_heap *mine = z->threads ? zone_tl_find(z) : NULL;
     for (zone_heap *h = z->heaps; h; h = h->next)
-        if (h != mine) h->abandoned = 1;
+        if (h != mine) {
+            __atomic_store_n(&h->abandoned, 1, __ATOMIC_RELAXED);
+            hk__zone_thr_collect(z, h, 1); /* as a thread's exit would have */
+        }
     hk__core_unlock(&z->core);
     zone_reg_unlock();
 }
@@ -628,10 +634,10 @@ static hk_result zone_thr_free_slot(hk_zone *z, zone_blk *b, zone_run *r, uint64
         /* another heap's slot: into a batch of the calling thread's heap
          * (a thread without one gets one), else of the zone's under the lock */
         if (!mine && !locked) mine = hk__zone_heap_get(z);
-        if (mine) return hk__zone_thr_remote(z, b, h, w, &mine->rs);
+        if (mine) return hk__zone_thr_remote(z, b, h, w, &mine->rs, locked);
         if (!locked) hk__core_lock(&z->core);
-        hk_result res = hk__zone_thr_remote(z, b, h, w, &z->rs);
-        hk__zone_out_flush(&z->rs); /* no owner to push it later: at once */
+        hk_result res = hk__zone_thr_remote(z, b, h, w, &z->rs, 1);
+        hk__zone_out_flush(&z->rs, 1); /* no owner to push it later: at once */
         if (!locked) hk__core_unlock(&z->core);
         return res;
     }

@@ -58,13 +58,16 @@ typedef struct zone_sums {
 void hk__zone_thr_settle(hk_zone *z, zone_heap *h, zone_run *r, int locked);
 /* The remote free of used slot b (header word w, checked) of a run of
  * heap h, by a thread whose pool is s (its own heap's, or the zone's with
- * the lock held): HK_OK; HK_ERR_DOUBLE_FREE (unreported) when another
- * free claimed the header first; HK_ERR_NOMEM (unreported, nothing done)
- * when s has no node and none can be mapped. */
-hk_result hk__zone_thr_remote(hk_zone *z, zone_blk *b, zone_heap *h, uint64_t w, zone_rsrc *s);
+ * the lock held; `locked`: the caller holds the lock): HK_OK;
+ * HK_ERR_DOUBLE_FREE (unreported) when another free claimed the header
+ * first; HK_ERR_NOMEM (unreported, nothing done) when s has no node and
+ * none can be mapped. A node it pushes on an abandoned heap's inbox is
+ * collected at once, under the lock. */
+hk_result hk__zone_thr_remote(hk_zone *z, zone_blk *b, zone_heap *h, uint64_t w, zone_rsrc *s, int locked);
 /* Pushes every partly filled node of pool s on its heap's inbox (s's
- * owner, or anyone with the owner quiescent or gone). */
-void hk__zone_out_flush(zone_rsrc *s);
+ * owner, or anyone with the owner quiescent or gone), collecting an
+ * abandoned heap's at once (the lock taken unless `locked`). */
+void hk__zone_out_flush(zone_rsrc *s, int locked);
 /* Collects heap h's inbox: its owner, or any thread with the lock held
  * while h is abandoned or its owner quiescent (`locked`). */
 void hk__zone_thr_collect(hk_zone *z, zone_heap *h, int locked);

@@ -443,13 +443,75 @@ HKT_TEST(owner_and_other_thread_free_same_blocks_reported_once) {
     pthread_join(ta, NULL);
     pthread_join(tb, NULL);
     /* every block was freed twice: exactly one free of each failed or was
-     * reported later (a race both passed is caught by the owner's
-     * collection, at the latest when the owner thread exits) */
+     * reported later (a race both passed is caught by the collection of
+     * the other thread's batch: the owner's, when the batch reaches it
+     * first, else the other thread's own as it pushes the batch onto the
+     * heap the owner abandoned) */
     CHECK_EQ(rep.double_free, NB);
     CHECK_EQ(a.ok + b.ok + a.bad + b.bad, 2 * NB);
     CHECK_EQ(live_of(z), 0);
     CHECK_EQ(hk_zone_check(z), HK_OK);
     pthread_barrier_destroy(&bar);
+    hk_zone_destroy(z);
+}
+
+/* Batches that reach a heap after its owner exited are collected by the
+ * thread that pushes them, at once: the runs they empty go back then, not
+ * at the next adoption or trim (regression: they waited on the abandoned
+ * heap's inbox, and so did the report of a double free found in them). */
+typedef struct {
+    hk_zone *z;
+    void **p;
+    pthread_barrier_t *owner_done, *owner_gone;
+    int fails;
+} late_ctx;
+
+static void *late_owner(void *arg) {
+    late_ctx *c = (late_ctx *)arg;
+    for (int i = 0; i < NB; i++) c->p[i] = hk_zone_alloc(c->z, 24 + (size_t)(i % 7) * 16);
+    pthread_barrier_wait(c->owner_done);
+    return NULL; /* its heap is abandoned, every block live */
+}
+
+static void *late_freer(void *arg) {
+    late_ctx *c = (late_ctx *)arg;
+    void *mine = hk_zone_alloc(c->z, 24); /* a heap of its own: it adopts none */
+    pthread_barrier_wait(c->owner_done);
+    pthread_barrier_wait(c->owner_gone);
+    for (int i = 0; i < NB; i++)
+        if (hk_zone_free(c->z, c->p[i]) != HK_OK) c->fails++;
+    if (hk_zone_free(c->z, mine) != HK_OK) c->fails++;
+    return NULL; /* its exit pushes its last batch */
+}
+
+HKT_TEST(batches_reaching_an_abandoned_heap_are_collected_at_once) {
+    trep rep;
+    hk_zone *z = mk_thr(&rep);
+    static void *p[NB];
+    pthread_barrier_t done, gone;
+    pthread_barrier_init(&done, NULL, 2);
+    pthread_barrier_init(&gone, NULL, 2);
+    late_ctx c = {z, p, &done, &gone, 0};
+    pthread_t owner, freer;
+    REQUIRE(pthread_create(&owner, NULL, late_owner, &c) == 0);
+    REQUIRE(pthread_create(&freer, NULL, late_freer, &c) == 0);
+    pthread_join(owner, NULL);
+    pthread_barrier_wait(&gone);
+    pthread_join(freer, NULL);
+    CHECK_EQ(c.fails, 0);
+    /* every run emptied: the dump lists each with none used */
+    size_t runs = 0, empty = 0;
+    char *d = dump_str(z, &runs);
+    REQUIRE(d != NULL);
+    for (const char *q = d; (q = strstr(q, "-byte blocks: 0 of ")) != NULL; q++) empty++;
+    free(d);
+    CHECK(runs >= 7);
+    CHECK_EQ(empty, runs);
+    CHECK_EQ(live_of(z), 0);
+    CHECK_EQ(rep.count, 0);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    pthread_barrier_destroy(&done);
+    pthread_barrier_destroy(&gone);
     hk_zone_destroy(z);
 }
 
