@@ -72,7 +72,11 @@ typedef struct zone_heap {
     uint32_t ncache[ZONE_NCLS];
     zone_cls cls[ZONE_NCLS]; /* owner only */
     zone_rnode *inbox;       /* atomic stack of batches of this heap's slots freed by other threads */
-    zone_rsrc rs;            /* owner only: its own frees of other heaps' slots */
+    /* no thread owns it; the next heap request adopts it (atomic stores,
+     * lock held). Beside the inbox: a pusher reads it after its push, on
+     * the line it has just written, not on the owner's counters' line. */
+    int abandoned;
+    zone_rsrc rs; /* owner only: its own frees of other heaps' slots */
     /* Counters of the owner's slots (relaxed atomic stores by the owner,
      * relaxed loads by stats; summed with the zone's at read time; a
      * heap's own used_req may wrap: only the sum means anything). The
@@ -81,7 +85,6 @@ typedef struct zone_heap {
     uint64_t alloc_count, free_count;
     struct zone_heap *next; /* z->heaps, lock held */
     hk_zone *z;
-    int abandoned; /* no thread owns it; the next heap request adopts it (atomic stores, lock held) */
     size_t os_size;
     /* The decay clock (zone_decay.c), polled by the owner's frees: when
      * free_count reaches decay_poll_at (atomic: the thread arming the decay
