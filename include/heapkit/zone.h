@@ -58,8 +58,10 @@
  * full goes back to its run); the cache goes back to the runs when the
  * thread exits or calls hk_zone_trim, and before free_tags. A thread's heap is
  * abandoned when it exits and adopted by the next thread that needs one;
- * its blocks stay valid and may be freed from anywhere. Different zones
- * are independent.
+ * its blocks stay valid and may be freed from anywhere (such frees go back
+ * to its runs as soon as the freeing thread hands its batch over, under
+ * the zone's lock: they do not wait for an adoption). Different zones are
+ * independent.
  *
  * Errors: misuse is reported through desc.on_error (or the default handler,
  * see heapkit.h) with the address and what was wrong; the zone is left
@@ -351,9 +353,10 @@ hk_result hk_zone_get_info(const hk_zone *z, hk_zone_info *out);
  * back to the free blocks: the zone's own spare runs and empty current
  * runs, every thread heap's spare run (HK_ZONE_THREADS; a live thread's
  * current run stays), and the empty runs of abandoned heaps (after
- * collecting their remote frees); then every whole page of every free
- * block (past its first 32 bytes) that is not given back yet is, with
- * madvise(MADV_DONTNEED) on POSIX hosts: the resident size drops at once.
+ * collecting any remote frees still in flight); then every whole page of
+ * every free block (past its first 32 bytes) that is not given back yet
+ * is, with madvise(MADV_DONTNEED) on POSIX hosts: the resident size drops
+ * at once.
  * Blocks later carved from that memory fault fresh pages in as they are
  * written. Returns the bytes given back by this call (0 for NULL, for a
  * zone on caller memory only, with HK_FLAG_FILL, or when nothing was
