@@ -145,7 +145,8 @@ HKT_TEST(partly_filled_batch_reaches_its_owner_when_the_freer_grows) {
     void *q = hk_zone_alloc(z, 3000);
     REQUIRE(q != NULL);
     /* the owner is gone: the batch was collected as it was pushed (the
-     * slots are free in their runs, which its current runs keep) */
+     * slots are free in their runs: the abandoned heap's current runs,
+     * which stay) */
     CHECK(__atomic_load_n(&owner->inbox, __ATOMIC_ACQUIRE) == NULL);
     for (int i = 0; i < NB; i++) CHECK_EQ(zone_w_bits(zone_hdr_load(hdr_of(m.p[i]))), ZB_SLOT_FREE);
     CHECK_EQ(hk_zone_check(z), HK_OK);
