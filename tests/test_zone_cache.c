@@ -21,8 +21,6 @@ static zone_heap *my_heap(hk_zone *z) {
     return hk__zone_tl_cur.h;
 }
 
-static zone_run *run_of(void *p) { return zone_run_of_slot(hdr_of(p)); }
-
 HKT_TEST(serves_the_class_lifo) {
     hkt_errors e;
     hk_zone *z = mk_thr(&e);

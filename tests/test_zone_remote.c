@@ -111,7 +111,7 @@ HKT_TEST(check_finds_a_damaged_batch) {
     z->rnodes_made--;
     CHECK_EQ(hk_zone_check(z), HK_OK);
     /* a batch left on the inbox of a heap that has no owner */
-    zone_heap *owner = zone_run_ext(zone_run_of_slot(hdr_of(m.p[0])))->heap;
+    zone_heap *owner = zone_run_ext(run_of(m.p[0]))->heap;
     REQUIRE(owner != NULL && owner->abandoned && owner->inbox == NULL);
     unsigned way = 0;
     while (h->rs.out[way].node != n) way++;
@@ -134,7 +134,7 @@ HKT_TEST(partly_filled_batch_reaches_its_owner_when_the_freer_grows) {
     void *mine;
     hk_zone *z = zone_with_abandoned(&e, &m, &mine); /* no batch yet */
     REQUIRE(z != NULL);
-    zone_heap *owner = zone_run_ext(zone_run_of_slot(hdr_of(m.p[0])))->heap;
+    zone_heap *owner = zone_run_ext(run_of(m.p[0]))->heap;
     REQUIRE(owner != NULL);
     for (int i = 0; i < NB; i++) CHECK_EQ(hk_zone_free(z, m.p[i]), HK_OK);
     /* NB < ZONE_RNODE_SLOTS: the batch waits in this thread's outbox */
@@ -185,7 +185,7 @@ HKT_TEST(free_by_a_thread_without_a_heap_reaches_the_owner) {
     REQUIRE(pthread_create(&t, NULL, alloc_and_wait, &w) == 0);
     while (!__atomic_load_n(&w.made, __ATOMIC_ACQUIRE)) sched_yield();
     REQUIRE(w.p != NULL);
-    zone_heap *owner = zone_run_ext(zone_run_of_slot(hdr_of(w.p)))->heap;
+    zone_heap *owner = zone_run_ext(run_of(w.p))->heap;
     hk_os_fail_after(1, false); /* this thread's heap cannot be mapped */
     CHECK_EQ(hk_zone_free(z, w.p), HK_OK);
     hk_os_fail_after(0, false);

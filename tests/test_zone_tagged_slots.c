@@ -266,7 +266,7 @@ HKT_TEST(walk_shows_tagged_slots_with_their_tag_and_check_sees_damage) {
     CHECK_EQ(c.tags[HK_TAG_LEVEL], 10);
     CHECK_EQ(c.tags[HK_TAG_STATIC], 1);
     /* the run's count of tagged slots is verified */
-    zone_run *r = zone_run_of_slot(hdr_of(p[0]));
+    zone_run *r = run_of(p[0]);
     CHECK_EQ(r->ntag, 10);
     r->ntag--;
     CHECK_EQ(hk_zone_check(z), HK_ERR_CORRUPT);
@@ -293,7 +293,7 @@ HKT_TEST(busy_class_of_large_slots_gets_runs_of_32) {
     uint32_t most = 0;
     for (int i = 0; i < 200; i++) {
         REQUIRE((p[i] = hk_zone_alloc_tagged(z, 8000, HK_TAG_LEVEL, NULL, NULL)) != NULL);
-        zone_run *r = zone_run_of_slot(hdr_of(p[i]));
+        zone_run *r = run_of(p[i]);
         if (r->nslots > most) most = r->nslots;
     }
     CHECK_EQ(most, ZONE_RUN_BUSY_X);
@@ -349,8 +349,8 @@ HKT_TEST(free_tags_empties_a_run_of_level_slots_at_once) {
         REQUIRE((mixed[i] = hk_zone_alloc_tagged(z, 100, HK_TAG_LEVEL, NULL, NULL)) != NULL);
     void *st = hk_zone_alloc(z, 100); /* in the run of the last 100-byte slots */
     REQUIRE(st != NULL);
-    zone_run *pure = zone_run_of_slot(hdr_of(lv[N - 1])), *mix = zone_run_of_slot(hdr_of(st));
-    REQUIRE(mix == zone_run_of_slot(hdr_of(mixed[N - 1])));
+    zone_run *pure = run_of(lv[N - 1]), *mix = run_of(st);
+    REQUIRE(mix == run_of(mixed[N - 1]));
     uint32_t mix_bump = mix->bump;
     CHECK_EQ(hk_zone_free_tags(z, HK_TAG_LEVEL, HK_TAG_LEVEL), (size_t)2 * N);
     CHECK_EQ(pure->used, 0u);

@@ -1,10 +1,11 @@
 /* Zone with HK_ZONE_THREADS: per-thread heaps under threads (stress with
  * cross-thread frees, threads exiting with live blocks, adoption, a level
- * unload with free_tags), misuse under threads (the same block freed by two
- * threads at once reported once, foreign and interior pointers from a
- * non-owner thread), exact statistics. (fork: tests/zone_preload_prog.c,
- * through the malloc shim, which registers the fork hooks.) No CHECK inside worker
- * threads: they count failures, the main thread checks. */
+ * unload with free_tags), many remote freers racing the owner's
+ * collections, exact statistics, slot bookkeeping, reuse before carving,
+ * the owner's realloc and carving. (Misuse under threads:
+ * tests/test_zone_thread_misuse.c; fork: tests/zone_preload_prog.c,
+ * through the malloc shim, which registers the fork hooks.) No CHECK
+ * inside worker threads: they count failures, the main thread checks. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
 #endif
@@ -12,39 +13,12 @@
 #include "hk_test.h"
 #include "internal.h"
 #include "zone_runs_test_util.h"
+#include "zone_thr_test_util.h"
 #include "zone_threads.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sched.h>
-
-/* Reports, counted from any thread (the zone reports under its lock). */
-typedef struct {
-    int count, double_free, foreign, interior;
-} trep;
-static void t_on_error(const hk_error *e, void *user) {
-    trep *r = (trep *)user;
-    __atomic_fetch_add(&r->count, 1, __ATOMIC_RELAXED);
-    if (e->kind == HK_EK_DOUBLE_FREE) __atomic_fetch_add(&r->double_free, 1, __ATOMIC_RELAXED);
-    if (e->kind == HK_EK_FOREIGN_PTR) __atomic_fetch_add(&r->foreign, 1, __ATOMIC_RELAXED);
-    if (e->kind == HK_EK_INTERIOR_PTR) __atomic_fetch_add(&r->interior, 1, __ATOMIC_RELAXED);
-}
-
-static hk_zone *mk_thr(trep *r) {
-    memset(r, 0, sizeof *r);
-    return hk_zone_create(&(hk_zone_desc){.size = 1 << 20,
-                                          .grow_size = 1 << 20,
-                                          .flags = HK_ZONE_THREADS | HK_FLAG_QUIET,
-                                          .name = "thr",
-                                          .on_error = t_on_error,
-                                          .error_user = r});
-}
-
-static size_t live_of(hk_zone *z) {
-    hk_stats s;
-    hk_zone_stats(z, &s);
-    return s.live_blocks;
-}
 
 /* ---- stress ---------------------------------------------------------------- */
 
@@ -162,7 +136,7 @@ static void *stress_thread(void *arg) {
 
 HKT_TEST(stress_cross_thread_frees_exit_and_level_unload) {
     trep rep;
-    hk_zone *z = mk_thr(&rep);
+    hk_zone *z = mk_thr_counting(&rep);
     REQUIRE(z != NULL);
     xring x;
     memset(&x, 0, sizeof x);
@@ -284,7 +258,7 @@ static void *fan_freer(void *arg) {
  * Every free is counted once, nothing is reported, check passes. */
 HKT_TEST(three_remote_freers_race_the_owners_collections) {
     trep rep;
-    hk_zone *z = mk_thr(&rep);
+    hk_zone *z = mk_thr_counting(&rep);
     REQUIRE(z != NULL);
     static fan_ctx c;
     memset(&c, 0, sizeof c);
@@ -330,7 +304,7 @@ static void *alloc_100(void *arg) {
 
 HKT_TEST(stats_exact_with_frees_pending_collection) {
     trep rep;
-    hk_zone *z = mk_thr(&rep);
+    hk_zone *z = mk_thr_counting(&rep);
     owner_ctx o = {.z = z};
     pthread_t t;
     REQUIRE(pthread_create(&t, NULL, alloc_100, &o) == 0);
@@ -356,199 +330,6 @@ HKT_TEST(stats_exact_with_frees_pending_collection) {
     hk_zone_destroy(z);
 }
 
-/* ---- misuse under threads ------------------------------------------------------ */
-
-#define NB 2000
-typedef struct {
-    hk_zone *z;
-    void **p;
-    pthread_barrier_t *bar;
-    int ok, bad;
-} racer;
-
-static void *free_all(void *arg) {
-    racer *r = (racer *)arg;
-    pthread_barrier_wait(r->bar);
-    for (int i = 0; i < NB; i++) {
-        hk_result res = hk_zone_free(r->z, r->p[i]);
-        if (res == HK_OK)
-            r->ok++;
-        else if (res == HK_ERR_DOUBLE_FREE)
-            r->bad++;
-    }
-    return NULL;
-}
-
-static void *alloc_nb(void *arg) {
-    racer *r = (racer *)arg;
-    for (int i = 0; i < NB; i++) r->p[i] = hk_zone_alloc(r->z, 24 + (size_t)(i % 7) * 16);
-    return NULL;
-}
-
-HKT_TEST(same_block_freed_by_two_other_threads_reported_once) {
-    trep rep;
-    hk_zone *z = mk_thr(&rep);
-    static void *p[NB];
-    pthread_barrier_t bar;
-    pthread_barrier_init(&bar, NULL, 2);
-    racer a = {z, p, &bar, 0, 0}, b = {z, p, &bar, 0, 0};
-    pthread_t ta, tb;
-    REQUIRE(pthread_create(&ta, NULL, alloc_nb, &a) == 0);
-    pthread_join(ta, NULL);
-    REQUIRE(pthread_create(&ta, NULL, free_all, &a) == 0);
-    REQUIRE(pthread_create(&tb, NULL, free_all, &b) == 0);
-    pthread_join(ta, NULL);
-    pthread_join(tb, NULL);
-    CHECK_EQ(a.ok + b.ok, NB);
-    CHECK_EQ(a.bad + b.bad, NB);
-    CHECK_EQ(rep.double_free, NB);
-    CHECK_EQ(rep.count, NB);
-    CHECK_EQ(live_of(z), 0);
-    CHECK_EQ(hk_zone_check(z), HK_OK);
-    pthread_barrier_destroy(&bar);
-    hk_zone_destroy(z);
-}
-
-/* The owner frees its blocks while another thread frees the same ones. */
-
-static void *owner_allocs_then_frees(void *arg) {
-    racer *r = (racer *)arg;
-    for (int i = 0; i < NB; i++) r->p[i] = hk_zone_alloc(r->z, 24 + (size_t)(i % 7) * 16);
-    pthread_barrier_wait(r->bar); /* the other thread may start */
-    for (int i = 0; i < NB; i++) {
-        hk_result res = hk_zone_free(r->z, r->p[i]);
-        if (res == HK_OK)
-            r->ok++;
-        else if (res == HK_ERR_DOUBLE_FREE)
-            r->bad++;
-    }
-    /* reuse the slots (collection runs on the refills) */
-    for (int i = 0; i < NB; i++) {
-        void *q = hk_zone_alloc(r->z, 40);
-        if (q) hk_zone_free(r->z, q);
-    }
-    return NULL;
-}
-
-HKT_TEST(owner_and_other_thread_free_same_blocks_reported_once) {
-    trep rep;
-    hk_zone *z = mk_thr(&rep);
-    static void *p[NB];
-    pthread_barrier_t bar;
-    pthread_barrier_init(&bar, NULL, 2);
-    racer a = {z, p, &bar, 0, 0}, b = {z, p, &bar, 0, 0};
-    pthread_t ta, tb;
-    REQUIRE(pthread_create(&ta, NULL, owner_allocs_then_frees, &a) == 0);
-    REQUIRE(pthread_create(&tb, NULL, free_all, &b) == 0);
-    pthread_join(ta, NULL);
-    pthread_join(tb, NULL);
-    /* every block was freed twice: exactly one free of each failed or was
-     * reported later (a race both passed is caught by the collection of
-     * the other thread's batch: the owner's, when the batch reaches it
-     * first, else the other thread's own as it pushes the batch onto the
-     * heap the owner abandoned) */
-    CHECK_EQ(rep.double_free, NB);
-    CHECK_EQ(a.ok + b.ok + a.bad + b.bad, 2 * NB);
-    CHECK_EQ(live_of(z), 0);
-    CHECK_EQ(hk_zone_check(z), HK_OK);
-    pthread_barrier_destroy(&bar);
-    hk_zone_destroy(z);
-}
-
-/* Batches that reach a heap after its owner exited are collected by the
- * thread that pushes them, at once: the runs they empty go back then, not
- * at the next adoption or trim (regression: they waited on the abandoned
- * heap's inbox, and so did the report of a double free found in them). */
-typedef struct {
-    hk_zone *z;
-    void **p;
-    pthread_barrier_t *owner_done, *owner_gone;
-    int fails;
-} late_ctx;
-
-static void *late_owner(void *arg) {
-    late_ctx *c = (late_ctx *)arg;
-    for (int i = 0; i < NB; i++) c->p[i] = hk_zone_alloc(c->z, 24 + (size_t)(i % 7) * 16);
-    pthread_barrier_wait(c->owner_done);
-    return NULL; /* its heap is abandoned, every block live */
-}
-
-static void *late_freer(void *arg) {
-    late_ctx *c = (late_ctx *)arg;
-    void *mine = hk_zone_alloc(c->z, 24); /* a heap of its own: it adopts none */
-    pthread_barrier_wait(c->owner_done);
-    pthread_barrier_wait(c->owner_gone);
-    for (int i = 0; i < NB; i++)
-        if (hk_zone_free(c->z, c->p[i]) != HK_OK) c->fails++;
-    if (hk_zone_free(c->z, mine) != HK_OK) c->fails++;
-    return NULL; /* its exit pushes its last batch */
-}
-
-HKT_TEST(batches_reaching_an_abandoned_heap_are_collected_at_once) {
-    trep rep;
-    hk_zone *z = mk_thr(&rep);
-    static void *p[NB];
-    pthread_barrier_t done, gone;
-    pthread_barrier_init(&done, NULL, 2);
-    pthread_barrier_init(&gone, NULL, 2);
-    late_ctx c = {z, p, &done, &gone, 0};
-    pthread_t owner, freer;
-    REQUIRE(pthread_create(&owner, NULL, late_owner, &c) == 0);
-    REQUIRE(pthread_create(&freer, NULL, late_freer, &c) == 0);
-    pthread_join(owner, NULL);
-    pthread_barrier_wait(&gone);
-    pthread_join(freer, NULL);
-    CHECK_EQ(c.fails, 0);
-    /* every run emptied: the dump lists each with none used */
-    size_t runs = 0, empty = 0;
-    char *d = dump_str(z, &runs);
-    REQUIRE(d != NULL);
-    for (const char *q = d; (q = strstr(q, "-byte blocks: 0 of ")) != NULL; q++) empty++;
-    free(d);
-    CHECK(runs >= 7);
-    CHECK_EQ(empty, runs);
-    CHECK_EQ(live_of(z), 0);
-    CHECK_EQ(rep.count, 0);
-    CHECK_EQ(hk_zone_check(z), HK_OK);
-    pthread_barrier_destroy(&done);
-    pthread_barrier_destroy(&gone);
-    hk_zone_destroy(z);
-}
-
-typedef struct {
-    hk_zone *z;
-    void *blk;
-    hk_result foreign, interior;
-} bad_ctx;
-
-static void *free_bad(void *arg) {
-    bad_ctx *c = (bad_ctx *)arg;
-    int local;
-    c->foreign = hk_zone_free(c->z, &local);
-    c->interior = hk_zone_free(c->z, (unsigned char *)c->blk + 16);
-    return NULL;
-}
-
-HKT_TEST(foreign_and_interior_pointer_from_other_thread_reported) {
-    trep rep;
-    hk_zone *z = mk_thr(&rep);
-    bad_ctx c = {.z = z, .blk = hk_zone_alloc(z, 200)};
-    pthread_t t;
-    REQUIRE(pthread_create(&t, NULL, free_bad, &c) == 0);
-    pthread_join(t, NULL);
-    CHECK_EQ(c.foreign, HK_ERR_FOREIGN);
-    CHECK_EQ(rep.foreign, 1);
-    CHECK(c.interior != HK_OK);
-    CHECK_EQ(rep.count, 2);
-    CHECK_EQ(live_of(z), 1);
-    CHECK_EQ(hk_zone_check(z), HK_OK);
-    CHECK_EQ(hk_zone_free(z, c.blk), HK_OK);
-    hk_zone_destroy(z);
-}
-
-/* the shared test header's single-threaded hook is not used here */
-static HK__UNUSED void (*t_unused_hook)(const hk_error *, void *) = hkt_on_error;
-
 /* Regression: a run's last slot may be written up to its usable size, which
  * reaches 8 bytes past the slots (into the next slot's header position);
  * the run's remote bitmap once started right there, so a full write of the
@@ -572,7 +353,7 @@ static void *fill_every_class(void *arg) {
 
 HKT_TEST(last_slot_written_whole_leaves_run_bookkeeping_intact) {
     trep rep;
-    hk_zone *z = mk_thr(&rep);
+    hk_zone *z = mk_thr_counting(&rep);
     pthread_t t;
     void *res = NULL;
     REQUIRE(pthread_create(&t, NULL, fill_every_class, z) == 0);
@@ -618,12 +399,6 @@ HKT_TEST(slot_header_xor_matches_full_header) {
 
 /* ---- a run emptied by a collection while its last remote freer is mid-way ---- */
 
-/* The run of slot p (provenance hidden: the header lies before the block). */
-static zone_run *run_of(void *p) {
-    __asm__ volatile("" : "+r"(p));
-    return zone_run_of_slot(zone_from_user(p));
-}
-
 typedef struct {
     hk_zone *z;
     void *a;
@@ -648,7 +423,7 @@ static void *free_one_and_wait(void *arg) {
  * batch; the owner turns it free once the batch reaches its inbox. */
 HKT_TEST(run_kept_while_a_slot_of_it_waits_in_a_batch) {
     trep rep;
-    hk_zone *z = mk_thr(&rep);
+    hk_zone *z = mk_thr_counting(&rep);
     REQUIRE(z != NULL);
     enum { SZ = 6000, MAXB = 64 };
     void *b[2 * MAXB];
@@ -700,7 +475,7 @@ HKT_TEST(run_kept_while_a_slot_of_it_waits_in_a_batch) {
  * freed slots before the current run's untouched ones. */
 HKT_TEST(owner_reuses_remotely_freed_slots_before_carving) {
     trep rep;
-    hk_zone *z = mk_thr(&rep);
+    hk_zone *z = mk_thr_counting(&rep);
     REQUIRE(z != NULL);
     enum { MAXK = 512 };
     static void *a[MAXK], *b[MAXK];
@@ -753,7 +528,7 @@ static unsigned inbox_entries(zone_heap *h) {
  * run collects at once. */
 HKT_TEST(remote_frees_collected_every_collect_every_allocations) {
     trep rep;
-    hk_zone *z = mk_thr(&rep);
+    hk_zone *z = mk_thr_counting(&rep);
     REQUIRE(z != NULL);
     enum { MAXN = 64 };
     void *a[MAXN];
@@ -799,7 +574,7 @@ HKT_TEST(remote_frees_collected_every_collect_every_allocations) {
  * (a churning thread's peak RSS: 1.5 -> 1.3 MiB on suite threads). */
 HKT_TEST(owner_reuses_own_freed_slots_in_older_runs_before_carving) {
     trep rep;
-    hk_zone *z = mk_thr(&rep);
+    hk_zone *z = mk_thr_counting(&rep);
     REQUIRE(z != NULL);
     static zt_two_runs t;
     REQUIRE(zt_full_run_then_next(z, &t));
@@ -833,7 +608,7 @@ static void *realloc_other(void *arg) {
  * slot reported; another thread's slot handled by the general path. */
 HKT_TEST(owner_realloc_in_place_moved_and_misused) {
     trep rep;
-    hk_zone *z = mk_thr(&rep);
+    hk_zone *z = mk_thr_counting(&rep);
     REQUIRE(z != NULL);
     unsigned char *p = hk_zone_alloc(z, 200);
     REQUIRE(p != NULL);
@@ -884,7 +659,7 @@ HKT_TEST(carve_batch_stays_in_the_touched_page) {
     for (unsigned t = 0; t < 2; t++) {
         size_t N = sizes[t];
         trep rep;
-        hk_zone *z = mk_thr(&rep);
+        hk_zone *z = mk_thr_counting(&rep);
         REQUIRE(z != NULL);
         unsigned char *p = hk_zone_alloc(z, N); /* a new run: its first slot, carved */
         REQUIRE(p != NULL);

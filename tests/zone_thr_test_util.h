@@ -1,9 +1,10 @@
-/* tests/zone_thr_test_util.h - what the tests of a HK_ZONE_THREADS zone's
- * tagged slots and remote-free batches share (test_zone_tagged_slots.c,
- * test_zone_remote.c, test_zone_cache.c): a growing threads zone whose
- * reports are counted quietly, its statistics, the end of a test that
- * freed everything, and a block's header with the pointer's provenance
- * hidden. */
+/* tests/zone_thr_test_util.h - what the tests of a HK_ZONE_THREADS zone
+ * share (test_zone_threads.c, test_zone_thread_misuse.c,
+ * test_zone_tagged_slots.c, test_zone_remote.c, test_zone_cache.c): a
+ * growing threads zone whose reports are counted quietly (from the calling
+ * thread, or from any thread by kind), its statistics, the end of a test
+ * that freed everything, and a block's header and run with the pointer's
+ * provenance hidden. */
 #ifndef HK_ZONE_THR_TEST_UTIL_H
 #define HK_ZONE_THR_TEST_UTIL_H
 
@@ -23,6 +24,30 @@ __attribute__((unused)) static hk_zone *mk_thr(hkt_errors *e) {
                                           .name = "thr",
                                           .on_error = hkt_on_error,
                                           .error_user = e});
+}
+
+/* Reports counted from any thread, by kind (the zone reports under its
+ * lock; the counts are atomic as the reporting threads differ). */
+typedef struct {
+    int count, double_free, foreign, interior;
+} trep;
+__attribute__((unused)) static void trep_on_error(const hk_error *e, void *user) {
+    trep *r = (trep *)user;
+    __atomic_fetch_add(&r->count, 1, __ATOMIC_RELAXED);
+    if (e->kind == HK_EK_DOUBLE_FREE) __atomic_fetch_add(&r->double_free, 1, __ATOMIC_RELAXED);
+    if (e->kind == HK_EK_FOREIGN_PTR) __atomic_fetch_add(&r->foreign, 1, __ATOMIC_RELAXED);
+    if (e->kind == HK_EK_INTERIOR_PTR) __atomic_fetch_add(&r->interior, 1, __ATOMIC_RELAXED);
+}
+
+/* The zone of mk_thr, its reports counted in *r. */
+__attribute__((unused)) static hk_zone *mk_thr_counting(trep *r) {
+    memset(r, 0, sizeof *r);
+    return hk_zone_create(&(hk_zone_desc){.size = 1 << 20,
+                                          .grow_size = 1 << 20,
+                                          .flags = HK_ZONE_THREADS | HK_FLAG_QUIET,
+                                          .name = "thr",
+                                          .on_error = trep_on_error,
+                                          .error_user = r});
 }
 
 __attribute__((unused)) static hk_stats stats_of(hk_zone *z) {
@@ -50,5 +75,8 @@ __attribute__((unused)) static zone_blk *hdr_of(void *p) {
     __asm__ volatile("" : "+r"(p));
     return zone_from_user(p);
 }
+
+/* The run of slot p (provenance hidden as for hdr_of). */
+__attribute__((unused)) static zone_run *run_of(void *p) { return zone_run_of_slot(hdr_of(p)); }
 
 #endif
