@@ -85,7 +85,8 @@ void hk__zone_rsrc_fini(zone_rsrc *s);
  * lock). */
 zone_heap *hk__zone_heap_get(hk_zone *z);
 /* Fork hooks (the malloc shim): prepare takes the registry and zone locks;
- * the child abandons every heap but its own thread's. */
+ * the child abandons every heap but its own thread's, collecting their
+ * inboxes. */
 void hk__zone_fork_prepare(hk_zone *z);
 void hk__zone_fork_parent(hk_zone *z);
 void hk__zone_fork_child(hk_zone *z);

@@ -12,6 +12,10 @@
 
 #include <pthread.h>
 #include <sched.h>
+#ifndef _WIN32
+#include <sys/wait.h>
+#include <unistd.h>
+#endif
 
 #define NB 16
 
@@ -201,6 +205,53 @@ HKT_TEST(free_by_a_thread_without_a_heap_reaches_the_owner) {
     CHECK_EQ(e.count, 0);
     hk_zone_destroy(z);
 }
+
+#ifndef _WIN32
+/* fork's child: the owner's thread is gone there, so the child abandons
+ * its heap and collects the batch waiting on its inbox (the child can
+ * reuse the slots, and check finds no batch on a heap without an owner). */
+HKT_TEST(fork_child_collects_the_heaps_it_abandons) {
+    hkt_errors e;
+    hk_zone *z = mk_thr(&e);
+    REQUIRE(z != NULL);
+    void *mine = hk_zone_alloc(z, 64); /* this thread's heap: it adopts none */
+    REQUIRE(mine != NULL);
+    waiter w = {z, NULL, 0, 0};
+    pthread_t t;
+    REQUIRE(pthread_create(&t, NULL, alloc_and_wait, &w) == 0);
+    while (!__atomic_load_n(&w.made, __ATOMIC_ACQUIRE)) sched_yield();
+    REQUIRE(w.p != NULL);
+    zone_heap *owner = zone_run_ext(run_of(w.p))->heap;
+    CHECK_EQ(hk_zone_free(z, w.p), HK_OK);
+    void *q = hk_zone_alloc(z, 3000); /* this heap grows: its batch goes to the owner */
+    REQUIRE(q != NULL);
+    REQUIRE(__atomic_load_n(&owner->inbox, __ATOMIC_ACQUIRE) != NULL); /* the owner lives */
+    hk__zone_fork_prepare(z);
+    pid_t pid = fork();
+    if (pid == 0) {
+        hk__zone_fork_child(z);
+        /* 1: a batch left; 2: the slot not free; 3: check failed */
+        int rc = owner->inbox != NULL                                      ? 1
+                 : zone_w_bits(zone_hdr_load(hdr_of(w.p))) != ZB_SLOT_FREE ? 2
+                 : hk_zone_check(z) != HK_OK                               ? 3
+                                                                           : 0;
+        _exit(rc);
+    }
+    hk__zone_fork_parent(z);
+    REQUIRE(pid > 0);
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status));
+    CHECK_EQ(WEXITSTATUS(status), 0);
+    /* the parent's owner still lives: its batch waits for it */
+    CHECK(__atomic_load_n(&owner->inbox, __ATOMIC_ACQUIRE) != NULL);
+    __atomic_store_n(&w.go, 1, __ATOMIC_RELEASE);
+    pthread_join(t, NULL);
+    CHECK_EQ(hk_zone_free(z, q), HK_OK);
+    CHECK_EQ(hk_zone_free(z, mine), HK_OK);
+    thr_end_empty(z, &e);
+}
+#endif
 
 /* The slot bytes of a threads zone come from the runs' used counts (no
  * counter on the owner's paths): a block of this thread's heap, blocks of
