@@ -437,11 +437,16 @@ static hk_result zone_check_batches(hk_zone *z, const zone_tally *t) {
     hk_result res = zone_check_pool(z, &z->rs, made, &nodes, &remote);
     for (const zone_heap *h = z->heaps; h && res == HK_OK; h = h->next) {
         res = zone_check_pool(z, &h->rs, made, &nodes, &remote);
-        if (res == HK_OK && h->abandoned && h->inbox)
-            ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, h,
-                         "heap %p has no owner, yet remote-free batches wait on its inbox (its pushers "
-                         "collect them)",
-                         (const void *)h);
+        if (res == HK_OK && h->abandoned) {
+            int held = h->inbox != NULL;
+            for (unsigned c = 0; c < ZONE_NCLS; c++) held |= h->cache[c] != NULL || h->ncache[c] != 0;
+            for (unsigned i = 0; i < ZONE_OUT_WAYS; i++) held |= h->rs.out[i].node && h->rs.out[i].node->n;
+            if (held)
+                ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, h,
+                             "heap %p has no owner, yet holds cached slots or remote-free batches (its "
+                             "abandonment empties them, its pushers collect them)",
+                             (const void *)h);
+        }
         for (const zone_rnode *n = h->inbox; n && nodes <= made && res == HK_OK; n = n->next) {
             nodes++;
             res = zone_check_node(z, n, h, &remote);

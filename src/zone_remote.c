@@ -41,7 +41,7 @@
  * zone call):
  *  - every slot whose header says remote is in exactly one node: in the
  *    outbox of some pool, or on the inbox of the heap owning its run
- *    (never an abandoned heap's: its inbox is empty); it
+ *    (never an abandoned heap's: it holds no batch); it
  *    counts as used in its run (so its run is never given back while it
  *    waits: nobody holds a reference into a run whose used count is 0).
  *  - a node entry whose header does not say remote lost a race against

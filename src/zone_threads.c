@@ -165,14 +165,9 @@ void hk__zone_thr_trim(hk_zone *z) {
     zone_heap *mine = zone_tl_find(z);
     if (mine) hk__zone_thr_cache_flush_all(z, mine, 1);
     for (zone_heap *h = z->heaps; h; h = h->next) {
-        /* an abandoned heap has no owner (adoption takes the lock): collect
-         * its remote frees, which may empty runs, and take its empty
-         * current runs as well */
-        if (h->abandoned) {
-            hk__zone_out_flush(&h->rs, 1);
-            hk__zone_thr_collect(z, h, 1);
-            hk__zone_thr_cache_flush_all(z, h, 1);
-        }
+        /* an abandoned heap has no owner (adoption takes the lock) and
+         * nothing cached or in flight (zone_heap_abandon): its empty
+         * current runs go as well */
         for (unsigned ci = 0; ci < ZONE_NCLS; ci++) {
             zone_cls *c = &h->cls[ci];
             /* taken only when the exchange finds it there still (its
@@ -437,6 +432,19 @@ HK__NOINLINE void *hk__zone_thr_alloc_slow(hk_zone *z, size_t n) {
 
 /* ---- heaps: lookup, creation, adoption, abandonment ------------------------- */
 
+/* Abandons heap h, whose thread is gone (lock held): marked first, so
+ * that a batch pushed from now on is collected by its pusher
+ * (zone_out_push) and one pushed before by this collection; then its
+ * cache goes back to its runs and its own batches to their heaps. An
+ * abandoned heap holds nothing cached, nothing in its outboxes and nothing
+ * on its inbox (hk_zone_check verifies it). */
+static void zone_heap_abandon(hk_zone *z, zone_heap *h) {
+    __atomic_store_n(&h->abandoned, 1, __ATOMIC_SEQ_CST);
+    hk__zone_thr_collect(z, h, 1);
+    hk__zone_thr_cache_flush_all(z, h, 1);
+    hk__zone_out_flush(&h->rs, 1);
+}
+
 /* Abandons every heap the exiting thread holds (registered zones only). */
 static void zone_thread_exit(void) {
     zone_reg_lock();
@@ -446,12 +454,7 @@ static void zone_thread_exit(void) {
         hk_zone *z = zone_reg_find(e->zid);
         if (z) {
             hk__core_lock(&z->core);
-            /* marked first: a batch pushed from now on is collected by its
-             * pusher (zone_out_push), one pushed before by this collection */
-            __atomic_store_n(&e->h->abandoned, 1, __ATOMIC_SEQ_CST);
-            hk__zone_thr_collect(z, e->h, 1);
-            hk__zone_thr_cache_flush_all(z, e->h, 1);
-            hk__zone_out_flush(&e->h->rs, 1);
+            zone_heap_abandon(z, e->h);
             hk__core_unlock(&z->core);
         }
         e->zid = 0;
@@ -561,10 +564,7 @@ void hk__zone_fork_child(hk_zone *z) {
     /* the child's one thread keeps its heap; the others' threads are gone */
     zone_heap *mine = z->threads ? zone_tl_find(z) : NULL;
     for (zone_heap *h = z->heaps; h; h = h->next)
-        if (h != mine) {
-            __atomic_store_n(&h->abandoned, 1, __ATOMIC_RELAXED);
-            hk__zone_thr_collect(z, h, 1); /* as a thread's exit would have */
-        }
+        if (h != mine && !h->abandoned) zone_heap_abandon(z, h); /* as its thread's exit would have */
     hk__core_unlock(&z->core);
     zone_reg_unlock();
 }

@@ -125,9 +125,30 @@ HKT_TEST(check_finds_a_damaged_batch) {
     owner->inbox = NULL;
     h->rs.out[way].node = n;
     CHECK_EQ(hk_zone_check(z), HK_OK);
-    for (int i = 3; i < NB; i++) CHECK_EQ(hk_zone_free(z, m.p[i]), HK_OK);
-    CHECK_EQ(hk_zone_free(z, mine), HK_OK);
-    CHECK_EQ(live_of(z), 0);
+    /* ... or a slot in its cache (freed as its owner would, consistently) */
+    void *last = m.p[NB - 1];
+    zone_blk *b = hdr_of(last);
+    REQUIRE(run_of(last)->used > 1);
+    CHECK_EQ(zone_thr_free_owner(owner, b, run_of(last), zone_hdr_load(b)), HK_OK);
+    REQUIRE(owner->ncache[zone_cls_of(48 + NB - 1)] == 1);
+    CHECK_EQ(hk_zone_check(z), HK_ERR_CORRUPT);
+    hk__core_lock(&z->core);
+    hk__zone_thr_cache_flush_all(z, owner, 1);
+    hk__core_unlock(&z->core);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    /* ... or a batch in one of its outboxes (this thread's block freed
+     * as a free by the owner's thread would have) */
+    zone_blk *mb = hdr_of(mine);
+    hk__core_lock(&z->core);
+    CHECK_EQ(hk__zone_thr_remote(z, mb, h, zone_hdr_load(mb), &owner->rs, 1), HK_OK);
+    hk__core_unlock(&z->core);
+    CHECK_EQ(hk_zone_check(z), HK_ERR_CORRUPT);
+    hk__core_lock(&z->core);
+    hk__zone_out_flush(&owner->rs, 1); /* onto this thread's heap's inbox: its owner lives */
+    hk__core_unlock(&z->core);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    for (int i = 3; i < NB - 1; i++) CHECK_EQ(hk_zone_free(z, m.p[i]), HK_OK);
+    CHECK_EQ(live_of(z), 0); /* mine was freed through the batch */
     CHECK_EQ(hk_zone_check(z), HK_OK);
     hk_zone_destroy(z);
 }

@@ -352,8 +352,8 @@ hk_result hk_zone_get_info(const hk_zone *z, hk_zone_info *out);
  * space (malloc_trim). First the empty small-block runs kept for reuse go
  * back to the free blocks: the zone's own spare runs and empty current
  * runs, every thread heap's spare run (HK_ZONE_THREADS; a live thread's
- * current run stays), and the empty runs of abandoned heaps (after
- * collecting any remote frees still in flight); then every whole page of
+ * current run stays), and the empty runs of abandoned heaps (their
+ * threads' frees are back in their runs already); then every whole page of
  * every free block (past its first 32 bytes) that is not given back yet
  * is, with madvise(MADV_DONTNEED) on POSIX hosts: the resident size drops
  * at once.
