@@ -199,18 +199,25 @@ static void *alloc_and_wait(void *arg) {
     return NULL;
 }
 
+/* Starts alloc_and_wait for w on thread *t and waits for its block: the
+ * heap owning it (live until w->go), or NULL when it has no block. */
+static zone_heap *start_waiter(hk_zone *z, waiter *w, pthread_t *t) {
+    *w = (waiter){z, NULL, 0, 0};
+    if (pthread_create(t, NULL, alloc_and_wait, w) != 0) return NULL;
+    while (!__atomic_load_n(&w->made, __ATOMIC_ACQUIRE)) sched_yield();
+    return w->p ? zone_run_ext(run_of(w->p))->heap : NULL;
+}
+
 /* A thread that cannot get a heap frees another heap's block through the
  * zone's own pool, under the lock; the batch goes to the owner at once. */
 HKT_TEST(free_by_a_thread_without_a_heap_reaches_the_owner) {
     hkt_errors e;
     hk_zone *z = mk_thr(&e);
     REQUIRE(z != NULL);
-    waiter w = {z, NULL, 0, 0};
+    waiter w;
     pthread_t t;
-    REQUIRE(pthread_create(&t, NULL, alloc_and_wait, &w) == 0);
-    while (!__atomic_load_n(&w.made, __ATOMIC_ACQUIRE)) sched_yield();
-    REQUIRE(w.p != NULL);
-    zone_heap *owner = zone_run_ext(run_of(w.p))->heap;
+    zone_heap *owner = start_waiter(z, &w, &t);
+    REQUIRE(owner != NULL);
     hk_os_fail_after(1, false); /* this thread's heap cannot be mapped */
     CHECK_EQ(hk_zone_free(z, w.p), HK_OK);
     hk_os_fail_after(0, false);
@@ -237,12 +244,10 @@ HKT_TEST(fork_child_collects_the_heaps_it_abandons) {
     REQUIRE(z != NULL);
     void *mine = hk_zone_alloc(z, 64); /* this thread's heap: it adopts none */
     REQUIRE(mine != NULL);
-    waiter w = {z, NULL, 0, 0};
+    waiter w;
     pthread_t t;
-    REQUIRE(pthread_create(&t, NULL, alloc_and_wait, &w) == 0);
-    while (!__atomic_load_n(&w.made, __ATOMIC_ACQUIRE)) sched_yield();
-    REQUIRE(w.p != NULL);
-    zone_heap *owner = zone_run_ext(run_of(w.p))->heap;
+    zone_heap *owner = start_waiter(z, &w, &t);
+    REQUIRE(owner != NULL);
     CHECK_EQ(hk_zone_free(z, w.p), HK_OK);
     void *q = hk_zone_alloc(z, 3000); /* this heap grows: its batch goes to the owner */
     REQUIRE(q != NULL);

@@ -25,9 +25,8 @@ typedef struct {
     int ok, bad;
 } racer;
 
-static void *free_all(void *arg) {
-    racer *r = (racer *)arg;
-    pthread_barrier_wait(r->bar);
+/* r's frees of r->p[0..NB-1], counted by their results. */
+static void free_counting(racer *r) {
     for (int i = 0; i < NB; i++) {
         hk_result res = hk_zone_free(r->z, r->p[i]);
         if (res == HK_OK)
@@ -35,6 +34,12 @@ static void *free_all(void *arg) {
         else if (res == HK_ERR_DOUBLE_FREE)
             r->bad++;
     }
+}
+
+static void *free_all(void *arg) {
+    racer *r = (racer *)arg;
+    pthread_barrier_wait(r->bar);
+    free_counting(r);
     return NULL;
 }
 
@@ -44,27 +49,34 @@ static void *alloc_nb(void *arg) {
     return NULL;
 }
 
+/* Runs fa(a) and fb(b) on two threads of their own, both sharing the
+ * two-thread barrier in a->bar, and joins them. */
+static void run_pair(racer *a, void *(*fa)(void *), racer *b, void *(*fb)(void *)) {
+    pthread_barrier_init(a->bar, NULL, 2);
+    pthread_t ta, tb;
+    REQUIRE(pthread_create(&ta, NULL, fa, a) == 0);
+    REQUIRE(pthread_create(&tb, NULL, fb, b) == 0);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    pthread_barrier_destroy(a->bar);
+}
+
 HKT_TEST(same_block_freed_by_two_other_threads_reported_once) {
     trep rep;
     hk_zone *z = mk_thr_counting(&rep);
     static void *p[NB];
     pthread_barrier_t bar;
-    pthread_barrier_init(&bar, NULL, 2);
     racer a = {z, p, &bar, 0, 0}, b = {z, p, &bar, 0, 0};
-    pthread_t ta, tb;
-    REQUIRE(pthread_create(&ta, NULL, alloc_nb, &a) == 0);
-    pthread_join(ta, NULL);
-    REQUIRE(pthread_create(&ta, NULL, free_all, &a) == 0);
-    REQUIRE(pthread_create(&tb, NULL, free_all, &b) == 0);
-    pthread_join(ta, NULL);
-    pthread_join(tb, NULL);
+    pthread_t t;
+    REQUIRE(pthread_create(&t, NULL, alloc_nb, &a) == 0);
+    pthread_join(t, NULL);
+    run_pair(&a, free_all, &b, free_all);
     CHECK_EQ(a.ok + b.ok, NB);
     CHECK_EQ(a.bad + b.bad, NB);
     CHECK_EQ(rep.double_free, NB);
     CHECK_EQ(rep.count, NB);
     CHECK_EQ(live_of(z), 0);
     CHECK_EQ(hk_zone_check(z), HK_OK);
-    pthread_barrier_destroy(&bar);
     hk_zone_destroy(z);
 }
 
@@ -72,15 +84,9 @@ HKT_TEST(same_block_freed_by_two_other_threads_reported_once) {
 
 static void *owner_allocs_then_frees(void *arg) {
     racer *r = (racer *)arg;
-    for (int i = 0; i < NB; i++) r->p[i] = hk_zone_alloc(r->z, 24 + (size_t)(i % 7) * 16);
+    alloc_nb(r);
     pthread_barrier_wait(r->bar); /* the other thread may start */
-    for (int i = 0; i < NB; i++) {
-        hk_result res = hk_zone_free(r->z, r->p[i]);
-        if (res == HK_OK)
-            r->ok++;
-        else if (res == HK_ERR_DOUBLE_FREE)
-            r->bad++;
-    }
+    free_counting(r);
     /* reuse the slots (collection runs on the refills) */
     for (int i = 0; i < NB; i++) {
         void *q = hk_zone_alloc(r->z, 40);
@@ -94,13 +100,8 @@ HKT_TEST(owner_and_other_thread_free_same_blocks_reported_once) {
     hk_zone *z = mk_thr_counting(&rep);
     static void *p[NB];
     pthread_barrier_t bar;
-    pthread_barrier_init(&bar, NULL, 2);
     racer a = {z, p, &bar, 0, 0}, b = {z, p, &bar, 0, 0};
-    pthread_t ta, tb;
-    REQUIRE(pthread_create(&ta, NULL, owner_allocs_then_frees, &a) == 0);
-    REQUIRE(pthread_create(&tb, NULL, free_all, &b) == 0);
-    pthread_join(ta, NULL);
-    pthread_join(tb, NULL);
+    run_pair(&a, owner_allocs_then_frees, &b, free_all);
     /* every block was freed twice: exactly one free of each failed or was
      * reported later (a race both passed is caught by the collection of
      * the other thread's batch: the owner's, when the batch reaches it
@@ -110,7 +111,6 @@ HKT_TEST(owner_and_other_thread_free_same_blocks_reported_once) {
     CHECK_EQ(a.ok + b.ok + a.bad + b.bad, 2 * NB);
     CHECK_EQ(live_of(z), 0);
     CHECK_EQ(hk_zone_check(z), HK_OK);
-    pthread_barrier_destroy(&bar);
     hk_zone_destroy(z);
 }
 

@@ -15,15 +15,21 @@
 
 #include <string.h>
 
-__attribute__((unused)) static hk_zone *mk_thr(hkt_errors *e) {
-    memset(e, 0, sizeof *e);
-    e->quiet = 1;
+/* A growing threads zone (1 MiB, then 1 MiB more at a time) reporting to
+ * fn(user) only. */
+__attribute__((unused)) static hk_zone *mk_thr_reporting(hk_error_fn fn, void *user) {
     return hk_zone_create(&(hk_zone_desc){.size = 1 << 20,
                                           .grow_size = 1 << 20,
                                           .flags = HK_ZONE_THREADS | HK_FLAG_QUIET,
                                           .name = "thr",
-                                          .on_error = hkt_on_error,
-                                          .error_user = e});
+                                          .on_error = fn,
+                                          .error_user = user});
+}
+
+__attribute__((unused)) static hk_zone *mk_thr(hkt_errors *e) {
+    memset(e, 0, sizeof *e);
+    e->quiet = 1;
+    return mk_thr_reporting(hkt_on_error, e);
 }
 
 /* Reports counted from any thread, by kind (the zone reports under its
@@ -42,12 +48,7 @@ __attribute__((unused)) static void trep_on_error(const hk_error *e, void *user)
 /* The zone of mk_thr, its reports counted in *r. */
 __attribute__((unused)) static hk_zone *mk_thr_counting(trep *r) {
     memset(r, 0, sizeof *r);
-    return hk_zone_create(&(hk_zone_desc){.size = 1 << 20,
-                                          .grow_size = 1 << 20,
-                                          .flags = HK_ZONE_THREADS | HK_FLAG_QUIET,
-                                          .name = "thr",
-                                          .on_error = trep_on_error,
-                                          .error_user = r});
+    return mk_thr_reporting(trep_on_error, r);
 }
 
 __attribute__((unused)) static hk_stats stats_of(hk_zone *z) {
