@@ -50,6 +50,7 @@
 #include "zone_tlsf.c"
 #include "zone_region.c"
 #include "zone_decay.c"
+#include "zone_small.c"
 #include "zone_runs.c"
 #include "zone_remote.c"
 #include "zone_threads.c"

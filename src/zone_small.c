@@ -1,0 +1,466 @@
+/*
+ * src/zone_small.c - the headerless small-block layer's runs, space and
+ * slow paths (interface and fast paths: zone_small.h).
+ *
+ * Invariants (owners quiescent; "slot i" of run r is r + first + i * stride):
+ *
+ *  1. A granule below lo + used is a run iff its heap is not NULL; its line 0
+ *     is written once, before the run is handed to its heap, and never after
+ *     while it is a run (a run given back keeps its line 0 but for the heap,
+ *     and its first page stays committed), so any thread may read it.
+ *  2. Slots at or past `bump` have never been handed out: their used and
+ *     remote bits are 0 and no list holds them. bump <= nslots.
+ *  3. Slot i < bump is exactly one of: used (used bit 1), or free (used bit
+ *     0, and on r->free exactly once). used == number of used bits.
+ *  4. A remote bit is set only on a used slot (the freer checks the used bit
+ *     first; the owner clears the pair together when it collects).
+ *  5. A run with a remote bit set is on its heap's collection stack, or its
+ *     rqueued is 0 and the freer that set the bit is about to queue it
+ *     (it queues after its or, when its exchange of rqueued sees 0).
+ *  6. A heap's run is its class's cur (state ZS_CUR), on its class's partial
+ *     list (ZS_PARTIAL: it has a free or uncarved slot), or full (ZS_FULL:
+ *     none, on no list). A run whose last used slot is freed, other than a
+ *     cur, goes back to the space. Every run of a heap is on its `all` list.
+ *  7. Every free slot is poisoned for ASan; its first 8 bytes are the free
+ *     list's link.
+ */
+#include "zone_small.h"
+
+#include <string.h>
+
+uint8_t hk__zs_cls_tab[ZS_MAX / 8u + 1u];
+/* The run every class's `cur` points at while it has none: no free slot,
+ * so the fast path falls to the slow one, which never writes it. */
+zs_run hk__zs_empty_run;
+
+void hk__zs_init_tables(void) {
+    unsigned c = 0;
+    for (unsigned k = 0; k <= ZS_MAX / 8u; k++) {
+        size_t n = (size_t)k * 8u;
+        while (zs_stride_tab[c] < n) c++;
+        hk__zs_cls_tab[k] = (uint8_t)c;
+    }
+}
+
+/* ---- runs ------------------------------------------------------------------------ */
+
+/* Slots of a run of stride s. */
+static uint32_t zs_nslots(uint32_t s) {
+    uint32_t n = (uint32_t)((ZS_RUN - ZS_FIRST) / s);
+    return n < ZS_SLOTS ? n : ZS_SLOTS;
+}
+
+/* Lays out a run of class c (line 0, bitmaps cleared); its heap is set by
+ * the caller last. */
+static void zs_run_format(zs_run *r, unsigned c) {
+    uint32_t s = zs_stride_tab[c];
+    memset(r, 0, ZS_FIRST);
+    r->stride = s;
+    r->recip = (uint32_t)((((uint64_t)1 << 32) + s - 1) / s);
+    r->nslots = zs_nslots(s);
+    r->limit = r->nslots * s;
+    r->cls = c;
+    r->magic = (ZS_MAGIC << 16) | c;
+}
+
+static zs_run *zs_granule_take(zs_space *sp) {
+    unsigned char *g;
+    if (sp->freeg) {
+        g = sp->freeg;
+        hk__asan_unpoison(g + ZS_RBITS, sizeof(void *));
+        sp->freeg = *(void **)(g + ZS_RBITS);
+    } else {
+        if (sp->bump >= sp->span >> ZS_RUN_LOG2) return NULL;
+        g = (unsigned char *)(sp->lo + (sp->bump << ZS_RUN_LOG2));
+        if (hk_os_commit(g, ZS_RUN) != HK_OK) return NULL;
+        sp->bump++;
+        __atomic_store_n(&sp->used, sp->bump << ZS_RUN_LOG2, __ATOMIC_RELEASE);
+    }
+    return (zs_run *)g;
+}
+
+/* A new run of class c for heap h, cur-ready, or NULL. */
+static zs_run *zs_run_new(zs_heap *h, unsigned c) {
+    zs_space *sp = h->sp;
+    hk_os_mutex_lock(&sp->mx);
+    zs_run *r = zs_granule_take(sp);
+    if (r) sp->runs++;
+    hk_os_mutex_unlock(&sp->mx);
+    if (!r) return NULL;
+    hk__asan_unpoison(r, ZS_RUN);
+    zs_run_format(r, c);
+    hk__asan_poison((unsigned char *)r + ZS_FIRST, ZS_RUN - ZS_FIRST);
+    r->all_next = h->all;
+    if (h->all) h->all->all_prev = r;
+    h->all = r;
+    __atomic_store_n(&r->heap, h, __ATOMIC_RELEASE);
+    return r;
+}
+
+/* Gives empty run r (on no class list) back to the space. */
+static void zs_run_release(zs_heap *h, zs_run *r) {
+    zs_space *sp = h->sp;
+    if (r->all_prev)
+        r->all_prev->all_next = r->all_next;
+    else
+        h->all = r->all_next;
+    if (r->all_next) r->all_next->all_prev = r->all_prev;
+    __atomic_store_n(&r->heap, NULL, __ATOMIC_RELAXED);
+    /* the granule's pages but the first go back to the OS; the remote
+     * bitmap's line links it (line 0 stays for racing frees to read) */
+    size_t pg = hk_os_page_size();
+    if (pg < ZS_RUN) (void)hk_os_unback((unsigned char *)r + pg, ZS_RUN - pg);
+    hk__asan_poison(r, ZS_RUN);
+    void **link = (void **)((unsigned char *)r + ZS_RBITS);
+    hk__asan_unpoison(link, sizeof(void *));
+    hk_os_mutex_lock(&sp->mx);
+    *link = sp->freeg;
+    sp->freeg = r;
+    sp->runs--;
+    hk_os_mutex_unlock(&sp->mx);
+    hk__asan_poison(link, sizeof(void *));
+}
+
+static void zs_partial_push(zs_cls *c, zs_run *r) {
+    r->prev = NULL;
+    r->next = c->partial;
+    if (c->partial) c->partial->prev = r;
+    c->partial = r;
+    r->state = ZS_PARTIAL;
+}
+static void zs_partial_unlink(zs_cls *c, zs_run *r) {
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        c->partial = r->next;
+    if (r->next) r->next->prev = r->prev;
+    r->next = r->prev = NULL;
+}
+
+void hk__zs_settle(zs_heap *h, zs_run *r) {
+    zs_cls *c = &h->cls[r->cls];
+    if (r->state == ZS_FULL) zs_partial_push(c, r);
+    if (r->used == 0 && r->state == ZS_PARTIAL) {
+        zs_partial_unlink(c, r);
+        zs_run_release(h, r);
+    }
+}
+
+/* Carves up to the slots that lie in the page of slot `bump` (at least one)
+ * onto r's free list, lowest address first. Returns 0 when r has none. */
+static int zs_carve(zs_run *r) {
+    if (r->bump >= r->nslots) return 0;
+    uint32_t i = r->bump, end = i + 1;
+    uintptr_t page = hk_os_page_size();
+    uintptr_t lim = ((uintptr_t)zs_slot(r, i) | (page - 1)) + 1;
+    while (end < r->nslots && (uintptr_t)zs_slot(r, end) + r->stride <= lim && end - i < 64u) end++;
+    for (uint32_t k = end; k-- > i;) {
+        unsigned char *u = zs_slot(r, k);
+        hk__asan_unpoison(u, sizeof(void *));
+        *(unsigned char **)u = r->free;
+        hk__asan_poison(u, sizeof(void *));
+        r->free = u;
+    }
+    __atomic_store_n(&r->bump, end, __ATOMIC_RELAXED);
+    return 1;
+}
+
+/* Collects run r's remote frees (owner). Returns the slots collected. */
+static size_t zs_collect_run(zs_heap *h, zs_run *r) {
+    size_t got = 0;
+    uint64_t *ub = zs_ubits(r), *rb = zs_rbits(r);
+    for (uint32_t w = 0; w < (r->nslots + 63u) / 64u; w++) {
+        if (!__atomic_load_n(rb + w, __ATOMIC_RELAXED)) continue;
+        uint64_t x = __atomic_exchange_n(rb + w, 0, __ATOMIC_ACQUIRE);
+        uint64_t u = ub[w];
+        /* invariant 4 makes x a subset of u; the owner's free checks the
+         * remote bit first, so only a free racing with the remote one
+         * breaks it: that slot is already free, reported below */
+        uint64_t bad = x & ~u;
+        x &= u;
+        __atomic_store_n(ub + w, u & ~x, __ATOMIC_RELAXED);
+        while (x) {
+            unsigned b = (unsigned)__builtin_ctzll(x);
+            x &= x - 1;
+            unsigned char *p = zs_slot(r, w * 64u + b);
+            hk__san_free(p, r->stride);
+            hk__asan_unpoison(p, sizeof(void *));
+            *(unsigned char **)p = r->free;
+            hk__asan_poison(p, sizeof(void *));
+            r->free = p;
+            r->used--;
+            h->free_count++;
+            h->slot_bytes -= r->stride;
+            got++;
+        }
+        while (bad) {
+            unsigned b = (unsigned)__builtin_ctzll(bad);
+            bad &= bad - 1;
+            unsigned char *p = zs_slot(r, w * 64u + b);
+            h->error_count++;
+            if (h->sp->rep)
+                hk__report(
+                    h->sp->rep, HK_ERR_DOUBLE_FREE, HK_EK_DOUBLE_FREE, p, r->stride, NULL,
+                    "free(%p): block %p (%u bytes, in a small-block run) was freed by its owner and by "
+                    "another thread at once",
+                    (void *)p, (void *)p, r->stride);
+        }
+    }
+    return got;
+}
+
+size_t hk__zs_collect(zs_heap *h) {
+    zs_run *s = __atomic_exchange_n(&h->rstack, NULL, __ATOMIC_ACQUIRE);
+    size_t got = 0;
+    while (s) {
+        zs_run *next = s->rnext;
+        /* unqueue before reading the bits (invariant 5): a freer that sets a
+         * bit after our exchange of it queues the run again */
+        __atomic_store_n(&s->rqueued, 0, __ATOMIC_SEQ_CST);
+        got += zs_collect_run(h, s);
+        if (s->state == ZS_FULL && s->free) zs_partial_push(&h->cls[s->cls], s);
+        if (s->used == 0 && s->state == ZS_PARTIAL) {
+            zs_partial_unlink(&h->cls[s->cls], s);
+            zs_run_release(h, s);
+        }
+        s = next;
+    }
+    return got;
+}
+
+void *hk__zs_alloc_slow(zs_heap *h, unsigned c) {
+    zs_cls *cl = &h->cls[c];
+    zs_run *r = cl->cur;
+    if (__atomic_load_n(&h->rstack, __ATOMIC_RELAXED)) hk__zs_collect(h);
+    if (r != &hk__zs_empty_run && !r->free && !zs_carve(r)) {
+        /* cur is exhausted: full until a free comes back */
+        r->state = ZS_FULL;
+        r = cl->cur = &hk__zs_empty_run;
+    }
+    if (r == &hk__zs_empty_run) {
+        r = cl->partial;
+        if (r) {
+            zs_partial_unlink(cl, r);
+        } else if (!(r = zs_run_new(h, c))) {
+            return NULL;
+        }
+        r->state = ZS_CUR;
+        cl->cur = r;
+        if (!r->free && !zs_carve(r)) return NULL; /* a partial run always has one */
+    }
+    return zs_alloc(h, zs_stride_tab[c]);
+}
+
+/* ---- frees the fast path did not take -------------------------------------------- */
+
+hk_result hk__zs_free_slow(zs_heap *h, zs_run *r, void *p, const char *op) {
+    uint32_t off = (uint32_t)((uintptr_t)p & (uint32_t)(ZS_RUN - 1)), i = zs_index(r, off);
+    (void)op;
+    zs_heap *owner = __atomic_load_n(&r->heap, __ATOMIC_ACQUIRE);
+    if (!owner) {
+        h->error_count++;
+        if (!h->sp->rep) return HK_ERR_DOUBLE_FREE;
+        return hk__report(h->sp->rep, HK_ERR_DOUBLE_FREE, HK_EK_DOUBLE_FREE, p, 0, NULL,
+                          "%s(%p): pointer is in a small-block run given back (every block of it was freed): "
+                          "freed already?",
+                          op, p);
+    }
+    if (i == UINT32_MAX) {
+        if (off < ZS_FIRST || off - ZS_FIRST >= r->limit) {
+            h->error_count++;
+            if (!h->sp->rep) return HK_ERR_INVALID;
+            return hk__report(h->sp->rep, HK_ERR_INVALID, HK_EK_INTERIOR_PTR, p, 0, NULL,
+                              "%s(%p): pointer is inside the header of small-block run %p, not a block", op,
+                              p, (void *)r);
+        }
+        unsigned char *b = zs_slot(r, (off - ZS_FIRST) / r->stride);
+        h->error_count++;
+        if (!h->sp->rep) return HK_ERR_INVALID;
+        return hk__report(
+            h->sp->rep, HK_ERR_INVALID, HK_EK_INTERIOR_PTR, p, r->stride, NULL,
+            "%s(%p): pointer is %td bytes into block %p (%u bytes, in a small-block run), not its "
+            "start",
+            op, p, (unsigned char *)p - b, (void *)b, r->stride);
+    }
+    uint64_t m = (uint64_t)1 << (i & 63u);
+    uint64_t u = __atomic_load_n(zs_ubits(r) + (i >> 6), __ATOMIC_RELAXED);
+    if (!(u & m) || owner == h || (__atomic_fetch_or(zs_rbits(r) + (i >> 6), m, __ATOMIC_ACQ_REL) & m)) {
+        /* free, or freed by another thread and not collected yet (the
+         * owner's fast path sent it here; another thread's or found it set) */
+        h->error_count++;
+        if (!h->sp->rep) return HK_ERR_DOUBLE_FREE;
+        return hk__report(
+            h->sp->rep, HK_ERR_DOUBLE_FREE, HK_EK_DOUBLE_FREE, p, r->stride, NULL,
+            "%s(%p): block %p (%u bytes, in a small-block run) is already free%s", op, p, p, r->stride,
+            !(u & m) ? (i < __atomic_load_n(&r->bump, __ATOMIC_RELAXED) ? "" : " (never allocated)")
+                     : " (freed by another thread, not collected yet)");
+    }
+    /* another heap's slot, its remote bit now set: queue the run once */
+    if (!__atomic_load_n(&r->rqueued, __ATOMIC_SEQ_CST) &&
+        !__atomic_exchange_n(&r->rqueued, 1, __ATOMIC_SEQ_CST)) {
+        zs_heap *o = owner;
+        zs_run *top = __atomic_load_n(&o->rstack, __ATOMIC_RELAXED);
+        do r->rnext = top;
+        while (!__atomic_compare_exchange_n(&o->rstack, &top, r, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+    }
+    return HK_OK;
+}
+
+/* ---- space and heaps --------------------------------------------------------------- */
+
+hk_result hk__zs_space_init(zs_space *sp, size_t span, hk__reporter *rep) {
+    hk__zs_init_tables();
+    memset(sp, 0, sizeof *sp);
+    span = (span + ZS_RUN - 1) & ~(ZS_RUN - 1);
+    /* one granule more, to start on a ZS_RUN boundary */
+    size_t os = span + ZS_RUN;
+    unsigned char *base = hk_os_reserve(os);
+    if (!base) return HK_ERR_NOMEM;
+    sp->os_base = base;
+    sp->os_size = os;
+    sp->lo = ((uintptr_t)base + ZS_RUN - 1) & ~(uintptr_t)(ZS_RUN - 1);
+    sp->span = span;
+    sp->rep = rep;
+    hk_os_mutex_init(&sp->mx);
+    return HK_OK;
+}
+
+void hk__zs_space_fini(zs_space *sp) {
+    if (!sp->os_base) return;
+    hk_os_mutex_destroy(&sp->mx);
+    hk_os_release(sp->os_base, sp->os_size);
+    memset(sp, 0, sizeof *sp);
+}
+
+void hk__zs_heap_init(zs_heap *h, zs_space *sp) {
+    memset(h, 0, sizeof *h);
+    h->sp = sp;
+    for (unsigned c = 0; c < ZS_NCLS; c++) h->cls[c].cur = &hk__zs_empty_run;
+}
+
+size_t hk__zs_heap_fini(zs_heap *h) {
+    hk__zs_collect(h);
+    size_t live = 0;
+    for (unsigned c = 0; c < ZS_NCLS; c++) {
+        zs_run *r = h->cls[c].cur;
+        h->cls[c].cur = &hk__zs_empty_run;
+        if (r != &hk__zs_empty_run) {
+            r->state = ZS_PARTIAL;
+            zs_partial_push(&h->cls[c], r);
+        }
+    }
+    zs_run *r = h->all;
+    while (r) {
+        zs_run *next = r->all_next;
+        if (r->used == 0) {
+            if (r->state == ZS_PARTIAL) zs_partial_unlink(&h->cls[r->cls], r);
+            zs_run_release(h, r);
+        } else {
+            live += r->used;
+        }
+        r = next;
+    }
+    return live;
+}
+
+/* ---- check and walk ------------------------------------------------------------------ */
+
+static hk_result zs_bad(hk__reporter *rep, const zs_run *r, const char *what) {
+    if (rep)
+        hk__report(rep, HK_ERR_CORRUPT, HK_EK_CORRUPT_STRUCTURE, r, ZS_RUN, NULL, "check: small run %p: %s",
+                   (const void *)r, what);
+    return HK_ERR_CORRUPT;
+}
+
+static hk_result zs_check_run(const zs_heap *h, zs_run *r, hk__reporter *rep) {
+    const zs_space *sp = h->sp;
+    uintptr_t off = (uintptr_t)r - sp->lo;
+    if (off >= sp->used || (off & (ZS_RUN - 1))) return zs_bad(rep, r, "not a granule of the space");
+    if (r->cls >= ZS_NCLS || r->stride != zs_stride_tab[r->cls] || r->magic != ((ZS_MAGIC << 16) | r->cls) ||
+        r->heap != h || r->nslots != zs_nslots(r->stride) || r->limit != r->nslots * r->stride ||
+        r->recip != (uint32_t)((((uint64_t)1 << 32) + r->stride - 1) / r->stride))
+        return zs_bad(rep, r, "damaged fixed fields");
+    uint32_t bump = __atomic_load_n(&r->bump, __ATOMIC_RELAXED);
+    if (bump > r->nslots) return zs_bad(rep, r, "carved past its slots");
+    uint64_t *ub = zs_ubits(r), *rb = zs_rbits(r);
+    uint32_t used = 0;
+    for (uint32_t w = 0; w < ZS_WORDS; w++) {
+        uint64_t u = __atomic_load_n(ub + w, __ATOMIC_RELAXED), x = __atomic_load_n(rb + w, __ATOMIC_RELAXED);
+        if (x & ~u) return zs_bad(rep, r, "a remote free of a slot that is not used");
+        uint32_t lo = w * 64u;
+        if (lo + 64u > bump) {
+            uint64_t past = lo >= bump ? ~(uint64_t)0 : ~(((uint64_t)1 << (bump - lo)) - 1);
+            if (u & past) return zs_bad(rep, r, "a used bit past the carved slots");
+        }
+        used += (uint32_t)__builtin_popcountll(u);
+    }
+    if (used != r->used) return zs_bad(rep, r, "used count disagrees with the used bitmap");
+    /* the free list: bump - used distinct free slots */
+    uint32_t nfree = 0;
+    for (unsigned char *p = r->free; p;) {
+        uintptr_t o = (uintptr_t)p - (uintptr_t)r;
+        uint32_t i = o < ZS_RUN ? zs_index(r, (uint32_t)o) : UINT32_MAX;
+        if (i >= bump) return zs_bad(rep, r, "free list leaves its carved slots");
+        if ((ub[i >> 6] >> (i & 63u)) & 1u) return zs_bad(rep, r, "free list holds a used slot");
+        if (++nfree > bump - used) return zs_bad(rep, r, "free list longer than its free slots (a cycle)");
+        hk__asan_unpoison(p, sizeof(void *));
+        unsigned char *n = *(unsigned char **)p;
+        hk__asan_poison(p, sizeof(void *));
+        p = n;
+    }
+    if (nfree != bump - used) return zs_bad(rep, r, "free list shorter than its free slots");
+    const zs_cls *c = &h->cls[r->cls];
+    if (r->state == ZS_CUR    ? c->cur != r
+        : r->state == ZS_FULL ? (nfree != 0 || bump != r->nslots)
+                              : r->state != ZS_PARTIAL)
+        return zs_bad(rep, r, "state disagrees with its class");
+    return HK_OK;
+}
+
+hk_result hk__zs_check(zs_heap *const *heaps, size_t nheaps, hk__reporter *rep) {
+    for (size_t k = 0; k < nheaps; k++) {
+        const zs_heap *h = heaps[k];
+        size_t nparts = 0, nruns = 0, bytes = 0;
+        for (zs_run *r = h->all; r; r = r->all_next) {
+            hk_result res = zs_check_run(h, r, rep);
+            if (res != HK_OK) return res;
+            nparts += r->state == ZS_PARTIAL;
+            nruns++;
+            bytes += (size_t)r->used * r->stride;
+            if (nruns > h->sp->runs)
+                return zs_bad(rep, r, "the heap's run list is longer than the space's runs");
+        }
+        size_t listed = 0;
+        for (unsigned c = 0; c < ZS_NCLS; c++) {
+            for (zs_run *r = h->cls[c].partial; r; r = r->next) {
+                if (r->state != ZS_PARTIAL || r->cls != c) return zs_bad(rep, r, "on the wrong partial list");
+                if (++listed > nparts) return zs_bad(rep, r, "partial lists longer than the partial runs");
+            }
+        }
+        if (listed != nparts) return zs_bad(rep, h->all, "a partial run is on no list");
+        if (bytes != h->slot_bytes)
+            return zs_bad(rep, h->all, "the heap's slot bytes disagree with its runs");
+    }
+    return HK_OK;
+}
+
+int hk__zs_walk(const zs_heap *h, hk_walk_fn fn, void *user) {
+    for (zs_run *r = h->all; r; r = r->all_next) {
+        uint64_t *ub = zs_ubits(r);
+        for (uint32_t w = 0; w < (r->nslots + 63u) / 64u; w++) {
+            uint64_t u = __atomic_load_n(ub + w, __ATOMIC_RELAXED);
+            while (u) {
+                unsigned b = (unsigned)__builtin_ctzll(u);
+                u &= u - 1;
+                hk_block_info bi;
+                memset(&bi, 0, sizeof bi);
+                bi.address = zs_slot(r, w * 64u + b);
+                bi.size = r->stride;
+                bi.flags = HK_BLOCK_USED;
+                int rc = fn(&bi, user);
+                if (rc) return rc;
+            }
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,240 @@
+/*
+ * src/zone_small.h - the headerless small-block layer: blocks of up to
+ * ZS_MAX bytes as slots of runs, each run one ZS_RUN-byte, ZS_RUN-aligned
+ * granule of a reserved address range (a "space"). Nothing sits in front of
+ * a slot: a free finds the slot's run by masking the address, after one
+ * byte of the space's map has said that the granule is a run. The checks a
+ * free makes (foreign, interior, double) read the run's fixed line and its
+ * bitmaps, never the slot. src/zone_small.c holds the invariants and the
+ * slow paths; the fast paths are inline here.
+ *
+ * Threads: a run belongs to one heap (zs_heap), whose owner thread alone
+ * allocates from it and frees into its free list. Another thread's free
+ * sets the slot's bit in the run's remote bitmap (one atomic or) and, the
+ * first time, queues the run on its heap's collection stack; the owner
+ * collects queued runs when a class runs dry (hk__zs_collect). The owner's
+ * own alloc and free take no atomic read-modify-write.
+ */
+#ifndef HEAPKIT_ZONE_SMALL_H
+#define HEAPKIT_ZONE_SMALL_H
+
+#include "internal.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ZS_RUN_LOG2 16u
+#define ZS_RUN      ((size_t)1 << ZS_RUN_LOG2) /* bytes of a run, and its alignment */
+#define ZS_MAX      1024u                      /* largest small request */
+#define ZS_NCLS     40u                        /* 8..64 in 8-byte steps, then 8 classes per doubling */
+#define ZS_HDR      192u                       /* the run struct's three lines, before its bitmaps */
+#define ZS_WORDS    64u                        /* 64-bit words of each bitmap */
+#define ZS_SLOTS    (ZS_WORDS * 64u)           /* slots of a run at most */
+#define ZS_RBITS    (ZS_HDR + ZS_WORDS * 8u)   /* run base to the remote bitmap */
+#define ZS_FIRST    (ZS_RBITS + ZS_WORDS * 8u) /* run base to slot 0 (a multiple of 64) */
+#define ZS_MAGIC    0x5a53u                    /* "ZS" */
+
+/* Slot sizes: 8-byte steps to 64 bytes, then 8 classes per doubling (a
+ * step of at most 12.5% of the class below). A slot is aligned to the
+ * largest power of two dividing its size, at most 16 (slot 0 starts on a
+ * 64-byte boundary): what C asks of an object of that size. */
+/* clang-format off */
+static const uint16_t zs_stride_tab[ZS_NCLS] = {
+    8, 16, 24, 32, 40, 48, 56, 64,
+    72, 80, 88, 96, 104, 112, 120, 128,
+    144, 160, 176, 192, 208, 224, 240, 256,
+    288, 320, 352, 384, 416, 448, 480, 512,
+    576, 640, 704, 768, 832, 896, 960, 1024,
+};
+/* clang-format on */
+
+/* Class of a request by (n + 7) / 8, n <= ZS_MAX (one load; 0 -> class 0).
+ * Filled by hk__zs_init_tables (idempotent, called by every space init). */
+extern uint8_t hk__zs_cls_tab[ZS_MAX / 8u + 1u];
+void hk__zs_init_tables(void);
+static inline unsigned zs_cls_of(size_t n) { return hk__zs_cls_tab[(n + 7u) >> 3]; }
+
+enum { ZS_CUR = 1, ZS_PARTIAL = 2, ZS_FULL = 3 };
+
+struct zs_heap;
+
+/* A run. Line 0 is fixed while the run lives (every free reads it, from
+ * any thread); line 1 is its owner's; line 2 its remote freers'. The used
+ * bitmap (bit i: slot i is allocated, or freed by another thread and not
+ * collected yet) follows at ZS_HDR, the remote bitmap (bit i: slot i freed
+ * by another thread, not collected) at ZS_RBITS, the slots at ZS_FIRST. */
+typedef struct zs_run {
+    /* line 0: fixed */
+    uint32_t stride;
+    uint32_t recip; /* ceil(2^32 / stride): slot index = off * recip >> 32, exact for off < ZS_RUN */
+    uint32_t limit; /* nslots * stride: an offset (from slot 0) past it is no slot */
+    uint32_t nslots;
+    uint32_t cls;
+    uint32_t magic; /* ZS_MAGIC << 16 | cls: check's proof */
+    /* atomic: the owner heap; NULL while the granule is no run (given back:
+     * a free into it goes to the slow path, which reports it) */
+    struct zs_heap *heap;
+    unsigned char pad1_[64 - 32];
+    /* line 1: the owner's */
+    unsigned char *free; /* free slots, LIFO, linked through their first 8 bytes */
+    uint32_t used;       /* slots whose used bit is set */
+    uint32_t bump;       /* slots carved (atomic relaxed store: check reads it) */
+    uint32_t state;      /* ZS_CUR, ZS_PARTIAL or ZS_FULL */
+    uint32_t pad2_;
+    struct zs_run *next, *prev; /* the class's partial list; every run of the heap (all_*) */
+    struct zs_run *all_next, *all_prev;
+    unsigned char pad3_[64 - 56];
+    /* line 2: remote freers' */
+    struct zs_run *rnext; /* on the heap's collection stack */
+    uint32_t rqueued;     /* atomic: on the stack, or about to be */
+    unsigned char pad4_[64 - 12];
+} zs_run;
+_Static_assert(sizeof(zs_run) == ZS_HDR, "three lines before the bitmaps");
+
+/* A class of a heap. */
+typedef struct zs_cls {
+    zs_run *cur;     /* allocations come from here; never NULL (hk__zs_empty_run when none) */
+    zs_run *partial; /* runs with free slots, other than cur */
+} zs_cls;
+
+/* The space: [lo, lo + span) reserved for runs; the first `bump`
+ * granules have been runs (their first page stays committed, so a run's
+ * line 0 can be read at any address below lo + used); the ones given back
+ * are on `freeg` with a NULL heap. Granules are made and given back under
+ * the space's lock; `used` is read without it. */
+typedef struct zs_space {
+    uintptr_t lo;
+    size_t used; /* atomic: bump << ZS_RUN_LOG2 */
+    size_t span;
+    size_t bump; /* granules ever used */
+    void *freeg; /* granules given back, linked through their first word */
+    size_t runs; /* granules that are runs now */
+    void *os_base;
+    size_t os_size;
+    hk__reporter *rep;
+    hk_os_mutex mx;
+} zs_space;
+
+/* A heap: its owner's classes and counters, and the stack other threads
+ * queue runs on. */
+typedef struct zs_heap {
+    zs_cls cls[ZS_NCLS];
+    zs_space *sp;
+    /* The counters a free changes are not neighbours (GCC would pair them
+     * into vector instructions that cost more than they save). */
+    uint64_t alloc_count;
+    size_t slot_bytes; /* strides of the used slots (owner's view: remote frees count once collected) */
+    zs_run *all;       /* every run of the heap */
+    zs_run *rstack;    /* atomic: runs with remote frees to collect */
+    uint64_t free_count;
+    uint64_t error_count;
+} zs_heap;
+
+extern zs_run hk__zs_empty_run;
+
+/* ---- the space and heaps (zone_small.c) ------------------------------------- */
+
+/* Reserves `span` bytes (rounded to granules) for runs; the map with them.
+ * HK_ERR_NOMEM when the OS refuses. rep: where misuse goes. O(1). */
+hk_result hk__zs_space_init(zs_space *sp, size_t span, hk__reporter *rep);
+/* Releases the reservation (every heap must be finished). */
+void hk__zs_space_fini(zs_space *sp);
+void hk__zs_heap_init(zs_heap *h, zs_space *sp);
+/* Collects, then gives back every empty run; returns the slots still used. */
+size_t hk__zs_heap_fini(zs_heap *h);
+
+/* ---- slow paths --------------------------------------------------------------- */
+
+/* Class c's current run has no free slot: collects remote frees, then takes
+ * a partial run, carves, or makes a new run. A slot, or NULL when no
+ * granule can be had. O(1) but for the collection (O(bitmap words) per
+ * queued run). */
+void *hk__zs_alloc_slow(zs_heap *h, unsigned c);
+/* Settles run r after a free made it non-full or empty. */
+void hk__zs_settle(zs_heap *h, zs_run *r);
+/* A free the fast path did not take: misuse (reported, HK_ERR_*), or a
+ * remote free (HK_OK). p is in a run of the space. */
+hk_result hk__zs_free_slow(zs_heap *h, zs_run *r, void *p, const char *op);
+/* Collects every queued run's remote frees into their free lists. Returns
+ * the slots collected. Owner only. */
+size_t hk__zs_collect(zs_heap *h);
+/* Every invariant of the space and the heaps' runs (owners quiescent).
+ * HK_OK or HK_ERR_CORRUPT, reported. O(runs x slots). */
+hk_result hk__zs_check(zs_heap *const *heaps, size_t nheaps, hk__reporter *rep);
+/* Calls fn for every used slot of h's runs, in run order. */
+int hk__zs_walk(const zs_heap *h, hk_walk_fn fn, void *user);
+
+/* ---- fast paths ---------------------------------------------------------------- */
+
+/* The granule of a pointer of the space (a run, or one given back: its
+ * heap is NULL), or NULL when p is not in the space's used part. */
+static inline zs_run *zs_run_of(const zs_space *sp, const void *p) {
+    if (HK__UNLIKELY((uintptr_t)p - sp->lo >= __atomic_load_n(&sp->used, __ATOMIC_RELAXED))) return NULL;
+    return (zs_run *)((uintptr_t)p & ~(uintptr_t)(ZS_RUN - 1));
+}
+
+static inline uint64_t *zs_ubits(zs_run *r) { return (uint64_t *)((unsigned char *)r + ZS_HDR); }
+static inline uint64_t *zs_rbits(zs_run *r) { return (uint64_t *)((unsigned char *)r + ZS_RBITS); }
+static inline unsigned char *zs_slot(zs_run *r, uint32_t i) {
+    return (unsigned char *)r + ZS_FIRST + (size_t)i * r->stride;
+}
+/* Slot index of offset off (run base to the pointer) when it is exactly a
+ * slot's start, else UINT32_MAX. */
+static inline uint32_t zs_index(const zs_run *r, uint32_t off) {
+    uint32_t o = off - ZS_FIRST; /* wraps past limit for a pointer into the header */
+    uint32_t i = (uint32_t)(((uint64_t)o * r->recip) >> 32);
+    if (HK__UNLIKELY(o >= r->limit) || HK__UNLIKELY(i * r->stride != o)) return UINT32_MAX;
+    return i;
+}
+
+/* n <= ZS_MAX bytes from h; NULL when no run can be had. O(1). */
+static inline void *zs_alloc(zs_heap *h, size_t n) {
+    unsigned c = zs_cls_of(n);
+    zs_run *r = h->cls[c].cur;
+    unsigned char *u = r->free;
+    if (HK__UNLIKELY(!u)) return hk__zs_alloc_slow(h, c);
+    hk__san_access(u, sizeof(void *));
+    r->free = *(unsigned char **)u;
+    uint32_t i =
+        (uint32_t)((((uint64_t)(((uint32_t)(uintptr_t)u & (uint32_t)(ZS_RUN - 1)) - ZS_FIRST)) * r->recip) >>
+                   32);
+    uint64_t *w = zs_ubits(r) + (i >> 6);
+    __atomic_store_n(w, *w | ((uint64_t)1 << (i & 63u)), __ATOMIC_RELAXED);
+    r->used++;
+    h->alloc_count++;
+    h->slot_bytes += r->stride;
+    hk__san_alloc(u, r->stride, 0);
+    return u;
+}
+
+/* Frees p, a pointer into run r (zs_run_of). The owner's free of a used
+ * slot is done here; anything else (another heap's run, misuse) goes to
+ * hk__zs_free_slow. O(1). */
+static inline hk_result zs_free(zs_heap *h, zs_run *r, void *p, const char *op) {
+    uint32_t i = zs_index(r, (uint32_t)(uintptr_t)p & (uint32_t)(ZS_RUN - 1));
+    if (HK__UNLIKELY(i == UINT32_MAX) || HK__UNLIKELY(r->heap != h)) return hk__zs_free_slow(h, r, p, op);
+    uint64_t m = (uint64_t)1 << (i & 63u), *w = zs_ubits(r) + (i >> 6);
+    uint64_t v = *w;
+    if (HK__UNLIKELY(!(v & m)) || HK__UNLIKELY(__atomic_load_n(zs_rbits(r) + (i >> 6), __ATOMIC_RELAXED) & m))
+        return hk__zs_free_slow(h, r, p, op);
+    __atomic_store_n(w, v & ~m, __ATOMIC_RELAXED);
+    hk__san_free(p, r->stride);
+    hk__san_access(p, sizeof(void *));
+    *(unsigned char **)p = r->free;
+    hk__san_noaccess(p, sizeof(void *));
+    r->free = (unsigned char *)p;
+    h->free_count++;
+    h->slot_bytes -= r->stride;
+    if (HK__UNLIKELY(--r->used == 0) || HK__UNLIKELY(r->state == ZS_FULL)) hk__zs_settle(h, r);
+    return HK_OK;
+}
+
+/* Usable bytes of the slot at p (run r), or 0 when p is not a used slot. */
+static inline size_t zs_usable(zs_run *r, const void *p) {
+    uint32_t i = zs_index(r, (uint32_t)(uintptr_t)p & (uint32_t)(ZS_RUN - 1));
+    if (i == UINT32_MAX) return 0;
+    uint64_t v = __atomic_load_n(zs_ubits(r) + (i >> 6), __ATOMIC_RELAXED);
+    return (v >> (i & 63u)) & 1u ? r->stride : 0;
+}
+
+#endif /* HEAPKIT_ZONE_SMALL_H */

@@ -1,0 +1,333 @@
+/*
+ * tests/test_zone_small.c - the headerless small-block layer (src/zone_small.*):
+ * its classes and alignment, runs made and given back, every misuse of a
+ * free (interior, header, never allocated, double, double across threads)
+ * reported with the layer left consistent, remote frees collected, walk.
+ */
+#include "hk_test.h"
+#include "zone_small.h"
+
+#include <pthread.h>
+
+typedef struct zs_fix {
+    zs_space sp;
+    zs_heap h;
+    hk__reporter rep;
+    hkt_errors errs;
+} zs_fix;
+
+static void fix_init(zs_fix *f, size_t span) {
+    memset(f, 0, sizeof *f);
+    f->errs.quiet = 1;
+    hk__reporter_init(&f->rep, "zone", "small", hkt_on_error, &f->errs, 0);
+    REQUIRE(hk__zs_space_init(&f->sp, span, &f->rep) == HK_OK);
+    hk__zs_heap_init(&f->h, &f->sp);
+}
+
+static hk_result fix_check(zs_fix *f) {
+    zs_heap *hs[1] = {&f->h};
+    return hk__zs_check(hs, 1, &f->rep);
+}
+
+static hk_result fix_free(zs_fix *f, zs_heap *h, void *p) {
+    zs_run *r = zs_run_of(&f->sp, p);
+    if (!r) return HK_ERR_FOREIGN;
+    return zs_free(h, r, p, "free");
+}
+
+HKT_TEST(zone_small_classes_dense_and_aligned) {
+    hk__zs_init_tables();
+    for (size_t n = 1; n <= ZS_MAX; n++) {
+        unsigned c = zs_cls_of(n);
+        REQUIRE(c < ZS_NCLS);
+        CHECK(zs_stride_tab[c] >= n);
+        if (c > 0) CHECK(zs_stride_tab[c - 1] < n);
+    }
+    for (unsigned c = 1; c < ZS_NCLS; c++) {
+        unsigned s = zs_stride_tab[c], p = zs_stride_tab[c - 1];
+        if (s <= 64)
+            CHECK_EQ(s - p, 8);
+        else
+            CHECK((s - p) * 8u <= p); /* a step of at most 12.5% */
+    }
+    CHECK_EQ(zs_cls_of(0), 0);
+    CHECK_EQ(zs_stride_tab[ZS_NCLS - 1], ZS_MAX);
+}
+
+HKT_TEST(zone_small_alloc_free_every_class) {
+    zs_fix f;
+    fix_init(&f, (size_t)64 << 20);
+    void *ps[ZS_NCLS][50];
+    for (unsigned c = 0; c < ZS_NCLS; c++) {
+        size_t n = zs_stride_tab[c];
+        size_t align = n & (~n + 1);
+        if (align > 16) align = 16;
+        for (int k = 0; k < 50; k++) {
+            unsigned char *p = zs_alloc(&f.h, n - (size_t)(k % 8));
+            REQUIRE(p != NULL);
+            CHECK_EQ((uintptr_t)p % align, 0);
+            memset(p, 0xA5, n);
+            ps[c][k] = p;
+            CHECK(zs_run_of(&f.sp, p) != NULL);
+            CHECK_EQ(zs_usable(zs_run_of(&f.sp, p), p), n);
+        }
+    }
+    CHECK_EQ(fix_check(&f), HK_OK);
+    CHECK_EQ(f.h.alloc_count, ZS_NCLS * 50);
+    for (unsigned c = 0; c < ZS_NCLS; c++)
+        for (int k = 49; k >= 0; k--) CHECK_EQ(fix_free(&f, &f.h, ps[c][k]), HK_OK);
+    CHECK_EQ(f.h.slot_bytes, 0);
+    CHECK_EQ(fix_check(&f), HK_OK);
+    CHECK_EQ(f.errs.count, 0);
+    CHECK_EQ(hk__zs_heap_fini(&f.h), 0);
+    CHECK_EQ(f.sp.runs, 0);
+    hk__zs_space_fini(&f.sp);
+}
+
+/* Many runs of one class: full runs become partial when a slot comes back,
+ * empty ones go back to the space, and their granules are reused. */
+HKT_TEST(zone_small_runs_fill_and_return) {
+    zs_fix f;
+    fix_init(&f, (size_t)64 << 20);
+    enum { N = 40000 };
+    void **ps = malloc(N * sizeof *ps);
+    REQUIRE(ps != NULL);
+    for (int k = 0; k < N; k++) REQUIRE((ps[k] = zs_alloc(&f.h, 24)) != NULL);
+    size_t runs = f.sp.runs;
+    CHECK(runs >= 15);
+    CHECK_EQ(fix_check(&f), HK_OK);
+    /* free every other block: every run partial, none given back */
+    for (int k = 0; k < N; k += 2) CHECK_EQ(fix_free(&f, &f.h, ps[k]), HK_OK);
+    CHECK_EQ(f.sp.runs, runs);
+    CHECK_EQ(fix_check(&f), HK_OK);
+    for (int k = 0; k < N; k += 2) REQUIRE((ps[k] = zs_alloc(&f.h, 20)) != NULL);
+    CHECK_EQ(f.sp.runs, runs); /* the freed slots were reused first */
+    for (int k = 0; k < N; k++) CHECK_EQ(fix_free(&f, &f.h, ps[k]), HK_OK);
+    CHECK(f.sp.runs <= 1); /* only the current run stays */
+    CHECK_EQ(fix_check(&f), HK_OK);
+    for (int k = 0; k < N; k++) REQUIRE((ps[k] = zs_alloc(&f.h, 24)) != NULL);
+    CHECK_EQ(f.sp.bump, runs); /* granules reused, none new */
+    for (int k = 0; k < N; k++) CHECK_EQ(fix_free(&f, &f.h, ps[k]), HK_OK);
+    CHECK_EQ(hk__zs_heap_fini(&f.h), 0);
+    free(ps);
+    hk__zs_space_fini(&f.sp);
+}
+
+HKT_TEST(zone_small_misuse_reported_and_heap_intact) {
+    zs_fix f;
+    fix_init(&f, (size_t)16 << 20);
+    unsigned char *a = zs_alloc(&f.h, 100), *b = zs_alloc(&f.h, 100);
+    REQUIRE(a && b);
+    zs_run *r = zs_run_of(&f.sp, a);
+    /* interior */
+    CHECK_EQ(fix_free(&f, &f.h, a + 8), HK_ERR_INVALID);
+    CHECK_EQ(f.errs.last_kind, HK_EK_INTERIOR_PTR);
+    CHECK_STR_CONTAINS(f.errs.last_message, "8 bytes into block");
+    CHECK_EQ(fix_check(&f), HK_OK);
+    /* the run's header */
+    CHECK_EQ(fix_free(&f, &f.h, (unsigned char *)r + 16), HK_ERR_INVALID);
+    CHECK_STR_CONTAINS(f.errs.last_message, "header of small-block run");
+    /* a slot never handed out */
+    CHECK_EQ(fix_free(&f, &f.h, zs_slot(r, r->nslots - 1)), HK_ERR_DOUBLE_FREE);
+    CHECK_STR_CONTAINS(f.errs.last_message, "never allocated");
+    /* double free */
+    CHECK_EQ(fix_free(&f, &f.h, a), HK_OK);
+    CHECK_EQ(fix_free(&f, &f.h, a), HK_ERR_DOUBLE_FREE);
+    CHECK_EQ(f.errs.last_kind, HK_EK_DOUBLE_FREE);
+    CHECK_STR_CONTAINS(f.errs.last_message, "is already free");
+    CHECK_EQ(fix_check(&f), HK_OK);
+    /* foreign: not in the space at all */
+    static char stat[64];
+    CHECK(zs_run_of(&f.sp, stat) == NULL);
+    CHECK(zs_run_of(&f.sp, (void *)(f.sp.lo + f.sp.span - 16)) == NULL); /* no run there */
+    CHECK_EQ(f.errs.count, 4);
+    CHECK_EQ(f.h.error_count, 4);
+    /* the heap goes on: a's slot is handed out once, b still used */
+    unsigned char *c = zs_alloc(&f.h, 100);
+    CHECK(c == a);
+    CHECK(zs_alloc(&f.h, 100) != a);
+    CHECK_EQ(fix_check(&f), HK_OK);
+    hk__zs_space_fini(&f.sp);
+}
+
+/* Check finds damage: a used bit cleared behind the layer's back, a free
+ * list link pointing into the header. */
+HKT_TEST(zone_small_check_finds_damage) {
+    zs_fix f;
+    fix_init(&f, (size_t)16 << 20);
+    unsigned char *a = zs_alloc(&f.h, 40), *b = zs_alloc(&f.h, 40);
+    REQUIRE(a && b);
+    zs_run *r = zs_run_of(&f.sp, a);
+    uint64_t *w = zs_ubits(r);
+    uint64_t save = *w;
+    *w = 0;
+    CHECK_EQ(fix_check(&f), HK_ERR_CORRUPT);
+    CHECK_STR_CONTAINS(f.errs.last_message, "used count");
+    *w = save;
+    CHECK_EQ(fix_check(&f), HK_OK);
+    r->stride = 48;
+    CHECK_EQ(fix_check(&f), HK_ERR_CORRUPT);
+    CHECK_STR_CONTAINS(f.errs.last_message, "damaged fixed fields");
+    r->stride = 40;
+    CHECK_EQ(fix_check(&f), HK_OK);
+    hk__zs_space_fini(&f.sp);
+}
+
+/* A second heap's frees of the first heap's blocks set remote bits and
+ * queue the runs; the owner collects them when its class runs dry; a
+ * second remote free of the same block, and the owner's free of a block
+ * already freed remotely, are double frees. */
+HKT_TEST(zone_small_remote_free_collected) {
+    zs_fix f;
+    fix_init(&f, (size_t)16 << 20);
+    zs_heap other;
+    hk__zs_heap_init(&other, &f.sp);
+    void *ps[300];
+    for (int k = 0; k < 300; k++) REQUIRE((ps[k] = zs_alloc(&f.h, 64)) != NULL);
+    for (int k = 0; k < 200; k++) CHECK_EQ(fix_free(&f, &other, ps[k]), HK_OK);
+    CHECK(f.h.rstack != NULL);
+    CHECK_EQ(f.h.free_count, 0);
+    CHECK_EQ(fix_free(&f, &other, ps[5]), HK_ERR_DOUBLE_FREE);
+    CHECK_STR_CONTAINS(f.errs.last_message, "freed by another thread");
+    CHECK_EQ(fix_free(&f, &f.h, ps[6]), HK_ERR_DOUBLE_FREE);
+    CHECK_EQ(fix_check(&f), HK_OK);
+    CHECK_EQ(hk__zs_collect(&f.h), 200);
+    CHECK_EQ(f.h.free_count, 200);
+    CHECK(f.h.rstack == NULL);
+    CHECK_EQ(fix_check(&f), HK_OK);
+    /* and again, now that the runs were unqueued */
+    for (int k = 200; k < 300; k++) CHECK_EQ(fix_free(&f, &other, ps[k]), HK_OK);
+    CHECK_EQ(hk__zs_heap_fini(&f.h), 0);
+    CHECK_EQ(f.errs.count, 2);
+    CHECK_EQ(hk__zs_heap_fini(&other), 0);
+    CHECK_EQ(f.sp.runs, 0);
+    hk__zs_space_fini(&f.sp);
+}
+
+typedef struct walk_acc {
+    int n;
+    size_t bytes;
+} walk_acc;
+static int walk_count(const hk_block_info *bi, void *user) {
+    walk_acc *w = user;
+    w->n++;
+    w->bytes += bi->size;
+    return 0;
+}
+
+/* A free into a run that was given back (all its blocks freed, another
+ * class's run not yet made there) is a double free, reported. */
+HKT_TEST(zone_small_free_into_given_back_run) {
+    zs_fix f;
+    fix_init(&f, (size_t)16 << 20);
+    void *ps[2000];
+    for (int k = 0; k < 2000; k++) REQUIRE((ps[k] = zs_alloc(&f.h, 200)) != NULL);
+    zs_run *first = zs_run_of(&f.sp, ps[0]);
+    CHECK(zs_run_of(&f.sp, ps[1999]) != first);
+    for (int k = 0; k < 2000; k++) CHECK_EQ(fix_free(&f, &f.h, ps[k]), HK_OK);
+    CHECK(first->heap == NULL); /* given back: not the current run */
+    CHECK_EQ(fix_free(&f, &f.h, ps[0]), HK_ERR_DOUBLE_FREE);
+    CHECK_STR_CONTAINS(f.errs.last_message, "given back");
+    CHECK_EQ(fix_check(&f), HK_OK);
+    CHECK_EQ(f.errs.count, 1);
+    hk__zs_space_fini(&f.sp);
+}
+
+HKT_TEST(zone_small_walk_lists_used_slots) {
+    zs_fix f;
+    fix_init(&f, (size_t)16 << 20);
+    void *a = zs_alloc(&f.h, 10), *b = zs_alloc(&f.h, 500), *c = zs_alloc(&f.h, 10);
+    REQUIRE(a && b && c);
+    CHECK_EQ(fix_free(&f, &f.h, c), HK_OK);
+    walk_acc acc = {0, 0};
+    CHECK_EQ(hk__zs_walk(&f.h, walk_count, &acc), 0);
+    CHECK_EQ(acc.n, 2);
+    CHECK_EQ(acc.bytes, 16 + 512);
+    CHECK_EQ(acc.bytes, f.h.slot_bytes);
+    hk__zs_space_fini(&f.sp);
+}
+
+#ifdef HK__ASAN
+/* A freed slot is poisoned, a used one is not. */
+HKT_TEST(zone_small_asan_poisons_free_slots) {
+    zs_fix f;
+    fix_init(&f, (size_t)16 << 20);
+    unsigned char *a = zs_alloc(&f.h, 32);
+    REQUIRE(a != NULL);
+    CHECK(!__asan_region_is_poisoned(a, 32));
+    CHECK_EQ(fix_free(&f, &f.h, a), HK_OK);
+    CHECK(__asan_address_is_poisoned(a));
+    CHECK(__asan_address_is_poisoned(a + 31));
+    hk__zs_space_fini(&f.sp);
+}
+#endif
+
+/* ---- threads ------------------------------------------------------------------- */
+
+enum { ZT_THREADS = 4, ZT_ROUNDS = 200, ZT_BATCH = 64 };
+typedef struct zt_mail {
+    void *volatile slot[ZT_BATCH];
+    volatile int full; /* atomic */
+} zt_mail;
+typedef struct zt_arg {
+    zs_fix *f;
+    zs_heap h;
+    zt_mail *in, *out;
+    int errors;
+} zt_arg;
+
+/* Each thread allocates a batch, mails it to its neighbour, and frees the
+ * batch its other neighbour mailed it: every free is a remote one. */
+static void *zt_main(void *v) {
+    zt_arg *a = v;
+    for (int round = 0; round < ZT_ROUNDS; round++) {
+        while (__atomic_load_n(&a->out->full, __ATOMIC_ACQUIRE)) hk__zs_collect(&a->h);
+        for (int k = 0; k < ZT_BATCH; k++) {
+            size_t n = (size_t)(8 + (round * 7 + k * 13) % 1000);
+            unsigned char *p = zs_alloc(&a->h, n);
+            if (!p) {
+                a->errors++;
+                continue;
+            }
+            p[0] = (unsigned char)k;
+            a->out->slot[k] = p;
+        }
+        __atomic_store_n(&a->out->full, 1, __ATOMIC_RELEASE);
+        while (!__atomic_load_n(&a->in->full, __ATOMIC_ACQUIRE)) hk__zs_collect(&a->h);
+        for (int k = 0; k < ZT_BATCH; k++) {
+            void *p = a->in->slot[k];
+            if (p && fix_free(a->f, &a->h, p) != HK_OK) a->errors++;
+        }
+        __atomic_store_n(&a->in->full, 0, __ATOMIC_RELEASE);
+    }
+    return NULL;
+}
+
+HKT_TEST(zone_small_threads_remote_frees) {
+    zs_fix f;
+    fix_init(&f, (size_t)256 << 20);
+    static zt_mail mail[ZT_THREADS];
+    static zt_arg args[ZT_THREADS];
+    pthread_t t[ZT_THREADS];
+    memset(mail, 0, sizeof mail);
+    for (int i = 0; i < ZT_THREADS; i++) {
+        args[i].f = &f;
+        hk__zs_heap_init(&args[i].h, &f.sp);
+        args[i].in = &mail[(i + ZT_THREADS - 1) % ZT_THREADS];
+        args[i].out = &mail[i];
+        args[i].errors = 0;
+    }
+    for (int i = 0; i < ZT_THREADS; i++) REQUIRE(pthread_create(&t[i], NULL, zt_main, &args[i]) == 0);
+    for (int i = 0; i < ZT_THREADS; i++) pthread_join(t[i], NULL);
+    zs_heap *hs[ZT_THREADS];
+    for (int i = 0; i < ZT_THREADS; i++) {
+        CHECK_EQ(args[i].errors, 0);
+        hk__zs_collect(&args[i].h);
+        hs[i] = &args[i].h;
+    }
+    CHECK_EQ(hk__zs_check(hs, ZT_THREADS, &f.rep), HK_OK);
+    CHECK_EQ(f.errs.count, 0);
+    for (int i = 0; i < ZT_THREADS; i++) CHECK_EQ(hk__zs_heap_fini(&args[i].h), 0);
+    CHECK_EQ(f.sp.runs, 0);
+    hk__zs_space_fini(&f.sp);
+}
