@@ -2,18 +2,23 @@
  * src/zone_small.c - the headerless small-block layer's runs, space and
  * slow paths (interface and fast paths: zone_small.h).
  *
- * Invariants (owners quiescent; "slot i" of run r is r + first + i * stride):
+ * Invariants (owners quiescent; "slot i" of run r is r + ZS_FIRST + i * stride):
  *
  *  1. A granule below lo + used is a run iff its heap is not NULL; its line 0
  *     is written once, before the run is handed to its heap, and never after
  *     while it is a run (a run given back keeps its line 0 but for the heap,
  *     and its first page stays committed), so any thread may read it.
- *  2. Slots at or past `bump` have never been handed out: their used and
- *     remote bits are 0 and no list holds them. bump <= nslots.
- *  3. Slot i < bump is exactly one of: used (used bit 1), or free (used bit
- *     0, and on r->free exactly once). used == number of used bits.
- *  4. A remote bit is set only on a used slot (the freer checks the used bit
- *     first; the owner clears the pair together when it collects).
+ *  2. Slots at or past `bump` have never been handed out: no list holds
+ *     them and their remote bits are 0. bump <= nslots.
+ *  3. Slot i < bump is used (handed out, not back), or free: on r->free's
+ *     list exactly once, its first word the encoded link. The list ends at
+ *     the run's own address. used == bump - (slots on the list).
+ *  4. A remote bit is set only on a used slot: the freer reads the slot's
+ *     first word first and reports a double free when it may be a link; the
+ *     owner's free sends a slot with its remote bit set to the slow path.
+ *     The one exception is a double free whose two frees race (the owner's
+ *     and another thread's at once): the collection finds that slot on the
+ *     list, reports it and leaves it there.
  *  5. A run with a remote bit set is on its heap's collection stack, or its
  *     rqueued is 0 and the freer that set the bit is about to queue it
  *     (it queues after its or, when its exchange of rqueued sees 0).
@@ -21,17 +26,18 @@
  *     list (ZS_PARTIAL: it has a free or uncarved slot), or full (ZS_FULL:
  *     none, on no list). A run whose last used slot is freed, other than a
  *     cur, goes back to the space. Every run of a heap is on its `all` list.
- *  7. Every free slot is poisoned for ASan; its first 8 bytes are the free
- *     list's link.
+ *  7. Every free slot is poisoned for ASan; its first 8 bytes are touched
+ *     only through zs_word / zs_link.
  */
 #include "zone_small.h"
 
 #include <string.h>
 
 uint8_t hk__zs_cls_tab[ZS_MAX / 8u + 1u];
-/* The run every class's `cur` points at while it has none: no free slot,
- * so the fast path falls to the slow one, which never writes it. */
-zs_run hk__zs_empty_run;
+/* The run every class's `cur` points at while it has none: its list is
+ * empty (free is its own address), so the fast path falls to the slow one,
+ * which never writes it. */
+zs_run hk__zs_empty_run = {.free = (unsigned char *)&hk__zs_empty_run};
 
 void hk__zs_init_tables(void) {
     unsigned c = 0;
@@ -50,17 +56,28 @@ static uint32_t zs_nslots(uint32_t s) {
     return n < ZS_SLOTS ? n : ZS_SLOTS;
 }
 
-/* Lays out a run of class c (line 0, bitmaps cleared); its heap is set by
- * the caller last. */
-static void zs_run_format(zs_run *r, unsigned c) {
+/* A step of splitmix64: the runs' secrets. */
+static uint64_t zs_mix(uint64_t *state) {
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Lays out a run of class c with its secret (line 0, the bitmap cleared,
+ * nothing carved); its heap is set by the caller last. */
+static void zs_run_format(zs_run *r, unsigned c, uint64_t secret) {
     uint32_t s = zs_stride_tab[c];
     memset(r, 0, ZS_FIRST);
     r->stride = s;
     r->recip = (uint32_t)((((uint64_t)1 << 32) + s - 1) / s);
     r->nslots = zs_nslots(s);
     r->limit = r->nslots * s;
+    r->secret = (secret & ~(uint64_t)(ZS_RUN - 1)) | ((uint64_t)1 << 63);
+    r->key = (uint64_t)(uintptr_t)r ^ r->secret;
     r->cls = c;
     r->magic = (ZS_MAGIC << 16) | c;
+    r->free = (unsigned char *)r;
 }
 
 static zs_run *zs_granule_take(zs_space *sp) {
@@ -88,7 +105,7 @@ static zs_run *zs_run_new(zs_heap *h, unsigned c) {
     hk_os_mutex_unlock(&sp->mx);
     if (!r) return NULL;
     hk__asan_unpoison(r, ZS_RUN);
-    zs_run_format(r, c);
+    zs_run_format(r, c, zs_mix(&h->secret));
     hk__asan_poison((unsigned char *)r + ZS_FIRST, ZS_RUN - ZS_FIRST);
     r->all_next = h->all;
     if (h->all) h->all->all_prev = r;
@@ -126,7 +143,7 @@ static void zs_partial_push(zs_cls *c, zs_run *r) {
     r->next = c->partial;
     if (c->partial) c->partial->prev = r;
     c->partial = r;
-    r->state = ZS_PARTIAL;
+    zs_set_state(r, ZS_PARTIAL);
 }
 static void zs_partial_unlink(zs_cls *c, zs_run *r) {
     if (r->prev)
@@ -146,8 +163,9 @@ void hk__zs_settle(zs_heap *h, zs_run *r) {
     }
 }
 
-/* Carves up to the slots that lie in the page of slot `bump` (at least one)
- * onto r's free list, lowest address first. Returns 0 when r has none. */
+/* Carves the slots that lie in the page of slot `bump` (at least one, at
+ * most 64) onto r's empty free list, lowest address first. Returns 0 when
+ * r has none left. */
 static int zs_carve(zs_run *r) {
     if (r->bump >= r->nslots) return 0;
     uint32_t i = r->bump, end = i + 1;
@@ -156,54 +174,59 @@ static int zs_carve(zs_run *r) {
     while (end < r->nslots && (uintptr_t)zs_slot(r, end) + r->stride <= lim && end - i < 64u) end++;
     for (uint32_t k = end; k-- > i;) {
         unsigned char *u = zs_slot(r, k);
-        hk__asan_unpoison(u, sizeof(void *));
-        *(unsigned char **)u = r->free;
-        hk__asan_poison(u, sizeof(void *));
+        zs_link(u, (uint64_t)(uintptr_t)r->free ^ r->key);
         r->free = u;
     }
     __atomic_store_n(&r->bump, end, __ATOMIC_RELAXED);
     return 1;
 }
 
+/* Whether slot p of run r is on its free list (owner). O(free slots). */
+static int zs_on_list(zs_run *r, const unsigned char *p) {
+    uint32_t n = 0;
+    for (unsigned char *u = r->free; u != (unsigned char *)r && n <= r->nslots; n++) {
+        if (u == p) return 1;
+        u = (unsigned char *)(uintptr_t)(zs_word(u) ^ r->key);
+    }
+    return 0;
+}
+
+/* Pushes slot p (used) on r's free list: the free's bookkeeping. */
+static void zs_push(zs_heap *h, zs_run *r, unsigned char *p) {
+    hk__san_free(p, r->stride);
+    zs_link(p, (uint64_t)(uintptr_t)r->free ^ r->key);
+    r->free = p;
+    r->used--;
+    h->free_count++;
+    h->slot_bytes -= r->stride;
+}
+
 /* Collects run r's remote frees (owner). Returns the slots collected. */
 static size_t zs_collect_run(zs_heap *h, zs_run *r) {
     size_t got = 0;
-    uint64_t *ub = zs_ubits(r), *rb = zs_rbits(r);
+    uint64_t *rb = zs_rbits(r);
     for (uint32_t w = 0; w < (r->nslots + 63u) / 64u; w++) {
         if (!__atomic_load_n(rb + w, __ATOMIC_RELAXED)) continue;
         uint64_t x = __atomic_exchange_n(rb + w, 0, __ATOMIC_ACQUIRE);
-        uint64_t u = ub[w];
-        /* invariant 4 makes x a subset of u; the owner's free checks the
-         * remote bit first, so only a free racing with the remote one
-         * breaks it: that slot is already free, reported below */
-        uint64_t bad = x & ~u;
-        x &= u;
-        __atomic_store_n(ub + w, u & ~x, __ATOMIC_RELAXED);
         while (x) {
             unsigned b = (unsigned)__builtin_ctzll(x);
             x &= x - 1;
             unsigned char *p = zs_slot(r, w * 64u + b);
-            hk__san_free(p, r->stride);
-            hk__asan_unpoison(p, sizeof(void *));
-            *(unsigned char **)p = r->free;
-            hk__asan_poison(p, sizeof(void *));
-            r->free = p;
-            r->used--;
-            h->free_count++;
-            h->slot_bytes -= r->stride;
+            if (HK__UNLIKELY(zs_maybe_link(r, zs_word(p))) && zs_on_list(r, p)) {
+                /* invariant 4's exception: freed by its owner and by
+                 * another thread at once; it stays on the list once */
+                hk__asan_poison(p, sizeof(void *));
+                h->error_count++;
+                if (h->sp->rep)
+                    hk__report(
+                        h->sp->rep, HK_ERR_DOUBLE_FREE, HK_EK_DOUBLE_FREE, p, r->stride, NULL,
+                        "free(%p): block %p (%u bytes, in a small-block run) was freed by its owner and by "
+                        "another thread at once",
+                        (void *)p, (void *)p, r->stride);
+                continue;
+            }
+            zs_push(h, r, p);
             got++;
-        }
-        while (bad) {
-            unsigned b = (unsigned)__builtin_ctzll(bad);
-            bad &= bad - 1;
-            unsigned char *p = zs_slot(r, w * 64u + b);
-            h->error_count++;
-            if (h->sp->rep)
-                hk__report(
-                    h->sp->rep, HK_ERR_DOUBLE_FREE, HK_EK_DOUBLE_FREE, p, r->stride, NULL,
-                    "free(%p): block %p (%u bytes, in a small-block run) was freed by its owner and by "
-                    "another thread at once",
-                    (void *)p, (void *)p, r->stride);
         }
     }
     return got;
@@ -218,7 +241,7 @@ size_t hk__zs_collect(zs_heap *h) {
          * bit after our exchange of it queues the run again */
         __atomic_store_n(&s->rqueued, 0, __ATOMIC_SEQ_CST);
         got += zs_collect_run(h, s);
-        if (s->state == ZS_FULL && s->free) zs_partial_push(&h->cls[s->cls], s);
+        if (s->state == ZS_FULL && s->free != (unsigned char *)s) zs_partial_push(&h->cls[s->cls], s);
         if (s->used == 0 && s->state == ZS_PARTIAL) {
             zs_partial_unlink(&h->cls[s->cls], s);
             zs_run_release(h, s);
@@ -232,9 +255,9 @@ void *hk__zs_alloc_slow(zs_heap *h, unsigned c) {
     zs_cls *cl = &h->cls[c];
     zs_run *r = cl->cur;
     if (__atomic_load_n(&h->rstack, __ATOMIC_RELAXED)) hk__zs_collect(h);
-    if (r != &hk__zs_empty_run && !r->free && !zs_carve(r)) {
+    if (r != &hk__zs_empty_run && r->free == (unsigned char *)r && !zs_carve(r)) {
         /* cur is exhausted: full until a free comes back */
-        r->state = ZS_FULL;
+        zs_set_state(r, ZS_FULL);
         r = cl->cur = &hk__zs_empty_run;
     }
     if (r == &hk__zs_empty_run) {
@@ -244,18 +267,25 @@ void *hk__zs_alloc_slow(zs_heap *h, unsigned c) {
         } else if (!(r = zs_run_new(h, c))) {
             return NULL;
         }
-        r->state = ZS_CUR;
+        zs_set_state(r, ZS_CUR);
         cl->cur = r;
-        if (!r->free && !zs_carve(r)) return NULL; /* a partial run always has one */
+        if (r->free == (unsigned char *)r && !zs_carve(r)) return NULL; /* a partial run always has one */
     }
     return zs_alloc(h, zs_stride_tab[c]);
 }
 
 /* ---- frees the fast path did not take -------------------------------------------- */
 
+static hk_result zs_double(zs_heap *h, zs_run *r, void *p, const char *op, const char *why) {
+    h->error_count++;
+    if (!h->sp->rep) return HK_ERR_DOUBLE_FREE;
+    return hk__report(h->sp->rep, HK_ERR_DOUBLE_FREE, HK_EK_DOUBLE_FREE, p, r->stride, NULL,
+                      "%s(%p): block %p (%u bytes, in a small-block run) is already free%s", op, p, p,
+                      r->stride, why);
+}
+
 hk_result hk__zs_free_slow(zs_heap *h, zs_run *r, void *p, const char *op) {
     uint32_t off = (uint32_t)((uintptr_t)p & (uint32_t)(ZS_RUN - 1)), i = zs_index(r, off);
-    (void)op;
     zs_heap *owner = __atomic_load_n(&r->heap, __ATOMIC_ACQUIRE);
     if (!owner) {
         h->error_count++;
@@ -266,44 +296,61 @@ hk_result hk__zs_free_slow(zs_heap *h, zs_run *r, void *p, const char *op) {
                           op, p);
     }
     if (i == UINT32_MAX) {
-        if (off < ZS_FIRST || off - ZS_FIRST >= r->limit) {
-            h->error_count++;
-            if (!h->sp->rep) return HK_ERR_INVALID;
+        h->error_count++;
+        if (!h->sp->rep) return HK_ERR_INVALID;
+        if (off < ZS_FIRST || off - ZS_FIRST >= r->limit)
             return hk__report(h->sp->rep, HK_ERR_INVALID, HK_EK_INTERIOR_PTR, p, 0, NULL,
                               "%s(%p): pointer is inside the header of small-block run %p, not a block", op,
                               p, (void *)r);
-        }
         unsigned char *b = zs_slot(r, (off - ZS_FIRST) / r->stride);
-        h->error_count++;
-        if (!h->sp->rep) return HK_ERR_INVALID;
         return hk__report(
             h->sp->rep, HK_ERR_INVALID, HK_EK_INTERIOR_PTR, p, r->stride, NULL,
             "%s(%p): pointer is %td bytes into block %p (%u bytes, in a small-block run), not its "
             "start",
             op, p, (unsigned char *)p - b, (void *)b, r->stride);
     }
-    uint64_t m = (uint64_t)1 << (i & 63u);
-    uint64_t u = __atomic_load_n(zs_ubits(r) + (i >> 6), __ATOMIC_RELAXED);
-    if (!(u & m) || owner == h || (__atomic_fetch_or(zs_rbits(r) + (i >> 6), m, __ATOMIC_ACQ_REL) & m)) {
-        /* free, or freed by another thread and not collected yet (the
-         * owner's fast path sent it here; another thread's or found it set) */
-        h->error_count++;
-        if (!h->sp->rep) return HK_ERR_DOUBLE_FREE;
-        return hk__report(
-            h->sp->rep, HK_ERR_DOUBLE_FREE, HK_EK_DOUBLE_FREE, p, r->stride, NULL,
-            "%s(%p): block %p (%u bytes, in a small-block run) is already free%s", op, p, p, r->stride,
-            !(u & m) ? (i < __atomic_load_n(&r->bump, __ATOMIC_RELAXED) ? "" : " (never allocated)")
-                     : " (freed by another thread, not collected yet)");
+    if (i >= __atomic_load_n(&r->bump, __ATOMIC_RELAXED)) return zs_double(h, r, p, op, " (never allocated)");
+    uint64_t m = (uint64_t)1 << (i & 63u), *rw = zs_rbits(r) + (i >> 6);
+    if (__atomic_load_n(rw, __ATOMIC_RELAXED) & m)
+        return zs_double(h, r, p, op, " (freed by another thread, not collected yet)");
+    int maybe = zs_maybe_link(r, zs_word_used(p));
+    if (owner == h) {
+        if (maybe && zs_on_list(r, p)) {
+            hk__asan_poison(p, sizeof(void *));
+            return zs_double(h, r, p, op, "");
+        }
+        /* a used slot whose first word only looked like a link */
+        zs_push(h, r, p);
+        if (r->used < r->settle_below) hk__zs_settle(h, r);
+        return HK_OK;
     }
-    /* another heap's slot, its remote bit now set: queue the run once */
+    /* another heap's slot. Its owner's list cannot be searched from here:
+     * a first word that may be a link is taken for one (a used block's
+     * data passes that test with odds of 2^-47 per free) */
+    if (maybe) {
+        hk__asan_poison(p, sizeof(void *));
+        return zs_double(h, r, p, op, "");
+    }
+    if (__atomic_fetch_or(rw, m, __ATOMIC_ACQ_REL) & m)
+        return zs_double(h, r, p, op, " (freed by another thread, not collected yet)");
+    hk__san_free(p, r->stride);
+    /* queue the run once (invariant 5) */
     if (!__atomic_load_n(&r->rqueued, __ATOMIC_SEQ_CST) &&
         !__atomic_exchange_n(&r->rqueued, 1, __ATOMIC_SEQ_CST)) {
-        zs_heap *o = owner;
-        zs_run *top = __atomic_load_n(&o->rstack, __ATOMIC_RELAXED);
+        zs_run *top = __atomic_load_n(&owner->rstack, __ATOMIC_RELAXED);
         do r->rnext = top;
-        while (!__atomic_compare_exchange_n(&o->rstack, &top, r, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+        while (!__atomic_compare_exchange_n(&owner->rstack, &top, r, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
     }
     return HK_OK;
+}
+
+size_t hk__zs_usable(zs_run *r, const void *p) {
+    uint32_t i = zs_index(r, (uint32_t)(uintptr_t)p & (uint32_t)(ZS_RUN - 1));
+    if (!__atomic_load_n(&r->heap, __ATOMIC_RELAXED) || i == UINT32_MAX ||
+        i >= __atomic_load_n(&r->bump, __ATOMIC_RELAXED) ||
+        ((__atomic_load_n(zs_rbits(r) + (i >> 6), __ATOMIC_RELAXED) >> (i & 63u)) & 1u))
+        return 0;
+    return r->stride;
 }
 
 /* ---- space and heaps --------------------------------------------------------------- */
@@ -335,6 +382,7 @@ void hk__zs_space_fini(zs_space *sp) {
 void hk__zs_heap_init(zs_heap *h, zs_space *sp) {
     memset(h, 0, sizeof *h);
     h->sp = sp;
+    h->secret = hk_now_ns() ^ ((uint64_t)(uintptr_t)h * 0x9E3779B97F4A7C15ull);
     for (unsigned c = 0; c < ZS_NCLS; c++) h->cls[c].cur = &hk__zs_empty_run;
 }
 
@@ -345,7 +393,7 @@ size_t hk__zs_heap_fini(zs_heap *h) {
         zs_run *r = h->cls[c].cur;
         h->cls[c].cur = &hk__zs_empty_run;
         if (r != &hk__zs_empty_run) {
-            r->state = ZS_PARTIAL;
+            zs_set_state(r, ZS_PARTIAL);
             zs_partial_push(&h->cls[c], r);
         }
     }
@@ -372,6 +420,27 @@ static hk_result zs_bad(hk__reporter *rep, const zs_run *r, const char *what) {
     return HK_ERR_CORRUPT;
 }
 
+/* The set of r's free slots (fr, ZS_WORDS words) and their count, from its
+ * list: each entry a carved slot, none twice, the list ending at the run
+ * (owner quiescent). HK_ERR_CORRUPT, reported, otherwise. */
+static hk_result zs_free_set(zs_run *r, uint32_t bump, uint64_t *fr, uint32_t *nfree, hk__reporter *rep) {
+    memset(fr, 0, ZS_WORDS * sizeof *fr);
+    uint32_t n = 0;
+    for (unsigned char *p = r->free; p != (unsigned char *)r;) {
+        uintptr_t o = (uintptr_t)p - (uintptr_t)r;
+        uint32_t i = o < ZS_RUN ? zs_index(r, (uint32_t)o) : UINT32_MAX;
+        if (i == UINT32_MAX || i >= bump) return zs_bad(rep, r, "free list leaves its carved slots");
+        if ((fr[i >> 6] >> (i & 63u)) & 1u) return zs_bad(rep, r, "free list holds a slot twice (a cycle)");
+        fr[i >> 6] |= (uint64_t)1 << (i & 63u);
+        n++;
+        uint64_t w = zs_word(p);
+        hk__san_noaccess(p, sizeof(void *));
+        p = (unsigned char *)(uintptr_t)(w ^ r->key);
+    }
+    *nfree = n;
+    return HK_OK;
+}
+
 static hk_result zs_check_run(const zs_heap *h, zs_run *r, hk__reporter *rep) {
     const zs_space *sp = h->sp;
     uintptr_t off = (uintptr_t)r - sp->lo;
@@ -382,38 +451,29 @@ static hk_result zs_check_run(const zs_heap *h, zs_run *r, hk__reporter *rep) {
         return zs_bad(rep, r, "damaged fixed fields");
     uint32_t bump = __atomic_load_n(&r->bump, __ATOMIC_RELAXED);
     if (bump > r->nslots) return zs_bad(rep, r, "carved past its slots");
-    uint64_t *ub = zs_ubits(r), *rb = zs_rbits(r);
-    uint32_t used = 0;
+    uint64_t fr[ZS_WORDS];
+    uint32_t nfree;
+    hk_result res = zs_free_set(r, bump, fr, &nfree, rep);
+    if (res != HK_OK) return res;
+    if (r->used != bump - nfree) return zs_bad(rep, r, "used count disagrees with its free list");
+    uint64_t *rb = zs_rbits(r);
     for (uint32_t w = 0; w < ZS_WORDS; w++) {
-        uint64_t u = __atomic_load_n(ub + w, __ATOMIC_RELAXED), x = __atomic_load_n(rb + w, __ATOMIC_RELAXED);
-        if (x & ~u) return zs_bad(rep, r, "a remote free of a slot that is not used");
-        uint32_t lo = w * 64u;
-        if (lo + 64u > bump) {
-            uint64_t past = lo >= bump ? ~(uint64_t)0 : ~(((uint64_t)1 << (bump - lo)) - 1);
-            if (u & past) return zs_bad(rep, r, "a used bit past the carved slots");
-        }
-        used += (uint32_t)__builtin_popcountll(u);
+        uint64_t x = __atomic_load_n(rb + w, __ATOMIC_RELAXED), lo = w * 64u;
+        uint64_t carved = lo >= bump         ? 0
+                          : lo + 64u <= bump ? ~(uint64_t)0
+                                             : (((uint64_t)1 << (bump - lo)) - 1);
+        if (x & ~carved) return zs_bad(rep, r, "a remote free of a slot never carved");
+        if (x & fr[w]) return zs_bad(rep, r, "a remote free of a slot on the free list");
     }
-    if (used != r->used) return zs_bad(rep, r, "used count disagrees with the used bitmap");
-    /* the free list: bump - used distinct free slots */
-    uint32_t nfree = 0;
-    for (unsigned char *p = r->free; p;) {
-        uintptr_t o = (uintptr_t)p - (uintptr_t)r;
-        uint32_t i = o < ZS_RUN ? zs_index(r, (uint32_t)o) : UINT32_MAX;
-        if (i >= bump) return zs_bad(rep, r, "free list leaves its carved slots");
-        if ((ub[i >> 6] >> (i & 63u)) & 1u) return zs_bad(rep, r, "free list holds a used slot");
-        if (++nfree > bump - used) return zs_bad(rep, r, "free list longer than its free slots (a cycle)");
-        hk__asan_unpoison(p, sizeof(void *));
-        unsigned char *n = *(unsigned char **)p;
-        hk__asan_poison(p, sizeof(void *));
-        p = n;
-    }
-    if (nfree != bump - used) return zs_bad(rep, r, "free list shorter than its free slots");
+    int nfree_ok = r->free == (unsigned char *)r ? nfree == 0 : nfree > 0;
+    if (!nfree_ok) return zs_bad(rep, r, "free list head disagrees with its length");
     const zs_cls *c = &h->cls[r->cls];
     if (r->state == ZS_CUR    ? c->cur != r
         : r->state == ZS_FULL ? (nfree != 0 || bump != r->nslots)
                               : r->state != ZS_PARTIAL)
         return zs_bad(rep, r, "state disagrees with its class");
+    if (r->settle_below != (r->state == ZS_FULL ? UINT32_MAX : 1u))
+        return zs_bad(rep, r, "settle mark disagrees with its state");
     return HK_OK;
 }
 
@@ -446,20 +506,18 @@ hk_result hk__zs_check(zs_heap *const *heaps, size_t nheaps, hk__reporter *rep) 
 
 int hk__zs_walk(const zs_heap *h, hk_walk_fn fn, void *user) {
     for (zs_run *r = h->all; r; r = r->all_next) {
-        uint64_t *ub = zs_ubits(r);
-        for (uint32_t w = 0; w < (r->nslots + 63u) / 64u; w++) {
-            uint64_t u = __atomic_load_n(ub + w, __ATOMIC_RELAXED);
-            while (u) {
-                unsigned b = (unsigned)__builtin_ctzll(u);
-                u &= u - 1;
-                hk_block_info bi;
-                memset(&bi, 0, sizeof bi);
-                bi.address = zs_slot(r, w * 64u + b);
-                bi.size = r->stride;
-                bi.flags = HK_BLOCK_USED;
-                int rc = fn(&bi, user);
-                if (rc) return rc;
-            }
+        uint64_t fr[ZS_WORDS];
+        uint32_t nfree, bump = __atomic_load_n(&r->bump, __ATOMIC_RELAXED);
+        if (zs_free_set(r, bump, fr, &nfree, NULL) != HK_OK) continue; /* check reports it */
+        for (uint32_t i = 0; i < bump; i++) {
+            if ((fr[i >> 6] >> (i & 63u)) & 1u) continue;
+            hk_block_info bi;
+            memset(&bi, 0, sizeof bi);
+            bi.address = zs_slot(r, i);
+            bi.size = r->stride;
+            bi.flags = HK_BLOCK_USED;
+            int rc = fn(&bi, user);
+            if (rc) return rc;
         }
     }
     return 0;

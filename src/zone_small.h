@@ -2,11 +2,22 @@
  * src/zone_small.h - the headerless small-block layer: blocks of up to
  * ZS_MAX bytes as slots of runs, each run one ZS_RUN-byte, ZS_RUN-aligned
  * granule of a reserved address range (a "space"). Nothing sits in front of
- * a slot: a free finds the slot's run by masking the address, after one
- * byte of the space's map has said that the granule is a run. The checks a
- * free makes (foreign, interior, double) read the run's fixed line and its
- * bitmaps, never the slot. src/zone_small.c holds the invariants and the
- * slow paths; the fast paths are inline here.
+ * a slot: a free finds the slot's run by masking the address, once one
+ * compare has placed it in the space. The checks a free makes read the
+ * run's fixed line, its remote bitmap and the slot's first word:
+ *
+ *   foreign   not in the space (the caller's other checks decide);
+ *   interior  offset not a multiple of the stride (a multiply by the
+ *             stride's reciprocal, no divide), or inside the run's header;
+ *   double    a free slot's first word is its free-list link, stored
+ *             encoded with the run's secret: a first word that decodes to
+ *             a slot of the same run (or the list's end) marks a slot that
+ *             may be free, and the run's list is searched to be sure; a
+ *             slot freed by another thread and not collected yet has its
+ *             remote bit set.
+ *
+ * src/zone_small.c holds the invariants and the slow paths; the fast paths
+ * are inline here.
  *
  * Threads: a run belongs to one heap (zs_heap), whose owner thread alone
  * allocates from it and frees into its free list. Another thread's free
@@ -27,10 +38,10 @@
 #define ZS_RUN      ((size_t)1 << ZS_RUN_LOG2) /* bytes of a run, and its alignment */
 #define ZS_MAX      1024u                      /* largest small request */
 #define ZS_NCLS     40u                        /* 8..64 in 8-byte steps, then 8 classes per doubling */
-#define ZS_HDR      192u                       /* the run struct's three lines, before its bitmaps */
-#define ZS_WORDS    64u                        /* 64-bit words of each bitmap */
+#define ZS_HDR      192u                       /* the run struct's three lines, before the remote bitmap */
+#define ZS_WORDS    64u                        /* 64-bit words of the remote bitmap */
 #define ZS_SLOTS    (ZS_WORDS * 64u)           /* slots of a run at most */
-#define ZS_RBITS    (ZS_HDR + ZS_WORDS * 8u)   /* run base to the remote bitmap */
+#define ZS_RBITS    ZS_HDR                     /* run base to the remote bitmap */
 #define ZS_FIRST    (ZS_RBITS + ZS_WORDS * 8u) /* run base to slot 0 (a multiple of 64) */
 #define ZS_MAGIC    0x5a53u                    /* "ZS" */
 
@@ -59,37 +70,49 @@ enum { ZS_CUR = 1, ZS_PARTIAL = 2, ZS_FULL = 3 };
 struct zs_heap;
 
 /* A run. Line 0 is fixed while the run lives (every free reads it, from
- * any thread); line 1 is its owner's; line 2 its remote freers'. The used
- * bitmap (bit i: slot i is allocated, or freed by another thread and not
- * collected yet) follows at ZS_HDR, the remote bitmap (bit i: slot i freed
- * by another thread, not collected) at ZS_RBITS, the slots at ZS_FIRST. */
+ * any thread); line 1 is its owner's; line 2 its remote freers'. The
+ * remote bitmap (bit i: slot i freed by another thread, not collected)
+ * follows at ZS_RBITS, the slots at ZS_FIRST.
+ *
+ * The free list: `free` is the first free slot, or the run's own address
+ * when there is none (the end marker: no slot is there); each free slot's
+ * first 8 bytes hold the next one's address xor `key`. key = run ^ secret,
+ * the secret random with its low ZS_RUN_LOG2 bits 0 and its top bit 1: so
+ * an encoded link xor secret is the next slot's offset in the run, below
+ * ZS_RUN, and a word that is no link passes that test with odds of 2^-47;
+ * an allocation zeroes the word (zero never passes). */
 typedef struct zs_run {
     /* line 0: fixed */
     uint32_t stride;
     uint32_t recip; /* ceil(2^32 / stride): slot index = off * recip >> 32, exact for off < ZS_RUN */
     uint32_t limit; /* nslots * stride: an offset (from slot 0) past it is no slot */
     uint32_t nslots;
+    uint64_t key;    /* run address ^ secret */
+    uint64_t secret; /* random, low ZS_RUN_LOG2 bits 0, top bit 1 */
     uint32_t cls;
     uint32_t magic; /* ZS_MAGIC << 16 | cls: check's proof */
     /* atomic: the owner heap; NULL while the granule is no run (given back:
      * a free into it goes to the slow path, which reports it) */
     struct zs_heap *heap;
-    unsigned char pad1_[64 - 32];
+    unsigned char pad1_[64 - 48];
     /* line 1: the owner's */
-    unsigned char *free; /* free slots, LIFO, linked through their first 8 bytes */
-    uint32_t used;       /* slots whose used bit is set */
-    uint32_t bump;       /* slots carved (atomic relaxed store: check reads it) */
-    uint32_t state;      /* ZS_CUR, ZS_PARTIAL or ZS_FULL */
-    uint32_t pad2_;
-    struct zs_run *next, *prev; /* the class's partial list; every run of the heap (all_*) */
-    struct zs_run *all_next, *all_prev;
+    unsigned char *free; /* first free slot, or the run itself (none) */
+    uint32_t
+        used; /* slots handed out and not back on the free list (remote frees included until collected) */
+    uint32_t bump;  /* slots carved (atomic relaxed store: check reads it) */
+    uint32_t state; /* ZS_CUR, ZS_PARTIAL or ZS_FULL (zs_set_state) */
+    /* a free leaving `used` below this settles the run: 1 (it emptied), or
+     * UINT32_MAX while full (any free: back on the partial list) */
+    uint32_t settle_below;
+    struct zs_run *next, *prev;         /* the class's partial list */
+    struct zs_run *all_next, *all_prev; /* every run of the heap */
     unsigned char pad3_[64 - 56];
     /* line 2: remote freers' */
     struct zs_run *rnext; /* on the heap's collection stack */
     uint32_t rqueued;     /* atomic: on the stack, or about to be */
     unsigned char pad4_[64 - 12];
 } zs_run;
-_Static_assert(sizeof(zs_run) == ZS_HDR, "three lines before the bitmaps");
+_Static_assert(sizeof(zs_run) == ZS_HDR, "three lines before the bitmap");
 
 /* A class of a heap. */
 typedef struct zs_cls {
@@ -120,12 +143,14 @@ typedef struct zs_space {
 typedef struct zs_heap {
     zs_cls cls[ZS_NCLS];
     zs_space *sp;
-    /* The counters a free changes are not neighbours (GCC would pair them
-     * into vector instructions that cost more than they save). */
+    /* The counters an alloc or a free changes are not neighbours (GCC
+     * would pair them into vector instructions that cost more than they
+     * save). */
     uint64_t alloc_count;
-    size_t slot_bytes; /* strides of the used slots (owner's view: remote frees count once collected) */
     zs_run *all;       /* every run of the heap */
     zs_run *rstack;    /* atomic: runs with remote frees to collect */
+    size_t slot_bytes; /* strides of the used slots (remote frees count until collected) */
+    uint64_t secret;   /* the next run's secret comes from it */
     uint64_t free_count;
     uint64_t error_count;
 } zs_heap;
@@ -134,8 +159,8 @@ extern zs_run hk__zs_empty_run;
 
 /* ---- the space and heaps (zone_small.c) ------------------------------------- */
 
-/* Reserves `span` bytes (rounded to granules) for runs; the map with them.
- * HK_ERR_NOMEM when the OS refuses. rep: where misuse goes. O(1). */
+/* Reserves `span` bytes (rounded to granules) for runs. HK_ERR_NOMEM when
+ * the OS refuses. rep: where misuse goes. O(1). */
 hk_result hk__zs_space_init(zs_space *sp, size_t span, hk__reporter *rep);
 /* Releases the reservation (every heap must be finished). */
 void hk__zs_space_fini(zs_space *sp);
@@ -152,8 +177,10 @@ size_t hk__zs_heap_fini(zs_heap *h);
 void *hk__zs_alloc_slow(zs_heap *h, unsigned c);
 /* Settles run r after a free made it non-full or empty. */
 void hk__zs_settle(zs_heap *h, zs_run *r);
-/* A free the fast path did not take: misuse (reported, HK_ERR_*), or a
- * remote free (HK_OK). p is in a run of the space. */
+/* A free the fast path did not take: misuse (reported, HK_ERR_*), a
+ * remote free, or the owner's free of a slot whose first word looks like
+ * a link (HK_OK). p is in a granule of the space. O(1), but O(free slots
+ * of the run) for a first word that looks like a link. */
 hk_result hk__zs_free_slow(zs_heap *h, zs_run *r, void *p, const char *op);
 /* Collects every queued run's remote frees into their free lists. Returns
  * the slots collected. Owner only. */
@@ -173,33 +200,57 @@ static inline zs_run *zs_run_of(const zs_space *sp, const void *p) {
     return (zs_run *)((uintptr_t)p & ~(uintptr_t)(ZS_RUN - 1));
 }
 
-static inline uint64_t *zs_ubits(zs_run *r) { return (uint64_t *)((unsigned char *)r + ZS_HDR); }
 static inline uint64_t *zs_rbits(zs_run *r) { return (uint64_t *)((unsigned char *)r + ZS_RBITS); }
-static inline unsigned char *zs_slot(zs_run *r, uint32_t i) {
+static inline unsigned char *zs_slot(const zs_run *r, uint32_t i) {
     return (unsigned char *)r + ZS_FIRST + (size_t)i * r->stride;
 }
 /* Slot index of offset off (run base to the pointer) when it is exactly a
- * slot's start, else UINT32_MAX. */
+ * slot's start, else UINT32_MAX. With recip = 2^32 / stride + e (0 <= e <
+ * 1) and o < 2^16, the product o * recip is i * 2^32 + j * 2^32 / stride +
+ * o * e for o = i * stride + j: its low 32 bits are below 2^16 exactly
+ * when j == 0 (else at least 2^32 / ZS_MAX = 2^22). A multiply, no divide. */
 static inline uint32_t zs_index(const zs_run *r, uint32_t off) {
     uint32_t o = off - ZS_FIRST; /* wraps past limit for a pointer into the header */
-    uint32_t i = (uint32_t)(((uint64_t)o * r->recip) >> 32);
-    if (HK__UNLIKELY(o >= r->limit) || HK__UNLIKELY(i * r->stride != o)) return UINT32_MAX;
-    return i;
+    uint64_t q = (uint64_t)o * r->recip;
+    if (HK__UNLIKELY(o >= r->limit) || HK__UNLIKELY((uint32_t)q >= 65536u)) return UINT32_MAX;
+    return (uint32_t)(q >> 32);
 }
+_Static_assert(ZS_RUN <= 65536u && ((uint64_t)1 << 32) / ZS_MAX >= 65536u, "zs_index's exactness test");
+
+static inline void zs_set_state(zs_run *r, uint32_t state) {
+    r->state = state;
+    r->settle_below = state == ZS_FULL ? UINT32_MAX : 1u;
+}
+
+/* A free slot's link (atomic relaxed: a remote freer of a block freed
+ * already may read it while the owner writes it; plain moves on x86).
+ * zs_word makes the 8 bytes accessible to the sanitizers first (the slot
+ * is free); zs_word_used reads a slot that should be used (ASan: a freed
+ * one is poisoned, so it unpoisons; the slow path poisons again). */
+static inline uint64_t zs_word(const void *u) {
+    hk__san_access(u, sizeof(void *));
+    return __atomic_load_n((const uint64_t *)u, __ATOMIC_RELAXED);
+}
+static inline uint64_t zs_word_used(const void *u) {
+    hk__asan_unpoison(u, sizeof(void *));
+    return __atomic_load_n((const uint64_t *)u, __ATOMIC_RELAXED);
+}
+static inline void zs_link(void *u, uint64_t w) {
+    hk__san_access(u, sizeof(void *));
+    __atomic_store_n((uint64_t *)u, w, __ATOMIC_RELAXED);
+    hk__san_noaccess(u, sizeof(void *));
+}
+/* Whether first word w of a slot of run r may be a free-list link. */
+static inline int zs_maybe_link(const zs_run *r, uint64_t w) { return (w ^ r->secret) < ZS_RUN; }
 
 /* n <= ZS_MAX bytes from h; NULL when no run can be had. O(1). */
 static inline void *zs_alloc(zs_heap *h, size_t n) {
     unsigned c = zs_cls_of(n);
     zs_run *r = h->cls[c].cur;
     unsigned char *u = r->free;
-    if (HK__UNLIKELY(!u)) return hk__zs_alloc_slow(h, c);
-    hk__san_access(u, sizeof(void *));
-    r->free = *(unsigned char **)u;
-    uint32_t i =
-        (uint32_t)((((uint64_t)(((uint32_t)(uintptr_t)u & (uint32_t)(ZS_RUN - 1)) - ZS_FIRST)) * r->recip) >>
-                   32);
-    uint64_t *w = zs_ubits(r) + (i >> 6);
-    __atomic_store_n(w, *w | ((uint64_t)1 << (i & 63u)), __ATOMIC_RELAXED);
+    if (HK__UNLIKELY(u == (unsigned char *)r)) return hk__zs_alloc_slow(h, c);
+    r->free = (unsigned char *)(uintptr_t)(zs_word(u) ^ r->key);
+    *(uint64_t *)u = 0; /* no link left behind: a free reads this word */
     r->used++;
     h->alloc_count++;
     h->slot_bytes += r->stride;
@@ -207,34 +258,26 @@ static inline void *zs_alloc(zs_heap *h, size_t n) {
     return u;
 }
 
-/* Frees p, a pointer into run r (zs_run_of). The owner's free of a used
- * slot is done here; anything else (another heap's run, misuse) goes to
- * hk__zs_free_slow. O(1). */
+/* Frees p, a pointer into granule r (zs_run_of). The owner's free of a used
+ * slot is done here; anything else (another heap's run, misuse, a first
+ * word that looks like a link) goes to hk__zs_free_slow. O(1). */
 static inline hk_result zs_free(zs_heap *h, zs_run *r, void *p, const char *op) {
     uint32_t i = zs_index(r, (uint32_t)(uintptr_t)p & (uint32_t)(ZS_RUN - 1));
-    if (HK__UNLIKELY(i == UINT32_MAX) || HK__UNLIKELY(r->heap != h)) return hk__zs_free_slow(h, r, p, op);
-    uint64_t m = (uint64_t)1 << (i & 63u), *w = zs_ubits(r) + (i >> 6);
-    uint64_t v = *w;
-    if (HK__UNLIKELY(!(v & m)) || HK__UNLIKELY(__atomic_load_n(zs_rbits(r) + (i >> 6), __ATOMIC_RELAXED) & m))
+    if (HK__UNLIKELY(i == UINT32_MAX) || HK__UNLIKELY(r->heap != h) || HK__UNLIKELY(i >= r->bump) ||
+        HK__UNLIKELY((__atomic_load_n(zs_rbits(r) + (i >> 6), __ATOMIC_RELAXED) >> (i & 63u)) & 1u) ||
+        HK__UNLIKELY(zs_maybe_link(r, zs_word_used(p))))
         return hk__zs_free_slow(h, r, p, op);
-    __atomic_store_n(w, v & ~m, __ATOMIC_RELAXED);
     hk__san_free(p, r->stride);
-    hk__san_access(p, sizeof(void *));
-    *(unsigned char **)p = r->free;
-    hk__san_noaccess(p, sizeof(void *));
+    zs_link(p, (uint64_t)(uintptr_t)r->free ^ r->key);
     r->free = (unsigned char *)p;
     h->free_count++;
     h->slot_bytes -= r->stride;
-    if (HK__UNLIKELY(--r->used == 0) || HK__UNLIKELY(r->state == ZS_FULL)) hk__zs_settle(h, r);
+    if (HK__UNLIKELY(--r->used < r->settle_below)) hk__zs_settle(h, r);
     return HK_OK;
 }
 
-/* Usable bytes of the slot at p (run r), or 0 when p is not a used slot. */
-static inline size_t zs_usable(zs_run *r, const void *p) {
-    uint32_t i = zs_index(r, (uint32_t)(uintptr_t)p & (uint32_t)(ZS_RUN - 1));
-    if (i == UINT32_MAX) return 0;
-    uint64_t v = __atomic_load_n(zs_ubits(r) + (i >> 6), __ATOMIC_RELAXED);
-    return (v >> (i & 63u)) & 1u ? r->stride : 0;
-}
+/* Usable bytes of the used slot at p (granule r), or 0 when p is no used
+ * slot (O(free slots) when its first word looks like a link). */
+size_t hk__zs_usable(zs_run *r, const void *p);
 
 #endif /* HEAPKIT_ZONE_SMALL_H */

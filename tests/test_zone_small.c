@@ -69,7 +69,7 @@ HKT_TEST(zone_small_alloc_free_every_class) {
             memset(p, 0xA5, n);
             ps[c][k] = p;
             CHECK(zs_run_of(&f.sp, p) != NULL);
-            CHECK_EQ(zs_usable(zs_run_of(&f.sp, p), p), n);
+            CHECK_EQ(hk__zs_usable(zs_run_of(&f.sp, p), p), n);
         }
     }
     CHECK_EQ(fix_check(&f), HK_OK);
@@ -150,25 +150,49 @@ HKT_TEST(zone_small_misuse_reported_and_heap_intact) {
     hk__zs_space_fini(&f.sp);
 }
 
-/* Check finds damage: a used bit cleared behind the layer's back, a free
- * list link pointing into the header. */
+/* Check finds damage: a used count off by one, a free slot's link
+ * overwritten (a write after free), a changed stride. */
 HKT_TEST(zone_small_check_finds_damage) {
     zs_fix f;
     fix_init(&f, (size_t)16 << 20);
     unsigned char *a = zs_alloc(&f.h, 40), *b = zs_alloc(&f.h, 40);
     REQUIRE(a && b);
     zs_run *r = zs_run_of(&f.sp, a);
-    uint64_t *w = zs_ubits(r);
-    uint64_t save = *w;
-    *w = 0;
+    r->used++;
     CHECK_EQ(fix_check(&f), HK_ERR_CORRUPT);
     CHECK_STR_CONTAINS(f.errs.last_message, "used count");
-    *w = save;
+    r->used--;
+    CHECK_EQ(fix_check(&f), HK_OK);
+    CHECK_EQ(fix_free(&f, &f.h, a), HK_OK);
+    uint64_t save = zs_word(a);
+    zs_link(a, 0x4141414141414141ull);
+    CHECK_EQ(fix_check(&f), HK_ERR_CORRUPT);
+    CHECK_STR_CONTAINS(f.errs.last_message, "free list leaves");
+    zs_link(a, save);
     CHECK_EQ(fix_check(&f), HK_OK);
     r->stride = 48;
     CHECK_EQ(fix_check(&f), HK_ERR_CORRUPT);
     CHECK_STR_CONTAINS(f.errs.last_message, "damaged fixed fields");
     r->stride = 40;
+    CHECK_EQ(fix_check(&f), HK_OK);
+    hk__zs_space_fini(&f.sp);
+}
+
+/* A used block whose first word happens to look like a free-list link (it
+ * holds the run's secret) is freed all the same, after the list search. */
+HKT_TEST(zone_small_link_lookalike_freed) {
+    zs_fix f;
+    fix_init(&f, (size_t)16 << 20);
+    unsigned char *a = zs_alloc(&f.h, 64), *b = zs_alloc(&f.h, 64);
+    REQUIRE(a && b);
+    zs_run *r = zs_run_of(&f.sp, a);
+    uint64_t look = r->secret | 0x100u;
+    memcpy(a, &look, sizeof look);
+    CHECK(zs_maybe_link(r, look));
+    CHECK_EQ(fix_free(&f, &f.h, a), HK_OK);
+    CHECK_EQ(f.errs.count, 0);
+    CHECK_EQ(fix_check(&f), HK_OK);
+    CHECK_EQ(fix_free(&f, &f.h, a), HK_ERR_DOUBLE_FREE);
     CHECK_EQ(fix_check(&f), HK_OK);
     hk__zs_space_fini(&f.sp);
 }
