@@ -31,6 +31,8 @@
  */
 #include "zone_small.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 uint8_t hk__zs_cls_tab[ZS_MAX / 8u + 1u];
@@ -38,6 +40,25 @@ uint8_t hk__zs_cls_tab[ZS_MAX / 8u + 1u];
  * empty (free is its own address), so the fast path falls to the slow one,
  * which never writes it. */
 zs_run hk__zs_empty_run = {.free = (unsigned char *)&hk__zs_empty_run};
+
+/* The one report of the layer: under the space's lock hooks unless h is
+ * used under that lock already. */
+static hk_result zs_report(zs_space *sp, const zs_heap *h, hk_result res, hk_error_kind k, const void *p,
+                           size_t n, const char *fmt, ...) HK__PRINTF(7, 8);
+static hk_result zs_report(zs_space *sp, const zs_heap *h, hk_result res, hk_error_kind k, const void *p,
+                           size_t n, const char *fmt, ...) {
+    if (!sp->rep) return res;
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    int lock = sp->lock && !(h && h->locked);
+    if (lock) sp->lock(sp->lock_user);
+    hk__report(sp->rep, res, k, p, n, NULL, "%s", msg);
+    if (lock) sp->unlock(sp->lock_user);
+    return res;
+}
 
 void hk__zs_init_tables(void) {
     unsigned c = 0;
@@ -96,17 +117,24 @@ static zs_run *zs_granule_take(zs_space *sp) {
     return (zs_run *)g;
 }
 
-/* A new run of class c for heap h, cur-ready, or NULL. */
+/* A new run of class c for heap h, cur-ready, or NULL: its spare, else a
+ * granule of the space. */
 static zs_run *zs_run_new(zs_heap *h, unsigned c) {
     zs_space *sp = h->sp;
-    hk_os_mutex_lock(&sp->mx);
-    zs_run *r = zs_granule_take(sp);
-    if (r) sp->runs++;
-    hk_os_mutex_unlock(&sp->mx);
-    if (!r) return NULL;
+    zs_run *r = h->spare;
+    if (r) {
+        h->spare = NULL;
+    } else {
+        hk_os_mutex_lock(&sp->mx);
+        r = zs_granule_take(sp);
+        if (r) sp->runs++;
+        hk_os_mutex_unlock(&sp->mx);
+        if (!r) return NULL;
+    }
     hk__asan_unpoison(r, ZS_RUN);
     zs_run_format(r, c, zs_mix(&h->secret));
     hk__asan_poison((unsigned char *)r + ZS_FIRST, ZS_RUN - ZS_FIRST);
+    r->all_prev = NULL;
     r->all_next = h->all;
     if (h->all) h->all->all_prev = r;
     h->all = r;
@@ -114,17 +142,10 @@ static zs_run *zs_run_new(zs_heap *h, unsigned c) {
     return r;
 }
 
-/* Gives empty run r (on no class list) back to the space. */
-static void zs_run_release(zs_heap *h, zs_run *r) {
-    zs_space *sp = h->sp;
-    if (r->all_prev)
-        r->all_prev->all_next = r->all_next;
-    else
-        h->all = r->all_next;
-    if (r->all_next) r->all_next->all_prev = r->all_prev;
-    __atomic_store_n(&r->heap, NULL, __ATOMIC_RELAXED);
-    /* the granule's pages but the first go back to the OS; the remote
-     * bitmap's line links it (line 0 stays for racing frees to read) */
+/* Gives granule r (no run, no heap's spare) back to the space: its pages
+ * but the first go back to the OS; the remote bitmap's line links it (line
+ * 0 stays for racing frees to read). */
+static void zs_granule_give(zs_space *sp, zs_run *r) {
     size_t pg = hk_os_page_size();
     if (pg < ZS_RUN) (void)hk_os_unback((unsigned char *)r + pg, ZS_RUN - pg);
     hk__asan_poison(r, ZS_RUN);
@@ -136,6 +157,22 @@ static void zs_run_release(zs_heap *h, zs_run *r) {
     sp->runs--;
     hk_os_mutex_unlock(&sp->mx);
     hk__asan_poison(link, sizeof(void *));
+}
+
+/* Ends empty run r (on no class list): its heap's spare when it has none,
+ * else back to the space. */
+static void zs_run_release(zs_heap *h, zs_run *r) {
+    if (r->all_prev)
+        r->all_prev->all_next = r->all_next;
+    else
+        h->all = r->all_next;
+    if (r->all_next) r->all_next->all_prev = r->all_prev;
+    __atomic_store_n(&r->heap, NULL, __ATOMIC_RELAXED);
+    if (!h->spare) {
+        h->spare = r;
+        return;
+    }
+    zs_granule_give(h->sp, r);
 }
 
 static void zs_partial_push(zs_cls *c, zs_run *r) {
@@ -216,13 +253,10 @@ static size_t zs_collect_run(zs_heap *h, zs_run *r) {
                 /* invariant 4's exception: freed by its owner and by
                  * another thread at once; it stays on the list once */
                 hk__asan_poison(p, sizeof(void *));
-                h->error_count++;
-                if (h->sp->rep)
-                    hk__report(
-                        h->sp->rep, HK_ERR_DOUBLE_FREE, HK_EK_DOUBLE_FREE, p, r->stride, NULL,
-                        "free(%p): block %p (%u bytes, in a small-block run) was freed by its owner and by "
-                        "another thread at once",
-                        (void *)p, (void *)p, r->stride);
+                zs_report(h->sp, h, HK_ERR_DOUBLE_FREE, HK_EK_DOUBLE_FREE, p, r->stride,
+                          "free(%p): block %p (%u bytes, in a small-block run) was freed by its owner and by "
+                          "another thread at once",
+                          (void *)p, (void *)p, r->stride);
                 continue;
             }
             zs_push(h, r, p);
@@ -276,48 +310,42 @@ void *hk__zs_alloc_slow(zs_heap *h, unsigned c) {
 
 /* ---- frees the fast path did not take -------------------------------------------- */
 
-static hk_result zs_double(zs_heap *h, zs_run *r, void *p, const char *op, const char *why) {
-    h->error_count++;
-    if (!h->sp->rep) return HK_ERR_DOUBLE_FREE;
-    return hk__report(h->sp->rep, HK_ERR_DOUBLE_FREE, HK_EK_DOUBLE_FREE, p, r->stride, NULL,
-                      "%s(%p): block %p (%u bytes, in a small-block run) is already free%s", op, p, p,
-                      r->stride, why);
+static hk_result zs_double(zs_space *sp, zs_heap *h, zs_run *r, void *p, const char *op, const char *why) {
+    return zs_report(sp, h, HK_ERR_DOUBLE_FREE, HK_EK_DOUBLE_FREE, p, r->stride,
+                     "%s(%p): block %p (%u bytes, in a small-block run) is already free%s", op, p, p,
+                     r->stride, why);
 }
 
-hk_result hk__zs_free_slow(zs_heap *h, zs_run *r, void *p, const char *op) {
+hk_result hk__zs_free_slow(zs_space *sp, zs_heap *h, zs_run *r, void *p, const char *op) {
     uint32_t off = (uint32_t)((uintptr_t)p & (uint32_t)(ZS_RUN - 1)), i = zs_index(r, off);
     zs_heap *owner = __atomic_load_n(&r->heap, __ATOMIC_ACQUIRE);
-    if (!owner) {
-        h->error_count++;
-        if (!h->sp->rep) return HK_ERR_DOUBLE_FREE;
-        return hk__report(h->sp->rep, HK_ERR_DOUBLE_FREE, HK_EK_DOUBLE_FREE, p, 0, NULL,
-                          "%s(%p): pointer is in a small-block run given back (every block of it was freed): "
-                          "freed already?",
-                          op, p);
-    }
+    if (!owner)
+        return zs_report(sp, h, HK_ERR_DOUBLE_FREE, HK_EK_DOUBLE_FREE, p, 0,
+                         "%s(%p): pointer is in a small-block run given back (every block of it was freed): "
+                         "freed already?",
+                         op, p);
     if (i == UINT32_MAX) {
-        h->error_count++;
-        if (!h->sp->rep) return HK_ERR_INVALID;
         if (off < ZS_FIRST || off - ZS_FIRST >= r->limit)
-            return hk__report(h->sp->rep, HK_ERR_INVALID, HK_EK_INTERIOR_PTR, p, 0, NULL,
-                              "%s(%p): pointer is inside the header of small-block run %p, not a block", op,
-                              p, (void *)r);
+            return zs_report(sp, h, HK_ERR_INVALID, HK_EK_INTERIOR_PTR, p, 0,
+                             "%s(%p): pointer is inside the header of small-block run %p, not a block", op, p,
+                             (void *)r);
         unsigned char *b = zs_slot(r, (off - ZS_FIRST) / r->stride);
-        return hk__report(
-            h->sp->rep, HK_ERR_INVALID, HK_EK_INTERIOR_PTR, p, r->stride, NULL,
+        return zs_report(
+            sp, h, HK_ERR_INVALID, HK_EK_INTERIOR_PTR, p, r->stride,
             "%s(%p): pointer is %td bytes into block %p (%u bytes, in a small-block run), not its "
             "start",
             op, p, (unsigned char *)p - b, (void *)b, r->stride);
     }
-    if (i >= __atomic_load_n(&r->bump, __ATOMIC_RELAXED)) return zs_double(h, r, p, op, " (never allocated)");
+    if (i >= __atomic_load_n(&r->bump, __ATOMIC_RELAXED))
+        return zs_double(sp, h, r, p, op, " (never allocated)");
     uint64_t m = (uint64_t)1 << (i & 63u), *rw = zs_rbits(r) + (i >> 6);
     if (__atomic_load_n(rw, __ATOMIC_RELAXED) & m)
-        return zs_double(h, r, p, op, " (freed by another thread, not collected yet)");
+        return zs_double(sp, h, r, p, op, " (freed by another thread, not collected yet)");
     int maybe = zs_maybe_link(r, zs_word_used(p));
     if (owner == h) {
         if (maybe && zs_on_list(r, p)) {
             hk__asan_poison(p, sizeof(void *));
-            return zs_double(h, r, p, op, "");
+            return zs_double(sp, h, r, p, op, "");
         }
         /* a used slot whose first word only looked like a link */
         zs_push(h, r, p);
@@ -329,10 +357,10 @@ hk_result hk__zs_free_slow(zs_heap *h, zs_run *r, void *p, const char *op) {
      * data passes that test with odds of 2^-47 per free) */
     if (maybe) {
         hk__asan_poison(p, sizeof(void *));
-        return zs_double(h, r, p, op, "");
+        return zs_double(sp, h, r, p, op, "");
     }
     if (__atomic_fetch_or(rw, m, __ATOMIC_ACQ_REL) & m)
-        return zs_double(h, r, p, op, " (freed by another thread, not collected yet)");
+        return zs_double(sp, h, r, p, op, " (freed by another thread, not collected yet)");
     hk__san_free(p, r->stride);
     /* queue the run once (invariant 5) */
     if (!__atomic_load_n(&r->rqueued, __ATOMIC_SEQ_CST) &&
@@ -386,29 +414,77 @@ void hk__zs_heap_init(zs_heap *h, zs_space *sp) {
     for (unsigned c = 0; c < ZS_NCLS; c++) h->cls[c].cur = &hk__zs_empty_run;
 }
 
-size_t hk__zs_heap_fini(zs_heap *h) {
-    hk__zs_collect(h);
-    size_t live = 0;
+/* Collects every run of h with a remote bit, queued or not: the stack is
+ * emptied first (its runs unqueued), then every run's bitmap is read. */
+static size_t zs_collect_all(zs_heap *h) {
+    zs_run *s = __atomic_exchange_n(&h->rstack, NULL, __ATOMIC_ACQUIRE);
+    for (; s; s = s->rnext) __atomic_store_n(&s->rqueued, 0, __ATOMIC_SEQ_CST);
+    size_t got = 0;
+    for (zs_run *r = h->all; r; r = r->all_next) got += zs_collect_run(h, r);
+    return got;
+}
+
+/* Gives back every empty run of h (its current ones too) and its spare. */
+static size_t zs_release_empty(zs_heap *h) {
+    size_t n = 0;
     for (unsigned c = 0; c < ZS_NCLS; c++) {
         zs_run *r = h->cls[c].cur;
-        h->cls[c].cur = &hk__zs_empty_run;
         if (r != &hk__zs_empty_run) {
-            zs_set_state(r, ZS_PARTIAL);
+            h->cls[c].cur = &hk__zs_empty_run;
             zs_partial_push(&h->cls[c], r);
         }
     }
-    zs_run *r = h->all;
-    while (r) {
-        zs_run *next = r->all_next;
+    for (zs_run *r = h->all, *next; r; r = next) {
+        next = r->all_next;
         if (r->used == 0) {
             if (r->state == ZS_PARTIAL) zs_partial_unlink(&h->cls[r->cls], r);
             zs_run_release(h, r);
-        } else {
-            live += r->used;
+            n++;
+        } else if (r->state == ZS_FULL && r->free != (unsigned char *)r) {
+            zs_partial_push(&h->cls[r->cls], r);
         }
-        r = next;
     }
+    if (h->spare) {
+        zs_granule_give(h->sp, h->spare);
+        h->spare = NULL;
+    }
+    return n;
+}
+
+size_t hk__zs_heap_shrink(zs_heap *h) {
+    zs_collect_all(h);
+    return zs_release_empty(h);
+}
+
+size_t hk__zs_heap_fini(zs_heap *h) {
+    hk__zs_heap_shrink(h);
+    size_t live = 0;
+    for (zs_run *r = h->all; r; r = r->all_next) live += r->used;
     return live;
+}
+
+size_t hk__zs_heap_free_all(zs_heap *h) {
+    zs_collect_all(h);
+    size_t n = 0;
+    for (zs_run *r = h->all; r; r = r->all_next) {
+        n += r->used;
+        h->free_count += r->used;
+        h->slot_bytes -= (size_t)r->used * r->stride;
+        r->used = 0;
+    }
+    for (unsigned c = 0; c < ZS_NCLS; c++) {
+        h->cls[c].cur = &hk__zs_empty_run;
+        h->cls[c].partial = NULL;
+    }
+    while (h->all) {
+        zs_run *r = h->all;
+        zs_run_release(h, r);
+    }
+    if (h->spare) {
+        zs_granule_give(h->sp, h->spare);
+        h->spare = NULL;
+    }
+    return n;
 }
 
 /* ---- check and walk ------------------------------------------------------------------ */

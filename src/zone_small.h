@@ -135,6 +135,10 @@ typedef struct zs_space {
     void *os_base;
     size_t os_size;
     hk__reporter *rep;
+    /* taken around a report made by a heap not used under the owner's lock
+     * (zs_heap.locked == 0, or no heap): the zone's lock in a threads zone */
+    void (*lock)(void *), (*unlock)(void *);
+    void *lock_user;
     hk_os_mutex mx;
 } zs_space;
 
@@ -152,7 +156,11 @@ typedef struct zs_heap {
     size_t slot_bytes; /* strides of the used slots (remote frees count until collected) */
     uint64_t secret;   /* the next run's secret comes from it */
     uint64_t free_count;
-    uint64_t error_count;
+    zs_run *spare;        /* one empty granule kept for the next run, or NULL */
+    struct zs_heap *next; /* the zone's list of heaps */
+    int abandoned;        /* atomic: its thread is gone; the next one adopts it */
+    int locked;           /* used only under the zone's lock (reports take no lock) */
+    size_t os_size;       /* bytes of the heap's own mapping (0: embedded) */
 } zs_heap;
 
 extern zs_run hk__zs_empty_run;
@@ -165,8 +173,17 @@ hk_result hk__zs_space_init(zs_space *sp, size_t span, hk__reporter *rep);
 /* Releases the reservation (every heap must be finished). */
 void hk__zs_space_fini(zs_space *sp);
 void hk__zs_heap_init(zs_heap *h, zs_space *sp);
-/* Collects, then gives back every empty run; returns the slots still used. */
+/* Collects, then gives back every empty run and the spare; returns the
+ * slots still used. */
 size_t hk__zs_heap_fini(zs_heap *h);
+/* Frees every used slot of h and gives back all its runs (free_tags of the
+ * static tag, destroy). Returns the slots freed. */
+size_t hk__zs_heap_free_all(zs_heap *h);
+/* Collects every run of h with a remote bit set, queued or not (an
+ * abandoned heap, the child of a fork), gives back its empty runs (its
+ * current ones too) and its spare. Owner, or h's owner gone and the
+ * caller holding what adoption takes. Returns the granules given back. */
+size_t hk__zs_heap_shrink(zs_heap *h);
 
 /* ---- slow paths --------------------------------------------------------------- */
 
@@ -181,7 +198,7 @@ void hk__zs_settle(zs_heap *h, zs_run *r);
  * remote free, or the owner's free of a slot whose first word looks like
  * a link (HK_OK). p is in a granule of the space. O(1), but O(free slots
  * of the run) for a first word that looks like a link. */
-hk_result hk__zs_free_slow(zs_heap *h, zs_run *r, void *p, const char *op);
+hk_result hk__zs_free_slow(zs_space *sp, zs_heap *h, zs_run *r, void *p, const char *op);
 /* Collects every queued run's remote frees into their free lists. Returns
  * the slots collected. Owner only. */
 size_t hk__zs_collect(zs_heap *h);
@@ -258,15 +275,16 @@ static inline void *zs_alloc(zs_heap *h, size_t n) {
     return u;
 }
 
-/* Frees p, a pointer into granule r (zs_run_of). The owner's free of a used
- * slot is done here; anything else (another heap's run, misuse, a first
+/* Frees p, a pointer into granule r (zs_run_of), for heap h (the calling
+ * thread's, or NULL when it has none). The owner's free of a used slot is
+ * done here; anything else (another heap's run, misuse, a first
  * word that looks like a link) goes to hk__zs_free_slow. O(1). */
-static inline hk_result zs_free(zs_heap *h, zs_run *r, void *p, const char *op) {
+static inline hk_result zs_free(zs_space *sp, zs_heap *h, zs_run *r, void *p, const char *op) {
     uint32_t i = zs_index(r, (uint32_t)(uintptr_t)p & (uint32_t)(ZS_RUN - 1));
     if (HK__UNLIKELY(i == UINT32_MAX) || HK__UNLIKELY(r->heap != h) || HK__UNLIKELY(i >= r->bump) ||
         HK__UNLIKELY((__atomic_load_n(zs_rbits(r) + (i >> 6), __ATOMIC_RELAXED) >> (i & 63u)) & 1u) ||
         HK__UNLIKELY(zs_maybe_link(r, zs_word_used(p))))
-        return hk__zs_free_slow(h, r, p, op);
+        return hk__zs_free_slow(sp, h, r, p, op);
     hk__san_free(p, r->stride);
     zs_link(p, (uint64_t)(uintptr_t)r->free ^ r->key);
     r->free = (unsigned char *)p;
