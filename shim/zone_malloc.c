@@ -47,7 +47,7 @@
 #include "heapkit/zone.h"
 #include "internal.h"
 #include "options.h"
-#include "zone_threads.h"
+#include "zone_heaps.h"
 
 #include <malloc.h>
 #include <pthread.h>
@@ -139,21 +139,23 @@ static HK__NOINLINE void shim_free_slow(void *p) {
 
 static inline __attribute__((always_inline)) void *shim_malloc(size_t n) {
     hk_zone *z = __atomic_load_n(&g_shim_ready, __ATOMIC_ACQUIRE);
-    if (HK__LIKELY(z != NULL && n <= ZONE_RUN_MAX_REQ && z->fast == ZONE_FAST_THREADS)) {
-        void *u = zone_thr_pop(z, n);
-        if (HK__LIKELY(u != NULL)) return u;
+    if (HK__LIKELY(z != NULL && n <= ZS_MAX && z->fast == ZONE_FAST_THREADS)) {
+        zs_heap *h = zone_tl_heap(z);
+        if (HK__LIKELY(h != NULL)) {
+            void *u = zs_alloc(h, n);
+            if (HK__LIKELY(u != NULL)) return u;
+        }
     }
     return shim_malloc_slow(n);
 }
 
 static inline __attribute__((always_inline)) void shim_free(void *p) {
     hk_zone *z = __atomic_load_n(&g_shim_ready, __ATOMIC_ACQUIRE);
-    if (HK__LIKELY(z != NULL && z->fast == ZONE_FAST_THREADS) && p) {
-        uint64_t w;
-        zone_run *r;
-        zone_heap *h;
-        if (HK__LIKELY(zone_thr_owned_slot(z, p, &w, &r, &h))) {
-            zone_thr_free_owner(h, zone_from_user(p), r, w); /* this thread's own slot: no lock */
+    if (HK__LIKELY(z != NULL && z->fast == ZONE_FAST_THREADS)) {
+        zs_run *r = zs_run_of(&z->small, p); /* NULL for p == NULL: below the space */
+        zs_heap *h = zone_tl_heap(z);
+        if (HK__LIKELY(r != NULL && h != NULL)) {
+            (void)zs_free(&z->small, h, r, p, "free"); /* checked; another heap's block goes back lock-free */
             return;
         }
     }

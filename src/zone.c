@@ -12,22 +12,22 @@
  * hk_zone_check):
  *  - the control block (struct hk_zone) sits 64-byte aligned at the start
  *    of the first region's memory; the heap starts after it.
- *  - free_bytes, free_blocks, used_bytes, used_req, untracked_live and
- *    slot_bytes equal the sums over the blocks; alloc_count -
- *    free_count is the number of used blocks and slots (every path that
- *    makes or ends one counts it, so no separate live counter);
- *    used_bytes + free_bytes + runs.run_bytes = capacity; peak_used is the
- *    highest used_req seen.
+ *  - free_bytes, free_blocks, used_bytes, used_req and untracked_live equal
+ *    the sums over the TLSF blocks; alloc_count - free_count is the number
+ *    of used TLSF blocks (every path that makes or ends one counts it);
+ *    used_bytes + free_bytes = capacity. Small blocks are counted by their
+ *    heaps (zone_small.h); stats add the two.
  *  - with HK_FLAG_CANARY every used block's slack holds HK_FILL_PAD; with
  *    HK_FLAG_ZERO / HK_FLAG_FILL a new block's bytes are zero / HK_FILL_ALLOC.
- *  - runs_on is fixed at create: runs are off with HK_ZONE_NO_RUNS and with
- *    every debug flag (ZONE_RUN_OFF), so the paranoid check never has to
- *    follow the lock-free slot fast paths, which run only without lock
- *    hooks.
+ *  - small_on is fixed at create: small blocks are off with HK_ZONE_NO_RUNS,
+ *    every debug flag (ZONE_SMALL_OFF), and for a zone that may not call
+ *    the OS (caller memory, no growth), so the paranoid check never has to
+ *    follow the lock-free fast paths. A pointer in the small-block space is
+ *    judged by zone_small.c, any other by the TLSF lookup.
  *  - a failing call leaves the heap as it was (counting the failure in
  *    fail_count and reporting it).
  */
-#include "zone_threads.h"
+#include "zone_heaps.h"
 
 /* ---- reports ----------------------------------------------------------------- */
 
@@ -47,15 +47,10 @@ static void *zone_fail(hk_zone *z, hk_result r, hk_error_kind k, size_t n, const
 /* ---- allocation --------------------------------------------------------------- */
 
 /* Gets a block of `need` bytes when a search of the free lists has just
- * failed: empty runs go back first (searched again only if one did), then
- * purgeable blocks, then the zone grows. The second half of zone_obtain,
+ * failed: purgeable blocks go first, then the zone grows. The second half of zone_obtain,
  * out of line. */
 static HK__NOINLINE zone_blk *zone_obtain_slow(hk_zone *z, size_t need, size_t align, size_t *bsize) {
     zone_blk *b;
-    if (z->runs.nruns && hk__zone_runs_trim(z)) { /* empty runs kept for reuse go back first */
-        b = hk__zone_take(z, need, align, bsize);
-        if (b) return b;
-    }
     while (hk__zone_purge_one(z, z->purge_level)) {
         b = hk__zone_take(z, need, align, bsize);
         if (b) return b;
@@ -156,6 +151,59 @@ static void *zone_alloc_impl(hk_zone *z, size_t n, size_t align, int tag, void *
 
 /* ---- create / destroy --------------------------------------------------------- */
 
+/* The small blocks' frees poll the decay clock (the TLSF core's and the
+ * space's free granules'): every ZONE_POLL_IDLE frees of a heap while
+ * neither has anything to give back (one load each), else about every
+ * ZONE_POLL_PERIOD ns at the heap's free rate (every free when frees are
+ * rare, at most every ZONE_POLL_MAX), so that pages go back on time while a
+ * program only frees small blocks. */
+#define ZONE_POLL_IDLE   64u
+#define ZONE_POLL_MAX    4096u
+#define ZONE_POLL_PERIOD 4000000u
+static uint32_t zone_small_poll(void *user, zs_heap *h) {
+    hk_zone *z = (hk_zone *)user;
+    int armed = __atomic_load_n(&z->decay_armed, __ATOMIC_RELAXED);
+    if (!armed && !__atomic_load_n(&z->small.ndirty, __ATOMIC_RELAXED)) return ZONE_POLL_IDLE;
+    uint64_t now = hk_os_coarse_ns(), fc = h->free_count, n = fc - h->poll_fc, dt = now - h->poll_ns;
+    uint64_t skip = ZONE_POLL_MAX;
+    if (n < ZONE_POLL_MAX)
+        skip = dt ? n * ZONE_POLL_PERIOD / dt : 2 * n; /* the coarse clock's tick: double */
+    h->poll_ns = now;
+    h->poll_fc = fc;
+    if (armed) hk__zone_decay_poll_at(z, now, h->locked);
+    hk__zs_space_age(&z->small, now);
+    return (uint32_t)(skip < 1 ? 1 : skip > ZONE_POLL_MAX ? ZONE_POLL_MAX : skip);
+}
+
+/* The small blocks' space and the zone's own heap (small_on cleared when
+ * the OS refuses the space). Reports of a threads zone's lock-free paths
+ * take the zone's lock; its own heap is used only under it. */
+static void zone_small_init(hk_zone *z, const hk_zone_desc *desc) {
+    size_t span = sizeof(void *) >= 8 ? ZONE_SMALL_SPAN : (size_t)256 << 20;
+    if (desc->max_size && desc->max_size < span) span = desc->max_size;
+    if (span < ZS_RUN || hk__zs_space_init(&z->small, span, ZONE_REP(z)) != HK_OK) {
+        if (z->threads) hk__zone_thr_fini(z);
+        z->small_on = 0;
+        z->threads = 0;
+        return;
+    }
+    /* free granules go back to the OS as the TLSF core's free pages do */
+    z->small.prefault = (desc->flags & HK_ZONE_PREFAULT) != 0;
+    if (z->decay_on && z->decay_epoch_ns) {
+        z->small.epoch_ns = z->decay_epoch_ns;
+        z->small.next_epoch = hk_os_coarse_ns() + z->decay_epoch_ns;
+        z->small.poll = zone_small_poll;
+        z->small.poll_user = z;
+    }
+    hk__zs_heap_init(&z->own, &z->small);
+    z->own.locked = z->core.locked_hooks;
+    if (z->threads) {
+        z->small.lock = z->core.lock.lock;
+        z->small.unlock = z->core.lock.unlock;
+        z->small.lock_user = z->core.lock.user;
+    }
+}
+
 hk_zone *hk_zone_create(const hk_zone_desc *desc) {
     if (!desc) return NULL;
     hk__core core; /* first: a bad desc is refused (and reported) before any memory is taken */
@@ -195,8 +243,10 @@ hk_zone *hk_zone_create(const hk_zone_desc *desc) {
     memset(z, 0, sizeof *z);
     z->core = core;
     z->core.self = z;
-    z->runs_on = !(desc->flags & ZONE_RUN_OFF);
-    z->threads = z->runs_on && (desc->flags & HK_ZONE_THREADS);
+    /* small blocks: their space is reserved from the OS, so not for a zone
+     * that may not call it */
+    z->small_on = !(desc->flags & ZONE_SMALL_OFF) && (!desc->memory || desc->grow_size);
+    z->threads = z->small_on && (desc->flags & HK_ZONE_THREADS);
     z->purge_level = desc->purge_level > 0 ? desc->purge_level : HK_TAG_PURGELEVEL;
     z->grow_size = desc->grow_size;
     z->max_size = desc->max_size;
@@ -221,15 +271,17 @@ hk_zone *hk_zone_create(const hk_zone_desc *desc) {
         }
         if (z->threads && !hk__zone_thr_init(z)) z->threads = 0; /* registry full: the zone stays locked */
     }
-    z->fast = z->threads                              ? ZONE_FAST_THREADS
-              : (z->runs_on && !z->core.locked_hooks) ? ZONE_FAST_RUNS
-                                                      : ZONE_FAST_NONE;
+    if (z->small_on) zone_small_init(z, desc);
+    z->fast = z->threads                               ? ZONE_FAST_THREADS
+              : (z->small_on && !z->core.locked_hooks) ? ZONE_FAST_OWN
+                                                       : ZONE_FAST_NONE;
     return z;
 }
 
 void hk_zone_destroy(hk_zone *z) {
     if (!z) return;
     if (z->threads) hk__zone_thr_fini(z);
+    if (z->small_on) hk__zs_space_fini(&z->small);
     if (z->core.lock.user == &z->mx) hk_os_mutex_destroy(&z->mx);
     void *os = z->ctl_os;
     size_t os_size = z->ctl_os_size;
@@ -251,10 +303,10 @@ hk_result hk_zone_add_region(hk_zone *z, void *memory, size_t size) {
 
 /* ---- public: allocation ------------------------------------------------------- */
 
-/* The malloc-like path (untracked, 16-aligned), lock held. */
+/* The malloc-like path (untracked, 16-aligned above ZS_MAX), lock held. */
 static void *zone_alloc_plain(hk_zone *z, size_t size) {
-    if (HK__LIKELY(z->runs_on && size <= ZONE_RUN_MAX_REQ)) {
-        void *u = zone_slot_alloc(z, size);
+    if (HK__LIKELY(z->small_on && size <= ZS_MAX)) {
+        void *u = zs_alloc(&z->own, size);
         if (HK__LIKELY(u != NULL)) return u;
     }
     if (HK__LIKELY(!(ZONE_FLAGS(z) & (HK_ZONE_TRACK_ALL | HK_FLAG_RECORD_SITE | HK_FLAG_CANARY |
@@ -291,48 +343,35 @@ static HK__NOINLINE void *zone_alloc_locked(hk_zone *z, size_t size) {
     return p;
 }
 
-/* A threads zone's alloc of a run-served size whose inline pop found
- * nothing: the owner's slow path, else the locked one (out of line, so the
- * inline path keeps nothing live across a call). */
+/* A threads zone's small alloc by a thread whose heap is not the one it
+ * used last: its heap (found, adopted or made), else the locked path. */
 static HK__NOINLINE void *zone_alloc_thr_slow(hk_zone *z, size_t size) {
-    void *u = hk__zone_thr_alloc_slow(z, size);
+    zs_heap *h = hk__zone_heap_get(z);
+    void *u = h ? zs_alloc(h, size) : NULL;
     return u ? u : zone_alloc_locked(z, size);
 }
 
 void *hk_zone_alloc(hk_zone *z, size_t size) {
     if (HK__UNLIKELY(!z)) return NULL;
-    /* Fast paths: a slot from the class's current run, no lock hooks (runs
-     * are off with every debug flag, so no check after); or a slot from the
+    /* Fast paths: a small block from the zone's own heap (no lock hooks; a
+     * debug flag turns small blocks off, so no check after), or from the
      * calling thread's heap (threads zone), no lock. */
-    if (HK__LIKELY(size <= ZONE_RUN_MAX_REQ)) {
-        if (HK__LIKELY(z->fast == ZONE_FAST_RUNS)) {
-            void *u = zone_slot_alloc_fast(z, size);
+    if (HK__LIKELY(size <= ZS_MAX)) {
+        if (HK__LIKELY(z->fast == ZONE_FAST_OWN)) {
+            void *u = zs_alloc(&z->own, size);
             if (HK__LIKELY(u != NULL)) return u;
         } else if (z->fast == ZONE_FAST_THREADS) {
-            void *u = zone_thr_pop(z, size);
+            zs_heap *h = zone_tl_heap(z);
+            if (HK__UNLIKELY(!h)) return zone_alloc_thr_slow(z, size);
+            void *u = zs_alloc(h, size);
             if (HK__LIKELY(u != NULL)) return u;
-            return zone_alloc_thr_slow(z, size);
         }
     }
     return zone_alloc_locked(z, size);
 }
 
-/* A threads zone's small block of a kept tag with no owner, no name and
- * the default alignment: a tagged slot from the calling thread's heap, no
- * lock. NULL: the locked path serves it (a tracked block). */
-static void *zone_alloc_tagged_slot(hk_zone *z, size_t size, size_t align, int tag, void **owner,
-                                    const char *name) {
-    if (z->fast != ZONE_FAST_THREADS || size > ZONE_RUN_MAX_REQ || owner || name || align > 16 ||
-        (align & (align - 1)) || tag <= HK_TAG_STATIC || tag > HK_ZONE_TAG_MAX || tag >= z->purge_level)
-        return NULL;
-    void *u = zone_thr_pop_tag(z, size, (unsigned)tag);
-    return u ? u : hk__zone_thr_alloc_tagged(z, size, (unsigned)tag);
-}
-
 void *hk_zone_alloc_tagged(hk_zone *z, size_t size, int tag, void **owner, const char *name) {
     if (!z) return NULL;
-    void *u = zone_alloc_tagged_slot(z, size, 16, tag, owner, name);
-    if (u) return u;
     hk__core_lock(&z->core);
     void *p = zone_alloc_impl(z, size, 16, tag, owner, name, NULL, 0);
     hk__core_after(&z->core);
@@ -342,8 +381,6 @@ void *hk_zone_alloc_tagged(hk_zone *z, size_t size, int tag, void **owner, const
 
 void *hk_zone_alloc_ex(hk_zone *z, const hk_zone_alloc_desc *d) {
     if (!z) return NULL;
-    void *u = d ? zone_alloc_tagged_slot(z, d->size, d->align, d->tag, d->owner, d->name) : NULL;
-    if (u) return u;
     hk__core_lock(&z->core);
     void *p;
     if (!d) {
@@ -386,32 +423,15 @@ void *hk_zone_alloc_aligned(hk_zone *z, size_t align, size_t size) {
 
 /* ---- public: free -------------------------------------------------------------- */
 
-/* A threads zone's slot b freed by the locked paths (lock held), the
- * failure reported for the operation `op` on p. */
-static hk_result zone_thr_free_held(hk_zone *z, zone_blk *b, const char *op, void *p) {
-    hk_result res = hk__zone_thr_free_slot(z, b, 1);
-    if (res == HK_ERR_NOMEM)
-        return hk__report(ZONE_REP(z), HK_ERR_NOMEM, HK_EK_NOMEM, p, 0, NULL,
-                          "%s(%p): no memory for the batch that hands the block back to the thread that "
-                          "allocated it; the block stays allocated",
-                          op, p);
-    if (res != HK_OK)
-        return hk__report(ZONE_REP(z), HK_ERR_DOUBLE_FREE, HK_EK_DOUBLE_FREE, p, 0, NULL,
-                          "%s(%p): block is already free (freed by another thread at the same time)", op, p);
-    return HK_OK;
-}
-
-/* The free under the lock (held): the lookup (which reports what p is when
- * it is no block), then a slot or a plain block. */
-static hk_result zone_free_held(hk_zone *z, void *p) {
+/* The free under the lock (held): a small block of the zone's own heap, or
+ * the lookup (which reports what p is when it is no block), then a plain
+ * block. */
+static hk_result zone_free_held(hk_zone *z, void *p, const char *op) {
+    zs_run *r = z->small_on ? zs_run_of(&z->small, p) : NULL;
+    if (r) return zs_free(&z->small, &z->own, r, p, op); /* its heap, or remote: no lock taken */
     hk_result res;
-    zone_blk *b = hk__zone_lookup(z, p, "free", &res);
-    if (HK__LIKELY(b != NULL) && z->threads && zone_snap_is_slot(zone_hdr_snap(b))) {
-        /* a slot the lock-free check did not take, or another thread's free won */
-        res = zone_thr_free_held(z, b, "free", p);
-    } else if (HK__LIKELY(b != NULL) && zone_is_slot(b)) {
-        zone_slot_free(z, b, zone_run_of_slot(b));
-    } else if (HK__LIKELY(b != NULL)) {
+    zone_blk *b = hk__zone_lookup(z, p, op, &res);
+    if (HK__LIKELY(b != NULL)) {
         if (HK__UNLIKELY((ZONE_FLAGS(z) & HK_FLAG_CANARY) && !hk__zone_canary_ok(z, b, "free of")))
             res = HK_ERR_CORRUPT;
         zone_blk *m = hk__zone_release(z, b, 1);
@@ -423,61 +443,62 @@ static hk_result zone_free_held(hk_zone *z, void *p) {
     return res;
 }
 
-static HK__NOINLINE hk_result zone_free_lookup(hk_zone *z, void *p) {
+static HK__NOINLINE hk_result zone_free_locked(hk_zone *z, void *p) {
     hk__core_lock(&z->core);
-    hk_result res = zone_free_held(z, p);
+    hk_result res = zone_free_held(z, p, "free");
     hk__core_after(&z->core);
     hk__core_unlock(&z->core);
     return res;
 }
 
-/* Everything the inline paths of hk_zone_free did not take: in a threads
- * zone first a slot seen without the lock (another heap's, freed by the
- * remote path), then the lookup. Small, so that the remote path does not
- * pay the lookup's frame. */
-static HK__NOINLINE hk_result zone_free_locked(hk_zone *z, void *p) {
-    if (z->threads && hk__zone_thr_free_fast(z, p)) return HK_OK;
-    return zone_free_lookup(z, p);
-}
-
-/* A threads zone's free: the owner's path (a slot of this thread's heap:
- * no lock), else the locked one. A function of its own, reached by a
- * tail call, so that the registers it needs cost the plain path nothing. */
+/* A threads zone's free: a small block through the calling thread's heap
+ * (or none: the remote path), no lock; anything else locked. Out of line,
+ * so that its registers cost the other paths nothing. */
 static HK__NOINLINE hk_result zone_free_thr(hk_zone *z, void *p) {
-    uint64_t w;
-    zone_run *r;
-    zone_heap *h;
-    if (HK__LIKELY(zone_thr_owned_slot(z, p, &w, &r, &h)))
-        return zone_thr_free_owner(h, zone_from_user(p), r, w);
+    zs_run *r = zs_run_of(&z->small, p);
+    if (HK__LIKELY(r != NULL)) {
+        zs_heap *h = zone_tl_heap(z);
+        if (HK__UNLIKELY(!h)) h = hk__zone_heap_find(z);
+        return zs_free(&z->small, h, r, p, "free");
+    }
     return zone_free_locked(z, p);
 }
 
 hk_result hk_zone_free(hk_zone *z, void *p) {
     if (HK__UNLIKELY(!z)) return HK_ERR_INVALID;
     if (HK__UNLIKELY(!p)) return HK_OK;
-    /* Fast path: a used slot, no lock hooks (zone_fast_slot validates p
-     * as an integer before reading any header). Anything unusual goes
-     * through hk__zone_lookup, which reports. */
-    if (HK__LIKELY(z->fast == ZONE_FAST_RUNS)) {
-        uint64_t w;
-        zone_run *r = zone_fast_slot(z, p, &w);
-        if (HK__LIKELY(r != NULL)) {
-            zone_slot_free_w(z, zone_from_user(p), r, w);
-            return HK_OK;
-        }
+    /* Fast path: a small block of the zone's own heap, no lock hooks
+     * (zs_run_of places p in the space before anything is read; zs_free
+     * checks it). Anything else through the lookup, which reports. */
+    if (HK__LIKELY(z->fast == ZONE_FAST_OWN)) {
+        zs_run *r = zs_run_of(&z->small, p);
+        if (HK__LIKELY(r != NULL)) return zs_free(&z->small, &z->own, r, p, "free");
     } else if (z->fast == ZONE_FAST_THREADS) {
         return zone_free_thr(z, p);
     }
     return zone_free_locked(z, p);
 }
 
+/* Usable bytes of small block p (run r), from a thread that may not hold
+ * the lock (the run's fixed line and bits only). */
+static size_t zone_small_usable(zs_run *r, const void *p) { return hk__zs_usable(r, p); }
+
 size_t hk_zone_usable_size(hk_zone *z, const void *p) {
     if (!z || !p) return 0;
+    if (z->fast != ZONE_FAST_NONE) {
+        zs_run *r = zs_run_of(&z->small, p);
+        if (r) return zone_small_usable(r, p);
+    }
     hk__core_lock(&z->core);
-    hk_result res;
-    zone_blk *b = hk__zone_lookup(z, p, "usable_size", &res);
     size_t n = 0;
-    if (b) n = (ZONE_FLAGS(z) & HK_FLAG_CANARY) ? zone_requested(b) : zone_area(b);
+    zs_run *r = z->small_on ? zs_run_of(&z->small, p) : NULL;
+    if (r) {
+        n = zone_small_usable(r, p);
+    } else {
+        hk_result res;
+        zone_blk *b = hk__zone_lookup(z, p, "usable_size", &res);
+        if (b) n = (ZONE_FLAGS(z) & HK_FLAG_CANARY) ? zone_requested(b) : zone_area(b);
+    }
     hk__core_unlock(&z->core);
     return n;
 }
@@ -485,47 +506,40 @@ size_t hk_zone_usable_size(hk_zone *z, const void *p) {
 bool hk_zone_owns(hk_zone *z, const void *p) {
     if (!z || !p) return false;
     hk__core_lock(&z->core);
-    bool ok = hk__zone_is_block(z, p);
+    zs_run *r = z->small_on ? zs_run_of(&z->small, p) : NULL;
+    bool ok = r ? zone_small_usable(r, p) != 0 : hk__zone_is_block(z, p);
     hk__core_unlock(&z->core);
     return ok;
 }
 
 /* ---- public: realloc ------------------------------------------------------------ */
 
-/* realloc of the used slot b: stays in place while n fits and wastes at
- * most half the slot (or n is of the slot's own class), else moves (to
- * another class or a block). */
-static void *zone_slot_realloc(hk_zone *z, zone_blk *b, size_t n) {
-    if (z->threads) {
-        /* a thread heap's slot found by the locked lookup: always moves
-         * (a tagged slot to a block of its tag) */
-        size_t old_req = zone_requested(b);
-        void *q = b->tag == HK_TAG_STATIC ? zone_alloc_plain(z, n)
-                                          : zone_alloc_impl(z, n, 16, b->tag, NULL, NULL, NULL, 0);
-        if (!q) return NULL;
-        memcpy(q, zone_user(b), n < old_req ? n : old_req);
-        if (zone_thr_free_held(z, b, "realloc", zone_user(b)) == HK_ERR_NOMEM) {
-            (void)zone_free_held(z, q); /* nothing moved: p stays */
-            return NULL;
-        }
-        return q;
-    }
-    if (zone_slot_resize(z, b, n)) return zone_user(b);
-    if (n > ZONE_MAX_REQUEST)
-        return zone_fail(z, HK_ERR_OVERFLOW, HK_EK_OVERFLOW, n, "larger than a zone block (64 GiB)");
-    size_t old_req = zone_requested(b);
-    void *q = zone_alloc_plain(z, n);
-    if (!q) return NULL; /* reported; the block is unchanged */
-    memcpy(q, zone_user(b), n < old_req ? n : old_req);
-    zone_slot_free(z, b, zone_run_of_slot(b));
-    return q;
+/* Whether small block p (`have` usable bytes, run r) keeps n bytes in place:
+ * n fits and wastes at most half the slot, or is of the slot's own class;
+ * and the slot is aligned as n asks (hk_zone_alloc's promise). */
+static int zone_small_keeps(const zs_run *r, size_t have, size_t n) {
+    size_t n8 = n < 8 ? 8 : (n + 7) & ~(size_t)7, want = n8 & (~n8 + 1), got = r->stride & (~r->stride + 1u);
+    return n <= have && (n >= have / 2 || zs_cls_of(n) == r->cls) && (got >= 16 || got >= want);
 }
 
 static void *zone_realloc_impl(hk_zone *z, void *p, size_t n) {
+    zs_run *sr = z->small_on ? zs_run_of(&z->small, p) : NULL;
+    if (sr) {
+        size_t have = zone_small_usable(sr, p);
+        if (!have) {
+            (void)zone_free_held(z, p, "realloc"); /* reports what p is; frees nothing */
+            return NULL;
+        }
+        if (zone_small_keeps(sr, have, n)) return p;
+        void *q = zone_alloc_plain(z, n);
+        if (!q) return NULL; /* reported; the block is unchanged */
+        memcpy(q, p, n < have ? n : have);
+        (void)zone_free_held(z, p, "realloc");
+        return q;
+    }
     hk_result res;
     zone_blk *b = hk__zone_lookup(z, p, "realloc", &res);
     if (!b) return NULL;
-    if (zone_is_slot(b)) return zone_slot_realloc(z, b, n);
     if ((ZONE_FLAGS(z) & HK_FLAG_CANARY) && !hk__zone_canary_ok(z, b, "realloc of")) {
         /* repair the canary so the block stays usable; the report was made */
         size_t area = zone_area(b), req = area - zone_slack(b);
@@ -580,86 +594,31 @@ static void *zone_realloc_impl(hk_zone *z, void *p, size_t n) {
     return q;
 }
 
-/* A plain zone's realloc of p, a used slot validated by zone_fast_slot
- * (run r, header word w; no lock hooks): in place when n fits the slot
- * (zone_slot_fits: the header changes by one xor), else moved to a block
- * from hk_zone_alloc with the bytes copied and p freed, or NULL when no
- * block could be had (p unchanged; the alloc reported). */
-static void *zone_realloc_fast(hk_zone *z, void *p, size_t n, zone_run *r, uint64_t w) {
-    zone_blk *b = zone_from_user(p);
-    size_t area = r->stride - ZONE_OVERLAP, old_req = area - ((uint32_t)w >> 19);
-    if (zone_slot_fits(w, area, n)) {
-        zone_slot_resize_w(b, w, area, n);
-        z->used_req = z->used_req - old_req + n;
-        if (z->used_req > z->peak_used) z->peak_used = z->used_req;
-        return p;
+/* A lock-free zone's realloc of small block p (run r): in place when n
+ * keeps it, else a new block from hk_zone_alloc with the bytes copied and p
+ * freed, or NULL when none could be had (p unchanged; the alloc reported).
+ * A p that is no used block is reported by the free and NULL returned. */
+static HK__NOINLINE void *zone_realloc_small(hk_zone *z, zs_run *r, void *p, size_t n) {
+    size_t have = zone_small_usable(r, p);
+    if (!have) {
+        (void)zs_free(&z->small, z->threads ? hk__zone_heap_find(z) : &z->own, r, p, "realloc");
+        return NULL;
     }
+    if (zone_small_keeps(r, have, n)) return p;
     void *q = hk_zone_alloc(z, n);
     if (q) {
-        memcpy(q, p, n < old_req ? n : old_req);
-        zone_slot_free_w(z, b, r, w); /* p's run and header are as validated: a used slot stays */
+        memcpy(q, p, n < have ? n : have);
+        (void)hk_zone_free(z, p);
     }
     return q;
-}
-
-/* A threads zone's realloc of p when it is a used slot of the calling
- * thread's own heap, p validated once: returns 1 with *out set to p itself
- * when n fits the slot (zone_slot_fits: it fits and wastes at
- * most half the slot, or is of the slot's own class; the header changes by
- * one xor), else to a new block from hk_zone_alloc with the bytes copied
- * and p freed by the owner's path, or to NULL when no block could be had (p
- * unchanged; the alloc reported). 0 when p is not such a slot. */
-static int zone_realloc_owned(hk_zone *z, void *p, size_t n, void **out) {
-    uint64_t w;
-    zone_run *r;
-    zone_heap *h;
-    if (!zone_thr_owned_slot(z, p, &w, &r, &h)) return 0;
-    zone_blk *b = zone_from_user(p);
-    size_t area = r->stride - ZONE_OVERLAP, old_req = area - ((uint32_t)w >> 19);
-    if (zone_slot_fits(w, area, n)) {
-        zone_slot_resize_w(b, w, area, n);
-        __atomic_store_n(&h->used_req, h->used_req - old_req + n, __ATOMIC_RELAXED);
-        *out = p;
-        return 1;
-    }
-    void *q = hk_zone_alloc(z, n);
-    if (q) {
-        memcpy(q, p, n < old_req ? n : old_req);
-        /* the heap, the run and p's header are as validated: only this
-         * thread changes them (a racing double free by another thread is
-         * settled by the collection, as for any owner free) */
-        zone_thr_free_owner(h, b, r, w);
-    }
-    *out = q;
-    return 1;
 }
 
 void *hk_zone_realloc(hk_zone *z, void *p, size_t size) {
     if (!z) return NULL;
     if (!p) return hk_zone_alloc(z, size);
-    if (HK__LIKELY(z->fast == ZONE_FAST_RUNS)) {
-        uint64_t w;
-        zone_run *r = zone_fast_slot(z, p, &w);
-        if (HK__LIKELY(r != NULL)) return zone_realloc_fast(z, p, size, r, w);
-    } else if (z->fast == ZONE_FAST_THREADS) {
-        void *q;
-        if (HK__LIKELY(zone_realloc_owned(z, p, size, &q))) return q;
-    }
-    if (z->threads) {
-        size_t old_req;
-        unsigned tag;
-        int st = hk__zone_thr_resize(z, p, size, &old_req, &tag);
-        if (st > 0) return p;
-        if (st == 0) {
-            /* a slot: move it without the lock where possible (a tagged
-             * slot keeps its tag) */
-            void *q = tag == HK_TAG_STATIC ? hk_zone_alloc(z, size)
-                                           : hk_zone_alloc_tagged(z, size, (int)tag, NULL, NULL);
-            if (!q) return NULL;
-            memcpy(q, p, size < old_req ? size : old_req);
-            (void)hk_zone_free(z, p);
-            return q;
-        }
+    if (z->fast != ZONE_FAST_NONE) {
+        zs_run *r = zs_run_of(&z->small, p);
+        if (r) return zone_realloc_small(z, r, p, size);
     }
     hk__core_lock(&z->core);
     void *q = zone_realloc_impl(z, p, size);
@@ -670,20 +629,42 @@ void *hk_zone_realloc(hk_zone *z, void *p, size_t size) {
 
 /* ---- public: stats, info ------------------------------------------------------- */
 
-hk_result hk_zone_stats(const hk_zone *z, hk_stats *out) {
-    if (!z || !out) return HK_ERR_INVALID;
+/* The small blocks' totals over every heap (lock held; owners may run:
+ * their counters are read as they stand). */
+typedef struct zone_small_sums {
+    size_t slot_bytes;
+    uint64_t alloc_count, free_count;
+} zone_small_sums;
+static void zone_small_sum(hk_zone *z, zone_small_sums *s) {
+    memset(s, 0, sizeof *s);
+    if (!z->small_on) return;
+    for (zs_heap *h = zone_heap_first(z); h; h = zone_heap_next(z, h)) {
+        s->slot_bytes += ZS_STAT_READ(h->slot_bytes);
+        s->alloc_count += ZS_STAT_READ(h->alloc_count);
+        s->free_count += ZS_STAT_READ(h->free_count);
+    }
+}
+
+hk_result hk_zone_stats(const hk_zone *cz, hk_stats *out) {
+    if (!cz || !out) return HK_ERR_INVALID;
+    hk_zone *z = (hk_zone *)(uintptr_t)cz;
     hk__core_lock(&z->core);
     memset(out, 0, sizeof *out);
     out->size = (uint32_t)sizeof *out;
     out->version = HK_STATS_VERSION;
     out->allocator = "zone";
-    out->capacity = z->capacity;
-    zone_sums sm;
-    hk__zone_thr_sums(z, &sm, 1);
-    out->used = sm.used_req;
+    zone_small_sums sm;
+    zone_small_sum(z, &sm);
+    size_t runs = z->small_on ? __atomic_load_n(&z->small.runs, __ATOMIC_RELAXED) : 0;
+    out->capacity = z->capacity + runs * ZS_RUN;
+    /* a small block counts its slot's bytes as asked for: no header keeps
+     * the request */
+    size_t used = z->used_req + sm.slot_bytes;
+    out->used = used;
     out->used_blocks_bytes = z->used_bytes + sm.slot_bytes;
     /* free slots and the uncarved part of runs are free for the user */
-    out->free = z->free_bytes + (z->runs.run_bytes - sm.slot_bytes - z->runs.nruns * ZONE_RUN_HDR);
+    size_t small_free = runs * (ZS_RUN - ZS_FIRST);
+    out->free = z->free_bytes + (small_free > sm.slot_bytes ? small_free - sm.slot_bytes : 0);
     size_t cs = zone_largest_class_start(z);
     if (cs) {
         size_t ovh =
@@ -691,37 +672,43 @@ hk_result hk_zone_stats(const hk_zone *z, hk_stats *out) {
             ((ZONE_FLAGS(z) & HK_FLAG_CANARY) ? HK_CANARY_BYTES : 0);
         out->largest_free = cs > ovh ? cs - ovh : 0;
     }
-    if (z->threads && sm.used_req > z->peak_used) ((hk_zone *)z)->peak_used = sm.used_req;
+    /* small blocks are not followed one by one: the peak is the highest
+     * total seen by the TLSF paths and by stats */
+    if (used > z->peak_used) z->peak_used = used;
     out->peak_used = z->peak_used;
-    out->overhead = out->used_blocks_bytes - sm.used_req + sizeof(hk_zone) + z->nregions * ZONE_HDR +
-                    z->runs.nruns * ZONE_RUN_HDR;
-    out->live_blocks = (size_t)(sm.alloc_count - sm.free_count);
+    out->overhead =
+        out->used_blocks_bytes - used + sizeof(hk_zone) + z->nregions * ZONE_HDR + runs * ZS_FIRST;
+    out->alloc_count = z->alloc_count + sm.alloc_count;
+    out->free_count = z->free_count + sm.free_count;
+    out->live_blocks = (size_t)(out->alloc_count - out->free_count);
     out->free_blocks = z->free_blocks;
-    out->alloc_count = sm.alloc_count;
-    out->free_count = sm.free_count;
     out->fail_count = z->fail_count;
     out->error_count = z->core.rep.error_count;
     hk__core_unlock(&z->core);
     return HK_OK;
 }
 
-hk_result hk_zone_get_info(const hk_zone *z, hk_zone_info *out) {
-    if (!z || !out) return HK_ERR_INVALID;
+hk_result hk_zone_get_info(const hk_zone *cz, hk_zone_info *out) {
+    if (!cz || !out) return HK_ERR_INVALID;
+    hk_zone *z = (hk_zone *)(uintptr_t)cz;
     hk__core_lock(&z->core);
     memset(out, 0, sizeof *out);
     out->control_bytes = sizeof(hk_zone);
     out->grown_bytes = z->os_grown;
     out->regions = z->nregions;
     out->purge_level = z->purge_level;
-    out->runs = z->runs.nruns;
-    out->run_bytes = z->runs.run_bytes;
-    zone_sums sm;
-    hk__zone_thr_sums(z, &sm, 1);
+    zone_small_sums sm;
+    zone_small_sum(z, &sm);
+    out->runs = z->small_on ? __atomic_load_n(&z->small.runs, __ATOMIC_RELAXED) : 0;
+    out->run_bytes = out->runs * ZS_RUN;
     out->slot_bytes = sm.slot_bytes;
     out->untracked_blocks = z->untracked_live;
     out->purge_count = z->purge_count;
     out->grow_count = z->grow_count;
-    out->decommitted_bytes = z->clean_bytes;
+    out->decommitted_bytes =
+        z->clean_bytes +
+        (z->small_on ? __atomic_load_n(&z->small.nclean, __ATOMIC_RELAXED) * (ZS_RUN - hk_os_page_size())
+                     : 0);
     out->decommit_count = z->decommit_count;
     hk__core_unlock(&z->core);
     return HK_OK;
@@ -733,10 +720,25 @@ size_t hk_zone_trim(hk_zone *z) {
     if (!z) return 0;
     hk__core_lock(&z->core);
     size_t n = 0;
+    if (z->small_on) {
+        /* the zone's own heap, the caller's, and the abandoned ones: empty
+         * runs and spares go back (their pages but the first) */
+        size_t g = hk__zs_heap_shrink(&z->own);
+        zs_heap *mine = z->threads ? hk__zone_heap_find(z) : NULL;
+        if (mine) {
+            mine->locked = 1; /* its reports: the lock is held */
+            g += hk__zs_heap_shrink(mine);
+            mine->locked = 0;
+        }
+        if (z->threads) hk__zone_thr_tidy(z);
+        /* the other live heaps' spares (their owners may be making runs) */
+        for (zs_heap *h = z->heaps; h; h = h->next)
+            if (h != mine) g += hk__zs_heap_take_spare(h);
+        (void)g;
+        n += hk__zs_space_trim(&z->small) * (ZS_RUN - hk_os_page_size());
+    }
     if (z->decay_on) {
-        if (z->runs.nruns) hk__zone_runs_trim(z);
-        if (z->threads) hk__zone_thr_trim(z);
-        n = hk__zone_sweep(z, 1);
+        n += hk__zone_sweep(z, 1);
         z->decay_new = z->decay_old = 0; /* nothing dirty is left to decay */
         z->decay_check_at = ZONE_DECAY_ARM;
         __atomic_store_n(&z->decay_armed, 0, __ATOMIC_RELAXED);

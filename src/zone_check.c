@@ -1,20 +1,21 @@
 /*
  * src/zone_check.c - the zone's introspection: check, walk, where, dump. The
  * top of the zone's layers (see src/zone_internal.h): it reads every
- * structure through the inline helpers of zone_internal.h and zone_runs.h
- * and calls no other zone file but zone_threads.c's read-only counter sum
- * (a threads zone is checked while no other thread is inside a call); zone.c registers hk__zone_check_core as
- * the instance core's paranoid hook.
+ * structure through the inline helpers of zone_internal.h and calls no
+ * other zone file but zone_small.c's check, walk and where of the small
+ * blocks (a threads zone is checked while no other thread is inside a
+ * call); zone.c registers hk__zone_check_core as the instance core's
+ * paranoid hook.
  *
  * Everything here reads the heap without trusting it: a header is used only
  * after its check bits and size were verified, and a list pointer is followed
  * only when it points into a region at a 16-byte boundary. The invariants
  * being verified are stated at the top of the file that maintains each
- * (zone_tlsf.c, zone_region.c, zone_runs.c, zone_tags.c, zone.c). Nothing
+ * (zone_tlsf.c, zone_region.c, zone_small.c, zone_tags.c, zone.c). Nothing
  * here writes to the heap (the sanitizer poisoning of bytes it reads is
  * restored) or allocates.
  */
-#include "zone_threads.h"
+#include "zone_heaps.h"
 
 #include <stdio.h>
 
@@ -45,148 +46,8 @@ static size_t zone_scan_fill(const unsigned char *p, size_t n, unsigned fill, si
 
 typedef struct zone_tally {
     size_t nfree, free_bytes, used_bytes, used_req, live, untracked, tracked, capacity;
-    size_t run_bytes, nruns, slot_bytes, runs_cur, runs_partial, runs_spare;
-    size_t heap_run_bytes; /* bytes of the runs that heaps own (threads zones) */
-    size_t remote_slots;   /* slots freed by another thread, not collected yet */
-    size_t clean_bytes;    /* spans of the clean free blocks (given back to the OS) */
+    size_t clean_bytes; /* spans of the clean free blocks (given back to the OS) */
 } zone_tally;
-
-/* A threads zone's heap caches (zone_runs.h, zone_heap): each entry of
- * heap h's list of class ci is a free slot of that class in a run of h,
- * each list holds as many as its count says; each run's extension gets
- * the number of its slots found (ccached), which zone_check_run adds to
- * the used slots its headers show. Lock held, owners quiescent. */
-static hk_result zone_check_caches(hk_zone *z) {
-    for (zone_run_x *x = z->xruns; x; x = x->anext) x->ccached = 0;
-    for (zone_heap *h = z->heaps; h; h = h->next)
-        for (unsigned ci = 0; ci < ZONE_NCLS; ci++) {
-            uint32_t n = 0;
-            for (unsigned char *u = h->cache[ci]; u; n++) {
-                uintptr_t a = (uintptr_t)u;
-                int ri = zone_find_region(z, u);
-                const zone_blk *b = zone_from_user(u);
-                zone_run *r = NULL;
-                uint32_t stride;
-                if (n >= h->ncache[ci] || ri < 0 || (a & 15) ||
-                    a < (uintptr_t)z->regions[ri].base + ZONE_HDR || zone_is_poisoned(b, ZONE_HDR) ||
-                    !zone_hdr_ok(b) || !zone_is_slot(b) || (b->bits & ZB_USED) || b->bits == ZB_SLOT_REMOTE ||
-                    zone_slot_cls(b) != ci ||
-                    !zone_slot_run_at((uintptr_t)z->regions[ri].base + ZONE_HDR, b, b->size16, ZONE_RUN_XOFF,
-                                      &r, &stride) ||
-                    !zone_run_is(r, stride) || zone_slot_idx(b) >= r->bump || zone_run_ext(r)->run != r ||
-                    zone_run_ext(r)->heap != h)
-                    ZONE_CORRUPT(
-                        HK_EK_CORRUPT_FREE, u,
-                        "the cache of freed %u-byte slots of heap %p reaches %p, not one of its free "
-                        "slots (entry %u of %u)",
-                        zone_cls_stride(ci), (void *)h, (void *)u, n, h->ncache[ci]);
-                zone_run_ext(r)->ccached++;
-                u = zone_free_next(u);
-            }
-            if (n != h->ncache[ci])
-                ZONE_CORRUPT(HK_EK_CORRUPT_FREE, h,
-                             "the cache of freed %u-byte slots of heap %p holds %u, its count says %u",
-                             zone_cls_stride(ci), (void *)h, n, h->ncache[ci]);
-        }
-    return HK_OK;
-}
-
-/* Checks run block b (its struct, every carved slot's header, the free
- * list, the state) and tallies its slots. */
-static hk_result zone_check_run(hk_zone *z, zone_blk *b, size_t size, zone_tally *t) {
-    zone_run *r = zone_run_of_block(z, b);
-    if (!zone_run_sane(z, r, b, size))
-        ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r, "small-block run %p (block of %zu bytes) is damaged",
-                     (void *)r, size);
-    size_t used = 0, ntag = 0, treq = 0;
-    const zone_run_x *x = z->threads ? zone_run_ext(r) : NULL;
-    if (x) {
-        const zone_heap *h = z->heaps;
-        while (h && h != x->heap) h = h->next;
-        if (x->run != r || (x->heap && !h))
-            ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r, "run %p's extension names no heap of this zone",
-                         (void *)r);
-        if (x->stride != r->stride || x->bump != r->bump)
-            ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r,
-                         "run %p's extension says stride %u, %u slots carved; the run %u, %u", (void *)r,
-                         x->stride, x->bump, r->stride, r->bump);
-        if (x->heap) t->heap_run_bytes += size;
-    }
-    const zone_cls *rc = zone_run_cls(z, r);
-    for (uint32_t i = 0; i < r->bump; i++) {
-        zone_blk *s = (zone_blk *)(r->first + (size_t)i * r->stride);
-        if (!zone_hdr_ok(s) || !zone_is_slot(s) || zone_slot_idx(s) != i || zone_slot_cls(s) != r->cls)
-            ZONE_CORRUPT(HK_EK_CORRUPT_HEADER, zone_user(s),
-                         "header of block %p (slot %u of run %p) damaged (overrun of the block before?)",
-                         (void *)zone_user(s), i, (void *)r);
-        if (s->bits & ZB_USED) {
-            /* tagged slots (a threads zone's): a kept tag, counted by ntag */
-            int tag_ok = s->tag == HK_TAG_STATIC || (x && x->heap && s->tag != 0 && s->tag < z->purge_level &&
-                                                     ((x->heap->tagmap[s->tag >> 6] >> (s->tag & 63u)) & 1u));
-            if (!tag_ok || zone_slot_slack(s) > r->stride - ZONE_OVERLAP)
-                ZONE_CORRUPT(HK_EK_CORRUPT_HEADER, zone_user(s),
-                             "block %p (slot %u of run %p) has tag %u, slack %u", (void *)zone_user(s), i,
-                             (void *)r, s->tag, zone_slot_slack(s));
-            if (s->tag != HK_TAG_STATIC) ntag++, treq += zone_requested(s);
-            used++;
-            t->used_req += zone_requested(s);
-        } else if (s->bits == ZB_SLOT_REMOTE) {
-            /* freed by another thread, awaiting its owner in a batch
-             * (zone_check_batches): still counted as used */
-            if (!x || !x->heap)
-                ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, zone_user(s),
-                             "block %p (slot %u of run %p) was freed by another thread but its run has no "
-                             "owner heap",
-                             (void *)zone_user(s), i, (void *)r);
-            t->remote_slots++;
-            if (s->tag != HK_TAG_STATIC) ntag++, treq += zone_requested(s);
-            used++;
-            t->used_req += zone_requested(s);
-        } else if (s->tag || zone_slot_slack(s)) {
-            ZONE_CORRUPT(HK_EK_CORRUPT_HEADER, zone_user(s), "free slot %p of run %p has used-block fields",
-                         (void *)zone_user(s), (void *)r);
-        }
-    }
-    /* its count includes the slots in its heap's cache (zone_check_caches) */
-    if (used + (x ? x->ccached : 0) != r->used)
-        ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r, "run %p has %zu used slots and %u cached, its count says %u",
-                     (void *)r, used, x ? x->ccached : 0u, r->used);
-    if (ntag != r->ntag || (x && treq != x->treq))
-        ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r,
-                     "run %p has %zu tagged slots asking %zu bytes, its counts say %u and %u", (void *)r,
-                     ntag, treq, r->ntag, x ? x->treq : 0u);
-    size_t nfree = 0;
-    for (unsigned char *u = r->free; u;) {
-        uintptr_t off = (uintptr_t)(u - r->first - ZONE_HDR);
-        if (++nfree > r->bump - r->used || u < r->first + ZONE_HDR || off % r->stride ||
-            off / r->stride >= r->bump || (zone_from_user(u)->bits & ZB_USED))
-            ZONE_CORRUPT(HK_EK_CORRUPT_FREE, u, "free list of run %p reaches %p, not one of its free slots",
-                         (void *)r, (void *)u);
-        u = zone_free_next(u);
-    }
-    if (nfree != r->bump - r->used)
-        ZONE_CORRUPT(HK_EK_CORRUPT_FREE, r, "free list of run %p holds %zu slots, it has %u free", (void *)r,
-                     nfree, r->bump - r->used);
-    if ((r->state == ZONE_RUN_FULL && r->used != r->nslots) ||
-        /* in a heap only: an empty partial run (a current run that
-         * free_tags emptied and uncarved, set aside by zone_thr_reuse for a
-         * run with freed slots); a partial run may be partly carved (set aside as
-         * current for a run with freed slots: hk__zone_slot_reuse,
-         * zone_thr_reuse) */
-        (r->state == ZONE_RUN_PARTIAL && ((r->used == 0 && !(x && x->heap)) || r->used == r->nslots)) ||
-        (r->state == ZONE_RUN_CUR && rc->cur != r) ||
-        (r->state == ZONE_RUN_SPARE && (rc->spare != r || r->used != 0)))
-        ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, r, "run %p is in state %u with %u of %u slots used", (void *)r,
-                     r->state, r->used, r->nslots);
-    t->live += used;
-    t->slot_bytes += used * r->stride;
-    t->run_bytes += size;
-    t->nruns++;
-    if (r->state == ZONE_RUN_CUR) t->runs_cur++;
-    if (r->state == ZONE_RUN_PARTIAL) t->runs_partial++;
-    if (r->state == ZONE_RUN_SPARE) t->runs_spare++;
-    return HK_OK;
-}
 
 static hk_result zone_check_region(hk_zone *z, uint32_t ri, zone_tally *t) {
     const zone_region *r = &z->regions[ri];
@@ -209,8 +70,7 @@ static hk_result zone_check_region(hk_zone *z, uint32_t ri, zone_tally *t) {
         size_t size = zone_bsize(b);
         unsigned used = b->bits & ZB_USED;
         if (size < ZONE_MIN_BLOCK || size > (size_t)(r->end - (unsigned char *)b) ||
-            (used && !zone_is_slot(b) &&
-             size < ((b->bits & ZB_EXT) ? ZONE_EXT_OVH : ZONE_PLAIN_OVH) + zone_slack(b)))
+            (used && size < ((b->bits & ZB_EXT) ? ZONE_EXT_OVH : ZONE_PLAIN_OVH) + zone_slack(b)))
             ZONE_CORRUPT(HK_EK_CORRUPT_HEADER, zone_user(b), "block %p has an impossible size %zu",
                          (void *)zone_user(b), size);
         if (((b->bits & ZB_PREV_USED) != 0) != (prev_used != 0))
@@ -221,16 +81,7 @@ static hk_result zone_check_region(hk_zone *z, uint32_t ri, zone_tally *t) {
             ZONE_CORRUPT(HK_EK_CORRUPT_HEADER, zone_user(b),
                          "boundary tag before block %p says %llu bytes, the free block before it has %zu",
                          (void *)zone_user(b), (unsigned long long)b->prev_size, prev_size);
-        if (used && zone_is_slot(b)) {
-            ZONE_CORRUPT(HK_EK_CORRUPT_HEADER, zone_user(b), "block %p has a slot header outside any run",
-                         (void *)zone_user(b));
-        } else if (used && zone_is_run(b)) {
-            if (!z->runs_on)
-                ZONE_CORRUPT(HK_EK_CORRUPT_HEADER, zone_user(b), "run %p in a zone without runs",
-                             (void *)zone_user(b));
-            hk_result rr = zone_check_run(z, b, size, t);
-            if (rr != HK_OK) return rr;
-        } else if (used) {
+        if (used) {
             t->live++;
             t->used_bytes += size;
             t->used_req += zone_requested(b);
@@ -345,146 +196,6 @@ static hk_result zone_check_free_lists(hk_zone *z, const zone_tally *t) {
 }
 
 /* One class table's current, spare and partial runs (counted). */
-static hk_result zone_check_cls_table(hk_zone *z, const zone_cls *tab, const zone_tally *t, size_t *pcur,
-                                      size_t *ppartial, size_t *pspare) {
-    size_t cur = *pcur, partial = *ppartial, spare = *pspare;
-    for (unsigned c = 0; c < ZONE_NCLS; c++) {
-        zone_run *r = tab[c].cur;
-        if (r) {
-            zone_blk *b = zone_run_block(r);
-            if (!zone_ptr_sane(z, b) || !zone_is_run(b) || r->cls != c || r->state != ZONE_RUN_CUR)
-                ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "class %u's current run %p is not a run of it", c,
-                             (void *)r);
-            cur++;
-        }
-        if ((r = tab[c].spare) != NULL) {
-            zone_blk *b = zone_run_block(r);
-            if (!zone_ptr_sane(z, b) || !zone_is_run(b) || r->cls != c || r->state != ZONE_RUN_SPARE)
-                ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "class %u's spare run %p is not a spare run of it",
-                             c, (void *)r);
-            spare++;
-        }
-        zone_run *prev = NULL;
-        for (r = tab[c].partial; r; prev = r, r = r->next) {
-            zone_blk *b = zone_run_block(r);
-            if (++partial > t->runs_partial || !zone_ptr_sane(z, b) || !zone_is_run(b) || r->cls != c ||
-                r->state != ZONE_RUN_PARTIAL || r->prev != prev)
-                ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z,
-                             "class %u's partial list reaches %p, not a partial run "
-                             "of it",
-                             c, (void *)r);
-        }
-    }
-    *pcur = cur;
-    *ppartial = partial;
-    *pspare = spare;
-    return HK_OK;
-}
-
-/* The entries of node n, bound for heap `to` (zone_remote.c): each one
- * is a slot pointer of the first region (the freer checked it), and each
- * one whose header says remote is a slot of a run of that heap (the
- * others lost a race to their owner's free and are dropped by the
- * collection). Adds those to *remote. */
-static hk_result zone_check_node(hk_zone *z, const zone_rnode *n, const zone_heap *to, size_t *remote) {
-    if (n->n > ZONE_RNODE_SLOTS)
-        ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, n, "remote-free batch %p holds %u entries", (const void *)n,
-                     n->n);
-    uintptr_t lo = (uintptr_t)z->thr_lo + ZONE_HDR;
-    for (uint32_t i = 0; i < n->n; i++) {
-        uintptr_t a = (uintptr_t)n->slot[i];
-        if (a - lo > z->thr_span || (a & 15))
-            ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, n,
-                         "remote-free batch %p lists %p, outside the first region", (const void *)n,
-                         n->slot[i]);
-        const zone_blk *b = zone_from_user(n->slot[i]);
-        uint64_t w = zone_hdr_load(b);
-        if (zone_w_bits(w) != ZB_SLOT_REMOTE) continue;
-        zone_run *r;
-        uint32_t stride;
-        if (!zone_slot_run_at(lo, b, (uint32_t)w, ZONE_RUN_XOFF, &r, &stride) || zone_run_ext(r)->heap != to)
-            ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, n,
-                         "remote-free batch %p for heap %p lists %p, not a slot of that heap",
-                         (const void *)n, (const void *)to, n->slot[i]);
-        (*remote)++;
-    }
-    return HK_OK;
-}
-
-/* A pool's outboxes and free nodes (counted in *nodes). */
-static hk_result zone_check_pool(hk_zone *z, const zone_rsrc *rs, size_t made, size_t *nodes,
-                                 size_t *remote) {
-    for (unsigned i = 0; i < ZONE_OUT_WAYS; i++) {
-        const zone_rnode *n = rs->out[i].node;
-        if (!n) continue;
-        (*nodes)++;
-        if (n->home != rs)
-            ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, n, "remote-free batch %p fills in a pool not its own",
-                         (const void *)n);
-        hk_result res = zone_check_node(z, n, rs->out[i].to, remote);
-        if (res != HK_OK) return res;
-    }
-    for (const zone_rnode *n = rs->nodes; n && *nodes <= made; n = n->next) (*nodes)++;
-    for (const zone_rnode *n = rs->back; n && *nodes <= made; n = n->next) (*nodes)++;
-    return HK_OK;
-}
-
-/* The batches of remote frees: every pool's outboxes and free nodes, every
- * heap's inbox; every slot freed by another thread is in one of them, and
- * every node made is in one place. */
-static hk_result zone_check_batches(hk_zone *z, const zone_tally *t) {
-    size_t remote = 0, nodes = 0, made = z->rnodes_made;
-    hk_result res = zone_check_pool(z, &z->rs, made, &nodes, &remote);
-    for (const zone_heap *h = z->heaps; h && res == HK_OK; h = h->next) {
-        res = zone_check_pool(z, &h->rs, made, &nodes, &remote);
-        if (res == HK_OK && h->abandoned) {
-            int held = h->inbox != NULL;
-            for (unsigned c = 0; c < ZONE_NCLS; c++) held |= h->cache[c] != NULL || h->ncache[c] != 0;
-            for (unsigned i = 0; i < ZONE_OUT_WAYS; i++) held |= h->rs.out[i].node && h->rs.out[i].node->n;
-            if (held)
-                ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, h,
-                             "heap %p has no owner, yet holds cached slots or remote-free batches (its "
-                             "abandonment empties them, its pushers collect them)",
-                             (const void *)h);
-        }
-        for (const zone_rnode *n = h->inbox; n && nodes <= made && res == HK_OK; n = n->next) {
-            nodes++;
-            res = zone_check_node(z, n, h, &remote);
-        }
-    }
-    if (res != HK_OK) return res;
-    if (nodes != made)
-        ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "%zu remote-free batches were made, %zu are found", made,
-                     nodes);
-    if (remote != t->remote_slots)
-        ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z,
-                     "%zu blocks freed by other threads wait for their owners, the batches list %zu",
-                     t->remote_slots, remote);
-    return HK_OK;
-}
-
-/* Every class table's runs (the zone's and every heap's). */
-static hk_result zone_check_classes(hk_zone *z, const zone_tally *t) {
-    size_t cur = 0, partial = 0, spare = 0;
-    hk_result res = zone_check_cls_table(z, z->runs.cls, t, &cur, &partial, &spare);
-    for (unsigned c = 0; c < ZONE_NCLS && res == HK_OK; c++) {
-        const zone_cls *cl = &z->runs.cls[c];
-        if (((cl->cur && cl->cur->used == 0) || cl->spare) && !((z->runs.trim_map[c >> 6] >> (c & 63u)) & 1u))
-            ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z,
-                         "class %u has an empty run to give back but is not marked for the trim", c);
-    }
-    for (const zone_heap *h = z->threads ? z->heaps : NULL; h && res == HK_OK; h = h->next)
-        res = zone_check_cls_table(z, h->cls, t, &cur, &partial, &spare);
-    if (res == HK_OK && z->threads) res = zone_check_batches(z, t);
-    if (res != HK_OK) return res;
-    if (cur != t->runs_cur || partial != t->runs_partial || spare != t->runs_spare)
-        ZONE_CORRUPT(
-            HK_EK_CORRUPT_STRUCTURE, z,
-            "classes list %zu current, %zu partial and %zu spare runs, the heap has %zu, %zu and %zu", cur,
-            partial, spare, t->runs_cur, t->runs_partial, t->runs_spare);
-    return HK_OK;
-}
-
 static hk_result zone_check_tag_lists(hk_zone *z, const zone_tally *t) {
     size_t seen = 0;
     for (unsigned tag = 0; tag < ZONE_NTAGS; tag++) {
@@ -553,46 +264,45 @@ static hk_result zone_check_tag_lists(hk_zone *z, const zone_tally *t) {
     return HK_OK;
 }
 
+/* The small blocks: every heap's runs (zone_small.c), and the granules
+ * the heaps hold against the space's count. */
+static hk_result zone_check_small(hk_zone *z) {
+    if (!z->small_on) return HK_OK;
+    size_t granules = 0;
+    for (zs_heap *h = zone_heap_first(z); h; h = zone_heap_next(z, h)) {
+        hk_result r = hk__zs_check_heap(h, ZONE_REP(z), &granules);
+        if (r != HK_OK) return r;
+    }
+    if (granules != z->small.runs)
+        ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "the heaps hold %zu small-block runs, the space counts %zu",
+                     granules, z->small.runs);
+    return HK_OK;
+}
+
 /* The full check, lock held. */
 static hk_result zone_check_all(hk_zone *z) {
     zone_tally t;
     memset(&t, 0, sizeof t);
     if (z->nregions > HK_ZONE_MAX_REGIONS)
         ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z, "control block damaged: %u regions", z->nregions);
-    if (z->threads) {
-        hk_result c = zone_check_caches(z);
-        if (c != HK_OK) return c;
-    }
     for (uint32_t i = 0; i < z->nregions; i++) {
         hk_result r = zone_check_region(z, i, &t);
         if (r != HK_OK) return r;
     }
     hk_result r = zone_check_free_lists(z, &t);
     if (r == HK_OK) r = zone_check_tag_lists(z, &t);
-    if (r == HK_OK) r = zone_check_classes(z, &t);
+    if (r == HK_OK) r = zone_check_small(z);
     if (r != HK_OK) return r;
-    zone_sums sm; /* a threads zone's counters are spread over its heaps */
-    hk__zone_thr_sums(z, &sm, 0);
-    size_t heap_run_bytes = 0;
-    for (const zone_heap *h = z->threads ? z->heaps : NULL; h; h = h->next) heap_run_bytes += h->run_bytes;
-    if (heap_run_bytes != t.heap_run_bytes)
-        ZONE_CORRUPT(HK_EK_CORRUPT_STRUCTURE, z,
-                     "the heaps count %zu bytes of runs; the runs that name a heap have %zu", heap_run_bytes,
-                     t.heap_run_bytes);
     if (t.capacity != z->capacity || t.free_bytes != z->free_bytes || t.nfree != z->free_blocks ||
-        t.used_bytes != z->used_bytes || t.used_req != sm.used_req ||
-        t.live != (size_t)(sm.alloc_count - sm.free_count) || t.untracked != z->untracked_live ||
-        t.run_bytes != z->runs.run_bytes || t.nruns != z->runs.nruns || t.slot_bytes != sm.slot_bytes ||
-        t.used_bytes + t.free_bytes + t.run_bytes != t.capacity || t.clean_bytes != z->clean_bytes)
+        t.used_bytes != z->used_bytes || t.used_req != z->used_req || t.live != zone_live(z) ||
+        t.untracked != z->untracked_live || t.used_bytes + t.free_bytes != t.capacity ||
+        t.clean_bytes != z->clean_bytes)
         ZONE_CORRUPT(
             HK_EK_CORRUPT_STRUCTURE, z,
             "counters disagree with the heap: capacity %zu/%zu, free %zu/%zu in %zu/%zu blocks, used "
-            "%zu/%zu (%zu/%zu asked) in %zu/%zu blocks, runs %zu/%zu (%zu/%zu bytes, slots %zu/%zu bytes), "
-            "given back to the OS %zu/%zu bytes",
+            "%zu/%zu (%zu/%zu asked) in %zu/%zu blocks, given back to the OS %zu/%zu bytes",
             z->capacity, t.capacity, z->free_bytes, t.free_bytes, z->free_blocks, t.nfree, z->used_bytes,
-            t.used_bytes, sm.used_req, t.used_req, (size_t)(sm.alloc_count - sm.free_count), t.live,
-            z->runs.nruns, t.nruns, z->runs.run_bytes, t.run_bytes, sm.slot_bytes, t.slot_bytes,
-            z->clean_bytes, t.clean_bytes);
+            t.used_bytes, z->used_req, t.used_req, zone_live(z), t.live, z->clean_bytes, t.clean_bytes);
     return HK_OK;
 }
 
@@ -611,18 +321,6 @@ hk_result hk_zone_check(hk_zone *z) {
 static void zone_info(const hk_zone *z, const zone_blk *b, hk_block_info *info) {
     memset(info, 0, sizeof *info);
     info->address = zone_user(b);
-    if (zone_is_slot(b)) {
-        size_t area = zone_area(b);
-        info->size = area;
-        info->overhead = ZONE_OVERLAP;
-        if (b->bits & ZB_USED) {
-            info->requested = zone_requested(b);
-            info->overhead += area - info->requested;
-            info->flags = HK_BLOCK_USED;
-            info->tag = b->tag;
-        }
-        return;
-    }
     size_t size = zone_bsize(b);
     if (b->bits & ZB_USED) {
         size_t req = zone_requested(b);
@@ -645,8 +343,7 @@ static void zone_info(const hk_zone *z, const zone_blk *b, hk_block_info *info) 
     }
 }
 
-/* What a visited span is: a block (TLSF block, slot, or the uncarved part
- * of a run, shown as one free block), or a run's own header. */
+/* What a visited span is: a block, or a small-block run's own header. */
 enum { ZONE_SPAN_BLOCK, ZONE_SPAN_RUN };
 
 /* Visits the spans of region ri in address order; stops at damage
@@ -655,63 +352,19 @@ enum { ZONE_SPAN_BLOCK, ZONE_SPAN_RUN };
 typedef int (*zone_visit_fn)(const hk_zone *z, int kind, const unsigned char *start, size_t len,
                              const hk_block_info *info, void *user);
 
-static int zone_visit_run(hk_zone *z, zone_blk *b, zone_visit_fn fn, void *user) {
-    size_t size = zone_bsize(b);
-    zone_run *r = zone_run_of_block(z, b);
-    hk_block_info info;
-    if (!zone_run_sane(z, r, b, size)) {
-        hk__report(ZONE_REP(z), HK_ERR_CORRUPT, HK_EK_CORRUPT_STRUCTURE, r, 0, NULL,
-                   "walk stopped at small-block run %p: damaged", (void *)r);
-        return -1;
-    }
-    memset(&info, 0, sizeof info);
-    info.address = r;
-    info.overhead = (size_t)(r->first - (unsigned char *)b) + ZONE_OVERLAP;
-    info.tag = HK_TAG_STATIC;
-    info.name = "(small-block run)";
-    int v = fn(z, ZONE_SPAN_RUN, (unsigned char *)b, info.overhead, &info, user);
-    if (v) return v;
-    for (uint32_t i = 0; i < r->bump; i++) {
-        zone_blk *s = (zone_blk *)(r->first + (size_t)i * r->stride);
-        if (!zone_hdr_ok(s) || !zone_is_slot(s) || zone_slot_idx(s) != i) {
-            hk__report(ZONE_REP(z), HK_ERR_CORRUPT, HK_EK_CORRUPT_HEADER, s, 0, NULL,
-                       "walk stopped at block %p: damaged header", (void *)zone_user(s));
-            return -1;
-        }
-        zone_info(z, s, &info);
-        v = fn(z, ZONE_SPAN_BLOCK, (unsigned char *)s + ZONE_OVERLAP, r->stride, &info, user);
-        if (v) return v;
-    }
-    unsigned char *tail = r->first + (size_t)r->bump * r->stride + ZONE_OVERLAP,
-                  *end = (unsigned char *)b + size;
-    if (end > tail + ZONE_OVERLAP) {
-        memset(&info, 0, sizeof info);
-        info.address = tail + ZONE_OVERLAP;
-        info.size = (size_t)(end - tail) - ZONE_OVERLAP;
-        info.overhead = ZONE_OVERLAP;
-        v = fn(z, ZONE_SPAN_BLOCK, tail, (size_t)(end - tail), &info, user);
-    }
-    return v;
-}
-
 static int zone_visit_region(hk_zone *z, uint32_t ri, zone_visit_fn fn, void *user) {
     const zone_region *r = &z->regions[ri];
     zone_blk *b = (zone_blk *)r->base;
     while ((unsigned char *)b < r->end) {
-        if (!zone_hdr_ok(b) || zone_is_slot(b) || zone_bsize(b) < ZONE_MIN_BLOCK ||
+        if (!zone_hdr_ok(b) || zone_bsize(b) < ZONE_MIN_BLOCK ||
             zone_bsize(b) > (size_t)(r->end - (unsigned char *)b)) {
             hk__report(ZONE_REP(z), HK_ERR_CORRUPT, HK_EK_CORRUPT_HEADER, b, 0, NULL,
                        "walk stopped at block %p: damaged header", (void *)zone_user(b));
             return -1;
         }
-        int v;
-        if (zone_is_run(b)) {
-            v = zone_visit_run(z, b, fn, user);
-        } else {
-            hk_block_info info;
-            zone_info(z, b, &info);
-            v = fn(z, ZONE_SPAN_BLOCK, (unsigned char *)b, zone_bsize(b), &info, user);
-        }
+        hk_block_info info;
+        zone_info(z, b, &info);
+        int v = fn(z, ZONE_SPAN_BLOCK, (unsigned char *)b, zone_bsize(b), &info, user);
         if (v) return v;
         b = zone_next(b);
     }
@@ -739,6 +392,8 @@ int hk_zone_walk(hk_zone *z, hk_walk_fn fn, void *user) {
     zone_walk_ctx c = {fn, user};
     int v = 0;
     for (uint32_t i = 0; i < z->nregions && !v; i++) v = zone_visit_region(z, i, zone_walk_visit, &c);
+    if (z->small_on)
+        for (zs_heap *h = zone_heap_first(z); h && !v; h = zone_heap_next(z, h)) v = hk__zs_walk(h, fn, user);
     hk__core_unlock(&z->core);
     return v;
 }
@@ -765,7 +420,9 @@ hk_result hk_zone_where(hk_zone *z, const void *addr, hk_block_info *info) {
     hk__core_lock(&z->core);
     int ri = zone_region_index(z, addr);
     int v = 0;
-    if (ri >= 0) {
+    if (z->small_on && zs_run_of(&z->small, addr)) {
+        v = hk__zs_where(&z->small, addr, info);
+    } else if (ri >= 0) {
         zone_where_ctx c = {(const unsigned char *)addr, info};
         v = zone_visit_region(z, (uint32_t)ri, zone_where_visit, &c);
     }
@@ -799,10 +456,9 @@ static int zone_dump_visit(const hk_zone *z, int kind, const unsigned char *star
     (void)z;
     zone_dump_ctx *c = (zone_dump_ctx *)user;
     if (kind == ZONE_SPAN_RUN) {
-        const zone_run *r = (const zone_run *)i->address;
+        const zs_run *r = (const zs_run *)start;
         zone_out(c->fn, c->user, "  %p %12zu  run of %u-byte blocks: %u of %u used, %u carved\n",
-                 (const void *)start, zone_bsize((const zone_blk *)start), r->stride - ZONE_OVERLAP, r->used,
-                 r->nslots, r->bump);
+                 (const void *)start, len, r->stride, r->used, r->nslots, r->bump);
         return 0;
     }
     if (!(i->flags & HK_BLOCK_USED)) {
@@ -820,6 +476,23 @@ static int zone_dump_visit(const hk_zone *z, int kind, const unsigned char *star
     return 0;
 }
 
+/* A heap's runs, each with its used blocks. */
+static int zone_dump_slot(const hk_block_info *i, void *user) {
+    zone_dump_ctx *c = (zone_dump_ctx *)user;
+    c->count[HK_TAG_STATIC]++;
+    c->bytes[HK_TAG_STATIC] += i->size;
+    zone_out(c->fn, c->user, "    %p %12zu  tag %3d  small block\n", i->address, i->size, HK_TAG_STATIC);
+    return 0;
+}
+static int zone_dump_small(const zs_heap *h, zone_dump_ctx *c) {
+    for (const zs_run *r = h->all; r; r = r->all_next) {
+        zone_dump_visit(NULL, ZONE_SPAN_RUN, (const unsigned char *)r, ZS_RUN, NULL, c);
+        int v = hk__zs_walk_run(r, zone_dump_slot, c);
+        if (v) return v;
+    }
+    return 0;
+}
+
 void hk_zone_dump(hk_zone *z, hk_print_fn fn, void *user) {
     if (!z) return;
     if (!fn) fn = hk_print_file;
@@ -828,20 +501,22 @@ void hk_zone_dump(hk_zone *z, hk_print_fn fn, void *user) {
     memset(&c, 0, sizeof c);
     c.fn = fn;
     c.user = user;
-    zone_sums sm;
-    hk__zone_thr_sums(z, &sm, 1);
     zone_out(fn, user,
              "zone '%s': capacity %zu in %u regions, used %zu (%zu with headers) in %zu blocks, free %zu in "
-             "%zu blocks, peak %zu, purge level %d, %llu purged, %llu grown\n",
-             ZONE_REP(z)->instance, z->capacity, z->nregions, sm.used_req, z->used_bytes,
-             (size_t)(sm.alloc_count - sm.free_count), z->free_bytes, z->free_blocks, z->peak_used,
-             z->purge_level, (unsigned long long)z->purge_count, (unsigned long long)z->grow_count);
+             "%zu blocks, peak %zu, purge level %d, %llu purged, %llu grown; %zu small-block runs\n",
+             ZONE_REP(z)->instance, z->capacity, z->nregions, z->used_req, z->used_bytes, zone_live(z),
+             z->free_bytes, z->free_blocks, z->peak_used, z->purge_level, (unsigned long long)z->purge_count,
+             (unsigned long long)z->grow_count, z->small_on ? z->small.runs : 0);
     zone_out(fn, user, "  %-14s %12s  %s\n", "address", "bytes", "tag, owner, name, site");
     int v = 0;
     for (uint32_t i = 0; i < z->nregions && !v; i++) {
         zone_out(fn, user, " region %u: %p .. %p\n", i, (void *)z->regions[i].base,
                  (void *)z->regions[i].end);
         v = zone_visit_region(z, i, zone_dump_visit, &c);
+    }
+    if (z->small_on && !v) {
+        zone_out(fn, user, " small blocks:\n");
+        for (zs_heap *h = zone_heap_first(z); h && !v; h = zone_heap_next(z, h)) v = zone_dump_small(h, &c);
     }
     if (v < 0) zone_out(fn, user, "  (dump stopped: the zone is damaged, see the report)\n");
     zone_out(fn, user, "totals per tag:\n");

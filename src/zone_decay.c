@@ -3,15 +3,16 @@
  * clock (epochs), sweeps over the free lists, and the bookkeeping of which
  * free blocks are clean. Calls zone_tlsf.c's data (the free lists, read
  * only), the region lookup and the OS layer (hk_os_unback, hk_os_coarse_ns);
- * called by zone_runs.c and zone_threads.c (polls on their slow paths) and
- * zone.c (the free path's tick, hk_zone_trim).
+ * called by zone.c (the free path's tick, hk_zone_trim, and the poll of
+ * the small blocks' frees). Small blocks' runs give their pages back when
+ * they empty (zone_small.c).
  *
  * How: a free block's span is its whole pages past its first 32 bytes
  * (header and list links), which the zone never reads while the block is
  * free. Giving a span back (madvise MADV_DONTNEED through hk_os_unback)
  * keeps it mapped, readable and writable: the next write faults in a zero
  * page, so the blocks later carved from it need nothing special, and a
- * lock-free header peek of a stale pointer reads zeros instead of faulting.
+ * stale pointer's header reads zeros instead of faulting.
  *
  * Decay: time runs in epochs of half the decay time. A free block dirtied
  * (freed or merged) in the current epoch carries the epoch bit
@@ -43,7 +44,7 @@
  *    ZONE_DECAY_ARM while not armed, ZONE_DECAY_CHECK past the last tick
  *    while armed).
  */
-#include "zone_runs.h" /* zone_heap: the arming resets each heap's poll */
+#include "zone_internal.h"
 
 void hk__zone_decay_init(hk_zone *z, int decay_ms) {
     z->page = hk_os_page_size();
@@ -120,18 +121,8 @@ void hk__zone_decay_tick(hk_zone *z) {
             return;
         }
         __atomic_store_n(&z->decay_armed, 1, __ATOMIC_SEQ_CST);
-        /* every thread heap polls at its next free (hk__zone_thr_free_tail
-         * stores its next poll, then reads decay_armed: one of the two sees
-         * the other) */
-        for (zone_heap *h = z->heaps; h; h = h->next)
-            __atomic_store_n(&h->decay_poll_at, 0, __ATOMIC_SEQ_CST);
-        z->decay_poll_at = 0;
     }
     zone_decay_step(z, hk_os_coarse_ns());
-}
-
-void hk__zone_decay_poll_slow(hk_zone *z, int locked) {
-    hk__zone_decay_poll_at(z, hk_os_coarse_ns(), locked);
 }
 
 void hk__zone_decay_poll_at(hk_zone *z, uint64_t now, int locked) {

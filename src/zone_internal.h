@@ -15,7 +15,10 @@
  *   zone_tags.c     tag records and lists, owners, ending a block, purge,
  *                   free_tags, change_tag, tag
  *   zone_lookup.c   user pointer -> block, and the report when it is none
- *   zone_runs.c     small-block runs and their slots (interface: zone_runs.h)
+ *   zone_heaps.c    per-thread heaps of small blocks: lookup, adoption,
+ *                   thread exit, fork (interface: zone_heaps.h)
+ *   zone_small.c    headerless small blocks: runs of one granule each in a
+ *                   reserved space, their slots (interface: zone_small.h)
  *   zone_region.c   regions, growth from the OS, prefault
  *   zone_decay.c    free pages back to the OS: decay epochs, sweeps (calls
  *                   zone_region.c's region lookup, zone_tlsf.c's lists and
@@ -38,8 +41,8 @@
  * block's prev_size) for an untracked block, or to B+size-48 for a tracked
  * one (EXT), whose 56-byte record (tag-list links, block address, owner,
  * name, site, sequence) sits at B+size-48 and also overlaps the next
- * prev_size. A slot of a run (zone_runs.h) has the same 8-byte header at
- * user - 8, marked by the alignment field's top value.
+ * prev_size. Small untracked blocks (up to ZS_MAX bytes) are no TLSF blocks:
+ * they are headerless slots of runs in the zone's space (zone_small.h).
  *
  * Each region is [base, end) tiled by blocks, followed by a 16-byte epilogue
  * header at `end` (size 0, USED) so every block has a next header.
@@ -50,6 +53,7 @@
 #include "common.h"
 #include "os.h"
 #include "heapkit/zone.h"
+#include "zone_small.h"
 
 #include <string.h>
 
@@ -67,49 +71,22 @@
 #define ZONE_FL_COUNT       28u
 #define ZONE_MAX_BLOCK      ((size_t)UINT32_MAX << 4)
 #define ZONE_MAX_REQUEST    (ZONE_MAX_BLOCK - 256u)
-#define ZONE_MAX_ALIGN      ((size_t)1 << 34) /* log2 - 4 = 30: the field value 31 marks runs */
+#define ZONE_MAX_ALIGN      ((size_t)1 << 34) /* log2 - 4 = 30 */
 #define ZONE_GROW_CHUNK_MAX ((size_t)256 << 20)
 #define ZONE_RESERVE        ((size_t)1 << 36) /* address space reserved for a growing zone (64-bit hosts) */
 #define ZONE_NTAGS          256u
 #define ZONE_TAG_WAYS       8u /* each tag's blocks are dealt round-robin over this many lists */
-/* Small-block runs (see zone_runs.h) */
-#define ZONE_RUN_HDR        112u /* bytes of a run block before its slots (at most; see zone_run_of_block) */
-#define ZONE_RUN_SLOT0      48u  /* run struct to slot 0's block address */
-#define ZONE_RUN_XOFF       128u /* threads zones: the run's extension is this far below its struct */
-#define ZONE_RUN_MAX_STRIDE 16384u /* largest slot */
-#define ZONE_RUN_MAX_REQ    (ZONE_RUN_MAX_STRIDE - ZONE_OVERLAP)
-#define ZONE_CLS_LIN_LOG2   8u /* slots grow in 16-byte steps up to 256 bytes */
-#define ZONE_CLS_LIN        (1u << ZONE_CLS_LIN_LOG2)
-#define ZONE_CLS_NLIN       (ZONE_CLS_LIN / 16u - 1u) /* 32 .. 256: 15 classes */
-#define ZONE_CLS_LOG2K      3u                        /* then 8 classes per doubling */
-#define ZONE_NCLS           (ZONE_CLS_NLIN + ((14u - ZONE_CLS_LIN_LOG2) << ZONE_CLS_LOG2K)) /* to 16 KiB */
-#define ZONE_RUN_FIRST                                                                                       \
-    ((size_t)16 << 10) /* bytes of slots of a class's first run, before the slot limits                      \
-                        */
-#define ZONE_RUN_TARGET     ((size_t)32 << 10)  /* runs replacing full ones double up to this, */
-#define ZONE_RUN_SHARE_LOG2 6u                  /* or to 1/64 of the bytes of their owner's runs, */
-#define ZONE_RUN_TARGET_MAX ((size_t)128 << 10) /* but not past this */
-#define ZONE_RUN_BUSY_X     32u  /* threads zones: or, for larger slots, up to this many of them */
-#define ZONE_RUN_CAP_SLOTS  512u /* slots per run at most */
-#define ZONE_RUN_MIN_SLOTS  4u
-#define ZONE_CARVE_SPAN     4096u /* a carve fills the slots of the pages it touches, at this granularity */
-#define ZONE_CARVE_MAX      8u    /* slots a carve makes at most (a bound on its work) */
-#define ZONE_RUN_MAX_SLOTS  4095u /* slot index is 12 bits */
-#define ZONE_RUN_OFF                                                                                         \
+/* Debug flags that send every block to the TLSF core (no small-block
+ * layer), and the layer's own switch. */
+#define ZONE_SMALL_OFF                                                                                       \
     (HK_FLAG_FILL | HK_FLAG_CANARY | HK_FLAG_ZERO | HK_FLAG_PARANOID | HK_FLAG_RECORD_SITE |                 \
      HK_ZONE_TRACK_ALL | HK_ZONE_NO_RUNS)
+#define ZONE_SMALL_SPAN ((size_t)1 << 36) /* address space reserved for small blocks (64-bit hosts) */
 
 #define ZB_USED        1u
 #define ZB_PREV_USED   2u
 #define ZB_EXT         4u
 #define ZB_ALIGN_SHIFT 3u
-/* The alignment field's top value marks a run: a used block with it (and no
- * EXT) is a run block; a header with it and EXT is a slot header. */
-#define ZONE_RUN_ALOG 31u
-#define ZB_RUN_MARK   (ZONE_RUN_ALOG << ZB_ALIGN_SHIFT)
-#define ZB_SLOT_MASK  (ZB_RUN_MARK | ZB_EXT)
-#define ZB_SLOT_FREE  (ZB_RUN_MARK | ZB_EXT)
-#define ZB_SLOT_USED  (ZB_RUN_MARK | ZB_EXT | ZB_USED)
 /* A free block's alignment field is unused: zone_decay.c keeps two bits of
  * it. CLEAN: every whole page of the block past its first 32 bytes (header
  * and links; zone_free_span) has been given back to the OS and not touched
@@ -149,83 +126,6 @@ typedef struct zone_ext {
 _Static_assert(sizeof(zone_blk) == 32, "zone block header + links is 32 bytes");
 _Static_assert(sizeof(zone_ext) == ZONE_EXT_SIZE, "zone record is 56 bytes");
 
-/* A run: one used block of the TLSF core cut into `nslots` slots of one
- * class. The struct sits in the block's user area (block + 16); slot i's
- * block address is first + i * stride, its 8-byte header at +8, its user
- * bytes at +16 (up to +stride+8, overlapping the next slot's first 8 bytes,
- * as plain blocks overlap their successor's prev_size). */
-typedef struct zone_run {
-    /* hot: read by every slot allocation and free (one cache line: the
-     * struct is 64-byte aligned) */
-    unsigned char *free;  /* free slots' user pointers, LIFO, linked through their first 8 bytes */
-    unsigned char *first; /* slot 0's block address (the struct + ZONE_RUN_SLOT0); NULL once released */
-    uint32_t stride, nslots;
-    uint32_t used; /* slots in use */
-    uint32_t bump; /* slots carved so far; slots past it have no header yet */
-    uint16_t cls;
-    uint8_t state; /* ZONE_RUN_CUR, _PARTIAL, _FULL or _SPARE */
-    uint8_t lead;  /* run block address to the struct: 16..64 (+ ZONE_RUN_XOFF, threads) */
-    uint32_t ntag; /* threads zones: used or remote slots with a tag other than HK_TAG_STATIC (owner only) */
-    struct zone_run *next, *prev; /* the class's list of partial runs (NULL-terminated) */
-} zone_run;
-
-enum { ZONE_RUN_CUR = 1, ZONE_RUN_PARTIAL = 2, ZONE_RUN_FULL = 3, ZONE_RUN_SPARE = 4 };
-
-typedef struct zone_cls {
-    zone_run *cur;     /* the run allocations come from (may be empty, never on the partial list) */
-    zone_run *partial; /* runs with free slots, other than cur */
-    zone_run *spare;   /* one empty run kept for the next refill, or NULL */
-} zone_cls;
-
-_Static_assert(sizeof(zone_run) == 56, "run struct is 56 bytes");
-_Static_assert(ZONE_RUN_CAP_SLOTS <= ZONE_RUN_MAX_SLOTS, "slot indices fit the header's 12 bits");
-_Static_assert(sizeof(zone_run) <= ZONE_RUN_SLOT0 + ZONE_OVERLAP,
-               "the run struct ends before slot 0's header");
-_Static_assert(64 + ZONE_RUN_SLOT0 <= ZONE_RUN_HDR, "slot 0 starts within the run header bytes");
-
-/* The run layer's state (zone_runs.c): the classes and what the runs hold. */
-typedef struct zone_runset {
-    zone_cls cls[ZONE_NCLS];
-    /* classes whose current run may be empty or that may have a spare
-     * (set when a run of the class empties; cleared by hk__zone_runs_trim,
-     * which visits only these: its cost does not depend on the class count) */
-    uint64_t trim_map[(ZONE_NCLS + 63) / 64];
-    size_t run_bytes; /* bytes of the TLSF blocks that are runs (not in used_bytes) */
-    size_t nruns;
-} zone_runset;
-
-/* HK_ZONE_THREADS: a batch of slots freed by a thread other than their
- * owner's (zone_remote.c). Nodes live in pages of their own, outside the
- * zone's regions (so that no user write, and no reuse of a slot by its
- * owner, can reach a batch), and belong to a pool (zone_rsrc) they go back
- * to after their slots are collected. 256 bytes. */
-#define ZONE_RNODE_SLOTS 29u
-typedef struct zone_rnode {
-    struct zone_rnode *next; /* on an inbox, a pool's free list or its give-back stack */
-    struct zone_rsrc *home;  /* the pool it comes from */
-    uint32_t n;              /* atomic (relaxed; stats read it): entries filled */
-    uint32_t spare_;
-    void *slot[ZONE_RNODE_SLOTS]; /* atomic (relaxed): user pointers of slots with a remote header */
-} zone_rnode;
-_Static_assert(sizeof(zone_rnode) == 256, "a node is 256 bytes");
-
-/* What a thread freeing other heaps' slots holds (zone_remote.c): one
- * filling node per destination heap (direct-mapped ways) and a pool of
- * nodes. In each heap (its owner's only), and in the zone for threads
- * without a heap (lock held). */
-#define ZONE_OUT_WAYS 8u
-typedef struct zone_outbox {
-    struct zone_heap *to; /* the heap the node's slots belong to */
-    zone_rnode *node;     /* filling, or NULL */
-} zone_outbox;
-typedef struct zone_rsrc {
-    zone_outbox out[ZONE_OUT_WAYS];
-    zone_rnode *nodes; /* free nodes */
-    zone_rnode *back;  /* atomic stack: nodes given back by the heaps that collected them */
-    void *pages;       /* the pool's node pages, linked through their first word (freed at destroy) */
-    unsigned char *carve, *carve_end; /* the newest page's nodes not made yet */
-} zone_rsrc;
-
 typedef struct zone_region {
     unsigned char *base; /* first block */
     unsigned char *end;  /* epilogue header */
@@ -237,30 +137,25 @@ typedef struct zone_region {
 } zone_region;
 
 struct hk_zone {
-    /* The first cache line (the struct is 64-byte aligned): everything the
-     * lock-free slot alloc and free of a plain zone read or write besides
-     * the class table, the run and the slot. The counters a free or an
-     * alloc changes together are not neighbours: GCC would otherwise pair
-     * them into vector instructions that cost more than they save. */
-    int fast;             /* ZONE_FAST_*: which lock-free path hk_zone_alloc/free take (fixed at create) */
+    /* First what the small-block fast paths read (the struct is 64-byte
+     * aligned): how to take them, the space's bounds, and the zone's own
+     * heap (a plain zone's, or a threads zone's for threads without one). */
+    int fast;     /* ZONE_FAST_*: which lock-free path hk_zone_alloc/free take (fixed at create) */
+    int small_on; /* small untracked blocks come from the space (fixed at create) */
+    uint64_t zid; /* unique per threads zone ever created: thread caches key on it (0: none) */
+    zs_space small;
+    zs_heap own;
     uint32_t region_hint; /* the region of the last pointer looked up */
     size_t used_req;
     /* The hint region's user pointers are the a with a - hint_lo <= hint_span
-     * (hint_lo: its base + ZONE_HDR; hint_span: its end - hint_lo): the
-     * fast free's bounds test in one compare. Both 0 with no region.
-     * zone_hint_sync keeps them. */
+     * (hint_lo: its base + ZONE_HDR; hint_span: its end - hint_lo). Both 0
+     * with no region. zone_hint_sync keeps them. */
     uintptr_t hint_lo;
-    /* strides of the used slots, kept by the slot paths under the lock;
-     * read by a plain zone's stats only (a threads zone sums its runs'
-     * used counts: its heaps keep no such counter) */
-    size_t slot_bytes;
     size_t hint_span;
     uint64_t free_count;
     size_t peak_used;
     uint64_t alloc_count;
-    int runs_on;   /* small blocks come from runs (not HK_ZONE_NO_RUNS, no debug flag) */
     hk__core core; /* names, error hook, lock hooks, flags, paranoid check */
-    zone_runset runs;
     uint32_t fl_map;
     uint32_t sl_map[ZONE_FL_COUNT];
     zone_blk *heads[ZONE_FL_COUNT][ZONE_SL_COUNT];
@@ -281,7 +176,7 @@ struct hk_zone {
     size_t page;           /* the OS page size */
     size_t clean_bytes;    /* bytes of the clean free blocks' spans (given back) */
     size_t used_bytes;
-    size_t untracked_live; /* untracked plain blocks (used slots are counted by slot_bytes) */
+    size_t untracked_live; /* untracked plain blocks (small blocks are counted by their heaps) */
     uint64_t fail_count, purge_count, grow_count;
     uint32_t seq;
     int purge_level;
@@ -290,45 +185,32 @@ struct hk_zone {
     void *ctl_os; /* the control block's own mapping (with the first region) */
     size_t ctl_os_size;
     int decay_on;            /* the zone may give pages back (some OS memory, no HK_FLAG_FILL) */
-    int decay_armed;         /* atomic: a sweep is due at an epoch's end (the slow paths poll the clock) */
+    int decay_armed;         /* atomic: a sweep is due at an epoch's end */
     uint64_t decay_epoch_ns; /* half the decay time; 0: pages go back only by hk_zone_trim */
     uint64_t decay_next;     /* atomic: when the current epoch ends (hk_os_coarse_ns) */
     uint64_t decommit_count; /* spans given back to the OS */
-    /* A threads zone's own runs (threads without a heap, under the lock)
-     * poll the decay clock as a heap does (zone_threads.c). */
-    uint64_t decay_poll_at, decay_poll_ns, decay_poll_fc;
-    /* HK_ZONE_THREADS (zone_threads.c): per-thread heaps. Cold for a zone
-     * without it (the single-threaded paths never read these). */
+    /* HK_ZONE_THREADS (zone_heaps.c): per-thread heaps. */
     int threads;
-    uint64_t zid;          /* unique per zone ever created: thread caches key on it */
-    unsigned char *thr_lo; /* the first region's base (fixed) */
-    size_t thr_span; /* atomic: its user pointers are thr_lo + ZONE_HDR + [0, thr_span] (grows in place) */
-    struct zone_heap *heaps;  /* every heap, live or abandoned (lock held) */
-    struct zone_run_x *xruns; /* every run's extension (lock held) */
-    zone_rsrc rs;             /* remote frees of threads without a heap (lock held) */
-    size_t rnodes_made;       /* atomic: nodes made in every pool (bounds stats' walk of the inboxes) */
-    hk_os_mutex mx;           /* the zone's lock when the desc gives no lock hooks */
+    zs_heap *heaps; /* every thread's heap, live or abandoned (lock held) */
+    hk_os_mutex mx; /* the zone's lock when the desc gives no lock hooks */
 };
-_Static_assert(offsetof(struct hk_zone, runs_on) == 64,
-               "the fast paths' zone fields fill the first cache line");
 
-/* hk_zone.fast: the runs' fast paths of a zone without lock hooks, the
- * per-thread heaps of a threads zone, or neither (every call locks). */
-enum { ZONE_FAST_NONE = 0, ZONE_FAST_RUNS = 1, ZONE_FAST_THREADS = 2 };
+/* hk_zone.fast: the small blocks' lock-free paths of a zone without lock
+ * hooks (its own heap), of a threads zone (the calling thread's heap), or
+ * neither (every call locks). */
+enum { ZONE_FAST_NONE = 0, ZONE_FAST_OWN = 1, ZONE_FAST_THREADS = 2 };
 
 /* The zone's reporter and flags (kept by its instance core). */
 #define ZONE_REP(z)   (&(z)->core.rep)
 #define ZONE_FLAGS(z) ((z)->core.flags)
 
-/* Used blocks and slots: every path that makes or ends one counts it in
- * alloc_count or free_count, so the difference needs no counter of its own. */
+/* Used plain blocks: every path that makes or ends one counts it in
+ * alloc_count or free_count (small blocks are counted by their heaps). */
 static inline size_t zone_live(const hk_zone *z) { return (size_t)(z->alloc_count - z->free_count); }
-/* Whether any untracked block is live: a plain one or a slot (or may be:
- * a threads zone counts its slots in its heaps). */
+/* Whether any untracked block may be live: a plain one or a small one. */
 static inline int zone_untracked_any(const hk_zone *z) {
-    return z->untracked_live || z->slot_bytes || (z->threads && z->runs.nruns);
+    return z->untracked_live || (z->small_on && __atomic_load_n(&z->small.runs, __ATOMIC_RELAXED));
 }
-
 /* ---- sanitizer helpers (free payload and slack are off limits) ---------- */
 
 static inline void zone_poison(const void *p, size_t n) {
@@ -392,137 +274,17 @@ static inline void zone_set_hdr(zone_blk *b, size_t size, unsigned tag, unsigned
     b->chk = zone_chk_calc(b, s16, tag, bits, slack);
 }
 
-/* A slot header's 16-bit check: its address, word, tag and bits folded
- * with xors (cheaper than the block check's multiplies; the free path
- * also verifies the slot's place in its run, which binds it further). */
-static inline uint16_t zone_slot_chk(const zone_blk *b, uint32_t word, unsigned tag, unsigned bits) {
-    uint64_t a = (uint64_t)(uintptr_t)b >> 4;
-    uint32_t h = word ^ (uint32_t)a ^ (uint32_t)(a >> 21) ^ ((tag << 8) | bits) ^ 0x6b5au;
-    return (uint16_t)(h ^ (h >> 16));
-}
-
-/* The header's second word (size16 or slot word, tag, bits, check) in one
- * atomic load: a threads zone's owner rewrites its slots' headers without
- * the lock, so the locked paths and `owns` judge a header from this
- * snapshot rather than from field reads that could race with it. */
-typedef uint64_t zone_word __attribute__((may_alias));
-static inline uint64_t zone_hdr_snap(const zone_blk *b) {
-    return __atomic_load_n((const zone_word *)((const unsigned char *)b + 8), __ATOMIC_RELAXED);
-}
-static inline unsigned zone_snap_bits(uint64_t w) { return (unsigned)(w >> 40) & 0xffu; }
-static inline unsigned zone_snap_tag(uint64_t w) { return (unsigned)(w >> 32) & 0xffu; }
-static inline int zone_snap_is_slot(uint64_t w) { return (zone_snap_bits(w) & ZB_SLOT_MASK) == ZB_SLOT_MASK; }
-/* zone_hdr_ok on a snapshot w of b's header. */
-static inline int zone_hdr_ok_w(const zone_blk *b, uint64_t w) {
-    uint32_t s = (uint32_t)w;
-    unsigned tag = zone_snap_tag(w), bits = zone_snap_bits(w);
-    uint16_t chk = (uint16_t)(w >> 48);
-    if ((bits & ZB_SLOT_MASK) == ZB_SLOT_MASK) return chk == zone_slot_chk(b, s, tag, bits);
-    return chk == zone_chk_calc(b, s, tag, bits, chk & 63u);
-}
-
+/* Whether b's header check holds. */
 static inline int zone_hdr_ok(const zone_blk *b) {
-    if ((b->bits & ZB_SLOT_MASK) == ZB_SLOT_MASK)
-        return b->chk == zone_slot_chk(b, b->size16, b->tag, b->bits);
     return b->chk == zone_chk_calc(b, b->size16, b->tag, b->bits, b->chk & 63u);
 }
-
-/* ---- slot and run headers --------------------------------------------------- */
-
-/* Slot header word (in size16's place): bits 0..11 slot index, 12..18
- * class, 19..31 slack (user area - requested). */
-static inline uint32_t zone_slot_word(uint32_t idx, uint32_t cls, uint32_t slack) {
-    return idx | (cls << 12) | (slack << 19);
-}
-static inline uint32_t zone_slot_idx(const zone_blk *b) { return b->size16 & 0xfffu; }
-static inline uint32_t zone_slot_cls(const zone_blk *b) { return (b->size16 >> 12) & 0x7fu; }
-static inline uint32_t zone_slot_slack(const zone_blk *b) { return b->size16 >> 19; }
-static inline int zone_is_slot(const zone_blk *b) { return (b->bits & ZB_SLOT_MASK) == ZB_SLOT_MASK; }
-static inline int zone_is_run(const zone_blk *b) {
-    return (b->bits & (ZB_SLOT_MASK | ZB_USED)) == (ZB_RUN_MARK | ZB_USED);
-}
-/* A run's struct sits at the first 64-byte boundary past its block header;
- * in a threads zone, ZONE_RUN_XOFF bytes further (its extension comes
- * first, so that a run's bookkeeping shares its first pages: zone_runs.h). */
-static inline zone_run *zone_run_of_block(const hk_zone *z, const zone_blk *b) {
-    return (zone_run *)((((uintptr_t)b + ZONE_HDR + 63) & ~(uintptr_t)63) + (z->threads ? ZONE_RUN_XOFF : 0));
-}
-static inline zone_blk *zone_run_block(const zone_run *r) {
-    return (zone_blk *)((unsigned char *)r - r->lead);
-}
-
-/* Slot size of each class: 16-byte steps from 32 to 256, then 8 classes
- * per doubling up to ZONE_RUN_MAX_STRIDE (a table: the free path looks the
- * stride up without branches). zone_cls_of maps a request to its class;
- * tests/test_zone_runs.c checks the two agree. The table covers every
- * value of a slot header's 7-bit class field: the classes past the last
- * have stride 0, which no run has, so the fast free's run test rejects a
- * header naming one without a test of its own. */
-/* clang-format off */
-#define ZONE_STRIDES(X)                                                                                      \
-    X(32u) X(48u) X(64u) X(80u) X(96u) X(112u) X(128u) X(144u) X(160u) X(176u) X(192u) X(208u) X(224u)      \
-    X(240u) X(256u) X(288u) X(320u) X(352u) X(384u) X(416u) X(448u) X(480u) X(512u) X(576u) X(640u)        \
-    X(704u) X(768u) X(832u) X(896u) X(960u) X(1024u) X(1152u) X(1280u) X(1408u) X(1536u) X(1664u)          \
-    X(1792u) X(1920u) X(2048u) X(2304u) X(2560u) X(2816u) X(3072u) X(3328u) X(3584u) X(3840u) X(4096u)     \
-    X(4608u) X(5120u) X(5632u) X(6144u) X(6656u) X(7168u) X(7680u) X(8192u) X(9216u) X(10240u) X(11264u)   \
-    X(12288u) X(13312u) X(14336u) X(15360u) X(16384u)
-/* clang-format on */
-#define ZONE_STRIDE_ENTRY(s) s,
-static const uint32_t zone_stride_tab[128] = {ZONE_STRIDES(ZONE_STRIDE_ENTRY)};
-/* A threads zone's heap caches at most this many freed slots of a class
- * (zone_runs.h, zone_heap): 64, or 128 KiB of them for the slots above 2
- * KiB (at least 8). */
-#define ZONE_CACHE_MAX_OF(s) (131072u / ((s) > 2048u ? (s) : 2048u)),
-static const uint8_t zone_cache_max_tab[128] = {ZONE_STRIDES(ZONE_CACHE_MAX_OF)};
-_Static_assert(ZONE_NCLS < 128, "the 7-bit class field has strides past the last class");
-
-static inline uint32_t zone_cls_stride(unsigned c) { return zone_stride_tab[c]; }
-
-/* The class of each 16-byte-rounded slot need up to 1 KiB, by need / 16
- * (one load instead of the logarithm for the common small requests). */
-static const uint8_t zone_cls_small_tab[65] = {
-    0u,  0u,  0u,  1u,  2u,  3u,  4u,  5u,  6u,  7u,  8u,  9u,  10u, 11u, 12u, 13u, 14u,
-    15u, 15u, 16u, 16u, 17u, 17u, 18u, 18u, 19u, 19u, 20u, 20u, 21u, 21u, 22u, 22u, 23u,
-    23u, 23u, 23u, 24u, 24u, 24u, 24u, 25u, 25u, 25u, 25u, 26u, 26u, 26u, 26u, 27u, 27u,
-    27u, 27u, 28u, 28u, 28u, 28u, 29u, 29u, 29u, 29u, 30u, 30u, 30u, 30u,
-};
-
-/* Class of a request of n <= ZONE_RUN_MAX_REQ bytes. */
-static inline unsigned zone_cls_of(size_t n) {
-    size_t s = (n + ZONE_OVERLAP + 15) & ~(size_t)15;
-    if (HK__LIKELY(s <= 1024)) return zone_cls_small_tab[s >> 4];
-    unsigned m = 63u - (unsigned)__builtin_clzll((unsigned long long)(s - 1));
-    return ZONE_CLS_NLIN + ((m - ZONE_CLS_LIN_LOG2) << ZONE_CLS_LOG2K) +
-           (unsigned)((s - 1 - ((size_t)1 << m)) >> (m - ZONE_CLS_LOG2K));
-}
-
-static inline zone_run *zone_run_of_slot(const zone_blk *b) {
-    uint32_t stride = zone_cls_stride(zone_slot_cls(b));
-    return (zone_run *)((unsigned char *)b - (size_t)zone_slot_idx(b) * stride - ZONE_RUN_SLOT0);
-}
-
-/* Whether run r's struct agrees with its block b of `size` bytes. */
-static inline int zone_run_sane(const hk_zone *z, const zone_run *r, const zone_blk *b, size_t size) {
-    return r == zone_run_of_block(z, b) && r->cls < ZONE_NCLS && r->stride == zone_cls_stride(r->cls) &&
-           r->lead == (unsigned)((const unsigned char *)r - (const unsigned char *)b) &&
-           r->first == (const unsigned char *)r + ZONE_RUN_SLOT0 && r->nslots >= 1 &&
-           r->nslots <= ZONE_RUN_CAP_SLOTS &&
-           (size_t)(r->first - (const unsigned char *)b) + (size_t)r->nslots * r->stride <= size &&
-           r->bump <= r->nslots && r->used <= r->bump && r->state >= ZONE_RUN_CUR &&
-           r->state <= ZONE_RUN_SPARE;
-}
-
-/* User bytes of a used block or slot; bytes asked for; its name. */
+/* User bytes of a used block; bytes asked for; its name. */
 static inline size_t zone_area(const zone_blk *b) {
-    if (HK__UNLIKELY(zone_is_slot(b))) return zone_cls_stride(zone_slot_cls(b) % ZONE_NCLS) - ZONE_OVERLAP;
     return zone_bsize(b) - ((b->bits & ZB_EXT) ? ZONE_EXT_OVH : ZONE_PLAIN_OVH);
 }
-static inline size_t zone_requested(const zone_blk *b) {
-    if (HK__UNLIKELY(zone_is_slot(b))) return zone_area(b) - zone_slot_slack(b);
-    return zone_area(b) - zone_slack(b);
-}
+static inline size_t zone_requested(const zone_blk *b) { return zone_area(b) - zone_slack(b); }
 static inline const char *zone_block_name(const zone_blk *b) {
-    return ((b->bits & ZB_EXT) && !zone_is_slot(b)) ? zone_ext_of(b)->name : NULL;
+    return (b->bits & ZB_EXT) ? zone_ext_of(b)->name : NULL;
 }
 
 /* ---- size classes of free blocks ------------------------------------------- */
@@ -768,18 +530,10 @@ void hk__zone_decay_tick(hk_zone *z);
 static inline void zone_decay_tick(hk_zone *z) {
     if (HK__UNLIKELY(z->decay_new >= z->decay_check_at)) hk__zone_decay_tick(z);
 }
-/* The clock read and epoch end of an armed zone, from a path that may not
- * hold the lock (`locked` says whether it does). */
-void hk__zone_decay_poll_slow(hk_zone *z, int locked);
-/* The same with the clock already read (now). */
+/* The clock's epoch end of an armed zone, the clock read (now), from a
+ * path that may not hold the lock (`locked` says whether it does): the
+ * small blocks' frees poll it. */
 void hk__zone_decay_poll_at(hk_zone *z, uint64_t now, int locked);
-/* The poll of the run layer's slow paths (a run emptied, a refill):
- * nothing unless armed. Any thread. */
-static inline void zone_decay_poll(hk_zone *z, int locked) {
-    if (HK__UNLIKELY(__atomic_load_n(&z->decay_armed, __ATOMIC_RELAXED))) hk__zone_decay_poll_slow(z, locked);
-}
-
-/* ---- zone_runs.c: small-block runs: see zone_runs.h ----------------------- */
 
 /* ---- zone_lookup.c: user pointers ------------------------------------------ */
 

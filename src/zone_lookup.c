@@ -1,17 +1,18 @@
 /*
- * src/zone_lookup.c - from a user pointer to its block, and the report when
- * it names none: foreign pointer, interior pointer, pointer into free space
- * (double free), damaged header, damaged run; and the canary check of a
- * block handed back. Reads the heap and reports; changes nothing (except
- * the region hint) and calls no other zone file.
+ * src/zone_lookup.c - from a user pointer to its TLSF block, and the report
+ * when it names none: foreign pointer, interior pointer, pointer into free
+ * space (double free), damaged header; and the canary check of a block
+ * handed back. Reads the heap and reports; changes nothing (except the
+ * region hint) and calls no other zone file. Pointers into the small-block
+ * space never come here (zone_small.c judges them).
  *
  * Invariants: a pointer is accepted only when it is 16-byte aligned inside
- * a region, its header's check matches, and its size fits the region (a
- * plain block) or its run agrees with it (a slot). The slow path that names
- * what a bad pointer is walks only the pointer's region and trusts a header
- * only after its check bits and size were verified.
+ * a region, its header's check matches, and its size fits the region. The
+ * slow path that names what a bad pointer is walks only the pointer's
+ * region and trusts a header only after its check bits and size were
+ * verified.
  */
-#include "zone_runs.h"
+#include "zone_internal.h"
 
 int hk__zone_canary_ok(hk_zone *z, zone_blk *b, const char *when) {
     size_t area = zone_area(b), req = area - zone_slack(b);
@@ -33,43 +34,6 @@ int hk__zone_canary_ok(hk_zone *z, zone_blk *b, const char *when) {
     return 0;
 }
 
-/* Reports what p, which falls inside run block b, points at. */
-static hk_result zone_classify_in_run(hk_zone *z, const void *p, zone_blk *b, const char *op) {
-    zone_run *r = zone_run_of_block(z, b);
-    const unsigned char *a = (const unsigned char *)p;
-    if (!zone_run_sane(z, r, b, zone_bsize(b)))
-        return hk__report(ZONE_REP(z), HK_ERR_CORRUPT, HK_EK_CORRUPT_STRUCTURE, p, 0, NULL,
-                          "%s(%p): the small-block run %p holding it is damaged; nothing freed", op, p,
-                          (void *)r);
-    if (a < r->first + ZONE_HDR)
-        return hk__report(ZONE_REP(z), HK_ERR_INVALID, HK_EK_INTERIOR_PTR, p, 0, NULL,
-                          "%s(%p): pointer is inside the header of small-block run %p, not a block", op, p,
-                          (void *)r);
-    size_t idx = (size_t)(a - r->first - ZONE_OVERLAP) / r->stride;
-    if (idx >= r->bump)
-        return hk__report(ZONE_REP(z), HK_ERR_DOUBLE_FREE, HK_EK_DOUBLE_FREE, p, 0, NULL,
-                          "%s(%p): pointer is in free space (the unused part of small-block run %p): freed "
-                          "already?",
-                          op, p, (void *)r);
-    zone_blk *s = (zone_blk *)(r->first + idx * r->stride);
-    if (!zone_hdr_ok(s) || !zone_is_slot(s))
-        return hk__report(ZONE_REP(z), HK_ERR_CORRUPT, HK_EK_CORRUPT_HEADER, p, 0, NULL,
-                          "%s(%p): the header of that block (at %p) is damaged; block left alone", op, p,
-                          (void *)((unsigned char *)s + ZONE_OVERLAP));
-    if (!(s->bits & ZB_USED))
-        return hk__report(
-            ZONE_REP(z), HK_ERR_DOUBLE_FREE, HK_EK_DOUBLE_FREE, p, zone_area(s), NULL,
-            "%s(%p): pointer is in free space (free block %p of %zu bytes in a small-block run): "
-            "freed already?",
-            op, p, (void *)zone_user(s), zone_area(s));
-    if (a == zone_user(s))
-        return hk__report(ZONE_REP(z), HK_ERR_CORRUPT, HK_EK_CORRUPT_HEADER, p, 0, NULL,
-                          "%s(%p): the header of that block does not match its run; block left alone", op, p);
-    return hk__report(ZONE_REP(z), HK_ERR_INVALID, HK_EK_INTERIOR_PTR, p, zone_requested(s), NULL,
-                      "%s(%p): pointer is %td bytes into block %p (%zu bytes, tag %u), not its start", op, p,
-                      a - zone_user(s), (void *)zone_user(s), zone_requested(s), s->tag);
-}
-
 /* Describes where p falls when it is not a valid block start (slow path:
  * walks p's region), and reports. */
 static hk_result zone_classify_bad(hk_zone *z, const void *p, int ri, const char *op) {
@@ -88,7 +52,6 @@ static hk_result zone_classify_bad(hk_zone *z, const void *p, int ri, const char
                               op, p, (void *)b);
         }
         unsigned char *bs = (unsigned char *)b, *be = bs + zone_bsize(b);
-        if (a >= bs && a < be && zone_is_run(b)) return zone_classify_in_run(z, p, b, op);
         if (a >= bs && a < be) {
             if ((b->bits & ZB_USED) && b->tag != 0) {
                 const char *name = zone_block_name(b);
@@ -127,39 +90,13 @@ zone_blk *hk__zone_lookup(hk_zone *z, const void *p, const char *op, hk_result *
         *res = zone_classify_bad(z, p, ri, op);
         return NULL;
     }
-    uint64_t hw = zone_hdr_snap(b); /* one read: an owner thread may rewrite a slot header meanwhile */
-    if (HK__UNLIKELY(!zone_hdr_ok_w(b, hw))) {
+    if (HK__UNLIKELY(!zone_hdr_ok(b))) {
         *res = zone_classify_bad(z, p, ri, op);
         return NULL;
-    }
-    if (zone_snap_is_slot(hw)) {
-        if (HK__UNLIKELY(!(zone_snap_bits(hw) & ZB_USED))) {
-            size_t n = zone_cls_stride(((uint32_t)hw >> 12) % ZONE_NCLS) - ZONE_OVERLAP;
-            *res =
-                hk__report(ZONE_REP(z), HK_ERR_DOUBLE_FREE, HK_EK_DOUBLE_FREE, p, n, NULL,
-                           "%s(%p): block %p (%zu bytes, in a small-block run) is already free", op, p, p, n);
-            return NULL;
-        }
-        /* tagged slots exist in threads zones only */
-        if (HK__UNLIKELY(zone_snap_tag(hw) != HK_TAG_STATIC && (!z->threads || zone_snap_tag(hw) == 0)) ||
-            HK__UNLIKELY(!zone_slot_run_w((uintptr_t)r->base + ZONE_HDR, b, (uint32_t)hw))) {
-            *res = hk__report(ZONE_REP(z), HK_ERR_CORRUPT, HK_EK_CORRUPT_HEADER, p, 0, NULL,
-                              "%s(%p): the header of that block names no small-block run (damaged or "
-                              "stale); block left alone",
-                              op, p);
-            return NULL;
-        }
-        *res = HK_OK;
-        return b;
     }
     if (HK__UNLIKELY(zone_bsize(b) < ZONE_MIN_BLOCK ||
                      zone_bsize(b) > (size_t)(r->end - (unsigned char *)b))) {
         *res = zone_classify_bad(z, p, ri, op);
-        return NULL;
-    }
-    if (HK__UNLIKELY(zone_is_run(b))) {
-        *res = hk__report(ZONE_REP(z), HK_ERR_INVALID, HK_EK_INTERIOR_PTR, p, 0, NULL,
-                          "%s(%p): pointer is the header of a small-block run, not a block", op, p);
         return NULL;
     }
     if (HK__UNLIKELY(!(b->bits & ZB_USED) || b->tag == 0)) {
@@ -180,12 +117,7 @@ bool hk__zone_is_block(hk_zone *z, const void *p) {
     const zone_region *r = &z->regions[ri];
     zone_blk *b = zone_from_user(p);
     if (zone_is_poisoned(b, ZONE_HDR)) return false;
-    uint64_t hw = zone_hdr_snap(b); /* one read: an owner thread may rewrite a slot header meanwhile */
-    if (!zone_hdr_ok_w(b, hw)) return false;
-    if (zone_snap_is_slot(hw))
-        return (zone_snap_bits(hw) & ZB_USED) &&
-               (zone_snap_tag(hw) == HK_TAG_STATIC || (z->threads && zone_snap_tag(hw) != 0)) &&
-               zone_slot_run_w((uintptr_t)r->base + ZONE_HDR, b, (uint32_t)hw) != NULL;
-    return (b->bits & ZB_USED) && b->tag != 0 && !zone_is_run(b) && zone_bsize(b) >= ZONE_MIN_BLOCK &&
+    if (!zone_hdr_ok(b)) return false;
+    return (b->bits & ZB_USED) && b->tag != 0 && zone_bsize(b) >= ZONE_MIN_BLOCK &&
            zone_bsize(b) <= (size_t)(r->end - (unsigned char *)b);
 }

@@ -204,8 +204,6 @@ static void zone_region_extend(hk_zone *z, zone_region *r, size_t add) {
     zone_unpoison(ne, ZONE_HDR);
     zone_set_hdr(ne, 0, 0, ZB_USED, 0);
     r->end = nend;
-    if (z->threads && r->base == z->thr_lo) /* the lock-free paths' bound */
-        __atomic_store_n(&z->thr_span, (size_t)(nend - r->base) - ZONE_HDR, __ATOMIC_RELEASE);
     z->capacity += add;
     zone_bounds(z);
     zone_blk *m = hk__zone_merge_insert(z, b);

@@ -101,33 +101,119 @@ static void zs_run_format(zs_run *r, unsigned c, uint64_t secret) {
     r->free = (unsigned char *)r;
 }
 
-static zs_run *zs_granule_take(zs_space *sp) {
-    unsigned char *g;
-    if (sp->freeg) {
-        g = sp->freeg;
-        hk__asan_unpoison(g + ZS_RBITS, sizeof(void *));
-        sp->freeg = *(void **)(g + ZS_RBITS);
-    } else {
-        if (sp->bump >= sp->span >> ZS_RUN_LOG2) return NULL;
-        g = (unsigned char *)(sp->lo + (sp->bump << ZS_RUN_LOG2));
-        if (hk_os_commit(g, ZS_RUN) != HK_OK) return NULL;
-        sp->bump++;
-        __atomic_store_n(&sp->used, sp->bump << ZS_RUN_LOG2, __ATOMIC_RELEASE);
+/* The granule lists of the space (its lock held). A free granule is linked
+ * through the first word of its remote bitmap's line (its first page is
+ * never given back to the OS). */
+static void **zs_glink(void *g) { return (void **)((unsigned char *)g + ZS_RBITS); }
+static void zs_gpush(void **list, void *g) {
+    void **l = zs_glink(g);
+    hk__asan_unpoison(l, sizeof(void *));
+    *l = *list;
+    hk__asan_poison(l, sizeof(void *));
+    *list = g;
+}
+static void *zs_gpop(void **list) {
+    void *g = *list;
+    if (g) {
+        void **l = zs_glink(g);
+        hk__asan_unpoison(l, sizeof(void *));
+        *list = *l;
     }
+    return g;
+}
+
+/* The clean granules: a stack of granule numbers beside the space (their
+ * pages, all of them, are given back, so nothing can be linked through
+ * them), committed a page at a time as it grows. 0 when the stack has no
+ * room (the granule then stays dirty). */
+static int zs_clean_push(zs_space *sp, void *g) {
+    size_t need = (sp->nclean + 1) * sizeof(uint32_t);
+    if (need > sp->cs_commit) {
+        size_t pg = hk_os_page_size();
+        if (need > sp->cs_size || hk_os_commit((unsigned char *)sp->cstack + sp->cs_commit, pg) != HK_OK)
+            return 0;
+        sp->cs_commit += pg;
+    }
+    size_t pg = hk_os_page_size();
+    if (pg < ZS_RUN) (void)hk_os_unback(g, ZS_RUN);
+    sp->cstack[sp->nclean] = (uint32_t)(((uintptr_t)g - sp->lo) >> ZS_RUN_LOG2);
+    __atomic_store_n(&sp->nclean, sp->nclean + 1, __ATOMIC_RELAXED);
+    return 1;
+}
+static void *zs_clean_pop(zs_space *sp) {
+    if (!sp->nclean) return NULL;
+    __atomic_store_n(&sp->nclean, sp->nclean - 1, __ATOMIC_RELAXED);
+    return (void *)(sp->lo + ((uintptr_t)sp->cstack[sp->nclean] << ZS_RUN_LOG2));
+}
+
+/* A granule for a run (space lock held): a dirty one (its pages still
+ * resident: no page fault), a clean one, else a fresh one committed (and
+ * faulted in with `prefault`). */
+static zs_run *zs_granule_take(zs_space *sp) {
+    void *g = zs_gpop(&sp->dirty_new);
+    if (!g) g = zs_gpop(&sp->dirty_old);
+    if (g) {
+        __atomic_store_n(&sp->ndirty, sp->ndirty - 1, __ATOMIC_RELAXED);
+        return (zs_run *)g;
+    }
+    if ((g = zs_clean_pop(sp)) != NULL) return (zs_run *)g;
+    if (sp->bump >= sp->span >> ZS_RUN_LOG2) return NULL;
+    g = (unsigned char *)(sp->lo + (sp->bump << ZS_RUN_LOG2));
+    if (hk_os_commit(g, ZS_RUN) != HK_OK) return NULL;
+    if (sp->prefault) (void)hk_os_prefault(g, ZS_RUN);
+    sp->bump++;
+    __atomic_store_n(&sp->used, sp->bump << ZS_RUN_LOG2, __ATOMIC_RELEASE);
     return (zs_run *)g;
+}
+
+/* Gives back the pages of every granule of dirty list *list, which join
+ * the clean ones (lock held; one that finds no room stays dirty, on
+ * dirty_old). Returns the granules cleaned. */
+static size_t zs_clean_list(zs_space *sp, void **list) {
+    size_t n = 0;
+    void *g, *keep = NULL;
+    while ((g = zs_gpop(list)) != NULL) {
+        if (zs_clean_push(sp, g)) {
+            n++;
+        } else {
+            zs_gpush(&keep, g);
+        }
+    }
+    while ((g = zs_gpop(&keep)) != NULL) zs_gpush(&sp->dirty_old, g);
+    __atomic_store_n(&sp->ndirty, sp->ndirty - n, __ATOMIC_RELAXED);
+    return n;
+}
+
+void hk__zs_space_age(zs_space *sp, uint64_t now) {
+    if (!sp->epoch_ns || now < __atomic_load_n(&sp->next_epoch, __ATOMIC_RELAXED)) return;
+    hk_os_mutex_lock(&sp->mx);
+    if (now >= sp->next_epoch) {
+        zs_clean_list(sp, &sp->dirty_old);
+        sp->dirty_old = sp->dirty_new;
+        sp->dirty_new = NULL;
+        __atomic_store_n(&sp->next_epoch, now + sp->epoch_ns, __ATOMIC_RELAXED);
+    }
+    hk_os_mutex_unlock(&sp->mx);
+}
+
+size_t hk__zs_space_trim(zs_space *sp) {
+    hk_os_mutex_lock(&sp->mx);
+    size_t n = zs_clean_list(sp, &sp->dirty_new) + zs_clean_list(sp, &sp->dirty_old);
+    hk_os_mutex_unlock(&sp->mx);
+    return n;
 }
 
 /* A new run of class c for heap h, cur-ready, or NULL: its spare, else a
  * granule of the space. */
 static zs_run *zs_run_new(zs_heap *h, unsigned c) {
     zs_space *sp = h->sp;
-    zs_run *r = h->spare;
-    if (r) {
-        h->spare = NULL;
-    } else {
+    zs_run *r = __atomic_load_n(&h->spare, __ATOMIC_RELAXED)
+                    ? __atomic_exchange_n(&h->spare, NULL, __ATOMIC_ACQUIRE)
+                    : NULL;
+    if (!r) {
         hk_os_mutex_lock(&sp->mx);
         r = zs_granule_take(sp);
-        if (r) sp->runs++;
+        if (r) __atomic_store_n(&sp->runs, sp->runs + 1, __ATOMIC_RELAXED);
         hk_os_mutex_unlock(&sp->mx);
         if (!r) return NULL;
     }
@@ -142,21 +228,27 @@ static zs_run *zs_run_new(zs_heap *h, unsigned c) {
     return r;
 }
 
-/* Gives granule r (no run, no heap's spare) back to the space: its pages
- * but the first go back to the OS; the remote bitmap's line links it (line
- * 0 stays for racing frees to read). */
+/* Gives granule r (no run, no heap's spare) back to the space, dirty: its
+ * pages go back to the OS when it stays free (hk__zs_space_age) or by
+ * hk__zs_space_trim. Its line 0 stays for racing frees to read. */
 static void zs_granule_give(zs_space *sp, zs_run *r) {
-    size_t pg = hk_os_page_size();
-    if (pg < ZS_RUN) (void)hk_os_unback((unsigned char *)r + pg, ZS_RUN - pg);
     hk__asan_poison(r, ZS_RUN);
-    void **link = (void **)((unsigned char *)r + ZS_RBITS);
-    hk__asan_unpoison(link, sizeof(void *));
     hk_os_mutex_lock(&sp->mx);
-    *link = sp->freeg;
-    sp->freeg = r;
-    sp->runs--;
+    zs_gpush(&sp->dirty_new, r);
+    __atomic_store_n(&sp->ndirty, sp->ndirty + 1, __ATOMIC_RELAXED);
+    /* with decay by time, the dirty granules past a limit (1/16 of the
+     * granules held, at least ZS_DIRTY_MIN) go back at once: the oldest
+     * epoch's first, then the rest */
+    size_t cap = sp->runs / 16 > ZS_DIRTY_MIN ? sp->runs / 16 : ZS_DIRTY_MIN;
+    if (sp->epoch_ns && sp->ndirty > cap) {
+        zs_clean_list(sp, &sp->dirty_old);
+        if (sp->ndirty > cap) {
+            sp->dirty_old = sp->dirty_new;
+            sp->dirty_new = NULL;
+        }
+    }
+    __atomic_store_n(&sp->runs, sp->runs - 1, __ATOMIC_RELAXED);
     hk_os_mutex_unlock(&sp->mx);
-    hk__asan_poison(link, sizeof(void *));
 }
 
 /* Ends empty run r (on no class list): its heap's spare when it has none,
@@ -168,10 +260,8 @@ static void zs_run_release(zs_heap *h, zs_run *r) {
         h->all = r->all_next;
     if (r->all_next) r->all_next->all_prev = r->all_prev;
     __atomic_store_n(&r->heap, NULL, __ATOMIC_RELAXED);
-    if (!h->spare) {
-        h->spare = r;
-        return;
-    }
+    zs_run *none = NULL;
+    if (__atomic_compare_exchange_n(&h->spare, &none, r, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) return;
     zs_granule_give(h->sp, r);
 }
 
@@ -189,6 +279,12 @@ static void zs_partial_unlink(zs_cls *c, zs_run *r) {
         c->partial = r->next;
     if (r->next) r->next->prev = r->prev;
     r->next = r->prev = NULL;
+}
+
+void hk__zs_poll(zs_heap *h) {
+    zs_space *sp = h->sp;
+    h->poll_left = sp->poll ? sp->poll(sp->poll_user, h) : UINT32_MAX;
+    if (!h->poll_left) h->poll_left = 1;
 }
 
 void hk__zs_settle(zs_heap *h, zs_run *r) {
@@ -234,8 +330,8 @@ static void zs_push(zs_heap *h, zs_run *r, unsigned char *p) {
     zs_link(p, (uint64_t)(uintptr_t)r->free ^ r->key);
     r->free = p;
     r->used--;
-    h->free_count++;
-    h->slot_bytes -= r->stride;
+    ZS_STAT_ADD(h->free_count, 1);
+    ZS_STAT_SUB(h->slot_bytes, r->stride);
 }
 
 /* Collects run r's remote frees (owner). Returns the slots collected. */
@@ -395,6 +491,14 @@ hk_result hk__zs_space_init(zs_space *sp, size_t span, hk__reporter *rep) {
     sp->os_size = os;
     sp->lo = ((uintptr_t)base + ZS_RUN - 1) & ~(uintptr_t)(ZS_RUN - 1);
     sp->span = span;
+    sp->cs_size =
+        ((span >> ZS_RUN_LOG2) * sizeof(uint32_t) + hk_os_page_size() - 1) & ~(hk_os_page_size() - 1);
+    sp->cstack = hk_os_reserve(sp->cs_size);
+    if (!sp->cstack) {
+        hk_os_release(base, os);
+        memset(sp, 0, sizeof *sp);
+        return HK_ERR_NOMEM;
+    }
     sp->rep = rep;
     hk_os_mutex_init(&sp->mx);
     return HK_OK;
@@ -403,6 +507,7 @@ hk_result hk__zs_space_init(zs_space *sp, size_t span, hk__reporter *rep) {
 void hk__zs_space_fini(zs_space *sp) {
     if (!sp->os_base) return;
     hk_os_mutex_destroy(&sp->mx);
+    hk_os_release(sp->cstack, sp->cs_size);
     hk_os_release(sp->os_base, sp->os_size);
     memset(sp, 0, sizeof *sp);
 }
@@ -411,6 +516,7 @@ void hk__zs_heap_init(zs_heap *h, zs_space *sp) {
     memset(h, 0, sizeof *h);
     h->sp = sp;
     h->secret = hk_now_ns() ^ ((uint64_t)(uintptr_t)h * 0x9E3779B97F4A7C15ull);
+    h->poll_left = 1;
     for (unsigned c = 0; c < ZS_NCLS; c++) h->cls[c].cur = &hk__zs_empty_run;
 }
 
@@ -444,11 +550,15 @@ static size_t zs_release_empty(zs_heap *h) {
             zs_partial_push(&h->cls[r->cls], r);
         }
     }
-    if (h->spare) {
-        zs_granule_give(h->sp, h->spare);
-        h->spare = NULL;
-    }
+    n += hk__zs_heap_take_spare(h);
     return n;
+}
+
+size_t hk__zs_heap_take_spare(zs_heap *h) {
+    zs_run *r = __atomic_exchange_n(&h->spare, NULL, __ATOMIC_ACQUIRE);
+    if (!r) return 0;
+    zs_granule_give(h->sp, r);
+    return 1;
 }
 
 size_t hk__zs_heap_shrink(zs_heap *h) {
@@ -468,8 +578,8 @@ size_t hk__zs_heap_free_all(zs_heap *h) {
     size_t n = 0;
     for (zs_run *r = h->all; r; r = r->all_next) {
         n += r->used;
-        h->free_count += r->used;
-        h->slot_bytes -= (size_t)r->used * r->stride;
+        ZS_STAT_ADD(h->free_count, r->used);
+        ZS_STAT_SUB(h->slot_bytes, (size_t)r->used * r->stride);
         r->used = 0;
     }
     for (unsigned c = 0; c < ZS_NCLS; c++) {
@@ -480,20 +590,20 @@ size_t hk__zs_heap_free_all(zs_heap *h) {
         zs_run *r = h->all;
         zs_run_release(h, r);
     }
-    if (h->spare) {
-        zs_granule_give(h->sp, h->spare);
-        h->spare = NULL;
-    }
+    hk__zs_heap_take_spare(h);
     return n;
 }
 
 /* ---- check and walk ------------------------------------------------------------------ */
 
-static hk_result zs_bad(hk__reporter *rep, const zs_run *r, const char *what) {
+static hk_result zs_bad_k(hk__reporter *rep, hk_error_kind k, const zs_run *r, const char *what) {
     if (rep)
-        hk__report(rep, HK_ERR_CORRUPT, HK_EK_CORRUPT_STRUCTURE, r, ZS_RUN, NULL, "check: small run %p: %s",
-                   (const void *)r, what);
+        hk__report(rep, HK_ERR_CORRUPT, k, r, ZS_RUN, NULL, "check: small-block run %p: %s", (const void *)r,
+                   what);
     return HK_ERR_CORRUPT;
+}
+static hk_result zs_bad(hk__reporter *rep, const zs_run *r, const char *what) {
+    return zs_bad_k(rep, HK_EK_CORRUPT_STRUCTURE, r, what);
 }
 
 /* The set of r's free slots (fr, ZS_WORDS words) and their count, from its
@@ -505,8 +615,11 @@ static hk_result zs_free_set(zs_run *r, uint32_t bump, uint64_t *fr, uint32_t *n
     for (unsigned char *p = r->free; p != (unsigned char *)r;) {
         uintptr_t o = (uintptr_t)p - (uintptr_t)r;
         uint32_t i = o < ZS_RUN ? zs_index(r, (uint32_t)o) : UINT32_MAX;
-        if (i == UINT32_MAX || i >= bump) return zs_bad(rep, r, "free list leaves its carved slots");
-        if ((fr[i >> 6] >> (i & 63u)) & 1u) return zs_bad(rep, r, "free list holds a slot twice (a cycle)");
+        if (i == UINT32_MAX || i >= bump)
+            return zs_bad_k(rep, HK_EK_CORRUPT_FREE, r,
+                            "free list leaves its carved slots (a free block written after its free?)");
+        if ((fr[i >> 6] >> (i & 63u)) & 1u)
+            return zs_bad_k(rep, HK_EK_CORRUPT_FREE, r, "free list holds a slot twice (a cycle)");
         fr[i >> 6] |= (uint64_t)1 << (i & 63u);
         n++;
         uint64_t w = zs_word(p);
@@ -553,48 +666,101 @@ static hk_result zs_check_run(const zs_heap *h, zs_run *r, hk__reporter *rep) {
     return HK_OK;
 }
 
-hk_result hk__zs_check(zs_heap *const *heaps, size_t nheaps, hk__reporter *rep) {
-    for (size_t k = 0; k < nheaps; k++) {
-        const zs_heap *h = heaps[k];
-        size_t nparts = 0, nruns = 0, bytes = 0;
-        for (zs_run *r = h->all; r; r = r->all_next) {
-            hk_result res = zs_check_run(h, r, rep);
-            if (res != HK_OK) return res;
-            nparts += r->state == ZS_PARTIAL;
-            nruns++;
-            bytes += (size_t)r->used * r->stride;
-            if (nruns > h->sp->runs)
-                return zs_bad(rep, r, "the heap's run list is longer than the space's runs");
-        }
-        size_t listed = 0;
-        for (unsigned c = 0; c < ZS_NCLS; c++) {
-            for (zs_run *r = h->cls[c].partial; r; r = r->next) {
-                if (r->state != ZS_PARTIAL || r->cls != c) return zs_bad(rep, r, "on the wrong partial list");
-                if (++listed > nparts) return zs_bad(rep, r, "partial lists longer than the partial runs");
-            }
-        }
-        if (listed != nparts) return zs_bad(rep, h->all, "a partial run is on no list");
-        if (bytes != h->slot_bytes)
-            return zs_bad(rep, h->all, "the heap's slot bytes disagree with its runs");
+hk_result hk__zs_check_heap(const zs_heap *h, hk__reporter *rep, size_t *granules) {
+    size_t nparts = 0, nruns = 0, bytes = 0;
+    for (zs_run *r = h->all; r; r = r->all_next) {
+        hk_result res = zs_check_run(h, r, rep);
+        if (res != HK_OK) return res;
+        nparts += r->state == ZS_PARTIAL;
+        nruns++;
+        bytes += (size_t)r->used * r->stride;
+        if (nruns > h->sp->runs) return zs_bad(rep, r, "the heap's run list is longer than the space's runs");
     }
+    size_t listed = 0;
+    for (unsigned c = 0; c < ZS_NCLS; c++) {
+        const zs_run *cur = h->cls[c].cur;
+        if (cur != &hk__zs_empty_run && (cur->heap != h || cur->state != ZS_CUR || cur->cls != c))
+            return zs_bad(rep, cur, "a class's current run is not the heap's current run of that class");
+        for (zs_run *r = h->cls[c].partial; r; r = r->next) {
+            if (r->state != ZS_PARTIAL || r->cls != c || r->heap != h)
+                return zs_bad(rep, r, "on the wrong partial list");
+            if (++listed > nparts) return zs_bad(rep, r, "partial lists longer than the partial runs");
+        }
+    }
+    if (listed != nparts) return zs_bad(rep, h->all, "a partial run is on no list");
+    if (bytes != ZS_STAT_READ(h->slot_bytes))
+        return zs_bad(rep, h->all, "the heap's slot bytes disagree with its runs");
+    zs_run *spare = __atomic_load_n(&h->spare, __ATOMIC_ACQUIRE);
+    if (spare) {
+        uintptr_t off = (uintptr_t)spare - h->sp->lo;
+        if (off >= h->sp->used || (off & (ZS_RUN - 1)) || spare->heap)
+            return zs_bad(rep, spare, "the heap's spare is no free granule of the space");
+        nruns++;
+    }
+    *granules += nruns;
     return HK_OK;
+}
+
+hk_result hk__zs_check(zs_heap *const *heaps, size_t nheaps, hk__reporter *rep) {
+    size_t granules = 0;
+    for (size_t k = 0; k < nheaps; k++) {
+        hk_result res = hk__zs_check_heap(heaps[k], rep, &granules);
+        if (res != HK_OK) return res;
+    }
+    if (nheaps && granules != heaps[0]->sp->runs)
+        return zs_bad(rep, heaps[0]->all, "the heaps hold another number of runs than the space counts");
+    return HK_OK;
+}
+
+int hk__zs_walk_run(const zs_run *cr, hk_walk_fn fn, void *user) {
+    zs_run *r = (zs_run *)(uintptr_t)cr;
+    uint64_t fr[ZS_WORDS];
+    uint32_t nfree, bump = __atomic_load_n(&r->bump, __ATOMIC_RELAXED);
+    if (zs_free_set(r, bump, fr, &nfree, NULL) != HK_OK) return -1; /* check reports it */
+    for (uint32_t i = 0; i < bump; i++) {
+        if ((fr[i >> 6] >> (i & 63u)) & 1u) continue;
+        hk_block_info bi;
+        memset(&bi, 0, sizeof bi);
+        bi.address = zs_slot(r, i);
+        bi.size = r->stride;
+        bi.flags = HK_BLOCK_USED;
+        bi.tag = 1; /* HK_TAG_STATIC */
+        int rc = fn(&bi, user);
+        if (rc) return rc;
+    }
+    return 0;
 }
 
 int hk__zs_walk(const zs_heap *h, hk_walk_fn fn, void *user) {
     for (zs_run *r = h->all; r; r = r->all_next) {
-        uint64_t fr[ZS_WORDS];
-        uint32_t nfree, bump = __atomic_load_n(&r->bump, __ATOMIC_RELAXED);
-        if (zs_free_set(r, bump, fr, &nfree, NULL) != HK_OK) continue; /* check reports it */
-        for (uint32_t i = 0; i < bump; i++) {
-            if ((fr[i >> 6] >> (i & 63u)) & 1u) continue;
-            hk_block_info bi;
-            memset(&bi, 0, sizeof bi);
-            bi.address = zs_slot(r, i);
-            bi.size = r->stride;
-            bi.flags = HK_BLOCK_USED;
-            int rc = fn(&bi, user);
-            if (rc) return rc;
-        }
+        int rc = hk__zs_walk_run(r, fn, user);
+        if (rc) return rc;
     }
     return 0;
+}
+
+int hk__zs_where(const zs_space *sp, const void *addr, hk_block_info *info) {
+    zs_run *r = zs_run_of(sp, addr);
+    if (!r || !__atomic_load_n(&r->heap, __ATOMIC_RELAXED)) return 0;
+    uint32_t off = (uint32_t)((uintptr_t)addr & (ZS_RUN - 1));
+    memset(info, 0, sizeof *info);
+    if (off < ZS_FIRST || off - ZS_FIRST >= r->limit) {
+        info->address = r;
+        info->overhead = ZS_FIRST;
+        info->flags = HK_BLOCK_USED;
+        info->name = "(small-block run)";
+        return 1;
+    }
+    uint32_t i = (off - ZS_FIRST) / r->stride, bump = __atomic_load_n(&r->bump, __ATOMIC_RELAXED);
+    info->address = zs_slot(r, i);
+    info->size = r->stride;
+    if (i >= bump) return 1; /* never handed out: free */
+    uint64_t fr[ZS_WORDS];
+    uint32_t nfree;
+    if (zs_free_set(r, bump, fr, &nfree, NULL) != HK_OK) return 1;
+    if (!((fr[i >> 6] >> (i & 63u)) & 1u)) {
+        info->flags = HK_BLOCK_USED;
+        info->tag = 1; /* HK_TAG_STATIC */
+    }
+    return 1;
 }

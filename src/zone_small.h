@@ -34,16 +34,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ZS_RUN_LOG2 16u
-#define ZS_RUN      ((size_t)1 << ZS_RUN_LOG2) /* bytes of a run, and its alignment */
-#define ZS_MAX      1024u                      /* largest small request */
-#define ZS_NCLS     40u                        /* 8..64 in 8-byte steps, then 8 classes per doubling */
-#define ZS_HDR      192u                       /* the run struct's three lines, before the remote bitmap */
-#define ZS_WORDS    64u                        /* 64-bit words of the remote bitmap */
-#define ZS_SLOTS    (ZS_WORDS * 64u)           /* slots of a run at most */
-#define ZS_RBITS    ZS_HDR                     /* run base to the remote bitmap */
-#define ZS_FIRST    (ZS_RBITS + ZS_WORDS * 8u) /* run base to slot 0 (a multiple of 64) */
-#define ZS_MAGIC    0x5a53u                    /* "ZS" */
+#define ZS_RUN_LOG2  16u
+#define ZS_RUN       ((size_t)1 << ZS_RUN_LOG2) /* bytes of a run, and its alignment */
+#define ZS_MAX       1024u                      /* largest small request */
+#define ZS_NCLS      40u                        /* 8..64 in 8-byte steps, then 8 classes per doubling */
+#define ZS_HDR       192u                       /* the run struct's three lines, before the remote bitmap */
+#define ZS_WORDS     64u                        /* 64-bit words of the remote bitmap */
+#define ZS_SLOTS     (ZS_WORDS * 64u)           /* slots of a run at most */
+#define ZS_RBITS     ZS_HDR                     /* run base to the remote bitmap */
+#define ZS_FIRST     (ZS_RBITS + ZS_WORDS * 8u) /* run base to slot 0 (a multiple of 64) */
+#define ZS_MAGIC     0x5a53u                    /* "ZS" */
+#define ZS_DIRTY_MIN 16u                        /* free granules kept dirty at least, with decay by time */
 
 /* Slot sizes: 8-byte steps to 64 bytes, then 8 classes per doubling (a
  * step of at most 12.5% of the class below). A slot is aligned to the
@@ -58,6 +59,22 @@ static const uint16_t zs_stride_tab[ZS_NCLS] = {
     576, 640, 704, 768, 832, 896, 960, 1024,
 };
 /* clang-format on */
+
+/* An owner's update of its heap's counters, which stats read from other
+ * threads without synchronization (each read gets a value the counter held:
+ * aligned 64-bit accesses are single-copy atomic on the hosts heapkit
+ * supports); relaxed atomics under ThreadSanitizer, so that it checks
+ * everything else. */
+#ifdef HK__TSAN
+#define ZS_STAT_ADD(f, d)                                                                                    \
+    __atomic_store_n(&(f), __atomic_load_n(&(f), __ATOMIC_RELAXED) + (d), __ATOMIC_RELAXED)
+#define ZS_STAT_SUB(f, d)                                                                                    \
+    __atomic_store_n(&(f), __atomic_load_n(&(f), __ATOMIC_RELAXED) - (d), __ATOMIC_RELAXED)
+#else
+#define ZS_STAT_ADD(f, d) ((f) += (d))
+#define ZS_STAT_SUB(f, d) ((f) -= (d))
+#endif
+#define ZS_STAT_READ(f) __atomic_load_n(&(f), __ATOMIC_RELAXED)
 
 /* Class of a request by (n + 7) / 8, n <= ZS_MAX (one load; 0 -> class 0).
  * Filled by hk__zs_init_tables (idempotent, called by every space init). */
@@ -130,8 +147,16 @@ typedef struct zs_space {
     size_t used; /* atomic: bump << ZS_RUN_LOG2 */
     size_t span;
     size_t bump; /* granules ever used */
-    void *freeg; /* granules given back, linked through their first word */
-    size_t runs; /* granules that are runs now */
+    /* Free granules: dirty (freed in this epoch, or the one before: their
+     * pages still resident) and clean (their pages but the first given
+     * back). An epoch is epoch_ns long (0: none; only a trim cleans). */
+    void *dirty_new, *dirty_old;
+    size_t ndirty, nclean; /* atomic (stats read them) */
+    uint32_t *cstack;      /* the clean granules' numbers (zone_small.c) */
+    size_t cs_size, cs_commit;
+    uint64_t epoch_ns, next_epoch; /* next_epoch: atomic */
+    int prefault;                  /* fault a fresh granule's pages in when it is taken */
+    size_t runs;                   /* atomic: granules that heaps hold (runs and spares) */
     void *os_base;
     size_t os_size;
     hk__reporter *rep;
@@ -139,6 +164,10 @@ typedef struct zs_space {
      * (zs_heap.locked == 0, or no heap): the zone's lock in a threads zone */
     void (*lock)(void *), (*unlock)(void *);
     void *lock_user;
+    /* called by an owner every poll_left frees (its return: the next
+     * count); NULL: never. The zone's decay clock. */
+    uint32_t (*poll)(void *user, struct zs_heap *h);
+    void *poll_user;
     hk_os_mutex mx;
 } zs_space;
 
@@ -156,11 +185,13 @@ typedef struct zs_heap {
     size_t slot_bytes; /* strides of the used slots (remote frees count until collected) */
     uint64_t secret;   /* the next run's secret comes from it */
     uint64_t free_count;
-    zs_run *spare;        /* one empty granule kept for the next run, or NULL */
-    struct zs_heap *next; /* the zone's list of heaps */
-    int abandoned;        /* atomic: its thread is gone; the next one adopts it */
-    int locked;           /* used only under the zone's lock (reports take no lock) */
-    size_t os_size;       /* bytes of the heap's own mapping (0: embedded) */
+    uint32_t poll_left;        /* frees until the next call of the space's poll */
+    uint64_t poll_ns, poll_fc; /* the poll's own state: its last clock read, and free_count then */
+    zs_run *spare;             /* atomic: one empty granule kept for the next run, or NULL */
+    struct zs_heap *next;      /* the zone's list of heaps */
+    int abandoned;             /* atomic: its thread is gone; the next one adopts it */
+    int locked;                /* used only under the zone's lock (reports take no lock) */
+    size_t os_size;            /* bytes of the heap's own mapping (0: embedded) */
 } zs_heap;
 
 extern zs_run hk__zs_empty_run;
@@ -172,6 +203,13 @@ extern zs_run hk__zs_empty_run;
 hk_result hk__zs_space_init(zs_space *sp, size_t span, hk__reporter *rep);
 /* Releases the reservation (every heap must be finished). */
 void hk__zs_space_fini(zs_space *sp);
+/* Ends the space's epoch when it is over at `now` (hk_os_coarse_ns): the
+ * granules free for a whole epoch give their pages back. Any thread. O(1),
+ * plus one system call per granule cleaned. */
+void hk__zs_space_age(zs_space *sp, uint64_t now);
+/* Gives back the pages of every free granule now. Returns the granules
+ * cleaned. Any thread. */
+size_t hk__zs_space_trim(zs_space *sp);
 void hk__zs_heap_init(zs_heap *h, zs_space *sp);
 /* Collects, then gives back every empty run and the spare; returns the
  * slots still used. */
@@ -184,6 +222,9 @@ size_t hk__zs_heap_free_all(zs_heap *h);
  * current ones too) and its spare. Owner, or h's owner gone and the
  * caller holding what adoption takes. Returns the granules given back. */
 size_t hk__zs_heap_shrink(zs_heap *h);
+/* Gives h's spare granule back to the space (any thread: an atomic
+ * exchange against its owner's). Returns 1 when there was one. */
+size_t hk__zs_heap_take_spare(zs_heap *h);
 
 /* ---- slow paths --------------------------------------------------------------- */
 
@@ -192,6 +233,8 @@ size_t hk__zs_heap_shrink(zs_heap *h);
  * granule can be had. O(1) but for the collection (O(bitmap words) per
  * queued run). */
 void *hk__zs_alloc_slow(zs_heap *h, unsigned c);
+/* The space's poll, and the next count. */
+void hk__zs_poll(zs_heap *h);
 /* Settles run r after a free made it non-full or empty. */
 void hk__zs_settle(zs_heap *h, zs_run *r);
 /* A free the fast path did not take: misuse (reported, HK_ERR_*), a
@@ -202,11 +245,21 @@ hk_result hk__zs_free_slow(zs_space *sp, zs_heap *h, zs_run *r, void *p, const c
 /* Collects every queued run's remote frees into their free lists. Returns
  * the slots collected. Owner only. */
 size_t hk__zs_collect(zs_heap *h);
-/* Every invariant of the space and the heaps' runs (owners quiescent).
- * HK_OK or HK_ERR_CORRUPT, reported. O(runs x slots). */
+/* Every invariant of heap h's runs (owner quiescent), adding the granules
+ * it holds (runs and spare) to *granules. HK_OK or HK_ERR_CORRUPT,
+ * reported. O(runs x slots). */
+hk_result hk__zs_check_heap(const zs_heap *h, hk__reporter *rep, size_t *granules);
+/* The same for a set of heaps that are all the space's, and their granules
+ * against the space's count. */
 hk_result hk__zs_check(zs_heap *const *heaps, size_t nheaps, hk__reporter *rep);
-/* Calls fn for every used slot of h's runs, in run order. */
+/* Calls fn for every used slot of run r / of h's runs, in address order
+ * within a run (owners quiescent). Returns fn's first non-zero value, -1
+ * for a damaged free list (check reports it), else 0. */
+int hk__zs_walk_run(const zs_run *r, hk_walk_fn fn, void *user);
 int hk__zs_walk(const zs_heap *h, hk_walk_fn fn, void *user);
+/* Describes what addr falls in when it is in a run of the space (a slot,
+ * used or free, or the run's header): 1, else 0. */
+int hk__zs_where(const zs_space *sp, const void *addr, hk_block_info *info);
 
 /* ---- fast paths ---------------------------------------------------------------- */
 
@@ -269,8 +322,8 @@ static inline void *zs_alloc(zs_heap *h, size_t n) {
     r->free = (unsigned char *)(uintptr_t)(zs_word(u) ^ r->key);
     *(uint64_t *)u = 0; /* no link left behind: a free reads this word */
     r->used++;
-    h->alloc_count++;
-    h->slot_bytes += r->stride;
+    ZS_STAT_ADD(h->alloc_count, 1);
+    ZS_STAT_ADD(h->slot_bytes, r->stride);
     hk__san_alloc(u, r->stride, 0);
     return u;
 }
@@ -288,9 +341,10 @@ static inline hk_result zs_free(zs_space *sp, zs_heap *h, zs_run *r, void *p, co
     hk__san_free(p, r->stride);
     zs_link(p, (uint64_t)(uintptr_t)r->free ^ r->key);
     r->free = (unsigned char *)p;
-    h->free_count++;
-    h->slot_bytes -= r->stride;
+    ZS_STAT_ADD(h->free_count, 1);
+    ZS_STAT_SUB(h->slot_bytes, r->stride);
     if (HK__UNLIKELY(--r->used < r->settle_below)) hk__zs_settle(h, r);
+    if (HK__UNLIKELY(--h->poll_left == 0)) hk__zs_poll(h);
     return HK_OK;
 }
 

@@ -1,7 +1,7 @@
 /*
  * src/zone_tags.c - DOOM's side of the zone: tag records and the per-tag
  * lists, owner pointers, ending a used plain block, purging, free_tags,
- * change_tag and tag. Calls down into zone_lookup.c, zone_runs.c,
+ * change_tag and tag. Calls down into zone_lookup.c, zone_small.c,
  * zone_region.c and zone_tlsf.c; never back into zone.c.
  *
  * Invariants (verified by hk_zone_check):
@@ -11,7 +11,8 @@
  *    bit t is set iff one of tag t's lists is non-empty; tag_count[t] is the
  *    lists' total length and tag_owned[t] the number of them with an owner.
  *  - untracked used blocks (no EXT) carry tag HK_TAG_STATIC; untracked_live
- *    counts the plain ones (slots are counted by the run layer).
+ *    counts the plain ones (small blocks are counted by their heaps and are
+ *    all of tag HK_TAG_STATIC).
  *  - a block with a purgeable tag (>= purge_level) has an owner.
  *  - an owner pointer is cleared before its block is freed, purged or freed
  *    by tag; free_tags clears every owner of the range before it frees the
@@ -19,7 +20,7 @@
  *  - used_req, used_bytes: the sums over the used plain blocks (requested
  *    bytes, block bytes).
  */
-#include "zone_threads.h"
+#include "zone_heaps.h"
 
 /* ---- tag lists --------------------------------------------------------------- */
 
@@ -135,22 +136,20 @@ size_t hk_zone_purge(hk_zone *z, int level) {
 
 /* ---- free_tags ------------------------------------------------------------------- */
 
-/* Frees every untracked block: plain ones and whole runs (walks every
- * region; skipped once none is left). A run holding tagged slots (a
- * threads zone's) is hk__zone_thr_free_tags' to sort out. */
+/* Frees every untracked block: plain ones (walks every region; skipped once
+ * none is left) and every small one (each heap's runs whole: other threads
+ * quiescent, as for any free_tags). */
 static size_t zone_free_untracked(hk_zone *z) {
     size_t n = 0;
-    for (uint32_t i = 0; i < z->nregions && zone_untracked_any(z); i++) {
+    if (z->small_on) {
+        n += hk__zs_heap_free_all(&z->own);
+        for (zs_heap *h = z->heaps; h; h = h->next) n += hk__zs_heap_free_all(h);
+    }
+    for (uint32_t i = 0; i < z->nregions && z->untracked_live; i++) {
         zone_region *r = &z->regions[i];
         zone_blk *b = (zone_blk *)r->base;
         while ((unsigned char *)b < r->end) {
-            if (zone_is_run(b)) {
-                zone_run *run = zone_run_of_block(z, b);
-                if (!run->ntag) {
-                    n += hk__zone_run_free_all(z, run);
-                    b = hk__zone_run_release(z, run);
-                }
-            } else if ((b->bits & (ZB_USED | ZB_EXT)) == ZB_USED && b->tag != 0) {
+            if ((b->bits & (ZB_USED | ZB_EXT)) == ZB_USED && b->tag != 0) {
                 b = zone_release(z, b, 0);
                 n++;
             }
@@ -216,10 +215,6 @@ size_t hk_zone_free_tags(hk_zone *z, int lo, int hi) {
     if (lo > hi) return 0;
     hk__core_lock(&z->core);
     size_t n = 0;
-    /* threads zone (other threads quiescent): remote frees become plain free
-     * slots first (every batch pushed and collected), so no slot of a run
-     * this frees waits in a batch */
-    if (z->threads) hk__zone_thr_collect_all(z);
     z->bulk = 1;
     /* Pass 1: clear owners while every block is still allocated (an owner
      * may live inside another block being freed). */
@@ -236,7 +231,6 @@ size_t hk_zone_free_tags(hk_zone *z, int lo, int hi) {
     /* Pass 2: free. */
     for (int t = zone_next_tag(z, lo, hi); t >= 0; t = zone_next_tag(z, t + 1, hi))
         n += zone_free_tag_lists(z, t);
-    if (z->threads) n += hk__zone_thr_free_tags(z, lo, hi); /* the runs holding tagged slots */
     if (lo <= HK_TAG_STATIC && HK_TAG_STATIC <= hi && zone_untracked_any(z)) n += zone_free_untracked(z);
     z->bulk = 0;
     hk__zone_release_empty_regions(z);
@@ -272,7 +266,34 @@ static hk_result zone_track(hk_zone *z, zone_blk *b, void *p, int tag) {
     return HK_OK;
 }
 
+/* A small block's tag calls: it has no header, so its tag is always
+ * HK_TAG_STATIC. The used block's tag, or 0 after a report of what p is. */
+static int zone_small_tag(hk_zone *z, zs_run *r, const void *p, const char *op) {
+    if (hk__zs_usable(r, p)) return HK_TAG_STATIC;
+    hk__report(ZONE_REP(z), HK_ERR_INVALID, HK_EK_DOUBLE_FREE, p, 0, NULL,
+               "%s(%p): pointer is in the small-block space but no block in use starts there", op, p);
+    return 0;
+}
+
 static hk_result zone_change_tag_locked(hk_zone *z, void *p, int tag) {
+    zs_run *sr = z->small_on ? zs_run_of(&z->small, p) : NULL;
+    if (sr) {
+        if (!zone_small_tag(z, sr, p, "change_tag")) return HK_ERR_INVALID;
+        if (tag == HK_TAG_STATIC) return HK_OK;
+        if (tag < 1 || tag > HK_ZONE_TAG_MAX)
+            return hk__report(ZONE_REP(z), HK_ERR_INVALID, HK_EK_INVALID_ARG, p, 0, NULL,
+                              "change_tag(%p, %d): tag outside 1..%d", p, tag, HK_ZONE_TAG_MAX);
+        if (tag >= z->purge_level)
+            return hk__report(
+                ZONE_REP(z), HK_ERR_INVALID, HK_EK_INVALID_ARG, p, 0, NULL,
+                "change_tag(%p, %d): a purgeable block needs an owner pointer (this block has none)", p, tag);
+        return hk__report(
+            ZONE_REP(z), HK_ERR_NOMEM, HK_EK_NOMEM, p, 0, NULL,
+            "change_tag(%p, %d): the block is a small block (no header), which has no room for a "
+            "tag record and keeps the static tag; allocate it with a tag, an owner or a name, or "
+            "use HK_ZONE_NO_RUNS",
+            p, tag);
+    }
     hk_result res;
     zone_blk *b = hk__zone_lookup(z, p, "change_tag", &res);
     if (!b) return res;
@@ -280,14 +301,7 @@ static hk_result zone_change_tag_locked(hk_zone *z, void *p, int tag) {
         return hk__report(ZONE_REP(z), HK_ERR_INVALID, HK_EK_INVALID_ARG, p, zone_requested(b),
                           zone_block_name(b), "change_tag(%p, %d): tag outside 1..%d", p, tag,
                           HK_ZONE_TAG_MAX);
-    if (zone_is_slot(b) && tag == b->tag) return HK_OK;
-    if (zone_is_slot(b) && tag < z->purge_level)
-        return hk__report(ZONE_REP(z), HK_ERR_NOMEM, HK_EK_NOMEM, p, zone_requested(b), NULL,
-                          "change_tag(%p, %d): the block lives in a small-block run, which has no room for "
-                          "a tag record and keeps the tag it was allocated with (%u); allocate it with an "
-                          "owner or a name, or use HK_ZONE_TRACK_ALL or HK_ZONE_NO_RUNS",
-                          p, tag, (unsigned)b->tag);
-    if ((b->bits & ZB_EXT) && !zone_is_slot(b)) {
+    if (b->bits & ZB_EXT) {
         zone_ext *e = zone_ext_of(b);
         if (tag >= z->purge_level && !e->owner)
             return hk__report(ZONE_REP(z), HK_ERR_INVALID, HK_EK_INVALID_ARG, p, zone_requested(b), e->name,
@@ -318,8 +332,9 @@ int hk_zone_tag(hk_zone *z, const void *p) {
     if (!z) return 0;
     hk__core_lock(&z->core);
     hk_result res;
-    zone_blk *b = hk__zone_lookup(z, p, "tag", &res);
-    int t = b ? b->tag : 0;
+    zs_run *sr = z->small_on ? zs_run_of(&z->small, p) : NULL;
+    zone_blk *b = sr ? NULL : hk__zone_lookup(z, p, "tag", &res);
+    int t = sr ? zone_small_tag(z, sr, p, "tag") : b ? b->tag : 0;
     hk__core_unlock(&z->core);
     return t;
 }

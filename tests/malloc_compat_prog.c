@@ -63,7 +63,9 @@ static void pm(const char *label, size_t align, size_t n) {
         free(out);
     } else {
         printf("%-34s ret=%s out_kept=%d errno=%s\n", label, rs, out == (void *)(uintptr_t)0x1234,
-               errno == 4321 ? "kept" : errno == ENOMEM ? "ENOMEM" : "other");
+               errno == 4321     ? "kept"
+               : errno == ENOMEM ? "ENOMEM"
+                                 : "other");
     }
 }
 
@@ -139,7 +141,10 @@ int main(void) {
             int kept = 1;
             for (int k = 0; k < 100; k++) kept &= old[k] == 0x5c;
             printf("realloc(p, %-8s)                 %s errno=%s old_kept=%d\n", names[i], q ? "ok" : "NULL",
-                   errno == ENOMEM ? "ENOMEM" : errno == 0 ? "0" : "other", kept);
+                   errno == ENOMEM ? "ENOMEM"
+                   : errno == 0    ? "0"
+                                   : "other",
+                   kept);
             if (q) old = q;
         }
         errno = 0;
@@ -149,7 +154,8 @@ int main(void) {
         /* realloc(p, 0): glibc frees p and returns NULL */
         errno = 0;
         void *z = realloc(old, 0);
-        printf("realloc(p, 0)                      %s errno=%s\n", z ? "ok" : "NULL", errno == 0 ? "0" : "set");
+        printf("realloc(p, 0)                      %s errno=%s\n", z ? "ok" : "NULL",
+               errno == 0 ? "0" : "set");
         free(z);
     }
 

@@ -91,8 +91,10 @@ int main(int argc, char **argv) {
                 size_t n = size_for(i + round);
                 errno = 0;
                 unsigned char *p = (i % 4 == 0) ? calloc(1, n) : malloc(n);
-                if (!p && failed(errno, i) && !(p = malloc(n))) die("malloc failed again with memory back", i);
-                if (p && i % 4 == 0 && n > 0 && (p[0] != 0 || p[n - 1] != 0)) die("calloc memory not zero", i);
+                if (!p && failed(errno, i) && !(p = malloc(n)))
+                    die("malloc failed again with memory back", i);
+                if (p && i % 4 == 0 && n > 0 && (p[0] != 0 || p[n - 1] != 0))
+                    die("calloc memory not zero", i);
                 if (p) {
                     blk[i] = p;
                     len[i] = n;

@@ -31,8 +31,8 @@ static void ch_free(void *p, size_t n, void *user) {
     free(p);
 }
 
-static hk_result ht_new(hk__htab *t, uint32_t index_bits, uint32_t cap, uint32_t flags, uint32_t tag, void *mem,
-                        size_t size) {
+static hk_result ht_new(hk__htab *t, uint32_t index_bits, uint32_t cap, uint32_t flags, uint32_t tag,
+                        void *mem, size_t size) {
     hk__ht_config cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.index_bits = index_bits;
@@ -92,7 +92,7 @@ HKT_TEST(handles_config_refused) {
     CHECK(ht_new(&t, 31, 1, 0, 0, mem_words, sizeof mem_words) == HK_ERR_INVALID);
     CHECK(ht_new(&t, 4, 16, 0, 0, mem_words, sizeof mem_words) == HK_ERR_INVALID); /* cap > 15 */
     CHECK(ht_new(&t, 4, 15, 0, 0, mem_words, sizeof mem_words) == HK_OK);
-    CHECK(ht_new(&t, 4, 15, 0, 0, NULL, 0) == HK_ERR_INVALID);                     /* no storage */
+    CHECK(ht_new(&t, 4, 15, 0, 0, NULL, 0) == HK_ERR_INVALID); /* no storage */
     CHECK(ht_new(&t, 4, 15, 0, 0, mem_words, hk__ht_storage_size(15, 1) - 1) == HK_ERR_INVALID);
     CHECK(ht_new(&t, 4, 15, 0, 0, (char *)mem_words + 1, sizeof mem_words - 4) == HK_ERR_INVALID);
     CHECK(ht_new(&t, 4, 15, 0, 0, mem_words, hk__ht_storage_size(15, 1)) == HK_OK);
@@ -202,7 +202,8 @@ HKT_TEST(handles_report_messages) {
     CHECK_EQ(errs.count, 0);
     hk__ht_free(&t, 0);
     CHECK(hk__ht_report(&t, &rep, h, 1, "free", "ID", NULL, 0, NULL) == HK_ERR_DOUBLE_FREE);
-    CHECK_STR_CONTAINS(errs.last_message, "table 't': double free: free of ID 0x00000100: it was already freed");
+    CHECK_STR_CONTAINS(errs.last_message,
+                       "table 't': double free: free of ID 0x00000100: it was already freed");
     CHECK(errs.last_address == (const void *)(uintptr_t)h);
     CHECK(hk__ht_report(&t, &rep, h, 0, "get", "ID", &errs, 8, NULL) == HK_ERR_STALE);
     CHECK_STR_CONTAINS(errs.last_message, "get of stale ID 0x00000100: it was freed");
@@ -597,7 +598,10 @@ static void model_run(uint32_t flags, uint64_t seed, int grow) {
         uint32_t live = 0, held = 0, retired = 0;
         for (uint32_t i = 0; i < M.cap; i++) {
             const mslot *m = &M.s[i];
-            int st = m->live ? HK__HT_LIVE : m->held ? HK__HT_HELD : m->retired ? HK__HT_RETIRED : HK__HT_FREE;
+            int st = m->live      ? HK__HT_LIVE
+                     : m->held    ? HK__HT_HELD
+                     : m->retired ? HK__HT_RETIRED
+                                  : HK__HT_FREE;
             REQUIRE(hk__ht_status(&t, i) == st);
             REQUIRE(hk__ht_uses(&t, i) == m->uses);
             live += m->live != 0;

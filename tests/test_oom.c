@@ -75,7 +75,8 @@ static void oom_outcome(oom_ctx *c, int ok, uint64_t fired, int errs, const char
     c->failed_calls++;
     if (hk_os_fail_count() == fired || c->errs.count <= errs || c->errs.last_kind != HK_EK_NOMEM) {
         printf("    %s failed: injected %d, reports %d -> %d, last kind %d (%s)\n", what,
-               hk_os_fail_count() != fired, errs, c->errs.count, (int)c->errs.last_kind, c->errs.last_message);
+               hk_os_fail_count() != fired, errs, c->errs.count, (int)c->errs.last_kind,
+               c->errs.last_message);
     }
     CHECK(hk_os_fail_count() != fired); /* only an injected failure may make it fail */
     CHECK(c->errs.count > errs);        /* and it was reported */
@@ -125,8 +126,8 @@ static int oom_sweep(oom_workload w) {
             failed += c.failed_calls + c.failed_creates;
             if (hk_os_fail_count() == before) { /* ran to the end with nothing injected */
                 if (getenv("HKT_VERBOSE"))
-                    printf("    %s: %d runs, %d calls and creates failed\n", persistent ? "persistent" : "once",
-                           (int)n, failed);
+                    printf("    %s: %d runs, %d calls and creates failed\n",
+                           persistent ? "persistent" : "once", (int)n, failed);
                 break;
             }
         }

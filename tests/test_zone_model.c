@@ -11,6 +11,7 @@ typedef struct slot {
     unsigned char *p;
     size_t size;
     size_t align;
+    int plain; /* from hk_zone_alloc / calloc: aligned as its size asks (natural_align) */
     int tag;
     unsigned char pat;
     void *owner; /* the block's owner pointer lives here (tagged slots) */
@@ -62,6 +63,14 @@ static void sync_purged(slot *sl, int *nlive) {
         }
 }
 
+/* The alignment hk_zone_alloc promises for n bytes: the largest power of
+ * two up to 16 dividing n rounded up to 8 (small blocks), at least. */
+static size_t natural_align(size_t n) {
+    size_t r = n < 8 ? 8 : (n + 7) & ~(size_t)7;
+    size_t low = r & (~r + 1);
+    return low < 16 ? low : 16;
+}
+
 static void run_model(uint32_t flags, size_t mem_size, size_t grow, uint64_t seed, int steps) {
     hkt_errors errs = {0};
     static unsigned char mem[1 << 20] __attribute__((aligned(64)));
@@ -92,11 +101,14 @@ static void run_model(uint32_t flags, size_t mem_size, size_t grow, uint64_t see
         if (!s->p) {
             size_t n = rand_size(&r);
             s->align = 16;
+            s->plain = 0;
             s->owned = 0;
             s->tag = HK_TAG_STATIC;
             s->owner = NULL;
             if (op < 35) {
                 s->p = hk_zone_alloc(z, n);
+                s->align = natural_align(n);
+                s->plain = 1;
             } else if (op < 70) {
                 s->tag = k_tags[rng(&r) % 6];
                 s->owned = 1;
@@ -111,6 +123,8 @@ static void run_model(uint32_t flags, size_t mem_size, size_t grow, uint64_t see
                 n /= cnt;
                 s->p = hk_zone_calloc(z, cnt, n);
                 n *= cnt;
+                s->align = natural_align(n);
+                s->plain = 1;
                 if (s->p)
                     for (size_t k = 0; k < n; k++)
                         if (s->p[k]) {
@@ -142,6 +156,7 @@ static void run_model(uint32_t flags, size_t mem_size, size_t grow, uint64_t see
             sync_purged(sl, &nlive);
             if (!s->p) continue; /* cannot happen: realloc never purges its own block */
             if (q) {
+                if (s->plain) s->align = natural_align(n);
                 CHECK(((uintptr_t)q & (s->align - 1)) == 0);
                 if (s->owned) CHECK(s->owner == q);
                 size_t keep = n < s->size ? n : s->size;

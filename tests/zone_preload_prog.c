@@ -56,7 +56,8 @@ int main(void) {
      * links itself). */
     Dl_info info;
     void *sym = dlsym(RTLD_DEFAULT, "malloc");
-    EXPECT(sym != NULL && dladdr(sym, &info) != 0 && info.dli_fname && strstr(info.dli_fname, "heapkit-malloc"));
+    EXPECT(sym != NULL && dladdr(sym, &info) != 0 && info.dli_fname &&
+           strstr(info.dli_fname, "heapkit-malloc"));
     EXPECT(dlsym(RTLD_DEFAULT, "hk_zone_create") == NULL);
 
     char *p = malloc(100);
@@ -104,7 +105,8 @@ int main(void) {
     EXPECT(a && ((uintptr_t)a & 255) == 0); /* alignment kept across realloc */
     free(a);
     errno = 0;
-    void *a24 = aligned_alloc(24, 48); /* glibc rounds 24 up to 32 (tests/malloc_compat.sh checks every edge) */
+    void *a24 =
+        aligned_alloc(24, 48); /* glibc rounds 24 up to 32 (tests/malloc_compat.sh checks every edge) */
     EXPECT(a24 && ((uintptr_t)a24 & 31) == 0);
     free(a24);
     void *ma = memalign(128, 5);
