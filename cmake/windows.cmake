@@ -28,5 +28,5 @@ set(HK_WIN32_SKIPPED_CASES
   "guard_reports:guard_reserve_shrinks_under_address_space_limit:setrlimit(RLIMIT_AS) and fork (no address-space limit on Windows)"
   "zone:prefault_first_region_and_growth:counts page faults (getrusage); Wine keeps no count (GetProcessMemoryInfo's PageFaultCount stays 0: measured), so lazy and prefaulted pages cannot be told apart there"
   "zone:zone_growing_zone_reserves_less_under_address_space_limit:setrlimit(RLIMIT_AS) and fork (no address-space limit on Windows)"
-  "zone_remote:fork_child_collects_the_heaps_it_abandons:calls the zone's fork hooks around fork() (Windows has no fork)"
+  "zone_threads:fork_child_frees_other_threads_blocks:fork() (Windows has no fork)"
 )

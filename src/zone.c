@@ -452,14 +452,16 @@ static HK__NOINLINE hk_result zone_free_locked(hk_zone *z, void *p) {
 }
 
 /* A threads zone's free: a small block through the calling thread's heap
- * (or none: the remote path), no lock; anything else locked. Out of line,
+ * (its own, or another heap's by the remote path), no lock; anything else,
+ * and any free by a thread without a heap, locked. Out of line,
  * so that its registers cost the other paths nothing. */
 static HK__NOINLINE hk_result zone_free_thr(hk_zone *z, void *p) {
     zs_run *r = zs_run_of(&z->small, p);
     if (HK__LIKELY(r != NULL)) {
         zs_heap *h = zone_tl_heap(z);
         if (HK__UNLIKELY(!h)) h = hk__zone_heap_find(z);
-        return zs_free(&z->small, h, r, p, "free");
+        /* a thread without a heap uses the zone's own under the lock */
+        if (HK__LIKELY(h != NULL)) return zs_free(&z->small, h, r, p, "free");
     }
     return zone_free_locked(z, p);
 }
@@ -479,21 +481,23 @@ hk_result hk_zone_free(hk_zone *z, void *p) {
     return zone_free_locked(z, p);
 }
 
-/* Usable bytes of small block p (run r), from a thread that may not hold
- * the lock (the run's fixed line and bits only). */
-static size_t zone_small_usable(zs_run *r, const void *p) { return hk__zs_usable(r, p); }
+/* Usable bytes of small block p (run r), or 0 when it is no used block,
+ * judged by the calling thread's heap (its own runs' lists can be searched). */
+static size_t zone_small_usable(hk_zone *z, zs_run *r, const void *p) {
+    return hk__zs_usable(z->threads ? hk__zone_heap_find(z) : &z->own, r, p);
+}
 
 size_t hk_zone_usable_size(hk_zone *z, const void *p) {
     if (!z || !p) return 0;
     if (z->fast != ZONE_FAST_NONE) {
         zs_run *r = zs_run_of(&z->small, p);
-        if (r) return zone_small_usable(r, p);
+        if (r) return zone_small_usable(z, r, p);
     }
     hk__core_lock(&z->core);
     size_t n = 0;
     zs_run *r = z->small_on ? zs_run_of(&z->small, p) : NULL;
     if (r) {
-        n = zone_small_usable(r, p);
+        n = zone_small_usable(z, r, p);
     } else {
         hk_result res;
         zone_blk *b = hk__zone_lookup(z, p, "usable_size", &res);
@@ -507,7 +511,7 @@ bool hk_zone_owns(hk_zone *z, const void *p) {
     if (!z || !p) return false;
     hk__core_lock(&z->core);
     zs_run *r = z->small_on ? zs_run_of(&z->small, p) : NULL;
-    bool ok = r ? zone_small_usable(r, p) != 0 : hk__zone_is_block(z, p);
+    bool ok = r ? zone_small_usable(z, r, p) != 0 : hk__zone_is_block(z, p);
     hk__core_unlock(&z->core);
     return ok;
 }
@@ -525,7 +529,7 @@ static int zone_small_keeps(const zs_run *r, size_t have, size_t n) {
 static void *zone_realloc_impl(hk_zone *z, void *p, size_t n) {
     zs_run *sr = z->small_on ? zs_run_of(&z->small, p) : NULL;
     if (sr) {
-        size_t have = zone_small_usable(sr, p);
+        size_t have = zone_small_usable(z, sr, p);
         if (!have) {
             (void)zone_free_held(z, p, "realloc"); /* reports what p is; frees nothing */
             return NULL;
@@ -599,7 +603,7 @@ static void *zone_realloc_impl(hk_zone *z, void *p, size_t n) {
  * freed, or NULL when none could be had (p unchanged; the alloc reported).
  * A p that is no used block is reported by the free and NULL returned. */
 static HK__NOINLINE void *zone_realloc_small(hk_zone *z, zs_run *r, void *p, size_t n) {
-    size_t have = zone_small_usable(r, p);
+    size_t have = zone_small_usable(z, r, p);
     if (!have) {
         (void)zs_free(&z->small, z->threads ? hk__zone_heap_find(z) : &z->own, r, p, "realloc");
         return NULL;

@@ -468,12 +468,19 @@ hk_result hk__zs_free_slow(zs_space *sp, zs_heap *h, zs_run *r, void *p, const c
     return HK_OK;
 }
 
-size_t hk__zs_usable(zs_run *r, const void *p) {
+size_t hk__zs_usable(const zs_heap *h, zs_run *r, const void *p) {
     uint32_t i = zs_index(r, (uint32_t)(uintptr_t)p & (uint32_t)(ZS_RUN - 1));
-    if (!__atomic_load_n(&r->heap, __ATOMIC_RELAXED) || i == UINT32_MAX ||
-        i >= __atomic_load_n(&r->bump, __ATOMIC_RELAXED) ||
+    const zs_heap *owner = __atomic_load_n(&r->heap, __ATOMIC_RELAXED);
+    if (!owner || i == UINT32_MAX || i >= __atomic_load_n(&r->bump, __ATOMIC_RELAXED) ||
         ((__atomic_load_n(zs_rbits(r) + (i >> 6), __ATOMIC_RELAXED) >> (i & 63u)) & 1u))
         return 0;
+    if (zs_maybe_link(r, zs_word_used(p))) {
+        /* free, or a used block whose first word looks like a link: only
+         * the owner can search the list; anyone else takes it for free */
+        int is_free = owner != h || zs_on_list(r, (const unsigned char *)p);
+        if (is_free) hk__asan_poison(p, sizeof(void *));
+        if (is_free) return 0;
+    }
     return r->stride;
 }
 

@@ -349,7 +349,9 @@ static inline hk_result zs_free(zs_space *sp, zs_heap *h, zs_run *r, void *p, co
 }
 
 /* Usable bytes of the used slot at p (granule r), or 0 when p is no used
- * slot (O(free slots) when its first word looks like a link). */
-size_t hk__zs_usable(zs_run *r, const void *p);
+ * slot, as judged by heap h (the caller's, or NULL): O(1), but
+ * O(free slots) for h's own run when p's first word looks like a link; in
+ * another heap's run such a block is taken for free. */
+size_t hk__zs_usable(const zs_heap *h, zs_run *r, const void *p);
 
 #endif /* HEAPKIT_ZONE_SMALL_H */

@@ -269,7 +269,7 @@ static hk_result zone_track(hk_zone *z, zone_blk *b, void *p, int tag) {
 /* A small block's tag calls: it has no header, so its tag is always
  * HK_TAG_STATIC. The used block's tag, or 0 after a report of what p is. */
 static int zone_small_tag(hk_zone *z, zs_run *r, const void *p, const char *op) {
-    if (hk__zs_usable(r, p)) return HK_TAG_STATIC;
+    if (hk__zs_usable(z->threads ? hk__zone_heap_find(z) : &z->own, r, p)) return HK_TAG_STATIC;
     hk__report(ZONE_REP(z), HK_ERR_INVALID, HK_EK_DOUBLE_FREE, p, 0, NULL,
                "%s(%p): pointer is in the small-block space but no block in use starts there", op, p);
     return 0;

@@ -69,7 +69,7 @@ HKT_TEST(zone_small_alloc_free_every_class) {
             memset(p, 0xA5, n);
             ps[c][k] = p;
             CHECK(zs_run_of(&f.sp, p) != NULL);
-            CHECK_EQ(hk__zs_usable(zs_run_of(&f.sp, p), p), n);
+            CHECK_EQ(hk__zs_usable(&f.h, zs_run_of(&f.sp, p), p), n);
         }
     }
     CHECK_EQ(fix_check(&f), HK_OK);
