@@ -49,6 +49,7 @@
 #include "options.h"
 #include "zone_heaps.h"
 
+#include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -105,13 +106,21 @@ static void shim_create(void) {
 }
 
 /* The zone once it exists and the fork hooks are registered: the one load
- * of every call after start-up. */
+ * of every call after start-up; g_shim_fast is the same zone when its
+ * small blocks come from thread heaps (the inline paths' only test). */
 static hk_zone *g_shim_ready;
+/* Until then g_shim_fast is a zone with an empty space and a zone id no
+ * thread holds, so that both inline paths fail their one compare and need
+ * no test of their own. */
+static hk_zone g_shim_none = {.zid = UINT64_MAX};
+static hk_zone *g_shim_fast = &g_shim_none;
 
 static HK__NOINLINE hk_zone *shim_zone_slow(void) {
     pthread_once(&g_shim_once, shim_create);
     if (!__atomic_exchange_n(&g_shim_atfork, 1, __ATOMIC_ACQ_REL)) {
         pthread_atfork(shim_atfork_prepare, shim_atfork_parent, shim_atfork_child);
+        if (g_shim_zone && g_shim_zone->fast == ZONE_FAST_THREADS)
+            __atomic_store_n(&g_shim_fast, g_shim_zone, __ATOMIC_RELEASE);
         __atomic_store_n(&g_shim_ready, g_shim_zone, __ATOMIC_RELEASE);
     }
     return g_shim_zone;
@@ -124,42 +133,41 @@ static inline hk_zone *shim_zone(void) {
 
 /* malloc and free take the thread heap's inline paths first (one call
  * less than through hk_zone_alloc / hk_zone_free, which they would reach
- * the same way), then the public calls. */
-/* The first calls (the zone not made yet) and everything but the thread
- * heap's inline paths: out of line, reached by a tail call, so that the
- * inline paths keep nothing live across a call. */
+ * the same way), then the public calls, out of line and reached by a tail
+ * call, so that the inline paths need no frame: the first calls (the zone
+ * not made yet), a thread's first call, large blocks. malloc's sets errno. */
 static HK__NOINLINE void *shim_malloc_slow(size_t n) {
     hk_zone *z = shim_zone();
-    return z ? hk_zone_alloc(z, n) : NULL; /* its inline pop again, then the slow paths */
+    void *p = z ? hk_zone_alloc(z, n) : NULL; /* its inline pop again, then the slow paths */
+    if (!p) errno = ENOMEM;
+    return p;
 }
 static HK__NOINLINE void shim_free_slow(void *p) {
+    if (!p) return;
     hk_zone *z = shim_zone();
     if (z) (void)hk_zone_free(z, p);
 }
 
 static inline __attribute__((always_inline)) void *shim_malloc(size_t n) {
-    hk_zone *z = __atomic_load_n(&g_shim_ready, __ATOMIC_ACQUIRE);
-    if (HK__LIKELY(z != NULL && n <= ZS_MAX && z->fast == ZONE_FAST_THREADS)) {
-        zs_heap *h = zone_tl_heap(z);
-        if (HK__LIKELY(h != NULL)) {
-            void *u = zs_alloc(h, n);
-            if (HK__LIKELY(u != NULL)) return u;
-        }
+    hk_zone *z = __atomic_load_n(&g_shim_fast, __ATOMIC_ACQUIRE);
+    /* the thread's heap: a matching cache entry always names one */
+    if (HK__LIKELY(n <= ZS_MAX) && HK__LIKELY(hk__zone_tl_cur.zid == z->zid)) {
+        void *u = zs_alloc(hk__zone_tl_cur.h, n);
+        if (HK__LIKELY(u != NULL)) return u;
     }
     return shim_malloc_slow(n);
 }
 
 static inline __attribute__((always_inline)) void shim_free(void *p) {
-    hk_zone *z = __atomic_load_n(&g_shim_ready, __ATOMIC_ACQUIRE);
-    if (HK__LIKELY(z != NULL && z->fast == ZONE_FAST_THREADS)) {
-        zs_run *r = zs_run_of(&z->small, p); /* NULL for p == NULL: below the space */
-        zs_heap *h = zone_tl_heap(z);
-        if (HK__LIKELY(r != NULL && h != NULL)) {
-            (void)zs_free(&z->small, h, r, p, "free"); /* checked; another heap's block goes back lock-free */
-            return;
-        }
+    hk_zone *z = __atomic_load_n(&g_shim_fast, __ATOMIC_ACQUIRE);
+    /* NULL and anything outside the small-block space fail the one compare */
+    if (HK__LIKELY((uintptr_t)p - z->small.lo < z->small.used) && HK__LIKELY(hk__zone_tl_cur.zid == z->zid)) {
+        /* checked; another heap's block goes back lock-free */
+        (void)zs_free(&z->small, hk__zone_tl_cur.h, (zs_run *)((uintptr_t)p & ~(uintptr_t)(ZS_RUN - 1)), p,
+                      "free");
+        return;
     }
-    if (p) shim_free_slow(p);
+    shim_free_slow(p);
 }
 
 static void *shim_realloc(void *p, size_t n) {
@@ -192,6 +200,8 @@ __attribute__((destructor)) static void shim_report_stats(void) {
 }
 
 #define HK_SHIM_MAX_ALIGN ((size_t)1 << 34) /* the zone's largest alignment */
+#define HK_SHIM_MALLOC_ERRNO
+#define HK_SHIM_FREE_NULL
 #include "override.inc"
 
 /* glibc's malloc_trim: gives the zone's free memory back to the OS now

@@ -181,7 +181,11 @@ static uint32_t zone_small_poll(void *user, zs_heap *h) {
 static void zone_small_init(hk_zone *z, const hk_zone_desc *desc) {
     size_t span = sizeof(void *) >= 8 ? ZONE_SMALL_SPAN : (size_t)256 << 20;
     if (desc->max_size && desc->max_size < span) span = desc->max_size;
-    if (span < ZS_RUN || hk__zs_space_init(&z->small, span, ZONE_REP(z)) != HK_OK) {
+    /* a smaller space where the OS refuses the address space (an address-
+     * space limit, valgrind) */
+    hk_result r = HK_ERR_NOMEM;
+    while (span >= ((size_t)16 << 20) && (r = hk__zs_space_init(&z->small, span, ZONE_REP(z))) != HK_OK) span /= 4;
+    if (r != HK_OK) {
         if (z->threads) hk__zone_thr_fini(z);
         z->small_on = 0;
         z->threads = 0;

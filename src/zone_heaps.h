@@ -12,7 +12,8 @@
 
 #include "zone_internal.h"
 
-/* The calling thread's last (zone id, heap) pair. */
+/* The calling thread's last (zone id, heap) pair: h is never NULL while zid
+ * is a zone's (both are set and cleared together). */
 typedef struct zone_tl_ent {
     uint64_t zid;
     zs_heap *h;

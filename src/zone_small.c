@@ -287,6 +287,15 @@ void hk__zs_poll(zs_heap *h) {
     if (!h->poll_left) h->poll_left = 1;
 }
 
+hk_result hk__zs_free_tail(zs_heap *h, zs_run *r) {
+    if (r->used < r->settle_below) {
+        hk__zs_settle(h, r);
+        if (--h->poll_left != 0) return HK_OK;
+    }
+    hk__zs_poll(h);
+    return HK_OK;
+}
+
 void hk__zs_settle(zs_heap *h, zs_run *r) {
     zs_cls *c = &h->cls[r->cls];
     if (r->state == ZS_FULL) zs_partial_push(c, r);

@@ -235,6 +235,9 @@ size_t hk__zs_heap_take_spare(zs_heap *h);
 void *hk__zs_alloc_slow(zs_heap *h, unsigned c);
 /* The space's poll, and the next count. */
 void hk__zs_poll(zs_heap *h);
+/* The end of a free whose run must settle or whose heap's poll is due
+ * (poll_left may already be 0 or not yet decremented). HK_OK. */
+hk_result hk__zs_free_tail(zs_heap *h, zs_run *r);
 /* Settles run r after a free made it non-full or empty. */
 void hk__zs_settle(zs_heap *h, zs_run *r);
 /* A free the fast path did not take: misuse (reported, HK_ERR_*), a
@@ -343,8 +346,9 @@ static inline hk_result zs_free(zs_space *sp, zs_heap *h, zs_run *r, void *p, co
     r->free = (unsigned char *)p;
     ZS_STAT_ADD(h->free_count, 1);
     ZS_STAT_SUB(h->slot_bytes, r->stride);
-    if (HK__UNLIKELY(--r->used < r->settle_below)) hk__zs_settle(h, r);
-    if (HK__UNLIKELY(--h->poll_left == 0)) hk__zs_poll(h);
+    uint32_t used = --r->used;
+    if (HK__UNLIKELY(used < r->settle_below) || HK__UNLIKELY(--h->poll_left == 0))
+        return hk__zs_free_tail(h, r);
     return HK_OK;
 }
 
