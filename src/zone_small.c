@@ -232,7 +232,7 @@ static zs_run *zs_run_new(zs_heap *h, unsigned c) {
  * pages go back to the OS when it stays free (hk__zs_space_age) or by
  * hk__zs_space_trim. Its line 0 stays for racing frees to read. */
 static void zs_granule_give(zs_space *sp, zs_run *r) {
-    hk__asan_poison(r, ZS_RUN);
+    hk__asan_poison((unsigned char *)r + 64, ZS_RUN - 64); /* line 0 stays readable */
     hk_os_mutex_lock(&sp->mx);
     zs_gpush(&sp->dirty_new, r);
     __atomic_store_n(&sp->ndirty, sp->ndirty + 1, __ATOMIC_RELAXED);
@@ -523,6 +523,9 @@ hk_result hk__zs_space_init(zs_space *sp, size_t span, hk__reporter *rep) {
 void hk__zs_space_fini(zs_space *sp) {
     if (!sp->os_base) return;
     hk_os_mutex_destroy(&sp->mx);
+    /* poisoning outlives the mapping: whoever maps these addresses next
+     * must find them clean */
+    hk__asan_unpoison((void *)sp->lo, sp->used);
     hk_os_release(sp->cstack, sp->cs_size);
     hk_os_release(sp->os_base, sp->os_size);
     memset(sp, 0, sizeof *sp);

@@ -5,16 +5,24 @@
  * Algorithm: two-level segregated fit (TLSF) with boundary tags: free
  * blocks sit in size classes found with two bit scans; a freed block is
  * merged at once with free neighbours. Small untracked requests (at most
- * 16376 bytes, from hk_zone_alloc, hk_zone_calloc and hk_zone_realloc) are
- * served from "runs": TLSF blocks cut into equal slots of one size class,
- * reused LIFO without merging (on by default; off with HK_ZONE_NO_RUNS or
- * any debug flag). Tagged, owned, named, site-recorded or aligned
- * allocations (hk_zone_alloc_tagged, _ex, _aligned) are plain TLSF blocks
- * (except a HK_ZONE_THREADS zone's small tagged blocks without owner or
- * name: see hk_zone_alloc_tagged). Untracked blocks (default tag, no owner, name or site) carry an
- * 8-byte header; tracked ones also a record that links them into their
- * tag's lists. docs/zone.md gives the layout, the byte costs, the
- * fragmentation bound and measurements.
+ * 1024 bytes, from hk_zone_alloc, hk_zone_calloc and hk_zone_realloc) are
+ * "small blocks": slots of 40 size classes (8-byte steps to 64 bytes, then
+ * steps of at most 12.5%) in 64 KiB runs, each run one aligned granule of
+ * address space the zone reserves for them, with no header in front of a
+ * block: a free finds the run by masking the address and checks the block
+ * in the run's side tables (foreign, interior, double free: every free is
+ * checked). On by default in a zone that may take memory from the OS (no
+ * `memory` in the desc, or a grow_size); off with HK_ZONE_NO_RUNS, any
+ * debug flag, and in a zone confined to caller memory, where every block
+ * is a TLSF block. A small block of n bytes is aligned to the largest
+ * power of two, up to 16, that divides n rounded up to 8 (a 24-byte block
+ * to 8, a 48-byte one to 16): what C asks of an object of its size. Every
+ * other block is 16-byte aligned (or as asked). Tagged, owned, named,
+ * site-recorded or aligned allocations (hk_zone_alloc_tagged, _ex,
+ * _aligned) are TLSF blocks. Untracked TLSF blocks (default tag, no owner,
+ * name or site) carry an 8-byte header; tracked ones also a record that
+ * links them into their tag's lists. docs/zone.md gives the layout, the
+ * byte costs, the fragmentation bound and measurements.
  *
  * Complexity: alloc, free, calloc (plus the zeroing), alloc_aligned, realloc
  * in place (plus the copy when it moves), usable_size, change_tag: O(1) in
@@ -27,9 +35,10 @@
  * HK_TAG_STATIC also walks the heap for untracked blocks (see
  * hk_zone_free_tags). walk, check, where and dump are O(blocks).
  *
- * When allocation fails: only when, after giving back every empty run,
- * purging every purgeable block (oldest first) and growing (if the desc
- * allows), no free block of the request's rounded-up size class exists. So
+ * When allocation fails: only when, after purging every purgeable block
+ * (oldest first) and growing (if the desc allows), no free block of the
+ * request's rounded-up size class exists (a small request the small-block
+ * space cannot serve falls back to a TLSF block). So
  * a request may fail while a free block up to 1/32 larger than the request
  * is available, but never when one of the next class exists.
  *
@@ -41,27 +50,23 @@
  * on_error run with the lock held: they must not call back into the zone),
  * or HK_ZONE_THREADS. With HK_ZONE_THREADS each thread has its own heap of
  * small-block runs: hk_zone_alloc, calloc, realloc and free of small blocks
- * take no lock (a block freed by another thread than its allocator is
- * handed back lock-free and still checked), and so do small blocks of a
- * kept tag with no owner and no name from hk_zone_alloc_tagged and _ex
- * ("tagged slots"); every other path takes the zone's lock (the hooks, or
- * the zone's own mutex). alloc*, calloc, realloc, free, usable_size, owns,
- * tag, change_tag, stats and get_info may run concurrently from any
- * threads; free_tags, purge, check, walk, dump, where and destroy need the
- * other threads quiescent (not inside a call on this zone), e.g. a level
- * unload between frames. A small untagged block a thread frees from its
- * own heap, and a small block of its heap that another thread freed
- * (handed back in a batch and collected by the owner on a later
- * allocation), goes into that heap's cache of its size class (at most 64
- * blocks, or 128 KiB of the classes above 2 KiB), which the thread's next
- * allocations of the class take first (a block freed while the cache is
- * full goes back to its run); the cache goes back to the runs when the
- * thread exits or calls hk_zone_trim, and before free_tags. A thread's heap is
- * abandoned when it exits and adopted by the next thread that needs one;
- * its blocks stay valid and may be freed from anywhere (such frees go back
- * to its runs as soon as the freeing thread hands its batch over, under
- * the zone's lock: they do not wait for an adoption). Different zones are
- * independent.
+ * take no lock and no atomic read-modify-write on the thread's own blocks;
+ * a block freed by another thread sets its bit in its run's remote bitmap
+ * (one atomic or, still checked) and goes back to its heap's free lists
+ * when the owner next runs short of blocks of that class (or calls
+ * hk_zone_trim; a misuse found there is reported then). Every other path
+ * takes the zone's lock (the hooks, or the zone's own mutex). alloc*,
+ * calloc, realloc, free, usable_size, owns, tag, change_tag, stats and
+ * get_info may run concurrently from any threads; free_tags, purge, check,
+ * walk, dump, where and destroy need the other threads quiescent (not
+ * inside a call on this zone), e.g. a level unload between frames. A
+ * thread's heap is abandoned when it exits (its empty runs given back) and
+ * adopted by the next thread that needs one; its blocks stay valid and may
+ * be freed from anywhere. One race is not caught: a block freed by two
+ * threads at the same instant, whose owner also reuses it before it
+ * collects the other thread's free, is freed again under its new user
+ * (every other double free is reported, at the latest at the collection).
+ * Different zones are independent.
  *
  * Errors: misuse is reported through desc.on_error (or the default handler,
  * see heapkit.h) with the address and what was wrong; the zone is left
@@ -103,9 +108,10 @@ enum {
  * HK_FLAG_CANARY, HK_FLAG_PARANOID, HK_FLAG_RECORD_SITE and HK_FLAG_QUIET. */
 enum {
     HK_ZONE_TRACK_ALL = 1u << 16, /* every block carries a tag record (change_tag never needs room) */
-    /* No small-block runs: every block, however small, is a boundary-tagged
-     * TLSF block. Slower for small blocks; every untracked block can then
-     * take a tag record when it has room (see hk_zone_change_tag). */
+    /* No small blocks: every block, however small, is a boundary-tagged
+     * TLSF block (16-byte aligned, an 8-byte header). Slower for small
+     * blocks; every untracked block can then take a tag record when it has
+     * room (see hk_zone_change_tag). */
     HK_ZONE_NO_RUNS = 1u << 17,
     /* Memory the zone takes from the OS (its first region without `memory`,
      * and every growth) is faulted in when it is taken, not on first use:
@@ -118,14 +124,14 @@ enum {
     HK_ZONE_PREFAULT = 1u << 18,
     /* Per-thread heaps: any number of threads use the zone at once with no
      * user lock. Each thread allocates small untracked blocks (hk_zone_alloc,
-     * calloc, realloc up to 16376 bytes) from runs of its own heap and frees
+     * calloc, realloc up to 1024 bytes) from runs of its own heap and frees
      * its own blocks with no lock and no atomic read-modify-write; a block
      * freed by another thread is handed to its owner lock-free (and still
      * checked). Everything else (tagged, owned, named, aligned and large
      * blocks, free_tags, purge, walk, check, dump, where, stats) goes
      * through the zone's lock: the desc's lock hooks, or the zone's own
      * mutex when the desc has none. See "Thread-safety" above. Ignored
-     * (the zone is then only locked) with HK_ZONE_NO_RUNS or a debug flag. */
+     * (the zone is then only locked) where small blocks are off. */
     HK_ZONE_THREADS = 1u << 19
 };
 
@@ -199,9 +205,9 @@ void hk_zone_destroy(hk_zone *z);
  * HK_ZONE_MAX_REGIONS regions. O(regions). */
 hk_result hk_zone_add_region(hk_zone *z, void *memory, size_t size);
 
-/* Allocates `size` bytes, 16-byte aligned, tag HK_TAG_STATIC (Quake's
- * Z_Malloc). Returns NULL on failure and reports HK_EK_NOMEM with the request
- * size, or HK_EK_OVERFLOW for sizes above 64 GiB. Before failing, purgeable
+/* Allocates `size` bytes, tag HK_TAG_STATIC (Quake's Z_Malloc): 16-byte
+ * aligned, or a small block aligned as its size asks (see above). Returns NULL on failure and reports
+ * HK_EK_NOMEM with the request size, or HK_EK_OVERFLOW for sizes above 64 GiB. Before failing, purgeable
  * blocks are purged oldest first, then the zone grows (if allowed), and the
  * allocation is retried. O(1) (see above). */
 void *hk_zone_alloc(hk_zone *z, size_t size) HK_MALLOC HK_ALLOC_SIZE(2);
@@ -210,12 +216,8 @@ void *hk_zone_alloc(hk_zone *z, size_t size) HK_MALLOC HK_ALLOC_SIZE(2);
  * (may be NULL unless the tag is purgeable: a purgeable block needs an owner
  * to learn about the purge, as in DOOM) and a name (may be NULL). Bad tags
  * or a purgeable tag without owner report HK_EK_INVALID_ARG and return NULL.
- * In a HK_ZONE_THREADS zone a block of at most 16376 bytes with a tag
- * below the purge level, no owner and no name is a tagged slot: it comes
- * from the calling thread's heap without the lock, like hk_zone_alloc's
- * (its tag in its slot header); free_tags finds it, but change_tag cannot
- * change its tag (give it a name or an owner if it must). Otherwise O(1)
- * under the lock. (Not declared HK_MALLOC: *owner holds the block's
+ * A TLSF block with its tag record, O(1) (under the lock with lock hooks or
+ * HK_ZONE_THREADS). (Not declared HK_MALLOC: *owner holds the block's
  * address on return.) */
 void *hk_zone_alloc_tagged(hk_zone *z, size_t size, int tag, void **owner, const char *name) HK_ALLOC_SIZE(2);
 
@@ -243,9 +245,10 @@ void *hk_zone_alloc_aligned(hk_zone *z, size_t align, size_t size) HK_MALLOC HK_
  * more, becomes free); grows in place into a free block right after it;
  * otherwise allocates a new block with the same tag, owner, name and
  * alignment, copies, and frees the old one (the owner then points to the new
- * block). A slot of a run stays in place while the new size fits it and
- * uses at least half of it (or belongs to its class), and otherwise moves to
- * the class of the new size (or to a plain block above 16376 bytes). p NULL
+ * block). A small block stays in place while the new size fits it, uses at
+ * least half of it (or belongs to its class) and asks no more alignment than
+ * it has, and otherwise moves to the class of the new size (or to a TLSF
+ * block above 1024 bytes). p NULL
  * acts as alloc; size 0 keeps a minimal block (it does not free). On failure
  * returns NULL and the block at p is unchanged. A bad p is reported as by
  * hk_zone_free and NULL returned. O(1) plus the copy. */
@@ -258,11 +261,13 @@ void *hk_zone_realloc(hk_zone *z, void *p, size_t size) HK_ALLOC_SIZE(3);
  * (HK_EK_INTERIOR_PTR), HK_ERR_DOUBLE_FREE for a block already free or a
  * pointer into free space, HK_ERR_CORRUPT for a damaged header (the block is
  * left alone). A damaged canary or free-fill is reported (HK_ERR_CORRUPT)
- * and the block is freed anyway. A small untracked block (a run's slot) is
- * judged by its place in its run without recomputing its header's check:
- * damage confined to the header's slack bits is not seen by the free (the
- * block is freed with a wrong byte count) and is reported by the next
- * hk_zone_check. O(1). */
+ * and the block is freed anyway. A small block is judged in its run's side
+ * tables: HK_ERR_INVALID for a pointer inside it or inside its run's header,
+ * HK_ERR_DOUBLE_FREE for one already free (its first word is the free
+ * list's link, encoded with the run's secret: a used block whose first word
+ * happens to decode to one costs a search of its run's list), freed by
+ * another thread and not collected yet, or never handed out. O(1), but
+ * O(free blocks of the run) for such a search. */
 hk_result hk_zone_free(hk_zone *z, void *p);
 
 /* Bytes usable at p (at least the size asked for; exactly that size with
@@ -282,10 +287,9 @@ bool hk_zone_owns(hk_zone *z, const void *p);
  * (allocated with the default tag and no owner/name/site) gets its tag
  * record from its own slack or the free block after it; when neither has
  * room, returns HK_ERR_NOMEM (reported) and the tag is unchanged: allocate
- * such blocks with hk_zone_alloc_tagged or use HK_ZONE_TRACK_ALL. A slot
- * of a run (a small block from hk_zone_alloc, or a tagged slot of a
- * HK_ZONE_THREADS zone) never has room: any tag but its own gives
- * HK_ERR_NOMEM (HK_ERR_INVALID for a purgeable tag, which needs an owner).
+ * such blocks with hk_zone_alloc_tagged or use HK_ZONE_TRACK_ALL. A small
+ * block never has room: any tag but HK_TAG_STATIC gives HK_ERR_NOMEM
+ * (HK_ERR_INVALID for a purgeable tag, which needs an owner).
  * O(1). */
 hk_result hk_zone_change_tag(hk_zone *z, void *p, int tag);
 
@@ -295,11 +299,10 @@ int hk_zone_tag(hk_zone *z, const void *p);
 /* DOOM's Z_FreeTags: frees every block with lo <= tag <= hi, clearing
  * owners first (all owners are cleared before any block is freed). Returns
  * the number of blocks freed. O(blocks freed + tags in range), plus a heap
- * walk when the range holds HK_TAG_STATIC and untracked blocks exist. In a
- * HK_ZONE_THREADS zone where threads made tagged slots of a tag in the
- * range (of any tag, when the range holds HK_TAG_STATIC), plus a pass over
- * the zone's runs: O(runs + slots of the runs holding tagged slots); the
- * other threads must be quiescent (see Thread-safety above). */
+ * walk when the range holds HK_TAG_STATIC and untracked blocks exist, which
+ * also frees every small block, each run at once (O(runs)). In a
+ * HK_ZONE_THREADS zone the other threads must be quiescent (see
+ * Thread-safety above). */
 size_t hk_zone_free_tags(hk_zone *z, int lo, int hi);
 
 /* Purges every purgeable block whose tag is >= level (level below the
@@ -307,21 +310,24 @@ size_t hk_zone_free_tags(hk_zone *z, int lo, int hi);
  * Returns the number of blocks purged. O(blocks purged x purgeable tags). */
 size_t hk_zone_purge(hk_zone *z, int level);
 
-/* Introspection (see heapkit.h). stats is O(1), except in a HK_ZONE_THREADS
- * zone, where it sums the per-thread counters and the runs' used counts
- * and subtracts the blocks in the threads' caches and those freed by other
- * threads and not yet collected by their owners: O(threads x size classes
- * + runs); exact while no other thread is
- * inside a call, and peak_used is the highest total seen when a thread's
- * heap takes a new run or stats reads. largest_free is the largest
- * request guaranteed to succeed now without purging or growing. walk visits
- * every block, used and free, region by region in address order. check
- * verifies every header check, size, boundary tag (a free block's size is
- * repeated in the next header and that header says its predecessor is free),
- * the no-two-free-neighbours rule, every free list (links, class, bitmap
- * bits both ways, counts), every tag list (links, tags, order, counts), every
- * canary (HK_FLAG_CANARY), every free fill (HK_FLAG_FILL) and the counters;
- * it reports the first problem and returns HK_ERR_CORRUPT. */
+/* Introspection (see heapkit.h). stats is O(heaps): it sums each heap's
+ * counters of small blocks (a HK_ZONE_THREADS zone has one heap per
+ * thread); read while other threads allocate, each counter is a value it
+ * held, and a block freed by another thread counts as used until its owner
+ * collects it. A small block counts its slot as the bytes asked for (no
+ * header keeps the request). peak_used is the highest total seen by the
+ * TLSF paths and by stats. largest_free is the largest request guaranteed
+ * to succeed now without purging or growing. walk visits every TLSF block,
+ * used and free, region by region in address order, then every used small
+ * block, run by run. check verifies every header check, size, boundary tag
+ * (a free block's size is repeated in the next header and that header says
+ * its predecessor is free), the no-two-free-neighbours rule, every free
+ * list (links, class, bitmap bits both ways, counts), every tag list
+ * (links, tags, order, counts), every canary (HK_FLAG_CANARY), every free
+ * fill (HK_FLAG_FILL), the counters, and every small-block run (its fixed
+ * fields, its free list against its count, its remote bits, its class list
+ * and state, the heaps' granules against the space's); it reports the first
+ * problem and returns HK_ERR_CORRUPT. */
 hk_result hk_zone_stats(const hk_zone *z, hk_stats *out);
 int hk_zone_walk(hk_zone *z, hk_walk_fn fn, void *user);
 hk_result hk_zone_check(hk_zone *z);
@@ -336,10 +342,10 @@ typedef struct hk_zone_info {
     size_t grown_bytes;       /* OS memory taken by growth (regions of one large request not counted) */
     uint32_t regions;         /* regions in use */
     int purge_level;          /* tags >= this are purgeable */
-    size_t runs;              /* small-block runs */
-    size_t run_bytes;         /* bytes of the runs' blocks (slots, free or used, and run headers) */
-    size_t slot_bytes;        /* bytes of the used slots */
-    size_t untracked_blocks;  /* live plain blocks without a tag record (slots not counted) */
+    size_t runs;              /* small-block runs (granules held by the heaps, spares included) */
+    size_t run_bytes;         /* runs x 64 KiB (slots, free or used, and run headers) */
+    size_t slot_bytes;        /* bytes of the used small blocks (their slots) */
+    size_t untracked_blocks;  /* live TLSF blocks without a tag record (small blocks not counted) */
     uint64_t purge_count;     /* blocks purged since creation */
     uint64_t grow_count;      /* times the zone grew from the OS */
     size_t decommitted_bytes; /* free bytes whose pages are given back to the OS now (counted in free) */
@@ -349,32 +355,26 @@ typedef struct hk_zone_info {
 hk_result hk_zone_get_info(const hk_zone *z, hk_zone_info *out);
 
 /* Gives the zone's free memory back to the OS now, keeping its address
- * space (malloc_trim). First the empty small-block runs kept for reuse go
- * back to the free blocks: the zone's own spare runs and empty current
- * runs, every thread heap's spare run (HK_ZONE_THREADS; a live thread's
- * current run stays), and the empty runs of abandoned heaps (their
- * threads' frees are back in their runs already); then every whole page of
- * every free block (past its first 32 bytes) that is not given back yet
- * is, with madvise(MADV_DONTNEED) on POSIX hosts: the resident size drops
- * at once.
- * Blocks later carved from that memory fault fresh pages in as they are
- * written. Returns the bytes given back by this call (0 for NULL, for a
- * zone on caller memory only, with HK_FLAG_FILL, or when nothing was
- * left). Statistics do not change (free memory stays free, in
+ * space (malloc_trim). First the small-block runs: the calling thread's
+ * empty runs (its current ones too) and spare, every other heap's spare
+ * (taken atomically), the abandoned heaps' empty runs (their remote frees
+ * collected first), then the pages of every free granule; then every whole
+ * page of every free TLSF block (past its first 32 bytes) that is not
+ * given back yet, with madvise(MADV_DONTNEED) on POSIX hosts: the resident
+ * size drops at once. Memory later used again faults fresh pages in.
+ * Returns the bytes given back by this call (0 for NULL, for a zone on
+ * caller memory only, with HK_FLAG_FILL, or when nothing was left).
+ * Statistics do not change (free memory stays free, in
  * hk_zone_info.decommitted_bytes); check still passes. The OS refusing a
  * range leaves those pages resident (tried again at the next trim); no
  * report. Thread-safety: takes the zone's lock; with HK_ZONE_THREADS it
- * may run while other threads allocate and free (spare runs are taken
- * from their heaps atomically), and the calling thread's cache of freed
- * blocks goes back to the runs first (other live threads keep theirs).
- * O(free blocks of at least a page + runs given back + heaps x classes +
- * the caller's cached blocks), plus one madvise per range given back.
- * Memory freed later is given back by the decay (hk_zone_desc.decay_ms),
- * which reads the clock only inside zone calls (a plain block freed, a run
- * emptied or taken, a thread's small frees in a HK_ZONE_THREADS zone): a
- * zone nobody calls keeps its pages until trimmed. Slots freed by another
- * thread wait for their owner thread to collect them (or to exit) before
- * their runs can go back. */
+ * may run while other threads allocate and free. O(free blocks of at least
+ * a page + runs + heaps), plus one madvise per range given back. Memory
+ * freed later goes back by the decay (hk_zone_desc.decay_ms), which reads
+ * the clock only inside zone calls (a TLSF block freed, and every few
+ * small frees of a heap while something waits to go back); free granules
+ * past 1/16 of the runs (at least 16) go back at once. A zone nobody calls
+ * keeps its pages until trimmed. */
 size_t hk_zone_trim(hk_zone *z);
 
 /* Z_DumpHeap: writes every block (address, size, tag, owner, name, site),
