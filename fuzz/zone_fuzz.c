@@ -3,6 +3,9 @@
  * (alloc, tagged alloc, alloc_aligned, realloc, free, change_tag, free_tags,
  * purge, and misuse: double free, interior pointer) against a shadow model,
  * running hk_zone_check after every operation. Any disagreement aborts.
+ * The first byte picks the zone: caller memory (every block a TLSF block)
+ * or OS memory with growth (small blocks of up to 1 KiB in their runs),
+ * flags, size.
  */
 #include "heapkit/zone.h"
 
@@ -22,7 +25,16 @@ typedef struct zf_slot {
     unsigned char pat;
     void *owner;
     int owned;
+    int plain; /* from hk_zone_alloc: aligned as its size asks where small blocks are on */
 } zf_slot;
+
+/* The alignment hk_zone_alloc promises n bytes (zone.h): 16, or for a
+ * small block the largest power of two up to 16 dividing n rounded to 8. */
+static size_t zf_natural(size_t n, int small) {
+    if (!small || n > 1024) return 16;
+    size_t r = n < 8 ? 8 : (n + 7) & ~(size_t)7, low = r & (~r + 1);
+    return low < 16 ? low : 16;
+}
 
 static int zf_reports;
 static void zf_on_error(const hk_error *e, void *user) {
@@ -56,12 +68,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                             HK_FLAG_ZERO | HK_FLAG_RECORD_SITE};
     hk_zone_desc d;
     memset(&d, 0, sizeof d);
-    d.memory = mem;
-    d.size = (size_t)(32 << 10) + (size_t)(data[0] >> 2) * 1024;
+    int os = (data[0] & 8) != 0; /* OS memory: small blocks on (without a debug flag) */
+    if (os) {
+        d.size = (size_t)(32 << 10);
+        d.grow_size = (size_t)(32 << 10);
+        d.max_size = (size_t)4 << 20;
+    } else {
+        d.memory = mem;
+        d.size = (size_t)(32 << 10) + (size_t)(data[0] >> 2) * 1024;
+    }
     d.flags = flagsets[data[0] & 3] | ((data[0] & 4) ? HK_ZONE_NO_RUNS : 0u);
     d.on_error = zf_on_error;
     hk_zone *z = hk_zone_create(&d);
     if (!z) zf_fail("create failed", -1);
+    hk_zone_info zi;
+    hk_zone_get_info(z, &zi);
+    int small = os && !(d.flags & (HK_FLAG_FILL | HK_FLAG_CANARY | HK_FLAG_ZERO | HK_FLAG_RECORD_SITE |
+                                   HK_ZONE_TRACK_ALL | HK_ZONE_NO_RUNS));
     zf_slot sl[ZF_SLOTS];
     memset(sl, 0, sizeof sl);
     int op = 0;
@@ -76,9 +99,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             s->owner = NULL;
             s->owned = 0;
             s->align = 16;
+            s->plain = 0;
             s->tag = HK_TAG_STATIC;
             if (kind < 6) {
                 s->p = hk_zone_alloc(z, n);
+                s->align = zf_natural(n, small);
+                s->plain = 1;
             } else if (kind < 12) {
                 s->tag = zf_tags[kind & 7];
                 s->owned = 1;
@@ -119,6 +145,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                     }
                 if (!s->p) zf_fail("realloc purged its own block", op);
                 if (q) {
+                    if (s->plain) s->align = zf_natural(n, small);
                     size_t keep = n < s->size ? n : s->size;
                     for (size_t k = 0; k < keep; k++)
                         if (q[k] != (unsigned char)(s->pat + k)) zf_fail("realloc lost data", op);
