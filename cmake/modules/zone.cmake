@@ -42,6 +42,17 @@ if(NOT HEAPKIT_SANITIZE_ANY)
     set_tests_properties(zone_preload_c PROPERTIES LABELS no-sanitize TIMEOUT 120
       PASS_REGULAR_EXPRESSION "preload ok")
 
+    # Misuse under the preload: each of the five reported, the program
+    # goes on with its heap intact.
+    add_executable(zone_preload_misuse_prog ${PROJECT_SOURCE_DIR}/tests/zone_preload_misuse_prog.c)
+    target_link_libraries(zone_preload_misuse_prog PRIVATE Threads::Threads)
+    target_compile_options(zone_preload_misuse_prog PRIVATE -fno-builtin)
+    add_test(NAME zone_preload_misuse COMMAND ${CMAKE_COMMAND} -E env LD_PRELOAD=$<TARGET_FILE:heapkit_malloc>
+      $<TARGET_FILE:zone_preload_misuse_prog>)
+    set_tests_properties(zone_preload_misuse PROPERTIES LABELS no-sanitize TIMEOUT 60
+      PASS_REGULAR_EXPRESSION "misuse ok"
+      FAIL_REGULAR_EXPRESSION "FAIL")
+
     # Every edge of the malloc family (alignments, huge sizes, errno,
     # realloc to 0) behaves as this machine's glibc does.
     add_executable(malloc_compat_prog ${PROJECT_SOURCE_DIR}/tests/malloc_compat_prog.c)
