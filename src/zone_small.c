@@ -543,7 +543,11 @@ void hk__zs_heap_init(zs_heap *h, zs_space *sp) {
  * emptied first (its runs unqueued), then every run's bitmap is read. */
 static size_t zs_collect_all(zs_heap *h) {
     zs_run *s = __atomic_exchange_n(&h->rstack, NULL, __ATOMIC_ACQUIRE);
-    for (; s; s = s->rnext) __atomic_store_n(&s->rqueued, 0, __ATOMIC_SEQ_CST);
+    while (s) {
+        zs_run *next = s->rnext; /* before the unqueue: a freer may queue s again at once */
+        __atomic_store_n(&s->rqueued, 0, __ATOMIC_SEQ_CST);
+        s = next;
+    }
     size_t got = 0;
     for (zs_run *r = h->all; r; r = r->all_next) got += zs_collect_run(h, r);
     return got;
