@@ -335,7 +335,7 @@ static int zs_on_list(zs_run *r, const unsigned char *p) {
 
 /* Pushes slot p (used) on r's free list: the free's bookkeeping. */
 static void zs_push(zs_heap *h, zs_run *r, unsigned char *p) {
-    hk__san_free(p, r->stride);
+    hk__asan_poison(p, r->stride);
     zs_link(p, (uint64_t)(uintptr_t)r->free ^ r->key);
     r->free = p;
     r->used--;
@@ -466,7 +466,7 @@ hk_result hk__zs_free_slow(zs_space *sp, zs_heap *h, zs_run *r, void *p, const c
     }
     if (__atomic_fetch_or(rw, m, __ATOMIC_ACQ_REL) & m)
         return zs_double(sp, h, r, p, op, " (freed by another thread, not collected yet)");
-    hk__san_free(p, r->stride);
+    hk__asan_poison(p, r->stride);
     /* queue the run once (invariant 5) */
     if (!__atomic_load_n(&r->rqueued, __ATOMIC_SEQ_CST) &&
         !__atomic_exchange_n(&r->rqueued, 1, __ATOMIC_SEQ_CST)) {
@@ -646,7 +646,7 @@ static hk_result zs_free_set(zs_run *r, uint32_t bump, uint64_t *fr, uint32_t *n
         fr[i >> 6] |= (uint64_t)1 << (i & 63u);
         n++;
         uint64_t w = zs_word(p);
-        hk__san_noaccess(p, sizeof(void *));
+        hk__asan_poison(p, sizeof(void *));
         p = (unsigned char *)(uintptr_t)(w ^ r->key);
     }
     *nfree = n;

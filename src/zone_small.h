@@ -19,6 +19,10 @@
  * src/zone_small.c holds the invariants and the slow paths; the fast paths
  * are inline here.
  *
+ * Sanitizers: free slots are poisoned for AddressSanitizer. Valgrind gets
+ * no client requests here: a zone that a tool watches keeps every block in
+ * its TLSF core instead (src/track.h), so these paths stay free of them.
+ *
  * Threads: a run belongs to one heap (zs_heap), whose owner thread alone
  * allocates from it and frees into its free list. Another thread's free
  * sets the slot's bit in the run's remote bitmap (one atomic or) and, the
@@ -301,7 +305,7 @@ static inline void zs_set_state(zs_run *r, uint32_t state) {
  * is free); zs_word_used reads a slot that should be used (ASan: a freed
  * one is poisoned, so it unpoisons; the slow path poisons again). */
 static inline uint64_t zs_word(const void *u) {
-    hk__san_access(u, sizeof(void *));
+    hk__asan_unpoison(u, sizeof(void *));
     return __atomic_load_n((const uint64_t *)u, __ATOMIC_RELAXED);
 }
 static inline uint64_t zs_word_used(const void *u) {
@@ -309,9 +313,9 @@ static inline uint64_t zs_word_used(const void *u) {
     return __atomic_load_n((const uint64_t *)u, __ATOMIC_RELAXED);
 }
 static inline void zs_link(void *u, uint64_t w) {
-    hk__san_access(u, sizeof(void *));
+    hk__asan_unpoison(u, sizeof(void *));
     __atomic_store_n((uint64_t *)u, w, __ATOMIC_RELAXED);
-    hk__san_noaccess(u, sizeof(void *));
+    hk__asan_poison(u, sizeof(void *));
 }
 /* Whether first word w of a slot of run r may be a free-list link. */
 static inline int zs_maybe_link(const zs_run *r, uint64_t w) { return (w ^ r->secret) < ZS_RUN; }
@@ -327,7 +331,7 @@ static inline void *zs_alloc(zs_heap *h, size_t n) {
     r->used++;
     ZS_STAT_ADD(h->alloc_count, 1);
     ZS_STAT_ADD(h->slot_bytes, r->stride);
-    hk__san_alloc(u, r->stride, 0);
+    hk__asan_unpoison(u, r->stride);
     return u;
 }
 
@@ -347,7 +351,7 @@ static inline hk_result zs_free(zs_space *sp, zs_heap *h, zs_run *r, void *p, co
      * shipped): the owner's free takes the block on trust */
     if (HK__UNLIKELY(r->heap != h)) return hk__zs_free_slow(sp, h, r, p, op);
 #endif
-    hk__san_free(p, r->stride);
+    hk__asan_poison(p, r->stride);
     zs_link(p, (uint64_t)(uintptr_t)r->free ^ r->key);
     r->free = (unsigned char *)p;
     ZS_STAT_ADD(h->free_count, 1);
