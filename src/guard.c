@@ -111,12 +111,13 @@ hk_guard *hk_guard_create(const hk_guard_desc *desc) {
     memset(g, 0, sizeof *g);
     g->core = core;
     g->core.self = g;
+    /* memcheck hears of guard blocks as malloc-like blocks (hk__san_alloc);
+     * heaptrack and Tracy through src/track.h */
+    g->core.track &= (uint8_t)~HK__TRACK_VALGRIND;
     if (!g->core.lock.lock) {
         hk_os_mutex_init(&g->mutex);
         g->own_mutex = true;
-        g->core.lock.lock = hk_os_mutex_lock_hook;
-        g->core.lock.unlock = hk_os_mutex_unlock_hook;
-        g->core.lock.user = &g->mutex;
+        hk__core_set_lock(&g->core, hk_os_mutex_lock_hook, hk_os_mutex_unlock_hook, &g->mutex);
     }
     g->self_size = self_size;
     g->page = page;
