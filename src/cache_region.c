@@ -26,7 +26,6 @@
 
 /* Sets up a region holding one free block and the sentinel. */
 void hk__cache_region_init(hk_cache *c, unsigned char *lo, unsigned char *hi) {
-    if (HK__TRACKED(&c->core)) hk__track_heap(&c->core, lo, (size_t)(hi - lo), 1);
     c->lo = lo;
     c->end = (cache_blk *)(hi - CACHE_HDR);
     cache_unpoison(c->end, CACHE_HDR);
@@ -43,6 +42,7 @@ void hk__cache_region_init(hk_cache *c, unsigned char *lo, unsigned char *hi) {
         c->end->prev16 = f->size16;
         cache_add_free(c, f);
     }
+    if (HK__TRACKED(&c->core)) hk__track_heap(&c->core, lo, (size_t)(hi - lo), 1); /* written: now its own */
 }
 
 /* A free block of at least need16 units, or NULL. Good fit: first fit in

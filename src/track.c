@@ -1,6 +1,6 @@
 /*
- * src/track.c - the tools behind src/track.h: Valgrind memcheck (mempool
- * client requests), heaptrack (heaptrack_malloc / _free / _realloc, found
+ * src/track.c - the tools behind src/track.h: Valgrind memcheck (client
+ * requests: malloc-like blocks, definedness, error reporting), heaptrack (heaptrack_malloc / _free / _realloc, found
  * with hk_os_find_function) and Tracy (its C memory events, named pools,
  * with -DHK_TRACY).
  *
@@ -11,8 +11,8 @@
  *  - a tool's calls are made only when its bit is in the instance's track
  *    byte, so an instance created before a tool was found never announces
  *    half its blocks.
- *  - memcheck pools are keyed by the instance core's address, which stays
- *    put from hk__track_create to hk__track_destroy.
+ *  - memcheck sees a block from hk__track_alloc to hk__track_free, as a
+ *    malloc-like block at the address the program holds.
  *  - Tracy pool names are the instances' names as given (desc.name, or the
  *    allocator's literal name): Tracy keeps the pointer, so it must live as
  *    long as the program (docs/tools.md says so).
@@ -107,19 +107,14 @@ unsigned hk__track_tools(void) {
 
 /* ---- events ----------------------------------------------------------------------- */
 
-void hk__track_create(const hk__core *c) {
-#ifdef HK__VALGRIND
-    if (c->track & HK__TRACK_VALGRIND) VALGRIND_CREATE_MEMPOOL(c, 0, 0);
-#endif
-    (void)c;
-}
+/* Memcheck hears of blocks as malloc-like blocks, not mempool chunks:
+ * Valgrind 3.19's leak check leaves mempool chunks out ("All heap blocks
+ * were freed" with a chunk never freed), and a leak must be reported. So an
+ * instance needs no pool of its own there: create and destroy are the
+ * points where a tool that keeps one per instance would hook in. */
+void hk__track_create(const hk__core *c) { (void)c; }
 
-void hk__track_destroy(const hk__core *c) {
-#ifdef HK__VALGRIND
-    if (c->track & HK__TRACK_VALGRIND) VALGRIND_DESTROY_MEMPOOL(c);
-#endif
-    (void)c;
-}
+void hk__track_destroy(const hk__core *c) { (void)c; }
 
 void hk__track_heap(const hk__core *c, const void *p, size_t n, int own) {
 #ifdef HK__VALGRIND
@@ -139,7 +134,7 @@ void hk__track_heap(const hk__core *c, const void *p, size_t n, int own) {
 void hk__track_alloc(const hk__core *c, const void *p, size_t n, int defined) {
 #ifdef HK__VALGRIND
     if (c->track & HK__TRACK_VALGRIND) {
-        VALGRIND_MEMPOOL_ALLOC(c, p, n);
+        VALGRIND_MALLOCLIKE_BLOCK(p, n, 0, 0);
         if (defined && n) VALGRIND_MAKE_MEM_DEFINED(p, n);
     }
 #endif
@@ -150,7 +145,7 @@ void hk__track_alloc(const hk__core *c, const void *p, size_t n, int defined) {
 
 void hk__track_free(const hk__core *c, const void *p) {
 #ifdef HK__VALGRIND
-    if (c->track & HK__TRACK_VALGRIND) VALGRIND_MEMPOOL_FREE(c, p);
+    if (c->track & HK__TRACK_VALGRIND) VALGRIND_FREELIKE_BLOCK(p, 0);
 #endif
     if (c->track & HK__TRACK_HEAPTRACK) g_ht_free((void *)(uintptr_t)p);
     if (c->track & HK__TRACK_TRACY) tracy_free(c, p);
@@ -175,15 +170,11 @@ void hk__track_realloc(const hk__core *c, const void *old, size_t old_n, const v
 #ifdef HK__VALGRIND
     if (c->track & HK__TRACK_VALGRIND) {
         if (p == old) {
-            VALGRIND_MEMPOOL_CHANGE(c, old, p, n);
-            if (n > old_n)
-                VALGRIND_MAKE_MEM_UNDEFINED((const char *)p + old_n, n - old_n);
-            else if (n < old_n)
-                VALGRIND_MAKE_MEM_NOACCESS((const char *)p + n, old_n - n);
+            VALGRIND_RESIZEINPLACE_BLOCK(p, old_n, n, 0); /* grown bytes: undefined; shrunk: unaddressable */
         } else {
-            VALGRIND_MEMPOOL_ALLOC(c, p, n);
+            VALGRIND_MALLOCLIKE_BLOCK(p, n, 0, 0);
             track_vg_copy_state(old, p, n < old_n ? n : old_n);
-            VALGRIND_MEMPOOL_FREE(c, old);
+            VALGRIND_FREELIKE_BLOCK(old, 0);
         }
     }
 #endif
@@ -200,12 +191,11 @@ void hk__track_move(const hk__core *c, const void *old, const void *p, size_t n)
 #ifdef HK__VALGRIND
     if (c->track & HK__TRACK_VALGRIND) {
         /* The allocator copied the bytes while the new place was not the
-         * program's: memcheck kept no state for them. The old place goes
+         * program's: memcheck kept no state for them. The old block ends
          * first (the two may overlap), then the block is defined where it
-         * is now. */
-        VALGRIND_MAKE_MEM_NOACCESS(old, n);
-        VALGRIND_MEMPOOL_CHANGE(c, old, p, n);
-        if (n) VALGRIND_MAKE_MEM_DEFINED(p, n);
+         * is now (its allocation stack becomes the move's). */
+        VALGRIND_FREELIKE_BLOCK(old, 0);
+        VALGRIND_MALLOCLIKE_BLOCK(p, n, 0, 1);
     }
 #endif
     if (c->track & HK__TRACK_HEAPTRACK) g_ht_realloc((void *)(uintptr_t)old, n, (void *)(uintptr_t)p);

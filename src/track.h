@@ -18,7 +18,7 @@
  * event passes one of the announcing paths below.
  *
  * Events, each announced once by the allocator that makes it:
- *   hk__track_create / _destroy  an instance begins / ends (a memcheck pool)
+ *   hk__track_create / _destroy  an instance begins / ends
  *   hk__track_heap               memory becomes the allocator's (own = 1:
  *                                memcheck marks it unaddressable) or is
  *                                given back (own = 0)
@@ -57,10 +57,9 @@ struct hk__core;
  * (used to measure the cost). Thread-safe. */
 unsigned hk__track_tools(void);
 
-/* An instance whose core is in its final place begins / ends. create makes
- * the memcheck pool (keyed by the core's address); destroy ends it with
- * whatever blocks it still holds (call hk__track_free for each first where
- * heaptrack or Tracy must see them end). */
+/* An instance whose core is in its final place begins / ends (call
+ * hk__track_free for each block it still holds first: every tool must see
+ * them end). None of today's tools keeps per-instance state. */
 void hk__track_create(const struct hk__core *c);
 void hk__track_destroy(const struct hk__core *c);
 

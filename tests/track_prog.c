@@ -36,13 +36,17 @@
 /* Keeps the compiler from dropping reads and writes the tools must see. */
 static volatile unsigned char g_sink;
 static void *volatile g_keep; /* the instance outlives main (leak cases) */
+static unsigned char g_sink_buf;
 
 static TP_NOINLINE void touch_read(const void *p, size_t off) { g_sink = ((const volatile unsigned char *)p)[off]; }
 static TP_NOINLINE void touch_write(void *p, size_t from, size_t n) {
     for (size_t i = 0; i < n; i++) ((volatile unsigned char *)p)[from + i] = 0x5a;
 }
 static TP_NOINLINE int touch_branch(const void *p) {
-    if (((const unsigned char *)p)[3] == 0x77) return 1; /* uninitialised: memcheck's conditional jump */
+    if (((const unsigned char *)p)[3] == 0x77) { /* uninitialised: memcheck's conditional jump */
+        touch_write(&g_sink_buf, 0, 1);
+        return 1;
+    }
     return 0;
 }
 

@@ -31,7 +31,8 @@ valgrind)
     grep -q "Invalid read" "$log" || fail "no 'Invalid read'"
     grep -q "Block was alloc'd at" "$log" || fail "no allocation stack of the block" ;;
   overflow)
-    [ $rc = 99 ] || fail "exit $rc: memcheck saw no error"
+    # the damaged header may crash the allocator afterwards, as in a real program
+    [ $rc != 0 ] || fail "exit 0: memcheck saw no error"
     grep -q "Invalid write" "$log" || fail "no 'Invalid write'" ;;
   uninit)
     [ $rc = 99 ] || fail "exit $rc: memcheck saw no error"
