@@ -7,7 +7,9 @@
  * Invariants:
  *  - g_tools is written once, by the one caller that moved g_probed from 0
  *    to 1 (probing), before it publishes 2 (release); a reader that sees 2
- *    sees the tools and heaptrack's entry points; others wait for 2.
+ *    sees the tools and heaptrack's entry points; one that sees 1 gets no
+ *    tool (it may be a malloc made by the probe's own dlsym). hk__track_off
+ *    moves 0 straight to 2, with no tool.
  *  - a tool's calls are made only when its bit is in the instance's track
  *    byte, so an instance created before a tool was found never announces
  *    half its blocks.
@@ -74,7 +76,13 @@ static unsigned track_probe(void) {
     const char *env = getenv("HEAPKIT_TRACK");
     if (env && env[0] == '0') return 0;
 #ifdef HK__VALGRIND
-    if (RUNNING_ON_VALGRIND) t |= HK__TRACK_VALGRIND;
+    /* memcheck only: another Valgrind tool (callgrind counting the fast
+     * paths) must see heapkit as it runs outside. GET_VBITS answers 1 under
+     * memcheck alone (0 elsewhere). */
+    if (RUNNING_ON_VALGRIND) {
+        unsigned char x = 0, vbits = 0;
+        if (VALGRIND_GET_VBITS(&x, &vbits, 1) == 1) t |= HK__TRACK_VALGRIND;
+    }
 #endif
     void *a = hk_os_find_function("heaptrack_malloc");
     void *f = hk_os_find_function("heaptrack_free");
@@ -98,11 +106,17 @@ unsigned hk__track_tools(void) {
     if (__atomic_compare_exchange_n(&g_probed, &zero, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
         g_tools = track_probe();
         __atomic_store_n(&g_probed, 2, __ATOMIC_RELEASE);
-    } else {
-        while (__atomic_load_n(&g_probed, __ATOMIC_ACQUIRE) != 2) {
-        } /* a few lookups: not worth a sleep */
+        return g_tools;
     }
-    return g_tools;
+    /* Probing elsewhere, or below this very probe (a malloc that dlsym made
+     * reached an instance being created): no tool for this instance rather
+     * than a wait that could never end. */
+    return __atomic_load_n(&g_probed, __ATOMIC_ACQUIRE) == 2 ? g_tools : 0;
+}
+
+void hk__track_off(void) {
+    int zero = 0;
+    (void)__atomic_compare_exchange_n(&g_probed, &zero, 2, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
 }
 
 /* ---- events ----------------------------------------------------------------------- */

@@ -44,7 +44,7 @@
 struct hk__core;
 
 /* Tools (bits of hk__core.track and of hk__track_tools()). */
-#define HK__TRACK_VALGRIND  1u /* running under Valgrind, its headers found at build time */
+#define HK__TRACK_VALGRIND  1u /* running under Valgrind memcheck (not callgrind etc.), its headers found at build time */
 #define HK__TRACK_HEAPTRACK 2u /* heaptrack_malloc / _free / _realloc found in the process */
 #define HK__TRACK_TRACY     4u /* built with HK_TRACY (CMake HEAPKIT_TRACY) */
 
@@ -56,6 +56,11 @@ struct hk__core;
  * fixed afterwards. HEAPKIT_TRACK=0 in the environment turns every tool off
  * (used to measure the cost). Thread-safe. */
 unsigned hk__track_tools(void);
+
+/* No tool for this process's instances, when nothing probed yet: the malloc
+ * shims call it before creating their heap (the tools see malloc calls
+ * themselves, and the probe's dlsym may call malloc). */
+void hk__track_off(void);
 
 /* An instance whose core is in its final place begins / ends (call
  * hk__track_free for each block it still holds first: every tool must see
