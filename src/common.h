@@ -55,7 +55,7 @@ hk_result hk__core_init(hk__core *c, const char *allocator, const char *name, ui
 /* The common call for a desc with the usual fields (name, flags, on_error,
  * error_user, lock). */
 #define HK__CORE_INIT(core, allocator, desc, check, self)                                                    \
-    hk__core_init((core), (allocator), (desc)->name, (desc)->flags, (desc)->on_error, (desc)->error_user,   \
+    hk__core_init((core), (allocator), (desc)->name, (desc)->flags, (desc)->on_error, (desc)->error_user,    \
                   &(desc)->lock, NULL, (check), (self))
 
 /* Lock hooks and a tool's bracket of the allocator's own code (src/track.h):

@@ -212,7 +212,8 @@ uint32_t hk__pool_resolve(hk_pool *p, hk_pool_id id, const char *what, int freei
  * (src/track.h); only when p->san. */
 static HK__NOINLINE void pool_san_alloc(hk_pool *p, void *o) {
     hk__asan_unpoison(o, p->elem_size);
-    if (HK__TRACKED(&p->core)) hk__track_alloc(&p->core, o, p->elem_size, (pool_flags(p) & HK_FLAG_ZERO) != 0);
+    if (HK__TRACKED(&p->core))
+        hk__track_alloc(&p->core, o, p->elem_size, (pool_flags(p) & HK_FLAG_ZERO) != 0);
 }
 static HK__NOINLINE void pool_san_free(hk_pool *p, void *o) {
     hk__asan_poison(o, p->stride);

@@ -1,8 +1,7 @@
 /*
  * src/track.c - the tools behind src/track.h: Valgrind memcheck (client
- * requests: malloc-like blocks, definedness, error reporting), heaptrack (heaptrack_malloc / _free / _realloc, found
- * with hk_os_find_function) and Tracy (its C memory events, named pools,
- * with -DHK_TRACY).
+ * requests: malloc-like blocks, definedness, error reporting), heaptrack (heaptrack_malloc / _free /
+ * _realloc, found with hk_os_find_function) and Tracy (its C memory events, named pools, with -DHK_TRACY).
  *
  * Invariants:
  *  - g_tools is written once, by the one caller that moved g_probed from 0

@@ -44,7 +44,7 @@
 struct hk__core;
 
 /* Tools (bits of hk__core.track and of hk__track_tools()). */
-#define HK__TRACK_VALGRIND  1u /* running under Valgrind memcheck (not callgrind etc.), its headers found at build time */
+#define HK__TRACK_VALGRIND  1u /* under Valgrind memcheck (not callgrind...), headers found at build */
 #define HK__TRACK_HEAPTRACK 2u /* heaptrack_malloc / _free / _realloc found in the process */
 #define HK__TRACK_TRACY     4u /* built with HK_TRACY (CMake HEAPKIT_TRACY) */
 

@@ -183,7 +183,8 @@ void hk__zone_release_all(hk_zone *z) {
     while (z->nregions) {
         zone_region *r = &z->regions[z->nregions - 1];
         zone_unpoison(r->base, (size_t)(r->end - r->base) + ZONE_HDR);
-        if (HK__TRACKED(&z->core)) hk__track_heap(&z->core, r->base, (size_t)(r->end - r->base) + ZONE_HDR, 0);
+        if (HK__TRACKED(&z->core))
+            hk__track_heap(&z->core, r->base, (size_t)(r->end - r->base) + ZONE_HDR, 0);
         if (r->os_base) hk_os_release(r->os_base, r->os_size);
         z->nregions--;
     }

@@ -38,7 +38,9 @@ static volatile unsigned char g_sink;
 static void *volatile g_keep; /* the instance outlives main (leak cases) */
 static unsigned char g_sink_buf;
 
-static TP_NOINLINE void touch_read(const void *p, size_t off) { g_sink = ((const volatile unsigned char *)p)[off]; }
+static TP_NOINLINE void touch_read(const void *p, size_t off) {
+    g_sink = ((const volatile unsigned char *)p)[off];
+}
 static TP_NOINLINE void touch_write(void *p, size_t from, size_t n) {
     for (size_t i = 0; i < n; i++) ((volatile unsigned char *)p)[from + i] = 0x5a;
 }
@@ -75,7 +77,10 @@ static int run_zone(int c, long count) {
     touch_write(a, 0, 40);
     touch_write(b, 0, 40);
     switch (c) {
-    case C_UAF: hk_zone_free(z, a); touch_read(a, 8); break;
+    case C_UAF:
+        hk_zone_free(z, a);
+        touch_read(a, 8);
+        break;
     case C_OVERFLOW: {
         /* 36 bytes: under ASan the zone poisons the slack of a block, not
          * the next header (a request that fills its slot exactly, 40 bytes
@@ -182,7 +187,10 @@ static int run_pool(int c, long count) {
     touch_write(a, 0, 40);
     touch_write(b, 0, 40);
     switch (c) {
-    case C_UAF: hk_pool_free(p, ia, HK_POOL_FREE_SUBTREE); touch_read(a, 8); break;
+    case C_UAF:
+        hk_pool_free(p, ia, HK_POOL_FREE_SUBTREE);
+        touch_read(a, 8);
+        break;
     case C_OVERFLOW: touch_write(b, 40, 24); break; /* b's slack, then the next (free) slot */
     case C_UNINIT: {
         unsigned char *u = NULL;

@@ -31,8 +31,10 @@ static ev g_ev[4096];
 static int g_nev, g_bad;
 
 static void rec(int alloc, const void *ptr, size_t size, const char *name) {
-    if (g_nev < (int)(sizeof g_ev / sizeof g_ev[0])) g_ev[g_nev++] = (ev){alloc, ptr, size, name};
-    else g_bad = 1;
+    if (g_nev < (int)(sizeof g_ev / sizeof g_ev[0]))
+        g_ev[g_nev++] = (ev){alloc, ptr, size, name};
+    else
+        g_bad = 1;
 }
 
 void ___tracy_emit_memory_alloc_named(const void *ptr, size_t size, int secure, const char *name);
@@ -78,7 +80,8 @@ static int check_balanced(const char *what, const char *name) {
     for (int i = 0; i < g_nev; i++) {
         const ev *e = &g_ev[i];
         if (e->name != name) {
-            fprintf(stderr, "%s: event %d names %s, not the instance\n", what, i, e->name ? e->name : "(null)");
+            fprintf(stderr, "%s: event %d names %s, not the instance\n", what, i,
+                    e->name ? e->name : "(null)");
             g_fail = 1;
         }
         if (e->alloc) {
