@@ -150,7 +150,7 @@ hk_hunk *hk_hunk_create(const hk_hunk_desc *desc) {
     return h;
 }
 
-static void hunk_vg_free_range(hk_hunk *h, unsigned char *lo, unsigned char *hi);
+static void hunk_track_free_range(hk_hunk *h, unsigned char *lo, unsigned char *hi);
 
 void hk_hunk_destroy(hk_hunk *h) {
     if (!h) return;
@@ -159,8 +159,8 @@ void hk_hunk_destroy(hk_hunk *h) {
      * records. */
     if (HK__TRACKED(&h->core)) {
         hk__track_enter(&h->core); /* the walks read headers the program may not */
-        hunk_vg_free_range(h, h->base, h->base + h->low.used);
-        hunk_vg_free_range(h, h->base + h->cap - h->high.used, h->base + h->cap);
+        hunk_track_free_range(h, h->base, h->base + h->low.used);
+        hunk_track_free_range(h, h->base + h->cap - h->high.used, h->base + h->cap);
         hk__track_leave(&h->core);
         hk__track_heap(&h->core, h->base, h->cap, 0);
         hk__track_destroy(&h->core);
@@ -435,7 +435,7 @@ void *hk_hunk_alloc_temp(hk_hunk *h, size_t size) {
 
 /* Tells the tools that the blocks in [lo, hi) are gone (only with a tool
  * on: this walk is O(blocks)); the range is the hunk's again. */
-static void hunk_vg_free_range(hk_hunk *h, unsigned char *lo, unsigned char *hi) {
+static void hunk_track_free_range(hk_hunk *h, unsigned char *lo, unsigned char *hi) {
     if (!HK__TRACKED(&h->core)) return;
     for (unsigned char *p = lo; p + HUNK_HDR <= hi;) {
         hunk_hdr *hdr = (hunk_hdr *)p;
@@ -452,7 +452,7 @@ static void hunk_vg_free_range(hk_hunk *h, unsigned char *lo, unsigned char *hi)
 static void hunk_release_range(hk_hunk *h, unsigned char *lo, unsigned char *hi, size_t blocks) {
     if (hi <= lo) return;
     h->frees += blocks;
-    hunk_vg_free_range(h, lo, hi);
+    hunk_track_free_range(h, lo, hi);
     if (h->core.flags & HK_FLAG_FILL) {
         hk__asan_unpoison(lo, (size_t)(hi - lo));
         memset(lo, HK_FILL_FREE, (size_t)(hi - lo));
