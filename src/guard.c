@@ -175,6 +175,7 @@ fail:
 
 void hk_guard_destroy(hk_guard *g) {
     if (!g) return;
+    if (HK__TRACKED(&g->core)) (void)hk_guard_walk(g, hk__track_end_visit, &g->core); /* each block ends */
     hk__guard_fault_detach(g);
     hk__guard_ctr_release(g);
     guard_release_space(g);

@@ -4,7 +4,7 @@
  * tests/track_tools.sh (src/track.h: what each tool hears).
  *
  *   track_prog ALLOCATOR CASE
- *     ALLOCATOR  zone hunk pool cache gc
+ *     ALLOCATOR  zone hunk pool cache gc, and guard (count only)
  *     CASE       clean     every block freed, every instance destroyed: no report
  *                uaf       a block freed through the allocator's API, then read
  *                overflow  bytes written past a block's end (into its slack and
@@ -20,6 +20,7 @@
  */
 #include "heapkit/cache.h"
 #include "heapkit/gc.h"
+#include "heapkit/guard.h"
 #include "heapkit/hunk.h"
 #include "heapkit/pool.h"
 #include "heapkit/zone.h"
@@ -327,6 +328,24 @@ static int run_gc(int c, long count) {
     return 0;
 }
 
+/* ---- guard (count only: heaptrack) ----------------------------------------- */
+
+static int run_guard(int c, long count) {
+    if (c != C_COUNT) return 2;
+    hk_guard_desc d;
+    memset(&d, 0, sizeof d);
+    d.name = "track-guard";
+    hk_guard *g = hk_guard_create(&d);
+    if (!g) return 2;
+    for (long i = 0; i < count; i++) {
+        void *p = hk_guard_alloc(g, (size_t)(16 + i % 200));
+        touch_write(p, 0, 16);
+        hk_guard_free(g, p);
+    }
+    hk_guard_destroy(g);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) return 2;
     static const char *const cases[] = {"clean", "uaf", "overflow", "leak", "uninit", "count"};
@@ -340,5 +359,6 @@ int main(int argc, char **argv) {
     if (strcmp(argv[1], "pool") == 0) return run_pool(c, count);
     if (strcmp(argv[1], "cache") == 0) return run_cache(c, count);
     if (strcmp(argv[1], "gc") == 0) return run_gc(c, count);
+    if (strcmp(argv[1], "guard") == 0) return run_guard(c, count);
     return 2;
 }

@@ -10,6 +10,7 @@
  */
 #include "heapkit/cache.h"
 #include "heapkit/gc.h"
+#include "heapkit/guard.h"
 #include "heapkit/hunk.h"
 #include "heapkit/pool.h"
 #include "heapkit/zone.h"
@@ -196,6 +197,20 @@ int main(void) {
         CHECK(count(1) == 2 && count(0) == 1);
         hk_gc_destroy(g);
         CHECK(check_balanced("gc", gname) == 2);
+    }
+    { /* guard: blocks freed (into quarantine) and left for destroy */
+        static const char uname[] = "tracy-guard";
+        hk_guard_desc d = {0};
+        d.name = uname;
+        hk_guard *g = hk_guard_create(&d);
+        CHECK(g != NULL);
+        void *a = hk_guard_alloc(g, 100), *b = hk_guard_alloc(g, 200);
+        (void)b;
+        CHECK(count(1) == 2);
+        hk_guard_free(g, a);
+        CHECK(count(0) == 1);
+        hk_guard_destroy(g);
+        CHECK(check_balanced("guard", uname) == 2);
     }
     CHECK(!g_bad);
     if (g_fail) return 1;
