@@ -7,6 +7,9 @@
  *     ALLOCATOR  zone hunk pool cache gc, and guard (count only)
  *     CASE       clean     every block freed, every instance destroyed: no report
  *                uaf       a block freed through the allocator's API, then read
+ *                bulk      a block ended by a bulk free (zone free_tags, hunk
+ *                          mark, pool clear, cache purge_all, gc collection),
+ *                          then read
  *                overflow  bytes written past a block's end (into its slack and
  *                          the neighbour's header or free space)
  *                leak      a block allocated in track_leak_block and never freed
@@ -53,7 +56,7 @@ static TP_NOINLINE int touch_branch(const void *p) {
     return 0;
 }
 
-enum { C_CLEAN, C_UAF, C_OVERFLOW, C_LEAK, C_UNINIT, C_COUNT };
+enum { C_CLEAN, C_UAF, C_OVERFLOW, C_LEAK, C_UNINIT, C_COUNT, C_BULK };
 
 /* ---- zone ----------------------------------------------------------------- */
 
@@ -82,6 +85,12 @@ static int run_zone(int c, long count) {
         hk_zone_free(z, a);
         touch_read(a, 8);
         break;
+    case C_BULK: {
+        unsigned char *t2 = hk_zone_alloc_tagged(z, 32, 51, NULL, NULL);
+        hk_zone_free_tags(z, 51, 51);
+        touch_read(t2, 0);
+        break;
+    }
     case C_OVERFLOW: {
         /* 36 bytes: under ASan the zone poisons the slack of a block, not
          * the next header (a request that fills its slot exactly, 40 bytes
@@ -109,13 +118,7 @@ static int run_zone(int c, long count) {
         break;
     default: break;
     }
-    if (c == C_UAF) {
-        unsigned char *t2 = hk_zone_alloc_tagged(z, 32, 51, NULL, NULL);
-        hk_zone_free_tags(z, 51, 51);
-        touch_read(t2, 0); /* read after a bulk free */
-    } else {
-        hk_zone_free(z, a);
-    }
+    if (c != C_UAF) hk_zone_free(z, a);
     hk_zone_free(z, b);
     hk_zone_free_tags(z, 50, 50);
     hk_zone_destroy(z);
@@ -138,8 +141,14 @@ static int run_hunk(int c, long count) {
     touch_write(a, 0, 40);
     touch_write(b, 0, 40);
     switch (c) {
-    case C_UAF:
-        hk_hunk_free_to_low_mark(h, m); /* a bulk free */
+    case C_UAF: {
+        unsigned char *t = hk_hunk_alloc_temp(h, 40);
+        hk_hunk_free_temp(h);
+        touch_read(t, 8);
+        break;
+    }
+    case C_BULK:
+        hk_hunk_free_to_low_mark(h, m);
         touch_read(b, 8);
         break;
     case C_OVERFLOW: touch_write(a, 40, 24); break;
@@ -192,6 +201,11 @@ static int run_pool(int c, long count) {
         hk_pool_free(p, ia, HK_POOL_FREE_SUBTREE);
         touch_read(a, 8);
         break;
+    case C_BULK:
+        hk_pool_clear(p);
+        touch_read(b, 8);
+        hk_pool_destroy(p);
+        return 0;
     case C_OVERFLOW: touch_write(b, 40, 24); break; /* b's slack, then the next (free) slot */
     case C_UNINIT: {
         unsigned char *u = NULL;
@@ -253,6 +267,17 @@ static int run_cache(int c, long count) {
         hk_cache_destroy(k);
         return 0;
     }
+    case C_BULK:
+        hk_cache_set_purgeable(k, ha, true);
+        hk_cache_set_purgeable(k, hb, true);
+        hk_cache_set_purgeable(k, hc, true);
+        if (hk_cache_purge_all(k) != 3) return 3; /* every block purged, or the case proves nothing */
+        touch_read(a, 8);
+        hk_cache_free(k, ha);
+        hk_cache_free(k, hb);
+        hk_cache_free(k, hc);
+        hk_cache_destroy(k);
+        return 0;
     case C_OVERFLOW: touch_write(a, 40, 24); break;
     case C_UNINIT: {
         hk_cache_handle hu = hk_cache_alloc(k, 16, "u");
@@ -302,8 +327,13 @@ static int run_gc(int c, long count) {
     touch_write(a, 0, 40);
     switch (c) {
     case C_UAF:
-        hk_gc_release(g, oa); /* the last reference: collected */
-        hk_gc_collect(g);
+        hk_gc_release(g, oa); /* the last reference: freed at once (HK_GC_IMMEDIATE) */
+        touch_read(a, 8);
+        break;
+    case C_BULK:
+        hk_gc_set_incremental(g, true); /* a release only queues the object */
+        hk_gc_release(g, oa);
+        hk_gc_collect(g); /* the collection frees it */
         touch_read(a, 8);
         break;
     case C_OVERFLOW: touch_write(a, 40, 24); break;
@@ -321,7 +351,7 @@ static int run_gc(int c, long count) {
         break;
     default: break;
     }
-    if (c != C_UAF) hk_gc_release(g, oa);
+    if (c != C_UAF && c != C_BULK) hk_gc_release(g, oa);
     hk_gc_release(g, ob);
     hk_gc_collect(g);
     hk_gc_destroy(g);
@@ -348,9 +378,9 @@ static int run_guard(int c, long count) {
 
 int main(int argc, char **argv) {
     if (argc < 3) return 2;
-    static const char *const cases[] = {"clean", "uaf", "overflow", "leak", "uninit", "count"};
+    static const char *const cases[] = {"clean", "uaf", "overflow", "leak", "uninit", "count", "bulk"};
     int c = -1;
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < 7; i++)
         if (strcmp(argv[2], cases[i]) == 0) c = i;
     if (c < 0) return 2;
     long count = argc > 3 ? strtol(argv[3], NULL, 10) : 0;

@@ -3,10 +3,10 @@
 # tests/track_prog.c's programs under a tool and checks what the tool saw
 # (src/track.h). Exit 0: as expected; 77: the tool is not installed (CTest
 # skips, saying why); anything else: a failure, with the tool's log.
-#   valgrind   clean: no error; uaf / overflow / uninit: memcheck's error of
+#   valgrind   clean: no error; uaf / bulk / overflow / uninit: memcheck's error of
 #              that kind naming the heapkit block; leak: a leak record whose
 #              allocation stack holds track_leak_block
-#   asan       (an ASan build) clean: exit 0; uaf / overflow: ASan's report
+#   asan       (an ASan build) clean: exit 0; uaf / bulk / overflow: ASan's report
 #   heaptrack  count N: heaptrack_print counts at least N allocations
 set -u
 tool=$1 prog=$2 alloc=$3 case=$4 n=${5:-0}
@@ -26,7 +26,7 @@ valgrind)
   rc=$?
   case $case in
   clean) [ $rc = 0 ] || fail "exit $rc, expected a clean run" ;;
-  uaf)
+  uaf | bulk)
     [ $rc = 99 ] || fail "exit $rc: memcheck saw no error"
     grep -q "Invalid read" "$log" || fail "no 'Invalid read'"
     grep -q "Block was alloc'd at" "$log" || fail "no allocation stack of the block" ;;
@@ -46,7 +46,7 @@ asan)
   rc=$?
   case $case in
   clean) [ $rc = 0 ] || fail "exit $rc, expected a clean run" ;;
-  uaf | overflow)
+  uaf | bulk | overflow)
     [ $rc != 0 ] || fail "exit 0: ASan saw nothing"
     grep -q "ERROR: AddressSanitizer" "$log" || fail "no AddressSanitizer report" ;;
   *) fail "unknown case" ;;
