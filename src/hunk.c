@@ -434,11 +434,13 @@ void *hk_hunk_alloc_temp(hk_hunk *h, size_t size) {
 /* ---- freeing ------------------------------------------------------------- */
 
 /* Tells the tools that the blocks in [lo, hi) are gone (only with a tool
- * on: this walk is O(blocks)); the range is the hunk's again. */
+ * on: this walk is O(blocks)); the range is the hunk's again. Under ASan the
+ * headers it reads are opened (the callers poison the whole range after). */
 static void hunk_track_free_range(hk_hunk *h, unsigned char *lo, unsigned char *hi) {
     if (!HK__TRACKED(&h->core)) return;
     for (unsigned char *p = lo; p + HUNK_HDR <= hi;) {
         hunk_hdr *hdr = (hunk_hdr *)p;
+        hk__asan_unpoison(hdr, HUNK_HDR);
         if (hdr->sentinel != HUNK_SENTINEL) break;
         size_t len = hunk_len(hunk_req(hdr->word), hunk_flags_of(hdr->word));
         if (len > (size_t)(hi - p)) break;
