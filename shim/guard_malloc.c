@@ -32,6 +32,7 @@
 #endif
 #include "heapkit/guard.h"
 #include "options.h"
+#include "track.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -173,6 +174,7 @@ static void shim_create(void) {
     shim_exitcode = (int)hk_opt_number(HK_OPT_GUARD_EXITCODE);
 
     shim_pid = getpid();
+    hk__track_off(); /* this is malloc: the tools see its calls (src/track.h) */
     d.on_error = shim_on_create_error;
     shim_heap = hk_guard_create(&d);
     if (!shim_heap) {

@@ -90,6 +90,7 @@ static void shim_atfork_child(void) {
 }
 
 static void shim_create(void) {
+    hk__track_off(); /* this is malloc: memcheck and heaptrack see its calls (src/track.h) */
     g_shim_quiet = hk_opt_bool(HK_OPT_MALLOC_QUIET);
     size_t fail_after = hk_opt_number(HK_OPT_MALLOC_FAIL_AFTER); /* out-of-memory tests */
     if (fail_after) hk_os_fail_after(fail_after, hk_opt_bool(HK_OPT_MALLOC_FAIL_PERSIST) != 0);

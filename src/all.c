@@ -26,6 +26,7 @@
 #include "os_posix_world.c"
 #endif
 #include "handles.c"
+#include "track.c"
 #include "hunk.c"
 #include "hunk_check.c"
 #include "map.c"

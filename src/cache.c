@@ -81,6 +81,7 @@ hk_cache *hk_cache_create(const hk_cache_desc *desc) {
     c->core = core;
     c->core.self = c;
     c->slow = (c->core.locked_hooks || c->core.paranoid) ? 1u : 0u;
+    if (HK__TRACKED(&c->core)) hk__track_create(&c->core);
     /* the base of the hot entries' offsets: below every address the region
      * can hold (for a hunk, its whole block area), within 32 GiB of the top */
     uintptr_t rlo = hk_align_ptr(start + head, 16), rhi = ((uintptr_t)mem + mem_size) & ~(uintptr_t)15u;
@@ -128,6 +129,11 @@ fail:
 
 void hk_cache_destroy(hk_cache *c) {
     if (!c) return;
+    if (HK__TRACKED(&c->core)) {
+        (void)hk_cache_walk(c, hk__track_end_visit, &c->core); /* each block ends */
+        if (c->lo) hk__track_heap(&c->core, c->lo, cache_claim_size(c), 0);
+        hk__track_destroy(&c->core);
+    }
     if (c->hunk) {
         if (c->lo) {
             size_t n = cache_claim_size(c);

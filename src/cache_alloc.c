@@ -70,6 +70,7 @@ static void cache_place(hk_cache *c, cache_slot *s, cache_blk *f, uint32_t need1
     cache_fill_pad(b, size);
     cache_set_data(c, s, u);
     s->requested = size;
+    if (HK__TRACKED(&c->core)) hk__track_alloc(&c->core, u, size, (c->core.flags & HK_FLAG_ZERO) != 0);
     cache_stamp(c, s);
     c->used_bytes += cache_bytes(b);
     c->requested_bytes += size;
@@ -178,6 +179,7 @@ hk_result hk_cache_resize(hk_cache *c, hk_cache_handle h, size_t size) {
     hk__core_lock(&c->core);
     hk_result r = HK_OK;
     cache_slot *s = cache_lookup(c, h, "resize", &r);
+    size_t old_req = s ? s->requested : 0;
     if (!s) goto out;
     if (!cache_data(c, s)) {
         r = hk__report(&c->core.rep, HK_ERR_STATE, HK_EK_STATE, NULL, size, s->name,
@@ -253,6 +255,8 @@ hk_result hk_cache_resize(hk_cache *c, hk_cache_handle h, size_t size) {
         cache_fill_pad(nb, size);
     }
 out:
+    if (HK__TRACKED(&c->core) && s && r == HK_OK && cache_data(c, s))
+        hk__track_realloc(&c->core, cache_data(c, s), old_req, cache_data(c, s), s->requested);
     hk__core_after(&c->core);
     hk__core_unlock(&c->core);
     return r;

@@ -38,9 +38,11 @@ int hk__cache_hunk_expand(hk_cache *c) {
             cache_bin_remove(c, first);
             n->size16 += first->size16;
         }
+        unsigned char *old_lo = c->lo;
         c->lo = m0;
         cache_next(n)->prev16 = n->size16;
         cache_add_free(c, n);
+        if (HK__TRACKED(&c->core)) hk__track_heap(&c->core, m0, (size_t)(old_lo - m0), 1); /* now its own */
         grew = 1;
     }
     unsigned char *hi = (unsigned char *)c->end + CACHE_HDR;
@@ -64,6 +66,7 @@ int hk__cache_hunk_expand(hk_cache *c) {
         ns->prev16 = f->size16;
         c->end = ns;
         cache_add_free(c, f);
+        if (HK__TRACKED(&c->core)) hk__track_heap(&c->core, hi, (size_t)(m1 - hi), 1); /* now its own */
         grew = 1;
     }
     if (grew) {

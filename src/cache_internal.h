@@ -204,7 +204,12 @@ static inline uint64_t cache_hot_cold(uint32_t idx) { return (uint64_t)idx << 32
  * (a move keeps it hittable) and is cleared with it. A slow cache never
  * writes its entries after creation (all cold): deref_fast, which reads
  * them without the lock, then races with nothing. */
+/* Tells the tools (src/track.h) that slot s's block moves to p or ends (p
+ * NULL); cache_set_data calls it before the change, with a tool on. */
+void hk__cache_track_set(hk_cache *c, const cache_slot *s, const void *p);
+
 static inline void cache_set_data(hk_cache *c, cache_slot *s, void *p) {
+    if (HK__TRACKED(&c->core)) hk__cache_track_set(c, s, p);
     uint32_t idx = (uint32_t)(s - c->slots);
     uint64_t *e = cache_hot_at(c, idx);
     s->data = p;

@@ -42,6 +42,7 @@ void hk__cache_region_init(hk_cache *c, unsigned char *lo, unsigned char *hi) {
         c->end->prev16 = f->size16;
         cache_add_free(c, f);
     }
+    if (HK__TRACKED(&c->core)) hk__track_heap(&c->core, lo, (size_t)(hi - lo), 1); /* written: now its own */
 }
 
 /* A free block of at least need16 units, or NULL. Good fit: first fit in
@@ -146,6 +147,14 @@ int hk__cache_canary_ok(hk_cache *c, cache_slot *s, int report) {
                    "block '%s' at %p (handle 0x%08x, %zu bytes): canary damaged %zu bytes past the end",
                    cache_nm(s->name), cache_data(c, s), cache_handle(c, s), s->requested, at);
     return 0;
+}
+
+void hk__cache_track_set(hk_cache *c, const cache_slot *s, const void *p) {
+    if (!s->data || s->data == p) return; /* a new block is announced by cache_place */
+    if (p)
+        hk__track_move(&c->core, s->data, p, s->requested);
+    else
+        hk__track_free(&c->core, s->data);
 }
 
 /* ---- sanitizer: whole-region open/close -------------------------------------------- */

@@ -216,6 +216,8 @@ hk_result hk__core_init(hk__core *c, const char *allocator, const char *name, ui
         c->lock = *lock;
         c->locked_hooks = lock->lock != NULL;
     }
+    c->track = (uint8_t)hk__track_tools();
+    if (c->track) c->locked_hooks = true; /* every call on the announcing (locked) paths */
     c->backing.alloc = core_default_alloc;
     c->backing.free = core_default_free;
     if (backing) {
@@ -226,6 +228,16 @@ hk_result hk__core_init(hk__core *c, const char *allocator, const char *name, ui
         if (backing->alloc) c->backing = *backing;
     }
     return HK_OK;
+}
+
+void hk__core_lock_slow(const hk__core *c) {
+    if (c->lock.lock) c->lock.lock(c->lock.user);
+    if (c->track) hk__track_enter(c);
+}
+
+void hk__core_unlock_slow(const hk__core *c) {
+    if (c->track) hk__track_leave(c);
+    if (c->lock.unlock) c->lock.unlock(c->lock.user);
 }
 
 void hk__core_paranoid_check(hk__core *c) {

@@ -11,7 +11,9 @@
  *     mutating call when paranoid,
  *   - the backing-memory hooks (hk_alloc_hooks), validated once and
  *     defaulting to the C library,
- *   - one fill / canary compare (hk__fill_find, word at a time).
+ *   - one fill / canary compare (hk__fill_find, word at a time),
+ *   - which tools (Valgrind, heaptrack, Tracy) hear of the instance's
+ *     blocks (`track`, src/track.h).
  *
  * An allocator embeds `hk__core core;` in its instance, calls
  * HK__CORE_INIT(&x->core, "name", desc, check_fn, x) first in its create
@@ -31,11 +33,14 @@ typedef struct hk__core {
     hk_lock_hooks lock;     /* both set or both NULL */
     uint32_t flags;         /* the desc's flags */
     bool paranoid;          /* run `check` after every mutating call */
-    bool locked_hooks;      /* lock.lock != NULL (cached for fast paths) */
+    bool locked_hooks;      /* public calls go through hk__core_lock: lock hooks, or a tool on (track) */
     hk__check_fn check;     /* the allocator's full check (may be NULL) */
     void *self;             /* argument for check */
     hk_alloc_hooks backing; /* backing memory: both set (defaults filled in) */
+    uint8_t track;          /* tools told about this instance's blocks (HK__TRACK_*, src/track.h) */
 } hk__core;
+
+#include "track.h"
 
 /* Initialises the core from the fields every desc carries. Validates the
  * lock hooks (both or neither) and the backing hooks (both or neither;
@@ -50,14 +55,27 @@ hk_result hk__core_init(hk__core *c, const char *allocator, const char *name, ui
 /* The common call for a desc with the usual fields (name, flags, on_error,
  * error_user, lock). */
 #define HK__CORE_INIT(core, allocator, desc, check, self)                                                    \
-    hk__core_init((core), (allocator), (desc)->name, (desc)->flags, (desc)->on_error, (desc)->error_user,   \
+    hk__core_init((core), (allocator), (desc)->name, (desc)->flags, (desc)->on_error, (desc)->error_user,    \
                   &(desc)->lock, NULL, (check), (self))
 
+/* Lock hooks and a tool's bracket of the allocator's own code (src/track.h):
+ * one predictable branch when there are neither. */
+void hk__core_lock_slow(const hk__core *c);
+void hk__core_unlock_slow(const hk__core *c);
 static inline void hk__core_lock(const hk__core *c) {
-    if (c->lock.lock) c->lock.lock(c->lock.user);
+    if (HK__UNLIKELY(c->locked_hooks)) hk__core_lock_slow(c);
 }
 static inline void hk__core_unlock(const hk__core *c) {
-    if (c->lock.unlock) c->lock.unlock(c->lock.user);
+    if (HK__UNLIKELY(c->locked_hooks)) hk__core_unlock_slow(c);
+}
+
+/* Installs the instance's own mutex as its lock hooks (a zone or guard
+ * made for threads, when the desc gave none). */
+static inline void hk__core_set_lock(hk__core *c, void (*lock)(void *), void (*unlock)(void *), void *user) {
+    c->lock.lock = lock;
+    c->lock.unlock = unlock;
+    c->lock.user = user;
+    c->locked_hooks = true;
 }
 
 /* Runs the allocator's full check when the instance is paranoid; the check

@@ -41,6 +41,10 @@ hk_gc *hk_gc_create(const hk_gc_desc *desc) {
     memset(gc, 0, sizeof *gc);
     gc->core = core;
     gc->core.self = gc;
+    /* The data blocks come from the backing hooks: the C library's (or a
+     * heapkit allocator's) are memcheck's and heaptrack's already; Tracy
+     * hears of them here, under the gc's name (src/track.h). */
+    gc->core.track &= HK__TRACK_TRACY;
     hk__ht_config hc;
     memset(&hc, 0, sizeof hc);
     hc.index_bits = ib;
@@ -67,6 +71,7 @@ void hk_gc_destroy(hk_gc *gc) {
         gc_hdr *o = gc_hdr_at(gc, i);
         if (o->state == GC_FREE) continue;
         gc_finalize(gc, o);
+        if (HK__TRACKED(&gc->core) && o->data) hk__track_free(&gc->core, o->data);
         hk__core_backing_free(&gc->core, o->data, o->size);
     }
     hk__gc_slots_destroy(gc);
@@ -120,6 +125,7 @@ static hk_gc_obj *gc_alloc_impl(hk_gc *gc, const hk_gc_type *type, size_t size) 
             return NULL;
         }
         memset(data, 0, size);
+        if (HK__TRACKED(&gc->core)) hk__track_alloc(&gc->core, data, size, 1);
     }
     gc_hdr *o = hk__gc_slot_take(gc);
     o->type = type;

@@ -52,6 +52,7 @@ gc_hdr *hk__gc_slot_take(hk_gc *gc) {
 
 void hk__gc_free_object(hk_gc *gc, gc_hdr *o) {
     if (o->data) {
+        if (HK__TRACKED(&gc->core)) hk__track_free(&gc->core, o->data);
         if (gc->core.flags & HK_FLAG_FILL) hk_fill(o->data, o->size, HK_FILL_FREE);
         hk__core_backing_free(&gc->core, o->data, o->size);
     }

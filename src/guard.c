@@ -111,12 +111,13 @@ hk_guard *hk_guard_create(const hk_guard_desc *desc) {
     memset(g, 0, sizeof *g);
     g->core = core;
     g->core.self = g;
+    /* memcheck hears of guard blocks as malloc-like blocks (hk__san_alloc);
+     * heaptrack and Tracy through src/track.h */
+    g->core.track &= (uint8_t)~HK__TRACK_VALGRIND;
     if (!g->core.lock.lock) {
         hk_os_mutex_init(&g->mutex);
         g->own_mutex = true;
-        g->core.lock.lock = hk_os_mutex_lock_hook;
-        g->core.lock.unlock = hk_os_mutex_unlock_hook;
-        g->core.lock.user = &g->mutex;
+        hk__core_set_lock(&g->core, hk_os_mutex_lock_hook, hk_os_mutex_unlock_hook, &g->mutex);
     }
     g->self_size = self_size;
     g->page = page;
@@ -174,6 +175,7 @@ fail:
 
 void hk_guard_destroy(hk_guard *g) {
     if (!g) return;
+    if (HK__TRACKED(&g->core)) (void)hk_guard_walk(g, hk__track_end_visit, &g->core); /* each block ends */
     hk__guard_fault_detach(g);
     hk__guard_ctr_release(g);
     guard_release_space(g);

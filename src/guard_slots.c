@@ -281,6 +281,7 @@ void *hk__guard_alloc_guarded(hk_guard *g, size_t size, size_t align, void *cons
     g->alloc_count++;
     guard_unlock(g);
     hk__san_alloc(user, size, (g->core.flags & HK_FLAG_ZERO) != 0);
+    if (HK__TRACKED(&g->core)) hk__track_alloc(&g->core, user, size, (g->core.flags & HK_FLAG_ZERO) != 0);
     return user;
 }
 
@@ -297,6 +298,7 @@ static int guard_quarantine(hk_guard *g, uint32_t id, void *const *cur, int ncur
     if (!(g->core.flags & (HK_GUARD_DISCARD_FREED | HK_GUARD_NO_FILL)))
         hk_fill(p, s->requested, HK_FILL_FREE);
     hk__san_free(p, s->requested);
+    if (HK__TRACKED(&g->core)) hk__track_free(&g->core, p);
     if (!(s->sflags & GUARD_SLOT_OWN)) g->live_shared--;
     if (!(g->core.flags & HK_GUARD_DISCARD_FREED)) {
         if (hk_os_protect((void *)guard_data(g, s), dbytes, HK_PROT_NONE) == HK_OK)

@@ -142,25 +142,29 @@ hk_hunk *hk_hunk_create(const hk_hunk_desc *desc) {
     h->nnames = 1;
     do h->id = __atomic_add_fetch(&hunk_next_id, 1, __ATOMIC_RELAXED);
     while (h->id == 0);
-#ifdef HK__VALGRIND
-    h->running_on_valgrind = RUNNING_ON_VALGRIND ? 1 : 0;
-#endif
+    if (HK__TRACKED(&h->core)) hk__track_create(&h->core);
     h->slow_base = h->core.locked_hooks || h->core.paranoid ||
-                   (h->core.flags & (HK_FLAG_ZERO | HK_FLAG_FILL | HK_FLAG_CANARY)) ||
-                   h->running_on_valgrind || hk__asan_enabled();
+                   (h->core.flags & (HK_FLAG_ZERO | HK_FLAG_FILL | HK_FLAG_CANARY)) || hk__asan_enabled();
     h->slow = h->slow_base;
     hk__asan_poison(h->base, h->cap);
     return h;
 }
 
-static void hunk_vg_free_range(hk_hunk *h, unsigned char *lo, unsigned char *hi);
+static void hunk_track_free_range(hk_hunk *h, unsigned char *lo, unsigned char *hi);
 
 void hk_hunk_destroy(hk_hunk *h) {
     if (!h) return;
-    /* Under Valgrind the live blocks are announced gone, or a hunk created
-     * later over the same addresses would overlap their records. */
-    hunk_vg_free_range(h, h->base, h->base + h->low.used);
-    hunk_vg_free_range(h, h->base + h->cap - h->high.used, h->base + h->cap);
+    /* With a tool on the live blocks are announced gone (src/track.h), or a
+     * hunk created later over the same addresses would overlap their
+     * records. */
+    if (HK__TRACKED(&h->core)) {
+        hk__track_enter(&h->core); /* the walks read headers the program may not */
+        hunk_track_free_range(h, h->base, h->base + h->low.used);
+        hunk_track_free_range(h, h->base + h->cap - h->high.used, h->base + h->cap);
+        hk__track_leave(&h->core);
+        hk__track_heap(&h->core, h->base, h->cap, 0);
+        hk__track_destroy(&h->core);
+    }
     hk__asan_unpoison(h->base, h->cap);
     if (h->os_base) hk_os_release(h->os_base, h->os_size);
 }
@@ -203,14 +207,12 @@ static inline void hunk_put_canary(unsigned char *start, size_t total, size_t n)
 }
 
 /* The general block writer: header and (with HK_FLAG_CANARY) canary, then
- * the user bytes zeroed or filled as the flags ask, with sanitizer and
- * Valgrind annotations. `total` must be hunk_block_len(h, n). */
+ * the user bytes zeroed or filled as the flags ask, with sanitizer
+ * annotations and the tools told (src/track.h: header and slack are not the
+ * program's). `total` must be hunk_block_len(h, n). */
 static inline void *hunk_put_block(hk_hunk *h, unsigned char *start, size_t total, size_t n, uint32_t flags,
                                    uint32_t name) {
     hk__asan_unpoison(start, total);
-#ifdef HK__VALGRIND
-    if (h->running_on_valgrind) VALGRIND_MAKE_MEM_UNDEFINED(start, total);
-#endif
     if (h->core.flags & HK_FLAG_CANARY) {
         flags |= HUNK_F_CANARY;
         hunk_put_canary(start, total, n);
@@ -222,9 +224,11 @@ static inline void *hunk_put_block(hk_hunk *h, unsigned char *start, size_t tota
     hk__asan_poison(start, HUNK_HDR);
     hk__asan_poison(user + n, (size_t)(start + total - (user + n)));
 #endif
-#ifdef HK__VALGRIND
-    if (h->running_on_valgrind) VALGRIND_MALLOCLIKE_BLOCK(user, n, 0, (h->core.flags & HK_FLAG_ZERO) != 0);
-#endif
+    if (HK__TRACKED(&h->core)) {
+        hk__track_heap(&h->core, start, HUNK_HDR, 1);
+        hk__track_heap(&h->core, user + n, (size_t)(start + total - (user + n)), 1);
+        hk__track_alloc(&h->core, user, n, (h->core.flags & HK_FLAG_ZERO) != 0);
+    }
     return user;
 }
 
@@ -429,32 +433,28 @@ void *hk_hunk_alloc_temp(hk_hunk *h, size_t size) {
 
 /* ---- freeing ------------------------------------------------------------- */
 
-/* Announces to Valgrind that the blocks in [lo, hi) are gone (only when
- * running under it: this walk is O(blocks)). */
-static void hunk_vg_free_range(hk_hunk *h, unsigned char *lo, unsigned char *hi) {
-#ifdef HK__VALGRIND
-    if (!h->running_on_valgrind) return;
+/* Tells the tools that the blocks in [lo, hi) are gone (only with a tool
+ * on: this walk is O(blocks)); the range is the hunk's again. Under ASan the
+ * headers it reads are opened (the callers poison the whole range after). */
+static void hunk_track_free_range(hk_hunk *h, unsigned char *lo, unsigned char *hi) {
+    if (!HK__TRACKED(&h->core)) return;
     for (unsigned char *p = lo; p + HUNK_HDR <= hi;) {
         hunk_hdr *hdr = (hunk_hdr *)p;
+        hk__asan_unpoison(hdr, HUNK_HDR);
         if (hdr->sentinel != HUNK_SENTINEL) break;
         size_t len = hunk_len(hunk_req(hdr->word), hunk_flags_of(hdr->word));
         if (len > (size_t)(hi - p)) break;
-        if (!(hunk_flags_of(hdr->word) & HUNK_F_PAD)) VALGRIND_FREELIKE_BLOCK(p + HUNK_HDR, 0);
+        if (!(hunk_flags_of(hdr->word) & HUNK_F_PAD)) hk__track_free(&h->core, p + HUNK_HDR);
         p += len;
     }
-    VALGRIND_MAKE_MEM_NOACCESS(lo, (size_t)(hi - lo));
-#else
-    (void)h;
-    (void)lo;
-    (void)hi;
-#endif
+    hk__track_heap(&h->core, lo, (size_t)(hi - lo), 1);
 }
 
 /* [lo, hi) just left an end, holding `blocks` blocks. */
 static void hunk_release_range(hk_hunk *h, unsigned char *lo, unsigned char *hi, size_t blocks) {
     if (hi <= lo) return;
     h->frees += blocks;
-    hunk_vg_free_range(h, lo, hi);
+    hunk_track_free_range(h, lo, hi);
     if (h->core.flags & HK_FLAG_FILL) {
         hk__asan_unpoison(lo, (size_t)(hi - lo));
         memset(lo, HK_FILL_FREE, (size_t)(hi - lo));

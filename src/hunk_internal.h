@@ -99,9 +99,8 @@ struct hk_hunk {
     size_t peak_used; /* updated lazily: before every decrease, and by stats */
     int temp_active;
     hunk_end temp_mark;
-    int running_on_valgrind;
-    int slow; /* lock hooks, zero/fill/canary flags, paranoid, a sanitizer, Valgrind or a tenant: no fast path
-               */
+    int slow;      /* lock hooks, zero/fill/canary flags, paranoid, a sanitizer, a tool (core.track) or a
+                    * tenant: no fast path */
     void *os_base; /* the OS mapping to release, or NULL for caller memory */
     size_t os_size;
     hk__core core; /* names, reporter, lock hooks, flags, paranoid check */

@@ -317,6 +317,12 @@ HK__HIDDEN void hk_os_symbolize(hk_os_symbol *syms, int n, unsigned flags);
  * from code that may still read the environment. */
 HK__HIDDEN void hk_os_symbolize_init(void);
 
+/* The address of the function `name` exported by any module already loaded
+ * into the process (a preloaded profiler's entry points), or NULL. POSIX:
+ * dlsym(RTLD_DEFAULT); Windows: NULL (no such tool is probed there).
+ * Thread-safe; no allocation of its own. */
+HK__HIDDEN void *hk_os_find_function(const char *name);
+
 /* Load address of the module holding addr (0 when none), and of the main
  * program. */
 HK__HIDDEN uintptr_t hk_os_module_base(const void *addr);

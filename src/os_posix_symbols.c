@@ -379,3 +379,8 @@ void hk_os_symbolize(hk_os_symbol *syms, int n, unsigned flags) {
         if (k) sym_resolve_batch(syms, idx, k);
     }
 }
+
+void *hk_os_find_function(const char *name) {
+    void *f = dlsym(RTLD_DEFAULT, name);
+    return f;
+}

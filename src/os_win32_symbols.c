@@ -321,3 +321,8 @@ void hk_os_symbolize(hk_os_symbol *syms, int n, unsigned flags) {
     for (int i = 0; i < n; i++)
         if (syms[i].module) sym_dbghelp_resolve(&syms[i]);
 }
+
+void *hk_os_find_function(const char *name) {
+    (void)name;
+    return NULL;
+}

@@ -154,7 +154,7 @@ struct hk_pool {
     uint32_t defer_depth;
     int flushing;
     int slow; /* lock hooks, on_destroy, FILL or PARANOID: no fast free path */
-    int san;  /* announce blocks to ASan / Valgrind (client requests cost time: only when running under it) */
+    int san;  /* announce objects to ASan and the tools (src/track.h): only when built with it / one is on */
     pool_iter *iters;
     /* frame lists (pool_frame.c): the table (== hot.fl, max_lists entries),
      * how many exist, and the running frame-list iterations */

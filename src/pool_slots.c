@@ -180,11 +180,8 @@ hk_pool *hk_pool_create(const hk_pool_desc *desc) {
     p->os_base = os_base;
     p->os_size = os_size;
     p->table_bytes = L.off_base;
-#ifdef HK__ASAN
-    p->san = 1;
-#elif defined(HK__VALGRIND)
-    p->san = RUNNING_ON_VALGRIND ? 1 : 0;
-#endif
+    p->san = hk__asan_enabled() || p->core.track;
+    if (HK__TRACKED(&p->core)) hk__track_create(&p->core);
     p->slow = p->core.locked_hooks || desc->on_destroy || (desc->flags & HK_FLAG_FILL) || p->core.paranoid;
     if (desc->flags & HK_FLAG_FILL) hk_fill(p->base, (size_t)L.cap * L.stride, HK_FILL_FREE);
     hk__san_noaccess(p->base, (size_t)L.cap * L.stride);
@@ -211,6 +208,18 @@ uint32_t hk__pool_resolve(hk_pool *p, hk_pool_id id, const char *what, int freei
 
 /* ---- allocation ------------------------------------------------------------------- */
 
+/* A fast slot's object handed out / ended, for ASan and the tools
+ * (src/track.h); only when p->san. */
+static HK__NOINLINE void pool_san_alloc(hk_pool *p, void *o) {
+    hk__asan_unpoison(o, p->elem_size);
+    if (HK__TRACKED(&p->core))
+        hk__track_alloc(&p->core, o, p->elem_size, (pool_flags(p) & HK_FLAG_ZERO) != 0);
+}
+static HK__NOINLINE void pool_san_free(hk_pool *p, void *o) {
+    hk__asan_poison(o, p->stride);
+    if (HK__TRACKED(&p->core)) hk__track_free(&p->core, o);
+}
+
 hk_pool_id hk__pool_alloc_locked(hk_pool *p, void **obj) {
     hk_pool_id id = {0};
     void *o;
@@ -223,7 +232,7 @@ hk_pool_id hk__pool_alloc_locked(hk_pool *p, void **obj) {
                    !pool_m(p, s)->nlinked);
         id.value = v;
         o = p->base + (size_t)s * p->stride;
-        if (p->san) hk__san_alloc(o, p->elem_size, (pool_flags(p) & HK_FLAG_ZERO) != 0);
+        if (p->san) pool_san_alloc(p, o);
     } else {
         uint32_t s = (pool_flags(p) & HK_POOL_NO_OVERFLOW) ? POOL_NIL : hk__pool_ovf_alloc(p, &o);
         if (s == POOL_NIL) {
@@ -343,7 +352,7 @@ static void pool_release(hk_pool *p, uint32_t s, int front) {
             hk__san_access(o, p->stride);
             hk_fill(o, p->stride, HK_FILL_FREE);
         }
-        if (p->san) hk__san_free(o, p->stride);
+        if (p->san) pool_san_free(p, o);
         /* queued (at the front with HK_POOL_HOT_REUSE), or retired when it
          * used every generation */
         if (!front)
@@ -551,10 +560,11 @@ void hk_pool_destroy(hk_pool *p) {
     hk__pool_ovf_destroy(p);
     pool_fl_destroy_all(p);
     hk__san_access(p->base, (size_t)p->cap * p->stride);
-    hk_lock_hooks lock = p->core.lock;
+    if (HK__TRACKED(&p->core)) hk__track_destroy(&p->core); /* every object ended in the clear */
+    hk__core core = p->core;
     void *os_base = p->os_base;
     size_t os_size = p->os_size;
-    hk__unlock(&lock);
+    hk__core_unlock(&core);
     if (os_base) hk_os_release(os_base, os_size);
 }
 

@@ -184,7 +184,8 @@ static void zone_small_init(hk_zone *z, const hk_zone_desc *desc) {
     /* a smaller space where the OS refuses the address space (an address-
      * space limit, valgrind) */
     hk_result r = HK_ERR_NOMEM;
-    while (span >= ((size_t)16 << 20) && (r = hk__zs_space_init(&z->small, span, ZONE_REP(z))) != HK_OK) span /= 4;
+    while (span >= ((size_t)16 << 20) && (r = hk__zs_space_init(&z->small, span, ZONE_REP(z))) != HK_OK)
+        span /= 4;
     if (r != HK_OK) {
         if (z->threads) hk__zone_thr_fini(z);
         z->small_on = 0;
@@ -248,8 +249,9 @@ hk_zone *hk_zone_create(const hk_zone_desc *desc) {
     z->core = core;
     z->core.self = z;
     /* small blocks: their space is reserved from the OS, so not for a zone
-     * that may not call it */
-    z->small_on = !(desc->flags & ZONE_SMALL_OFF) && (!desc->memory || desc->grow_size);
+     * that may not call it; nor for one a tool watches (src/track.h): its
+     * blocks are then all TLSF blocks, whose paths announce them */
+    z->small_on = !(desc->flags & ZONE_SMALL_OFF) && (!desc->memory || desc->grow_size) && !z->core.track;
     z->threads = z->small_on && (desc->flags & HK_ZONE_THREADS);
     z->purge_level = desc->purge_level > 0 ? desc->purge_level : HK_TAG_PURGELEVEL;
     z->grow_size = desc->grow_size;
@@ -258,6 +260,7 @@ hk_zone *hk_zone_create(const hk_zone_desc *desc) {
     z->ctl_os = os.base;
     z->ctl_os_size = os.os_size;
     hk__zone_decay_init(z, desc->decay_ms);
+    if (HK__TRACKED(&z->core)) hk__track_create(&z->core);
     unsigned char *rmem = (unsigned char *)start + ctl;
     if (hk__zone_region_add(z, rmem, size - (size_t)(rmem - mem), NULL, 0, 0) < 0) {
         if (os.base) hk_os_release(os.base, os.os_size); /* cannot happen: the size was checked */
@@ -268,10 +271,7 @@ hk_zone *hk_zone_create(const hk_zone_desc *desc) {
         if (!z->core.lock.lock) {
             /* the zone's own lock for its shared core */
             hk_os_mutex_init(&z->mx);
-            z->core.lock.lock = hk_os_mutex_lock_hook;
-            z->core.lock.unlock = hk_os_mutex_unlock_hook;
-            z->core.lock.user = &z->mx;
-            z->core.locked_hooks = true;
+            hk__core_set_lock(&z->core, hk_os_mutex_lock_hook, hk_os_mutex_unlock_hook, &z->mx);
         }
         if (z->threads && !hk__zone_thr_init(z)) z->threads = 0; /* registry full: the zone stays locked */
     }
@@ -284,12 +284,14 @@ hk_zone *hk_zone_create(const hk_zone_desc *desc) {
 
 void hk_zone_destroy(hk_zone *z) {
     if (!z) return;
+    if (HK__TRACKED(&z->core)) (void)hk_zone_walk(z, hk__track_end_visit, &z->core); /* each block ends */
     if (z->threads) hk__zone_thr_fini(z);
     if (z->small_on) hk__zs_space_fini(&z->small);
     if (z->core.lock.user == &z->mx) hk_os_mutex_destroy(&z->mx);
     void *os = z->ctl_os;
     size_t os_size = z->ctl_os_size;
     hk__zone_release_all(z);
+    if (HK__TRACKED(&z->core)) hk__track_destroy(&z->core);
     if (os) hk_os_release(os, os_size);
 }
 
@@ -339,9 +341,15 @@ static void *zone_alloc_plain(hk_zone *z, size_t size) {
     return zone_alloc_impl(z, size, 16, HK_TAG_STATIC, NULL, NULL, NULL, 0);
 }
 
+/* Tells the tools of a new block (src/track.h; call with HK__TRACKED). */
+static HK__NOINLINE void zone_track_alloc(hk_zone *z, void *p, size_t n) {
+    if (p) hk__track_alloc(&z->core, p, n, (ZONE_FLAGS(z) & HK_FLAG_ZERO) != 0);
+}
+
 static HK__NOINLINE void *zone_alloc_locked(hk_zone *z, size_t size) {
     hk__core_lock(&z->core);
     void *p = zone_alloc_plain(z, size);
+    if (HK__TRACKED(&z->core)) zone_track_alloc(z, p, size);
     hk__core_after(&z->core);
     hk__core_unlock(&z->core);
     return p;
@@ -378,6 +386,7 @@ void *hk_zone_alloc_tagged(hk_zone *z, size_t size, int tag, void **owner, const
     if (!z) return NULL;
     hk__core_lock(&z->core);
     void *p = zone_alloc_impl(z, size, 16, tag, owner, name, NULL, 0);
+    if (HK__TRACKED(&z->core)) zone_track_alloc(z, p, size);
     hk__core_after(&z->core);
     hk__core_unlock(&z->core);
     return p;
@@ -394,6 +403,7 @@ void *hk_zone_alloc_ex(hk_zone *z, const hk_zone_alloc_desc *d) {
         p = NULL;
     } else {
         p = zone_alloc_impl(z, d->size, d->align, d->tag, d->owner, d->name, d->file, d->line);
+        if (HK__TRACKED(&z->core)) zone_track_alloc(z, p, d->size);
     }
     hk__core_after(&z->core);
     hk__core_unlock(&z->core);
@@ -420,6 +430,7 @@ void *hk_zone_alloc_aligned(hk_zone *z, size_t align, size_t size) {
     if (!z) return NULL;
     hk__core_lock(&z->core);
     void *p = zone_alloc_impl(z, size, align, HK_TAG_STATIC, NULL, NULL, NULL, 0);
+    if (HK__TRACKED(&z->core)) zone_track_alloc(z, p, size);
     hk__core_after(&z->core);
     hk__core_unlock(&z->core);
     return p;
@@ -450,6 +461,7 @@ static hk_result zone_free_held(hk_zone *z, void *p, const char *op) {
 static HK__NOINLINE hk_result zone_free_locked(hk_zone *z, void *p) {
     hk__core_lock(&z->core);
     hk_result res = zone_free_held(z, p, "free");
+    if (HK__TRACKED(&z->core) && res == HK_OK) hk__track_free(&z->core, p);
     hk__core_after(&z->core);
     hk__core_unlock(&z->core);
     return res;
@@ -629,7 +641,10 @@ void *hk_zone_realloc(hk_zone *z, void *p, size_t size) {
         if (r) return zone_realloc_small(z, r, p, size);
     }
     hk__core_lock(&z->core);
+    size_t old_req = 0;
+    if (HK__TRACKED(&z->core) && hk__zone_is_block(z, p)) old_req = zone_requested(zone_from_user(p));
     void *q = zone_realloc_impl(z, p, size);
+    if (HK__TRACKED(&z->core) && q) hk__track_realloc(&z->core, p, old_req, q, size);
     hk__core_after(&z->core);
     hk__core_unlock(&z->core);
     return q;

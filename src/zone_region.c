@@ -140,6 +140,7 @@ int hk__zone_region_add(hk_zone *z, void *mem, size_t size, void *os_base, size_
         memset((unsigned char *)b + sizeof(zone_blk), HK_FILL_FREE, bsize - sizeof(zone_blk));
     z->capacity += bsize;
     hk__zone_list_insert(z, b);
+    if (HK__TRACKED(&z->core)) hk__track_heap(&z->core, (void *)base, (size_t)(lim - base), 1);
     return (int)at;
 }
 
@@ -182,6 +183,8 @@ void hk__zone_release_all(hk_zone *z) {
     while (z->nregions) {
         zone_region *r = &z->regions[z->nregions - 1];
         zone_unpoison(r->base, (size_t)(r->end - r->base) + ZONE_HDR);
+        if (HK__TRACKED(&z->core))
+            hk__track_heap(&z->core, r->base, (size_t)(r->end - r->base) + ZONE_HDR, 0);
         if (r->os_base) hk_os_release(r->os_base, r->os_size);
         z->nregions--;
     }
@@ -203,6 +206,7 @@ static void zone_region_extend(hk_zone *z, zone_region *r, size_t add) {
         memset((unsigned char *)b + sizeof(zone_blk), HK_FILL_FREE, add - sizeof(zone_blk));
     zone_unpoison(ne, ZONE_HDR);
     zone_set_hdr(ne, 0, 0, ZB_USED, 0);
+    if (HK__TRACKED(&z->core)) hk__track_heap(&z->core, b, add + ZONE_HDR, 1);
     r->end = nend;
     z->capacity += add;
     zone_bounds(z);

@@ -117,6 +117,7 @@ int hk__zone_purge_one(hk_zone *z, int level) {
     }
     if (!best) return 0;
     z->purge_count++;
+    if (HK__TRACKED(&z->core)) hk__track_free(&z->core, zone_user(best->blk));
     zone_release(z, best->blk, 1);
     return 1;
 }
@@ -150,6 +151,7 @@ static size_t zone_free_untracked(hk_zone *z) {
         zone_blk *b = (zone_blk *)r->base;
         while ((unsigned char *)b < r->end) {
             if ((b->bits & (ZB_USED | ZB_EXT)) == ZB_USED && b->tag != 0) {
+                if (HK__TRACKED(&z->core)) hk__track_free(&z->core, zone_user(b));
                 b = zone_release(z, b, 0);
                 n++;
             }
@@ -184,6 +186,7 @@ static size_t zone_free_tag_lists(hk_zone *z, int t) {
     while (active) {
         for (unsigned w = 0; w < ZONE_TAG_WAYS; w++) {
             if (pend[w]) {
+                if (HK__TRACKED(&z->core)) hk__track_free(&z->core, zone_user(pend[w]));
                 zone_release(z, pend[w], -1);
                 pend[w] = NULL;
             }
@@ -204,7 +207,10 @@ static size_t zone_free_tag_lists(hk_zone *z, int t) {
         }
     }
     for (unsigned w = 0; w < ZONE_TAG_WAYS; w++)
-        if (pend[w]) zone_release(z, pend[w], -1);
+        if (pend[w]) {
+            if (HK__TRACKED(&z->core)) hk__track_free(&z->core, zone_user(pend[w]));
+            zone_release(z, pend[w], -1);
+        }
     return n;
 }
 
