@@ -48,7 +48,8 @@
  *  - the zone row is the zone API on one shared zone: with HK_ZONE_THREADS
  *    ("zone+threads") when the library has it, else with lock hooks around
  *    a pthread mutex ("zone+mutex", what libheapkit-malloc.so does today);
- *  - every run ends with every block freed; sizes and choices come from
+ *  - every run ends with every block freed (the zone row's run fails when
+ *    its stats still count a live block); sizes and choices come from
  *    per-thread xorshift streams seeded from ctx->seed.
  *
  * Ratios: throughput_vs_X = heapkit's ops/s / X's (> 1: heapkit faster);
@@ -530,6 +531,12 @@ static void child_run(const char *name, int wl, int nthreads, long iters, int le
     o->unload_ns = sh.unload_ns;
     if (g_tz && hk_zone_check(g_tz) != HK_OK) {
         fprintf(stderr, "threads bench: zone check failed after %s\n", k_wl[wl]);
+        return;
+    }
+    hk_stats st;
+    if (g_tz && (hk_zone_stats(g_tz, &st) != HK_OK || st.live_blocks != 0)) {
+        fprintf(stderr, "threads bench: %zu blocks still live in the zone after %s\n", st.live_blocks,
+                k_wl[wl]);
         return;
     }
     o->ok = 1;
