@@ -379,7 +379,7 @@ static void run_xmalloc(worker *w) {
 }
 
 /* 1 .. 4096 bytes: a range 1..8, 1..16, .. 1..4096 picked uniformly, then a
- * size in it, so half the blocks are at most 128 bytes. */
+ * size in it, so 60% of the blocks are at most 128 bytes. */
 static size_t glibcthread_size(uint64_t *r) {
     uint64_t x = hkb_rand(r);
     return 1 + (size_t)((x >> 32) % ((uint64_t)8 << (x % 10)));
