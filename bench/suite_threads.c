@@ -611,8 +611,13 @@ void hkb_suite_threads(hkb_ctx *ctx) {
      * level's pages (mimalloc's per-repetition ratio to the zone ranged
      * from 1.13 to 2.62 over 5 repetitions); 40 frames and 6 levels measure
      * levels that reuse the memory of the ones before (measured: 0.07-0.11 s
-     * per run for the zone, 0.11-0.13 s for mimalloc, 1 to 4 threads). */
-    long iters[W_COUNT] = {10000000, 6000000, 20000, 40, 6000000, 20000, 4000000};
+     * per run for the zone, 0.11-0.13 s for mimalloc, 1 to 4 threads).
+     * larson, xmalloc and glibcthread (measured under a load average of
+     * about 10, so roughly): larson 6M replacements per thread, 0.16 s for
+     * mimalloc at 1 thread, up to 1.6 s for glibc at 4; xmalloc 20000
+     * batches per pair, 0.02-0.12 s; glibcthread 3M iterations per thread,
+     * 0.12 s for mimalloc at 1 thread, about 1.1 s for glibc at 4. */
+    long iters[W_COUNT] = {10000000, 6000000, 20000, 40, 6000000, 20000, 3000000};
     int levels = 6;
     if (ctx->quick) {
         iters[W_CHURN] = iters[W_SERVER] = iters[W_LARSON] = iters[W_GLIBCTHREAD] = 20000;
