@@ -533,7 +533,7 @@ static void child_run(const char *name, int wl, int nthreads, long iters, int le
         fprintf(stderr, "threads bench: zone check failed after %s\n", k_wl[wl]);
         return;
     }
-    hk_stats st;
+    hk_stats st = {0};
     if (g_tz && (hk_zone_stats(g_tz, &st) != HK_OK || st.live_blocks != 0)) {
         fprintf(stderr, "threads bench: %zu blocks still live in the zone after %s\n", st.live_blocks,
                 k_wl[wl]);
