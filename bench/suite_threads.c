@@ -19,6 +19,22 @@
  *            with hk_zone_free_tags; every other allocator frees it block
  *            by block (cross-thread for blocks other workers made)
  *
+ * Three classic benchmarks, in versions written here:
+ *  larson    Larson's server idea: each thread owns 1024 slots filled with
+ *            16 B - 1000 B blocks and replaces a random one (free +
+ *            malloc); after every eighth of its rounds it starts a new
+ *            thread, hands it the slots and exits, so blocks made by one
+ *            thread are freed by its successor (ops: allocs + frees)
+ *  xmalloc   every block freed by another thread: threads in pairs, the
+ *            even one only allocates batches of 64 blocks of 16 - 128 B
+ *            and queues them, the odd one only frees them (ops: frees; a
+ *            thread without a partner, as at 1 thread, frees its own
+ *            batches, half as many so its work is that of one of a pair)
+ *  glibcthread  glibc's bench-malloc-thread idea: each thread replaces a
+ *            random one of 1024 slots with a block of 1 B - 4 KiB (every
+ *            power-of-two range 1-8 .. 1-4096 equally likely: most are
+ *            small), freeing the block it displaces (ops: iterations)
+ *
  * Invariants of this file:
  *  - every (allocator, workload, threads) run is a process of its own (this
  *    program run again with --threads-child), so each allocator's peak RSS
@@ -32,7 +48,8 @@
  *  - the zone row is the zone API on one shared zone: with HK_ZONE_THREADS
  *    ("zone+threads") when the library has it, else with lock hooks around
  *    a pthread mutex ("zone+mutex", what libheapkit-malloc.so does today);
- *  - every run ends with every block freed; sizes and choices come from
+ *  - every run ends with every block freed (the zone row's run fails when
+ *    its stats still count a live block); sizes and choices come from
  *    per-thread xorshift streams seeded from ctx->seed.
  *
  * Ratios: throughput_vs_X = heapkit's ops/s / X's (> 1: heapkit faster);
@@ -67,12 +84,25 @@
 #endif
 #define HKB_SHIM_NAME "heapkit-malloc.so"
 
-enum { W_CHURN, W_SERVER, W_PRODCONS, W_JOBFRAME, W_COUNT };
-static const char *const k_wl[W_COUNT] = {"churn", "server", "prodcons", "jobframe"};
+enum { W_CHURN, W_SERVER, W_PRODCONS, W_JOBFRAME, W_LARSON, W_XMALLOC, W_GLIBCTHREAD, W_COUNT };
+static const char *const k_wl[W_COUNT] = {"churn",  "server",  "prodcons",   "jobframe",
+                                          "larson", "xmalloc", "glibcthread"};
 static const char *const k_wl_what[W_COUNT] = {
-    "per-thread churn of 16 B - 1 KiB blocks", "server churn: blocks freed by a random other thread",
+    "per-thread churn of 16 B - 1 KiB blocks",
+    "server churn: blocks freed by a random other thread",
     "producer/consumer ring: every free cross-thread (from 2 threads)",
-    "job-system frame: shared zone, level freed by the main thread (zone: free_tags)"};
+    "job-system frame: shared zone, level freed by the main thread (zone: free_tags)",
+    "larson: slots handed to a new thread 8 times, blocks freed by the successor",
+    "xmalloc: allocator/freer pairs, every free cross-thread (from 2 threads)",
+    "glibc-style thread loop: 1024 slots, 1 B - 4 KiB biased small"};
+/* what Mops_per_s counts for each workload */
+static const char *const k_wl_unit[W_COUNT] = {"M allocs+frees per second, all threads",
+                                               "M allocs+frees per second, all threads",
+                                               "M allocs+frees per second, all threads",
+                                               "M allocs+frees per second, all threads",
+                                               "M allocs+frees per second, all threads",
+                                               "M frees per second, all threads",
+                                               "M iterations (free + malloc) per second, all threads"};
 
 /* ---- the allocator a child runs -------------------------------------------------- */
 
@@ -139,13 +169,21 @@ typedef struct shared {
 /* One per thread, each on cache lines of its own: `ops` is written on
  * every operation, and neighbours sharing a line would make every
  * allocator pay for the bench's own false sharing. */
+enum { CHURN_SLOTS = 1024, BATCH = 64, RING_CAP = 16, JOBS = 256, SCRATCH = 32, LEVEL_PER_JOB = 4 };
+enum { LARSON_SLOTS = 1024, LARSON_GENS = 8, GT_SLOTS = 1024 };
+
 typedef struct worker {
     _Alignas(128) shared *sh;
     int id;
     long ops;
+    /* larson: the slots, the stream and the generation travel from thread
+     * to thread; chain[g] is generation g's thread, written by generation
+     * g-1 (the main thread reads it after joining g-1) */
+    void **arr;
+    uint64_t rng;
+    int gen;
+    pthread_t chain[LARSON_GENS];
 } worker;
-
-enum { CHURN_SLOTS = 1024, BATCH = 64, RING_CAP = 16, JOBS = 256, SCRATCH = 32, LEVEL_PER_JOB = 4 };
 
 static size_t small_size(uint64_t *r) { return 16 + (size_t)(hkb_rand(r) % 1009); /* 16 .. 1024 */ }
 
@@ -193,24 +231,37 @@ static void spin_wait(int *spins) {
     if (++*spins > 64) sched_yield();
 }
 
+/* One producer and one consumer per ring. The producer waits for a free
+ * batch, fills it and pushes it; the consumer waits for a batch, frees its
+ * blocks and pops it. */
+static void **ring_wait_space(ring *q, long *h) {
+    int spins = 0;
+    *h = atomic_load_explicit(&q->head, memory_order_relaxed);
+    while (*h - atomic_load_explicit(&q->tail, memory_order_acquire) >= RING_CAP) spin_wait(&spins);
+    return q->buf + (size_t)(*h % RING_CAP) * BATCH;
+}
+static void ring_push(ring *q, long h) { atomic_store_explicit(&q->head, h + 1, memory_order_release); }
+static void **ring_wait_batch(ring *q, long *t) {
+    int spins = 0;
+    *t = atomic_load_explicit(&q->tail, memory_order_relaxed);
+    while (atomic_load_explicit(&q->head, memory_order_acquire) == *t) spin_wait(&spins);
+    return q->buf + (size_t)(*t % RING_CAP) * BATCH;
+}
+static void ring_pop(ring *q, long t) { atomic_store_explicit(&q->tail, t + 1, memory_order_release); }
+
 static void run_prodcons(worker *w) {
     shared *sh = w->sh;
     uint64_t r = sh->seed + (uint64_t)w->id * 0x9E3779B97F4A7C15ull;
     ring *out = &sh->rings[w->id], *in = &sh->rings[(w->id + sh->nthreads - 1) % sh->nthreads];
     for (long b = 0; b < sh->iters; b++) {
-        int spins = 0;
-        long h = atomic_load_explicit(&out->head, memory_order_relaxed);
-        while (h - atomic_load_explicit(&out->tail, memory_order_acquire) >= RING_CAP) spin_wait(&spins);
-        void **dst = out->buf + (size_t)(h % RING_CAP) * BATCH;
+        long h, t;
+        void **dst = ring_wait_space(out, &h);
         for (int i = 0; i < BATCH; i++) dst[i] = xalloc(small_size(&r));
-        atomic_store_explicit(&out->head, h + 1, memory_order_release);
+        ring_push(out, h);
         w->ops += BATCH;
-        spins = 0;
-        long t = atomic_load_explicit(&in->tail, memory_order_relaxed);
-        while (atomic_load_explicit(&in->head, memory_order_acquire) == t) spin_wait(&spins);
-        void **src = in->buf + (size_t)(t % RING_CAP) * BATCH;
+        void **src = ring_wait_batch(in, &t);
         for (int i = 0; i < BATCH; i++) g_free(src[i]);
-        atomic_store_explicit(&in->tail, t + 1, memory_order_release);
+        ring_pop(in, t);
         w->ops += BATCH;
     }
 }
@@ -258,6 +309,96 @@ static void run_jobframe(worker *w) {
     }
 }
 
+static size_t larson_size(uint64_t *r) { return 16 + (size_t)(hkb_rand(r) % 985); /* 16 .. 1000 */ }
+
+static void *larson_next(void *arg);
+
+/* One generation of a larson chain: the first fills the slots, each does
+ * iters / LARSON_GENS replacements, the last frees every block; the others
+ * start the next generation with the slots and exit. */
+static void run_larson(worker *w) {
+    shared *sh = w->sh;
+    long rounds = sh->iters / LARSON_GENS > 0 ? sh->iters / LARSON_GENS : 1;
+    if (w->gen == 0) {
+        w->rng = sh->seed + (uint64_t)w->id * 0x9E3779B97F4A7C15ull;
+        for (int k = 0; k < LARSON_SLOTS; k++) w->arr[k] = xalloc(larson_size(&w->rng));
+        w->ops += LARSON_SLOTS;
+    }
+    for (long i = 0; i < rounds; i++) {
+        size_t k = (size_t)(hkb_rand(&w->rng) % LARSON_SLOTS);
+        g_free(w->arr[k]);
+        w->arr[k] = xalloc(larson_size(&w->rng));
+        w->ops += 2;
+    }
+    int g = ++w->gen;
+    if (g < LARSON_GENS) {
+        if (pthread_create(&w->chain[g], NULL, larson_next, w) != 0) die("pthread_create failed (larson)");
+        return; /* w is the successor's from here */
+    }
+    for (int k = 0; k < LARSON_SLOTS; k++) g_free(w->arr[k]);
+    w->ops += LARSON_SLOTS;
+}
+static void *larson_next(void *arg) {
+    run_larson(arg);
+    return NULL;
+}
+
+static size_t xmalloc_size(uint64_t *r) { return 16 + (size_t)(hkb_rand(r) % 113); /* 16 .. 128 */ }
+
+/* xmalloc: thread 2p allocates sh->iters batches into ring p, thread 2p+1
+ * frees them; only frees are counted. */
+static void run_xmalloc(worker *w) {
+    shared *sh = w->sh;
+    uint64_t r = sh->seed + (uint64_t)w->id * 0x9E3779B97F4A7C15ull;
+    if ((sh->nthreads & 1) && w->id == sh->nthreads - 1) {
+        /* no partner: allocate and free its own batches, half as many (a
+         * thread of a pair makes iters * BATCH calls, so does this one) */
+        void *batch[BATCH];
+        long n = sh->iters / 2 > 0 ? sh->iters / 2 : 1;
+        for (long b = 0; b < n; b++) {
+            for (int i = 0; i < BATCH; i++) batch[i] = xalloc(xmalloc_size(&r));
+            for (int i = 0; i < BATCH; i++) g_free(batch[i]);
+            w->ops += BATCH;
+        }
+        return;
+    }
+    ring *q = &sh->rings[w->id / 2];
+    for (long b = 0; b < sh->iters; b++) {
+        long k;
+        if (w->id % 2 == 0) {
+            void **dst = ring_wait_space(q, &k);
+            for (int i = 0; i < BATCH; i++) dst[i] = xalloc(xmalloc_size(&r));
+            ring_push(q, k);
+        } else {
+            void **src = ring_wait_batch(q, &k);
+            for (int i = 0; i < BATCH; i++) g_free(src[i]);
+            ring_pop(q, k);
+            w->ops += BATCH;
+        }
+    }
+}
+
+/* 1 .. 4096 bytes: a range 1..8, 1..16, .. 1..4096 picked uniformly, then a
+ * size in it, so 60% of the blocks are at most 128 bytes. */
+static size_t glibcthread_size(uint64_t *r) {
+    uint64_t x = hkb_rand(r);
+    return 1 + (size_t)((x >> 32) % ((uint64_t)8 << (x % 10)));
+}
+
+static void run_glibcthread(worker *w) {
+    uint64_t r = w->sh->seed + (uint64_t)w->id * 0x9E3779B97F4A7C15ull;
+    void *set[GT_SLOTS] = {0};
+    for (long i = 0; i < w->sh->iters; i++) {
+        size_t k = (size_t)(hkb_rand(&r) % GT_SLOTS);
+        size_t n = glibcthread_size(&r);
+        if (set[k]) g_free(set[k]);
+        set[k] = xalloc(n);
+        w->ops++;
+    }
+    for (int k = 0; k < GT_SLOTS; k++)
+        if (set[k]) g_free(set[k]);
+}
+
 static int g_workload;
 static void *thread_main(void *arg) {
     worker *w = arg;
@@ -266,6 +407,9 @@ static void *thread_main(void *arg) {
     case W_CHURN: run_churn(w); break;
     case W_SERVER: run_server(w); break;
     case W_PRODCONS: run_prodcons(w); break;
+    case W_LARSON: run_larson(w); break;
+    case W_XMALLOC: run_xmalloc(w); break;
+    case W_GLIBCTHREAD: run_glibcthread(w); break;
     default: run_jobframe(w); break;
     }
     return NULL;
@@ -339,7 +483,7 @@ static void child_run(const char *name, int wl, int nthreads, long iters, int le
     if (wl == W_SERVER) {
         sh.nslots = (size_t)CHURN_SLOTS * (size_t)nthreads;
         sh.slots = calloc(sh.nslots, sizeof *sh.slots);
-    } else if (wl == W_PRODCONS) {
+    } else if (wl == W_PRODCONS || wl == W_XMALLOC) {
         sh.rings = aligned_alloc(64, sizeof(ring) * (size_t)nthreads);
         for (int i = 0; i < nthreads; i++) {
             atomic_init(&sh.rings[i].head, 0);
@@ -360,12 +504,17 @@ static void child_run(const char *name, int wl, int nthreads, long iters, int le
     pthread_t tid[16];
     size_t base_kib = status_kib("VmRSS:");
     for (int i = 0; i < nthreads; i++) {
-        w[i] = (worker){&sh, i, 0};
+        w[i] = (worker){.sh = &sh, .id = i};
+        if (wl == W_LARSON && !(w[i].arr = calloc(LARSON_SLOTS, sizeof(void *)))) die("out of memory");
         if (pthread_create(&tid[i], NULL, thread_main, &w[i]) != 0) die("pthread_create failed");
     }
     uint64_t t0 = hkb_now_ns();
     pthread_barrier_wait(&sh.start);
-    for (int i = 0; i < nthreads; i++) pthread_join(tid[i], NULL);
+    for (int i = 0; i < nthreads; i++) {
+        pthread_join(tid[i], NULL);
+        if (wl == W_LARSON) /* chain[g] was written by generation g-1, joined before */
+            for (int g = 1; g < LARSON_GENS; g++) pthread_join(w[i].chain[g], NULL);
+    }
     o->secs = (double)(hkb_now_ns() - t0) / 1e9;
     /* what is still out: server slots, prodcons rings (untimed) */
     if (wl == W_SERVER)
@@ -375,10 +524,19 @@ static void child_run(const char *name, int wl, int nthreads, long iters, int le
         }
     size_t hwm = status_kib("VmHWM:");
     o->rss_bytes = hwm > base_kib ? (double)(hwm - base_kib) * 1024.0 : 0;
-    for (int i = 0; i < nthreads; i++) o->ops += (double)w[i].ops;
+    for (int i = 0; i < nthreads; i++) {
+        o->ops += (double)w[i].ops;
+        free(w[i].arr);
+    }
     o->unload_ns = sh.unload_ns;
     if (g_tz && hk_zone_check(g_tz) != HK_OK) {
         fprintf(stderr, "threads bench: zone check failed after %s\n", k_wl[wl]);
+        return;
+    }
+    hk_stats st = {0};
+    if (g_tz && (hk_zone_stats(g_tz, &st) != HK_OK || st.live_blocks != 0)) {
+        fprintf(stderr, "threads bench: %zu blocks still live in the zone after %s\n", st.live_blocks,
+                k_wl[wl]);
         return;
     }
     o->ok = 1;
@@ -453,12 +611,17 @@ void hkb_suite_threads(hkb_ctx *ctx) {
      * level's pages (mimalloc's per-repetition ratio to the zone ranged
      * from 1.13 to 2.62 over 5 repetitions); 40 frames and 6 levels measure
      * levels that reuse the memory of the ones before (measured: 0.07-0.11 s
-     * per run for the zone, 0.11-0.13 s for mimalloc, 1 to 4 threads). */
-    long iters[W_COUNT] = {10000000, 6000000, 20000, 40};
+     * per run for the zone, 0.11-0.13 s for mimalloc, 1 to 4 threads).
+     * larson, xmalloc and glibcthread (measured under a load average of
+     * about 10, so roughly): larson 6M replacements per thread, 0.16 s for
+     * mimalloc at 1 thread, up to 1.6 s for glibc at 4; xmalloc 20000
+     * batches per pair, 0.02-0.12 s; glibcthread 3M iterations per thread,
+     * 0.12 s for mimalloc at 1 thread, about 1.1 s for glibc at 4. */
+    long iters[W_COUNT] = {10000000, 6000000, 20000, 40, 6000000, 20000, 3000000};
     int levels = 6;
     if (ctx->quick) {
-        iters[W_CHURN] = iters[W_SERVER] = 20000;
-        iters[W_PRODCONS] = 200;
+        iters[W_CHURN] = iters[W_SERVER] = iters[W_LARSON] = iters[W_GLIBCTHREAD] = 20000;
+        iters[W_PRODCONS] = iters[W_XMALLOC] = 200;
         iters[W_JOBFRAME] = 2;
         levels = 2;
     }
@@ -501,7 +664,7 @@ void hkb_suite_threads(hkb_ctx *ctx) {
                 double m = hkb_median(v[s], okc[s]);
                 mops[wl][ti][s] = m;
                 rss[wl][ti][s] = hkb_median(r[s], okc[s]);
-                hkb_record(SUITE, wname, names[s], "Mops_per_s", m, "M allocs+frees per second, all threads");
+                hkb_record(SUITE, wname, names[s], "Mops_per_s", m, k_wl_unit[wl]);
                 hkb_record(SUITE, wname, names[s], "Mops_per_s_per_thread", m / nt, "M ops/s per thread");
                 hkb_record(SUITE, wname, names[s], "peak_rss_MiB", rss[wl][ti][s],
                            "MiB (VmHWM - VmRSS before the workload)");
