@@ -140,8 +140,9 @@ static void zone_main(int scale) {
         BD_COUNT("zone.alloc_tagged", "tracked block with owner and name", 0,
                  p = hk_zone_alloc_tagged(z, 100 + (size_t)i * 37, HK_TAG_LEVEL, &owners[i], "lvl"));
         BD_REQUIRE(p);
-        if (i % 8 == 0) BD_COUNT("zone.change_tag", "to a purgeable tag (lists moved)", 0,
-                                 (void)hk_zone_change_tag(z, p, HK_TAG_CACHE));
+        if (i % 8 == 0)
+            BD_COUNT("zone.change_tag", "to a purgeable tag (lists moved)", 0,
+                     (void)hk_zone_change_tag(z, p, HK_TAG_CACHE));
         if (i % 8 == 0) BD_REQUIRE(hk_zone_change_tag(z, p, HK_TAG_LEVEL) == HK_OK);
     }
     size_t freed = 0;

@@ -17,8 +17,8 @@
  *
  * Invariant: a label is "call|path|units" with no newline; units is the
  * number of work units of an O(n)-by-design call (blocks walked, bytes
- * moved...), 0 for O(1) calls (ICOUNT_RELABEL renames a call after it). Dumps are numbered in the order they were made (callgrind's
- * OUT.N files), which is the order the readers sort them by.
+ * moved...), 0 for O(1) calls (ICOUNT_RELABEL renames a call after it). Dumps are numbered in the order they
+ * were made (callgrind's OUT.N files), which is the order the readers sort them by.
  */
 #ifndef HEAPKIT_BENCH_ICOUNT_H
 #define HEAPKIT_BENCH_ICOUNT_H
@@ -57,9 +57,9 @@
         CALLGRIND_DUMP_STATS_AT(buf);                                                                        \
     } while (0)
 #else
-#define ICOUNT_ON()         ((void)0)
-#define ICOUNT_OFF()        ((void)0)
-#define ICOUNT(label, call) ((void)(label), call)
+#define ICOUNT_ON()                            ((void)0)
+#define ICOUNT_OFF()                           ((void)0)
+#define ICOUNT(label, call)                    ((void)(label), call)
 #define ICOUNT_RELABEL(buf, call, path, units) ((void)(buf), (void)(call), (void)(path), (void)(units))
 #endif
 
