@@ -32,6 +32,10 @@ static size_t cache_rnd(uint64_t *r) {
     return lo + (size_t)(bd_rand(r) % lo);
 }
 
+/* The LRU clock's epoch (heapkit/detail/cache.h): it drops back to 1 when
+ * the epochs run out, and that call makes every hot entry cold. */
+static uint32_t cache_epoch(hk_cache *c) { return ((const hk__cache_view *)(const void *)c)->epoch; }
+
 static hk_cache *cache_make(size_t heap) {
     hk_cache *c = hk_cache_create(&(hk_cache_desc){.size = heap, .flags = HK_FLAG_QUIET, .name = "bounds"});
     BD_REQUIRE(c);
@@ -77,12 +81,15 @@ static void cache_main(int scale) {
         } else {
             size_t sz = cache_rnd(&r) / 2; /* fits a hole: the fit path */
             BD_REQUIRE(hk_cache_get_info(c, &a) == HK_OK);
+            uint32_t e0 = cache_epoch(c);
             ICOUNT(hkb_label(lbl, "cache.alloc", "churn: a free block fits", 0),
                    h[j] = hk_cache_alloc(c, sz, "churn"));
             BD_REQUIRE(hk_cache_get_info(c, &b) == HK_OK);
             if (b.moved_bytes != a.moved_bytes || b.purge_count != a.purge_count)
-                ICOUNT_RELABEL(lbl, "cache.alloc", "churn: compacted or purged",
-                               b.moved_bytes - a.moved_bytes);
+                ICOUNT_RELABEL(lbl, "cache.alloc", "churn: compacted or purged", b.moved_bytes - a.moved_bytes);
+            else if (cache_epoch(c) < e0)
+                ICOUNT_RELABEL(lbl, "cache.alloc", "LRU epochs ran out: every hot entry made cold (units: handles)",
+                               b.live_handles);
         }
     }
     /* the O(1) calls on live blocks */
@@ -112,6 +119,20 @@ static void cache_main(int scale) {
         BD_COUNT("cache.purge", "live block", 0, (void)hk_cache_purge(c, x));
         BD_COUNT("cache.reallocate", "refill a purged handle (fit)", 0,
                  (void)hk_cache_reallocate(c, x, sz / 2));
+    }
+    /* touch advances the LRU clock: drive it to the end of the epochs, then
+     * count the touch that makes every hot entry cold */
+    {
+        hk_cache_handle x = h[live[0]];
+        ICOUNT_OFF();
+        uint32_t guard = 0;
+        while (cache_epoch(c) != ((const hk__cache_view *)(const void *)c)->epoch_max)
+            BD_REQUIRE(hk_cache_touch(c, x) == HK_OK && ++guard < (1u << 26));
+        BD_REQUIRE(hk_cache_get_info(c, &a) == HK_OK);
+        ICOUNT_ON();
+        BD_COUNT("cache.touch", "LRU epochs ran out: every hot entry made cold (units: handles)", a.live_handles,
+                 (void)hk_cache_touch(c, x));
+        BD_REQUIRE(cache_epoch(c) == 1);
     }
     /* incremental compaction of the fragmented region */
     for (int i = 0; i < 16; i++) {

@@ -57,7 +57,7 @@ void bd_hunk(int scale) {
         BD_REQUIRE(hk_hunk_alloc_temp(h, 4096));
         BD_COUNT("hunk.alloc_high", "temp block released first", 0, p = hk_hunk_alloc_high(h, 64, "fill"));
         BD_REQUIRE(p);
-        BD_COUNT("hunk.alloc_aligned", "align 4096: padding block", 0,
+        BD_COUNT("hunk.alloc_aligned", "a padding block, its bytes filled (units: alignment bytes)", 4096,
                  p = hk_hunk_alloc_aligned(h, 4096, 64, "fill"));
         BD_REQUIRE(p);
         BD_COUNT("hunk.alloc_temp", "previous temp block released", 0, p = hk_hunk_alloc_temp(h, 4096));
