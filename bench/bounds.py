@@ -62,7 +62,11 @@ def read_bounds():
     return out
 
 
+DRIVER_ORDER = ["hunk", "zone", "cache", "pool", "gc", "glibc"]
+
+
 def write_bounds(rows):
+    rows = sorted(rows, key=lambda d: DRIVER_ORDER.index(d["driver"]) if d["driver"] in DRIVER_ORDER else 99)
     head = header_lines(BOUNDS)
     with open(BOUNDS, "w") as f:
         f.writelines(head)
@@ -113,13 +117,15 @@ def worst_by_row(calls):
     return {k: (v[0], v[1]) for k, v in worst.items()}
 
 
-def check(calls, drivers):
+def check(calls, drivers, scales):
     bounds = {(d["call"], d["path"]): d for d in read_bounds()}
     bad = 0
     seen = set()
     for drv, scale, call, path, units, ins in calls:
         seen.add((call, path))
         row = bounds.get((call, path))
+        if row is not None and row["complexity"] == "peer":
+            continue  # glibc's rows: measured for comparison, not a bound of ours
         if row is None:
             print("check-bounds: FAIL %s [%s] at scale %d: counted (%d instructions) but no bound is published in "
                   "bench/bounds.tsv" % (call, path, scale, ins))
@@ -133,10 +139,13 @@ def check(calls, drivers):
                    else ""))
             bad += 1
     for d in read_bounds():
-        if d["driver"] in drivers and (d["call"], d["path"]) not in seen:
+        # a path reached at some scales only (a full 1 MiB heap) is looked
+        # for only when every scale ran
+        if d["driver"] in drivers and sorted(scales) == [1, 2, 3, 4] and (d["call"], d["path"]) not in seen:
             print("check-bounds: FAIL %s [%s]: published but never reached by its driver" % (d["call"], d["path"]))
             bad += 1
-    rows = len({(c[2], c[3]) for c in calls})
+    rows = len({(c[2], c[3]) for c in calls if c[0] != "glibc"})
+    calls = [c for c in calls if c[0] != "glibc"]
     if bad:
         print("check-bounds: %d failure(s) over %d calls (%d rows)" % (bad, len(calls), rows))
         return 1
@@ -273,7 +282,7 @@ def main():
         if a.record or a.rebound:
             record(calls, drivers, scales, a.rebound)
         if a.check:
-            rc = check(calls, drivers)
+            rc = check(calls, drivers, scales)
         if not (a.check or a.record or a.rebound):
             worst = worst_by_row(calls)
             for (c, p, s), (ins, u) in sorted(worst.items()):
