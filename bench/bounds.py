@@ -246,7 +246,7 @@ def doc():
         vs = "-"
         if d["peer"] and d["peer"] in glibc and by and not d["unit"]:
             g = glibc[d["peer"]]
-            ratios = ["%.2f" % (by[s][0] / g[s]) for s in (1, 2, 3, 4) if s in by and s in g and g[s]]
+            ratios = ["%.2g" % (by[s][0] / g[s]) for s in (1, 2, 3, 4) if s in by and s in g and g[s]]
             if ratios:
                 vs = "%s: %s" % (d["peer"], " / ".join(ratios))
         lines.append("| `%s` | %s | %s | %s | %s | %s | %s |" % (

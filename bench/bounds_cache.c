@@ -233,8 +233,41 @@ static void cache_purge(int scale) {
     free(h);
 }
 
+/* One size class full of free blocks just too small for the request and
+ * the one that fits freed first: the fit scans the class's first
+ * CACHE_SCAN_LIMIT (64) blocks before it looks further. */
+static void cache_scan(int scale) {
+    size_t heap = bd_heap(scale), n = 0;
+    hk_cache *c = cache_make(heap);
+    size_t cap = heap / 2048 + 64;
+    hk_cache_handle *h = calloc(cap, sizeof *h);
+    BD_REQUIRE(h);
+    /* [big][keep][small][keep][small]...: 3600-, 64- and 2600-byte blocks */
+    while (n + 1 < cap) {
+        hk_cache_handle x = hk_cache_alloc(c, n == 0 ? 3600 : n % 2 ? 64 : 2600, "fill");
+        if (!x.value) break;
+        h[n++] = x;
+    }
+    BD_REQUIRE(n > 8);
+    BD_REQUIRE(hk_cache_free(c, h[0]) == HK_OK); /* the one that fits: freed first */
+    for (size_t i = 2; i < n; i += 2) BD_REQUIRE(hk_cache_free(c, h[i]) == HK_OK);
+    hk_cache_info a, b;
+    BD_REQUIRE(hk_cache_get_info(c, &a) == HK_OK);
+    hk_cache_handle x;
+    ICOUNT_ON();
+    BD_COUNT("cache.alloc", "fit: the first 64 free blocks of the request's class too small", 0,
+             x = hk_cache_alloc(c, 3000, "scan"));
+    ICOUNT_OFF();
+    BD_REQUIRE(x.value && hk_cache_get_info(c, &b) == HK_OK);
+    BD_REQUIRE(b.moved_bytes == a.moved_bytes && b.purge_count == a.purge_count); /* a fit, not a compaction */
+    BD_REQUIRE(hk_cache_check(c) == HK_OK);
+    hk_cache_destroy(c);
+    free(h);
+}
+
 void bd_cache(int scale) {
     cache_main(scale);
     cache_locked(scale);
     cache_purge(scale);
+    cache_scan(scale);
 }

@@ -92,12 +92,13 @@ void bd_glibc(int scale) {
     }
     /* a free making a chunk of 64 KiB or more with fast chunks present */
     for (int k = 0; k < 1; k++) {
+        /* the big chunk first: a large-bin malloc would consolidate */
+        void *big = malloc(100000), *guard = malloc(64);
+        BD_REQUIRE(big && guard);
         for (size_t i = 0; i < nsmall * 2; i += 2) {
             free(sm[i]);
             sm[i] = NULL;
         }
-        void *big = malloc(100000), *guard = malloc(64);
-        BD_REQUIRE(big && guard);
         ICOUNT_ON();
         BD_COUNT("glibc.free", "a chunk of 64 KiB or more freed, fast bins full: consolidation (units: fast chunks)",
                  nsmall, free(big));
