@@ -86,9 +86,11 @@ static void cache_main(int scale) {
                    h[j] = hk_cache_alloc(c, sz, "churn"));
             BD_REQUIRE(hk_cache_get_info(c, &b) == HK_OK);
             if (b.moved_bytes != a.moved_bytes || b.purge_count != a.purge_count)
-                ICOUNT_RELABEL(lbl, "cache.alloc", "churn: compacted or purged", b.moved_bytes - a.moved_bytes);
+                ICOUNT_RELABEL(lbl, "cache.alloc", "churn: compacted or purged",
+                               b.moved_bytes - a.moved_bytes);
             else if (cache_epoch(c) < e0)
-                ICOUNT_RELABEL(lbl, "cache.alloc", "LRU epochs ran out: every hot entry made cold (units: handles)",
+                ICOUNT_RELABEL(lbl, "cache.alloc",
+                               "LRU epochs ran out: every hot entry made cold (units: handles)",
                                b.live_handles);
         }
     }
@@ -130,8 +132,8 @@ static void cache_main(int scale) {
             BD_REQUIRE(hk_cache_touch(c, x) == HK_OK && ++guard < (1u << 26));
         BD_REQUIRE(hk_cache_get_info(c, &a) == HK_OK);
         ICOUNT_ON();
-        BD_COUNT("cache.touch", "LRU epochs ran out: every hot entry made cold (units: handles)", a.live_handles,
-                 (void)hk_cache_touch(c, x));
+        BD_COUNT("cache.touch", "LRU epochs ran out: every hot entry made cold (units: handles)",
+                 a.live_handles, (void)hk_cache_touch(c, x));
         BD_REQUIRE(cache_epoch(c) == 1);
     }
     /* incremental compaction of the fragmented region */
@@ -259,7 +261,8 @@ static void cache_scan(int scale) {
              x = hk_cache_alloc(c, 3000, "scan"));
     ICOUNT_OFF();
     BD_REQUIRE(x.value && hk_cache_get_info(c, &b) == HK_OK);
-    BD_REQUIRE(b.moved_bytes == a.moved_bytes && b.purge_count == a.purge_count); /* a fit, not a compaction */
+    BD_REQUIRE(b.moved_bytes == a.moved_bytes &&
+               b.purge_count == a.purge_count); /* a fit, not a compaction */
     BD_REQUIRE(hk_cache_check(c) == HK_OK);
     hk_cache_destroy(c);
     free(h);

@@ -124,15 +124,16 @@ static void gc_main(int scale) {
         BD_COUNT("gc.assign", "store into an empty field", 0, r = hk_gc_assign(gc, &field, o[0]));
         BD_COUNT("gc.assign", "replace: old value released", 0, r = hk_gc_assign(gc, &field, t));
         BD_REQUIRE(hk_gc_release(gc, t) == HK_OK);
-        BD_COUNT("gc.assign", "clear: last reference released (queued)", 0, r = hk_gc_assign(gc, &field, NULL));
+        BD_COUNT("gc.assign", "clear: last reference released (queued)", 0,
+                 r = hk_gc_assign(gc, &field, NULL));
     }
     /* the root released: the whole tree is garbage, reclaimed by steps */
     BD_COUNT("gc.release", "to zero: queued", 0, r = hk_gc_release(gc, o[0]));
     BD_REQUIRE(r == HK_OK);
     size_t got = 0, first = 0;
     for (int k = 0; k < 12; k++) {
-        BD_COUNT("gc.step", "backlog of garbage trees: 64 objects with 4 references each (units: objects)", STEP_MAX,
-                 got = hk_gc_step(gc, 1000000));
+        BD_COUNT("gc.step", "backlog of garbage trees: 64 objects with 4 references each (units: objects)",
+                 STEP_MAX, got = hk_gc_step(gc, 1000000));
         if (!k) first = got;
     }
     ICOUNT_OFF();
@@ -157,7 +158,8 @@ static void gc_cycles(int scale) {
     for (uint32_t i = 0; i < n; i++) BD_REQUIRE(hk_gc_release(gc, o[i]) == HK_OK);
     size_t got = 0;
     ICOUNT_ON();
-    BD_COUNT("gc.collect", "full pass: every object in a garbage cycle (units: objects)", n, got = hk_gc_collect(gc));
+    BD_COUNT("gc.collect", "full pass: every object in a garbage cycle (units: objects)", n,
+             got = hk_gc_collect(gc));
     ICOUNT_OFF();
     BD_REQUIRE(got == n);
     BD_REQUIRE(hk_gc_check(gc) == HK_OK);

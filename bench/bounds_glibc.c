@@ -83,12 +83,13 @@ void bd_glibc(int scale) {
             sm[i] = NULL;
         }
         ICOUNT_ON();
-        BD_COUNT("glibc.malloc", "large-bin request, fast bins full: malloc_consolidate (units: fast chunks)", nsmall,
-                 p = malloc(2000));
+        BD_COUNT("glibc.malloc", "large-bin request, fast bins full: malloc_consolidate (units: fast chunks)",
+                 nsmall, p = malloc(2000));
         BD_REQUIRE(p);
         free(p);
         ICOUNT_OFF();
-        for (size_t i = (size_t)k % 2; i < nsmall * 2; i += 2) BD_REQUIRE((sm[i] = malloc(24 + (i / 2 % 4) * 32)) != NULL);
+        for (size_t i = (size_t)k % 2; i < nsmall * 2; i += 2)
+            BD_REQUIRE((sm[i] = malloc(24 + (i / 2 % 4) * 32)) != NULL);
     }
     /* a free making a chunk of 64 KiB or more with fast chunks present */
     for (int k = 0; k < 1; k++) {
@@ -100,11 +101,13 @@ void bd_glibc(int scale) {
             sm[i] = NULL;
         }
         ICOUNT_ON();
-        BD_COUNT("glibc.free", "a chunk of 64 KiB or more freed, fast bins full: consolidation (units: fast chunks)",
+        BD_COUNT("glibc.free",
+                 "a chunk of 64 KiB or more freed, fast bins full: consolidation (units: fast chunks)",
                  nsmall, free(big));
         ICOUNT_OFF();
         free(guard);
-        for (size_t i = 0; i < nsmall * 2; i += 2) BD_REQUIRE((sm[i] = malloc(24 + (i / 2 % 4) * 32)) != NULL);
+        for (size_t i = 0; i < nsmall * 2; i += 2)
+            BD_REQUIRE((sm[i] = malloc(24 + (i / 2 % 4) * 32)) != NULL);
     }
     for (size_t i = 0; i < nsmall * 2; i++) free(sm[i]);
     for (size_t i = 0; i < nb; i++) free(blk[i]);

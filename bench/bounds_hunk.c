@@ -94,7 +94,8 @@ void bd_hunk(int scale) {
         BD_REQUIRE(hk_hunk_alloc(h, 64, "fill"));
         BD_REQUIRE(hk_hunk_free_to_low_mark(h, m3) == HK_OK); /* the cut */
         hk_result res;
-        BD_COUNT("hunk.free_to_low_mark", "a cut since the mark: headers walked (units: blocks below the mark)", walked,
+        BD_COUNT("hunk.free_to_low_mark",
+                 "a cut since the mark: headers walked (units: blocks below the mark)", walked,
                  res = hk_hunk_free_to_low_mark(h, r ? m2 : lm));
         BD_REQUIRE(res == HK_OK);
         hk_hunk_get_info(h, &in);
@@ -109,7 +110,8 @@ void bd_hunk(int scale) {
         /* the high end's walk: from its lowest block up to the mark */
         hk_hunk_get_info(h, &in);
         walked = in.high_blocks - at_mark;
-        BD_COUNT("hunk.free_to_high_mark", "a cut since the mark: headers walked (units: blocks above the mark)", walked,
+        BD_COUNT("hunk.free_to_high_mark",
+                 "a cut since the mark: headers walked (units: blocks above the mark)", walked,
                  res = hk_hunk_free_to_high_mark(h, r ? m2 : hm));
         BD_REQUIRE(res == HK_OK);
     }

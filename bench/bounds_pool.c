@@ -70,7 +70,8 @@ static void pool_main(int scale) {
         BD_COUNT("pool.list_remove", "any", 0, r = hk_pool_list_remove(p, la, x));
         BD_REQUIRE(hk_pool_list_push_back(p, la, x) == HK_OK && hk_pool_list_push_back(p, lb, x) == HK_OK);
         BD_REQUIRE(hk_pool_set_parent(p, x, ids[0]) == HK_OK);
-        BD_COUNT("pool.free", "leaf on two lists with a parent", 0, r = hk_pool_free(p, x, HK_POOL_FREE_SUBTREE));
+        BD_COUNT("pool.free", "leaf on two lists with a parent", 0,
+                 r = hk_pool_free(p, x, HK_POOL_FREE_SUBTREE));
         BD_REQUIRE(r == HK_OK);
     }
     /* live-list iteration: the steps of a whole pass (first and last out of line) */
@@ -145,7 +146,8 @@ static void pool_main(int scale) {
     {
         hk_pool_fiter it = hk_pool_fiter_begin(p, fl);
         void *o;
-        BD_COUNT("pool.fiter_next", "dead entries skipped (units: entries)", nf - 1, o = hk_pool_fiter_next(&it));
+        BD_COUNT("pool.fiter_next", "dead entries skipped (units: entries)", nf - 1,
+                 o = hk_pool_fiter_next(&it));
         BD_REQUIRE(o && hk_pool_id_of(p, o).value == pushed[nf - 1].value);
         BD_COUNT("pool.fiter_next", "last step (scope closed)", 0, o = hk_pool_fiter_next(&it));
         BD_REQUIRE(!o);
@@ -195,9 +197,11 @@ static void pool_wrap(int scale, uint32_t flags) {
         BD_COUNT("pool.alloc", "after a generation wrap (HK_POOL_WRAP)", 0, x = hk_pool_alloc(p, &obj));
         BD_REQUIRE(x.value);
     } else {
-        BD_COUNT("pool.free", "slot retired (generations used up)", 0, r = hk_pool_free(p, x, HK_POOL_DETACH));
+        BD_COUNT("pool.free", "slot retired (generations used up)", 0,
+                 r = hk_pool_free(p, x, HK_POOL_DETACH));
         BD_REQUIRE(r == HK_OK);
-        BD_COUNT("pool.alloc", "no fast slot left: overflow after a retirement", 0, x = hk_pool_alloc(p, &obj));
+        BD_COUNT("pool.alloc", "no fast slot left: overflow after a retirement", 0,
+                 x = hk_pool_alloc(p, &obj));
     }
     ICOUNT_OFF();
     BD_REQUIRE(hk_pool_check(p) == HK_OK);
