@@ -18,6 +18,7 @@ meets its row when instructions <= 1.10 * (bound + per_unit * u).
 import argparse
 import math
 import os
+import re
 import sys
 from collections import defaultdict
 
@@ -28,6 +29,9 @@ DOC = os.path.join(HERE, "..", "docs", "realtime.md")
 SLACK = 1.10
 COLS = ["driver", "call", "path", "complexity", "unit", "bound", "per_unit", "peer", "worst"]
 OBJECT_DRIVERS = ("pool", "gc")
+# the glibc call an allocator's call is compared with, by the call's verb
+PEERS = [("realloc", "glibc.realloc"), ("reallocate", "glibc.malloc"), ("alloc", "glibc.malloc"),
+         ("calloc", "glibc.malloc"), ("free", "glibc.free")]
 SCALE_NAMES = {1: "1 MiB / 10^3", 2: "16 MiB / 10^4", 3: "256 MiB / 10^5", 4: "1 GiB / 10^6"}
 
 
@@ -187,8 +191,17 @@ def record(calls, drivers, scales, rebound):
     for key, obs in per_row.items():
         d = by_key.get(key)
         if d is None:
-            d = {"driver": drv_of[key], "call": key[0], "path": key[1], "complexity": "O(1)", "unit": "",
-                 "bound": 0, "per_unit": 0.0, "peer": "", "worst": key[1]}
+            # a new path: its unit from "(units: X)" in the label, its peer
+            # from the verb, for the rows of the peer itself "peer"
+            m = re.search(r"\(units: ([^)]*)\)", key[1])
+            unit = m.group(1) if m else ""
+            drv = drv_of[key]
+            verb = key[0].split(".", 1)[-1]
+            peer = next((g for v, g in PEERS if verb.startswith(v)), "") if drv != "glibc" else ""
+            d = {"driver": drv, "call": key[0], "path": key[1],
+                 "complexity": "peer" if drv == "glibc" else ("O(n), n = %s" % unit if unit else "O(1)"),
+                 "unit": unit, "bound": 0, "per_unit": 0.0, "peer": peer,
+                 "worst": re.sub(r" \(units: [^)]*\)", "", key[1])}
             rows.append(d)
             by_key[key] = d
         if d["unit"]:

@@ -22,6 +22,7 @@
 
 #include "heapkit/cache.h"
 
+#include <stdbool.h>
 #include <string.h>
 
 enum { CHURN = 1000, REPS = 8, BUDGET = 64 << 10 };
@@ -121,6 +122,27 @@ static void cache_main(int scale) {
         BD_COUNT("cache.purge", "live block", 0, (void)hk_cache_purge(c, x));
         BD_COUNT("cache.reallocate", "refill a purged handle (fit)", 0,
                  (void)hk_cache_reallocate(c, x, sz / 2));
+    }
+    /* queries, and move_high: it looks for the highest free block above the
+     * block that holds it (units: blocks of the region) */
+    {
+        hk_stats st0 = {.size = sizeof st0};
+        BD_REQUIRE(hk_cache_stats(c, &st0) == HK_OK);
+        for (int i = 0; i < 4; i++) {
+            hk_cache_handle x = h[live[i]];
+            size_t sz = 0;
+            bool pg = false;
+            uint32_t lc = 0;
+            BD_COUNT("cache.size", "live block", 0, sz = hk_cache_size(c, x));
+            BD_COUNT("cache.is_purged", "live block", 0, pg = hk_cache_is_purged(c, x));
+            BD_COUNT("cache.lock_count", "live block", 0, lc = hk_cache_lock_count(c, x));
+            BD_REQUIRE(sz && !pg && !lc);
+            BD_COUNT("cache.move_high", "the region's blocks scanned (units: blocks)",
+                     st0.live_blocks + st0.free_blocks, (void)hk_cache_move_high(c, x));
+            BD_COUNT("cache.lock_high", "the region's blocks scanned (units: blocks)",
+                     st0.live_blocks + st0.free_blocks, (void)hk_cache_lock_high(c, x));
+            BD_REQUIRE(hk_cache_unlock(c, x) == HK_OK);
+        }
     }
     /* touch advances the LRU clock: drive it to the end of the epochs, then
      * count the touch that makes every hot entry cold */

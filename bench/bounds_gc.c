@@ -127,6 +127,13 @@ static void gc_main(int scale) {
         BD_COUNT("gc.assign", "clear: last reference released (queued)", 0,
                  r = hk_gc_assign(gc, &field, NULL));
     }
+    for (int k = 0; k < 4; k++) {
+        void *dp = NULL;
+        uint32_t rc = 0;
+        BD_COUNT("gc.data", "live object", 0, dp = hk_gc_data(gc, o[k]));
+        BD_COUNT("gc.refcount", "live object", 0, rc = hk_gc_refcount(gc, o[k]));
+        BD_REQUIRE(dp && rc);
+    }
     /* the root released: the whole tree is garbage, reclaimed by steps */
     BD_COUNT("gc.release", "to zero: queued", 0, r = hk_gc_release(gc, o[0]));
     BD_REQUIRE(r == HK_OK);

@@ -74,6 +74,25 @@ static void pool_main(int scale) {
                  r = hk_pool_free(p, x, HK_POOL_FREE_SUBTREE));
         BD_REQUIRE(r == HK_OK);
     }
+    /* set_parent checks for a cycle up the new parent's chain (units: its
+     * depth: the deepest object of the tree); list walking by hand; a stale ID */
+    {
+        uint32_t deep = n - 2, depth = 0;
+        for (uint32_t k = deep; k; k = (k - 1) / 8) depth++;
+        hk_pool_id leaf = ids[n / 8 + 1 < n - 2 ? n / 8 + 1 : 1];
+        for (int k = 0; k < 4; k++) {
+            BD_COUNT("pool.set_parent", "cycle check up the parent's chain (units: its depth)", depth,
+                     r = hk_pool_set_parent(p, leaf, ids[deep - (uint32_t)k]));
+            BD_REQUIRE(r == HK_OK);
+        }
+        hk_pool_id f = {0};
+        BD_COUNT("pool.list_first", "any", 0, f = hk_pool_list_first(p, la));
+        for (int k = 0; k < 4 && f.value; k++)
+            BD_COUNT("pool.list_next", "any", 0, f = hk_pool_list_next(p, la, f));
+        hk_pool_id stale = x; /* freed above: its slot's generation moved on */
+        BD_COUNT("pool.get", "stale ID (NULL, reported)", 0, obj = hk_pool_get(p, stale));
+        BD_REQUIRE(!obj);
+    }
     /* live-list iteration: the steps of a whole pass (first and last out of line) */
     {
         hk_pool_iter it = hk_pool_iter_begin(p, la);

@@ -22,6 +22,7 @@
 
 #include "heapkit/zone.h"
 
+#include <stdbool.h>
 #include <string.h>
 
 enum { CHURN = 1500, REPS = 8 };
@@ -138,6 +139,19 @@ static void zone_main(int scale) {
                  p = hk_zone_alloc_aligned(z, 4096, 5000));
         BD_REQUIRE(p);
         BD_COUNT("zone.free", "aligned block", 0, hk_zone_free(z, p));
+    }
+    /* the small queries, and calloc (its zeroing: units are bytes) */
+    for (int i = 0; i < REPS; i++) {
+        size_t u = 0;
+        int t = 0;
+        bool own = false;
+        BD_COUNT("zone.calloc", "zeroed block (units: bytes)", 4000, p = hk_zone_calloc(z, 100, 40));
+        BD_REQUIRE(p);
+        BD_COUNT("zone.usable_size", "any block", 0, u = hk_zone_usable_size(z, p));
+        BD_COUNT("zone.owns", "one region", 0, own = hk_zone_owns(z, p));
+        BD_COUNT("zone.tag", "any block", 0, t = hk_zone_tag(z, p));
+        BD_REQUIRE(u >= 4000 && own && t == HK_TAG_STATIC);
+        hk_zone_free(z, p);
     }
     /* tagged blocks: allocation with an owner, change_tag, free_tags */
     static void *owners[64];
