@@ -11,8 +11,10 @@
  * of garbage trees (each object examined releases 4 children, which join
  * the backlog: the worst work per object); hk_gc_collect over a heap whose
  * garbage is all in cycles (units: objects reclaimed; the full pass is
- * O(objects) by design and has no incremental form for cycles: frames use
- * hk_gc_step, level loads hk_gc_collect).
+ * O(objects) by design: frames use hk_gc_step and hk_gc_collect_step, level
+ * loads hk_gc_collect); hk_gc_collect_step, the cycle pass in slices of 64
+ * objects, over garbage 2-cycles and over a ring of
+ * 1000 objects, which a slice counts and defers.
  *
  * Invariants: deterministic for the scale; the collector passes check and
  * is destroyed at the end.
@@ -163,12 +165,39 @@ static void gc_cycles(int scale) {
         BD_REQUIRE(hk_gc_assign(gc, &((node *)hk_gc_data(gc, o[i + 1]))->ref[0], o[i]) == HK_OK);
     }
     for (uint32_t i = 0; i < n; i++) BD_REQUIRE(hk_gc_release(gc, o[i]) == HK_OK);
-    size_t got = 0;
+    size_t got = 0, sliced = 0;
+    int more = 0;
     ICOUNT_ON();
-    BD_COUNT("gc.collect", "full pass: every object in a garbage cycle (units: objects)", n,
+    /* slices first: each reclaims pairs within its budget of 64 objects */
+    for (int k = 0; k < 8; k++) {
+        BD_COUNT("gc.collect_step", "garbage 2-cycles, 64 objects budget (units: objects)", STEP_MAX,
+                 got = hk_gc_collect_step(gc, STEP_MAX, &more));
+        sliced += got;
+    }
+    BD_REQUIRE(sliced > 0 && sliced < n);
+    BD_COUNT("gc.collect", "full pass: every object in a garbage cycle (units: objects)", n - sliced,
              got = hk_gc_collect(gc));
     ICOUNT_OFF();
-    BD_REQUIRE(got == n);
+    BD_REQUIRE(got == n - sliced);
+    /* a garbage ring of 1000 objects: larger than a step */
+    enum { RING = 1000 };
+    hk_gc_obj *first = hk_gc_alloc(gc, &k_node), *cur = first;
+    BD_REQUIRE(first);
+    for (int i = 1; i < RING; i++) {
+        hk_gc_obj *nx = hk_gc_alloc(gc, &k_node);
+        BD_REQUIRE(nx && hk_gc_assign(gc, &((node *)hk_gc_data(gc, cur))->ref[0], nx) == HK_OK);
+        BD_REQUIRE(hk_gc_release(gc, nx) == HK_OK);
+        cur = nx;
+    }
+    BD_REQUIRE(hk_gc_assign(gc, &((node *)hk_gc_data(gc, cur))->ref[0], first) == HK_OK);
+    BD_REQUIRE(hk_gc_release(gc, first) == HK_OK);
+    ICOUNT_ON();
+    for (int k = 0; k < 4; k++)
+        BD_COUNT("gc.collect_step", "a subgraph larger than the step: counted and deferred (units: objects)",
+                 STEP_MAX, got = hk_gc_collect_step(gc, STEP_MAX, &more));
+    ICOUNT_OFF();
+    BD_REQUIRE(got == 0 && more);
+    BD_REQUIRE(hk_gc_collect(gc) == RING);
     BD_REQUIRE(hk_gc_check(gc) == HK_OK);
     hk_gc_destroy(gc);
     free(o);
