@@ -59,26 +59,28 @@ run_one() {
     rm -f "$dir"/cg.*
     echo "bounds: $d at scale $s: $(wc -l <"$dir/counts") calls counted in $(( $(date +%s) - t0 ))s" >&2
 }
-export tmp bin here
-fail=0
+# at most $jobs valgrind runs at a time, a new one as soon as one ends
+running=0
+pids=""
 while read -r s d; do
-    echo "$s $d"
-done <"$tmp/jobs" | {
-    # at most $jobs valgrind runs at a time
-    n=0
-    pids=""
-    while read -r s d; do
-        run_one "$s" "$d" &
-        pids="$pids $!"
-        n=$((n + 1))
-        if [ "$n" -ge "$jobs" ]; then
-            for p in $pids; do wait "$p" || echo fail >>"$tmp/failed"; done
-            pids=""
-            n=0
-        fi
-    done
-    for p in $pids; do wait "$p" || echo fail >>"$tmp/failed"; done
-}
+    if [ "$running" -ge "$jobs" ]; then
+        # wait for any one to end (POSIX sh has no wait -n: poll)
+        while :; do
+            still=""
+            for p in $pids; do
+                if kill -0 "$p" 2>/dev/null; then still="$still $p"; else wait "$p" || echo fail >>"$tmp/failed"; fi
+            done
+            pids=$still
+            running=$(echo $pids | wc -w)
+            [ "$running" -lt "$jobs" ] && break
+            sleep 0.2
+        done
+    fi
+    run_one "$s" "$d" &
+    pids="$pids $!"
+    running=$((running + 1))
+done <"$tmp/jobs"
+for p in $pids; do wait "$p" || echo fail >>"$tmp/failed"; done
 [ ! -e "$tmp/failed" ] || { echo "bounds: a driver failed"; exit 1; }
 cat "$tmp"/*/counts >"$tmp/all"
 mkdir -p "$build/bench"
