@@ -25,7 +25,10 @@
 #include <stdlib.h>
 
 /* Heap bytes at scale 1..4: 1 MiB, 16 MiB, 256 MiB, 1 GiB. */
-static inline size_t bd_heap(int scale) { return (size_t)1 << (20 + 4 * (scale - 1) - (scale == 4 ? 2 : 0)); }
+static inline size_t bd_heap(int scale) {
+    static const size_t mib[4] = {1, 16, 256, 1024};
+    return mib[scale - 1] << 20;
+}
 /* Objects at scale 1..4: 10^3 .. 10^6. */
 static inline uint32_t bd_objects(int scale) {
     uint32_t n = 1000;

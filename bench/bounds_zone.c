@@ -125,11 +125,6 @@ static void zone_main(int scale) {
         memset(p, 1, 30000);
         size_t before = hk_zone_usable_size(z, p);
         BD_COUNT("zone.realloc", "move: bytes copied", before, p = hk_zone_realloc(z, p, 40000));
-        if (!p) {
-            hk_stats st = {.size = sizeof st};
-            hk_zone_stats(z, &st);
-            fprintf(stderr, "largest free %zu free %zu\n", st.largest_free, st.free);
-        }
         BD_REQUIRE(p);
         hk_zone_free(z, p);
         hk_zone_free(z, guard);
