@@ -9,6 +9,8 @@
 #   make check-windows   cross-build for Windows with MinGW-w64 (build-win/) and run the suite under
 #                        Wine (docs/windows.md); make demo-windows runs the demo there
 #   make bench           build and run the benchmarks; writes build/bench/results.json
+#   make check-bounds    worst-case instructions of every allocator call under callgrind, 1 MiB .. 1 GiB,
+#                        against the published bounds (bench/bounds.tsv, docs/realtime.md); needs valgrind
 #   make fuzz            libFuzzer targets (clang, library instrumented), each for FUZZ_SECONDS [60]
 #   make install         install into PREFIX (default /usr/local)
 #   make format          clang-format every C source in place
@@ -33,6 +35,7 @@ BENCH_FLAGS ?=
 MAKEFLAGS += --no-print-directory
 CMAKE_QUIET = --log-level=WARNING
 
+.PHONY: check-bounds
 .PHONY: all build demo check check-sanitize check-asan check-tsan check-clang check-windows build-windows demo-windows \
   bench fuzz install format clean
 
@@ -97,6 +100,11 @@ bench: build
 	-./bench/install-peers.sh
 	mkdir -p $(BUILD)/bench
 	./$(BUILD)/bench/heapkit-bench --out $(BUILD)/bench/results.json $(BENCH_FLAGS)
+
+# Fails when a call's worst count exceeds its published bound by more than 10%
+# (BOUNDS_SCALES="1 2" for the small heaps only; docs/realtime.md).
+check-bounds: build
+	./bench/bounds.sh $(BUILD) --check
 
 fuzz:
 	cmake $(CMAKE_QUIET) -S . -B $(FUZZBUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \

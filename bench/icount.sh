@@ -4,6 +4,9 @@
 # holds 1 MiB, 16 MiB, 256 MiB and 1 GiB of live blocks, for the zone and
 # glibc. Each operation is its own callgrind dump (bench/zone_icount.c), so
 # the figures are exact instruction counts, independent of the machine's load.
+# The counting (bench/icount.h) and the reading of the dumps
+# (bench/icount_dumps.awk) are shared with the worst-case drivers
+# (bench/bounds.sh, docs/realtime.md).
 #
 #   bench/icount.sh [BUILD_DIR] [OPS]      (defaults: build, 20000)
 #   ICOUNT_ALLOCATORS="zone glibc" ICOUNT_HEAPS="1 16 256 1024" bench/icount.sh
@@ -36,9 +39,7 @@ for a in $allocs; do
             echo "icount: $a at $h MiB failed:"; cat "$tmp/log"; exit 1
         fi
         # one line per operation: allocator heap kind instructions
-        find "$tmp" -name 'cg.*' -exec awk -v a="$a" -v h="$h" '
-            /^desc: Trigger: Client Request: / { k = $5 }
-            /^totals: / { if (k != "") print a, h, k, $2; k = "" }' {} + >>"$tmp/all"
+        find "$tmp" -name 'cg.*' -exec awk -v prefix="$a $h" -f "$(dirname "$0")/icount_dumps.awk" {} + >>"$tmp/all"
         echo "icount: $a at $h MiB: $(grep -c "^$a $h " "$tmp/all") operations counted" >&2
     done
 done

@@ -18,27 +18,23 @@
  * Invariants: the sequence is deterministic for (HEAP_MIB, OPS): the same
  * fill (seeded) and the same trace for every allocator; every block is
  * freed before the child exits. Without valgrind's headers at build time the
- * mode reports that it cannot count and exits 2.
+ * mode reports that it cannot count and exits 2. The counting is
+ * bench/icount.h's, shared with the worst-case drivers (bench/bounds_*.c).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
 #endif
 #include "zone_bench.h"
 
+#include "icount.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__has_include)
-#if __has_include(<valgrind/callgrind.h>)
-#include <valgrind/callgrind.h>
-#define HKB_HAVE_CALLGRIND 1
-#endif
-#endif
-
 int hkb_zone_icount_child(int argc, char **argv);
 int hkb_zone_icount_child(int argc, char **argv) {
-#ifndef HKB_HAVE_CALLGRIND
+#if !ICOUNT_AVAILABLE
     (void)argc;
     (void)argv;
     fprintf(stderr, "heapkit-bench: built without <valgrind/callgrind.h>: cannot count instructions\n");
@@ -74,26 +70,22 @@ int hkb_zone_icount_child(int argc, char **argv) {
     if (limit > t.n) limit = t.n;
     void **slots = calloc(t.nslots, sizeof *slots);
     if (!slots) return 1;
-    CALLGRIND_START_INSTRUMENTATION;
+    ICOUNT_ON();
     for (size_t i = 0; i < limit; i++) {
         const ev *e = &t.ev[i];
-        CALLGRIND_ZERO_STATS;
         if (e->op == EV_ALLOC) {
-            slots[e->slot] = a->malloc(e->size);
-            CALLGRIND_DUMP_STATS_AT("malloc");
+            ICOUNT("malloc", slots[e->slot] = a->malloc(e->size));
             if (!slots[e->slot]) return 1;
             ((char *)slots[e->slot])[0] = 1;
         } else if (e->op == EV_FREE) {
-            a->free(slots[e->slot]);
-            CALLGRIND_DUMP_STATS_AT("free");
+            ICOUNT("free", a->free(slots[e->slot]));
             slots[e->slot] = NULL;
         } else {
-            slots[e->slot] = a->realloc(slots[e->slot], e->size);
-            CALLGRIND_DUMP_STATS_AT("realloc");
+            ICOUNT("realloc", slots[e->slot] = a->realloc(slots[e->slot], e->size));
             if (!slots[e->slot]) return 1;
         }
     }
-    CALLGRIND_STOP_INSTRUMENTATION;
+    ICOUNT_OFF();
     for (uint32_t i = 0; i < t.nslots; i++)
         if (slots[i]) a->free(slots[i]);
     for (size_t i = 0; i < nb; i++) a->free(blk[i]);

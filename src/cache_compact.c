@@ -13,6 +13,10 @@
  */
 #include "cache_internal.h"
 
+/* Bytes of a compaction slice's budget that passing a block without moving
+ * it costs (about what reading its header and slot costs against memmove). */
+enum { CACHE_STEP_PASS = 64 };
+
 /* Slides unlocked blocks down from the hint (or the bottom), around locked
  * blocks, until the budget is spent. Returns 1 when work remains.
  *
@@ -23,13 +27,33 @@
  * right as they are); a free block, a locked block, the end or the budget
  * flushes the run. The moved bytes are touched once, by memmove: no canary
  * checks, and no fills of the vacated space unless HK_FLAG_FILL or scramble
- * asks for them (cache_add_free). */
+ * asks for them (cache_add_free).
+ *
+ * The budget: max_bytes counts the bytes moved plus CACHE_STEP_PASS bytes
+ * for every block passed without moving it (free, locked, already in
+ * place), so that a slice over locked blocks and holes, where nothing can
+ * move, also ends within its budget. A slice ends only before a block it
+ * would move (after at least one moved) or before a used block that stays
+ * (after at least one such block passed), never at a free block (free blocks stay
+ * coalesced), and each slice gets past at least one block, so slices make
+ * progress. */
 int hk__cache_slide_down(hk_cache *c, int from_bottom, size_t max_bytes, uint64_t max_ns, size_t *moved_out) {
     if (!c->lo) return 0;
     hk__cache_san_open(c);
     unsigned char *end = (unsigned char *)c->end;
     cache_blk *cur = from_bottom ? (cache_blk *)c->lo : c->hint;
-    while ((unsigned char *)cur < end && cur->magic != CACHE_MAGIC_FREE) cur = cache_next(cur);
+    /* blocks passed without moving them, each worth CACHE_STEP_PASS bytes of
+     * the budget: a slice over locked blocks and holes stays in budget */
+    size_t passed = 0;
+    while ((unsigned char *)cur < end && cur->magic != CACHE_MAGIC_FREE) {
+        if (max_bytes && passed && passed * CACHE_STEP_PASS >= max_bytes) {
+            c->hint = cur; /* no free block was passed: the hint's rule holds */
+            hk__cache_san_close(c);
+            return 1;
+        }
+        passed++;
+        cur = cache_next(cur);
+    }
     if ((unsigned char *)cur >= end) {
         c->hint = c->end;
         hk__cache_san_close(c);
@@ -43,8 +67,19 @@ int hk__cache_slide_down(hk_cache *c, int from_bottom, size_t max_bytes, uint64_
     uint64_t t0 = max_ns ? hk_os_now_ns() : 0;
     unsigned nb = 0;
     int stopped = 0;
+    size_t stays = 0; /* used blocks passed that stay where they are */
     while ((unsigned char *)cur < end) {
         cache_blk *nx = cache_next(cur);
+        /* a used block that will not move (locked, or already in place):
+         * the slice may end before it when the budget is spent */
+        if (stays && cur->magic != CACHE_MAGIC_FREE &&
+            (cache_slot_of_blk(c, cur)->lock || dst == (unsigned char *)cur) &&
+            ((max_bytes && moved + run_len + passed * CACHE_STEP_PASS >= max_bytes) ||
+             (max_ns && (++nb & 7u) == 0 && hk_os_now_ns() - t0 >= max_ns))) {
+            stopped = 1;
+            break;
+        }
+        passed++;
         if (cur->magic == CACHE_MAGIC_FREE) {
             if (run_len) {
                 memmove(dst, run, run_len);
@@ -57,6 +92,7 @@ int hk__cache_slide_down(hk_cache *c, int from_bottom, size_t max_bytes, uint64_
             continue;
         }
         cache_slot *s = cache_slot_of_blk(c, cur);
+        if (s->lock || dst == (unsigned char *)cur) stays++;
         if (s->lock) {
             if (run_len) {
                 memmove(dst, run, run_len);
@@ -85,8 +121,9 @@ int hk__cache_slide_down(hk_cache *c, int from_bottom, size_t max_bytes, uint64_
             cur = nx;
             continue;
         }
+        passed--; /* a block that moves is counted by its bytes */
         size_t pending = moved + run_len;
-        if (pending && ((max_bytes && pending + sz > max_bytes) ||
+        if (pending && ((max_bytes && pending + (passed * CACHE_STEP_PASS) + sz > max_bytes) ||
                         (max_ns && (++nb & 7u) == 0 && hk_os_now_ns() - t0 >= max_ns))) {
             stopped = 1;
             break;

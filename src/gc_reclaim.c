@@ -30,7 +30,7 @@
 
 /* ---- tracing --------------------------------------------------------------- */
 
-enum { GC_V_RELEASE, GC_V_MARK_GRAY, GC_V_SCAN, GC_V_SCAN_BLACK, GC_V_COLLECT_WHITE };
+enum { GC_V_RELEASE, GC_V_MARK_GRAY, GC_V_SCAN, GC_V_SCAN_BLACK, GC_V_COLLECT_WHITE, GC_V_COUNT };
 
 typedef struct gc_visit_ctx {
     hk_gc *gc;
@@ -83,6 +83,15 @@ static void gc_visit(hk_gc_obj *child, void *vctx) {
             c->color = GC_BLACK;
             c->wnext = v->stack;
             v->stack = c;
+        }
+        break;
+    case GC_V_COUNT:
+        if (!c->queued) {
+            c->queued = 1;
+            c->wnext = v->stack;
+            v->stack = c;
+            c->bnext = v->parent; /* the seen chain (collect step), headed by v->parent */
+            v->parent = c;
         }
         break;
     default: break;
@@ -246,6 +255,116 @@ static size_t gc_cycles(hk_gc *gc) {
     }
     gc->freed_cycles += n;
     return n;
+}
+
+/* ---- cycle collection in slices -------------------------------------------- */
+
+/* The objects reachable from s (s included), counted read-only up to
+ * limit + 1: each one seen is marked queued and chained through bnext from
+ * *seen (the caller unmarks them). Returns the count (limit + 1 when there
+ * are more). */
+static size_t gc_reach(hk_gc *gc, gc_hdr *s, size_t limit, gc_hdr **seen) {
+    gc_visit_ctx v = {gc, NULL, GC_V_COUNT, NULL};
+    size_t n = 1;
+    s->queued = 1;
+    s->wnext = NULL;
+    s->bnext = NULL;
+    v.parent = s;
+    v.stack = s;
+    while (v.stack && n <= limit) {
+        gc_hdr *x = v.stack;
+        v.stack = x->wnext;
+        gc_hdr *before = v.parent;
+        gc_trace(gc, x, gc_visit, &v);
+        for (gc_hdr *y = v.parent; y != before; y = y->bnext) n++;
+    }
+    *seen = v.parent;
+    return n;
+}
+
+/* Trial deletion over one closed subgraph: the candidates in `seen` (the
+ * objects reachable from one candidate, so everything any of them reaches
+ * is in it) are the roots, handled in candidate order exactly as
+ * gc_cycles handles all of them: the result is what a full pass would find
+ * there. Appends the garbage to *dead. */
+static void gc_cycles_in(hk_gc *gc, gc_hdr *seen, gc_list *dead) {
+    gc_list roots = {NULL, NULL, 0};
+    for (gc_hdr *x = seen; x; x = x->bnext) x->queued = 0;
+    /* the candidates among them, in candidate order */
+    for (gc_hdr *x = seen; x; x = x->bnext)
+        if (x->buffered) {
+            gc_list_remove(&gc->candidates, x);
+            gc_list_push(&roots, x);
+        }
+    gc_hdr *r, *nx;
+    for (r = roots.head; r; r = nx) {
+        nx = r->next;
+        if (r->color == GC_PURPLE) {
+            gc_mark_gray(gc, r);
+        } else {
+            gc_list_remove(&roots, r);
+            r->buffered = 0;
+        }
+    }
+    for (r = roots.head; r; r = r->next) gc_scan(gc, r);
+    while ((r = gc_list_pop(&roots)) != NULL) {
+        r->buffered = 0;
+        gc_collect_white(gc, r, dead);
+    }
+}
+
+size_t hk_gc_collect_step(hk_gc *gc, size_t max_objects, int *more) {
+    if (more) *more = 0;
+    if (!gc) return 0;
+    hk__core_lock(&gc->core);
+    if (gc_refuse_in_cb(gc, "collect step")) {
+        hk__core_unlock(&gc->core);
+        return 0;
+    }
+    if (!max_objects) max_objects = gc->step_max;
+    size_t spent = 0, passed = 0, ncand = gc->candidates.n;
+    gc_list dead = {NULL, NULL, 0};
+    gc_hdr *s;
+    /* each candidate at most once per call: one whose subgraph is larger
+     * than a whole step goes to the back (for hk_gc_collect) */
+    while (passed < ncand && (s = gc->candidates.head) != NULL && spent < max_objects) {
+        passed++;
+        if (s->color != GC_PURPLE) { /* retained since: no longer a candidate */
+            gc_list_remove(&gc->candidates, s);
+            s->buffered = 0;
+            spent++;
+            continue;
+        }
+        gc_hdr *seen = NULL;
+        size_t left = max_objects - spent;
+        size_t n = gc_reach(gc, s, left, &seen);
+        if (n > left) {
+            for (gc_hdr *x = seen; x; x = x->bnext) x->queued = 0;
+            spent += left;
+            if (left == max_objects) { /* too large for any step: it and the candidates seen go back */
+                for (gc_hdr *x = seen; x; x = x->bnext)
+                    if (x->buffered) {
+                        gc_list_remove(&gc->candidates, x);
+                        gc_list_push(&gc->candidates, x);
+                    }
+                continue;
+            }
+            break; /* the next step starts with it */
+        }
+        spent += n;
+        gc_cycles_in(gc, seen, &dead);
+    }
+    size_t got = dead.n;
+    for (s = dead.head; s; s = s->next) s->state = GC_DYING;
+    while ((s = gc_list_pop(&dead)) != NULL) {
+        gc_finalize(gc, s);
+        hk__gc_free_object(gc, s);
+    }
+    gc->freed_cycles += got;
+    if (more) *more = gc->candidates.n != 0;
+    hk__core_after(&gc->core);
+    hk__core_unlock(&gc->core);
+    return got;
 }
 
 /* ---- step timing ------------------------------------------------------------- */

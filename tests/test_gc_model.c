@@ -1,4 +1,5 @@
 /* gc: randomized allocate / retain / release / assign / step / collect /
+ * collect step /
  * mode-switch sequences against a shadow model, with the check and a full
  * comparison (every count, every reclaimed object, reachability after a
  * full pass) after every operation. */
@@ -213,8 +214,10 @@ static void run_model(uint64_t seed, int ops, int immediate, int use_pacing) {
                 CHECK_EQ(hk_gc_retain(gc, g_m[j].p), HK_OK);
                 g_m[j].ext++;
             }
-        } else if (kind < 95) {
+        } else if (kind < 91) {
             hk_gc_step(gc, rng(&s) % 300);
+        } else if (kind < 95) { /* cycles in a slice: what it reclaims must be garbage */
+            (void)hk_gc_collect_step(gc, 1 + (size_t)(rng(&s) % 12), NULL);
         } else if (kind < 97) {
             hk_gc_set_incremental(gc, !hk_gc_incremental(gc));
         } else {

@@ -255,11 +255,16 @@ size_t hk_cache_purge_all(hk_cache *c);
 hk_result hk_cache_compact(hk_cache *c);
 
 /* Incremental compaction: does the same work in slices. Each call moves
- * blocks until `max_bytes` bytes were moved or `max_ns` nanoseconds passed
- * (0 = no limit of that kind; at least one block is moved when there is work)
- * and adds the bytes moved to *moved (may be NULL). Returns 1 when work
- * remains, 0 when the region is compacted. Other calls may run between
- * slices. MOVES BLOCKS. O(budget) amortised. */
+ * blocks until `max_bytes` bytes were spent or `max_ns` nanoseconds passed
+ * (0 = no limit of that kind) and adds the bytes moved to *moved (may be
+ * NULL). The bytes spent are the bytes moved plus 64 for every block the
+ * slice passes without moving it (a free block, a locked block, a block
+ * already in place), so a slice over locked blocks and holes also ends
+ * within its budget. Each call gets past at least one block when there is
+ * work (it moves one block larger than the budget whole). Returns 1 when
+ * work remains, 0 when the region is compacted. Other calls may run between
+ * slices. MOVES BLOCKS. O(max_bytes + the largest block moved) per call,
+ * independent of the region's size (docs/realtime.md has the bound). */
 int hk_cache_compact_step(hk_cache *c, size_t max_bytes, uint64_t max_ns, size_t *moved);
 
 /* What an allocation could get (the Mac's MaxBlock and PurgeSpace): the

@@ -23,7 +23,8 @@
  *    once) and then runs Bacon and Rajan's synchronous cycle collector (trial
  *    deletion) over the objects whose count was decremented to a non-zero
  *    value since the last pass (the "candidate roots"). Linear in the objects
- *    and references reachable from the candidates.
+ *    and references reachable from the candidates. hk_gc_collect_step does
+ *    the cycle collection in budgeted slices, one closed subgraph at a time.
  *  - Optional pacing by allocation debt (as Lua does): every `pace_bytes`
  *    allocated, the allocation itself reclaims garbage worth `pace_percent`
  *    percent of the debt. Pacing is counted in bytes, not time, so it keeps
@@ -255,6 +256,22 @@ size_t hk_gc_step(hk_gc *gc, uint64_t budget_ns);
  * reachable from the candidate roots; never repeats rounds. Refused from a
  * callback (returns 0). */
 size_t hk_gc_collect(hk_gc *gc);
+
+/* The cycle collection of hk_gc_collect in slices, for frames. Takes the
+ * candidate roots in order; for each, counts the live objects reachable
+ * from it (reading only); when they fit the step's budget, runs the trial
+ * deletion over that subgraph (which is closed: every candidate inside it
+ * is one of its roots) and reclaims the garbage cycles found there, as a
+ * full pass would. A candidate whose subgraph does not fit what is left of
+ * the budget waits for the next step; one whose subgraph is larger than a
+ * whole step goes to the back of the candidates (hk_gc_collect reclaims
+ * it). The budget is `max_objects` objects counted or examined (0: the
+ * desc's step_max_objects); each candidate is looked at once per call. The
+ * backlog is not drained (hk_gc_step does that). *more (may be NULL) is set
+ * to 1 when candidates remain. Returns the objects reclaimed. Refused from
+ * a callback (returns 0). O(max_objects + their references), independent
+ * of the heap's size (docs/realtime.md has the bound). */
+size_t hk_gc_collect_step(hk_gc *gc, size_t max_objects, int *more);
 
 /* Switches incremental mode at run time. On: garbage is queued and
  * reclaimed by steps, pacing and full passes. Off (immediate mode): a

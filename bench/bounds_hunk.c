@@ -1,0 +1,122 @@
+/*
+ * bench/bounds_hunk.c - the hunk's worst paths (docs/realtime.md).
+ *
+ * The hunk is filled from both ends with 64 KiB blocks up to about 7/8 of
+ * its size (headers written, the blocks' bytes never touched), then each
+ * call is counted on its dearest path: an allocation that must release the
+ * temp block and retry, a new name when the name table is full (the table
+ * is scanned), an aligned allocation that needs a padding block, a free to
+ * a mark after a cut of that end (the end's headers are walked: O(blocks
+ * below the mark), the unit of that row).
+ *
+ * Invariants: deterministic for the scale; the hunk passes check at the end.
+ */
+#include "bounds.h"
+
+#include "heapkit/hunk.h"
+
+#include <string.h>
+
+enum { REPS = 8, FILL_BLOCK = 64 << 10 };
+
+static void hunk_fill(hk_hunk *h, size_t bytes, int high, size_t *blocks) {
+    for (size_t done = 0; done + FILL_BLOCK + 64 <= bytes; done += FILL_BLOCK + 16) {
+        void *p = high ? hk_hunk_alloc_high(h, FILL_BLOCK, "fill") : hk_hunk_alloc(h, FILL_BLOCK, "fill");
+        BD_REQUIRE(p);
+        (*blocks)++;
+    }
+}
+
+void bd_hunk(int scale) {
+    size_t heap = bd_heap(scale);
+    hk_hunk *h = hk_hunk_create(&(hk_hunk_desc){.size = heap, .flags = HK_FLAG_QUIET});
+    BD_REQUIRE(h);
+    hk_hunk_info in;
+    BD_REQUIRE(hk_hunk_get_info(h, &in) == HK_OK);
+    size_t cap = in.capacity, low_blocks = 0, high_blocks = 0;
+    /* the name table full: HK_HUNK_NAMES distinct names in use */
+    static char names[HK_HUNK_NAMES + REPS][16];
+    for (int i = 0; i < HK_HUNK_NAMES + REPS; i++) snprintf(names[i], sizeof names[i], "name%03d", i);
+    snprintf(names[0], sizeof names[0], "fill"); /* the fill's name is in the table */
+    for (int i = 0; i < HK_HUNK_NAMES; i++) BD_REQUIRE(hk_hunk_alloc(h, 16, names[i]));
+    low_blocks += HK_HUNK_NAMES;
+    hunk_fill(h, cap / 2 - cap / 16, 0, &low_blocks);
+    hunk_fill(h, cap / 2 - cap / 16, 1, &high_blocks);
+    /* the marks of the walked frees: taken at the top of each end */
+    hk_hunk_mark lm = hk_hunk_low_mark(h), hm = hk_hunk_high_mark(h);
+    BD_REQUIRE(hk_hunk_get_info(h, &in) == HK_OK);
+    size_t lm_blocks = in.low_blocks, hm_blocks = in.high_blocks;
+    void *p = NULL;
+    ICOUNT_ON();
+    for (int r = 0; r < REPS; r++) {
+        BD_COUNT("hunk.alloc", "bump, name cached", 0, p = hk_hunk_alloc(h, 64, names[0]));
+        BD_REQUIRE(p);
+        BD_COUNT("hunk.alloc", "new name, name table full (scanned)", 0,
+                 p = hk_hunk_alloc(h, 64, names[HK_HUNK_NAMES + r]));
+        BD_REQUIRE(p);
+        BD_REQUIRE(hk_hunk_alloc_temp(h, 4096));
+        BD_COUNT("hunk.alloc_high", "temp block released first", 0, p = hk_hunk_alloc_high(h, 64, "fill"));
+        BD_REQUIRE(p);
+        BD_COUNT("hunk.alloc_aligned", "a padding block, its bytes filled (units: alignment bytes)", 4096,
+                 p = hk_hunk_alloc_aligned(h, 4096, 64, "fill"));
+        BD_REQUIRE(p);
+        BD_COUNT("hunk.alloc_temp", "previous temp block released", 0, p = hk_hunk_alloc_temp(h, 4096));
+        BD_REQUIRE(p);
+        BD_COUNT("hunk.free_temp", "temp block present", 0, hk_hunk_free_temp(h));
+        hk_hunk_mark m;
+        BD_COUNT("hunk.low_mark", "any", 0, m = hk_hunk_low_mark(h));
+        BD_REQUIRE(hk_hunk_alloc(h, 64, "fill"));
+        BD_COUNT("hunk.free_to_low_mark", "no cut since the mark", 0, (void)hk_hunk_free_to_low_mark(h, m));
+        BD_REQUIRE(hk_hunk_alloc_temp(h, 4096));
+        BD_COUNT("hunk.high_mark", "temp block released first", 0, m = hk_hunk_high_mark(h));
+        BD_REQUIRE(hk_hunk_alloc_high(h, 64, "fill"));
+        BD_COUNT("hunk.free_to_high_mark", "no cut since the mark", 0, (void)hk_hunk_free_to_high_mark(h, m));
+    }
+    /* a low allocation that fits only once the temp block is released */
+    hk_hunk_get_info(h, &in);
+    size_t room = in.capacity - in.low_used - in.high_used;
+    for (int r = 0; r < REPS; r++) {
+        BD_REQUIRE(hk_hunk_alloc_temp(h, room / 2));
+        hk_hunk_mark m = hk_hunk_low_mark(h);
+        BD_COUNT("hunk.alloc", "no room: temp block released, retried", 0,
+                 p = hk_hunk_alloc(h, room - room / 4, "fill"));
+        BD_REQUIRE(p);
+        BD_REQUIRE(hk_hunk_free_to_low_mark(h, m) == HK_OK);
+    }
+    /* frees to a mark after a cut: every header under the mark is walked */
+    for (int r = 0; r < 2; r++) {
+        hk_hunk_mark m2 = hk_hunk_low_mark(h);
+        hk_hunk_get_info(h, &in);
+        /* the walk reads the headers up to the mark's edge */
+        size_t walked = r ? in.low_blocks : lm_blocks;
+        BD_REQUIRE(hk_hunk_alloc(h, 64, "fill"));
+        hk_hunk_mark m3 = hk_hunk_low_mark(h);
+        BD_REQUIRE(hk_hunk_alloc(h, 64, "fill"));
+        BD_REQUIRE(hk_hunk_free_to_low_mark(h, m3) == HK_OK); /* the cut */
+        hk_result res;
+        BD_COUNT("hunk.free_to_low_mark",
+                 "a cut since the mark: headers walked (units: blocks below the mark)", walked,
+                 res = hk_hunk_free_to_low_mark(h, r ? m2 : lm));
+        BD_REQUIRE(res == HK_OK);
+        hk_hunk_get_info(h, &in);
+        BD_REQUIRE(in.low_blocks <= walked);
+        m2 = hk_hunk_high_mark(h);
+        hk_hunk_get_info(h, &in);
+        size_t at_mark = r ? in.high_blocks : hm_blocks;
+        BD_REQUIRE(hk_hunk_alloc_high(h, 64, "fill"));
+        m3 = hk_hunk_high_mark(h);
+        BD_REQUIRE(hk_hunk_alloc_high(h, 64, "fill"));
+        BD_REQUIRE(hk_hunk_free_to_high_mark(h, m3) == HK_OK);
+        /* the high end's walk: from its lowest block up to the mark */
+        hk_hunk_get_info(h, &in);
+        walked = in.high_blocks - at_mark;
+        BD_COUNT("hunk.free_to_high_mark",
+                 "a cut since the mark: headers walked (units: blocks above the mark)", walked,
+                 res = hk_hunk_free_to_high_mark(h, r ? m2 : hm));
+        BD_REQUIRE(res == HK_OK);
+    }
+    BD_COUNT("hunk.reset", "both ends full", 0, hk_hunk_reset(h));
+    ICOUNT_OFF();
+    BD_REQUIRE(hk_hunk_check(h) == HK_OK);
+    hk_hunk_destroy(h);
+}
