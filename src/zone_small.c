@@ -306,14 +306,14 @@ void hk__zs_settle(zs_heap *h, zs_run *r) {
 }
 
 /* Carves the slots that lie in the page of slot `bump` (at least one, at
- * most 64) onto r's empty free list, lowest address first. Returns 0 when
+ * most ZS_CARVE_MAX) onto r's empty free list, lowest address first. Returns 0 when
  * r has none left. */
 static int zs_carve(zs_run *r) {
     if (r->bump >= r->nslots) return 0;
     uint32_t i = r->bump, end = i + 1;
     uintptr_t page = hk_os_page_size();
     uintptr_t lim = ((uintptr_t)zs_slot(r, i) | (page - 1)) + 1;
-    while (end < r->nslots && (uintptr_t)zs_slot(r, end) + r->stride <= lim && end - i < 64u) end++;
+    while (end < r->nslots && (uintptr_t)zs_slot(r, end) + r->stride <= lim && end - i < ZS_CARVE_MAX) end++;
     for (uint32_t k = end; k-- > i;) {
         unsigned char *u = zs_slot(r, k);
         zs_link(u, (uint64_t)(uintptr_t)r->free ^ r->key);

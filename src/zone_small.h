@@ -48,7 +48,11 @@
 #define ZS_RBITS     ZS_HDR                     /* run base to the remote bitmap */
 #define ZS_FIRST     (ZS_RBITS + ZS_WORDS * 8u) /* run base to slot 0 (a multiple of 64) */
 #define ZS_MAGIC     0x5a53u                    /* "ZS" */
-#define ZS_DIRTY_MIN 16u                        /* free granules kept dirty at least, with decay by time */
+#define ZS_DIRTY_MIN 16u
+#define ZS_CARVE_MAX                                                                                         \
+    16u /* slots one carve puts on a run's list at most (a bound on its work) */ /* free granules kept dirty \
+                                                                                    at least, with decay by  \
+                                                                                    time */
 
 /* Slot sizes: 8-byte steps to 64 bytes, then 8 classes per doubling (a
  * step of at most 12.5% of the class below). A slot is aligned to the
