@@ -52,8 +52,9 @@ static hk_zone *zone_reg_find(uint64_t zid) {
 /* Abandons heap h, whose thread is gone (lock held): marked, its remote
  * frees collected, its empty runs given back. */
 static void zone_heap_abandon(zs_heap *h) {
-    __atomic_store_n(&h->abandoned, 1, __ATOMIC_RELAXED);
     h->locked = 1;
+    /* marked before the collection (zone_small.c, invariant 8) */
+    __atomic_store_n(&h->abandoned, 1, __ATOMIC_SEQ_CST);
     hk__zs_heap_shrink(h);
 }
 

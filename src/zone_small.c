@@ -28,6 +28,11 @@
  *     cur, goes back to the space. Every run of a heap is on its `all` list.
  *  7. Every free slot is poisoned for ASan; its first 8 bytes are touched
  *     only through zs_word / zs_link.
+ *  8. An abandoned heap (its thread gone) has no run queued once its
+ *     abandonment is done: the abandonment marks it, then collects (both
+ *     sequentially consistent), and a freer that queues a run of it reads
+ *     the mark after its push and collects under the zone's lock. So a
+ *     block freed into an abandoned heap is free at once (stats exact).
  */
 #include "zone_small.h"
 
@@ -372,7 +377,7 @@ static size_t zs_collect_run(zs_heap *h, zs_run *r) {
 }
 
 size_t hk__zs_collect(zs_heap *h) {
-    zs_run *s = __atomic_exchange_n(&h->rstack, NULL, __ATOMIC_ACQUIRE);
+    zs_run *s = __atomic_exchange_n(&h->rstack, NULL, __ATOMIC_SEQ_CST);
     size_t got = 0;
     while (s) {
         zs_run *next = s->rnext;
@@ -472,7 +477,15 @@ hk_result hk__zs_free_slow(zs_space *sp, zs_heap *h, zs_run *r, void *p, const c
         !__atomic_exchange_n(&r->rqueued, 1, __ATOMIC_SEQ_CST)) {
         zs_run *top = __atomic_load_n(&owner->rstack, __ATOMIC_RELAXED);
         do r->rnext = top;
-        while (!__atomic_compare_exchange_n(&owner->rstack, &top, r, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
+        while (!__atomic_compare_exchange_n(&owner->rstack, &top, r, 1, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
+    }
+    /* a heap whose thread is gone has no owner to collect: the freer does,
+     * under the lock that adoption takes (invariant 8) */
+    if (HK__UNLIKELY(__atomic_load_n(&owner->abandoned, __ATOMIC_SEQ_CST)) && sp->lock) {
+        int lock = !(h && h->locked);
+        if (lock) sp->lock(sp->lock_user);
+        if (__atomic_load_n(&owner->abandoned, __ATOMIC_RELAXED)) hk__zs_collect(owner);
+        if (lock) sp->unlock(sp->lock_user);
     }
     return HK_OK;
 }
@@ -542,7 +555,7 @@ void hk__zs_heap_init(zs_heap *h, zs_space *sp) {
 /* Collects every run of h with a remote bit, queued or not: the stack is
  * emptied first (its runs unqueued), then every run's bitmap is read. */
 static size_t zs_collect_all(zs_heap *h) {
-    zs_run *s = __atomic_exchange_n(&h->rstack, NULL, __ATOMIC_ACQUIRE);
+    zs_run *s = __atomic_exchange_n(&h->rstack, NULL, __ATOMIC_SEQ_CST);
     while (s) {
         zs_run *next = s->rnext; /* before the unqueue: a freer may queue s again at once */
         __atomic_store_n(&s->rqueued, 0, __ATOMIC_SEQ_CST);

@@ -240,7 +240,8 @@ static void *alloc_and_exit(void *v) {
 }
 
 /* A thread's blocks outlive it: freed by the main thread into the heap it
- * abandoned, collected when a new thread adopts that heap. */
+ * abandoned (collected by the freer at once: stats exact), and a new thread
+ * adopts that heap. */
 HKT_TEST(blocks_of_an_exited_thread_freed_and_heap_adopted) {
     hkt_errors errs = {0};
     hk_zone *z = mk_thr(&errs);
@@ -253,6 +254,7 @@ HKT_TEST(blocks_of_an_exited_thread_freed_and_heap_adopted) {
     for (int i = 0; i < 500; i++) REQUIRE(a.p[i] != NULL);
     CHECK_EQ(live_of(z), 500);
     for (int i = 0; i < 500; i++) CHECK_EQ(hk_zone_free(z, a.p[i]), HK_OK);
+    CHECK_EQ(live_of(z), 0); /* freed into an abandoned heap: collected by the freer at once */
     CHECK_EQ(hk_zone_free(z, a.p[3]), HK_ERR_DOUBLE_FREE);
     CHECK_EQ(hk_zone_check(z), HK_OK);
     REQUIRE(pthread_create(&t, NULL, alloc_and_exit, &a) == 0); /* adopts the heap */
