@@ -662,9 +662,14 @@ static void zone_small_sum(hk_zone *z, zone_small_sums *s) {
     memset(s, 0, sizeof *s);
     if (!z->small_on) return;
     for (zs_heap *h = zone_heap_first(z); h; h = zone_heap_next(z, h)) {
-        s->slot_bytes += ZS_STAT_READ(h->slot_bytes);
+        /* the frees other threads made and the owner has not collected:
+         * the collected first (a freer counts before it sets its bit, so
+         * every collected free is in rfreed by then) */
+        uint64_t col = __atomic_load_n(&h->rcollected, __ATOMIC_SEQ_CST);
+        uint64_t pend = __atomic_load_n(&h->rfreed, __ATOMIC_SEQ_CST) - col;
+        s->slot_bytes += ZS_STAT_READ(h->slot_bytes) - (size_t)ZS_RBYTES(pend);
         s->alloc_count += ZS_STAT_READ(h->alloc_count);
-        s->free_count += ZS_STAT_READ(h->free_count);
+        s->free_count += ZS_STAT_READ(h->free_count) + ZS_RCOUNT(pend);
     }
 }
 

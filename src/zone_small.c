@@ -359,6 +359,7 @@ static size_t zs_collect_run(zs_heap *h, zs_run *r) {
             unsigned b = (unsigned)__builtin_ctzll(x);
             x &= x - 1;
             unsigned char *p = zs_slot(r, w * 64u + b);
+            ZS_STAT_ADD(h->rcollected, ZS_RPACK(r->stride));
             if (HK__UNLIKELY(zs_maybe_link(r, zs_word(p))) && zs_on_list(r, p)) {
                 /* invariant 4's exception: freed by its owner and by
                  * another thread at once; it stays on the list once */
@@ -469,8 +470,13 @@ hk_result hk__zs_free_slow(zs_space *sp, zs_heap *h, zs_run *r, void *p, const c
         hk__asan_poison(p, sizeof(void *));
         return zs_double(sp, h, r, p, op, "");
     }
-    if (__atomic_fetch_or(rw, m, __ATOMIC_ACQ_REL) & m)
+    /* counted before the bit is set: stats read the owner's collected
+     * count first, so they never see a collected free uncounted */
+    __atomic_fetch_add(&owner->rfreed, ZS_RPACK(r->stride), __ATOMIC_SEQ_CST);
+    if (__atomic_fetch_or(rw, m, __ATOMIC_ACQ_REL) & m) {
+        __atomic_fetch_sub(&owner->rfreed, ZS_RPACK(r->stride), __ATOMIC_SEQ_CST);
         return zs_double(sp, h, r, p, op, " (freed by another thread, not collected yet)");
+    }
     hk__asan_poison(p, r->stride);
     /* queue the run once (invariant 5) */
     if (!__atomic_load_n(&r->rqueued, __ATOMIC_SEQ_CST) &&

@@ -40,8 +40,8 @@
 
 #define ZS_RUN_LOG2  16u
 #define ZS_RUN       ((size_t)1 << ZS_RUN_LOG2) /* bytes of a run, and its alignment */
-#define ZS_MAX       1024u                      /* largest small request */
-#define ZS_NCLS      40u                        /* 8..64 in 8-byte steps, then 8 classes per doubling */
+#define ZS_MAX       8192u                      /* largest small request */
+#define ZS_NCLS      64u                        /* 8..64 in 8-byte steps, then 8 classes per doubling */
 #define ZS_HDR       192u                       /* the run struct's three lines, before the remote bitmap */
 #define ZS_WORDS     64u                        /* 64-bit words of the remote bitmap */
 #define ZS_SLOTS     (ZS_WORDS * 64u)           /* slots of a run at most */
@@ -65,6 +65,9 @@ static const uint16_t zs_stride_tab[ZS_NCLS] = {
     144, 160, 176, 192, 208, 224, 240, 256,
     288, 320, 352, 384, 416, 448, 480, 512,
     576, 640, 704, 768, 832, 896, 960, 1024,
+    1152, 1280, 1408, 1536, 1664, 1792, 1920, 2048,
+    2304, 2560, 2816, 3072, 3328, 3584, 3840, 4096,
+    4608, 5120, 5632, 6144, 6656, 7168, 7680, 8192,
 };
 /* clang-format on */
 
@@ -83,6 +86,12 @@ static const uint16_t zs_stride_tab[ZS_NCLS] = {
 #define ZS_STAT_SUB(f, d) ((f) -= (d))
 #endif
 #define ZS_STAT_READ(f) __atomic_load_n(&(f), __ATOMIC_RELAXED)
+/* A count (the top 24 bits) and bytes (the low 40) in one word, so that a
+ * remote free adds both with one atomic add; differences are taken modulo
+ * each field (fewer than 2^24 blocks and 2^40 bytes wait at once). */
+#define ZS_RPACK(bytes)   (((uint64_t)1 << 40) | (uint64_t)(bytes))
+#define ZS_RCOUNT(packed) ((packed) >> 40)
+#define ZS_RBYTES(packed) ((packed) & (((uint64_t)1 << 40) - 1))
 
 /* Class of a request by (n + 7) / 8, n <= ZS_MAX (one load; 0 -> class 0).
  * Filled by hk__zs_init_tables (idempotent, called by every space init). */
@@ -188,8 +197,13 @@ typedef struct zs_heap {
      * would pair them into vector instructions that cost more than they
      * save). */
     uint64_t alloc_count;
-    zs_run *all;       /* every run of the heap */
-    zs_run *rstack;    /* atomic: runs with remote frees to collect */
+    zs_run *all;    /* every run of the heap */
+    zs_run *rstack; /* atomic: runs with remote frees to collect */
+    /* Other threads' frees of its blocks (atomic adds by the freers) and
+     * those the owner collected (its own counter), each a count and bytes
+     * packed by ZS_RPACK: stats subtract the difference, the frees not
+     * collected yet, so that they are exact while blocks wait. */
+    uint64_t rfreed, rcollected;
     size_t slot_bytes; /* strides of the used slots (remote frees count until collected) */
     uint64_t secret;   /* the next run's secret comes from it */
     uint64_t free_count;
@@ -289,7 +303,7 @@ static inline unsigned char *zs_slot(const zs_run *r, uint32_t i) {
  * slot's start, else UINT32_MAX. With recip = 2^32 / stride + e (0 <= e <
  * 1) and o < 2^16, the product o * recip is i * 2^32 + j * 2^32 / stride +
  * o * e for o = i * stride + j: its low 32 bits are below 2^16 exactly
- * when j == 0 (else at least 2^32 / ZS_MAX = 2^22). A multiply, no divide. */
+ * when j == 0 (else at least 2^32 / ZS_MAX = 2^19). A multiply, no divide. */
 static inline uint32_t zs_index(const zs_run *r, uint32_t off) {
     uint32_t o = off - ZS_FIRST; /* wraps past limit for a pointer into the header */
     uint64_t q = (uint64_t)o * r->recip;

@@ -1,5 +1,5 @@
 /*
- * tests/test_zone_small_api.c - the zone's small blocks (up to 1 KiB,
+ * tests/test_zone_small_api.c - the zone's small blocks (up to 8 KiB,
  * headerless, src/zone_small.*) through the public API: every size, its
  * alignment and usable size; every misuse of a free reported with the heap
  * intact; realloc, tags, free_tags, walk, where, stats, trim; the zones that
@@ -54,9 +54,9 @@ HKT_TEST(every_size_aligned_and_headerless) {
     hkt_errors errs = {0};
     hk_zone *z = mk_os(&errs, 0);
     REQUIRE(z != NULL);
-    static unsigned char *ps[1025];
+    static unsigned char *ps[8193];
     size_t total = 0;
-    for (size_t n = 0; n <= 1024; n++) {
+    for (size_t n = 0; n <= 8192; n++) {
         unsigned char *p = hk_zone_alloc(z, n);
         REQUIRE(p != NULL);
         CHECK_EQ((uintptr_t)p % natural_align(n), 0);
@@ -72,12 +72,12 @@ HKT_TEST(every_size_aligned_and_headerless) {
     }
     hk_stats st;
     CHECK_EQ(hk_zone_stats(z, &st), HK_OK);
-    CHECK_EQ(st.live_blocks, 1025);
+    CHECK_EQ(st.live_blocks, 8193);
     CHECK_EQ(st.used, total); /* a small block counts its slot */
-    CHECK(runs_of(z) >= 40);
+    CHECK(runs_of(z) >= 64);
     CHECK_EQ(hk_zone_check(z), HK_OK);
     int bad = 0;
-    for (size_t n = 0; n <= 1024; n++) {
+    for (size_t n = 0; n <= 8192; n++) {
         for (size_t k = 0; k < n; k++) bad += ps[n][k] != (unsigned char)(n & 0xff);
         CHECK_EQ(hk_zone_free(z, ps[n]), HK_OK);
     }
@@ -170,7 +170,7 @@ HKT_TEST(realloc_in_place_moved_and_misused) {
     REQUIRE(q && q != p);
     for (int k = 0; k < 60; k++) CHECK_EQ(q[k], k);
     CHECK_EQ(errs.count, 0);
-    unsigned char *big = hk_zone_realloc(z, q, 5000); /* to a TLSF block */
+    unsigned char *big = hk_zone_realloc(z, q, 9000); /* to a TLSF block */
     REQUIRE(big);
     for (int k = 0; k < 60; k++) CHECK_EQ(big[k], k);
     unsigned char *back = hk_zone_realloc(z, big, 24); /* a TLSF block shrinks in place */
