@@ -28,11 +28,12 @@
  *     cur, goes back to the space. Every run of a heap is on its `all` list.
  *  7. Every free slot is poisoned for ASan; its first 8 bytes are touched
  *     only through zs_word / zs_link.
- *  8. An abandoned heap (its thread gone) has no run queued once its
- *     abandonment is done: the abandonment marks it, then collects (both
- *     sequentially consistent), and a freer that queues a run of it reads
- *     the mark after its push and collects under the zone's lock. So a
- *     block freed into an abandoned heap is free at once (stats exact).
+ *  8. An abandoned heap (its thread gone) has fewer than ZS_ORPHAN_BATCH
+ *     frees waiting once a free into it is done: the abandonment marks it,
+ *     then collects (both sequentially consistent), and a freer reads the
+ *     mark after its count and its push and collects under the zone's lock
+ *     when the batch is full. Stats count waiting frees as frees
+ *     (rfreed - rcollected), so they are exact either way.
  */
 #include "zone_small.h"
 
@@ -472,7 +473,8 @@ hk_result hk__zs_free_slow(zs_space *sp, zs_heap *h, zs_run *r, void *p, const c
     }
     /* counted before the bit is set: stats read the owner's collected
      * count first, so they never see a collected free uncounted */
-    __atomic_fetch_add(&owner->rfreed, ZS_RPACK(r->stride), __ATOMIC_SEQ_CST);
+    uint64_t freed =
+        __atomic_fetch_add(&owner->rfreed, ZS_RPACK(r->stride), __ATOMIC_SEQ_CST) + ZS_RPACK(r->stride);
     if (__atomic_fetch_or(rw, m, __ATOMIC_ACQ_REL) & m) {
         __atomic_fetch_sub(&owner->rfreed, ZS_RPACK(r->stride), __ATOMIC_SEQ_CST);
         return zs_double(sp, h, r, p, op, " (freed by another thread, not collected yet)");
@@ -485,9 +487,11 @@ hk_result hk__zs_free_slow(zs_space *sp, zs_heap *h, zs_run *r, void *p, const c
         do r->rnext = top;
         while (!__atomic_compare_exchange_n(&owner->rstack, &top, r, 1, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
     }
-    /* a heap whose thread is gone has no owner to collect: the freer does,
-     * under the lock that adoption takes (invariant 8) */
-    if (HK__UNLIKELY(__atomic_load_n(&owner->abandoned, __ATOMIC_SEQ_CST)) && sp->lock) {
+    /* a heap whose thread is gone has no owner to collect: a freer does,
+     * under the lock that adoption takes, once ZS_ORPHAN_BATCH of its frees
+     * wait (invariant 8) */
+    if (HK__UNLIKELY(__atomic_load_n(&owner->abandoned, __ATOMIC_SEQ_CST)) && sp->lock &&
+        ZS_RCOUNT(freed - __atomic_load_n(&owner->rcollected, __ATOMIC_SEQ_CST)) >= ZS_ORPHAN_BATCH) {
         int lock = !(h && h->locked);
         if (lock) sp->lock(sp->lock_user);
         if (__atomic_load_n(&owner->abandoned, __ATOMIC_RELAXED)) hk__zs_collect(owner);

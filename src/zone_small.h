@@ -38,21 +38,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ZS_RUN_LOG2  16u
-#define ZS_RUN       ((size_t)1 << ZS_RUN_LOG2) /* bytes of a run, and its alignment */
-#define ZS_MAX       8192u                      /* largest small request */
-#define ZS_NCLS      64u                        /* 8..64 in 8-byte steps, then 8 classes per doubling */
-#define ZS_HDR       192u                       /* the run struct's three lines, before the remote bitmap */
-#define ZS_WORDS     64u                        /* 64-bit words of the remote bitmap */
-#define ZS_SLOTS     (ZS_WORDS * 64u)           /* slots of a run at most */
-#define ZS_RBITS     ZS_HDR                     /* run base to the remote bitmap */
-#define ZS_FIRST     (ZS_RBITS + ZS_WORDS * 8u) /* run base to slot 0 (a multiple of 64) */
-#define ZS_MAGIC     0x5a53u                    /* "ZS" */
-#define ZS_DIRTY_MIN 16u
-#define ZS_CARVE_MAX                                                                                         \
-    16u /* slots one carve puts on a run's list at most (a bound on its work) */ /* free granules kept dirty \
-                                                                                    at least, with decay by  \
-                                                                                    time */
+#define ZS_RUN_LOG2     16u
+#define ZS_RUN          ((size_t)1 << ZS_RUN_LOG2) /* bytes of a run, and its alignment */
+#define ZS_MAX          8192u                      /* largest small request */
+#define ZS_NCLS         64u                        /* 8..64 in 8-byte steps, then 8 classes per doubling */
+#define ZS_HDR          192u             /* the run struct's three lines, before the remote bitmap */
+#define ZS_WORDS        64u              /* 64-bit words of the remote bitmap */
+#define ZS_SLOTS        (ZS_WORDS * 64u) /* slots of a run at most */
+#define ZS_RBITS        ZS_HDR           /* run base to the remote bitmap */
+#define ZS_FIRST        (ZS_RBITS + ZS_WORDS * 8u) /* run base to slot 0 (a multiple of 64) */
+#define ZS_MAGIC        0x5a53u                    /* "ZS" */
+#define ZS_DIRTY_MIN    16u                        /* free granules kept dirty at least, with decay by time */
+#define ZS_CARVE_MAX    16u /* slots one carve puts on a run's list at most (a bound on its work) */
+#define ZS_ORPHAN_BATCH 64u /* frees waiting in an abandoned heap before a freer collects them */
 
 /* Slot sizes: 8-byte steps to 64 bytes, then 8 classes per doubling (a
  * step of at most 12.5% of the class below). A slot is aligned to the
