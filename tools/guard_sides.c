@@ -1,31 +1,50 @@
 /*
- * tools/guard_sides.c - `heapkit guard --sides both -- prog args...`: the
- * program run twice on the guard heap, first with the guard page after each
- * block (overflows and over-reads fault), then before it (underflows and
- * under-reads fault), with the same arguments, environment and standard
- * input (read once to its end and replayed from memory), and the union of
- * the two runs' reports, each report once.
+ * tools/guard_sides.c - both sides of every block: `heapkit guard -- prog
+ * args...` (the default when standard input is not a terminal) and
+ * `heapkit guard --sides both`. The program runs twice on the guard heap,
+ * once with the guard page after each block (overflows and over-reads
+ * fault), once before it (underflows and under-reads fault), with the same
+ * arguments, environment and standard input (read once to its end and
+ * replayed from memory), and the union of the two runs' reports is
+ * printed, each report once.
+ *
+ * The two runs go side by side when the second can be isolated: it runs in
+ * a mount namespace of its own (a user namespace too when not root) where
+ * the working directory and /tmp are overlays on a private tmpfs, so its
+ * writes there never reach the first run or the user. When that cannot be
+ * set up (no namespaces, no overlayfs) the second run starts after the
+ * first has ended, as before.
  *
  * Invariants: each run's reports go to a log file of its own
- * (HEAPKIT_GUARD_LOG), never mixed with the program's output; the first
- * run's output is the program's, the second run's standard output is
- * discarded (its standard error is kept: the program may say why it died);
- * two reports are the same when their headline kind and their stacks
- * (function and file:line of every frame, addresses left out) are; the
- * status is non-zero when either run reported (the first non-zero status of
- * the runs, else 23) or the first run failed on its own.
+ * (HEAPKIT_GUARD_LOG), never mixed with the program's output, in a
+ * directory that stays the real one inside the second run's namespace; the
+ * first run's output is the program's; the second run's standard output is
+ * discarded, and so is its standard error by default (kept with --sides
+ * both: the program may say why it died); the second run does no leak
+ * check (the first does, on the same program); two reports are the same
+ * when their headline kind and their stacks (function and file:line of
+ * every frame, addresses left out) are; the status is non-zero when either
+ * run reported (the first non-zero status of the runs, else 23) or the
+ * first run failed on its own; a second run still going 10 s (or twice the
+ * first run's time, if longer) after the first ended is stopped, and that
+ * is said.
  */
 #define _GNU_SOURCE 1
 #include "guard_sides.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define SIDES_MAX_REPORTS 256
@@ -53,32 +72,147 @@ static int sides_capture_stdin(void) {
     return fd;
 }
 
-/* Runs argv with the preload set by the caller, side `side`, reports to
- * log; stdin from in (rewound) when in >= 0; stdout to /dev/null when
- * quiet. Returns the wait status, or -1. */
-static int sides_run(char **argv, const char *side, const char *log, int in, int quiet) {
+static int sides_write_file(const char *path, const char *text) {
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    ssize_t n = write(fd, text, strlen(text));
+    close(fd);
+    return n == (ssize_t)strlen(text) ? 0 : -1;
+}
+
+/* Mounts an overlay over dir whose upper layer is stage/<name>; 0 on success. */
+static int sides_overlay(const char *dir, const char *stage, const char *name) {
+    char up[PATH_MAX], work[PATH_MAX], opts[3 * PATH_MAX + 64];
+    snprintf(up, sizeof up, "%s/%s-u", stage, name);
+    snprintf(work, sizeof work, "%s/%s-w", stage, name);
+    if (mkdir(up, 0755) != 0 || mkdir(work, 0755) != 0) return -1;
+    if (snprintf(opts, sizeof opts, "lowerdir=%s,upperdir=%s,workdir=%s", dir, up, work) >= (int)sizeof opts)
+        return -1;
+    return mount("overlay", dir, "overlay", 0, opts);
+}
+
+/* In the second run's child: a mount namespace (and user namespace when
+ * not root) where the working directory and /tmp are overlays on a tmpfs
+ * mounted on `stage`, and `logdir` is bound back to the real directory.
+ * Returns 0 when isolated; -1 (nothing to undo: the namespace is the
+ * child's own) otherwise. */
+static int sides_isolate(const char *stage, const char *logdir) {
+    uid_t uid = getuid();
+    gid_t gid = getgid();
+    if (unshare(CLONE_NEWNS) != 0) {
+        if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) return -1;
+        char map[64];
+        sides_write_file("/proc/self/setgroups", "deny");
+        snprintf(map, sizeof map, "%u %u 1\n", (unsigned)uid, (unsigned)uid);
+        if (sides_write_file("/proc/self/uid_map", map) != 0) return -1;
+        snprintf(map, sizeof map, "%u %u 1\n", (unsigned)gid, (unsigned)gid);
+        if (sides_write_file("/proc/self/gid_map", map) != 0) return -1;
+    }
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) return -1;
+    int logfd = open(logdir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (logfd < 0) return -1;
+    if (mount("heapkit-guard", stage, "tmpfs", 0, "mode=0700") != 0) return -1;
+    char cwd[PATH_MAX];
+    if (!getcwd(cwd, sizeof cwd)) return -1;
+    /* the working directory, unless /tmp holds it (the /tmp overlay covers
+     * it) or it holds /tmp (the root: left as it is) */
+    int cwd_in_tmp = strcmp(cwd, "/tmp") == 0 || strncmp(cwd, "/tmp/", 5) == 0;
+    if (!cwd_in_tmp && strcmp(cwd, "/") != 0 && sides_overlay(cwd, stage, "cwd") != 0) return -1;
+    if (sides_overlay("/tmp", stage, "tmp") != 0) return -1;
+    char self[64];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", logfd);
+    if (mount(self, logdir, NULL, MS_BIND, NULL) != 0) return -1;
+    close(logfd);
+    return chdir(cwd); /* through the overlay from now on */
+}
+
+typedef struct sides_run_spec {
+    const char *side; /* "end" or "start" */
+    const char *log;
+    int in;          /* the replayed standard input, or -1 */
+    int quiet_out;   /* standard output to /dev/null */
+    int quiet_err;   /* standard error to /dev/null */
+    int no_leaks;    /* HEAPKIT_GUARD_LEAKS=0 */
+    const char *dir; /* isolate in the mount namespace: stage dir/stage, logs in dir (NULL: not) */
+    int ready;       /* write end: one byte, 'i' isolated or 's' not (-1: none) */
+    int go;          /* read end: wait for EOF before running (-1: run at once) */
+    int other[2];    /* the parent's ends of those pipes, closed in the child (-1: none) */
+} sides_run_spec;
+
+/* Starts argv with the preload set by the caller as spec says; returns the
+ * pid, or -1. */
+static pid_t sides_start(char **argv, const sides_run_spec *sp) {
     fflush(NULL);
     pid_t pid = fork();
-    if (pid < 0) return -1;
-    if (pid == 0) {
-        setenv("HEAPKIT_GUARD_SIDE", side, 1);
-        setenv("HEAPKIT_GUARD_LOG", log, 1);
-        if (in >= 0) {
-            lseek(in, 0, SEEK_SET);
-            dup2(in, 0);
+    if (pid != 0) return pid;
+    setenv("HEAPKIT_GUARD_SIDE", sp->side, 1);
+    setenv("HEAPKIT_GUARD_LOG", sp->log, 1);
+    if (sp->no_leaks) setenv("HEAPKIT_GUARD_LEAKS", "0", 1);
+    if (sp->in >= 0) { /* a description of its own: the runs' read offsets must not mix */
+        char self[64];
+        snprintf(self, sizeof self, "/proc/self/fd/%d", sp->in);
+        int fd = open(self, O_RDONLY);
+        if (fd < 0) {
+            fd = sp->in;
+            lseek(fd, 0, SEEK_SET);
         }
-        if (quiet) {
-            int nul = open("/dev/null", O_WRONLY);
-            if (nul >= 0) dup2(nul, 1);
-        }
-        execvp(argv[0], argv);
-        fprintf(stderr, "heapkit guard: cannot run %s: %s\n", argv[0], strerror(errno));
-        _exit(127);
+        dup2(fd, 0);
     }
+    int nul = open("/dev/null", O_WRONLY);
+    if (sp->quiet_out && nul >= 0) dup2(nul, 1);
+    if (sp->quiet_err && nul >= 0) dup2(nul, 2);
+    for (int k = 0; k < 2; k++)
+        if (sp->other[k] >= 0) close(sp->other[k]);
+    if (sp->ready >= 0) {
+        char stage[PATH_MAX];
+        snprintf(stage, sizeof stage, "%s/stage", sp->dir);
+        char c = sp->dir && sides_isolate(stage, sp->dir) == 0 ? 'i' : 's';
+        if (write(sp->ready, &c, 1) != 1) _exit(125);
+        close(sp->ready);
+    }
+    if (sp->go >= 0) {
+        char c;
+        while (read(sp->go, &c, 1) < 0 && errno == EINTR) {
+        }
+        close(sp->go);
+    }
+    execvp(argv[0], argv);
+    fprintf(stderr, "heapkit guard: cannot run %s: %s\n", argv[0], strerror(errno));
+    _exit(127);
+}
+
+static int sides_wait(pid_t pid) {
     int st = 0;
+    if (pid < 0) return -1;
     while (waitpid(pid, &st, 0) < 0)
         if (errno != EINTR) return -1;
     return st;
+}
+
+static double sides_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* Waits for pid at most limit seconds; then kills it. *killed says so. */
+static int sides_wait_limited(pid_t pid, double limit, int *killed) {
+    *killed = 0;
+    if (pid < 0) return -1;
+    double end = sides_now() + limit;
+    for (;;) {
+        int st = 0;
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid) return st;
+        if (r < 0 && errno != EINTR) return -1;
+        if (sides_now() > end) {
+            kill(pid, SIGKILL);
+            *killed = 1;
+            return sides_wait(pid);
+        }
+        struct timespec d = {0, 1000000}; /* 1 ms */
+        nanosleep(&d, NULL);
+    }
 }
 
 static char *sides_slurp(const char *path, size_t *n) {
@@ -185,19 +319,71 @@ static int sides_status(int st) {
     return 125;
 }
 
-int hk_guard_sides_both(char **argv) {
+/* Prints the log's notes (lines "heapkit guard: ..." outside any report,
+ * such as the address-space limit) not already in `seen` (the first log's
+ * text, or NULL). */
+static void sides_notes(const char *log, const char *seen) {
+    for (const char *l = log; l && *l;) {
+        const char *nl = strchr(l, '\n');
+        size_t n = nl ? (size_t)(nl - l + 1) : strlen(l);
+        if (strncmp(l, "heapkit guard: ", 15) == 0) {
+            int dup = 0;
+            for (const char *q = seen; q && !dup && (q = strstr(q, "heapkit guard: ")) != NULL; q++)
+                dup = (q == seen || q[-1] == '\n') && strncmp(q, l, n) == 0;
+            if (!dup) fwrite(l, 1, n, stderr);
+        }
+        l += n;
+    }
+}
+
+int hk_guard_sides_both(char **argv, int by_default) {
     char dir[] = "/tmp/heapkit-guard-XXXXXX";
     if (!mkdtemp(dir)) {
         fprintf(stderr, "heapkit guard: cannot make a temporary directory: %s\n", strerror(errno));
         return 125;
     }
-    char log[2][sizeof dir + 16];
+    char log[2][sizeof dir + 16], stage[sizeof dir + 16];
     snprintf(log[0], sizeof log[0], "%s/trailing.log", dir);
     snprintf(log[1], sizeof log[1], "%s/leading.log", dir);
+    snprintf(stage, sizeof stage, "%s/stage", dir);
+    mkdir(stage, 0700);
     int in = sides_capture_stdin();
-    int st[2];
-    st[0] = sides_run(argv, "end", log[0], in, 0);
-    st[1] = sides_run(argv, "start", log[1], in, 1);
+    int st[2] = {-1, -1};
+    /* the second run side by side with the first only with its standard
+     * input replayed (a terminal cannot be shared) and when isolated */
+    int ready[2] = {-1, -1}, go[2] = {-1, -1};
+    int side_by_side = in >= 0 && pipe2(ready, O_CLOEXEC) == 0 && pipe2(go, O_CLOEXEC) == 0;
+    sides_run_spec lead = {"start", log[1], in, 1, by_default, 1, NULL, -1, -1, {-1, -1}};
+    if (side_by_side) {
+        lead.dir = dir;
+        lead.ready = ready[1];
+        lead.go = go[0];
+        lead.other[0] = ready[0];
+        lead.other[1] = go[1];
+    }
+    sides_run_spec trail = {"end", log[0], in, 0, 0, 0, NULL, -1, -1, {-1, -1}};
+    int killed = 0;
+    if (side_by_side) {
+        pid_t p2 = sides_start(argv, &lead);
+        close(ready[1]);
+        close(go[0]);
+        char c = 's';
+        if (p2 < 0 || read(ready[0], &c, 1) != 1) c = 's';
+        close(ready[0]);
+        if (c == 'i') close(go[1]); /* isolated: it runs now */
+        double t0 = sides_now();
+        st[0] = sides_wait(sides_start(argv, &trail));
+        double took = sides_now() - t0;
+        if (c != 'i') close(go[1]); /* not isolated: it runs after the first */
+        st[1] = c == 'i' ? sides_wait_limited(p2, took * 2 > 10 ? took * 2 : 10, &killed) : sides_wait(p2);
+    } else {
+        if (ready[0] >= 0) {
+            close(ready[0]);
+            close(ready[1]);
+        }
+        st[0] = sides_wait(sides_start(argv, &trail));
+        st[1] = sides_wait(sides_start(argv, &lead));
+    }
     if (in >= 0) close(in);
 
     static sides_report reps[SIDES_MAX_REPORTS];
@@ -209,7 +395,10 @@ int hk_guard_sides_both(char **argv) {
         if (text[k]) got[k] = sides_split(text[k], n, reps, &nr);
         unlink(log[k]);
     }
+    rmdir(stage);
     rmdir(dir);
+    sides_notes(text[0], NULL);
+    sides_notes(text[1], text[0]);
     int shown = 0;
     for (int i = 0; i < nr; i++) {
         int dup = 0;
@@ -218,12 +407,17 @@ int hk_guard_sides_both(char **argv) {
         fwrite(reps[i].text, 1, reps[i].len, stderr);
         shown++;
     }
-    fprintf(stderr,
-            "heapkit guard: --sides both: %d report%s (trailing guard: %d, leading guard: %d, each shown once)\n",
-            shown, shown == 1 ? "" : "s", got[0], got[1]);
+    if (killed)
+        fprintf(stderr, "heapkit guard: the run with the guard page before each block did not end in time: "
+                        "stopped (--sides trailing runs the program once)\n");
+    if (!by_default)
+        fprintf(stderr,
+                "heapkit guard: --sides both: %d report%s (trailing guard: %d, leading guard: %d, each shown "
+                "once)\n",
+                shown, shown == 1 ? "" : "s", got[0], got[1]);
     free(text[0]);
     free(text[1]);
-    int rc0 = sides_status(st[0]), rc1 = sides_status(st[1]);
+    int rc0 = sides_status(st[0]), rc1 = killed ? 0 : sides_status(st[1]);
     if (got[0] || got[1]) return rc0 ? rc0 : rc1 ? rc1 : 23;
     return rc0;
 }
