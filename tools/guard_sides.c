@@ -33,6 +33,7 @@
 #include "guard_sides.h"
 
 #include <errno.h>
+#include <ftw.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <sched.h>
@@ -92,11 +93,12 @@ static int sides_overlay(const char *dir, const char *stage, const char *name) {
 }
 
 /* In the second run's child: a mount namespace (and user namespace when
- * not root) where the working directory and /tmp are overlays on a tmpfs
- * mounted on `stage`, and `logdir` is bound back to the real directory.
- * Returns 0 when isolated; -1 (nothing to undo: the namespace is the
- * child's own) otherwise. */
-static int sides_isolate(const char *stage, const char *logdir) {
+ * not root) where the working directory and /tmp are overlays whose upper
+ * layers are in `stage` (on /dev/shm: a tmpfs outside both, so no mount of
+ * our own is needed for it, nor for the logs beside it). Returns 0 when
+ * isolated; -1 (nothing to undo: the namespace is the child's own)
+ * otherwise. */
+static int sides_isolate(const char *stage) {
     uid_t uid = getuid();
     gid_t gid = getgid();
     if (unshare(CLONE_NEWNS) != 0) {
@@ -109,9 +111,6 @@ static int sides_isolate(const char *stage, const char *logdir) {
         if (sides_write_file("/proc/self/gid_map", map) != 0) return -1;
     }
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) return -1;
-    int logfd = open(logdir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (logfd < 0) return -1;
-    if (mount("heapkit-guard", stage, "tmpfs", 0, "mode=0700") != 0) return -1;
     char cwd[PATH_MAX];
     if (!getcwd(cwd, sizeof cwd)) return -1;
     /* the working directory, unless /tmp holds it (the /tmp overlay covers
@@ -119,11 +118,26 @@ static int sides_isolate(const char *stage, const char *logdir) {
     int cwd_in_tmp = strcmp(cwd, "/tmp") == 0 || strncmp(cwd, "/tmp/", 5) == 0;
     if (!cwd_in_tmp && strcmp(cwd, "/") != 0 && sides_overlay(cwd, stage, "cwd") != 0) return -1;
     if (sides_overlay("/tmp", stage, "tmp") != 0) return -1;
-    char self[64];
-    snprintf(self, sizeof self, "/proc/self/fd/%d", logfd);
-    if (mount(self, logdir, NULL, MS_BIND, NULL) != 0) return -1;
-    close(logfd);
     return chdir(cwd); /* through the overlay from now on */
+}
+
+static int sides_rm_one(const char *path, const struct stat *st, int flag, struct FTW *f) {
+    (void)st;
+    (void)f;
+    return (flag == FTW_DP ? rmdir(path) : unlink(path)) == 0 ? 0 : 0; /* best effort */
+}
+
+static int sides_open_up(const char *path, const struct stat *st, int flag, struct FTW *f) {
+    (void)f;
+    if (flag == FTW_D || flag == FTW_DNR) chmod(path, (st->st_mode & 07777) | 0700);
+    return 0;
+}
+
+/* Removes a directory tree (the second run's overlay layers; overlayfs
+ * leaves a work directory of mode 0 in them). */
+static void sides_rm_tree(const char *dir) {
+    nftw(dir, sides_open_up, 16, FTW_PHYS);
+    nftw(dir, sides_rm_one, 16, FTW_PHYS | FTW_DEPTH);
 }
 
 typedef struct sides_run_spec {
@@ -141,10 +155,13 @@ typedef struct sides_run_spec {
 
 /* Starts argv with the preload set by the caller as spec says; returns the
  * pid, or -1. */
+static sigset_t sides_program_mask; /* the signal mask the programs get (the tool's own) */
+
 static pid_t sides_start(char **argv, const sides_run_spec *sp) {
     fflush(NULL);
     pid_t pid = fork();
     if (pid != 0) return pid;
+    sigprocmask(SIG_SETMASK, &sides_program_mask, NULL);
     setenv("HEAPKIT_GUARD_SIDE", sp->side, 1);
     setenv("HEAPKIT_GUARD_LOG", sp->log, 1);
     if (sp->no_leaks) setenv("HEAPKIT_GUARD_LEAKS", "0", 1);
@@ -166,7 +183,7 @@ static pid_t sides_start(char **argv, const sides_run_spec *sp) {
     if (sp->ready >= 0) {
         char stage[PATH_MAX];
         snprintf(stage, sizeof stage, "%s/stage", sp->dir);
-        char c = sp->dir && sides_isolate(stage, sp->dir) == 0 ? 'i' : 's';
+        char c = sp->dir && sides_isolate(stage) == 0 ? 'i' : 's';
         if (write(sp->ready, &c, 1) != 1) _exit(125);
         close(sp->ready);
     }
@@ -195,23 +212,29 @@ static double sides_now(void) {
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-/* Waits for pid at most limit seconds; then kills it. *killed says so. */
+/* Waits for pid at most limit seconds; then kills it. *killed says so.
+ * SIGCHLD is blocked by the caller, so sigtimedwait wakes at the child's
+ * exit, not at a polling tick. */
 static int sides_wait_limited(pid_t pid, double limit, int *killed) {
     *killed = 0;
     if (pid < 0) return -1;
+    sigset_t chld;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
     double end = sides_now() + limit;
     for (;;) {
         int st = 0;
         pid_t r = waitpid(pid, &st, WNOHANG);
         if (r == pid) return st;
         if (r < 0 && errno != EINTR) return -1;
-        if (sides_now() > end) {
+        double left = end - sides_now();
+        if (left <= 0) {
             kill(pid, SIGKILL);
             *killed = 1;
             return sides_wait(pid);
         }
-        struct timespec d = {0, 1000000}; /* 1 ms */
-        nanosleep(&d, NULL);
+        struct timespec d = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
+        sigtimedwait(&chld, NULL, &d);
     }
 }
 
@@ -337,10 +360,18 @@ static void sides_notes(const char *log, const char *seen) {
 }
 
 int hk_guard_sides_both(char **argv, int by_default) {
-    char dir[] = "/tmp/heapkit-guard-XXXXXX";
-    if (!mkdtemp(dir)) {
-        fprintf(stderr, "heapkit guard: cannot make a temporary directory: %s\n", strerror(errno));
-        return 125;
+    /* the logs and the second run's overlay layers on /dev/shm when it can
+     * be had (outside the overlays); else in /tmp, and the runs one after
+     * the other */
+    char dir[] = "/dev/shm/heapkit-guard-XXXXXX";
+    int on_shm = mkdtemp(dir) != NULL;
+    if (!on_shm) {
+        memcpy(dir, "/tmp/", 5);
+        memcpy(dir + 5, "heapkit-guard-XXXXXX", sizeof "heapkit-guard-XXXXXX");
+        if (!mkdtemp(dir)) {
+            fprintf(stderr, "heapkit guard: cannot make a temporary directory: %s\n", strerror(errno));
+            return 125;
+        }
     }
     char log[2][sizeof dir + 16], stage[sizeof dir + 16];
     snprintf(log[0], sizeof log[0], "%s/trailing.log", dir);
@@ -352,7 +383,7 @@ int hk_guard_sides_both(char **argv, int by_default) {
     /* the second run side by side with the first only with its standard
      * input replayed (a terminal cannot be shared) and when isolated */
     int ready[2] = {-1, -1}, go[2] = {-1, -1};
-    int side_by_side = in >= 0 && pipe2(ready, O_CLOEXEC) == 0 && pipe2(go, O_CLOEXEC) == 0;
+    int side_by_side = on_shm && in >= 0 && pipe2(ready, O_CLOEXEC) == 0 && pipe2(go, O_CLOEXEC) == 0;
     sides_run_spec lead = {"start", log[1], in, 1, by_default, 1, NULL, -1, -1, {-1, -1}};
     if (side_by_side) {
         lead.dir = dir;
@@ -363,16 +394,24 @@ int hk_guard_sides_both(char **argv, int by_default) {
     }
     sides_run_spec trail = {"end", log[0], in, 0, 0, 0, NULL, -1, -1, {-1, -1}};
     int killed = 0;
+    sigset_t chld, old_mask;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &chld, &old_mask);
+    sides_program_mask = old_mask;
     if (side_by_side) {
+        /* the second run sets its namespace up (mounts: some milliseconds)
+         * while the first runs */
         pid_t p2 = sides_start(argv, &lead);
         close(ready[1]);
         close(go[0]);
+        double t0 = sides_now();
+        pid_t p1 = sides_start(argv, &trail);
         char c = 's';
         if (p2 < 0 || read(ready[0], &c, 1) != 1) c = 's';
         close(ready[0]);
         if (c == 'i') close(go[1]); /* isolated: it runs now */
-        double t0 = sides_now();
-        st[0] = sides_wait(sides_start(argv, &trail));
+        st[0] = sides_wait(p1);
         double took = sides_now() - t0;
         if (c != 'i') close(go[1]); /* not isolated: it runs after the first */
         st[1] = c == 'i' ? sides_wait_limited(p2, took * 2 > 10 ? took * 2 : 10, &killed) : sides_wait(p2);
@@ -384,6 +423,7 @@ int hk_guard_sides_both(char **argv, int by_default) {
         st[0] = sides_wait(sides_start(argv, &trail));
         st[1] = sides_wait(sides_start(argv, &lead));
     }
+    sigprocmask(SIG_SETMASK, &old_mask, NULL);
     if (in >= 0) close(in);
 
     static sides_report reps[SIDES_MAX_REPORTS];
@@ -395,8 +435,7 @@ int hk_guard_sides_both(char **argv, int by_default) {
         if (text[k]) got[k] = sides_split(text[k], n, reps, &nr);
         unlink(log[k]);
     }
-    rmdir(stage);
-    rmdir(dir);
+    sides_rm_tree(dir);
     sides_notes(text[0], NULL);
     sides_notes(text[1], text[0]);
     int shown = 0;

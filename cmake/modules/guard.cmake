@@ -93,6 +93,9 @@ if(BUILD_TESTING AND HEAPKIT_BUILD_TESTS AND NOT HEAPKIT_SANITIZE)
   set(GUARD_FORBID "--sides both:")
   guard_case(uaf_read_default_quiet ${C}uaf_read "" nonzero "use after free (read of")
   unset(GUARD_FORBID)
+  # Juliet's CWE-127 patterns (a pointer before the block, then a copy): the default reports them
+  guard_case(underread_memcpy     ${C}underread_memcpy "" nonzero "heap underflow (read of" "before its start" "copy_from" "allocated at:")
+  guard_case(underread_wide_loop  ${C}underread_wide_loop "" nonzero "heap underflow (read of 4 bytes)" "32 bytes before its start" "copy_wide")
   # one run with the guard page after each block: the under-read lands in padding
   guard_case(underflow_read_trailing ${C}underflow_read "--sides;trailing" 0)
   guard_case(uaf_read             ${C}uaf_read "" nonzero "use after free (read of" "freed at:" "read_after_free" "drop_node")
