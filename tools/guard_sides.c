@@ -18,7 +18,8 @@
  * Invariants: each run's reports go to a log file of its own
  * (HEAPKIT_GUARD_LOG), never mixed with the program's output, in a
  * directory that stays the real one inside the second run's namespace; the
- * first run's output is the program's; the second run's standard output is
+ * first run's output is the program's, the union goes where the user's
+ * HEAPKIT_GUARD_LOG (--log) says, else to standard error; the second run's standard output is
  * discarded, and so is its standard error by default (kept with --sides
  * both: the program may say why it died); the second run does no leak
  * check (the first does, on the same program); two reports are the same
@@ -345,7 +346,7 @@ static int sides_status(int st) {
 /* Prints the log's notes (lines "heapkit guard: ..." outside any report,
  * such as the address-space limit) not already in `seen` (the first log's
  * text, or NULL). */
-static void sides_notes(const char *log, const char *seen) {
+static void sides_notes(FILE *out, const char *log, const char *seen) {
     for (const char *l = log; l && *l;) {
         const char *nl = strchr(l, '\n');
         size_t n = nl ? (size_t)(nl - l + 1) : strlen(l);
@@ -353,10 +354,30 @@ static void sides_notes(const char *log, const char *seen) {
             int dup = 0;
             for (const char *q = seen; q && !dup && (q = strstr(q, "heapkit guard: ")) != NULL; q++)
                 dup = (q == seen || q[-1] == '\n') && strncmp(q, l, n) == 0;
-            if (!dup) fwrite(l, 1, n, stderr);
+            if (!dup) fwrite(l, 1, n, out);
         }
         l += n;
     }
+}
+
+/* Where the union goes: the user's HEAPKIT_GUARD_LOG (%p: this process's
+ * id), appended to, else standard error. */
+static FILE *sides_out(void) {
+    const char *user = getenv("HEAPKIT_GUARD_LOG");
+    if (!user || !*user) return stderr;
+    char path[PATH_MAX];
+    size_t o = 0;
+    for (const char *c = user; *c && o + 24 < sizeof path; c++) {
+        if (c[0] == '%' && c[1] == 'p') {
+            o += (size_t)snprintf(path + o, sizeof path - o, "%ld", (long)getpid());
+            c++;
+        } else {
+            path[o++] = *c;
+        }
+    }
+    path[o] = 0;
+    FILE *f = fopen(path, "a");
+    return f ? f : stderr;
 }
 
 int hk_guard_sides_both(char **argv, int by_default) {
@@ -436,24 +457,26 @@ int hk_guard_sides_both(char **argv, int by_default) {
         unlink(log[k]);
     }
     sides_rm_tree(dir);
-    sides_notes(text[0], NULL);
-    sides_notes(text[1], text[0]);
+    FILE *out = sides_out();
+    sides_notes(out, text[0], NULL);
+    sides_notes(out, text[1], text[0]);
     int shown = 0;
     for (int i = 0; i < nr; i++) {
         int dup = 0;
         for (int j = 0; j < i && !dup; j++) dup = strcmp(reps[i].key, reps[j].key) == 0;
         if (dup) continue;
-        fwrite(reps[i].text, 1, reps[i].len, stderr);
+        fwrite(reps[i].text, 1, reps[i].len, out);
         shown++;
     }
     if (killed)
-        fprintf(stderr, "heapkit guard: the run with the guard page before each block did not end in time: "
-                        "stopped (--sides trailing runs the program once)\n");
+        fprintf(out, "heapkit guard: the run with the guard page before each block did not end in time: "
+                     "stopped (--sides trailing runs the program once)\n");
     if (!by_default)
-        fprintf(stderr,
+        fprintf(out,
                 "heapkit guard: --sides both: %d report%s (trailing guard: %d, leading guard: %d, each shown "
                 "once)\n",
                 shown, shown == 1 ? "" : "s", got[0], got[1]);
+    if (out != stderr) fclose(out);
     free(text[0]);
     free(text[1]);
     int rc0 = sides_status(st[0]), rc1 = killed ? 0 : sides_status(st[1]);
