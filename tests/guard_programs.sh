@@ -5,7 +5,7 @@
 # input; both must succeed and print exactly the same, and the guard must
 # print no report.
 #   guard_programs.sh HEAPKIT CASE WORKDIR
-# Cases: python3 perl lua sqlite git cc1 isolation.
+# Cases: python3 perl lua sqlite git cc1 isolation addr2line.
 # Exit 77 (CTest SKIP_RETURN_CODE) when the program is not installed
 # (.ci/install-deps.sh installs them).
 #
@@ -191,6 +191,50 @@ isolation)
     rm -f "$tmpf"
     echo "working directory: $lines line(s), /tmp: $tlines line(s)"
     [ "$lines" = 1 ] && [ "$tlines" = 1 ] || { echo "FAIL: the second run's writes reached the files"; exit 1; }
+    ;;
+addr2line)
+    # without libdw, file:line come from one addr2line per module for the
+    # whole run: a run with three reports starts it once (a wrapper on PATH
+    # counts the starts)
+    need cc
+    real=$(command -v addr2line) || { echo "SKIP: addr2line (binutils) not installed"; exit 77; }
+    mkdir -p bin
+    printf '#!/bin/sh\necho start >> "%s/starts"\nexec "%s" "$@"\n' "$work" "$real" >bin/addr2line
+    chmod +x bin/addr2line
+    cat >r.c <<'C'
+#include <stdio.h>
+#include <stdlib.h>
+__attribute__((noinline)) void drop_twice(char *p) { free(p); free(p); }
+__attribute__((noinline)) void drop_again(char *p) { free(p); free(p); }
+__attribute__((noinline)) char *keep(void) { return malloc(40); }
+static char *volatile sink;
+int main(void) {
+    drop_twice(malloc(16));
+    drop_again(malloc(24));
+    sink = keep();
+    sink = NULL; /* the block is now unreachable: a leak report at exit */
+    puts("r done");
+    return 0;
+}
+C
+    cc -g -O0 -fno-inline -o r r.c || exit 1
+    PATH="$work/bin:$PATH" HEAPKIT_NO_LIBDW=1 "$tool" guard --sides trailing --no-abort -- ./r </dev/null >r.out 2>r.err
+    reports=$(grep -c "== heapkit guard: \(double free\|leak:\)" r.err)
+    starts=$(cat starts 2>/dev/null | wc -l)
+    echo "$reports reports, addr2line started $starts time(s)"
+    grep -q "in drop_twice at .*r.c:3" r.err && grep -q "in drop_again at .*r.c:4" r.err \
+        && grep -q "in keep at .*r.c:5" r.err || { echo "FAIL: no file:line from addr2line"; cat r.err; exit 1; }
+    [ "$reports" = 3 ] && [ "$starts" = 1 ] || { echo "FAIL: expected 3 reports and one addr2line"; cat r.err; exit 1; }
+    # with libdw.so.1 (Debian libdw1; no development header was needed to
+    # build): file:line in process, no addr2line at all
+    if ldconfig -p 2>/dev/null | grep -q "libdw.so.1 "; then
+        rm -f starts
+        PATH="$work/bin:$PATH" "$tool" guard --sides trailing --no-abort -- ./r </dev/null >r.out 2>r.err
+        starts=$(cat starts 2>/dev/null | wc -l)
+        echo "with libdw.so.1: addr2line started $starts time(s)"
+        grep -q "in drop_twice at .*r.c:3" r.err && [ "$starts" = 0 ] \
+            || { echo "FAIL: libdw.so.1 is installed but was not used"; cat r.err; exit 1; }
+    fi
     ;;
 *)
     echo "unknown case $case_"
