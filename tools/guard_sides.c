@@ -10,25 +10,23 @@
  *
  * The two runs go side by side when the second can be isolated: it runs in
  * a mount namespace of its own (a user namespace too when not root) where
- * the working directory and /tmp are overlays on a private tmpfs, so its
- * writes there never reach the first run or the user. When that cannot be
- * set up (no namespaces, no overlayfs) the second run starts after the
- * first has ended, as before.
+ * the working directory and /tmp are overlays whose upper layers are on
+ * /dev/shm, so its writes there never reach the first run or the user, and
+ * in a network namespace of its own (loopback only), so it reaches no
+ * server the first run talks to and binds no port the first run needs.
+ * When that cannot be set up (no namespaces, no overlayfs, no /dev/shm)
+ * the second run starts after the first has ended, as before.
  *
  * Invariants: each run's reports go to a log file of its own
- * (HEAPKIT_GUARD_LOG), never mixed with the program's output, in a
- * directory that stays the real one inside the second run's namespace; the
- * first run's output is the program's, the union goes where the user's
- * HEAPKIT_GUARD_LOG (--log) says, else to standard error; the second run's standard output is
- * discarded, and so is its standard error by default (kept with --sides
- * both: the program may say why it died); the second run does no leak
- * check (the first does, on the same program); two reports are the same
- * when their headline kind and their stacks (function and file:line of
- * every frame, addresses left out) are; the status is non-zero when either
- * run reported (the first non-zero status of the runs, else 23) or the
- * first run failed on its own; a second run still going 10 s (or twice the
- * first run's time, if longer) after the first ended is stopped, and that
- * is said.
+ * (HEAPKIT_GUARD_LOG), never mixed with the program's output, on /dev/shm
+ * (outside the overlays); the first run's output is the program's, the
+ * union goes where the user's HEAPKIT_GUARD_LOG (--log) says, else to
+ * standard error; the second run's standard output is discarded, and so is its standard error by default
+ * (kept with --sides both: the program may say why it died); the second run does no leak check (the first
+ * does, on the same program); two reports are the same when their headline kind and their stacks (function
+ * and file:line of every frame, addresses left out) are; the status is non-zero when either run reported (the
+ * first non-zero status of the runs, else 23) or the first run failed on its own; a second run still going 10
+ * s (or twice the first run's time, if longer) after the first ended is stopped, and that is said.
  */
 #define _GNU_SOURCE 1
 #include "guard_sides.h"
@@ -37,13 +35,17 @@
 #include <ftw.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -93,17 +95,32 @@ static int sides_overlay(const char *dir, const char *stage, const char *name) {
     return mount("overlay", dir, "overlay", 0, opts);
 }
 
-/* In the second run's child: a mount namespace (and user namespace when
- * not root) where the working directory and /tmp are overlays whose upper
- * layers are in `stage` (on /dev/shm: a tmpfs outside both, so no mount of
- * our own is needed for it, nor for the logs beside it). Returns 0 when
- * isolated; -1 (nothing to undo: the namespace is the child's own)
- * otherwise. */
+/* Brings the new network namespace's loopback up (a program that talks to
+ * itself over 127.0.0.1 still can); best effort. */
+static void sides_loopback_up(void) {
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return;
+    struct ifreq ifr;
+    memset(&ifr, 0, sizeof ifr);
+    memcpy(ifr.ifr_name, "lo", 3);
+    if (ioctl(fd, SIOCGIFFLAGS, &ifr) == 0) {
+        ifr.ifr_flags = (short)(ifr.ifr_flags | IFF_UP);
+        (void)ioctl(fd, SIOCSIFFLAGS, &ifr);
+    }
+    close(fd);
+}
+
+/* In the second run's child: a mount and a network namespace (and a user
+ * namespace when not root) where the working directory and /tmp are
+ * overlays whose upper layers are in `stage` (on /dev/shm: a tmpfs outside
+ * both, so no mount of our own is needed for it, nor for the logs beside
+ * it). Returns 0 when isolated; -1 (nothing to undo: the namespaces are
+ * the child's own) otherwise. */
 static int sides_isolate(const char *stage) {
     uid_t uid = getuid();
     gid_t gid = getgid();
-    if (unshare(CLONE_NEWNS) != 0) {
-        if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) return -1;
+    if (unshare(CLONE_NEWNS | CLONE_NEWNET) != 0) {
+        if (unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET) != 0) return -1;
         char map[64];
         sides_write_file("/proc/self/setgroups", "deny");
         snprintf(map, sizeof map, "%u %u 1\n", (unsigned)uid, (unsigned)uid);
@@ -111,6 +128,7 @@ static int sides_isolate(const char *stage) {
         snprintf(map, sizeof map, "%u %u 1\n", (unsigned)gid, (unsigned)gid);
         if (sides_write_file("/proc/self/gid_map", map) != 0) return -1;
     }
+    sides_loopback_up();
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) return -1;
     char cwd[PATH_MAX];
     if (!getcwd(cwd, sizeof cwd)) return -1;
@@ -125,7 +143,8 @@ static int sides_isolate(const char *stage) {
 static int sides_rm_one(const char *path, const struct stat *st, int flag, struct FTW *f) {
     (void)st;
     (void)f;
-    return (flag == FTW_DP ? rmdir(path) : unlink(path)) == 0 ? 0 : 0; /* best effort */
+    (void)(flag == FTW_DP ? rmdir(path) : unlink(path)); /* best effort */
+    return 0;
 }
 
 static int sides_open_up(const char *path, const struct stat *st, int flag, struct FTW *f) {
@@ -154,10 +173,10 @@ typedef struct sides_run_spec {
     int other[2];    /* the parent's ends of those pipes, closed in the child (-1: none) */
 } sides_run_spec;
 
-/* Starts argv with the preload set by the caller as spec says; returns the
- * pid, or -1. */
 static sigset_t sides_program_mask; /* the signal mask the programs get (the tool's own) */
 
+/* Starts argv with the preload set by the caller as spec says; returns the
+ * pid, or -1. No descriptor of ours is left open in the program. */
 static pid_t sides_start(char **argv, const sides_run_spec *sp) {
     fflush(NULL);
     pid_t pid = fork();
@@ -169,14 +188,14 @@ static pid_t sides_start(char **argv, const sides_run_spec *sp) {
     if (sp->in >= 0) { /* a description of its own: the runs' read offsets must not mix */
         char self[64];
         snprintf(self, sizeof self, "/proc/self/fd/%d", sp->in);
-        int fd = open(self, O_RDONLY);
+        int fd = open(self, O_RDONLY | O_CLOEXEC);
         if (fd < 0) {
             fd = sp->in;
             lseek(fd, 0, SEEK_SET);
         }
         dup2(fd, 0);
     }
-    int nul = open("/dev/null", O_WRONLY);
+    int nul = open("/dev/null", O_WRONLY | O_CLOEXEC);
     if (sp->quiet_out && nul >= 0) dup2(nul, 1);
     if (sp->quiet_err && nul >= 0) dup2(nul, 2);
     for (int k = 0; k < 2; k++)
