@@ -21,12 +21,18 @@
  * (HEAPKIT_GUARD_LOG), never mixed with the program's output, on /dev/shm
  * (outside the overlays); the first run's output is the program's, the
  * union goes where the user's HEAPKIT_GUARD_LOG (--log) says, else to
- * standard error; the second run's standard output is discarded, and so is its standard error by default
- * (kept with --sides both: the program may say why it died); the second run does no leak check (the first
- * does, on the same program); two reports are the same when their headline kind and their stacks (function
- * and file:line of every frame, addresses left out) are; the status is non-zero when either run reported (the
- * first non-zero status of the runs, else 23) or the first run failed on its own; a second run still going 10
- * s (or twice the first run's time, if longer) after the first ended is stopped, and that is said.
+ * standard error; the second run's standard output is discarded, and so
+ * is its standard error by default (kept with --sides both: the program
+ * may say why it died); the second run does no leak check and keeps no
+ * quarantine (the first does both, on the same program: uses after free
+ * and leaks are the first's to report; reusing a freed block's pages at
+ * once saves the second run page faults: 40% of python3's start); two
+ * reports are the same when their headline kind and their stacks
+ * (function and file:line of every frame, addresses left out) are; the
+ * status is non-zero when either run reported (the first non-zero status
+ * of the runs, else 23) or the first run failed on its own; a second run
+ * still going 10 s (or twice the first run's time, if longer) after the
+ * first ended is stopped, and that is said.
  */
 #define _GNU_SOURCE 1
 #include "guard_sides.h"
@@ -166,7 +172,7 @@ typedef struct sides_run_spec {
     int in;          /* the replayed standard input, or -1 */
     int quiet_out;   /* standard output to /dev/null */
     int quiet_err;   /* standard error to /dev/null */
-    int no_leaks;    /* HEAPKIT_GUARD_LEAKS=0 */
+    int second;      /* the second run: no leak check, no quarantine */
     const char *dir; /* isolate in the mount namespace: stage dir/stage, logs in dir (NULL: not) */
     int ready;       /* write end: one byte, 'i' isolated or 's' not (-1: none) */
     int go;          /* read end: wait for EOF before running (-1: run at once) */
@@ -184,7 +190,10 @@ static pid_t sides_start(char **argv, const sides_run_spec *sp) {
     sigprocmask(SIG_SETMASK, &sides_program_mask, NULL);
     setenv("HEAPKIT_GUARD_SIDE", sp->side, 1);
     setenv("HEAPKIT_GUARD_LOG", sp->log, 1);
-    if (sp->no_leaks) setenv("HEAPKIT_GUARD_LEAKS", "0", 1);
+    if (sp->second) {
+        setenv("HEAPKIT_GUARD_LEAKS", "0", 1);
+        setenv("HEAPKIT_GUARD_QUARANTINE", "0", 1);
+    }
     if (sp->in >= 0) { /* a description of its own: the runs' read offsets must not mix */
         char self[64];
         snprintf(self, sizeof self, "/proc/self/fd/%d", sp->in);
@@ -282,8 +291,38 @@ static char *sides_slurp(const char *path, size_t *n) {
 typedef struct sides_report {
     const char *text; /* from "==pid== heapkit guard:" to the next one */
     size_t len;
-    char key[2048]; /* kind + frames, addresses left out */
+    char key[2048];   /* kind + frames, addresses left out */
+    char kind[64];    /* the headline's first words: "heap overflow", "use after free", ... */
+    char alloc[1024]; /* the frames under "allocated at:" (functions and lines) */
+    int run;          /* 0: guard page after each block, 1: before */
+    int late;         /* found at free, by check or at exit (not at the access) */
+    int dropped;      /* the same bug as a report kept */
 } sides_report;
+
+/* kind, alloc and late of a report (see sides_report). */
+static void sides_describe(sides_report *x) {
+    const char *t = x->text, *end = t + x->len;
+    const char *h = strstr(t, "heapkit guard: ");
+    size_t k = 0;
+    if (h && h < end)
+        for (h += 15; h < end && *h != '(' && *h != ':' && *h != '\n' && k + 1 < sizeof x->kind; h++)
+            x->kind[k++] = *h;
+    while (k && x->kind[k - 1] == ' ') k--;
+    x->kind[k] = 0;
+    const char *nl = memchr(t, '\n', x->len);
+    x->late = nl && memmem(t, (size_t)(nl - t), "found at ", 9) != NULL;
+    k = 0;
+    const char *a = memmem(t, x->len, "allocated at:\n", 14);
+    for (const char *l = a ? a + 14 : end; l < end && l + 5 < end && memcmp(l, "    #", 5) == 0;) {
+        const char *e = memchr(l, '\n', (size_t)(end - l));
+        if (!e) e = end;
+        const char *in = memmem(l, (size_t)(e - l), " in ", 4);
+        for (const char *q = in ? in : e; q < e && k + 2 < sizeof x->alloc; q++) x->alloc[k++] = *q;
+        if (k + 1 < sizeof x->alloc) x->alloc[k++] = '|';
+        l = e + 1;
+    }
+    x->alloc[k] = 0;
+}
 
 /* The key of a report: the headline up to its first ": " after the
  * prefix (the kind), then each frame line's part from " in " on. */
@@ -294,7 +333,7 @@ static void sides_key(const char *t, size_t n, char *key, size_t cap) {
     if (h && h < end) {
         h += strlen("heapkit guard: ");
         const char *e = h;
-        while (e < end && *e != '\n' && !(e[0] == ':' && e[1] == ' ')) e++;
+        while (e < end && *e != '\n' && !(e[0] == ':' && e[1] == ' ') && strncmp(e, " at 0x", 6) != 0) e++;
         /* leak headlines carry their counts: keep the whole line */
         if (strncmp(h, "leak", 4) == 0)
             while (e < end && *e != '\n') e++;
@@ -330,7 +369,7 @@ static void sides_key(const char *t, size_t n, char *key, size_t cap) {
 }
 
 /* Splits a log into reports; returns how many were added to r[*nr...]. */
-static int sides_split(const char *log, size_t n, sides_report *r, int *nr) {
+static int sides_split(const char *log, size_t n, int run, sides_report *r, int *nr) {
     int added = 0;
     const char *p = log, *end = log + n;
     while (p < end && *nr < SIDES_MAX_REPORTS) {
@@ -348,6 +387,9 @@ static int sides_split(const char *log, size_t n, sides_report *r, int *nr) {
             x->text = s;
             x->len = (size_t)(e - s);
             sides_key(s, x->len, x->key, sizeof x->key);
+            x->run = run;
+            x->dropped = 0;
+            sides_describe(x);
             added++;
         }
         p = e;
@@ -472,17 +514,33 @@ int hk_guard_sides_both(char **argv, int by_default) {
     for (int k = 0; k < 2; k++) {
         size_t n;
         text[k] = sides_slurp(log[k], &n);
-        if (text[k]) got[k] = sides_split(text[k], n, reps, &nr);
+        if (text[k]) got[k] = sides_split(text[k], n, k, reps, &nr);
         unlink(log[k]);
     }
     sides_rm_tree(dir);
     FILE *out = sides_out();
     sides_notes(out, text[0], NULL);
     sides_notes(out, text[1], text[0]);
+    /* One bug seen by both runs (the same kind on a block from the same
+     * allocation stack) is shown once: the report made at the access
+     * rather than one found later at free, else the first run's. */
+    for (int i = 0; i < nr; i++) {
+        sides_report *b = &reps[i];
+        for (int j = 0; j < nr && b->run == 1 && !b->dropped; j++) {
+            sides_report *a = &reps[j];
+            if (a->run != 0 || a->dropped || !b->alloc[0] || strcmp(a->kind, b->kind) != 0 ||
+                strcmp(a->alloc, b->alloc) != 0)
+                continue;
+            if (a->late && !b->late)
+                a->dropped = 1;
+            else
+                b->dropped = 1;
+        }
+    }
     int shown = 0;
     for (int i = 0; i < nr; i++) {
-        int dup = 0;
-        for (int j = 0; j < i && !dup; j++) dup = strcmp(reps[i].key, reps[j].key) == 0;
+        int dup = reps[i].dropped;
+        for (int j = 0; j < i && !dup; j++) dup = !reps[j].dropped && strcmp(reps[i].key, reps[j].key) == 0;
         if (dup) continue;
         fwrite(reps[i].text, 1, reps[i].len, out);
         shown++;

@@ -86,12 +86,23 @@ if(BUILD_TESTING AND HEAPKIT_BUILD_TESTS AND NOT HEAPKIT_SANITIZE)
   # an aligned request keeps its alignment (and so its padding): the overwrite is found at free
   guard_case(overflow_aligned_pad ${C}overflow_aligned_pad "" nonzero "heap overflow: write past the end of 50-byte block" "found at free: padding damaged at offsets +50 to +51" "make_aligned")
   guard_case(underflow_write      ${C}underflow_write "--side;start" nonzero "heap underflow (write of" "1 byte before its start" "write_before_start")
-  guard_case(underflow_write_late ${C}underflow_write "" nonzero "heap underflow: write before the start of 32-byte block" "found at free: padding damaged at offset -1" "discard_buffer")
+  # one side: the underwrite lands in padding, found at free
+  guard_case(underflow_write_late ${C}underflow_write "--sides;trailing" nonzero "heap underflow: write before the start of 32-byte block" "found at free: padding damaged at offset -1" "discard_buffer")
+  # the default: the second run faults at the write; that report is shown, the first run's
+  # report of the same bug (found at free) is not
+  set(GUARD_FORBID "found at free")
+  guard_case(underflow_write_default ${C}underflow_write "" nonzero "heap underflow (write of 1 byte)" "1 byte before its start" "write_before_start")
+  unset(GUARD_FORBID)
   guard_case(underflow_read       ${C}underflow_read "--side;start" nonzero "heap underflow (read of" "read_before_start")
   # the default runs both sides (standard input is not a terminal here): the under-read is reported
   guard_case(underflow_read_default ${C}underflow_read "" nonzero "heap underflow (read of 8 bytes)" "read_before_start" "allocated at:")
+  # both runs see these bugs; each is shown once (no summary line by default)
   set(GUARD_FORBID "--sides both:")
+  set(GUARD_ONCE "use after free")
   guard_case(uaf_read_default_quiet ${C}uaf_read "" nonzero "use after free (read of")
+  set(GUARD_ONCE "heap overflow")
+  guard_case(overflow_write_default_once ${C}overflow_write "" nonzero "heap overflow (write of" "fill_past_end")
+  unset(GUARD_ONCE)
   unset(GUARD_FORBID)
   # Juliet's CWE-127 patterns (a pointer before the block, then a copy): the default reports them
   guard_case(underread_memcpy     ${C}underread_memcpy "" nonzero "heap underflow (read of" "before its start" "copy_from" "allocated at:")
@@ -117,8 +128,10 @@ if(BUILD_TESTING AND HEAPKIT_BUILD_TESTS AND NOT HEAPKIT_SANITIZE)
   guard_case(leak                 ${C}leak "" 23 "leak: 96 bytes in 3 blocks unreachable" "leaky_alloc" "leak summary: 96 bytes in 3 blocks")
   guard_case(leak_off             ${C}leak "--no-leaks" 0)
   # padding damage on blocks live at exit: reported whether or not leaks are
-  guard_case(pad_live_under       ${C}pad_live_under "" 23 "heap underflow: write before the start of live 100-byte block" "found at exit: padding damaged at offsets -8 to -1" "allocated at:" "make_label")
-  guard_case(pad_live_under_no_leaks ${C}pad_live_under "--no-leaks" 23 "write before the start of live 100-byte block" "found at exit" "make_label")
+  guard_case(pad_live_under       ${C}pad_live_under "--sides;trailing" 23 "heap underflow: write before the start of live 100-byte block" "found at exit: padding damaged at offsets -8 to -1" "allocated at:" "make_label")
+  guard_case(pad_live_under_no_leaks ${C}pad_live_under "--sides;trailing;--no-leaks" 23 "write before the start of live 100-byte block" "found at exit" "make_label")
+  # the default: the second run faults at the underwrite (the first run's status, 23, is kept)
+  guard_case(pad_live_under_default ${C}pad_live_under "" 23 "heap underflow (write of" "8 bytes before its start" "allocated at:" "make_label")
   guard_case(pad_live_over        ${C}pad_live_over "" nonzero "heap overflow (write of 1 byte)" "overrun_pair" "make_pair")
   guard_case(pad_live_over_align_all ${C}pad_live_over "--align-all" 23 "heap overflow: write past the end of live 50-byte block" "padding damaged at offsets +50 to +51" "make_pair")
   guard_case(pad_live_over_no_leaks ${C}pad_live_over "--align-all;--no-leaks" 23 "write past the end of live 50-byte block" "make_pair")
