@@ -5,7 +5,7 @@
 # input; both must succeed and print exactly the same, and the guard must
 # print no report.
 #   guard_programs.sh HEAPKIT CASE WORKDIR
-# Cases: python3 perl lua sqlite git cc1 isolation addr2line.
+# Cases: python3 perl lua sqlite git cc1 isolation addr2line stdin.
 # Exit 77 (CTest SKIP_RETURN_CODE) when the program is not installed
 # (.ci/install-deps.sh installs them).
 #
@@ -235,6 +235,18 @@ C
         grep -q "in drop_twice at .*r.c:3" r.err && [ "$starts" = 0 ] \
             || { echo "FAIL: libdw.so.1 is installed but was not used"; cat r.err; exit 1; }
     fi
+    ;;
+stdin)
+    # standard input from a pipe goes to both runs as it comes, not read to
+    # its end first: a producer that never ends (yes) still lets the
+    # program finish; a file is read by each run from its start
+    out=$(yes | timeout 60 "$tool" guard -- head -n 3 | tr -d '\n')
+    [ "$out" = yyy ] || { echo "FAIL: yes | heapkit guard -- head -n 3 printed '$out'"; exit 1; }
+    sum=$(seq 1 50000 | "$tool" guard -- sh -c 'sum=0; while read -r x; do sum=$((sum + x)); done; echo $sum')
+    [ "$sum" = 1250025000 ] || { echo "FAIL: a pipe's 50000 lines summed to '$sum' under heapkit guard"; exit 1; }
+    seq 1 50000 >in
+    both sh -c 'sum=0; while read -r x; do sum=$((sum + x)); done; echo $sum'
+    echo "yes | head: $out; a pipe's lines summed: $sum"
     ;;
 *)
     echo "unknown case $case_"

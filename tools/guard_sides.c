@@ -4,8 +4,9 @@
  * `heapkit guard --sides both`. The program runs twice on the guard heap,
  * once with the guard page after each block (overflows and over-reads
  * fault), once before it (underflows and under-reads fault), with the same
- * arguments, environment and standard input (read once to its end and
- * replayed from memory), and the union of the two runs' reports is
+ * arguments, environment and standard input (a file: each run opens it
+ * again; a pipe: the tool copies it to both as it comes, keeping what the
+ * slower has not read), and the union of the two runs' reports is
  * printed, each report once.
  *
  * The two runs go side by side when the second can be isolated: it runs in
@@ -42,6 +43,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <net/if.h>
+#include <poll.h>
 #include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
@@ -49,7 +51,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -58,29 +59,6 @@
 #include <unistd.h>
 
 #define SIDES_MAX_REPORTS 256
-
-/* Reads all of fd 0 into an anonymous file; returns its fd (at offset 0),
- * or -1 when stdin is a terminal (nothing to replay) or unreadable. */
-static int sides_capture_stdin(void) {
-    if (isatty(0)) return -1;
-    int fd = memfd_create("heapkit-guard-stdin", MFD_CLOEXEC);
-    if (fd < 0) return -1;
-    char buf[65536];
-    for (;;) {
-        ssize_t r = read(0, buf, sizeof buf);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
-        for (ssize_t o = 0; o < r;) {
-            ssize_t w = write(fd, buf + o, (size_t)(r - o));
-            if (w <= 0) {
-                close(fd);
-                return -1;
-            }
-            o += w;
-        }
-    }
-    return fd;
-}
 
 static int sides_write_file(const char *path, const char *text) {
     int fd = open(path, O_WRONLY | O_CLOEXEC);
@@ -169,14 +147,15 @@ static void sides_rm_tree(const char *dir) {
 typedef struct sides_run_spec {
     const char *side; /* "end" or "start" */
     const char *log;
-    int in;          /* the replayed standard input, or -1 */
+    int in;          /* standard input: an fd to reopen (a file), to dup (a pipe), or -1 (inherited) */
+    int in_pipe;     /* in is the read end of a pipe the tool feeds: dup2 it as it is */
     int quiet_out;   /* standard output to /dev/null */
     int quiet_err;   /* standard error to /dev/null */
     int second;      /* the second run: no leak check, no quarantine */
     const char *dir; /* isolate in the mount namespace: stage dir/stage, logs in dir (NULL: not) */
     int ready;       /* write end: one byte, 'i' isolated or 's' not (-1: none) */
     int go;          /* read end: wait for EOF before running (-1: run at once) */
-    int other[2];    /* the parent's ends of those pipes, closed in the child (-1: none) */
+    int other[4];    /* the parent's ends of those pipes, closed in the child (-1: none) */
 } sides_run_spec;
 
 static sigset_t sides_program_mask; /* the signal mask the programs get (the tool's own) */
@@ -194,20 +173,22 @@ static pid_t sides_start(char **argv, const sides_run_spec *sp) {
         setenv("HEAPKIT_GUARD_LEAKS", "0", 1);
         setenv("HEAPKIT_GUARD_QUARANTINE", "0", 1);
     }
-    if (sp->in >= 0) { /* a description of its own: the runs' read offsets must not mix */
+    if (sp->in >= 0 && sp->in_pipe) {
+        dup2(sp->in, 0);
+    } else if (sp->in >= 0) { /* a description of its own: the runs' read offsets must not mix */
+        off_t at = lseek(sp->in, 0, SEEK_CUR);
         char self[64];
         snprintf(self, sizeof self, "/proc/self/fd/%d", sp->in);
         int fd = open(self, O_RDONLY | O_CLOEXEC);
-        if (fd < 0) {
-            fd = sp->in;
-            lseek(fd, 0, SEEK_SET);
-        }
-        dup2(fd, 0);
+        if (fd < 0) fd = sp->in;
+        if (at > 0) lseek(fd, at, SEEK_SET);
+        if (fd != 0) dup2(fd, 0);
     }
     int nul = open("/dev/null", O_WRONLY | O_CLOEXEC);
     if (sp->quiet_out && nul >= 0) dup2(nul, 1);
     if (sp->quiet_err && nul >= 0) dup2(nul, 2);
-    for (int k = 0; k < 2; k++)
+    signal(SIGPIPE, SIG_DFL);
+    for (int k = 0; k < 4; k++)
         if (sp->other[k] >= 0) close(sp->other[k]);
     if (sp->ready >= 0) {
         char stage[PATH_MAX];
@@ -421,6 +402,116 @@ static void sides_notes(FILE *out, const char *log, const char *seen) {
     }
 }
 
+/* ---- standard input for two runs side by side -------------------------------------- */
+
+typedef struct sides_feed {
+    int fd; /* write end of a run's standard input (-1: closed) */
+    char *buf;
+    size_t off, len, cap;
+} sides_feed;
+
+static void sides_feed_close(sides_feed *f) {
+    if (f->fd >= 0) close(f->fd);
+    f->fd = -1;
+    free(f->buf);
+    f->buf = NULL;
+    f->off = f->len = f->cap = 0;
+}
+
+static void sides_feed_push(sides_feed *f, const char *d, size_t n) {
+    if (f->fd < 0) return;
+    if (f->off == f->len) f->off = f->len = 0;
+    if (f->len + n > f->cap) {
+        size_t cap = f->cap ? f->cap : 65536;
+        while (cap < f->len + n) cap *= 2;
+        char *b = realloc(f->buf, cap);
+        if (!b) { /* out of memory: this run loses its input */
+            sides_feed_close(f);
+            return;
+        }
+        f->buf = b;
+        f->cap = cap;
+    }
+    memcpy(f->buf + f->len, d, n);
+    f->len += n;
+}
+
+/* The tool's loop while the runs start: copies standard input (a pipe or a
+ * socket: not read to its end first, so a producer that never ends or
+ * waits for the program's answers works) into each run's pipe as it
+ * comes, buffering for the slower one; takes the second run's word on its
+ * isolation ('i': let it run now; else let it run when the first run has
+ * ended, whose status goes to *st0). Returns when standard input has ended
+ * (or no run reads any more) and every pipe is drained and closed. */
+static void sides_pump(sides_feed *f, int ready, int go, pid_t p1, int *st0, int *p1_done) {
+    int eof = 0, waiting = 0;
+    char buf[65536];
+    for (;;) {
+        struct pollfd pf[4];
+        int n = 0, i_in = -1, i_f[2] = {-1, -1}, i_ready = -1;
+        int open_feeds = (f[0].fd >= 0) + (f[1].fd >= 0);
+        if (!eof && open_feeds) {
+            i_in = n;
+            pf[n++] = (struct pollfd){0, POLLIN, 0};
+        }
+        for (int k = 0; k < 2; k++)
+            if (f[k].fd >= 0) {
+                i_f[k] = n;
+                pf[n++] = (struct pollfd){f[k].fd, (short)(f[k].len > f[k].off ? POLLOUT : 0), 0};
+            }
+        if (ready >= 0) {
+            i_ready = n;
+            pf[n++] = (struct pollfd){ready, POLLIN, 0};
+        }
+        if (!n && !waiting) break;
+        int r = poll(pf, (nfds_t)n, waiting ? 5 : -1);
+        if (r < 0 && errno != EINTR) break;
+        if (waiting) {
+            pid_t w = waitpid(p1, st0, WNOHANG);
+            if (w == p1 || (w < 0 && errno != EINTR)) {
+                *p1_done = 1;
+                waiting = 0;
+                close(go); /* not isolated: the second run starts now */
+            }
+        }
+        if (r <= 0) continue;
+        if (i_ready >= 0 && pf[i_ready].revents) {
+            char c = 's';
+            if (read(ready, &c, 1) != 1) c = 's';
+            close(ready);
+            ready = -1;
+            if (c == 'i')
+                close(go); /* isolated: it runs now */
+            else
+                waiting = 1;
+        }
+        if (i_in >= 0 && pf[i_in].revents) {
+            ssize_t got = read(0, buf, sizeof buf);
+            if (got > 0)
+                for (int k = 0; k < 2; k++) sides_feed_push(&f[k], buf, (size_t)got);
+            else if (got == 0 || errno != EINTR)
+                eof = 1;
+        }
+        for (int k = 0; k < 2; k++) {
+            if (i_f[k] < 0 || f[k].fd < 0) continue;
+            short ev = pf[i_f[k]].revents;
+            if (ev & (POLLERR | POLLHUP)) { /* the run closed its standard input or ended */
+                sides_feed_close(&f[k]);
+                continue;
+            }
+            if ((ev & POLLOUT) && f[k].len > f[k].off) {
+                ssize_t w = write(f[k].fd, f[k].buf + f[k].off, f[k].len - f[k].off);
+                if (w > 0)
+                    f[k].off += (size_t)w;
+                else if (w < 0 && errno != EINTR && errno != EAGAIN)
+                    sides_feed_close(&f[k]);
+            }
+        }
+        for (int k = 0; k < 2; k++)
+            if (eof && f[k].fd >= 0 && f[k].len == f[k].off) sides_feed_close(&f[k]); /* end of input */
+    }
+}
+
 /* Where the union goes: the user's HEAPKIT_GUARD_LOG (%p: this process's
  * id), appended to, else standard error. */
 static FILE *sides_out(void) {
@@ -460,21 +551,41 @@ int hk_guard_sides_both(char **argv, int by_default) {
     snprintf(log[1], sizeof log[1], "%s/leading.log", dir);
     snprintf(stage, sizeof stage, "%s/stage", dir);
     mkdir(stage, 0700);
-    int in = sides_capture_stdin();
+    /* standard input: a file (or /dev/null) each run opens again; a pipe
+     * or socket the tool copies to both as it comes (keeping what the
+     * second run has not read yet); a terminal the runs share, one after
+     * the other (--sides both only: by default a terminal means one run) */
+    struct stat in_st;
+    int in_tty = isatty(0),
+        in_file = !in_tty && fstat(0, &in_st) == 0 && !S_ISFIFO(in_st.st_mode) && !S_ISSOCK(in_st.st_mode);
     int st[2] = {-1, -1};
-    /* the second run side by side with the first only with its standard
-     * input replayed (a terminal cannot be shared) and when isolated */
-    int ready[2] = {-1, -1}, go[2] = {-1, -1};
-    int side_by_side = on_shm && in >= 0 && pipe2(ready, O_CLOEXEC) == 0 && pipe2(go, O_CLOEXEC) == 0;
-    sides_run_spec lead = {"start", log[1], in, 1, by_default, 1, NULL, -1, -1, {-1, -1}};
+    int ready[2] = {-1, -1}, go[2] = {-1, -1}, in1[2] = {-1, -1}, in2[2] = {-1, -1};
+    /* "side by side" is the loop below: the second run goes at once when
+     * it is isolated, else when the first has ended (and always so with a
+     * terminal: the runs share it) */
+    int side_by_side = !in_tty && pipe2(ready, O_CLOEXEC) == 0 && pipe2(go, O_CLOEXEC) == 0;
+    int pumped = side_by_side && !in_file && pipe2(in1, O_CLOEXEC) == 0 && pipe2(in2, O_CLOEXEC) == 0;
+    if (side_by_side && !in_file && !pumped) side_by_side = 0;
+    if (pumped) { /* the tool's ends: a write never waits for a run that does not read */
+        fcntl(in1[1], F_SETFL, O_NONBLOCK);
+        fcntl(in2[1], F_SETFL, O_NONBLOCK);
+    }
+    int in = in_file ? 0 : -1;
+    sides_run_spec lead = {"start", log[1], in, 0, 1, by_default, 1, NULL, -1, -1, {-1, -1, -1, -1}};
+    sides_run_spec trail = {"end", log[0], in, 0, 0, 0, 0, NULL, -1, -1, {-1, -1, -1, -1}};
     if (side_by_side) {
-        lead.dir = dir;
+        lead.dir = on_shm ? dir : NULL; /* NULL: not isolated */
         lead.ready = ready[1];
         lead.go = go[0];
-        lead.other[0] = ready[0];
-        lead.other[1] = go[1];
+        int other[4] = {ready[0], go[1], in1[1], in2[1]};
+        memcpy(lead.other, other, sizeof other);
+        memcpy(trail.other, other, sizeof other);
+        if (pumped) {
+            lead.in = in2[0];
+            trail.in = in1[0];
+            lead.in_pipe = trail.in_pipe = 1;
+        }
     }
-    sides_run_spec trail = {"end", log[0], in, 0, 0, 0, NULL, -1, -1, {-1, -1}};
     int killed = 0;
     sigset_t chld, old_mask;
     sigemptyset(&chld);
@@ -482,31 +593,36 @@ int hk_guard_sides_both(char **argv, int by_default) {
     sigprocmask(SIG_BLOCK, &chld, &old_mask);
     sides_program_mask = old_mask;
     if (side_by_side) {
-        /* the second run sets its namespace up (mounts: some milliseconds)
-         * while the first runs */
+        /* the second run sets its namespaces up (some milliseconds) while
+         * the first runs */
         pid_t p2 = sides_start(argv, &lead);
-        close(ready[1]);
-        close(go[0]);
         double t0 = sides_now();
         pid_t p1 = sides_start(argv, &trail);
-        char c = 's';
-        if (p2 < 0 || read(ready[0], &c, 1) != 1) c = 's';
-        close(ready[0]);
-        if (c == 'i') close(go[1]); /* isolated: it runs now */
-        st[0] = sides_wait(p1);
+        close(ready[1]);
+        close(go[0]);
+        if (pumped) {
+            close(in1[0]);
+            close(in2[0]);
+        }
+        sides_feed f[2] = {{pumped ? in1[1] : -1, NULL, 0, 0, 0}, {pumped ? in2[1] : -1, NULL, 0, 0, 0}};
+        struct sigaction ign = {0}, old_pipe;
+        ign.sa_handler = SIG_IGN;
+        sigaction(SIGPIPE, &ign, &old_pipe);
+        int p1_done = 0;
+        sides_pump(f, ready[0], go[1], p1, &st[0], &p1_done);
+        sigaction(SIGPIPE, &old_pipe, NULL);
+        if (!p1_done) st[0] = sides_wait(p1);
         double took = sides_now() - t0;
-        if (c != 'i') close(go[1]); /* not isolated: it runs after the first */
-        st[1] = c == 'i' ? sides_wait_limited(p2, took * 2 > 10 ? took * 2 : 10, &killed) : sides_wait(p2);
+        st[1] = sides_wait_limited(p2, took * 2 > 10 ? took * 2 : 10, &killed);
     } else {
-        if (ready[0] >= 0) {
-            close(ready[0]);
-            close(ready[1]);
+        for (int k = 0; k < 2; k++) {
+            if (ready[k] >= 0) close(ready[k]);
+            if (go[k] >= 0) close(go[k]);
         }
         st[0] = sides_wait(sides_start(argv, &trail));
         st[1] = sides_wait(sides_start(argv, &lead));
     }
     sigprocmask(SIG_SETMASK, &old_mask, NULL);
-    if (in >= 0) close(in);
 
     static sides_report reps[SIDES_MAX_REPORTS];
     int nr = 0, got[2] = {0, 0};
