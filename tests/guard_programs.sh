@@ -68,7 +68,9 @@ print("depth", depth(root), "distinct", len(c), "json", len(s))
 print(sum(1 for w in words if re.fullmatch(r"(w\d+)+", w)), sorted(set(len(w) for w in words))[:5])
 print(list(itertools.islice(itertools.permutations(range(6)), 700, 703)))
 PY
-    both python3 "$work/t.py"
+    py=python3
+    [ -x /usr/bin/python3 ] && py=/usr/bin/python3 # the system's, not a version manager's shim
+    both "$py" "$work/t.py"
     ;;
 perl)
     need perl
