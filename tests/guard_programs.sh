@@ -89,7 +89,7 @@ lua)
     need lua5.4
     cat >t.lua <<'LUA'
 local t = {}
-for i = 1, 30000 do t[i] = string.rep(string.char(97 + i % 26), i % 37) .. i end
+for i = 1, 12000 do t[i] = string.rep(string.char(97 + i % 26), i % 37) .. i end
 table.sort(t)
 local m, s = {}, 0
 for _, v in ipairs(t) do s = s + #v; m[#v % 11] = (m[#v % 11] or 0) + 1 end
