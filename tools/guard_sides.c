@@ -27,7 +27,7 @@
  * may say why it died); the second run does no leak check and keeps no
  * quarantine (the first does both, on the same program: uses after free
  * and leaks are the first's to report; reusing a freed block's pages at
- * once saves the second run page faults: 40% of python3's start); two
+ * once saves the second run page faults: a quarter of python3's time); two
  * reports are the same when their headline kind and their stacks
  * (function and file:line of every frame, addresses left out) are; the
  * status is non-zero when either run reported (the first non-zero status
