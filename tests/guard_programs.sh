@@ -5,7 +5,7 @@
 # input; both must succeed and print exactly the same, and the guard must
 # print no report.
 #   guard_programs.sh HEAPKIT CASE WORKDIR
-# Cases: python3 perl lua sqlite git cc1 isolation addr2line stdin.
+# Cases: python3 perl lua sqlite git cc1 isolation addr2line stdin terminal.
 # Exit 77 (CTest SKIP_RETURN_CODE) when the program is not installed
 # (.ci/install-deps.sh installs them).
 #
@@ -249,6 +249,34 @@ stdin)
     seq 1 50000 >in
     both sh -c 'sum=0; while read -r x; do sum=$((sum + x)); done; echo $sum'
     echo "yes | head: $out; a pipe's lines summed: $sum"
+    ;;
+terminal)
+    # standard input a terminal (a pseudo-terminal from script(1)): the
+    # first run has it, the second (isolated) reads /dev/null, and the
+    # under-read only the second sees is reported all the same
+    need cc
+    need script
+    unshare -m true 2>/dev/null || unshare -Urm true 2>/dev/null \
+        || { echo "SKIP: no mount namespace here: no second run with a terminal"; exit 77; }
+    cat >u.c <<'C'
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+__attribute__((noinline)) long before_start(const long *v) { return v[-1]; }
+int main(void) {
+    long *v = malloc(4 * sizeof *v);
+    for (int i = 0; i < 4; i++) v[i] = i;
+    printf("tty %d value %ld\n", isatty(0), before_start(v) != 0);
+    free(v);
+    return 0;
+}
+C
+    cc -g -O0 -fno-inline -o u u.c || exit 1
+    script -qec "'$tool' guard -- ./u" /dev/null </dev/null >t.out 2>&1
+    grep -q "tty 1" t.out || { echo "FAIL: the first run did not have the terminal:"; cat t.out; exit 1; }
+    grep -q "heap underflow (read of 8 bytes)" t.out && grep -q "before_start" t.out \
+        || { echo "FAIL: the under-read was not reported with a terminal on standard input:"; cat t.out; exit 1; }
+    echo "with a terminal: $(grep -c 'heapkit guard:' t.out) report(s), the first run's output: $(grep 'tty' t.out | tr -d '\r')"
     ;;
 *)
     echo "unknown case $case_"

@@ -52,6 +52,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -147,7 +148,8 @@ static void sides_rm_tree(const char *dir) {
 typedef struct sides_run_spec {
     const char *side; /* "end" or "start" */
     const char *log;
-    int in;          /* standard input: an fd to reopen (a file), to dup (a pipe), or -1 (inherited) */
+    int in;          /* standard input: an fd to reopen (a file), to dup (a pipe), -1 (inherited) or
+                        -2 (/dev/null) */
     int in_pipe;     /* in is the read end of a pipe the tool feeds: dup2 it as it is */
     int quiet_out;   /* standard output to /dev/null */
     int quiet_err;   /* standard error to /dev/null */
@@ -156,6 +158,8 @@ typedef struct sides_run_spec {
     int ready;       /* write end: one byte, 'i' isolated or 's' not (-1: none) */
     int go;          /* read end: wait for EOF before running (-1: run at once) */
     int other[4];    /* the parent's ends of those pipes, closed in the child (-1: none) */
+    int detach;      /* a session of its own (no controlling terminal: it cannot open /dev/tty and
+                        take the user's keys) and killed if the tool dies */
 } sides_run_spec;
 
 static sigset_t sides_program_mask; /* the signal mask the programs get (the tool's own) */
@@ -172,8 +176,16 @@ static pid_t sides_start(char **argv, const sides_run_spec *sp) {
     if (sp->second) {
         setenv("HEAPKIT_GUARD_LEAKS", "0", 1);
         setenv("HEAPKIT_GUARD_QUARANTINE", "0", 1);
+        /* no display, no session bus or sound server: a graphical program's
+         * second run ends at start-up instead of opening a second window */
+        unsetenv("DISPLAY");
+        unsetenv("WAYLAND_DISPLAY");
+        unsetenv("XDG_RUNTIME_DIR");
     }
-    if (sp->in >= 0 && sp->in_pipe) {
+    if (sp->in == -2) {
+        int nul0 = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (nul0 >= 0) dup2(nul0, 0);
+    } else if (sp->in >= 0 && sp->in_pipe) {
         dup2(sp->in, 0);
     } else if (sp->in >= 0) { /* a description of its own: the runs' read offsets must not mix */
         off_t at = lseek(sp->in, 0, SEEK_CUR);
@@ -188,6 +200,12 @@ static pid_t sides_start(char **argv, const sides_run_spec *sp) {
     if (sp->quiet_out && nul >= 0) dup2(nul, 1);
     if (sp->quiet_err && nul >= 0) dup2(nul, 2);
     signal(SIGPIPE, SIG_DFL);
+    if (sp->detach) {
+        pid_t parent = getppid();
+        setsid();
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(125); /* the tool is gone already */
+    }
     for (int k = 0; k < 4; k++)
         if (sp->other[k] >= 0) close(sp->other[k]);
     if (sp->ready >= 0) {
@@ -440,10 +458,12 @@ static void sides_feed_push(sides_feed *f, const char *d, size_t n) {
  * socket: not read to its end first, so a producer that never ends or
  * waits for the program's answers works) into each run's pipe as it
  * comes, buffering for the slower one; takes the second run's word on its
- * isolation ('i': let it run now; else let it run when the first run has
- * ended, whose status goes to *st0). Returns when standard input has ended
+ * isolation ('i': let it run now; else, with skipped NULL, let it run
+ * when the first run has ended, whose status goes to *st0, and with
+ * skipped set, stop it: *skipped = 1). Returns when standard input has ended
  * (or no run reads any more) and every pipe is drained and closed. */
-static void sides_pump(sides_feed *f, int ready, int go, pid_t p1, int *st0, int *p1_done) {
+static void sides_pump(sides_feed *f, int ready, int go, pid_t p1, int *st0, int *p1_done, pid_t p2,
+                       int *skipped) {
     int eof = 0, waiting = 0;
     char buf[65536];
     for (;;) {
@@ -480,10 +500,15 @@ static void sides_pump(sides_feed *f, int ready, int go, pid_t p1, int *st0, int
             if (read(ready, &c, 1) != 1) c = 's';
             close(ready);
             ready = -1;
-            if (c == 'i')
-                close(go); /* isolated: it runs now */
-            else
+            if (c == 'i') {
+                close(go);        /* isolated: it runs now */
+            } else if (skipped) { /* not isolated, and the first run has the terminal: no second run */
+                kill(p2, SIGKILL);
+                *skipped = 1;
+                close(go);
+            } else {
                 waiting = 1;
+            }
         }
         if (i_in >= 0 && pf[i_in].revents) {
             ssize_t got = read(0, buf, sizeof buf);
@@ -553,26 +578,29 @@ int hk_guard_sides_both(char **argv, int by_default) {
     mkdir(stage, 0700);
     /* standard input: a file (or /dev/null) each run opens again; a pipe
      * or socket the tool copies to both as it comes (keeping what the
-     * second run has not read yet); a terminal the runs share, one after
-     * the other (--sides both only: by default a terminal means one run) */
+     * second run has not read yet); a terminal: by default the first run
+     * has it and the second (only when isolated) reads /dev/null; with
+     * --sides both the runs share it, one after the other */
     struct stat in_st;
     int in_tty = isatty(0),
         in_file = !in_tty && fstat(0, &in_st) == 0 && !S_ISFIFO(in_st.st_mode) && !S_ISSOCK(in_st.st_mode);
     int st[2] = {-1, -1};
     int ready[2] = {-1, -1}, go[2] = {-1, -1}, in1[2] = {-1, -1}, in2[2] = {-1, -1};
     /* "side by side" is the loop below: the second run goes at once when
-     * it is isolated, else when the first has ended (and always so with a
-     * terminal: the runs share it) */
-    int side_by_side = !in_tty && pipe2(ready, O_CLOEXEC) == 0 && pipe2(go, O_CLOEXEC) == 0;
-    int pumped = side_by_side && !in_file && pipe2(in1, O_CLOEXEC) == 0 && pipe2(in2, O_CLOEXEC) == 0;
-    if (side_by_side && !in_file && !pumped) side_by_side = 0;
+     * it is isolated, else when the first has ended (or not at all, with
+     * the terminal the first run's) */
+    int tty_solo = in_tty && by_default; /* the first run keeps the terminal; the second reads /dev/null */
+    int side_by_side = (!in_tty || tty_solo) && pipe2(ready, O_CLOEXEC) == 0 && pipe2(go, O_CLOEXEC) == 0;
+    int pumped =
+        side_by_side && !in_tty && !in_file && pipe2(in1, O_CLOEXEC) == 0 && pipe2(in2, O_CLOEXEC) == 0;
+    if (side_by_side && !in_tty && !in_file && !pumped) side_by_side = 0;
     if (pumped) { /* the tool's ends: a write never waits for a run that does not read */
         fcntl(in1[1], F_SETFL, O_NONBLOCK);
         fcntl(in2[1], F_SETFL, O_NONBLOCK);
     }
     int in = in_file ? 0 : -1;
-    sides_run_spec lead = {"start", log[1], in, 0, 1, by_default, 1, NULL, -1, -1, {-1, -1, -1, -1}};
-    sides_run_spec trail = {"end", log[0], in, 0, 0, 0, 0, NULL, -1, -1, {-1, -1, -1, -1}};
+    sides_run_spec lead = {"start", log[1], in, 0, 1, by_default, 1, NULL, -1, -1, {-1, -1, -1, -1}, 0};
+    sides_run_spec trail = {"end", log[0], in, 0, 0, 0, 0, NULL, -1, -1, {-1, -1, -1, -1}, 0};
     if (side_by_side) {
         lead.dir = on_shm ? dir : NULL; /* NULL: not isolated */
         lead.ready = ready[1];
@@ -585,8 +613,10 @@ int hk_guard_sides_both(char **argv, int by_default) {
             trail.in = in1[0];
             lead.in_pipe = trail.in_pipe = 1;
         }
+        if (tty_solo) lead.in = -2;
+        lead.detach = 1;
     }
-    int killed = 0;
+    int killed = 0, skipped = 0;
     sigset_t chld, old_mask;
     sigemptyset(&chld);
     sigaddset(&chld, SIGCHLD);
@@ -609,11 +639,11 @@ int hk_guard_sides_both(char **argv, int by_default) {
         ign.sa_handler = SIG_IGN;
         sigaction(SIGPIPE, &ign, &old_pipe);
         int p1_done = 0;
-        sides_pump(f, ready[0], go[1], p1, &st[0], &p1_done);
+        sides_pump(f, ready[0], go[1], p1, &st[0], &p1_done, p2, tty_solo ? &skipped : NULL);
         sigaction(SIGPIPE, &old_pipe, NULL);
         if (!p1_done) st[0] = sides_wait(p1);
         double took = sides_now() - t0;
-        st[1] = sides_wait_limited(p2, took * 2 > 10 ? took * 2 : 10, &killed);
+        st[1] = skipped ? sides_wait(p2) : sides_wait_limited(p2, took * 2 > 10 ? took * 2 : 10, &killed);
     } else {
         for (int k = 0; k < 2; k++) {
             if (ready[k] >= 0) close(ready[k]);
@@ -672,7 +702,7 @@ int hk_guard_sides_both(char **argv, int by_default) {
     if (out != stderr) fclose(out);
     free(text[0]);
     free(text[1]);
-    int rc0 = sides_status(st[0]), rc1 = killed ? 0 : sides_status(st[1]);
+    int rc0 = sides_status(st[0]), rc1 = killed || skipped ? 0 : sides_status(st[1]);
     if (got[0] || got[1]) return rc0 ? rc0 : rc1 ? rc1 : 23;
     return rc0;
 }

@@ -181,10 +181,11 @@ static void help_guard(FILE *out) {
     print_wrapped(out,
                   "run the program twice, guard page after and before each block, with the same "
                   "arguments, environment and standard input (replayed), and report the union: "
-                  "under-reads too. The default when standard input is not a terminal and no "
-                  "--side or --sample is given (then quietly: no summary line, the second run's "
-                  "output discarded). The runs go side by side when the second can be isolated "
-                  "(its writes to the working directory and /tmp land in an overlay)",
+                  "under-reads too. The default when no --side or --sample is given (then "
+                  "quietly: no summary line, the second run's output discarded). The runs go side "
+                  "by side when the second can be isolated (its writes to the working directory "
+                  "and /tmp land in an overlay, it has no network); when standard input is a "
+                  "terminal, the second run reads /dev/null and runs only if isolated",
                   30, 30, 80);
     fprintf(out, "%-30s", "  --sides trailing|leading");
     print_wrapped(out,
@@ -349,11 +350,11 @@ static int cmd_guard(int argc, char **argv) {
     }
     if (sides_both) return hk_guard_sides_both(&argv[i], 0);
     /* The default: both sides (two runs), unless a side or sampling was
-     * chosen (options or environment) or standard input is a terminal (an
-     * interactive session cannot be replayed). */
+     * chosen (options or environment). With standard input a terminal the
+     * second run reads /dev/null, and runs only when it can be isolated. */
     const char *side = getenv(hk_options[HK_OPT_GUARD_SIDE].var);
     const char *sample = getenv(hk_options[HK_OPT_GUARD_SAMPLE].var);
-    if (!one_side && !(side && *side) && !(sample && *sample && strcmp(sample, "1") != 0) && !isatty(0))
+    if (!one_side && !(side && *side) && !(sample && *sample && strcmp(sample, "1") != 0))
         return hk_guard_sides_both(&argv[i], 1);
     execvp(argv[i], &argv[i]);
     fprintf(stderr, "heapkit guard: cannot run %s: %s\n", argv[i], strerror(errno));
