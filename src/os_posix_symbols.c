@@ -21,8 +21,9 @@
  * first lookup through the raw fork system call and execve, with
  * LD_PRELOAD removed from its environment, and answers every later report
  * of the process over a socket pair: one process per module and run, not
- * per report. The addr2line path is looked up once (hk_os_symbolize_init),
- * never at report time.
+ * per report; it holds none of the program's descriptors but the pair. The
+ * addr2line path is looked up once (hk_os_symbolize_init), never at report
+ * time.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
@@ -301,6 +302,12 @@ static int sym_server_start(const char *tool, const char *module) {
         if (devnull >= 0) dup2(devnull, 2);
         dup2(sv[1], 0); /* dup2 clears close-on-exec on the copies */
         dup2(sv[1], 1);
+        /* nothing else of the program's: a server holding the write end of
+         * one of its pipes would keep the reader from ever seeing its end */
+#ifdef SYS_close_range
+        if (syscall(SYS_close_range, 3u, ~0u, 0u) != 0)
+#endif
+            for (int fd = 3; fd < 4096; fd++) close(fd);
         execve(tool, argv, envp);
         _exit(127);
     }

@@ -227,6 +227,30 @@ C
     grep -q "in drop_twice at .*r.c:3" r.err && grep -q "in drop_again at .*r.c:4" r.err \
         && grep -q "in keep at .*r.c:5" r.err || { echo "FAIL: no file:line from addr2line"; cat r.err; exit 1; }
     [ "$reports" = 3 ] && [ "$starts" = 1 ] || { echo "FAIL: expected 3 reports and one addr2line"; cat r.err; exit 1; }
+    # the server holds none of the program's descriptors: a pipe the
+    # program made before the report still reaches its end once the
+    # program closes its write end
+    cat >p.c <<'C'
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+int main(void) {
+    int p[2];
+    if (pipe(p) != 0) return 2;
+    char *b = malloc(8);
+    free(b);
+    free(b); /* a report: the addr2line server starts now */
+    close(p[1]);
+    alarm(5);
+    char c;
+    puts(read(p[0], &c, 1) == 0 ? "eof ok" : "no eof");
+    return 0;
+}
+C
+    cc -g -O0 -o p p.c || exit 1
+    PATH="$work/bin:$PATH" HEAPKIT_NO_LIBDW=1 "$tool" guard --sides trailing --no-abort -- ./p </dev/null >p.out 2>p.err
+    grep -q "eof ok" p.out || { echo "FAIL: the addr2line server kept the program's pipe open"; cat p.out p.err; exit 1; }
     # with libdw.so.1 (Debian libdw1; no development header was needed to
     # build): file:line in process, no addr2line at all
     if ldconfig -p 2>/dev/null | grep -q "libdw.so.1 "; then
