@@ -8,7 +8,7 @@
 #                         it (include/heapkit/guard_override.h for the guard).
 #   heapkit (the tool)    runs programs under those preloads (fork/exec,
 #                         LD_PRELOAD), and with it the tests of cmake/modules/
-#                         guard.cmake (guard_corpus.*, guard_tool_*) and
+#                         guard.cmake (guard_corpus.*, guard_tool_*, guard_programs.*) and
 #                         tools.cmake (tests/tools/), and zone.cmake's
 #                         zone_preload_* and packaging_exports (ELF symbols).
 #   heapkit-bench         runs suites in child processes with fork and

@@ -39,9 +39,9 @@ typedef enum hk_opt_type {
     X(GUARD_ALIGN, "guard", "HEAPKIT_GUARD_ALIGN", HK_OPT_COUNT, "16", NULL, NULL,                           \
       "most alignment a block gets (a block of n bytes: the largest power of two dividing n, at most "       \
       "this); 1 = exact mode, every overrun faults at once")                                                 \
-    X(GUARD_ALIGN_MIN, "guard", "HEAPKIT_GUARD_ALIGN_MIN", HK_OPT_COUNT, "1", NULL, NULL,                    \
-      "least alignment a block gets (2 or 8 for runtimes that tag pointer bits, such as python3; 16: "       \
-      "glibc's, and reads past odd-sized blocks land in padding unseen)")                                    \
+    X(GUARD_ALIGN_MIN, "guard", "HEAPKIT_GUARD_ALIGN_MIN", HK_OPT_COUNT, "2", NULL, NULL,                    \
+      "least alignment a block gets (2: python3 and runtimes that tag the low pointer bit run; 1: a read "   \
+      "of the byte after an odd-sized block faults too; 16: glibc's)")                                       \
     X(GUARD_QUARANTINE, "guard", "HEAPKIT_GUARD_QUARANTINE", HK_OPT_BYTES, "8m", NULL, NULL,                 \
       "freed bytes kept inaccessible (0: none)")                                                             \
     X(GUARD_QUARANTINE_BLOCKS, "guard", "HEAPKIT_GUARD_QUARANTINE_BLOCKS", HK_OPT_COUNT, "8192", NULL, NULL, \

@@ -307,10 +307,12 @@ typedef struct hk_os_symbol {
 #define HK_OS_SYMBOLIZE_LINES 1u /* run addr2line (once per module) for func and loc */
 
 /* Fills the out fields of n entries: module and nearest symbol (dladdr),
- * and with HK_OS_SYMBOLIZE_LINES function and file:line from `addr2line`
- * (when hk_os_symbolize_init found it on PATH), run with fork/execve/pipe
- * only, so this may be called after a fault. Not reentrant (static
- * buffers): callers serialize. */
+ * and with HK_OS_SYMBOLIZE_LINES function and file:line: on POSIX from
+ * libdw.so.1 in process when it loads, else from one `addr2line` per
+ * module (when hk_os_symbolize_init found it on PATH), started with
+ * fork/execve at the module's first lookup and kept until the process
+ * ends (a grandchild, never the caller's child); so this may be called
+ * after a fault. Not reentrant (static buffers): callers serialize. */
 HK__HIDDEN void hk_os_symbolize(hk_os_symbol *syms, int n, unsigned flags);
 
 /* Looks `addr2line` up on PATH (once; later calls are free). Call it early,

@@ -1,24 +1,29 @@
 /*
  * src/os_posix_symbols.c - symbolization (hk_os_symbolize in src/os.h):
  * dladdr for the module and nearest exported symbol of each address, then
- * function names and file:line, in process with elfutils' libdwfl when it
- * can be loaded, else with `addr2line -f -C` once per module.
+ * function names and file:line, in process with elfutils' libdwfl when
+ * libdw.so.1 can be loaded, else from one long-lived `addr2line` per module.
  *
- * libdwfl: its header is found at build time (__has_include; no header, no
- * libdw path) and the library (libdw.so.1) is loaded with dlopen at the
- * first symbolization with lines (HEAPKIT_NO_LIBDW=1 keeps addr2line), so neither libheapkit nor the preload depends on it
- * and a machine without it falls back to addr2line. One Dwfl session per
- * process, made at the first report: it reads the process's module list
- * once and each module's symbol table and DWARF line table once (its own
- * caches), so a report costs table lookups, not a process and a DWARF
- * parse. An address in a module loaded after that re-reads the list once.
- * libdw allocates with malloc: the guard's reports run where the preload
- * serves such re-entrant calls unguarded, without its lock.
+ * libdwfl: the eight entry points used are declared below (no development
+ * header at build time: Debian's libdw1, which a fresh system often has,
+ * is enough) and looked up with dlopen/dlsym at the first symbolization
+ * with lines (HEAPKIT_NO_LIBDW=1 keeps addr2line), so neither libheapkit
+ * nor the preload links against it and a run without a report does not
+ * load it. One Dwfl session per process, made at the first report: it
+ * reads the process's module list once and each module's symbol table and
+ * DWARF line table once (its own caches), so a report costs table lookups,
+ * not a process and a DWARF parse. An address in a module loaded after
+ * that re-reads the list once. libdw allocates with malloc: the guard's
+ * reports run where the preload serves such re-entrant calls unguarded,
+ * without its lock.
  *
- * addr2line: no malloc and no stdio; it runs through the raw fork system
- * call, execve and a pipe, with LD_PRELOAD removed from its environment;
- * its output lands in a static buffer. The addr2line path is looked up
- * once (hk_os_symbolize_init), never at report time.
+ * addr2line: no malloc and no stdio. A module's server is started at its
+ * first lookup through the raw fork system call and execve, with
+ * LD_PRELOAD removed from its environment, and answers every later report
+ * of the process over a socket pair: one process per module and run, not
+ * per report; it holds none of the program's descriptors but the pair. The
+ * addr2line path is looked up once (hk_os_symbolize_init), never at report
+ * time.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
@@ -28,40 +33,52 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/auxv.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 extern char **environ;
 
-#if defined(__has_include)
-#if __has_include(<elfutils/libdwfl.h>)
-#include <elfutils/libdwfl.h>
-#define SYM_HAVE_DWFL 1
-#endif
-#endif
+/* ---- libdwfl, declared here ----------------------------------------------------------
+ * The few entry points used, with the types of elfutils' libdwfl.h (an ABI
+ * stable since elfutils 0.122: the symbols carry version ELFUTILS_0.122 and
+ * later), so no development header is needed at build time: a machine with
+ * the run-time library alone (Debian libdw1) gets in-process lines. */
+typedef struct Dwfl Dwfl;
+typedef struct Dwfl_Module Dwfl_Module;
+typedef struct Dwfl_Line Dwfl_Line;
+typedef uint64_t Dwarf_Addr;
+typedef uint64_t Dwarf_Word;
+typedef struct sym_dwfl_callbacks { /* Dwfl_Callbacks: four members, in this order */
+    void *find_elf;
+    void *find_debuginfo;
+    void *section_address;
+    char **debuginfo_path;
+} sym_dwfl_callbacks;
+typedef int (*sym_dwfl_removed_fn)(Dwfl_Module *, void *, const char *, Dwarf_Addr, void *);
 
 static void sym_copy(char *dst, size_t cap, const char *src);
 
-#ifdef SYM_HAVE_DWFL
 /* ---- libdwfl, loaded at run time ---------------------------------------------------- */
 
 typedef struct sym_dwfl_api {
-    Dwfl *(*begin)(const Dwfl_Callbacks *);
+    Dwfl *(*begin)(const sym_dwfl_callbacks *);
     void (*report_begin)(Dwfl *);
     int (*proc_report)(Dwfl *, pid_t);
-    int (*report_end)(Dwfl *, int (*)(Dwfl_Module *, void *, const char *, Dwarf_Addr, void *), void *);
+    int (*report_end)(Dwfl *, sym_dwfl_removed_fn, void *);
     Dwfl_Module *(*addrmodule)(Dwfl *, Dwarf_Addr);
-    const char *(*addrname)(Dwfl_Module *, GElf_Addr);
+    const char *(*addrname)(Dwfl_Module *, Dwarf_Addr);
     Dwfl_Line *(*getsrc)(Dwfl_Module *, Dwarf_Addr);
     const char *(*lineinfo)(Dwfl_Line *, Dwarf_Addr *, int *, int *, Dwarf_Word *, Dwarf_Word *);
 } sym_dwfl_api;
 
 static sym_dwfl_api sym_dw;
-static Dwfl_Callbacks sym_dw_cb;
+static sym_dwfl_callbacks sym_dw_cb;
 static Dwfl *sym_dw_session;
 static int sym_dw_ok;       /* the library and every function were found */
 static int sym_dw_reported; /* the module list was re-read after a miss */
@@ -77,9 +94,15 @@ static void sym_dwfl_load(void) {
     void *h = dlopen("libdw.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!h) return;
     void *f[10];
-    static const char *const names[10] = {"dwfl_begin",         "dwfl_report_begin",     "dwfl_linux_proc_report",
-                                          "dwfl_report_end",    "dwfl_addrmodule",       "dwfl_module_addrname",
-                                          "dwfl_module_getsrc", "dwfl_lineinfo",         "dwfl_linux_proc_find_elf",
+    static const char *const names[10] = {"dwfl_begin",
+                                          "dwfl_report_begin",
+                                          "dwfl_linux_proc_report",
+                                          "dwfl_report_end",
+                                          "dwfl_addrmodule",
+                                          "dwfl_module_addrname",
+                                          "dwfl_module_getsrc",
+                                          "dwfl_lineinfo",
+                                          "dwfl_linux_proc_find_elf",
                                           "dwfl_standard_find_debuginfo"};
     for (int i = 0; i < 10; i++)
         if (!(f[i] = dlsym(h, names[i]))) return;
@@ -91,8 +114,8 @@ static void sym_dwfl_load(void) {
     memcpy(&sym_dw.addrname, &f[5], sizeof f[5]);
     memcpy(&sym_dw.getsrc, &f[6], sizeof f[6]);
     memcpy(&sym_dw.lineinfo, &f[7], sizeof f[7]);
-    memcpy(&sym_dw_cb.find_elf, &f[8], sizeof f[8]);
-    memcpy(&sym_dw_cb.find_debuginfo, &f[9], sizeof f[9]);
+    sym_dw_cb.find_elf = f[8];
+    sym_dw_cb.find_debuginfo = f[9];
     sym_dw_ok = 1;
 }
 
@@ -103,8 +126,8 @@ static void sym_dwfl_load(void) {
  * program's code. Frames there keep dladdr's exported name. */
 static int sym_is_system_module(const char *path) {
     if (!path) return 0;
-    return strncmp(path, "/lib/", 5) == 0 || strncmp(path, "/lib64/", 7) == 0 || strncmp(path, "/usr/lib/", 9) == 0 ||
-           strncmp(path, "/usr/lib64/", 11) == 0;
+    return strncmp(path, "/lib/", 5) == 0 || strncmp(path, "/lib64/", 7) == 0 ||
+           strncmp(path, "/usr/lib/", 9) == 0 || strncmp(path, "/usr/lib64/", 11) == 0;
 }
 
 /* (Re-)reads the process's modules into the session. */
@@ -157,7 +180,6 @@ static int sym_dwfl_resolve(hk_os_symbol *s) {
     }
     return 1;
 }
-#endif
 
 uintptr_t hk_os_module_base(const void *addr) {
     Dl_info info;
@@ -195,98 +217,186 @@ void hk_os_symbolize_init(void) {
         s = e + 1;
     }
     memcpy(sym_a2l_path, found, sizeof found);
-#ifdef SYM_HAVE_DWFL
     /* not under ThreadSanitizer: it rightly flags libdw's malloc calls in
      * the fault handler (a report is written there) */
     sym_dw_wanted = getenv("HEAPKIT_NO_LIBDW") == NULL && !hk__tsan_enabled();
-#endif
     __atomic_store_n(&sym_a2l_looked, 1, __ATOMIC_RELEASE);
 }
 
-#define SYM_BATCH 128
+#define SYM_BATCH   128
+#define SYM_SERVERS 16 /* modules with a running addr2line */
 
-/* Runs `addr2line -f -C -e module addr...`, its output in out
- * (NUL-terminated). Returns the bytes read, or -1. */
-static long sym_addr2line(const char *tool, const char *module, const uintptr_t *addrs, int n, char *out,
-                          size_t outn) {
-    static char argbuf[SYM_BATCH][24];
-    static char *argv[SYM_BATCH + 8];
+/* One addr2line per module, started at the module's first lookup and kept
+ * for the rest of the process: `addr2line -f -C -e module` with no address
+ * on its command line reads addresses from standard input, one a line, and
+ * answers each with two lines (function, file:line), flushed at once. Its
+ * standard input and output are one end of a socket pair (the other is
+ * ours, close-on-exec), so a write to a dead server fails with EPIPE
+ * (MSG_NOSIGNAL) instead of raising SIGPIPE in the program. A forked child
+ * inherits its parent's servers but starts its own (pid check): two
+ * processes writing to one server would mix their answers. */
+typedef struct sym_server {
+    char module[256];
+    pid_t owner; /* the process that started it */
+    int fd;      /* -1: not started, or dead */
+} sym_server;
+
+static sym_server sym_servers[SYM_SERVERS];
+static int sym_nservers;
+
+static void sym_hex(char *b, uintptr_t v) {
+    char tmp[20];
+    int k = 0;
+    do {
+        unsigned d = (unsigned)(v & 15u);
+        tmp[k++] = (char)(d < 10 ? '0' + d : 'a' + d - 10);
+        v >>= 4;
+    } while (v && k < 20);
+    int j = 0;
+    b[j++] = '0';
+    b[j++] = 'x';
+    while (k > 0) b[j++] = tmp[--k];
+    b[j] = 0;
+}
+
+/* Starts `addr2line -f -C -e module` on a socket pair; returns its fd or -1.
+ * The server is a grandchild (its parent exits at once and is reaped
+ * here), so it is never the program's child: a program that waits for all
+ * its children does not wait for it, and it ends by itself when our end of
+ * the pair is closed (at the latest when this process ends). */
+static pid_t sym_raw_fork(void) {
+    /* The raw system call: glibc's fork() would run pthread_atfork handlers
+     * (a preload's take its heap lock) from inside a report. */
+#ifdef SYS_fork
+    return (pid_t)syscall(SYS_fork);
+#else
+    return (pid_t)syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
+#endif
+}
+
+static int sym_server_start(const char *tool, const char *module) {
     static char *envp[512];
-    if (!tool || !tool[0] || n <= 0 || outn == 0) return -1;
-    if (n > SYM_BATCH) n = SYM_BATCH;
+    char *argv[8];
     int a = 0;
     argv[a++] = (char *)(uintptr_t)tool;
     argv[a++] = (char *)(uintptr_t) "-f";
     argv[a++] = (char *)(uintptr_t) "-C";
     argv[a++] = (char *)(uintptr_t) "-e";
     argv[a++] = (char *)(uintptr_t)module;
-    for (int i = 0; i < n; i++) {
-        /* 0x + hex */
-        char *b = argbuf[i];
-        uintptr_t v = addrs[i];
-        char tmp[20];
-        int k = 0;
-        do {
-            unsigned d = (unsigned)(v & 15u);
-            tmp[k++] = (char)(d < 10 ? '0' + d : 'a' + d - 10);
-            v >>= 4;
-        } while (v && k < 20);
-        int j = 0;
-        b[j++] = '0';
-        b[j++] = 'x';
-        while (k > 0) b[j++] = tmp[--k];
-        b[j] = 0;
-        argv[a++] = b;
-    }
     argv[a] = NULL;
     int e = 0;
     for (char **ev = environ; ev && *ev && e < 511; ev++)
         if (strncmp(*ev, "LD_PRELOAD=", 11) != 0) envp[e++] = *ev;
     envp[e] = NULL;
-
-    int fds[2];
-    if (pipe(fds) != 0) return -1;
-        /* The raw system call: glibc's fork() would run pthread_atfork handlers
-         * (a preload's take its heap lock) from inside a report. */
-#ifdef SYS_fork
-    pid_t pid = (pid_t)syscall(SYS_fork);
-#else
-    pid_t pid = (pid_t)syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
-#endif
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return -1;
+    pid_t pid = sym_raw_fork();
     if (pid < 0) {
-        close(fds[0]);
-        close(fds[1]);
+        close(sv[0]);
+        close(sv[1]);
         return -1;
     }
     if (pid == 0) {
+        if (sym_raw_fork() != 0) _exit(0);
         int devnull = open("/dev/null", O_RDWR);
-        if (devnull >= 0) {
-            dup2(devnull, 0);
-            dup2(devnull, 2);
-        }
-        dup2(fds[1], 1);
-        close(fds[0]);
+        if (devnull >= 0) dup2(devnull, 2);
+        dup2(sv[1], 0); /* dup2 clears close-on-exec on the copies */
+        dup2(sv[1], 1);
+        /* nothing else of the program's: a server holding the write end of
+         * one of its pipes would keep the reader from ever seeing its end */
+#ifdef SYS_close_range
+        if (syscall(SYS_close_range, 3u, ~0u, 0u) != 0)
+#endif
+            for (int fd = 3; fd < 4096; fd++) close(fd);
         execve(tool, argv, envp);
         _exit(127);
     }
-    close(fds[1]);
-    size_t have = 0;
-    for (;;) {
-        if (have + 1 >= outn) {
-            char sink[256];
-            if (read(fds[0], sink, sizeof sink) <= 0) break;
-            continue;
-        }
-        ssize_t r = read(fds[0], out + have, outn - 1 - have);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
-        have += (size_t)r;
-    }
-    out[have] = 0;
-    close(fds[0]);
+    close(sv[1]);
     int st;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
     }
+    return sv[0];
+}
+
+static void sym_server_stop(sym_server *sv) {
+    if (sv->fd >= 0) close(sv->fd);
+    sv->fd = -1;
+}
+
+/* The running server of module, started when needed; NULL when none can be. */
+static sym_server *sym_server_get(const char *tool, const char *module) {
+    pid_t self = getpid();
+    size_t ml = strlen(module);
+    if (ml >= sizeof sym_servers[0].module) return NULL;
+    sym_server *sv = NULL;
+    for (int i = 0; i < sym_nservers && !sv; i++)
+        if (strcmp(sym_servers[i].module, module) == 0) sv = &sym_servers[i];
+    if (sv && sv->owner != self) { /* inherited across fork: not ours to use */
+        if (sv->fd >= 0) close(sv->fd);
+        sv->fd = -1;
+        sv->owner = self;
+    }
+    if (sv && sv->fd >= 0) return sv;
+    if (!sv) {
+        if (sym_nservers == SYM_SERVERS) return NULL;
+        sv = &sym_servers[sym_nservers++];
+        memcpy(sv->module, module, ml + 1);
+        sv->fd = -1;
+        sv->owner = self;
+    }
+    sv->fd = sym_server_start(tool, module);
+    return sv->fd >= 0 ? sv : NULL;
+}
+
+/* Sends n addresses to module's server and reads its 2n answer lines into
+ * out (NUL-terminated). Returns the bytes read, or -1 (the server is then
+ * stopped; the next lookup starts another). */
+static long sym_addr2line(const char *tool, const char *module, const uintptr_t *addrs, int n, char *out,
+                          size_t outn) {
+    static char req[SYM_BATCH * 24];
+    if (!tool || !tool[0] || n <= 0 || outn == 0) return -1;
+    if (n > SYM_BATCH) n = SYM_BATCH;
+    sym_server *sv = sym_server_get(tool, module);
+    if (!sv) return -1;
+    size_t len = 0;
+    for (int i = 0; i < n; i++) {
+        sym_hex(req + len, addrs[i]);
+        len += strlen(req + len);
+        req[len++] = '\n';
+    }
+    for (size_t o = 0; o < len;) {
+        ssize_t w = send(sv->fd, req + o, len - o, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            sym_server_stop(sv);
+            return -1;
+        }
+        o += (size_t)w;
+    }
+    /* two lines per address; a server that stops answering for 10 s is dropped */
+    size_t have = 0;
+    int lines = 0;
+    while (lines < 2 * n) {
+        struct pollfd p = {sv->fd, POLLIN, 0};
+        int pr = poll(&p, 1, 10000);
+        if (pr < 0 && errno == EINTR) continue;
+        if (pr <= 0) {
+            sym_server_stop(sv);
+            return -1;
+        }
+        char tmp[4096];
+        ssize_t r = read(sv->fd, tmp, sizeof tmp);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            sym_server_stop(sv);
+            break;
+        }
+        for (ssize_t k = 0; k < r; k++) {
+            if (tmp[k] == '\n') lines++;
+            if (have + 1 < outn) out[have++] = tmp[k];
+        }
+    }
+    out[have] = 0;
     return (long)have;
 }
 
@@ -351,18 +461,18 @@ void hk_os_symbolize(hk_os_symbol *syms, int n, unsigned flags) {
         }
     }
     if (!(flags & HK_OS_SYMBOLIZE_LINES) || !__atomic_load_n(&sym_a2l_looked, __ATOMIC_ACQUIRE)) return;
-#ifdef SYM_HAVE_DWFL
     sym_dwfl_load();
     if (sym_dw_ok) {
         int i = 0;
         while (i < n && sym_dwfl_resolve(&syms[i])) i++;
         if (i == n) return;
     }
-#endif
     if (!sym_a2l_path[0]) return;
     /* once per module: the first entry of each module collects the others */
     for (int i = 0; i < n; i++) {
-        if (!syms[i].module || !syms[i].module[0]) continue;
+        /* system libraries keep dladdr's name, as with libdw: addr2line on
+         * libc with libc6-dbg installed takes some 40 ms per start */
+        if (!syms[i].module || !syms[i].module[0] || sym_is_system_module(syms[i].module)) continue;
         int seen = 0;
         for (int j = 0; j < i && !seen; j++)
             seen = syms[j].module && strcmp(syms[j].module, syms[i].module) == 0;

@@ -58,12 +58,12 @@ static const hk_command k_commands[] = {
     {"record", "record every allocation of a program into a trace", hk_cmd_record_help, hk_cmd_record},
     {"replay", "replay a trace on zone, glibc, mimalloc, jemalloc, tcmalloc side by side", hk_cmd_replay_help,
      hk_cmd_replay},
-    {"report", "an HTML page of a trace: live bytes, top sites, histograms, leaks, heap map", hk_cmd_report_help,
-     hk_cmd_report},
+    {"report", "an HTML page of a trace: live bytes, top sites, histograms, leaks, heap map",
+     hk_cmd_report_help, hk_cmd_report},
     {"map", "an SVG heap map of a trace replayed on a zone, at its peak or any moment", hk_cmd_map_help,
      hk_cmd_map},
-    {"stats", "run a program on libheapkit-malloc.so: zone statistics and a size histogram", hk_cmd_stats_help,
-     hk_cmd_stats},
+    {"stats", "run a program on libheapkit-malloc.so: zone statistics and a size histogram",
+     hk_cmd_stats_help, hk_cmd_stats},
     {"env", "list the environment variables the preload libraries read", help_env, cmd_env},
     {"help", "show help for a command", help_help, cmd_help},
 };
@@ -179,9 +179,18 @@ static void help_guard(FILE *out) {
     }
     fprintf(out, "%-30s", "  --sides both");
     print_wrapped(out,
-                  "run the program twice, guard page after then before each block, with the same "
+                  "run the program twice, guard page after and before each block, with the same "
                   "arguments, environment and standard input (replayed), and report the union: "
-                  "under-reads too (for deterministic programs; twice the time)",
+                  "under-reads too. The default when no --side or --sample is given (then "
+                  "quietly: no summary line, the second run's output discarded). The runs go side "
+                  "by side when the second can be isolated (its writes to the working directory "
+                  "and /tmp land in an overlay, it has no network); when standard input is a "
+                  "terminal, the second run reads /dev/null and runs only if isolated",
+                  30, 30, 80);
+    fprintf(out, "%-30s", "  --sides trailing|leading");
+    print_wrapped(out,
+                  "one run, guard page after (--side end) or before (--side start) each block: for "
+                  "programs whose effects must happen once",
                   30, 30, 80);
     fprintf(out, "%-30s%s\n", "  -h, --help", "this text");
     fprintf(out, "\nFill patterns: fresh memory 0xcd, freed 0xdd, padding 0xfd.\n"
@@ -260,7 +269,7 @@ static int find_guard_lib(char *out, size_t n) {
 static int cmd_guard(int argc, char **argv) {
     char lib[PATH_MAX];
     const char *lib_opt = NULL;
-    int sides_both = 0;
+    int sides_both = 0, one_side = 0;
     int i = 1;
     for (; i < argc; i++) {
         const char *a = argv[i];
@@ -279,6 +288,7 @@ static int cmd_guard(int argc, char **argv) {
                 sides_both = 1;
             } else if (strcmp(v, "trailing") == 0 || strcmp(v, "leading") == 0) {
                 setenv(hk_options[HK_OPT_GUARD_SIDE].var, v[0] == 't' ? "end" : "start", 1);
+                one_side = 1;
             } else {
                 fprintf(stderr, "heapkit guard: --sides wants both|trailing|leading, not '%s'\n", v);
                 return 2;
@@ -338,7 +348,14 @@ static int cmd_guard(int argc, char **argv) {
     } else {
         setenv("LD_PRELOAD", lib, 1);
     }
-    if (sides_both) return hk_guard_sides_both(&argv[i]);
+    if (sides_both) return hk_guard_sides_both(&argv[i], 0);
+    /* The default: both sides (two runs), unless a side or sampling was
+     * chosen (options or environment). With standard input a terminal the
+     * second run reads /dev/null, and runs only when it can be isolated. */
+    const char *side = getenv(hk_options[HK_OPT_GUARD_SIDE].var);
+    const char *sample = getenv(hk_options[HK_OPT_GUARD_SAMPLE].var);
+    if (!one_side && !(side && *side) && !(sample && *sample && strcmp(sample, "1") != 0))
+        return hk_guard_sides_both(&argv[i], 1);
     execvp(argv[i], &argv[i]);
     fprintf(stderr, "heapkit guard: cannot run %s: %s\n", argv[i], strerror(errno));
     return 127;

@@ -73,9 +73,12 @@ if(BUILD_TESTING AND HEAPKIT_BUILD_TESTS AND NOT HEAPKIT_SANITIZE)
 
   guard_case(overflow_write       ${C}overflow_write "" nonzero "heap overflow (write of" "0 bytes past its end" "fill_past_end" "allocated at:" "make_buffer")
   guard_case(overflow_read        ${C}overflow_read "" nonzero "heap overflow (read of" "sum_one_too_many")
-  # a 13-byte block is aligned to 1 (its size needs no more): it ends on the guard page
-  guard_case(overflow_pad_write   ${C}overflow_pad_write "" nonzero "heap overflow (write of 1 byte)" "0 bytes past its end" "terminate_record" "make_record")
-  guard_case(overflow_pad_read    ${C}overflow_pad_read "" nonzero "heap overflow (read of 1 byte)" "peek_past_name")
+  # by default a 13-byte block is 2-aligned (python3 needs it): the byte after it is
+  # padding, an overwrite there is found at free
+  guard_case(overflow_pad_write   ${C}overflow_pad_write "" nonzero "heap overflow: write past the end of 13-byte block" "found at free: padding damaged at offset +13" "release_record" "make_record")
+  # --align-min 1: aligned as its size needs (1), it ends on the guard page
+  guard_case(overflow_pad_write_align1 ${C}overflow_pad_write "--align-min;1" nonzero "heap overflow (write of 1 byte)" "0 bytes past its end" "terminate_record" "make_record")
+  guard_case(overflow_pad_read_align1 ${C}overflow_pad_read "--align-min;1" nonzero "heap overflow (read of 1 byte)" "peek_past_name")
   # --align-all (every block 16-aligned, as glibc): the byte lands in padding, found at free
   guard_case(overflow_pad_write_align_all ${C}overflow_pad_write "--align-all" nonzero "heap overflow: write past the end of 13-byte block" "found at free: padding damaged at offset +13" "freed at:" "release_record" "make_record")
   guard_case(overflow_pad_exact   ${C}overflow_pad_write "--exact" nonzero "heap overflow (write of" "terminate_record")
@@ -83,12 +86,35 @@ if(BUILD_TESTING AND HEAPKIT_BUILD_TESTS AND NOT HEAPKIT_SANITIZE)
   # an aligned request keeps its alignment (and so its padding): the overwrite is found at free
   guard_case(overflow_aligned_pad ${C}overflow_aligned_pad "" nonzero "heap overflow: write past the end of 50-byte block" "found at free: padding damaged at offsets +50 to +51" "make_aligned")
   guard_case(underflow_write      ${C}underflow_write "--side;start" nonzero "heap underflow (write of" "1 byte before its start" "write_before_start")
-  guard_case(underflow_write_late ${C}underflow_write "" nonzero "heap underflow: write before the start of 32-byte block" "found at free: padding damaged at offset -1" "discard_buffer")
+  # one side: the underwrite lands in padding, found at free
+  guard_case(underflow_write_late ${C}underflow_write "--sides;trailing" nonzero "heap underflow: write before the start of 32-byte block" "found at free: padding damaged at offset -1" "discard_buffer")
+  # the default: the second run faults at the write; that report is shown, the first run's
+  # report of the same bug (found at free) is not
+  set(GUARD_FORBID "found at free")
+  guard_case(underflow_write_default ${C}underflow_write "" nonzero "heap underflow (write of 1 byte)" "1 byte before its start" "write_before_start")
+  unset(GUARD_FORBID)
   guard_case(underflow_read       ${C}underflow_read "--side;start" nonzero "heap underflow (read of" "read_before_start")
+  # the default runs both sides (standard input is not a terminal here): the under-read is reported
+  guard_case(underflow_read_default ${C}underflow_read "" nonzero "heap underflow (read of 8 bytes)" "read_before_start" "allocated at:")
+  # both runs see these bugs; each is shown once (no summary line by default)
+  set(GUARD_FORBID "--sides both:")
+  set(GUARD_ONCE "use after free")
+  guard_case(uaf_read_default_quiet ${C}uaf_read "" nonzero "use after free (read of")
+  set(GUARD_ONCE "heap overflow")
+  guard_case(overflow_write_default_once ${C}overflow_write "" nonzero "heap overflow (write of" "fill_past_end")
+  unset(GUARD_ONCE)
+  unset(GUARD_FORBID)
+  # Juliet's CWE-127 patterns (a pointer before the block, then a copy): the default reports them
+  guard_case(underread_memcpy     ${C}underread_memcpy "" nonzero "heap underflow (read of" "before its start" "copy_from" "allocated at:")
+  guard_case(underread_wide_loop  ${C}underread_wide_loop "" nonzero "heap underflow (read of 4 bytes)" "32 bytes before its start" "copy_wide")
+  # one run with the guard page after each block: the under-read lands in padding
+  guard_case(underflow_read_trailing ${C}underflow_read "--sides;trailing" 0)
   guard_case(uaf_read             ${C}uaf_read "" nonzero "use after free (read of" "freed at:" "read_after_free" "drop_node")
   guard_case(uaf_write            ${C}uaf_write "" nonzero "use after free (write of" "freed at:" "write_after_free")
   guard_case(uaf_realloc          ${C}uaf_realloc "" nonzero "use after free (read of" "read_stale" "freed at:")
-  guard_case(overflow_strcpy      ${C}overflow_strcpy "" nonzero "heap overflow" "0 bytes past its end" "copy_name" "allocated at:")
+  # malloc(11): 2-aligned by default, the terminating NUL lands in the padding byte (found at free)
+  guard_case(overflow_strcpy      ${C}overflow_strcpy "" nonzero "heap overflow: write past the end of 11-byte block" "found at free: padding damaged at offset +11" "copy_name" "allocated at:")
+  guard_case(overflow_strcpy_align1 ${C}overflow_strcpy "--align-min;1" nonzero "heap overflow" "0 bytes past its end" "copy_name" "allocated at:")
   guard_case(double_free          ${C}double_free "" nonzero "double free" "already freed" "free_twice" "freed at:")
   guard_case(double_free_no_abort ${C}double_free "--no-abort" 23 "double free" "still running after the double free")
   # a flag with a value, through the option table to the preload
@@ -102,8 +128,10 @@ if(BUILD_TESTING AND HEAPKIT_BUILD_TESTS AND NOT HEAPKIT_SANITIZE)
   guard_case(leak                 ${C}leak "" 23 "leak: 96 bytes in 3 blocks unreachable" "leaky_alloc" "leak summary: 96 bytes in 3 blocks")
   guard_case(leak_off             ${C}leak "--no-leaks" 0)
   # padding damage on blocks live at exit: reported whether or not leaks are
-  guard_case(pad_live_under       ${C}pad_live_under "" 23 "heap underflow: write before the start of live 100-byte block" "found at exit: padding damaged at offsets -8 to -1" "allocated at:" "make_label")
-  guard_case(pad_live_under_no_leaks ${C}pad_live_under "--no-leaks" 23 "write before the start of live 100-byte block" "found at exit" "make_label")
+  guard_case(pad_live_under       ${C}pad_live_under "--sides;trailing" 23 "heap underflow: write before the start of live 100-byte block" "found at exit: padding damaged at offsets -8 to -1" "allocated at:" "make_label")
+  guard_case(pad_live_under_no_leaks ${C}pad_live_under "--sides;trailing;--no-leaks" 23 "write before the start of live 100-byte block" "found at exit" "make_label")
+  # the default: the second run faults at the underwrite (the first run's status, 23, is kept)
+  guard_case(pad_live_under_default ${C}pad_live_under "" 23 "heap underflow (write of" "8 bytes before its start" "allocated at:" "make_label")
   guard_case(pad_live_over        ${C}pad_live_over "" nonzero "heap overflow (write of 1 byte)" "overrun_pair" "make_pair")
   guard_case(pad_live_over_align_all ${C}pad_live_over "--align-all" 23 "heap overflow: write past the end of live 50-byte block" "padding damaged at offsets +50 to +51" "make_pair")
   guard_case(pad_live_over_no_leaks ${C}pad_live_over "--align-all;--no-leaks" 23 "write past the end of live 50-byte block" "make_pair")
@@ -137,7 +165,8 @@ if(BUILD_TESTING AND HEAPKIT_BUILD_TESTS AND NOT HEAPKIT_SANITIZE)
   guard_case(sides_both_overflow  ${C}overflow_read "--sides;both" nonzero "heap overflow (read of" "sum_one_too_many")
   guard_case(sides_both_ok        ${C}ok_basic "--sides;both" 0 "ok_basic done" "--sides both: 0 reports")
   set(GUARD_STDIN ${PROJECT_SOURCE_DIR}/tests/guard_corpus/underread_stdin.input)
-  guard_case(underread_stdin      ${C}underread_stdin "" 0 "0")
+  guard_case(underread_stdin      ${C}underread_stdin "" nonzero "heap underflow (read of 8 bytes)" "read_at")
+  guard_case(underread_stdin_trailing ${C}underread_stdin "--sides;trailing" 0 "0")
   guard_case(sides_both_underread_stdin ${C}underread_stdin "--sides;both" nonzero "heap underflow (read of 8 bytes)" "read_at")
   unset(GUARD_STDIN)
   guard_case(uninit_pointer       ${C}uninit_read "" nonzero "uninitialized heap memory used as a pointer" "0xcd" "follow_uninit")
@@ -168,9 +197,9 @@ if(BUILD_TESTING AND HEAPKIT_BUILD_TESTS AND NOT HEAPKIT_SANITIZE)
     set(GUARD_ARGS ${PROJECT_SOURCE_DIR}/tests/guard_corpus/real_python.py)
     # python3 needs its blocks 2-aligned whatever their size (with odd-sized
     # blocks at odd addresses it stops at start-up: "error reading frozen
-    # getpath.py"); see docs/guard.md, "Alignment"
-    guard_case(real_python3 ${HK_GUARD_PYTHON} "--align-min;2" 0 "python ok")
-    guard_case(real_python3_sampled ${HK_GUARD_PYTHON} "--align-min;2;--sample;50" 0 "python ok")
+    # getpath.py"): the default; see docs/guard.md, "Alignment"
+    guard_case(real_python3 ${HK_GUARD_PYTHON} "" 0 "python ok")
+    guard_case(real_python3_sampled ${HK_GUARD_PYTHON} "--sample;50" 0 "python ok")
     unset(GUARD_ARGS)
   endif()
   find_program(HK_GUARD_PERL NAMES perl)
@@ -185,6 +214,15 @@ if(BUILD_TESTING AND HEAPKIT_BUILD_TESTS AND NOT HEAPKIT_SANITIZE)
     guard_case(real_perl_no_leak_check ${HK_GUARD_PERL} "--no-leaks" 0 "perl ok")
     unset(GUARD_ARGS)
   endif()
+  # Real programs with the tool's defaults (tests/guard_programs.sh): the same
+  # output as without the guard, no report; the second run's writes isolated.
+  foreach(prog python3 perl lua sqlite git cc1 isolation addr2line stdin terminal)
+    add_test(NAME guard_programs.${prog}
+      COMMAND sh ${PROJECT_SOURCE_DIR}/tests/guard_programs.sh $<TARGET_FILE:heapkit_tool> ${prog}
+        ${PROJECT_BINARY_DIR}/guard_programs/${prog})
+    set_tests_properties(guard_programs.${prog} PROPERTIES LABELS "no-sanitize;guard" TIMEOUT 300
+      SKIP_RETURN_CODE 77)
+  endforeach()
   add_test(NAME guard_tool_help COMMAND heapkit_tool guard --help)
   set_tests_properties(guard_tool_help PROPERTIES LABELS "no-sanitize;guard"
     PASS_REGULAR_EXPRESSION "HEAPKIT_GUARD_SAMPLE")
