@@ -91,6 +91,9 @@ void Z_Init(void)
     d.size = (size_t)size;
     d.name = "doom";
     d.on_error = on_error;
+    /* -zonedebug (ours): a canary after every block, new and freed memory
+     * filled with patterns; with hk_sync.c's -zonecheck every tic checks them */
+    if (M_ParmExists("-zonedebug")) d.flags |= HK_FLAG_CANARY | HK_FLAG_FILL;
     zone = hk_zone_create(&d);
     if (zone == NULL) I_Error("Z_Init: heapkit: %s", last_error);
     zone_bytes = (unsigned int)size;
