@@ -145,7 +145,7 @@ void HK_SyncTic(void)
         map_dir = i > 0 ? myargv[i + 1] : NULL;
     }
     /* -hkmap DIR: the zone's map at the first tic of each level */
-    if (map_dir != NULL && gamestate == GS_LEVEL && gameepisode * 100 + gamemap != map_level) {
+    if (map_dir != NULL && gamestate == GS_LEVEL && gamemap > 0 && gameepisode * 100 + gamemap != map_level) {
         char path[512], title[160], level[16];
         map_level = gameepisode * 100 + gamemap;
         if (gamemode == commercial)
