@@ -59,8 +59,7 @@ static unsigned long freetags_calls;
 static const char *map_dir;
 static int maps_written, map_level = -1;
 
-static void mix(int64_t v)
-{
+static void mix(int64_t v) {
     int i;
     for (i = 0; i < 8; i++) {
         hash ^= (uint64_t)((v >> (8 * i)) & 0xff);
@@ -68,8 +67,7 @@ static void mix(int64_t v)
     }
 }
 
-static void fold_state(void)
-{
+static void fold_state(void) {
     thinker_t *th;
     int i, j;
 
@@ -127,15 +125,13 @@ static void fold_state(void)
     }
 }
 
-static void sample(void)
-{
+static void sample(void) {
     unsigned long used, fr, largest, blocks, purges;
     HK_ZoneSample(&used, &fr, &largest, &blocks, &purges);
     if (used > peak_used) peak_used = used;
 }
 
-void HK_SyncTic(void)
-{
+void HK_SyncTic(void) {
     int i;
     if (check_every_tic < 0) {
         check_every_tic = M_ParmExists("-zonecheck");
@@ -166,8 +162,7 @@ void HK_SyncTic(void)
     if (sample_every_tic) sample();
 }
 
-void HK_SyncReport(void)
-{
+void HK_SyncReport(void) {
     unsigned long used, fr, largest, blocks, purges;
     fold_state();
     fprintf(stderr, "hk-sync: tics %lu gametic %d checksum %016llx\n", tics, gametic,
@@ -178,14 +173,13 @@ void HK_SyncReport(void)
         fprintf(stderr,
                 "hk-stats: zone %u peak_used %lu used %lu free %lu largest_free %lu blocks %lu "
                 "purges %lu freetags_calls %lu freetags_ms %.3f freetags_max_ms %.3f\n",
-                Z_ZoneSize(), peak_used, used, fr, largest, blocks, purges, freetags_calls,
-                freetags_ms, freetags_max_ms);
+                Z_ZoneSize(), peak_used, used, fr, largest, blocks, purges, freetags_calls, freetags_ms,
+                freetags_max_ms);
     }
     fflush(stderr);
 }
 
-void __wrap_Z_FreeTags(int lowtag, int hightag)
-{
+void __wrap_Z_FreeTags(int lowtag, int hightag) {
     struct timespec a, b;
     double ms;
     clock_gettime(CLOCK_MONOTONIC, &a);

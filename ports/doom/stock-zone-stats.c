@@ -9,8 +9,7 @@
 unsigned long hk_stock_purges;
 
 void HK_ZoneSample(unsigned long *used, unsigned long *free_bytes, unsigned long *largest,
-                   unsigned long *blocks, unsigned long *purges)
-{
+                   unsigned long *blocks, unsigned long *purges) {
     memblock_t *b;
     *used = *free_bytes = *largest = *blocks = 0;
     for (b = mainzone->blocklist.next; b != &mainzone->blocklist; b = b->next) {
@@ -28,8 +27,7 @@ void HK_ZoneSample(unsigned long *used, unsigned long *free_bytes, unsigned long
 }
 
 /* The stock engine draws no heap map (hk_sync.c's -hkmap). */
-void HK_ZoneMap(const char *path, const char *title)
-{
+void HK_ZoneMap(const char *path, const char *title) {
     (void)path;
     (void)title;
 }

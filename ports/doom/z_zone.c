@@ -55,24 +55,27 @@ enum { PLAYING, STARTUP, LEVEL };
 static int loading = STARTUP;
 static char last_error[512];
 
-static void on_error(const hk_error *err, void *user)
-{
+static void on_error(const hk_error *err, void *user) {
     (void)user;
     snprintf(last_error, sizeof last_error, "%s", err->message != NULL ? err->message : "?");
 }
 
-static const int tag_map[PU_NUM_TAGS] = {
-    0, HK_TAG_STATIC, HK_TAG_SOUND, HK_TAG_MUSIC, 4 /* PU_FREE: no block has it */,
-    HK_TAG_LEVEL, HK_TAG_LEVSPEC, HK_TAG_PURGELEVEL, HK_TAG_CACHE};
+static const int tag_map[PU_NUM_TAGS] = {0,
+                                         HK_TAG_STATIC,
+                                         HK_TAG_SOUND,
+                                         HK_TAG_MUSIC,
+                                         4 /* PU_FREE: no block has it */,
+                                         HK_TAG_LEVEL,
+                                         HK_TAG_LEVSPEC,
+                                         HK_TAG_PURGELEVEL,
+                                         HK_TAG_CACHE};
 
-static int map_tag(int tag, const char *who)
-{
+static int map_tag(int tag, const char *who) {
     if (tag < PU_STATIC || tag >= PU_NUM_TAGS || tag == PU_FREE) I_Error("%s: bad tag %i", who, tag);
     return tag_map[tag];
 }
 
-void Z_Init(void)
-{
+void Z_Init(void) {
     hk_zone_desc d;
     byte *mem;
     int size, p;
@@ -99,8 +102,7 @@ void Z_Init(void)
     zone_bytes = (unsigned int)size;
 }
 
-void *Z_Malloc(int size, int tag, void *user)
-{
+void *Z_Malloc(int size, int tag, void *user) {
     void *p;
     int t = map_tag(tag, "Z_Malloc");
     if (size < 0) I_Error("Z_Malloc: negative size %i", size);
@@ -115,13 +117,11 @@ void *Z_Malloc(int size, int tag, void *user)
     return p;
 }
 
-void Z_Free(void *ptr)
-{
+void Z_Free(void *ptr) {
     if (hk_zone_free(zone, ptr) != HK_OK) I_Error("Z_Free: heapkit: %s", last_error);
 }
 
-void Z_FreeTags(int lowtag, int hightag)
-{
+void Z_FreeTags(int lowtag, int hightag) {
     if (lowtag < PU_STATIC) lowtag = PU_STATIC;
     if (hightag >= PU_NUM_TAGS) hightag = PU_NUM_TAGS - 1;
     if (lowtag > hightag) return;
@@ -137,17 +137,15 @@ struct dump_range {
     int lo, hi;
 };
 
-static int dump_block(const hk_block_info *b, void *user)
-{
+static int dump_block(const hk_block_info *b, void *user) {
     const struct dump_range *r = user;
     if ((b->flags & HK_BLOCK_USED) && b->tag >= r->lo && b->tag <= r->hi)
-        printf("block:%p    size:%7lu    user:%p    tag:%3i\n", b->address, (unsigned long)b->size,
-               b->owner, (int)b->tag);
+        printf("block:%p    size:%7lu    user:%p    tag:%3i\n", b->address, (unsigned long)b->size, b->owner,
+               (int)b->tag);
     return 0;
 }
 
-void Z_DumpHeap(int lowtag, int hightag)
-{
+void Z_DumpHeap(int lowtag, int hightag) {
     struct dump_range r;
     printf("zone size: %u  (heapkit)\ntag range: %i to %i\n", zone_bytes, lowtag, hightag);
     if (lowtag < PU_STATIC) lowtag = PU_STATIC;
@@ -159,19 +157,16 @@ void Z_DumpHeap(int lowtag, int hightag)
     if (hk_zone_check(zone) != HK_OK) printf("ERROR: %s\n", last_error);
 }
 
-void Z_FileDumpHeap(FILE *f)
-{
+void Z_FileDumpHeap(FILE *f) {
     fprintf(f, "zone size: %u  (heapkit)\n", zone_bytes);
     hk_zone_dump(zone, hk_print_file, f);
 }
 
-void Z_CheckHeap(void)
-{
+void Z_CheckHeap(void) {
     if (hk_zone_check(zone) != HK_OK) I_Error("Z_CheckHeap: heapkit: %s", last_error);
 }
 
-void Z_ChangeTag2(void *ptr, int tag, const char *file, int line)
-{
+void Z_ChangeTag2(void *ptr, int tag, const char *file, int line) {
     int t = map_tag(tag, "Z_ChangeTag");
     if (hk_zone_change_tag(zone, ptr, t) != HK_OK)
         I_Error("%s:%i: Z_ChangeTag: heapkit: %s", file, line, last_error);
@@ -181,26 +176,22 @@ void Z_ChangeTag2(void *ptr, int tag, const char *file, int line)
  * a new owner for a live block cannot be given. The doom engine never
  * calls this (heretic, hexen and strife do); asking for the owner the
  * block already has is accepted. */
-void Z_ChangeUser(void *ptr, void **user)
-{
+void Z_ChangeUser(void *ptr, void **user) {
     hk_block_info b;
     if (hk_zone_where(zone, ptr, &b) != HK_OK || b.address != ptr)
         I_Error("Z_ChangeUser: not a block: %p", ptr);
-    if (b.owner != (void *)user)
-        I_Error("Z_ChangeUser: heapkit's zone cannot give a live block a new owner");
+    if (b.owner != (void *)user) I_Error("Z_ChangeUser: heapkit's zone cannot give a live block a new owner");
     *user = ptr;
 }
 
 /* Z_FreeMemory: free bytes plus the bytes of purgeable blocks. */
-static int sum_purgeable(const hk_block_info *b, void *user)
-{
+static int sum_purgeable(const hk_block_info *b, void *user) {
     if ((b->flags & HK_BLOCK_USED) && (b->flags & HK_BLOCK_PURGEABLE))
         *(size_t *)user += b->size + b->overhead;
     return 0;
 }
 
-int Z_FreeMemory(void)
-{
+int Z_FreeMemory(void) {
     hk_stats s;
     size_t n = 0;
     memset(&s, 0, sizeof s);
@@ -211,10 +202,7 @@ int Z_FreeMemory(void)
     return (int)(s.free + n);
 }
 
-unsigned int Z_ZoneSize(void)
-{
-    return zone_bytes;
-}
+unsigned int Z_ZoneSize(void) { return zone_bytes; }
 
 /* For ports/doom/hk_sync.c (check-doom's figures and heap maps). */
 void HK_ZoneSample(unsigned long *used, unsigned long *free_bytes, unsigned long *largest,
@@ -222,8 +210,7 @@ void HK_ZoneSample(unsigned long *used, unsigned long *free_bytes, unsigned long
 void HK_ZoneMap(const char *path, const char *title);
 
 void HK_ZoneSample(unsigned long *used, unsigned long *free_bytes, unsigned long *largest,
-                   unsigned long *blocks, unsigned long *purges)
-{
+                   unsigned long *blocks, unsigned long *purges) {
     hk_stats s;
     hk_zone_info zi;
     memset(&s, 0, sizeof s);
@@ -238,8 +225,7 @@ void HK_ZoneSample(unsigned long *used, unsigned long *free_bytes, unsigned long
     *purges = (unsigned long)zi.purge_count;
 }
 
-void HK_ZoneMap(const char *path, const char *title)
-{
+void HK_ZoneMap(const char *path, const char *title) {
     hk_map_options o;
     FILE *f = fopen(path, "w");
     if (f == NULL) I_Error("HK_ZoneMap: cannot write %s", path);
