@@ -3,6 +3,8 @@
 # source package, fetched into OUT/src by `apt-get source`) as
 #   OUT/stock/chocolate-doom    its own z_zone.c (the rover zone)
 #   OUT/heapkit/chocolate-doom  ports/doom/z_zone.c on heapkit's zone (src/all.c)
+#   OUT/debug/chocolate-doom    the same, the zone built with its assertions
+#                               (HK_DEBUG=2); only when asked for
 # VARIANTs default to "stock heapkit". Both get the same small edits, made
 # here at build time (the engine's source never enters this repository):
 #   - g_game.c: HK_SyncTic() at the start of every game tic, HK_SyncReport()
@@ -64,7 +66,7 @@ edit_tree() {
     sed -i '1i extern unsigned long hk_stock_purges;' "$t/src/z_zone.c"
     cat "$here/stock-zone-stats.c" >>"$t/src/z_zone.c"
     ;;
-  heapkit)
+  heapkit | debug)
     cp "$here/z_zone.c" "$t/src/z_zone.c"
     cat >>"$t/src/CMakeLists.txt" <<EOF
 find_package(Threads REQUIRED)
@@ -76,6 +78,10 @@ set_source_files_properties(z_zone.c PROPERTIES COMPILE_OPTIONS "-Wno-declaratio
 target_include_directories("\${PROGRAM_PREFIX}doom" PRIVATE "$root/include")
 target_link_libraries("\${PROGRAM_PREFIX}doom" Threads::Threads \${CMAKE_DL_LIBS})
 EOF
+    # debug: the zone with its internal assertions (HK_DEBUG=2, src/internal.h)
+    [ "$v" != debug ] ||
+      printf 'set_source_files_properties("%s/src/all.c" PROPERTIES COMPILE_DEFINITIONS "HK_DEBUG=2")\n' \
+        "$root" >>"$t/src/CMakeLists.txt"
     ;;
   esac
 }

@@ -10,9 +10,10 @@
 #  2. stock's smallest -mb per demo, drawing on (-noblit: the renderer runs,
 #     so patches, flats and sprites are cached and purged; only the copy to
 #     the window is skipped), and heapkit's engine at that -mb, in sync;
-#  3. heapkit's engine with Z_CheckHeap after every tic (-zonecheck) and the
-#     zone's debug flags (-zonedebug: canaries, fill patterns), drawing on,
-#     at 3 MiB, in sync;
+#  3. heapkit's debug engine (the zone built with its assertions, HK_DEBUG=2)
+#     with Z_CheckHeap after every tic (-zonecheck) and the zone's debug
+#     flags (-zonedebug: canaries, fill patterns), drawing on, at 3 MiB, in
+#     sync;
 #  4. heapkit's engine at 3 MiB, drawing on, in sync (stock needs 4 MiB for
 #     two of the demos), then its own smallest zone per demo (-kb, 64 KiB
 #     steps), which must be at most 3 MiB;
@@ -41,9 +42,10 @@ if [ -n "$missing" ]; then
   exit 1
 fi
 
-"$here/build.sh" "$out" stock heapkit
+"$here/build.sh" "$out" stock heapkit debug
 stock=$out/stock/chocolate-doom
 hk=$out/heapkit/chocolate-doom
+dbg=$out/debug/chocolate-doom
 logs=$out/logs
 rm -rf "$logs"
 mkdir -p "$logs"
@@ -95,8 +97,8 @@ for d in $demos; do
   [ "$h" != "${h#played $ref }" ] || bad "$w $m: heapkit at stock's -mb $1: $h (stock: $ref)"
 done
 
-echo "check-doom: 3. heapkit with Z_CheckHeap every tic and the zone's debug flags, 3 MiB, drawing on"
-par hkcheck bash -c '"$0" "$1/hkcheck-$3-$4.log" "$2" "$3" "$4" -mb 3 -noblit -zonecheck -zonedebug' "$here/play.sh" "$logs" "$hk"
+echo "check-doom: 3. heapkit's debug build with Z_CheckHeap every tic and the zone's debug flags, 3 MiB, drawing on"
+par hkcheck bash -c '"$0" "$1/hkcheck-$3-$4.log" "$2" "$3" "$4" -mb 3 -noblit -zonecheck -zonedebug' "$here/play.sh" "$logs" "$dbg"
 echo "check-doom: 4. heapkit at 3 MiB, drawing on; then its smallest zone per demo"
 par hk3 bash -c '"$0" "$1/hk3-$3-$4.log" "$2" "$3" "$4" -mb 3 -noblit -hkstats' "$here/play.sh" "$logs" "$hk"
 par hkmin bash -c '"$0" "$1/hkmin" "$2" "$3" "$4" -kb 1024 3072 64 -noblit' "$here/minsize.sh" "$logs" "$hk"
