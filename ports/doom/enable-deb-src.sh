@@ -18,12 +18,27 @@ for f in /etc/apt/sources.list.d/*.sources; do
       gsub(/(^|\n)Types:[^\n]*/, "\nTypes: deb-src"); sub(/^\n/, ""); print
     }' "$f" >>"$tmp"
 done
-# one-line format
+# one-line format: deb [opt=value ...] URI SUITE COMPONENT...
 for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
   [ -e "$f" ] || continue
-  awk '$1 == "deb" && $0 ~ /\/debian/ { $1 = ""; sub(/^ /, "");
-       print "Types: deb-src"; print "URIs: " $1; s = $2; $1 = $2 = ""; sub(/^ +/, "");
-       print "Suites: " s; print "Components: " $0; print "" }' "$f" >>"$tmp"
+  awk '$1 == "deb" && $0 ~ /\/debian/ {
+    i = 2; opts = ""
+    if ($2 ~ /^\[/) {
+      while (i <= NF) { opts = opts " " $i; if ($i ~ /\]$/) { i++; break } i++ }
+      gsub(/[\[\]]/, "", opts)
+    }
+    print "Types: deb-src"; print "URIs: " $i; print "Suites: " $(i + 1)
+    comp = ""; for (j = i + 2; j <= NF; j++) comp = comp " " $j
+    print "Components:" comp
+    n = split(opts, o, " ")
+    for (k = 1; k <= n; k++) {
+      split(o[k], kv, "=")
+      if (kv[1] == "signed-by") print "Signed-By: " kv[2]
+      else if (kv[1] == "arch") print "Architectures: " kv[2]
+      else if (kv[1] == "trusted") print "Trusted: " kv[2]
+    }
+    print ""
+  }' "$f" >>"$tmp"
 done
 if [ ! -s "$tmp" ]; then
   rm -f "$tmp"; echo "enable-deb-src: no Debian archive entry found in apt's sources" >&2; exit 1
