@@ -48,7 +48,7 @@ static void record_ratio(const char *workload, double stock, double heapkit) {
 
 void hkb_suite_doom(hkb_ctx *ctx) {
 #ifndef HKB_SOURCE_DIR
-    hkb_skip(SUITE, "all", "all", "bench built without HKB_SOURCE_DIR (bench/CMakeLists.txt)");
+    hkb_skip(SUITE, "all", "all", "bench built without HKB_SOURCE_DIR (bench/CMakeLists.txt defines it)");
     (void)ctx;
 #else
     char build[PATH_MAX], cmd[3 * PATH_MAX], line[1024];
