@@ -14,6 +14,7 @@
 #   make fuzz            libFuzzer targets (clang, library instrumented), each for FUZZ_SECONDS [60]
 #   make install         install into PREFIX (default /usr/local)
 #   make format          clang-format every C source in place
+#   make check-doom      Chocolate Doom on heapkit's zone against the stock engine (docs/doom.md)
 BUILD ?= build
 SANBUILD ?= build-san
 TSANBUILD ?= build-tsan
@@ -120,3 +121,11 @@ format:
 
 clean:
 	rm -rf $(BUILD) $(SANBUILD) $(TSANBUILD) $(CLANGBUILD) $(FUZZBUILD) $(WINBUILD)
+
+# Chocolate Doom on heapkit's zone: fetches the engine's Debian source into
+# $(BUILD)/doom, builds it stock and on heapkit, plays Freedoom's demos on
+# both (docs/doom.md). Installs its packages when run as root.
+.PHONY: check-doom
+check-doom: build
+	@if [ "$$(id -u)" = 0 ]; then ./ports/doom/install-deps.sh; fi
+	./ports/doom/check.sh $(BUILD)/doom $(CURDIR)/$(BUILD)/heapkit
