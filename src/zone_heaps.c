@@ -164,16 +164,22 @@ void hk__zone_thr_tidy(hk_zone *z) {
 
 /* ---- fork ------------------------------------------------------------------------ */
 
+/* The registry, the zone's lock and its small-block space's lock are held
+ * across fork, so that the child inherits none of them in the middle of an
+ * operation (a granule taken or given back by another thread). */
 void hk__zone_fork_prepare(hk_zone *z) {
     zone_reg_lock();
     hk__core_lock(&z->core);
+    if (z->small_on) hk_os_mutex_lock(&z->small.mx);
 }
 void hk__zone_fork_parent(hk_zone *z) {
+    if (z->small_on) hk_os_mutex_unlock(&z->small.mx);
     hk__core_unlock(&z->core);
     zone_reg_unlock();
 }
 void hk__zone_fork_child(hk_zone *z) {
     /* the child's one thread keeps its heap; the others' threads are gone */
+    if (z->small_on) hk_os_mutex_unlock(&z->small.mx); /* the abandonments give granules back */
     zs_heap *mine = z->threads ? hk__zone_heap_find(z) : NULL;
     for (zs_heap *h = z->heaps; h; h = h->next)
         if (h != mine && !__atomic_load_n(&h->abandoned, __ATOMIC_RELAXED)) zone_heap_abandon(h);
