@@ -471,6 +471,9 @@ hk_result hk__zs_free_slow(zs_space *sp, zs_heap *h, zs_run *r, void *p, const c
         hk__asan_poison(p, sizeof(void *));
         return zs_double(sp, h, r, p, op, "");
     }
+    /* poisoned while still the freer's: once its bit is set, its owner may
+     * collect it and hand it out again at once */
+    hk__asan_poison(p, r->stride);
     /* counted before the bit is set: stats read the owner's collected
      * count first, so they never see a collected free uncounted */
     uint64_t freed =
@@ -479,7 +482,6 @@ hk_result hk__zs_free_slow(zs_space *sp, zs_heap *h, zs_run *r, void *p, const c
         __atomic_fetch_sub(&owner->rfreed, ZS_RPACK(r->stride), __ATOMIC_SEQ_CST);
         return zs_double(sp, h, r, p, op, " (freed by another thread, not collected yet)");
     }
-    hk__asan_poison(p, r->stride);
     /* queue the run once (invariant 5) */
     if (!__atomic_load_n(&r->rqueued, __ATOMIC_SEQ_CST) &&
         !__atomic_exchange_n(&r->rqueued, 1, __ATOMIC_SEQ_CST)) {
