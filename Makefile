@@ -128,4 +128,4 @@ clean:
 .PHONY: check-doom
 check-doom: build
 	@if [ "$$(id -u)" = 0 ]; then ./ports/doom/install-deps.sh; fi
-	./ports/doom/check.sh $(BUILD)/doom $(CURDIR)/$(BUILD)/heapkit
+	./ports/doom/check.sh $(BUILD)/doom $(abspath $(BUILD))/heapkit

@@ -25,7 +25,10 @@
  *  6. A heap's run is its class's cur (state ZS_CUR), on its class's partial
  *     list (ZS_PARTIAL: it has a free or uncarved slot), or full (ZS_FULL:
  *     none, on no list). A run whose last used slot is freed, other than a
- *     cur, goes back to the space. Every run of a heap is on its `all` list.
+ *     cur, goes back to the space, unless it is queued or a remote freer is
+ *     in flight on it (zs_run_quiet): then at the collection that unqueues
+ *     it. A run on a collection stack never goes back. Every run of a heap
+ *     is on its `all` list.
  *  7. Every free slot is poisoned for ASan; its first 8 bytes are touched
  *     only through zs_word / zs_link.
  *  8. An abandoned heap (its thread gone) has fewer than ZS_ORPHAN_BATCH
@@ -293,6 +296,15 @@ void hk__zs_poll(zs_heap *h) {
     if (!h->poll_left) h->poll_left = 1;
 }
 
+/* Whether empty run r may go back: no remote freer is between setting its
+ * bit and queueing the run, and the run is on no collection stack (a
+ * granule given back while a stack holds it would be reused under it). A
+ * run that may not goes back at the collection that unqueues it. */
+static int zs_run_quiet(zs_run *r) {
+    return !__atomic_load_n(&r->rinflight, __ATOMIC_SEQ_CST) &&
+           !__atomic_load_n(&r->rqueued, __ATOMIC_SEQ_CST);
+}
+
 hk_result hk__zs_free_tail(zs_heap *h, zs_run *r) {
     if (r->used < r->settle_below) {
         hk__zs_settle(h, r);
@@ -305,7 +317,7 @@ hk_result hk__zs_free_tail(zs_heap *h, zs_run *r) {
 void hk__zs_settle(zs_heap *h, zs_run *r) {
     zs_cls *c = &h->cls[r->cls];
     if (r->state == ZS_FULL) zs_partial_push(c, r);
-    if (r->used == 0 && r->state == ZS_PARTIAL) {
+    if (r->used == 0 && r->state == ZS_PARTIAL && zs_run_quiet(r)) {
         zs_partial_unlink(c, r);
         zs_run_release(h, r);
     }
@@ -388,7 +400,7 @@ size_t hk__zs_collect(zs_heap *h) {
         __atomic_store_n(&s->rqueued, 0, __ATOMIC_SEQ_CST);
         got += zs_collect_run(h, s);
         if (s->state == ZS_FULL && s->free != (unsigned char *)s) zs_partial_push(&h->cls[s->cls], s);
-        if (s->used == 0 && s->state == ZS_PARTIAL) {
+        if (s->used == 0 && s->state == ZS_PARTIAL && zs_run_quiet(s)) {
             zs_partial_unlink(&h->cls[s->cls], s);
             zs_run_release(h, s);
         }
@@ -471,6 +483,9 @@ hk_result hk__zs_free_slow(zs_space *sp, zs_heap *h, zs_run *r, void *p, const c
         hk__asan_poison(p, sizeof(void *));
         return zs_double(sp, h, r, p, op, "");
     }
+    /* in flight until the run is queued: its owner keeps the run meanwhile
+     * (zs_run_quiet) */
+    __atomic_fetch_add(&r->rinflight, 1, __ATOMIC_SEQ_CST);
     /* poisoned while still the freer's: once its bit is set, its owner may
      * collect it and hand it out again at once */
     hk__asan_poison(p, r->stride);
@@ -480,6 +495,7 @@ hk_result hk__zs_free_slow(zs_space *sp, zs_heap *h, zs_run *r, void *p, const c
         __atomic_fetch_add(&owner->rfreed, ZS_RPACK(r->stride), __ATOMIC_SEQ_CST) + ZS_RPACK(r->stride);
     if (__atomic_fetch_or(rw, m, __ATOMIC_ACQ_REL) & m) {
         __atomic_fetch_sub(&owner->rfreed, ZS_RPACK(r->stride), __ATOMIC_SEQ_CST);
+        __atomic_fetch_sub(&r->rinflight, 1, __ATOMIC_SEQ_CST);
         return zs_double(sp, h, r, p, op, " (freed by another thread, not collected yet)");
     }
     /* queue the run once (invariant 5) */
@@ -489,6 +505,7 @@ hk_result hk__zs_free_slow(zs_space *sp, zs_heap *h, zs_run *r, void *p, const c
         do r->rnext = top;
         while (!__atomic_compare_exchange_n(&owner->rstack, &top, r, 1, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
     }
+    __atomic_fetch_sub(&r->rinflight, 1, __ATOMIC_SEQ_CST);
     /* a heap whose thread is gone has no owner to collect: a freer does,
      * under the lock that adoption takes, once ZS_ORPHAN_BATCH of its frees
      * wait (invariant 8) */
@@ -590,7 +607,7 @@ static size_t zs_release_empty(zs_heap *h) {
     }
     for (zs_run *r = h->all, *next; r; r = next) {
         next = r->all_next;
-        if (r->used == 0) {
+        if (r->used == 0 && zs_run_quiet(r)) {
             if (r->state == ZS_PARTIAL) zs_partial_unlink(&h->cls[r->cls], r);
             zs_run_release(h, r);
             n++;

@@ -142,7 +142,8 @@ typedef struct zs_run {
     /* line 2: remote freers' */
     struct zs_run *rnext; /* on the heap's collection stack */
     uint32_t rqueued;     /* atomic: on the stack, or about to be */
-    unsigned char pad4_[64 - 12];
+    uint32_t rinflight;   /* atomic: remote freers between their bit and their queueing */
+    unsigned char pad4_[64 - 16];
 } zs_run;
 _Static_assert(sizeof(zs_run) == ZS_HDR, "three lines before the bitmap");
 
