@@ -14,7 +14,7 @@ typedef struct slot {
     int plain; /* from hk_zone_alloc / calloc: aligned as its size asks (natural_align) */
     int tag;
     unsigned char pat;
-    void *owner; /* the block's owner pointer lives here (tagged slots) */
+    void *owner; /* the block's owner pointer lives here */
     int owned;
 } slot;
 
