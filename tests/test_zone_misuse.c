@@ -247,11 +247,10 @@ HKT_TEST(write_after_free) {
 static void damaged_structures(uint32_t flags, hk_error_kind link_kind) {
     hkt_errors errs = {0};
     /* small blocks need OS memory (their space); caller memory has none */
-    hk_zone *z = flags & HK_ZONE_NO_RUNS ? mk(&errs, flags)
-                                        : hk_zone_create(&(hk_zone_desc){.flags = flags,
-                                                                         .name = "bad",
-                                                                         .on_error = hkt_on_error,
-                                                                         .error_user = &errs});
+    hk_zone *z = flags & HK_ZONE_NO_RUNS
+                     ? mk(&errs, flags)
+                     : hk_zone_create(&(hk_zone_desc){
+                           .flags = flags, .name = "bad", .on_error = hkt_on_error, .error_user = &errs});
     unsigned char *a = hk_zone_alloc(z, 100);
     void *wall = hk_zone_alloc(z, 10);
     (void)wall;

@@ -15,7 +15,7 @@ static int g_fail;
 #define EXPECT(c)                                                                                            \
     do {                                                                                                     \
         if (!(c)) {                                                                                          \
-            fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #c);                                      \
+            fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #c);                                     \
             g_fail = 1;                                                                                      \
         }                                                                                                    \
     } while (0)
