@@ -5,26 +5,7 @@
  * collector passes check after every slice. */
 #include "heapkit/gc.h"
 #include "hk_test.h"
-
-typedef struct node {
-    hk_gc_obj *ref[2];
-} node;
-
-static void node_trace(void *data, size_t size, hk_gc_visit_fn visit, void *ctx, void *user) {
-    (void)size;
-    (void)user;
-    node *n = (node *)data;
-    visit(n->ref[0], ctx);
-    visit(n->ref[1], ctx);
-}
-static int g_finalized;
-static void node_finalize(void *data, size_t size, void *user) {
-    (void)data;
-    (void)size;
-    (void)user;
-    g_finalized++;
-}
-static const hk_gc_type k_node = {"node", sizeof(node), node_trace, node_finalize, NULL};
+#include "gc_test_util.h"
 
 static hkt_errors g_errs;
 

@@ -7,18 +7,8 @@
  */
 #include "hk_test.h"
 #include "gc_internal.h"
+#include "gc_test_util.h"
 
-typedef struct node {
-    hk_gc_obj *ref[2];
-} node;
-static void node_trace(void *data, size_t size, hk_gc_visit_fn visit, void *ctx, void *user) {
-    (void)size;
-    (void)user;
-    node *n = (node *)data;
-    visit(n->ref[0], ctx);
-    visit(n->ref[1], ctx);
-}
-static const hk_gc_type k_node = {"node", sizeof(node), node_trace, NULL, NULL};
 static const hk_gc_type k_leaf = {"leaf", 8, NULL, NULL, NULL};
 
 static hkt_errors g_errs;
