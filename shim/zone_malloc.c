@@ -104,6 +104,8 @@ static void shim_create(void) {
     size_t decay = hk_opt_number(HK_OPT_MALLOC_DECAY_MS);
     d.decay_ms = decay == 0 ? -1 : decay > 86400000u ? 86400000 : (int)decay; /* at most a day */
     g_shim_zone = hk_zone_create(&d);
+    /* the inline paths find the thread's heap in one load (zone_heaps.h) */
+    if (g_shim_zone && g_shim_zone->fast == ZONE_FAST_THREADS) hk__zone_set_main(g_shim_zone);
 }
 
 /* The zone once it exists and the fork hooks are registered: the one load
@@ -143,6 +145,16 @@ static HK__NOINLINE void *shim_malloc_slow(size_t n) {
     if (!p) errno = ENOMEM;
     return p;
 }
+/* What the direct pop did not serve: a request of ZS_DIRECT_MAX..ZS_MAX
+ * bytes, a class whose run is empty, a thread with no heap yet. */
+static HK__NOINLINE void *shim_malloc_miss(size_t n) {
+    zs_heap *h = hk__zone_tl_main;
+    if (HK__LIKELY(n <= ZS_MAX) && HK__LIKELY(h != &hk__zs_none_heap)) {
+        void *u = zs_alloc(h, n);
+        if (HK__LIKELY(u != NULL)) return u;
+    }
+    return shim_malloc_slow(n);
+}
 static HK__NOINLINE void shim_free_slow(void *p) {
     if (!p) return;
     hk_zone *z = shim_zone();
@@ -150,21 +162,23 @@ static HK__NOINLINE void shim_free_slow(void *p) {
 }
 
 static inline __attribute__((always_inline)) void *shim_malloc(size_t n) {
-    hk_zone *z = __atomic_load_n(&g_shim_fast, __ATOMIC_ACQUIRE);
-    /* the thread's heap: a matching cache entry always names one */
-    if (HK__LIKELY(n <= ZS_MAX) && HK__LIKELY(hk__zone_tl_cur.zid == z->zid)) {
-        void *u = zs_alloc(hk__zone_tl_cur.h, n);
-        if (HK__LIKELY(u != NULL)) return u;
+    /* the thread's heap, or the none heap: its direct entries all miss */
+    zs_heap *h = hk__zone_tl_main;
+    if (HK__LIKELY(n <= ZS_DIRECT_MAX)) {
+        zs_run *r = h->direct[(n + 7u) >> 3];
+        unsigned char *u = r->free;
+        if (HK__LIKELY(u != (unsigned char *)r)) return zs_pop(h, r, u);
     }
-    return shim_malloc_slow(n);
+    return shim_malloc_miss(n);
 }
 
 static inline __attribute__((always_inline)) void shim_free(void *p) {
     hk_zone *z = __atomic_load_n(&g_shim_fast, __ATOMIC_ACQUIRE);
-    /* NULL and anything outside the small-block space fail the one compare */
-    if (HK__LIKELY((uintptr_t)p - z->small.lo < z->small.used) && HK__LIKELY(hk__zone_tl_cur.zid == z->zid)) {
+    /* NULL and anything outside the small-block space fail the one compare;
+     * a thread without a heap has the none heap, which owns no run */
+    if (HK__LIKELY((uintptr_t)p - z->small.lo < z->small.used)) {
         /* checked; another heap's block goes back lock-free */
-        (void)zs_free(&z->small, hk__zone_tl_cur.h, (zs_run *)((uintptr_t)p & ~(uintptr_t)(ZS_RUN - 1)), p,
+        (void)zs_free(&z->small, hk__zone_tl_main, (zs_run *)((uintptr_t)p & ~(uintptr_t)(ZS_RUN - 1)), p,
                       "free");
         return;
     }

@@ -151,12 +151,13 @@ static void *zone_alloc_impl(hk_zone *z, size_t n, size_t align, int tag, void *
 
 /* ---- create / destroy --------------------------------------------------------- */
 
-/* The small blocks' frees poll the decay clock (the TLSF core's and the
- * space's free granules'): every ZONE_POLL_IDLE frees of a heap while
+/* The small blocks' slow events (a free that empties or unfills a run, an
+ * allocation whose run is empty) poll the decay clock (the TLSF core's and
+ * the space's free granules'): every ZONE_POLL_IDLE events of a heap while
  * neither has anything to give back (one load each), else about every
- * ZONE_POLL_PERIOD ns at the heap's free rate (every free when frees are
- * rare, at most every ZONE_POLL_MAX), so that pages go back on time while a
- * program only frees small blocks. */
+ * ZONE_POLL_PERIOD ns at the heap's allocation rate (every event when they
+ * are rare, at most every ZONE_POLL_MAX), so that pages go back on time
+ * while a program only uses small blocks. */
 #define ZONE_POLL_IDLE   64u
 #define ZONE_POLL_MAX    4096u
 #define ZONE_POLL_PERIOD 4000000u
@@ -164,12 +165,12 @@ static uint32_t zone_small_poll(void *user, zs_heap *h) {
     hk_zone *z = (hk_zone *)user;
     int armed = __atomic_load_n(&z->decay_armed, __ATOMIC_RELAXED);
     if (!armed && !__atomic_load_n(&z->small.ndirty, __ATOMIC_RELAXED)) return ZONE_POLL_IDLE;
-    uint64_t now = hk_os_coarse_ns(), fc = h->free_count, n = fc - h->poll_fc, dt = now - h->poll_ns;
+    uint64_t now = hk_os_coarse_ns(), ac = zs_alloc_count(h), n = ac - h->poll_ac, dt = now - h->poll_ns;
     uint64_t skip = ZONE_POLL_MAX;
     if (n < ZONE_POLL_MAX)
         skip = dt ? n * ZONE_POLL_PERIOD / dt : 2 * n; /* the coarse clock's tick: double */
     h->poll_ns = now;
-    h->poll_fc = fc;
+    h->poll_ac = ac;
     if (armed) hk__zone_decay_poll_at(z, now, h->locked);
     hk__zs_space_age(&z->small, now);
     return (uint32_t)(skip < 1 ? 1 : skip > ZONE_POLL_MAX ? ZONE_POLL_MAX : skip);
@@ -652,8 +653,11 @@ void *hk_zone_realloc(hk_zone *z, void *p, size_t size) {
 
 /* ---- public: stats, info ------------------------------------------------------- */
 
-/* The small blocks' totals over every heap (lock held; owners may run:
- * their counters are read as they stand). */
+/* The small blocks' totals (lock held; owners may run: each figure is
+ * read as it stands). The runs' used counts give the live blocks and
+ * bytes, less the frees other threads made that their owners have not
+ * collected; each heap counts its allocations, and the frees are the
+ * difference. */
 typedef struct zone_small_sums {
     size_t slot_bytes;
     uint64_t alloc_count, free_count;
@@ -661,16 +665,20 @@ typedef struct zone_small_sums {
 static void zone_small_sum(hk_zone *z, zone_small_sums *s) {
     memset(s, 0, sizeof *s);
     if (!z->small_on) return;
+    uint64_t pend_n = 0, pend_b = 0, live = 0, bytes = 0;
     for (zs_heap *h = zone_heap_first(z); h; h = zone_heap_next(z, h)) {
-        /* the frees other threads made and the owner has not collected:
-         * the collected first (a freer counts before it sets its bit, so
+        /* the collected first (a freer counts before it sets its bit, so
          * every collected free is in rfreed by then) */
         uint64_t col = __atomic_load_n(&h->rcollected, __ATOMIC_SEQ_CST);
         uint64_t pend = __atomic_load_n(&h->rfreed, __ATOMIC_SEQ_CST) - col;
-        s->slot_bytes += ZS_STAT_READ(h->slot_bytes) - (size_t)ZS_RBYTES(pend);
-        s->alloc_count += ZS_STAT_READ(h->alloc_count);
-        s->free_count += ZS_STAT_READ(h->free_count) + ZS_RCOUNT(pend);
+        pend_n += ZS_RCOUNT(pend);
+        pend_b += ZS_RBYTES(pend);
+        s->alloc_count += zs_alloc_count(h);
     }
+    hk__zs_sum_runs(&z->small, &live, &bytes);
+    live = live > pend_n ? live - pend_n : 0;
+    s->slot_bytes = (size_t)(bytes > pend_b ? bytes - pend_b : 0);
+    s->free_count = s->alloc_count > live ? s->alloc_count - live : 0;
 }
 
 hk_result hk_zone_stats(const hk_zone *cz, hk_stats *out) {

@@ -20,6 +20,17 @@
 #include "zone_heaps.h"
 
 _Thread_local zone_tl_ent hk__zone_tl_cur __attribute__((tls_model("initial-exec")));
+_Thread_local zs_heap *hk__zone_tl_main __attribute__((tls_model("initial-exec"))) = &hk__zs_none_heap;
+static hk_zone *zone_main;
+
+void hk__zone_set_main(hk_zone *z) { __atomic_store_n(&zone_main, z, __ATOMIC_RELEASE); }
+
+/* Makes e the calling thread's cache entry (and its main heap when e is
+ * the main zone's). */
+static void zone_tl_set(const hk_zone *z, zone_tl_ent e) {
+    hk__zone_tl_cur = e;
+    if (z == __atomic_load_n(&zone_main, __ATOMIC_ACQUIRE)) hk__zone_tl_main = e.h;
+}
 
 /* The zones a thread holds heaps in (checked against the registry at exit). */
 #define ZONE_TL_HELD 8u
@@ -75,6 +86,7 @@ static void zone_thread_exit(void) {
     }
     hk__zone_tl_cur.zid = 0;
     hk__zone_tl_cur.h = NULL;
+    hk__zone_tl_main = &hk__zs_none_heap;
     zone_reg_unlock();
 }
 
@@ -82,7 +94,7 @@ zs_heap *hk__zone_heap_find(const hk_zone *z) {
     if (hk__zone_tl_cur.zid == z->zid) return hk__zone_tl_cur.h;
     for (unsigned i = 0; i < ZONE_TL_HELD; i++)
         if (zone_tl_held[i].zid == z->zid) {
-            hk__zone_tl_cur = zone_tl_held[i];
+            zone_tl_set(z, zone_tl_held[i]);
             return zone_tl_held[i].h;
         }
     return NULL;
@@ -118,7 +130,7 @@ HK__NOINLINE zs_heap *hk__zone_heap_get(hk_zone *z) {
     if (!h) return NULL;
     slot->zid = z->zid;
     slot->h = h;
-    hk__zone_tl_cur = *slot;
+    zone_tl_set(z, *slot);
     return h;
 }
 
@@ -146,6 +158,10 @@ void hk__zone_thr_fini(hk_zone *z) {
         }
     zone_reg_unlock();
     if (hk__zone_tl_cur.zid == z->zid) hk__zone_tl_cur.h = NULL, hk__zone_tl_cur.zid = 0;
+    if (z == __atomic_load_n(&zone_main, __ATOMIC_ACQUIRE)) {
+        hk__zone_tl_main = &hk__zs_none_heap;
+        __atomic_store_n(&zone_main, NULL, __ATOMIC_RELEASE);
+    }
     for (unsigned i = 0; i < ZONE_TL_HELD; i++)
         if (zone_tl_held[i].zid == z->zid) zone_tl_held[i].zid = 0, zone_tl_held[i].h = NULL;
     zs_heap *h = z->heaps;

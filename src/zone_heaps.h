@@ -20,6 +20,14 @@ typedef struct zone_tl_ent {
 } zone_tl_ent;
 extern _Thread_local zone_tl_ent hk__zone_tl_cur __attribute__((tls_model("initial-exec")));
 
+/* The calling thread's heap in the process's main zone (the malloc shim's,
+ * named by hk__zone_set_main), or &hk__zs_none_heap while it has none:
+ * the shim's inline paths read it with no test of the zone. */
+extern _Thread_local zs_heap *hk__zone_tl_main __attribute__((tls_model("initial-exec")));
+/* Names threads zone z the main zone (at most one per process, never
+ * destroyed while threads may use it; the shim's zone, at its creation). */
+void hk__zone_set_main(hk_zone *z);
+
 /* The calling thread's heap in threads zone z when it is the one it used
  * last, else NULL (hk__zone_heap_get then finds, adopts or makes one). */
 static inline zs_heap *zone_tl_heap(const hk_zone *z) {

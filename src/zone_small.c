@@ -9,19 +9,25 @@
  *     while it is a run (a run given back keeps its line 0 but for the heap,
  *     and its first page stays committed), so any thread may read it.
  *  2. Slots at or past `bump` have never been handed out: no list holds
- *     them and their remote bits are 0. bump <= nslots.
+ *     them and their remote bits are 0. bump <= nslots, and limit ==
+ *     bump * stride (a free's one compare against limit also rejects a
+ *     slot never carved).
  *  3. Slot i < bump is used (handed out, not back), or free: on r->free's
  *     list exactly once, its first word the encoded link. The list ends at
- *     the run's own address. used == bump - (slots on the list).
+ *     the run's own address. zs_used == bump - (slots on the list); a run
+ *     in state ZS_FULL has every slot used and its used field 1.
  *  4. A remote bit is set only on a used slot: the freer reads the slot's
  *     first word first and reports a double free when it may be a link; the
  *     owner's free sends a slot with its remote bit set to the slow path.
  *     The one exception is a double free whose two frees race (the owner's
  *     and another thread's at once): the collection finds that slot on the
  *     list, reports it and leaves it there.
- *  5. A run with a remote bit set is on its heap's collection stack, or its
- *     rqueued is 0 and the freer that set the bit is about to queue it
- *     (it queues after its or, when its exchange of rqueued sees 0).
+ *  5. A run with a remote bit set is on its heap's collection stack (its
+ *     rpend has ZS_RQUEUED), or the freer that set the bit is about to queue
+ *     it (it counted itself in rpend before its or, and queues after it when
+ *     its or of ZS_RQUEUED saw it clear). So rpend == 0 means no remote bit
+ *     is set but by a free that races with the reader's: the owner's free
+ *     reads the bitmap only when rpend is not 0.
  *  6. A heap's run is its class's cur (state ZS_CUR), on its class's partial
  *     list (ZS_PARTIAL: it has a free or uncarved slot), or full (ZS_FULL:
  *     none, on no list). A run whose last used slot is freed, other than a
@@ -31,6 +37,7 @@
  *     is on its `all` list.
  *  7. Every free slot is poisoned for ASan; its first 8 bytes are touched
  *     only through zs_word / zs_link.
+ *  9. h->direct[k] == h->cls[zs_cls_of(8k)].cur for every k (zs_set_cur).
  *  8. An abandoned heap (its thread gone) has fewer than ZS_ORPHAN_BATCH
  *     frees waiting once a free into it is done: the abandonment marks it,
  *     then collects (both sequentially consistent), and a freer reads the
@@ -49,6 +56,13 @@ uint8_t hk__zs_cls_tab[ZS_MAX / 8u + 1u];
  * empty (free is its own address), so the fast path falls to the slow one,
  * which never writes it. */
 zs_run hk__zs_empty_run = {.free = (unsigned char *)&hk__zs_empty_run};
+#define ZS_E  &hk__zs_empty_run
+#define ZS_E8 ZS_E, ZS_E, ZS_E, ZS_E, ZS_E, ZS_E, ZS_E, ZS_E
+_Static_assert(ZS_DIRECT_MAX / 8u + 1u == 129u, "the none heap's initializer");
+zs_heap hk__zs_none_heap = {.direct = {ZS_E8, ZS_E8, ZS_E8, ZS_E8, ZS_E8, ZS_E8, ZS_E8, ZS_E8, ZS_E8, ZS_E8,
+                                       ZS_E8, ZS_E8, ZS_E8, ZS_E8, ZS_E8, ZS_E8, ZS_E}};
+#undef ZS_E8
+#undef ZS_E
 
 /* The one report of the layer: under the space's lock hooks unless h is
  * used under that lock already. */
@@ -98,16 +112,21 @@ static uint64_t zs_mix(uint64_t *state) {
  * nothing carved); its heap is set by the caller last. */
 static void zs_run_format(zs_run *r, unsigned c, uint64_t secret) {
     uint32_t s = zs_stride_tab[c];
-    memset(r, 0, ZS_FIRST);
-    r->stride = s;
+    /* field by field, heap (NULL) untouched, stride and used by atomic
+     * stores: stats read them from any thread (zs_sum) and may meet a
+     * granule being made into a run */
+    __atomic_store_n(&r->stride, s, __ATOMIC_RELAXED);
     r->recip = (uint32_t)((((uint64_t)1 << 32) + s - 1) / s);
+    r->limit = 0;
     r->nslots = zs_nslots(s);
-    r->limit = r->nslots * s;
     r->secret = (secret & ~(uint64_t)(ZS_RUN - 1)) | ((uint64_t)1 << 63);
     r->key = (uint64_t)(uintptr_t)r ^ r->secret;
     r->cls = c;
     r->magic = (ZS_MAGIC << 16) | c;
     r->free = (unsigned char *)r;
+    __atomic_store_n(&r->used, 0, __ATOMIC_RELAXED);
+    /* the rest of the header, and the bitmap */
+    memset((unsigned char *)r + offsetof(zs_run, bump), 0, ZS_FIRST - offsetof(zs_run, bump));
 }
 
 /* The granule lists of the space (its lock held). A free granule is linked
@@ -241,7 +260,7 @@ static zs_run *zs_run_new(zs_heap *h, unsigned c) {
  * pages go back to the OS when it stays free (hk__zs_space_age) or by
  * hk__zs_space_trim. Its line 0 stays for racing frees to read. */
 static void zs_granule_give(zs_space *sp, zs_run *r) {
-    hk__asan_poison((unsigned char *)r + 64, ZS_RUN - 64); /* line 0 stays readable */
+    hk__asan_poison((unsigned char *)r + 128, ZS_RUN - 128); /* lines 0 and 1 stay readable (zs_sum) */
     hk_os_mutex_lock(&sp->mx);
     zs_gpush(&sp->dirty_new, r);
     __atomic_store_n(&sp->ndirty, sp->ndirty + 1, __ATOMIC_RELAXED);
@@ -292,31 +311,36 @@ static void zs_partial_unlink(zs_cls *c, zs_run *r) {
 
 void hk__zs_poll(zs_heap *h) {
     zs_space *sp = h->sp;
-    h->poll_left = sp->poll ? sp->poll(sp->poll_user, h) : UINT32_MAX;
-    if (!h->poll_left) h->poll_left = 1;
+    uint32_t left = sp->poll ? sp->poll(sp->poll_user, h) : UINT32_MAX;
+    if (!left) left = 1;
+    /* the count so far is alloc_base - poll_left (0 when the countdown ran out) */
+    __atomic_store_n(&h->alloc_base, h->alloc_base - h->poll_left + left, __ATOMIC_RELAXED);
+    __atomic_store_n(&h->poll_left, left, __ATOMIC_RELAXED);
+}
+
+void *hk__zs_poll_ret(zs_heap *h, void *u) {
+    hk__zs_poll(h);
+    return u;
 }
 
 /* Whether empty run r may go back: no remote freer is between setting its
  * bit and queueing the run, and the run is on no collection stack (a
  * granule given back while a stack holds it would be reused under it). A
  * run that may not goes back at the collection that unqueues it. */
-static int zs_run_quiet(zs_run *r) {
-    return !__atomic_load_n(&r->rinflight, __ATOMIC_SEQ_CST) &&
-           !__atomic_load_n(&r->rqueued, __ATOMIC_SEQ_CST);
-}
+static int zs_run_quiet(zs_run *r) { return !__atomic_load_n(&r->rpend, __ATOMIC_SEQ_CST); }
 
 hk_result hk__zs_free_tail(zs_heap *h, zs_run *r) {
-    if (r->used < r->settle_below) {
-        hk__zs_settle(h, r);
-        if (--h->poll_left != 0) return HK_OK;
+    if (r->state == ZS_FULL) {
+        /* its trap: every slot was used, and one came back */
+        zs_partial_push(&h->cls[r->cls], r);
+        ZS_USED_SET(r, r->used - 1);
     }
-    hk__zs_poll(h);
+    hk__zs_settle(h, r);
     return HK_OK;
 }
 
 void hk__zs_settle(zs_heap *h, zs_run *r) {
     zs_cls *c = &h->cls[r->cls];
-    if (r->state == ZS_FULL) zs_partial_push(c, r);
     if (r->used == 0 && r->state == ZS_PARTIAL && zs_run_quiet(r)) {
         zs_partial_unlink(c, r);
         zs_run_release(h, r);
@@ -338,6 +362,7 @@ static int zs_carve(zs_run *r) {
         r->free = u;
     }
     __atomic_store_n(&r->bump, end, __ATOMIC_RELAXED);
+    __atomic_store_n(&r->limit, end * r->stride, __ATOMIC_RELAXED);
     return 1;
 }
 
@@ -353,12 +378,11 @@ static int zs_on_list(zs_run *r, const unsigned char *p) {
 
 /* Pushes slot p (used) on r's free list: the free's bookkeeping. */
 static void zs_push(zs_heap *h, zs_run *r, unsigned char *p) {
+    if (r->state == ZS_FULL) zs_partial_push(&h->cls[r->cls], r); /* full no more */
     hk__asan_poison(p, r->stride);
     zs_link(p, (uint64_t)(uintptr_t)r->free ^ r->key);
     r->free = p;
-    r->used--;
-    ZS_STAT_ADD(h->free_count, 1);
-    ZS_STAT_SUB(h->slot_bytes, r->stride);
+    ZS_USED_SET(r, r->used - 1);
 }
 
 /* Collects run r's remote frees (owner). Returns the slots collected. */
@@ -397,16 +421,22 @@ size_t hk__zs_collect(zs_heap *h) {
         zs_run *next = s->rnext;
         /* unqueue before reading the bits (invariant 5): a freer that sets a
          * bit after our exchange of it queues the run again */
-        __atomic_store_n(&s->rqueued, 0, __ATOMIC_SEQ_CST);
+        __atomic_fetch_and(&s->rpend, ~ZS_RQUEUED, __ATOMIC_SEQ_CST);
         got += zs_collect_run(h, s);
-        if (s->state == ZS_FULL && s->free != (unsigned char *)s) zs_partial_push(&h->cls[s->cls], s);
-        if (s->used == 0 && s->state == ZS_PARTIAL && zs_run_quiet(s)) {
+        if (zs_used(s) == 0 && s->state == ZS_PARTIAL && zs_run_quiet(s)) {
             zs_partial_unlink(&h->cls[s->cls], s);
             zs_run_release(h, s);
         }
         s = next;
     }
     return got;
+}
+
+void hk__zs_set_cur(zs_heap *h, unsigned c, zs_run *r) {
+    h->cls[c].cur = r;
+    /* the requests of class c: (stride of c - 1, stride of c] bytes */
+    unsigned k = c ? zs_stride_tab[c - 1] / 8u + 1u : 0u, end = zs_stride_tab[c] / 8u;
+    for (; k <= end && k <= ZS_DIRECT_MAX / 8u; k++) h->direct[k] = r;
 }
 
 void *hk__zs_alloc_slow(zs_heap *h, unsigned c) {
@@ -416,7 +446,7 @@ void *hk__zs_alloc_slow(zs_heap *h, unsigned c) {
     if (r != &hk__zs_empty_run && r->free == (unsigned char *)r && !zs_carve(r)) {
         /* cur is exhausted: full until a free comes back */
         zs_set_state(r, ZS_FULL);
-        r = cl->cur = &hk__zs_empty_run;
+        hk__zs_set_cur(h, c, r = &hk__zs_empty_run);
     }
     if (r == &hk__zs_empty_run) {
         r = cl->partial;
@@ -426,10 +456,10 @@ void *hk__zs_alloc_slow(zs_heap *h, unsigned c) {
             return NULL;
         }
         zs_set_state(r, ZS_CUR);
-        cl->cur = r;
+        hk__zs_set_cur(h, c, r);
         if (r->free == (unsigned char *)r && !zs_carve(r)) return NULL; /* a partial run always has one */
     }
-    return zs_alloc(h, zs_stride_tab[c]);
+    return zs_pop(h, r, r->free);
 }
 
 /* ---- frees the fast path did not take -------------------------------------------- */
@@ -441,7 +471,9 @@ static hk_result zs_double(zs_space *sp, zs_heap *h, zs_run *r, void *p, const c
 }
 
 hk_result hk__zs_free_slow(zs_space *sp, zs_heap *h, zs_run *r, void *p, const char *op) {
-    uint32_t off = (uint32_t)((uintptr_t)p & (uint32_t)(ZS_RUN - 1)), i = zs_index(r, off);
+    if (h == &hk__zs_none_heap) h = NULL;
+    uint32_t off = (uint32_t)((uintptr_t)p & (uint32_t)(ZS_RUN - 1));
+    uint32_t i = zs_index_in(r, off, r->nslots * r->stride);
     zs_heap *owner = __atomic_load_n(&r->heap, __ATOMIC_ACQUIRE);
     if (!owner)
         return zs_report(sp, h, HK_ERR_DOUBLE_FREE, HK_EK_DOUBLE_FREE, p, 0,
@@ -449,7 +481,7 @@ hk_result hk__zs_free_slow(zs_space *sp, zs_heap *h, zs_run *r, void *p, const c
                          "freed already?",
                          op, p);
     if (i == UINT32_MAX) {
-        if (off < ZS_FIRST || off - ZS_FIRST >= r->limit)
+        if (off < ZS_FIRST || off - ZS_FIRST >= r->nslots * r->stride)
             return zs_report(sp, h, HK_ERR_INVALID, HK_EK_INTERIOR_PTR, p, 0,
                              "%s(%p): pointer is inside the header of small-block run %p, not a block", op, p,
                              (void *)r);
@@ -473,7 +505,7 @@ hk_result hk__zs_free_slow(zs_space *sp, zs_heap *h, zs_run *r, void *p, const c
         }
         /* a used slot whose first word only looked like a link */
         zs_push(h, r, p);
-        if (r->used < r->settle_below) hk__zs_settle(h, r);
+        hk__zs_settle(h, r);
         return HK_OK;
     }
     /* another heap's slot. Its owner's list cannot be searched from here:
@@ -485,7 +517,7 @@ hk_result hk__zs_free_slow(zs_space *sp, zs_heap *h, zs_run *r, void *p, const c
     }
     /* in flight until the run is queued: its owner keeps the run meanwhile
      * (zs_run_quiet) */
-    __atomic_fetch_add(&r->rinflight, 1, __ATOMIC_SEQ_CST);
+    __atomic_fetch_add(&r->rpend, 1, __ATOMIC_SEQ_CST);
     /* poisoned while still the freer's: once its bit is set, its owner may
      * collect it and hand it out again at once */
     hk__asan_poison(p, r->stride);
@@ -495,17 +527,17 @@ hk_result hk__zs_free_slow(zs_space *sp, zs_heap *h, zs_run *r, void *p, const c
         __atomic_fetch_add(&owner->rfreed, ZS_RPACK(r->stride), __ATOMIC_SEQ_CST) + ZS_RPACK(r->stride);
     if (__atomic_fetch_or(rw, m, __ATOMIC_ACQ_REL) & m) {
         __atomic_fetch_sub(&owner->rfreed, ZS_RPACK(r->stride), __ATOMIC_SEQ_CST);
-        __atomic_fetch_sub(&r->rinflight, 1, __ATOMIC_SEQ_CST);
+        __atomic_fetch_sub(&r->rpend, 1, __ATOMIC_SEQ_CST);
         return zs_double(sp, h, r, p, op, " (freed by another thread, not collected yet)");
     }
     /* queue the run once (invariant 5) */
-    if (!__atomic_load_n(&r->rqueued, __ATOMIC_SEQ_CST) &&
-        !__atomic_exchange_n(&r->rqueued, 1, __ATOMIC_SEQ_CST)) {
+    if (!(__atomic_load_n(&r->rpend, __ATOMIC_SEQ_CST) & ZS_RQUEUED) &&
+        !(__atomic_fetch_or(&r->rpend, ZS_RQUEUED, __ATOMIC_SEQ_CST) & ZS_RQUEUED)) {
         zs_run *top = __atomic_load_n(&owner->rstack, __ATOMIC_RELAXED);
         do r->rnext = top;
         while (!__atomic_compare_exchange_n(&owner->rstack, &top, r, 1, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
     }
-    __atomic_fetch_sub(&r->rinflight, 1, __ATOMIC_SEQ_CST);
+    __atomic_fetch_sub(&r->rpend, 1, __ATOMIC_SEQ_CST);
     /* a heap whose thread is gone has no owner to collect: a freer does,
      * under the lock that adoption takes, once ZS_ORPHAN_BATCH of its frees
      * wait (invariant 8) */
@@ -522,7 +554,7 @@ hk_result hk__zs_free_slow(zs_space *sp, zs_heap *h, zs_run *r, void *p, const c
 size_t hk__zs_usable(const zs_heap *h, zs_run *r, const void *p) {
     uint32_t i = zs_index(r, (uint32_t)(uintptr_t)p & (uint32_t)(ZS_RUN - 1));
     const zs_heap *owner = __atomic_load_n(&r->heap, __ATOMIC_RELAXED);
-    if (!owner || i == UINT32_MAX || i >= __atomic_load_n(&r->bump, __ATOMIC_RELAXED) ||
+    if (!owner || i == UINT32_MAX ||
         ((__atomic_load_n(zs_rbits(r) + (i >> 6), __ATOMIC_RELAXED) >> (i & 63u)) & 1u))
         return 0;
     if (zs_maybe_link(r, zs_word_used(p))) {
@@ -578,7 +610,8 @@ void hk__zs_heap_init(zs_heap *h, zs_space *sp) {
     h->sp = sp;
     h->secret = hk_now_ns() ^ ((uint64_t)(uintptr_t)h * 0x9E3779B97F4A7C15ull);
     h->poll_left = 1;
-    for (unsigned c = 0; c < ZS_NCLS; c++) h->cls[c].cur = &hk__zs_empty_run;
+    h->alloc_base = 1;
+    for (unsigned c = 0; c < ZS_NCLS; c++) hk__zs_set_cur(h, c, &hk__zs_empty_run);
 }
 
 /* Collects every run of h with a remote bit, queued or not: the stack is
@@ -587,7 +620,7 @@ static size_t zs_collect_all(zs_heap *h) {
     zs_run *s = __atomic_exchange_n(&h->rstack, NULL, __ATOMIC_SEQ_CST);
     while (s) {
         zs_run *next = s->rnext; /* before the unqueue: a freer may queue s again at once */
-        __atomic_store_n(&s->rqueued, 0, __ATOMIC_SEQ_CST);
+        __atomic_fetch_and(&s->rpend, ~ZS_RQUEUED, __ATOMIC_SEQ_CST);
         s = next;
     }
     size_t got = 0;
@@ -601,18 +634,16 @@ static size_t zs_release_empty(zs_heap *h) {
     for (unsigned c = 0; c < ZS_NCLS; c++) {
         zs_run *r = h->cls[c].cur;
         if (r != &hk__zs_empty_run) {
-            h->cls[c].cur = &hk__zs_empty_run;
+            hk__zs_set_cur(h, c, &hk__zs_empty_run);
             zs_partial_push(&h->cls[c], r);
         }
     }
     for (zs_run *r = h->all, *next; r; r = next) {
         next = r->all_next;
-        if (r->used == 0 && zs_run_quiet(r)) {
+        if (zs_used(r) == 0 && zs_run_quiet(r)) {
             if (r->state == ZS_PARTIAL) zs_partial_unlink(&h->cls[r->cls], r);
             zs_run_release(h, r);
             n++;
-        } else if (r->state == ZS_FULL && r->free != (unsigned char *)r) {
-            zs_partial_push(&h->cls[r->cls], r);
         }
     }
     n += hk__zs_heap_take_spare(h);
@@ -634,7 +665,7 @@ size_t hk__zs_heap_shrink(zs_heap *h) {
 size_t hk__zs_heap_fini(zs_heap *h) {
     hk__zs_heap_shrink(h);
     size_t live = 0;
-    for (zs_run *r = h->all; r; r = r->all_next) live += r->used;
+    for (zs_run *r = h->all; r; r = r->all_next) live += zs_used(r);
     return live;
 }
 
@@ -642,13 +673,11 @@ size_t hk__zs_heap_free_all(zs_heap *h) {
     zs_collect_all(h);
     size_t n = 0;
     for (zs_run *r = h->all; r; r = r->all_next) {
-        n += r->used;
-        ZS_STAT_ADD(h->free_count, r->used);
-        ZS_STAT_SUB(h->slot_bytes, (size_t)r->used * r->stride);
-        r->used = 0;
+        n += zs_used(r);
+        ZS_USED_SET(r, 0);
     }
     for (unsigned c = 0; c < ZS_NCLS; c++) {
-        h->cls[c].cur = &hk__zs_empty_run;
+        hk__zs_set_cur(h, c, &hk__zs_empty_run);
         h->cls[c].partial = NULL;
     }
     while (h->all) {
@@ -657,6 +686,21 @@ size_t hk__zs_heap_free_all(zs_heap *h) {
     }
     hk__zs_heap_take_spare(h);
     return n;
+}
+
+void hk__zs_sum_runs(const zs_space *sp, uint64_t *slots, uint64_t *bytes) {
+    uint64_t n = 0, b = 0;
+    size_t end = __atomic_load_n(&sp->used, __ATOMIC_ACQUIRE);
+    for (size_t off = 0; off < end; off += ZS_RUN) {
+        const zs_run *r = (const zs_run *)(sp->lo + off);
+        /* lines 0 and 1 of a granule below `used` stay readable (invariant 1) */
+        if (!__atomic_load_n(&r->heap, __ATOMIC_ACQUIRE)) continue;
+        uint32_t u = zs_used(r);
+        n += u;
+        b += (uint64_t)u * __atomic_load_n(&r->stride, __ATOMIC_RELAXED);
+    }
+    *slots = n;
+    *bytes = b;
 }
 
 /* ---- check and walk ------------------------------------------------------------------ */
@@ -700,16 +744,17 @@ static hk_result zs_check_run(const zs_heap *h, zs_run *r, hk__reporter *rep) {
     uintptr_t off = (uintptr_t)r - sp->lo;
     if (off >= sp->used || (off & (ZS_RUN - 1))) return zs_bad(rep, r, "not a granule of the space");
     if (r->cls >= ZS_NCLS || r->stride != zs_stride_tab[r->cls] || r->magic != ((ZS_MAGIC << 16) | r->cls) ||
-        r->heap != h || r->nslots != zs_nslots(r->stride) || r->limit != r->nslots * r->stride ||
+        r->heap != h || r->nslots != zs_nslots(r->stride) ||
         r->recip != (uint32_t)((((uint64_t)1 << 32) + r->stride - 1) / r->stride))
         return zs_bad(rep, r, "damaged fixed fields");
     uint32_t bump = __atomic_load_n(&r->bump, __ATOMIC_RELAXED);
     if (bump > r->nslots) return zs_bad(rep, r, "carved past its slots");
+    if (r->limit != bump * r->stride) return zs_bad(rep, r, "carved end disagrees with its carved count");
     uint64_t fr[ZS_WORDS];
     uint32_t nfree;
     hk_result res = zs_free_set(r, bump, fr, &nfree, rep);
     if (res != HK_OK) return res;
-    if (r->used != bump - nfree) return zs_bad(rep, r, "used count disagrees with its free list");
+    if (zs_used(r) != bump - nfree) return zs_bad(rep, r, "used count disagrees with its free list");
     uint64_t *rb = zs_rbits(r);
     for (uint32_t w = 0; w < ZS_WORDS; w++) {
         uint64_t x = __atomic_load_n(rb + w, __ATOMIC_RELAXED), lo = w * 64u;
@@ -726,19 +771,18 @@ static hk_result zs_check_run(const zs_heap *h, zs_run *r, hk__reporter *rep) {
         : r->state == ZS_FULL ? (nfree != 0 || bump != r->nslots)
                               : r->state != ZS_PARTIAL)
         return zs_bad(rep, r, "state disagrees with its class");
-    if (r->settle_below != (r->state == ZS_FULL ? UINT32_MAX : 1u))
-        return zs_bad(rep, r, "settle mark disagrees with its state");
+    if (r->state == ZS_FULL && r->used != 1)
+        return zs_bad(rep, r, "a full run's used count is not its trap (1)");
     return HK_OK;
 }
 
 hk_result hk__zs_check_heap(const zs_heap *h, hk__reporter *rep, size_t *granules) {
-    size_t nparts = 0, nruns = 0, bytes = 0;
+    size_t nparts = 0, nruns = 0;
     for (zs_run *r = h->all; r; r = r->all_next) {
         hk_result res = zs_check_run(h, r, rep);
         if (res != HK_OK) return res;
         nparts += r->state == ZS_PARTIAL;
         nruns++;
-        bytes += (size_t)r->used * r->stride;
         if (nruns > h->sp->runs) return zs_bad(rep, r, "the heap's run list is longer than the space's runs");
     }
     size_t listed = 0;
@@ -753,8 +797,9 @@ hk_result hk__zs_check_heap(const zs_heap *h, hk__reporter *rep, size_t *granule
         }
     }
     if (listed != nparts) return zs_bad(rep, h->all, "a partial run is on no list");
-    if (bytes != ZS_STAT_READ(h->slot_bytes))
-        return zs_bad(rep, h->all, "the heap's slot bytes disagree with its runs");
+    for (unsigned k = 0; k <= ZS_DIRECT_MAX / 8u; k++)
+        if (h->direct[k] != h->cls[zs_cls_of(8u * k)].cur)
+            return zs_bad(rep, h->direct[k], "a direct entry is not its class's current run");
     zs_run *spare = __atomic_load_n(&h->spare, __ATOMIC_ACQUIRE);
     if (spare) {
         uintptr_t off = (uintptr_t)spare - h->sp->lo;

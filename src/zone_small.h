@@ -41,7 +41,8 @@
 #define ZS_RUN_LOG2     16u
 #define ZS_RUN          ((size_t)1 << ZS_RUN_LOG2) /* bytes of a run, and its alignment */
 #define ZS_MAX          8192u                      /* largest small request */
-#define ZS_NCLS         64u                        /* 8..64 in 8-byte steps, then 8 classes per doubling */
+#define ZS_DIRECT_MAX   1024u            /* requests up to this find their run in one load (zs_heap.direct) */
+#define ZS_NCLS         64u              /* 8..64 in 8-byte steps, then 8 classes per doubling */
 #define ZS_HDR          192u             /* the run struct's three lines, before the remote bitmap */
 #define ZS_WORDS        64u              /* 64-bit words of the remote bitmap */
 #define ZS_SLOTS        (ZS_WORDS * 64u) /* slots of a run at most */
@@ -84,6 +85,14 @@ static const uint16_t zs_stride_tab[ZS_NCLS] = {
 #define ZS_STAT_SUB(f, d) ((f) -= (d))
 #endif
 #define ZS_STAT_READ(f) __atomic_load_n(&(f), __ATOMIC_RELAXED)
+/* A relaxed load on the fast paths: a plain one outside TSan, so that the
+ * compiler may fold it into a compare (the same instruction on the hosts
+ * heapkit supports, where aligned loads are single-copy atomic). */
+#ifdef HK__TSAN
+#define ZS_LOAD(f) __atomic_load_n(&(f), __ATOMIC_RELAXED)
+#else
+#define ZS_LOAD(f) (f)
+#endif
 /* A count (the top 24 bits) and bytes (the low 40) in one word, so that a
  * remote free adds both with one atomic add; differences are taken modulo
  * each field (fewer than 2^24 blocks and 2^40 bytes wait at once). */
@@ -117,7 +126,10 @@ typedef struct zs_run {
     /* line 0: fixed */
     uint32_t stride;
     uint32_t recip; /* ceil(2^32 / stride): slot index = off * recip >> 32, exact for off < ZS_RUN */
-    uint32_t limit; /* nslots * stride: an offset (from slot 0) past it is no slot */
+    /* atomic (relaxed): bump * stride, the carved slots' end (from slot 0):
+     * an offset past it is no slot handed out (written by the owner's
+     * carve, read by any free) */
+    uint32_t limit;
     uint32_t nslots;
     uint64_t key;    /* run address ^ secret */
     uint64_t secret; /* random, low ZS_RUN_LOG2 bits 0, top bit 1 */
@@ -129,23 +141,39 @@ typedef struct zs_run {
     unsigned char pad1_[64 - 48];
     /* line 1: the owner's */
     unsigned char *free; /* first free slot, or the run itself (none) */
-    uint32_t
-        used; /* slots handed out and not back on the free list (remote frees included until collected) */
+    /* Slots handed out and not back on the free list (remote frees
+     * included until collected), but 1 while the run is full (ZS_FULL:
+     * every slot used): a free that leaves it 0 settles the run, emptied or
+     * full no more (zs_used gives the count). Relaxed atomic updates under
+     * TSan: stats read it, and state, from any thread. */
+    uint32_t used;
     uint32_t bump;  /* slots carved (atomic relaxed store: check reads it) */
-    uint32_t state; /* ZS_CUR, ZS_PARTIAL or ZS_FULL (zs_set_state) */
-    /* a free leaving `used` below this settles the run: 1 (it emptied), or
-     * UINT32_MAX while full (any free: back on the partial list) */
-    uint32_t settle_below;
+    uint32_t state; /* ZS_CUR, ZS_PARTIAL or ZS_FULL (zs_set_state; atomic relaxed stores) */
+    uint32_t pad2_;
     struct zs_run *next, *prev;         /* the class's partial list */
     struct zs_run *all_next, *all_prev; /* every run of the heap */
     unsigned char pad3_[64 - 56];
     /* line 2: remote freers' */
     struct zs_run *rnext; /* on the heap's collection stack */
-    uint32_t rqueued;     /* atomic: on the stack, or about to be */
-    uint32_t rinflight;   /* atomic: remote freers between their bit and their queueing */
+    /* atomic: ZS_RQUEUED (on the stack, or about to be) plus the remote
+     * freers between their bit and their queueing (the low 32 bits): while
+     * it is 0 no remote bit is set but by a free racing with the reader's */
+    uint64_t rpend;
     unsigned char pad4_[64 - 16];
 } zs_run;
 _Static_assert(sizeof(zs_run) == ZS_HDR, "three lines before the bitmap");
+#define ZS_RQUEUED ((uint64_t)1 << 32)
+#ifdef HK__TSAN
+#define ZS_USED_SET(r, v) __atomic_store_n(&(r)->used, (v), __ATOMIC_RELAXED)
+#else
+#define ZS_USED_SET(r, v) ((r)->used = (v))
+#endif
+/* Used slots of run r (its owner, or stats: a value near what it held). */
+static inline uint32_t zs_used(const zs_run *r) {
+    return __atomic_load_n(&r->state, __ATOMIC_RELAXED) == ZS_FULL
+               ? r->nslots
+               : __atomic_load_n(&r->used, __ATOMIC_RELAXED);
+}
 
 /* A class of a heap. */
 typedef struct zs_cls {
@@ -180,8 +208,8 @@ typedef struct zs_space {
      * (zs_heap.locked == 0, or no heap): the zone's lock in a threads zone */
     void (*lock)(void *), (*unlock)(void *);
     void *lock_user;
-    /* called by an owner every poll_left frees (its return: the next
-     * count); NULL: never. The zone's decay clock. */
+    /* called by an owner every poll_left allocations (its return: the
+     * next count); NULL: never. The zone's decay clock. */
     uint32_t (*poll)(void *user, struct zs_heap *h);
     void *poll_user;
     hk_os_mutex mx;
@@ -190,12 +218,15 @@ typedef struct zs_space {
 /* A heap: its owner's classes and counters, and the stack other threads
  * queue runs on. */
 typedef struct zs_heap {
+    /* direct[(n + 7) / 8]: the current run of the class of a request of n
+     * <= ZS_DIRECT_MAX bytes (cls[].cur, kept equal by zs_set_cur) */
+    zs_run *direct[ZS_DIRECT_MAX / 8u + 1u];
     zs_cls cls[ZS_NCLS];
     zs_space *sp;
-    /* The counters an alloc or a free changes are not neighbours (GCC
-     * would pair them into vector instructions that cost more than they
-     * save). */
-    uint64_t alloc_count;
+    /* Allocations since the heap was made: alloc_base - poll_left
+     * (zs_alloc_count; stats derive the frees, the runs' used counts being
+     * the blocks live). poll_left counts down to the space's poll. */
+    uint64_t alloc_base;
     zs_run *all;    /* every run of the heap */
     zs_run *rstack; /* atomic: runs with remote frees to collect */
     /* Other threads' frees of its blocks (atomic adds by the freers) and
@@ -203,11 +234,9 @@ typedef struct zs_heap {
      * packed by ZS_RPACK: stats subtract the difference, the frees not
      * collected yet, so that they are exact while blocks wait. */
     uint64_t rfreed, rcollected;
-    size_t slot_bytes; /* strides of the used slots (remote frees count until collected) */
-    uint64_t secret;   /* the next run's secret comes from it */
-    uint64_t free_count;
-    uint32_t poll_left;        /* frees until the next call of the space's poll */
-    uint64_t poll_ns, poll_fc; /* the poll's own state: its last clock read, and free_count then */
+    uint64_t secret;           /* the next run's secret comes from it */
+    uint32_t poll_left;        /* allocations until the space's poll (atomic stores under TSan) */
+    uint64_t poll_ns, poll_ac; /* the poll's own state: its last clock read, and alloc count then */
     zs_run *spare;             /* atomic: one empty granule kept for the next run, or NULL */
     struct zs_heap *next;      /* the zone's list of heaps */
     int abandoned;             /* atomic: its thread is gone; the next one adopts it */
@@ -216,6 +245,10 @@ typedef struct zs_heap {
 } zs_heap;
 
 extern zs_run hk__zs_empty_run;
+/* The heap of a thread that has none: every direct entry is the empty run
+ * (an allocation from it misses), and it owns no run (a free into it goes
+ * to the slow path, which takes it for NULL). Never written. */
+extern zs_heap hk__zs_none_heap;
 
 /* ---- the space and heaps (zone_small.c) ------------------------------------- */
 
@@ -256,10 +289,17 @@ size_t hk__zs_heap_take_spare(zs_heap *h);
 void *hk__zs_alloc_slow(zs_heap *h, unsigned c);
 /* The space's poll, and the next count. */
 void hk__zs_poll(zs_heap *h);
-/* The end of a free whose run must settle or whose heap's poll is due
- * (poll_left may already be 0 or not yet decremented). HK_OK. */
+/* The same, returning u (a tail call from the allocation's fast path). */
+void *hk__zs_poll_ret(zs_heap *h, void *u);
+/* Allocations h made (its owner, or stats: a value near what it held). */
+static inline uint64_t zs_alloc_count(const zs_heap *h) {
+    return __atomic_load_n(&h->alloc_base, __ATOMIC_RELAXED) -
+           __atomic_load_n(&h->poll_left, __ATOMIC_RELAXED);
+}
+/* The end of a free that emptied run r, or made it not full: settles it,
+ * and counts down to the heap's poll. HK_OK. */
 hk_result hk__zs_free_tail(zs_heap *h, zs_run *r);
-/* Settles run r after a free made it non-full or empty. */
+/* Gives run r back when a free emptied it (a partial run, quiet). */
 void hk__zs_settle(zs_heap *h, zs_run *r);
 /* A free the fast path did not take: misuse (reported, HK_ERR_*), a
  * remote free, or the owner's free of a slot whose first word looks like
@@ -269,6 +309,10 @@ hk_result hk__zs_free_slow(zs_space *sp, zs_heap *h, zs_run *r, void *p, const c
 /* Collects every queued run's remote frees into their free lists. Returns
  * the slots collected. Owner only. */
 size_t hk__zs_collect(zs_heap *h);
+/* The used slots of every run of the space and their bytes (strides),
+ * remote frees not collected included. Any thread: a run made or ended
+ * meanwhile may be counted or not. O(granules of the space). */
+void hk__zs_sum_runs(const zs_space *sp, uint64_t *slots, uint64_t *bytes);
 /* Every invariant of heap h's runs (owner quiescent), adding the granules
  * it holds (runs and spare) to *granules. HK_OK or HK_ERR_CORRUPT,
  * reported. O(runs x slots). */
@@ -303,18 +347,30 @@ static inline unsigned char *zs_slot(const zs_run *r, uint32_t i) {
  * 1) and o < 2^16, the product o * recip is i * 2^32 + j * 2^32 / stride +
  * o * e for o = i * stride + j: its low 32 bits are below 2^16 exactly
  * when j == 0 (else at least 2^32 / ZS_MAX = 2^19). A multiply, no divide. */
-static inline uint32_t zs_index(const zs_run *r, uint32_t off) {
-    uint32_t o = off - ZS_FIRST; /* wraps past limit for a pointer into the header */
+static inline uint32_t zs_index_in(const zs_run *r, uint32_t off, uint32_t lim) {
+    uint32_t o = off - ZS_FIRST; /* wraps past lim for a pointer into the header */
     uint64_t q = (uint64_t)o * r->recip;
-    if (HK__UNLIKELY(o >= r->limit) || HK__UNLIKELY((uint32_t)q >= 65536u)) return UINT32_MAX;
+    if (HK__UNLIKELY(o >= lim) || HK__UNLIKELY((uint32_t)q >= 65536u)) return UINT32_MAX;
     return (uint32_t)(q >> 32);
+}
+/* The same among the carved slots (below limit). */
+static inline uint32_t zs_index(const zs_run *r, uint32_t off) {
+    return zs_index_in(r, off, __atomic_load_n(&r->limit, __ATOMIC_RELAXED));
 }
 _Static_assert(ZS_RUN <= 65536u && ((uint64_t)1 << 32) / ZS_MAX >= 65536u, "zs_index's exactness test");
 
+/* A run becomes full with every slot used (its count set to 1, the trap
+ * of the next free), and leaves that state with them all used still. */
 static inline void zs_set_state(zs_run *r, uint32_t state) {
-    r->state = state;
-    r->settle_below = state == ZS_FULL ? UINT32_MAX : 1u;
+    if (state == ZS_FULL)
+        ZS_USED_SET(r, 1u);
+    else if (r->state == ZS_FULL)
+        ZS_USED_SET(r, r->nslots);
+    __atomic_store_n(&r->state, state, __ATOMIC_RELAXED);
 }
+
+/* Makes r class c's current run in h (and the direct entries of c). */
+void hk__zs_set_cur(zs_heap *h, unsigned c, zs_run *r);
 
 /* A free slot's link (atomic relaxed: a remote freer of a block freed
  * already may read it while the owner writes it; plain moves on x86).
@@ -337,19 +393,56 @@ static inline void zs_link(void *u, uint64_t w) {
 /* Whether first word w of a slot of run r may be a free-list link. */
 static inline int zs_maybe_link(const zs_run *r, uint64_t w) { return (w ^ r->secret) < ZS_RUN; }
 
+/* Pops a slot of run r (its free list not empty) for h. */
+static inline void *zs_pop(zs_heap *h, zs_run *r, unsigned char *u) {
+    r->free = (unsigned char *)(uintptr_t)(zs_word(u) ^ r->key);
+    *(uint64_t *)u = 0; /* no link left behind: a free reads this word */
+    ZS_USED_SET(r, r->used + 1);
+    hk__asan_unpoison(u, r->stride);
+#ifdef HK__TSAN
+    uint32_t left = __atomic_load_n(&h->poll_left, __ATOMIC_RELAXED) - 1;
+    __atomic_store_n(&h->poll_left, left, __ATOMIC_RELAXED);
+#else
+    uint32_t left = --h->poll_left;
+#endif
+    if (HK__UNLIKELY(left == 0)) return hk__zs_poll_ret(h, u);
+    return u;
+}
+
 /* n <= ZS_MAX bytes from h; NULL when no run can be had. O(1). */
 static inline void *zs_alloc(zs_heap *h, size_t n) {
     unsigned c = zs_cls_of(n);
     zs_run *r = h->cls[c].cur;
     unsigned char *u = r->free;
     if (HK__UNLIKELY(u == (unsigned char *)r)) return hk__zs_alloc_slow(h, c);
-    r->free = (unsigned char *)(uintptr_t)(zs_word(u) ^ r->key);
-    *(uint64_t *)u = 0; /* no link left behind: a free reads this word */
-    r->used++;
-    ZS_STAT_ADD(h->alloc_count, 1);
-    ZS_STAT_ADD(h->slot_bytes, r->stride);
-    hk__asan_unpoison(u, r->stride);
-    return u;
+    return zs_pop(h, r, u);
+}
+
+/* The same for n <= ZS_DIRECT_MAX: the run in one load. */
+static inline void *zs_alloc_direct(zs_heap *h, size_t n) {
+    zs_run *r = h->direct[(n + 7u) >> 3];
+    unsigned char *u = r->free;
+    if (HK__UNLIKELY(u == (unsigned char *)r)) return hk__zs_alloc_slow(h, zs_cls_of(n));
+    return zs_pop(h, r, u);
+}
+
+/* Whether a free of slot `off` (from the run's base) of run r, by its owner
+ * h, must go to the slow path: not a carved slot's start (an interior or
+ * foreign pointer, or a slot never handed out), another heap's run, a remote
+ * free of it not collected, or a first word that may be a free-list link
+ * (a double free, or data that looks like one). */
+static inline int zs_free_odd(const zs_heap *h, zs_run *r, const void *p) {
+    uint32_t o = ((uint32_t)(uintptr_t)p & (uint32_t)(ZS_RUN - 1)) - ZS_FIRST; /* wraps in the header */
+    uint64_t q = (uint64_t)o * r->recip;
+    if (HK__UNLIKELY(o >= ZS_LOAD(r->limit)) || HK__UNLIKELY((uint32_t)q >= 65536u) ||
+        HK__UNLIKELY(r->heap != h))
+        return 1;
+    if (HK__UNLIKELY(ZS_LOAD(r->rpend) != 0)) {
+        /* remote frees wait: is this one of them? */
+        uint32_t i = (uint32_t)(q >> 32);
+        if ((__atomic_load_n(zs_rbits(r) + (i >> 6), __ATOMIC_RELAXED) >> (i & 63u)) & 1u) return 1;
+    }
+    return zs_maybe_link(r, zs_word_used(p));
 }
 
 /* Frees p, a pointer into granule r (zs_run_of), for heap h (the calling
@@ -358,11 +451,7 @@ static inline void *zs_alloc(zs_heap *h, size_t n) {
  * word that looks like a link) goes to hk__zs_free_slow. O(1). */
 static inline hk_result zs_free(zs_space *sp, zs_heap *h, zs_run *r, void *p, const char *op) {
 #ifndef HK_ZONE_UNCHECKED
-    uint32_t i = zs_index(r, (uint32_t)(uintptr_t)p & (uint32_t)(ZS_RUN - 1));
-    if (HK__UNLIKELY(i == UINT32_MAX) || HK__UNLIKELY(r->heap != h) || HK__UNLIKELY(i >= r->bump) ||
-        HK__UNLIKELY((__atomic_load_n(zs_rbits(r) + (i >> 6), __ATOMIC_RELAXED) >> (i & 63u)) & 1u) ||
-        HK__UNLIKELY(zs_maybe_link(r, zs_word_used(p))))
-        return hk__zs_free_slow(sp, h, r, p, op);
+    if (HK__UNLIKELY(zs_free_odd(h, r, p))) return hk__zs_free_slow(sp, h, r, p, op);
 #else
     /* HK_ZONE_UNCHECKED (a build for measuring what the checks cost, never
      * shipped): the owner's free takes the block on trust */
@@ -371,11 +460,10 @@ static inline hk_result zs_free(zs_space *sp, zs_heap *h, zs_run *r, void *p, co
     hk__asan_poison(p, r->stride);
     zs_link(p, (uint64_t)(uintptr_t)r->free ^ r->key);
     r->free = (unsigned char *)p;
-    ZS_STAT_ADD(h->free_count, 1);
-    ZS_STAT_SUB(h->slot_bytes, r->stride);
-    uint32_t used = --r->used;
-    if (HK__UNLIKELY(used < r->settle_below) || HK__UNLIKELY(--h->poll_left == 0))
-        return hk__zs_free_tail(h, r);
+    uint32_t used = r->used - 1;
+    ZS_USED_SET(r, used);
+    /* it emptied, or was full */
+    if (HK__UNLIKELY(used == 0)) return hk__zs_free_tail(h, r);
     return HK_OK;
 }
 

@@ -29,6 +29,15 @@ static hk_result fix_check(zs_fix *f) {
     return hk__zs_check(hs, 1, &f->rep);
 }
 
+/* Used slots of the space's runs (remote frees not collected included),
+ * and their bytes. */
+static uint64_t fix_live(zs_fix *f, uint64_t *bytes) {
+    uint64_t n, b;
+    hk__zs_sum_runs(&f->sp, &n, &b);
+    if (bytes) *bytes = b;
+    return n;
+}
+
 static hk_result fix_free(zs_fix *f, zs_heap *h, void *p) {
     zs_run *r = zs_run_of(&f->sp, p);
     if (!r) return HK_ERR_FOREIGN;
@@ -73,10 +82,15 @@ HKT_TEST(zone_small_alloc_free_every_class) {
         }
     }
     CHECK_EQ(fix_check(&f), HK_OK);
-    CHECK_EQ(f.h.alloc_count, ZS_NCLS * 50);
+    CHECK_EQ(zs_alloc_count(&f.h), ZS_NCLS * 50);
+    uint64_t bytes, want = 0;
+    for (unsigned c = 0; c < ZS_NCLS; c++) want += 50u * zs_stride_tab[c];
+    CHECK_EQ(fix_live(&f, &bytes), ZS_NCLS * 50);
+    CHECK_EQ(bytes, want);
     for (unsigned c = 0; c < ZS_NCLS; c++)
         for (int k = 49; k >= 0; k--) CHECK_EQ(fix_free(&f, &f.h, ps[c][k]), HK_OK);
-    CHECK_EQ(f.h.slot_bytes, 0);
+    CHECK_EQ(fix_live(&f, &bytes), 0);
+    CHECK_EQ(bytes, 0);
     CHECK_EQ(fix_check(&f), HK_OK);
     CHECK_EQ(f.errs.count, 0);
     CHECK_EQ(hk__zs_heap_fini(&f.h), 0);
@@ -209,13 +223,15 @@ HKT_TEST(zone_small_remote_free_collected) {
     for (int k = 0; k < 300; k++) REQUIRE((ps[k] = zs_alloc(&f.h, 64)) != NULL);
     for (int k = 0; k < 200; k++) CHECK_EQ(fix_free(&f, &other, ps[k]), HK_OK);
     CHECK(f.h.rstack != NULL);
-    CHECK_EQ(f.h.free_count, 0);
+    CHECK_EQ(fix_live(&f, NULL), 300); /* counted until collected */
+    CHECK_EQ(ZS_RCOUNT(f.h.rfreed - f.h.rcollected), 200);
     CHECK_EQ(fix_free(&f, &other, ps[5]), HK_ERR_DOUBLE_FREE);
     CHECK_STR_CONTAINS(f.errs.last_message, "freed by another thread");
     CHECK_EQ(fix_free(&f, &f.h, ps[6]), HK_ERR_DOUBLE_FREE);
     CHECK_EQ(fix_check(&f), HK_OK);
     CHECK_EQ(hk__zs_collect(&f.h), 200);
-    CHECK_EQ(f.h.free_count, 200);
+    CHECK_EQ(fix_live(&f, NULL), 100);
+    CHECK_EQ(ZS_RCOUNT(f.h.rfreed - f.h.rcollected), 0);
     CHECK(f.h.rstack == NULL);
     CHECK_EQ(fix_check(&f), HK_OK);
     /* and again, now that the runs were unqueued */
@@ -266,7 +282,9 @@ HKT_TEST(zone_small_walk_lists_used_slots) {
     CHECK_EQ(hk__zs_walk(&f.h, walk_count, &acc), 0);
     CHECK_EQ(acc.n, 2);
     CHECK_EQ(acc.bytes, 16 + 512);
-    CHECK_EQ(acc.bytes, f.h.slot_bytes);
+    uint64_t bytes;
+    CHECK_EQ(fix_live(&f, &bytes), 2);
+    CHECK_EQ(acc.bytes, bytes);
     hk__zs_space_fini(&f.sp);
 }
 
