@@ -369,16 +369,12 @@ void *hk_zone_alloc(hk_zone *z, size_t size) {
     /* Fast paths: a small block from the zone's own heap (no lock hooks; a
      * debug flag turns small blocks off, so no check after), or from the
      * calling thread's heap (threads zone), no lock. */
-    if (HK__LIKELY(size <= ZS_MAX)) {
-        if (HK__LIKELY(z->fast == ZONE_FAST_OWN)) {
-            void *u = zs_alloc(&z->own, size);
-            if (HK__LIKELY(u != NULL)) return u;
-        } else if (z->fast == ZONE_FAST_THREADS) {
-            zs_heap *h = zone_tl_heap(z);
-            if (HK__UNLIKELY(!h)) return zone_alloc_thr_slow(z, size);
-            void *u = zs_alloc(h, size);
-            if (HK__LIKELY(u != NULL)) return u;
-        }
+    if (HK__LIKELY(size <= ZS_MAX) && HK__LIKELY(z->fast != ZONE_FAST_NONE)) {
+        zs_heap *h = &z->own;
+        if (z->fast == ZONE_FAST_THREADS && HK__UNLIKELY(!(h = zone_tl_heap(z))))
+            return zone_alloc_thr_slow(z, size);
+        void *u = HK__LIKELY(size <= ZS_DIRECT_MAX) ? zs_alloc_direct(h, size) : zs_alloc(h, size);
+        if (HK__LIKELY(u != NULL)) return u;
     }
     return zone_alloc_locked(z, size);
 }
@@ -468,16 +464,15 @@ static HK__NOINLINE hk_result zone_free_locked(hk_zone *z, void *p) {
     return res;
 }
 
-/* A threads zone's free: a small block through the calling thread's heap
- * (its own, or another heap's by the remote path), no lock; anything else,
- * and any free by a thread without a heap, locked. Out of line,
- * so that its registers cost the other paths nothing. */
+/* A threads zone's free that the inline path did not take: a small block
+ * through the calling thread's heap found out of the cache (its own, or
+ * another heap's by the remote path), no lock; anything else, and any free
+ * by a thread without a heap, locked. */
 static HK__NOINLINE hk_result zone_free_thr(hk_zone *z, void *p) {
     zs_run *r = zs_run_of(&z->small, p);
     if (HK__LIKELY(r != NULL)) {
-        zs_heap *h = zone_tl_heap(z);
-        if (HK__UNLIKELY(!h)) h = hk__zone_heap_find(z);
         /* a thread without a heap uses the zone's own under the lock */
+        zs_heap *h = hk__zone_heap_find(z);
         if (HK__LIKELY(h != NULL)) return zs_free(&z->small, h, r, p, "free");
     }
     return zone_free_locked(z, p);
@@ -493,6 +488,10 @@ hk_result hk_zone_free(hk_zone *z, void *p) {
         zs_run *r = zs_run_of(&z->small, p);
         if (HK__LIKELY(r != NULL)) return zs_free(&z->small, &z->own, r, p, "free");
     } else if (z->fast == ZONE_FAST_THREADS) {
+        /* the calling thread's heap when the cache names it */
+        zs_run *r = zs_run_of(&z->small, p);
+        zs_heap *h = zone_tl_heap(z);
+        if (HK__LIKELY(r != NULL) && HK__LIKELY(h != NULL)) return zs_free(&z->small, h, r, p, "free");
         return zone_free_thr(z, p);
     }
     return zone_free_locked(z, p);
