@@ -310,11 +310,13 @@ size_t hk_zone_free_tags(hk_zone *z, int lo, int hi);
  * Returns the number of blocks purged. O(blocks purged x purgeable tags). */
 size_t hk_zone_purge(hk_zone *z, int level);
 
-/* Introspection (see heapkit.h). stats is O(heaps): it sums each heap's
- * counters of small blocks (a HK_ZONE_THREADS zone has one heap per
- * thread); read while other threads allocate, each counter is a value it
- * held, and a block freed by another thread counts as used until its owner
- * collects it. A small block counts its slot as the bytes asked for (no
+/* Introspection (see heapkit.h). stats is O(heaps + granules of the small
+ * blocks' space): it sums the used slots of every run (64 KiB each) and
+ * each heap's allocation count (a HK_ZONE_THREADS zone has one heap per
+ * thread), and counts a block another thread freed as freed at once; read
+ * while other threads allocate, the small blocks' figures are near the
+ * values they held, exact when those threads are quiet. A small block
+ * counts its slot as the bytes asked for (no
  * header keeps the request). peak_used is the highest total seen by the
  * TLSF paths and by stats. largest_free is the largest request guaranteed
  * to succeed now without purging or growing. walk visits every TLSF block,
@@ -351,7 +353,8 @@ typedef struct hk_zone_info {
     size_t decommitted_bytes; /* free bytes whose pages are given back to the OS now (counted in free) */
     uint64_t decommit_count;  /* page ranges given back since creation */
 } hk_zone_info;
-/* Fills *out. HK_ERR_INVALID for NULL arguments. O(1). */
+/* Fills *out. HK_ERR_INVALID for NULL arguments. O(heaps + granules), as
+ * stats (slot_bytes is summed over the runs). */
 hk_result hk_zone_get_info(const hk_zone *z, hk_zone_info *out);
 
 /* Gives the zone's free memory back to the OS now, keeping its address
