@@ -364,19 +364,35 @@ static HK__NOINLINE void *zone_alloc_thr_slow(hk_zone *z, size_t size) {
     return u ? u : zone_alloc_locked(z, size);
 }
 
-void *hk_zone_alloc(hk_zone *z, size_t size) {
+/* What hk_zone_alloc's inline pop did not serve (reached by a tail call,
+ * so that the pop needs no frame). */
+static HK__NOINLINE void *zone_alloc_miss(hk_zone *z, size_t size) {
     if (HK__UNLIKELY(!z)) return NULL;
-    /* Fast paths: a small block from the zone's own heap (no lock hooks; a
-     * debug flag turns small blocks off, so no check after), or from the
-     * calling thread's heap (threads zone), no lock. */
+    /* a small block from the zone's own heap (no lock hooks; a debug flag
+     * turns small blocks off, so no check after), or from the calling
+     * thread's heap (threads zone), no lock */
     if (HK__LIKELY(size <= ZS_MAX) && HK__LIKELY(z->fast != ZONE_FAST_NONE)) {
         zs_heap *h = &z->own;
         if (z->fast == ZONE_FAST_THREADS && HK__UNLIKELY(!(h = zone_tl_heap(z))))
             return zone_alloc_thr_slow(z, size);
-        void *u = HK__LIKELY(size <= ZS_DIRECT_MAX) ? zs_alloc_direct(h, size) : zs_alloc(h, size);
+        void *u = zs_alloc(h, size);
         if (HK__LIKELY(u != NULL)) return u;
     }
     return zone_alloc_locked(z, size);
+}
+
+void *hk_zone_alloc(hk_zone *z, size_t size) {
+    /* the pop from the direct entry of the zone's own heap, or of the
+     * calling thread's heap in a threads zone when its cache names it */
+    if (HK__LIKELY(z != NULL) && HK__LIKELY(size <= ZS_DIRECT_MAX) && HK__LIKELY(z->fast != ZONE_FAST_NONE)) {
+        zs_heap *h = z->fast == ZONE_FAST_OWN ? &z->own : zone_tl_heap(z);
+        if (HK__LIKELY(h != NULL)) {
+            zs_run *r = h->direct[(size + 7u) >> 3];
+            unsigned char *u = r->free;
+            if (HK__LIKELY(u != (unsigned char *)r)) return zs_pop(h, r, u);
+        }
+    }
+    return zone_alloc_miss(z, size);
 }
 
 void *hk_zone_alloc_tagged(hk_zone *z, size_t size, int tag, void **owner, const char *name) {
@@ -456,6 +472,7 @@ static hk_result zone_free_held(hk_zone *z, void *p, const char *op) {
 }
 
 static HK__NOINLINE hk_result zone_free_locked(hk_zone *z, void *p) {
+    if (!p) return HK_OK;
     hk__core_lock(&z->core);
     hk_result res = zone_free_held(z, p, "free");
     if (HK__TRACKED(&z->core) && res == HK_OK) hk__track_free(&z->core, p);
@@ -480,18 +497,18 @@ static HK__NOINLINE hk_result zone_free_thr(hk_zone *z, void *p) {
 
 hk_result hk_zone_free(hk_zone *z, void *p) {
     if (HK__UNLIKELY(!z)) return HK_ERR_INVALID;
-    if (HK__UNLIKELY(!p)) return HK_OK;
     /* Fast path: a small block of the zone's own heap, no lock hooks
-     * (zs_run_of places p in the space before anything is read; zs_free
-     * checks it). Anything else through the lookup, which reports. */
+     * (zs_in_space places p in the space before anything is read, and
+     * fails for NULL; zs_free checks it). Anything else through the
+     * lookup, which reports. */
     if (HK__LIKELY(z->fast == ZONE_FAST_OWN)) {
-        zs_run *r = zs_run_of(&z->small, p);
-        if (HK__LIKELY(r != NULL)) return zs_free(&z->small, &z->own, r, p, "free");
+        if (HK__LIKELY(zs_in_space(&z->small, p)))
+            return zs_free(&z->small, &z->own, zs_granule(p), p, "free");
     } else if (z->fast == ZONE_FAST_THREADS) {
         /* the calling thread's heap when the cache names it */
-        zs_run *r = zs_run_of(&z->small, p);
         zs_heap *h = zone_tl_heap(z);
-        if (HK__LIKELY(r != NULL) && HK__LIKELY(h != NULL)) return zs_free(&z->small, h, r, p, "free");
+        if (HK__LIKELY(zs_in_space(&z->small, p)) && HK__LIKELY(h != NULL))
+            return zs_free(&z->small, h, zs_granule(p), p, "free");
         return zone_free_thr(z, p);
     }
     return zone_free_locked(z, p);

@@ -338,6 +338,15 @@ static inline zs_run *zs_run_of(const zs_space *sp, const void *p) {
     return (zs_run *)((uintptr_t)p & ~(uintptr_t)(ZS_RUN - 1));
 }
 
+/* Whether p is in the space's used part (NULL never is), and its granule
+ * then: zs_run_of in two steps, for paths that test before they mask. */
+static inline int zs_in_space(const zs_space *sp, const void *p) {
+    return (uintptr_t)p - sp->lo < ZS_LOAD(sp->used);
+}
+static inline zs_run *zs_granule(const void *p) {
+    return (zs_run *)((uintptr_t)p & ~(uintptr_t)(ZS_RUN - 1));
+}
+
 static inline uint64_t *zs_rbits(zs_run *r) { return (uint64_t *)((unsigned char *)r + ZS_RBITS); }
 static inline unsigned char *zs_slot(const zs_run *r, uint32_t i) {
     return (unsigned char *)r + ZS_FIRST + (size_t)i * r->stride;
