@@ -636,6 +636,19 @@ static void *zone_realloc_impl(hk_zone *z, void *p, size_t n) {
  * freed, or NULL when none could be had (p unchanged; the alloc reported).
  * A p that is no used block is reported by the free and NULL returned. */
 static HK__NOINLINE void *zone_realloc_small(hk_zone *z, zs_run *r, void *p, size_t n) {
+    /* the calling thread's own used block (the checks of its free pass):
+     * its heap's paths, no lookup */
+    zs_heap *h = z->fast == ZONE_FAST_OWN ? &z->own : zone_tl_heap(z);
+    if (HK__LIKELY(h != NULL) && HK__LIKELY(!zs_free_odd(h, r, p))) {
+        if (zone_small_keeps(r, r->stride, n)) return p;
+        void *q = n <= ZS_MAX ? zs_alloc(h, n) : NULL;
+        if (!q) q = hk_zone_alloc(z, n); /* a TLSF block, or NULL (reported; p unchanged) */
+        if (q) {
+            memcpy(q, p, n < r->stride ? n : r->stride);
+            (void)zs_free(&z->small, h, r, p, "realloc");
+        }
+        return q;
+    }
     size_t have = zone_small_usable(z, r, p);
     if (!have) {
         (void)zs_free(&z->small, z->threads ? hk__zone_heap_find(z) : &z->own, r, p, "realloc");

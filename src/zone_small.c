@@ -351,18 +351,23 @@ void hk__zs_settle(zs_heap *h, zs_run *r) {
  * most ZS_CARVE_MAX) onto r's empty free list, lowest address first. Returns 0 when
  * r has none left. */
 static int zs_carve(zs_run *r) {
-    if (r->bump >= r->nslots) return 0;
-    uint32_t i = r->bump, end = i + 1;
+    uint32_t i = r->bump, s = r->stride;
+    if (i >= r->nslots) return 0;
+    unsigned char *first = zs_slot(r, i), *u = first;
+    /* the whole slots from `first` to its page's end (one at least), by the
+     * reciprocal: floor(room / s) exactly for room < 2^16 (zs_index) */
     uintptr_t page = hk_os_page_size();
-    uintptr_t lim = ((uintptr_t)zs_slot(r, i) | (page - 1)) + 1;
-    while (end < r->nslots && (uintptr_t)zs_slot(r, end) + r->stride <= lim && end - i < ZS_CARVE_MAX) end++;
-    for (uint32_t k = end; k-- > i;) {
-        unsigned char *u = zs_slot(r, k);
-        zs_link(u, (uint64_t)(uintptr_t)r->free ^ r->key);
-        r->free = u;
-    }
-    __atomic_store_n(&r->bump, end, __ATOMIC_RELAXED);
-    __atomic_store_n(&r->limit, end * r->stride, __ATOMIC_RELAXED);
+    uint32_t room = (uint32_t)((((uintptr_t)first | (page - 1)) + 1) - (uintptr_t)first);
+    uint32_t n = (uint32_t)(((uint64_t)room * r->recip) >> 32);
+    if (n < 1) n = 1;
+    if (n > ZS_CARVE_MAX) n = ZS_CARVE_MAX;
+    if (n > r->nslots - i) n = r->nslots - i;
+    /* linked in address order, the last to the list as it stood */
+    for (uint32_t k = 1; k < n; k++, u += s) zs_link(u, (uint64_t)(uintptr_t)(u + s) ^ r->key);
+    zs_link(u, (uint64_t)(uintptr_t)r->free ^ r->key);
+    r->free = first;
+    __atomic_store_n(&r->bump, i + n, __ATOMIC_RELAXED);
+    __atomic_store_n(&r->limit, (i + n) * s, __ATOMIC_RELAXED);
     return 1;
 }
 
