@@ -37,6 +37,10 @@ count() { # PRELOAD PAIRS: instructions of the whole run (empty when it failed)
         sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$tmp/err"
     fi
 }
+percall() { # FUNCTION CALLS: inclusive instructions of FUNCTION per call in the last run
+    callgrind_annotate --inclusive=yes "$tmp/cg" 2>/dev/null |
+        awk -v f="$1" -v c="$2" '{ x = $1; gsub(",", "", x) } $0 ~ ":" f " \\[" { printf "%.1f", x / c; exit }'
+}
 base=
 for a in $allocs; do
     case $a in
@@ -60,7 +64,9 @@ for a in $allocs; do
     fi
     per=$(awk -v a="$i1" -v b="$i2" -v n="$n" 'BEGIN { printf "%.1f", (b - a) / n }')
     [ "$a" = mimalloc ] && base=$per
-    printf '%-28s %8s instructions per pair\n' "$a" "$per"
+    calls=$((2 * n + 1000))
+    printf '%-28s %8s instructions per pair   malloc %6s  free %6s per call\n' "$a" "$per" \
+        "$(percall malloc $calls)" "$(percall free $calls)"
     echo "$a $per" >>"$tmp/rows"
 done
 if [ -n "$base" ] && [ -s "$tmp/rows" ]; then
