@@ -167,7 +167,7 @@ static inline __attribute__((always_inline)) void *shim_malloc(size_t n) {
     if (HK__LIKELY(n <= ZS_DIRECT_MAX)) {
         zs_run *r = h->direct[(n + 7u) >> 3];
         unsigned char *u = r->free;
-        if (HK__LIKELY(u != (unsigned char *)r)) return zs_pop(h, r, u);
+        if (HK__LIKELY(u != r->base)) return zs_pop(h, r, u);
     }
     return shim_malloc_miss(n);
 }
@@ -176,10 +176,10 @@ static inline __attribute__((always_inline)) void shim_free(void *p) {
     hk_zone *z = __atomic_load_n(&g_shim_fast, __ATOMIC_ACQUIRE);
     /* NULL and anything outside the small-block space fail the one compare;
      * a thread without a heap has the none heap, which owns no run */
-    if (HK__LIKELY((uintptr_t)p - z->small.lo < z->small.used)) {
+    uintptr_t off = (uintptr_t)p - z->small.lo;
+    if (HK__LIKELY(off < z->small.used)) {
         /* checked; another heap's block goes back lock-free */
-        (void)zs_free(&z->small, hk__zone_tl_main, (zs_run *)((uintptr_t)p & ~(uintptr_t)(ZS_RUN - 1)), p,
-                      "free");
+        (void)zs_free(&z->small, hk__zone_tl_main, zs_run_at(&z->small, off), p, "free");
         return;
     }
     shim_free_slow(p);

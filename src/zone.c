@@ -389,7 +389,7 @@ void *hk_zone_alloc(hk_zone *z, size_t size) {
         if (HK__LIKELY(h != NULL)) {
             zs_run *r = h->direct[(size + 7u) >> 3];
             unsigned char *u = r->free;
-            if (HK__LIKELY(u != (unsigned char *)r)) return zs_pop(h, r, u);
+            if (HK__LIKELY(u != r->base)) return zs_pop(h, r, u);
         }
     }
     return zone_alloc_miss(z, size);
@@ -498,17 +498,18 @@ static HK__NOINLINE hk_result zone_free_thr(hk_zone *z, void *p) {
 hk_result hk_zone_free(hk_zone *z, void *p) {
     if (HK__UNLIKELY(!z)) return HK_ERR_INVALID;
     /* Fast path: a small block of the zone's own heap, no lock hooks
-     * (zs_in_space places p in the space before anything is read, and
+     * (the offset's compare places p in the space before anything is read, and
      * fails for NULL; zs_free checks it). Anything else through the
      * lookup, which reports. */
+    uintptr_t off = (uintptr_t)p - z->small.lo;
     if (HK__LIKELY(z->fast == ZONE_FAST_OWN)) {
-        if (HK__LIKELY(zs_in_space(&z->small, p)))
-            return zs_free(&z->small, &z->own, zs_granule(p), p, "free");
+        if (HK__LIKELY(off < ZS_LOAD(z->small.used)))
+            return zs_free(&z->small, &z->own, zs_run_at(&z->small, off), p, "free");
     } else if (z->fast == ZONE_FAST_THREADS) {
         /* the calling thread's heap when the cache names it */
         zs_heap *h = zone_tl_heap(z);
-        if (HK__LIKELY(zs_in_space(&z->small, p)) && HK__LIKELY(h != NULL))
-            return zs_free(&z->small, h, zs_granule(p), p, "free");
+        if (HK__LIKELY(off < ZS_LOAD(z->small.used)) && HK__LIKELY(h != NULL))
+            return zs_free(&z->small, h, zs_run_at(&z->small, off), p, "free");
         return zone_free_thr(z, p);
     }
     return zone_free_locked(z, p);

@@ -458,7 +458,7 @@ static int zone_dump_visit(const hk_zone *z, int kind, const unsigned char *star
     if (kind == ZONE_SPAN_RUN) {
         const zs_run *r = (const zs_run *)start;
         zone_out(c->fn, c->user, "  %p %12zu  run of %u-byte blocks: %u of %u used, %u carved\n",
-                 (const void *)start, len, r->stride, zs_used(r), r->nslots, r->bump);
+                 (const void *)r->base, len, r->stride, zs_used(r), r->nslots, r->bump);
         return 0;
     }
     if (!(i->flags & HK_BLOCK_USED)) {

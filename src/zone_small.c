@@ -2,12 +2,16 @@
  * src/zone_small.c - the headerless small-block layer's runs, space and
  * slow paths (interface and fast paths: zone_small.h).
  *
- * Invariants (owners quiescent; "slot i" of run r is r + ZS_FIRST + i * stride):
+ * Invariants (owners quiescent; "slot i" of run r is r->base + ZS_FIRST +
+ * i * stride; r is granule g's entry of the header table, r->base = lo +
+ * g * ZS_RUN):
  *
- *  1. A granule below lo + used is a run iff its heap is not NULL; its line 0
- *     is written once, before the run is handed to its heap, and never after
- *     while it is a run (a run given back keeps its line 0 but for the heap,
- *     and its first page stays committed), so any thread may read it.
+ *  1. A granule below lo + used is a run iff its header's heap is not NULL;
+ *     the header table is committed for every granule below used and never
+ *     given back, so any thread may read any of those headers. A header's
+ *     fixed fields (stride, recip, nslots, secret, key, base) are written
+ *     before the run is handed to its heap and not after while it is a run.
+ *     A granule's first page (its remote bitmap) stays committed.
  *  2. Slots at or past `bump` have never been handed out: no list holds
  *     them and their remote bits are 0. bump <= nslots, and limit ==
  *     bump * stride (a free's one compare against limit also rejects a
@@ -55,7 +59,8 @@ uint8_t hk__zs_cls_tab[ZS_MAX / 8u + 1u];
 /* The run every class's `cur` points at while it has none: its list is
  * empty (free is its own address), so the fast path falls to the slow one,
  * which never writes it. */
-zs_run hk__zs_empty_run = {.free = (unsigned char *)&hk__zs_empty_run};
+zs_run hk__zs_empty_run = {.free = (unsigned char *)&hk__zs_empty_run,
+                           .base = (unsigned char *)&hk__zs_empty_run};
 #define ZS_E  &hk__zs_empty_run
 #define ZS_E8 ZS_E, ZS_E, ZS_E, ZS_E, ZS_E, ZS_E, ZS_E, ZS_E
 _Static_assert(ZS_DIRECT_MAX / 8u + 1u == 129u, "the none heap's initializer");
@@ -112,21 +117,26 @@ static uint64_t zs_mix(uint64_t *state) {
  * nothing carved); its heap is set by the caller last. */
 static void zs_run_format(zs_run *r, unsigned c, uint64_t secret) {
     uint32_t s = zs_stride_tab[c];
-    /* field by field, heap (NULL) untouched, stride and used by atomic
-     * stores: stats read them from any thread (zs_sum) and may meet a
-     * granule being made into a run */
+    /* field by field, heap (NULL) and base untouched; what stats read
+     * (stride, used, nslots, state) by atomic stores: stats read them from
+     * any thread (hk__zs_sum_runs) and may meet a granule being made into a
+     * run */
     __atomic_store_n(&r->stride, s, __ATOMIC_RELAXED);
     r->recip = (uint32_t)((((uint64_t)1 << 32) + s - 1) / s);
     r->limit = 0;
-    r->nslots = zs_nslots(s);
+    __atomic_store_n(&r->used, 0, __ATOMIC_RELAXED);
+    r->free = r->base;
     r->secret = (secret & ~(uint64_t)(ZS_RUN - 1)) | ((uint64_t)1 << 63);
-    r->key = (uint64_t)(uintptr_t)r ^ r->secret;
+    r->key = (uint64_t)(uintptr_t)r->base ^ r->secret;
+    r->queued = 0;
+    __atomic_store_n(&r->nslots, zs_nslots(s), __ATOMIC_RELAXED);
     r->cls = c;
     r->magic = (ZS_MAGIC << 16) | c;
-    r->free = (unsigned char *)r;
-    __atomic_store_n(&r->used, 0, __ATOMIC_RELAXED);
-    /* the rest of the header, and the bitmap */
-    memset((unsigned char *)r + offsetof(zs_run, bump), 0, ZS_FIRST - offsetof(zs_run, bump));
+    r->bump = 0;
+    __atomic_store_n(&r->state, 0, __ATOMIC_RELAXED);
+    r->next = r->prev = r->all_next = r->all_prev = r->rnext = NULL;
+    r->rpend = 0;
+    memset(r->base + ZS_RBITS, 0, ZS_WORDS * 8u); /* the remote bitmap */
 }
 
 /* The granule lists of the space (its lock held). A free granule is linked
@@ -182,16 +192,26 @@ static zs_run *zs_granule_take(zs_space *sp) {
     if (!g) g = zs_gpop(&sp->dirty_old);
     if (g) {
         __atomic_store_n(&sp->ndirty, sp->ndirty - 1, __ATOMIC_RELAXED);
-        return (zs_run *)g;
+        return zs_run_at(sp, (uintptr_t)g - sp->lo);
     }
-    if ((g = zs_clean_pop(sp)) != NULL) return (zs_run *)g;
+    if ((g = zs_clean_pop(sp)) != NULL) return zs_run_at(sp, (uintptr_t)g - sp->lo);
     if (sp->bump >= sp->span >> ZS_RUN_LOG2) return NULL;
+    /* its header's entry first (the table is committed a page at a time
+     * and never given back, so any entry below used can be read) */
+    size_t need = (sp->bump + 1) << ZS_META_LOG2;
+    if (need > sp->meta_commit) {
+        size_t pg = hk_os_page_size() > ZS_META ? hk_os_page_size() : ZS_META;
+        if (need > sp->meta_size || hk_os_commit(sp->meta + sp->meta_commit, pg) != HK_OK) return NULL;
+        sp->meta_commit += pg;
+    }
     g = (unsigned char *)(sp->lo + (sp->bump << ZS_RUN_LOG2));
     if (hk_os_commit(g, ZS_RUN) != HK_OK) return NULL;
     if (sp->prefault) (void)hk_os_prefault(g, ZS_RUN);
+    zs_run *r = zs_run_at(sp, sp->bump << ZS_RUN_LOG2);
+    r->base = (unsigned char *)g;
     sp->bump++;
     __atomic_store_n(&sp->used, sp->bump << ZS_RUN_LOG2, __ATOMIC_RELEASE);
-    return (zs_run *)g;
+    return r;
 }
 
 /* Gives back the pages of every granule of dirty list *list, which join
@@ -245,9 +265,9 @@ static zs_run *zs_run_new(zs_heap *h, unsigned c) {
         hk_os_mutex_unlock(&sp->mx);
         if (!r) return NULL;
     }
-    hk__asan_unpoison(r, ZS_RUN);
+    hk__asan_unpoison(r->base, ZS_RUN);
     zs_run_format(r, c, zs_mix(&h->secret));
-    hk__asan_poison((unsigned char *)r + ZS_FIRST, ZS_RUN - ZS_FIRST);
+    hk__asan_poison(r->base + ZS_FIRST, ZS_RUN - ZS_FIRST);
     r->all_prev = NULL;
     r->all_next = h->all;
     if (h->all) h->all->all_prev = r;
@@ -260,9 +280,9 @@ static zs_run *zs_run_new(zs_heap *h, unsigned c) {
  * pages go back to the OS when it stays free (hk__zs_space_age) or by
  * hk__zs_space_trim. Its line 0 stays for racing frees to read. */
 static void zs_granule_give(zs_space *sp, zs_run *r) {
-    hk__asan_poison((unsigned char *)r + 128, ZS_RUN - 128); /* lines 0 and 1 stay readable (zs_sum) */
+    hk__asan_poison(r->base, ZS_RUN);
     hk_os_mutex_lock(&sp->mx);
-    zs_gpush(&sp->dirty_new, r);
+    zs_gpush(&sp->dirty_new, r->base);
     __atomic_store_n(&sp->ndirty, sp->ndirty + 1, __ATOMIC_RELAXED);
     /* with decay by time, the dirty granules past a limit (1/16 of the
      * granules held, at least ZS_DIRTY_MIN) go back at once: the oldest
@@ -374,7 +394,7 @@ static int zs_carve(zs_run *r) {
 /* Whether slot p of run r is on its free list (owner). O(free slots). */
 static int zs_on_list(zs_run *r, const unsigned char *p) {
     uint32_t n = 0;
-    for (unsigned char *u = r->free; u != (unsigned char *)r && n <= r->nslots; n++) {
+    for (unsigned char *u = r->free; u != r->base && n <= r->nslots; n++) {
         if (u == p) return 1;
         u = (unsigned char *)(uintptr_t)(zs_word(u) ^ r->key);
     }
@@ -426,6 +446,7 @@ size_t hk__zs_collect(zs_heap *h) {
         zs_run *next = s->rnext;
         /* unqueue before reading the bits (invariant 5): a freer that sets a
          * bit after our exchange of it queues the run again */
+        __atomic_store_n(&s->queued, 0, __ATOMIC_RELAXED); /* before the flag: a new queueing sets it after */
         __atomic_fetch_and(&s->rpend, ~ZS_RQUEUED, __ATOMIC_SEQ_CST);
         got += zs_collect_run(h, s);
         if (zs_used(s) == 0 && s->state == ZS_PARTIAL && zs_run_quiet(s)) {
@@ -448,7 +469,7 @@ void *hk__zs_alloc_slow(zs_heap *h, unsigned c) {
     zs_cls *cl = &h->cls[c];
     zs_run *r = cl->cur;
     if (__atomic_load_n(&h->rstack, __ATOMIC_RELAXED)) hk__zs_collect(h);
-    if (r != &hk__zs_empty_run && r->free == (unsigned char *)r && !zs_carve(r)) {
+    if (r != &hk__zs_empty_run && r->free == r->base && !zs_carve(r)) {
         /* cur is exhausted: full until a free comes back */
         zs_set_state(r, ZS_FULL);
         hk__zs_set_cur(h, c, r = &hk__zs_empty_run);
@@ -462,7 +483,7 @@ void *hk__zs_alloc_slow(zs_heap *h, unsigned c) {
         }
         zs_set_state(r, ZS_CUR);
         hk__zs_set_cur(h, c, r);
-        if (r->free == (unsigned char *)r && !zs_carve(r)) return NULL; /* a partial run always has one */
+        if (r->free == r->base && !zs_carve(r)) return NULL; /* a partial run always has one */
     }
     return zs_pop(h, r, r->free);
 }
@@ -538,6 +559,7 @@ hk_result hk__zs_free_slow(zs_space *sp, zs_heap *h, zs_run *r, void *p, const c
     /* queue the run once (invariant 5) */
     if (!(__atomic_load_n(&r->rpend, __ATOMIC_SEQ_CST) & ZS_RQUEUED) &&
         !(__atomic_fetch_or(&r->rpend, ZS_RQUEUED, __ATOMIC_SEQ_CST) & ZS_RQUEUED)) {
+        __atomic_store_n(&r->queued, 1, __ATOMIC_RELAXED);
         zs_run *top = __atomic_load_n(&owner->rstack, __ATOMIC_RELAXED);
         do r->rnext = top;
         while (!__atomic_compare_exchange_n(&owner->rstack, &top, r, 1, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
@@ -589,7 +611,11 @@ hk_result hk__zs_space_init(zs_space *sp, size_t span, hk__reporter *rep) {
     sp->cs_size =
         ((span >> ZS_RUN_LOG2) * sizeof(uint32_t) + hk_os_page_size() - 1) & ~(hk_os_page_size() - 1);
     sp->cstack = hk_os_reserve(sp->cs_size);
-    if (!sp->cstack) {
+    sp->meta_size =
+        (((span >> ZS_RUN_LOG2) << ZS_META_LOG2) + hk_os_page_size() - 1) & ~(hk_os_page_size() - 1);
+    sp->meta = sp->cstack ? hk_os_reserve(sp->meta_size) : NULL;
+    if (!sp->meta) {
+        if (sp->cstack) hk_os_release(sp->cstack, sp->cs_size);
         hk_os_release(base, os);
         memset(sp, 0, sizeof *sp);
         return HK_ERR_NOMEM;
@@ -606,6 +632,7 @@ void hk__zs_space_fini(zs_space *sp) {
      * must find them clean */
     hk__asan_unpoison((void *)sp->lo, sp->used);
     hk_os_release(sp->cstack, sp->cs_size);
+    hk_os_release(sp->meta, sp->meta_size);
     hk_os_release(sp->os_base, sp->os_size);
     memset(sp, 0, sizeof *sp);
 }
@@ -625,6 +652,7 @@ static size_t zs_collect_all(zs_heap *h) {
     zs_run *s = __atomic_exchange_n(&h->rstack, NULL, __ATOMIC_SEQ_CST);
     while (s) {
         zs_run *next = s->rnext; /* before the unqueue: a freer may queue s again at once */
+        __atomic_store_n(&s->queued, 0, __ATOMIC_RELAXED);
         __atomic_fetch_and(&s->rpend, ~ZS_RQUEUED, __ATOMIC_SEQ_CST);
         s = next;
     }
@@ -697,8 +725,7 @@ void hk__zs_sum_runs(const zs_space *sp, uint64_t *slots, uint64_t *bytes) {
     uint64_t n = 0, b = 0;
     size_t end = __atomic_load_n(&sp->used, __ATOMIC_ACQUIRE);
     for (size_t off = 0; off < end; off += ZS_RUN) {
-        const zs_run *r = (const zs_run *)(sp->lo + off);
-        /* lines 0 and 1 of a granule below `used` stay readable (invariant 1) */
+        const zs_run *r = zs_run_at(sp, off); /* committed below used (invariant 1) */
         if (!__atomic_load_n(&r->heap, __ATOMIC_ACQUIRE)) continue;
         uint32_t u = zs_used(r);
         n += u;
@@ -712,8 +739,8 @@ void hk__zs_sum_runs(const zs_space *sp, uint64_t *slots, uint64_t *bytes) {
 
 static hk_result zs_bad_k(hk__reporter *rep, hk_error_kind k, const zs_run *r, const char *what) {
     if (rep)
-        hk__report(rep, HK_ERR_CORRUPT, k, r, ZS_RUN, NULL, "check: small-block run %p: %s", (const void *)r,
-                   what);
+        hk__report(rep, HK_ERR_CORRUPT, k, r, ZS_META, NULL, "check: small-block run header %p: %s",
+                   (const void *)r, what);
     return HK_ERR_CORRUPT;
 }
 static hk_result zs_bad(hk__reporter *rep, const zs_run *r, const char *what) {
@@ -726,8 +753,8 @@ static hk_result zs_bad(hk__reporter *rep, const zs_run *r, const char *what) {
 static hk_result zs_free_set(zs_run *r, uint32_t bump, uint64_t *fr, uint32_t *nfree, hk__reporter *rep) {
     memset(fr, 0, ZS_WORDS * sizeof *fr);
     uint32_t n = 0;
-    for (unsigned char *p = r->free; p != (unsigned char *)r;) {
-        uintptr_t o = (uintptr_t)p - (uintptr_t)r;
+    for (unsigned char *p = r->free; p != r->base;) {
+        uintptr_t o = (uintptr_t)p - (uintptr_t)r->base;
         uint32_t i = o < ZS_RUN ? zs_index(r, (uint32_t)o) : UINT32_MAX;
         if (i == UINT32_MAX || i >= bump)
             return zs_bad_k(rep, HK_EK_CORRUPT_FREE, r,
@@ -746,8 +773,10 @@ static hk_result zs_free_set(zs_run *r, uint32_t bump, uint64_t *fr, uint32_t *n
 
 static hk_result zs_check_run(const zs_heap *h, zs_run *r, hk__reporter *rep) {
     const zs_space *sp = h->sp;
-    uintptr_t off = (uintptr_t)r - sp->lo;
-    if (off >= sp->used || (off & (ZS_RUN - 1))) return zs_bad(rep, r, "not a granule of the space");
+    uintptr_t off = (uintptr_t)r - (uintptr_t)sp->meta;
+    if (off >= (sp->used >> ZS_RUN_LOG2) << ZS_META_LOG2 || (off & (ZS_META - 1)) ||
+        r->base != (unsigned char *)(sp->lo + ((off >> ZS_META_LOG2) << ZS_RUN_LOG2)))
+        return zs_bad(rep, r, "not the header of a granule of the space");
     if (r->cls >= ZS_NCLS || r->stride != zs_stride_tab[r->cls] || r->magic != ((ZS_MAGIC << 16) | r->cls) ||
         r->heap != h || r->nslots != zs_nslots(r->stride) ||
         r->recip != (uint32_t)((((uint64_t)1 << 32) + r->stride - 1) / r->stride))
@@ -769,7 +798,9 @@ static hk_result zs_check_run(const zs_heap *h, zs_run *r, hk__reporter *rep) {
         if (x & ~carved) return zs_bad(rep, r, "a remote free of a slot never carved");
         if (x & fr[w]) return zs_bad(rep, r, "a remote free of a slot on the free list");
     }
-    int nfree_ok = r->free == (unsigned char *)r ? nfree == 0 : nfree > 0;
+    int nfree_ok = r->free == r->base ? nfree == 0 : nfree > 0;
+    if (!r->queued != !(__atomic_load_n(&r->rpend, __ATOMIC_RELAXED) & ZS_RQUEUED))
+        return zs_bad(rep, r, "its queued mark disagrees with its collection-stack flag");
     if (!nfree_ok) return zs_bad(rep, r, "free list head disagrees with its length");
     const zs_cls *c = &h->cls[r->cls];
     if (r->state == ZS_CUR    ? c->cur != r
@@ -807,8 +838,8 @@ hk_result hk__zs_check_heap(const zs_heap *h, hk__reporter *rep, size_t *granule
             return zs_bad(rep, h->direct[k], "a direct entry is not its class's current run");
     zs_run *spare = __atomic_load_n(&h->spare, __ATOMIC_ACQUIRE);
     if (spare) {
-        uintptr_t off = (uintptr_t)spare - h->sp->lo;
-        if (off >= h->sp->used || (off & (ZS_RUN - 1)) || spare->heap)
+        uintptr_t off = (uintptr_t)spare - (uintptr_t)h->sp->meta;
+        if (off >= (h->sp->used >> ZS_RUN_LOG2) << ZS_META_LOG2 || (off & (ZS_META - 1)) || spare->heap)
             return zs_bad(rep, spare, "the heap's spare is no free granule of the space");
         nruns++;
     }
@@ -860,7 +891,7 @@ int hk__zs_where(const zs_space *sp, const void *addr, hk_block_info *info) {
     uint32_t off = (uint32_t)((uintptr_t)addr & (ZS_RUN - 1));
     memset(info, 0, sizeof *info);
     if (off < ZS_FIRST || off - ZS_FIRST >= r->limit) {
-        info->address = r;
+        info->address = r->base;
         info->overhead = ZS_FIRST;
         info->flags = HK_BLOCK_USED;
         info->name = "(small-block run)";

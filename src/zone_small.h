@@ -2,9 +2,10 @@
  * src/zone_small.h - the headerless small-block layer: blocks of up to
  * ZS_MAX bytes as slots of runs, each run one ZS_RUN-byte, ZS_RUN-aligned
  * granule of a reserved address range (a "space"). Nothing sits in front of
- * a slot: a free finds the slot's run by masking the address, once one
- * compare has placed it in the space. The checks a free makes read the
- * run's fixed line, its remote bitmap and the slot's first word:
+ * a slot: a free finds the slot's run header in the space's table by a
+ * shift of its offset, once one compare has placed it in the space. The
+ * checks a free makes read the header's first line (and the remote bitmap
+ * when remote frees wait) and the slot's first word:
  *
  *   foreign   not in the space (the caller's other checks decide);
  *   interior  offset not a multiple of the stride (a multiply by the
@@ -41,15 +42,16 @@
 #define ZS_RUN_LOG2     16u
 #define ZS_RUN          ((size_t)1 << ZS_RUN_LOG2) /* bytes of a run, and its alignment */
 #define ZS_MAX          8192u                      /* largest small request */
-#define ZS_DIRECT_MAX   1024u            /* requests up to this find their run in one load (zs_heap.direct) */
-#define ZS_NCLS         64u              /* 8..64 in 8-byte steps, then 8 classes per doubling */
-#define ZS_HDR          192u             /* the run struct's three lines, before the remote bitmap */
-#define ZS_WORDS        64u              /* 64-bit words of the remote bitmap */
-#define ZS_SLOTS        (ZS_WORDS * 64u) /* slots of a run at most */
-#define ZS_RBITS        ZS_HDR           /* run base to the remote bitmap */
-#define ZS_FIRST        (ZS_RBITS + ZS_WORDS * 8u) /* run base to slot 0 (a multiple of 64) */
-#define ZS_MAGIC        0x5a53u                    /* "ZS" */
-#define ZS_DIRTY_MIN    16u                        /* free granules kept dirty at least, with decay by time */
+#define ZS_DIRECT_MAX   1024u /* requests up to this find their run in one load (zs_heap.direct) */
+#define ZS_NCLS         64u   /* 8..64 in 8-byte steps, then 8 classes per doubling */
+#define ZS_META_LOG2    7u
+#define ZS_META         ((size_t)1 << ZS_META_LOG2) /* bytes of a run's header (its table entry) */
+#define ZS_WORDS        64u                         /* 64-bit words of the remote bitmap */
+#define ZS_SLOTS        (ZS_WORDS * 64u)            /* slots of a run at most */
+#define ZS_RBITS        0u                          /* granule base to the remote bitmap */
+#define ZS_FIRST        (ZS_RBITS + ZS_WORDS * 8u)  /* granule base to slot 0 (a multiple of 64) */
+#define ZS_MAGIC        0x5a53u                     /* "ZS" */
+#define ZS_DIRTY_MIN    16u /* free granules kept dirty at least, with decay by time */
 #define ZS_CARVE_MAX    16u /* slots one carve puts on a run's list at most (a bound on its work) */
 #define ZS_ORPHAN_BATCH 64u /* frees waiting in an abandoned heap before a freer collects them */
 
@@ -110,58 +112,61 @@ enum { ZS_CUR = 1, ZS_PARTIAL = 2, ZS_FULL = 3 };
 
 struct zs_heap;
 
-/* A run. Line 0 is fixed while the run lives (every free reads it, from
- * any thread); line 1 is its owner's; line 2 its remote freers'. The
- * remote bitmap (bit i: slot i freed by another thread, not collected)
- * follows at ZS_RBITS, the slots at ZS_FIRST.
+/* A run's header: one ZS_META-byte entry of the space's header table (the
+ * entries of consecutive granules are neighbours, so the headers of the
+ * runs a program uses share no cache set by their alignment). Line 0 is
+ * what the owner's alloc and free read and write (and remote frees read:
+ * the fixed fields); line 1 the lists, and the remote freers' words.
+ * The granule itself holds the remote bitmap (bit i: slot i freed by
+ * another thread, not collected) at ZS_RBITS, then the slots at ZS_FIRST.
  *
- * The free list: `free` is the first free slot, or the run's own address
- * when there is none (the end marker: no slot is there); each free slot's
- * first 8 bytes hold the next one's address xor `key`. key = run ^ secret,
- * the secret random with its low ZS_RUN_LOG2 bits 0 and its top bit 1: so
- * an encoded link xor secret is the next slot's offset in the run, below
- * ZS_RUN, and a word that is no link passes that test with odds of 2^-47;
- * an allocation zeroes the word (zero never passes). */
+ * The free list: `free` is the first free slot, or the granule's base
+ * when there is none (the end marker: the bitmap is there, no slot);
+ * each free slot's first 8 bytes hold the next one's address xor `key`.
+ * key = base ^ secret, the secret random with its low ZS_RUN_LOG2 bits 0
+ * and its top bit 1: so an encoded link xor secret is the next slot's
+ * offset in the granule, below ZS_RUN, and a word that is no link passes
+ * that test with odds of 2^-47; an allocation zeroes the word (zero never
+ * passes). */
 typedef struct zs_run {
-    /* line 0: fixed */
-    uint32_t stride;
-    uint32_t recip; /* ceil(2^32 / stride): slot index = off * recip >> 32, exact for off < ZS_RUN */
+    /* line 0 */
+    uint32_t stride; /* atomic stores: stats read it */
+    uint32_t recip;  /* ceil(2^32 / stride): slot index = off * recip >> 32, exact for off < ZS_RUN */
     /* atomic (relaxed): bump * stride, the carved slots' end (from slot 0):
      * an offset past it is no slot handed out (written by the owner's
      * carve, read by any free) */
     uint32_t limit;
-    uint32_t nslots;
-    uint64_t key;    /* run address ^ secret */
-    uint64_t secret; /* random, low ZS_RUN_LOG2 bits 0, top bit 1 */
-    uint32_t cls;
-    uint32_t magic; /* ZS_MAGIC << 16 | cls: check's proof */
-    /* atomic: the owner heap; NULL while the granule is no run (given back:
-     * a free into it goes to the slow path, which reports it) */
-    struct zs_heap *heap;
-    unsigned char pad1_[64 - 48];
-    /* line 1: the owner's */
-    unsigned char *free; /* first free slot, or the run itself (none) */
     /* Slots handed out and not back on the free list (remote frees
      * included until collected), but 1 while the run is full (ZS_FULL:
      * every slot used): a free that leaves it 0 settles the run, emptied or
      * full no more (zs_used gives the count). Relaxed atomic updates under
      * TSan: stats read it, and state, from any thread. */
     uint32_t used;
-    uint32_t bump;  /* slots carved (atomic relaxed store: check reads it) */
-    uint32_t state; /* ZS_CUR, ZS_PARTIAL or ZS_FULL (zs_set_state; atomic relaxed stores) */
-    uint32_t pad2_;
-    struct zs_run *next, *prev;         /* the class's partial list */
+    unsigned char *free; /* first free slot, or base (none) */
+    uint64_t key;        /* base ^ secret */
+    uint64_t secret;     /* random, low ZS_RUN_LOG2 bits 0, top bit 1 */
+    /* atomic: the owner heap; NULL while the granule is no run (given back:
+     * a free into it goes to the slow path, which reports it) */
+    struct zs_heap *heap;
+    unsigned char *base; /* the granule (fixed for the entry) */
+    /* atomic: 1 from the queueing of the run by a remote free (after its
+     * ZS_RQUEUED) to the collection that unqueues it (before it clears
+     * ZS_RQUEUED): the owner's free reads it in this line, not rpend */
+    uint32_t queued;
+    uint32_t nslots; /* atomic stores: stats read it */
+    /* line 1 */
+    uint32_t cls;
+    uint32_t magic;             /* ZS_MAGIC << 16 | cls: check's proof */
+    uint32_t bump;              /* slots carved (atomic relaxed store: check reads it) */
+    uint32_t state;             /* ZS_CUR, ZS_PARTIAL or ZS_FULL (zs_set_state; atomic relaxed stores) */
+    struct zs_run *next, *prev; /* the class's partial list */
     struct zs_run *all_next, *all_prev; /* every run of the heap */
-    unsigned char pad3_[64 - 56];
-    /* line 2: remote freers' */
-    struct zs_run *rnext; /* on the heap's collection stack */
+    struct zs_run *rnext;               /* on the heap's collection stack */
     /* atomic: ZS_RQUEUED (on the stack, or about to be) plus the remote
-     * freers between their bit and their queueing (the low 32 bits): while
-     * it is 0 no remote bit is set but by a free racing with the reader's */
+     * freers between their bit and their queueing (the low 32 bits) */
     uint64_t rpend;
-    unsigned char pad4_[64 - 16];
 } zs_run;
-_Static_assert(sizeof(zs_run) == ZS_HDR, "three lines before the bitmap");
+_Static_assert(sizeof(zs_run) == ZS_META, "a header is one table entry");
 #define ZS_RQUEUED ((uint64_t)1 << 32)
 #ifdef HK__TSAN
 #define ZS_USED_SET(r, v) __atomic_store_n(&(r)->used, (v), __ATOMIC_RELAXED)
@@ -171,7 +176,7 @@ _Static_assert(sizeof(zs_run) == ZS_HDR, "three lines before the bitmap");
 /* Used slots of run r (its owner, or stats: a value near what it held). */
 static inline uint32_t zs_used(const zs_run *r) {
     return __atomic_load_n(&r->state, __ATOMIC_RELAXED) == ZS_FULL
-               ? r->nslots
+               ? __atomic_load_n(&r->nslots, __ATOMIC_RELAXED)
                : __atomic_load_n(&r->used, __ATOMIC_RELAXED);
 }
 
@@ -188,7 +193,10 @@ typedef struct zs_cls {
  * the space's lock; `used` is read without it. */
 typedef struct zs_space {
     uintptr_t lo;
-    size_t used; /* atomic: bump << ZS_RUN_LOG2 */
+    size_t used;         /* atomic: bump << ZS_RUN_LOG2 */
+    unsigned char *meta; /* the header table: entry g is granule g's (reserved for the span) */
+    size_t meta_commit;  /* its bytes committed (at least bump entries; never given back) */
+    size_t meta_size;    /* its bytes reserved */
     size_t span;
     size_t bump; /* granules ever used */
     /* Free granules: dirty (freed in this epoch, or the one before: their
@@ -331,25 +339,27 @@ int hk__zs_where(const zs_space *sp, const void *addr, hk_block_info *info);
 
 /* ---- fast paths ---------------------------------------------------------------- */
 
-/* The granule of a pointer of the space (a run, or one given back: its
- * heap is NULL), or NULL when p is not in the space's used part. */
+/* The header of the granule at offset off (< used) of the space. */
+static inline zs_run *zs_run_at(const zs_space *sp, uintptr_t off) {
+    return (zs_run *)(sp->meta + ((off >> ZS_RUN_LOG2) << ZS_META_LOG2));
+}
+/* The header of the granule of a pointer of the space (a run, or one given
+ * back: its heap is NULL), or NULL when p is not in the space's used part. */
 static inline zs_run *zs_run_of(const zs_space *sp, const void *p) {
-    if (HK__UNLIKELY((uintptr_t)p - sp->lo >= __atomic_load_n(&sp->used, __ATOMIC_RELAXED))) return NULL;
-    return (zs_run *)((uintptr_t)p & ~(uintptr_t)(ZS_RUN - 1));
+    uintptr_t off = (uintptr_t)p - sp->lo;
+    if (HK__UNLIKELY(off >= __atomic_load_n(&sp->used, __ATOMIC_RELAXED))) return NULL;
+    return zs_run_at(sp, off);
 }
 
-/* Whether p is in the space's used part (NULL never is), and its granule
- * then: zs_run_of in two steps, for paths that test before they mask. */
+/* Whether p is in the space's used part (NULL never is): zs_run_of in two
+ * steps, for paths that test before they look the header up. */
 static inline int zs_in_space(const zs_space *sp, const void *p) {
     return (uintptr_t)p - sp->lo < ZS_LOAD(sp->used);
 }
-static inline zs_run *zs_granule(const void *p) {
-    return (zs_run *)((uintptr_t)p & ~(uintptr_t)(ZS_RUN - 1));
-}
 
-static inline uint64_t *zs_rbits(zs_run *r) { return (uint64_t *)((unsigned char *)r + ZS_RBITS); }
+static inline uint64_t *zs_rbits(zs_run *r) { return (uint64_t *)(r->base + ZS_RBITS); }
 static inline unsigned char *zs_slot(const zs_run *r, uint32_t i) {
-    return (unsigned char *)r + ZS_FIRST + (size_t)i * r->stride;
+    return r->base + ZS_FIRST + (size_t)i * r->stride;
 }
 /* Slot index of offset off (run base to the pointer) when it is exactly a
  * slot's start, else UINT32_MAX. With recip = 2^32 / stride + e (0 <= e <
@@ -423,7 +433,7 @@ static inline void *zs_alloc(zs_heap *h, size_t n) {
     unsigned c = zs_cls_of(n);
     zs_run *r = h->cls[c].cur;
     unsigned char *u = r->free;
-    if (HK__UNLIKELY(u == (unsigned char *)r)) return hk__zs_alloc_slow(h, c);
+    if (HK__UNLIKELY(u == r->base)) return hk__zs_alloc_slow(h, c);
     return zs_pop(h, r, u);
 }
 
@@ -431,7 +441,7 @@ static inline void *zs_alloc(zs_heap *h, size_t n) {
 static inline void *zs_alloc_direct(zs_heap *h, size_t n) {
     zs_run *r = h->direct[(n + 7u) >> 3];
     unsigned char *u = r->free;
-    if (HK__UNLIKELY(u == (unsigned char *)r)) return hk__zs_alloc_slow(h, zs_cls_of(n));
+    if (HK__UNLIKELY(u == r->base)) return hk__zs_alloc_slow(h, zs_cls_of(n));
     return zs_pop(h, r, u);
 }
 
@@ -446,7 +456,7 @@ static inline int zs_free_odd(const zs_heap *h, zs_run *r, const void *p) {
     if (HK__UNLIKELY(o >= ZS_LOAD(r->limit)) || HK__UNLIKELY((uint32_t)q >= 65536u) ||
         HK__UNLIKELY(r->heap != h))
         return 1;
-    if (HK__UNLIKELY(ZS_LOAD(r->rpend) != 0)) {
+    if (HK__UNLIKELY(ZS_LOAD(r->queued) != 0)) {
         /* remote frees wait: is this one of them? */
         uint32_t i = (uint32_t)(q >> 32);
         if ((__atomic_load_n(zs_rbits(r) + (i >> 6), __ATOMIC_RELAXED) >> (i & 63u)) & 1u) return 1;

@@ -139,7 +139,7 @@ HKT_TEST(zone_small_misuse_reported_and_heap_intact) {
     CHECK_STR_CONTAINS(f.errs.last_message, "8 bytes into block");
     CHECK_EQ(fix_check(&f), HK_OK);
     /* the run's header */
-    CHECK_EQ(fix_free(&f, &f.h, (unsigned char *)r + 16), HK_ERR_INVALID);
+    CHECK_EQ(fix_free(&f, &f.h, r->base + 16), HK_ERR_INVALID); /* the granule's remote bitmap */
     CHECK_STR_CONTAINS(f.errs.last_message, "header of small-block run");
     /* a slot never handed out */
     CHECK_EQ(fix_free(&f, &f.h, zs_slot(r, r->nslots - 1)), HK_ERR_DOUBLE_FREE);
