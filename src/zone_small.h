@@ -9,7 +9,8 @@
  *
  *   foreign   not in the space (the caller's other checks decide);
  *   interior  offset not a multiple of the stride (a multiply by the
- *             stride's reciprocal, no divide), or inside the run's header;
+ *             stride's reciprocal, no divide), or inside the granule's
+ *             remote bitmap;
  *   double    a free slot's first word is its free-list link, stored
  *             encoded with the run's secret: a first word that decodes to
  *             a slot of the same run (or the list's end) marks a slot that
@@ -186,10 +187,11 @@ typedef struct zs_cls {
     zs_run *partial; /* runs with free slots, other than cur */
 } zs_cls;
 
-/* The space: [lo, lo + span) reserved for runs; the first `bump`
- * granules have been runs (their first page stays committed, so a run's
- * line 0 can be read at any address below lo + used); the ones given back
- * are on `freeg` with a NULL heap. Granules are made and given back under
+/* The space: [lo, lo + span) reserved for runs, and the header table
+ * beside it; the first `bump` granules have been runs (their headers stay
+ * committed, so any header below lo + used can be read, and their first
+ * page too); the ones given back are on the dirty lists or the clean stack
+ * with a NULL heap. Granules are made and given back under
  * the space's lock; `used` is read without it. */
 typedef struct zs_space {
     uintptr_t lo;
