@@ -206,6 +206,16 @@ static inline void hunk_put_canary(unsigned char *start, size_t total, size_t n)
     memcpy(start + total - 8, &pad, 8);
 }
 
+/* Tells the tools of the block [user, user + n) written at start (total
+ * bytes; header and slack are the hunk's). Out of line: the common path
+ * (no tool) pays one predictable test and keeps no registers for it. */
+static HK__NOINLINE void hunk_track_block(hk_hunk *h, unsigned char *start, size_t total, unsigned char *user,
+                                          size_t n) {
+    hk__track_heap(&h->core, start, HUNK_HDR, 1);
+    hk__track_heap(&h->core, user + n, (size_t)(start + total - (user + n)), 1);
+    hk__track_alloc(&h->core, user, n, (h->core.flags & HK_FLAG_ZERO) != 0);
+}
+
 /* The general block writer: header and (with HK_FLAG_CANARY) canary, then
  * the user bytes zeroed or filled as the flags ask, with sanitizer
  * annotations and the tools told (src/track.h: header and slack are not the
@@ -224,11 +234,7 @@ static inline void *hunk_put_block(hk_hunk *h, unsigned char *start, size_t tota
     hk__asan_poison(start, HUNK_HDR);
     hk__asan_poison(user + n, (size_t)(start + total - (user + n)));
 #endif
-    if (HK__TRACKED(&h->core)) {
-        hk__track_heap(&h->core, start, HUNK_HDR, 1);
-        hk__track_heap(&h->core, user + n, (size_t)(start + total - (user + n)), 1);
-        hk__track_alloc(&h->core, user, n, (h->core.flags & HK_FLAG_ZERO) != 0);
-    }
+    if (HK__TRACKED(&h->core)) hunk_track_block(h, start, total, user, n);
     return user;
 }
 
@@ -450,15 +456,22 @@ static void hunk_track_free_range(hk_hunk *h, unsigned char *lo, unsigned char *
     hk__track_heap(&h->core, lo, (size_t)(hi - lo), 1);
 }
 
-/* [lo, hi) just left an end, holding `blocks` blocks. */
-static void hunk_release_range(hk_hunk *h, unsigned char *lo, unsigned char *hi, size_t blocks) {
-    if (hi <= lo) return;
-    h->frees += blocks;
+/* The tools told and the bytes filled for a range that left an end: out
+ * of line, so that the common path (no tool, no fill) pays one predictable
+ * test and keeps no registers across a call. */
+static HK__NOINLINE void hunk_release_slow(hk_hunk *h, unsigned char *lo, unsigned char *hi) {
     hunk_track_free_range(h, lo, hi);
     if (h->core.flags & HK_FLAG_FILL) {
         hk__asan_unpoison(lo, (size_t)(hi - lo));
         memset(lo, HK_FILL_FREE, (size_t)(hi - lo));
     }
+}
+
+/* [lo, hi) just left an end, holding `blocks` blocks. */
+static void hunk_release_range(hk_hunk *h, unsigned char *lo, unsigned char *hi, size_t blocks) {
+    if (hi <= lo) return;
+    h->frees += blocks;
+    if (HK__UNLIKELY(h->core.track | (h->core.flags & HK_FLAG_FILL))) hunk_release_slow(h, lo, hi);
     hk__asan_poison(lo, (size_t)(hi - lo));
 }
 
