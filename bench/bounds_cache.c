@@ -151,7 +151,7 @@ static void cache_main(int scale) {
         size_t looked = cache_fit_looked(c, sz / 2);
         BD_COUNT(
             "cache.reallocate",
-            "refill a purged purgeable handle (fit; units: free blocks of the request's class looked at)",
+            "refill a purged purgeable handle: a fit (units: free blocks of the request's class looked at)",
             looked, (void)hk_cache_reallocate(c, x, sz / 2));
         ICOUNT_OFF();
         BD_REQUIRE(hk_cache_set_purgeable(c, x, false) == HK_OK);
