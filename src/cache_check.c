@@ -151,7 +151,7 @@ static hk_result cache_check_all(hk_cache *c, int table) {
                                  HK_EK_CORRUPT_STRUCTURE);
         candidates += (uint32_t)cand;
         if (cache_is_live(c, s)) {
-            if (s->stamp > cache_tick(c))
+            if (cache_tick(c) - s->stamp >= 0x80000000u) /* raised by the sweep long before */
                 return cache_corrupt(c, s, "handle's LRU stamp is ahead of the clock",
                                      HK_EK_CORRUPT_STRUCTURE);
             if (s->data) {
@@ -193,14 +193,14 @@ static hk_result cache_check_all(hk_cache *c, int table) {
     if (resident != c->resident)
         return cache_corrupt(c, c->slots, "resident count disagrees with the handle table",
                              HK_EK_CORRUPT_STRUCTURE);
-    /* the purge list: every candidate once, in stamp order, links both ways */
-    uint32_t n = 0, prev = c->nslots, last_stamp = 0;
+    /* the purge list: every candidate once, oldest first, links both ways */
+    uint32_t n = 0, prev = c->nslots, last_age = CACHE_AGE_CAP;
     for (uint32_t i = cache_lru_head(c); i != c->nslots; prev = i, i = cache_lru_next(c, i)) {
         if (i >= c->high_water || ++n > candidates || !(c->slots[i].flags & CACHE_SLOT_LISTED) ||
-            c->lru[2u * i + 1u] != prev || c->slots[i].stamp < last_stamp)
+            c->lru[2u * i + 1u] != prev || cache_age(c, c->slots[i].stamp) > last_age)
             return cache_corrupt(c, c->lru, "purge list damaged (links, members or stamp order)",
                                  HK_EK_CORRUPT_STRUCTURE);
-        last_stamp = c->slots[i].stamp;
+        last_age = cache_age(c, c->slots[i].stamp);
     }
     if (n != candidates || c->listed != candidates || c->lru[2u * c->nslots + 1u] != prev)
         return cache_corrupt(c, c->lru, "purge list damaged (members missing)", HK_EK_CORRUPT_STRUCTURE);

@@ -14,8 +14,8 @@
  *
  * Invariants (verified by hk__cache_check, with hk__ht_check for the table):
  *  - slot i < nslots: a live slot holds its block's user address (NULL when
- *    empty: purged) and a stamp <= the tick; a dead slot holds data NULL,
- *    stamp 0 and lock 0.
+ *    empty: purged) and a non-zero stamp whose age (tick - stamp, 32-bit)
+ *    is below 2^31; a dead slot holds data NULL, stamp 0 and lock 0.
  *  - hot entry i (every i <= idx_mask): cold (tag i, offset 0) unless slot
  *    i is live, resident and the cache not slow; then its offset is
  *    (data - base) / 8 and its tag is i (cold) or handle ^ e with
@@ -28,6 +28,9 @@
  *  - the tick is even and non-zero; 1 <= epoch <= epoch_max; the probe is
  *    fast_epoch << 32 | idx_mask, fast_epoch the epoch (epoch_max + 1 when
  *    slow).
+ *  - the purge list holds exactly the live, resident, unlocked, purgeable
+ *    slots (flag CACHE_SLOT_LISTED), linked both ways, ages non-increasing.
+ *  - sweep < high_water (0 when none), sweep_n * (epoch_max - 1) >= nslots.
  *
  * The LRU clock: a 32-bit tick (the view's) and stamps in the slots. Slow
  * stamps (alloc, deref, touch, reallocate) are odd: tick + 1, and the tick
@@ -46,8 +49,14 @@
  * the next epoch_max - 1 clock values, all of other epochs, because
  * sweep_n * (epoch_max - 1) >= nslots >= high_water; so it is gone before e
  * comes round again, and no call pays more than sweep_n entries (2, or up
- * to 3 for a table of 3 handles). Before the tick would wrap, the stamps of
- * live slots are renumbered in order (hk__cache_renumber).
+ * to 3 for a table of 3 handles). The tick wraps (skipping 0): stamps are
+ * compared by their age, tick - stamp (cache_age), and every age from
+ * CACHE_AGE_CAP - 2 (2^30 - 2 clock values, 2^29 stamps) up counts as that
+ * one; the same sweep raises a stamp older than CACHE_AGE_CAP to that
+ * age (sweep_n slots per clock value, one in a slow cache), so between two
+ * visits (at most nslots clock values) no live stamp's raw age reaches 2^31
+ * and no call pays for the wrap. Blocks not reached for 2^29 stamps share the oldest rank; the purge
+ * order (below) keeps their order exactly.
  *
  * The purge list: a doubly linked list through lru[] (next, prev of slot i
  * at 2i and 2i + 1; the head is entry nslots) of exactly the slots that are
@@ -148,16 +157,16 @@ void hk__cache_slot_release(hk_cache *c, cache_slot *s) {
 
 /* ---- LRU order ------------------------------------------------------------------------------ */
 
-/* Heap sort of order[0..n) by slot stamp: no allocation, O(n log n). */
-static int cache_stamp_before(const hk_cache *c, uint32_t a, uint32_t b, int desc) {
-    uint32_t x = cache_stamp_at(c, a), y = cache_stamp_at(c, b);
-    return desc ? x > y : x < y;
+/* Heap sort of order[0..n) by the stamps' ages, youngest first: no
+ * allocation, O(n log n). */
+static int cache_stamp_before(const hk_cache *c, uint32_t a, uint32_t b) {
+    return cache_age(c, cache_stamp_at(c, a)) < cache_age(c, cache_stamp_at(c, b));
 }
-static void cache_sift(hk_cache *c, uint32_t *o, size_t i, size_t n, int desc) {
+static void cache_sift(hk_cache *c, uint32_t *o, size_t i, size_t n) {
     for (;;) {
         size_t l = 2 * i + 1, m = i;
-        if (l < n && cache_stamp_before(c, o[m], o[l], desc)) m = l;
-        if (l + 1 < n && cache_stamp_before(c, o[m], o[l + 1], desc)) m = l + 1;
+        if (l < n && cache_stamp_before(c, o[m], o[l])) m = l;
+        if (l + 1 < n && cache_stamp_before(c, o[m], o[l + 1])) m = l + 1;
         if (m == i) return;
         uint32_t t = o[i];
         o[i] = o[m];
@@ -165,14 +174,14 @@ static void cache_sift(hk_cache *c, uint32_t *o, size_t i, size_t n, int desc) {
         i = m;
     }
 }
-static void cache_sort(hk_cache *c, size_t n, int desc) {
+static void cache_sort(hk_cache *c, size_t n) {
     uint32_t *o = c->order;
-    for (size_t i = n / 2; i-- > 0;) cache_sift(c, o, i, n, desc);
+    for (size_t i = n / 2; i-- > 0;) cache_sift(c, o, i, n);
     for (size_t k = n; k > 1; k--) {
         uint32_t t = o[0];
         o[0] = o[k - 1];
         o[k - 1] = t;
-        cache_sift(c, o, 0, k - 1, desc);
+        cache_sift(c, o, 0, k - 1);
     }
 }
 
@@ -180,29 +189,13 @@ void hk__cache_compute_ranks(hk_cache *c) {
     size_t n = 0;
     for (uint32_t i = 0; i < c->high_water; i++)
         if (c->slots[i].data) c->order[n++] = i; /* resident, so live */
-    cache_sort(c, n, 1);
-    /* rank = how many blocks are newer: blocks with one stamp share a rank */
+    cache_sort(c, n);
+    /* rank = how many blocks are newer: blocks of one age share a rank */
     for (size_t k = 0; k < n; k++)
-        c->rank[c->order[k]] = k && cache_stamp_at(c, c->order[k]) == cache_stamp_at(c, c->order[k - 1])
+        c->rank[c->order[k]] = k && cache_age(c, cache_stamp_at(c, c->order[k])) ==
+                                           cache_age(c, cache_stamp_at(c, c->order[k - 1]))
                                    ? c->rank[c->order[k - 1]]
                                    : (uint32_t)k;
-}
-
-/* Renumbers the stamps of the live slots 1, 3, 5, ... in their order (equal
- * stamps stay equal) and sets the tick above them, before it would wrap. */
-void hk__cache_renumber(hk_cache *c) {
-    size_t n = 0;
-    for (uint32_t i = 0; i < c->high_water; i++)
-        if (cache_is_live(c, &c->slots[i])) c->order[n++] = i;
-    cache_sort(c, n, 0);
-    uint32_t next = 1, prev = 0;
-    for (size_t k = 0; k < n; k++) {
-        uint32_t st = cache_stamp_at(c, c->order[k]);
-        if (k && st != prev) next += 2;
-        prev = st;
-        cache_set_stamp(c, c->order[k], next);
-    }
-    cache_set_tick(c, next + 1u);
 }
 
 void hk__cache_lru_join(hk_cache *c, cache_slot *s, int stamp) {

@@ -58,7 +58,7 @@
 #define CACHE_LOCK_MAX     65535u
 #define CACHE_GROW_ROUNDS  64
 #define CACHE_DEFAULT_SIZE ((size_t)16 << 20)
-#define CACHE_TICK_LIMIT   0xFFFFFF00u
+#define CACHE_AGE_CAP      0x40000000u /* stamps older than this (in clock values) are raised to it */
 
 /* PURGEABLE: set_purgeable; BUSY: being given a block (never purged then);
  * LISTED: on the purge list (resident, unlocked and purgeable). */
@@ -86,7 +86,7 @@ typedef struct cache_slot {
     void *data;    /* the block's user address, NULL when empty or not live */
     uint16_t lock; /* lock count */
     uint16_t flags;
-    uint32_t stamp; /* LRU stamp; 0 unless live */
+    uint32_t stamp; /* LRU stamp (serial: compared by its age, tick - stamp); 0 unless live */
 } cache_slot;
 
 _Static_assert(sizeof(cache_slot) <= 32, "slot is at most 32 bytes");
@@ -235,22 +235,41 @@ static inline int cache_purgeable(const hk_cache *c, const cache_slot *s) {
 
 static inline uint32_t cache_stamp_at(const hk_cache *c, uint32_t idx) { return c->slots[idx].stamp; }
 static inline uint32_t cache_tick(const hk_cache *c) { return c->v.tick; }
+/* How long ago a stamp was made, in clock values; every age from
+ * CACHE_AGE_CAP - 2 up counts as that (the sweep raises such stamps, so a
+ * live stamp's raw age stays far below 2^31 and the 32-bit clock may wrap). */
+static inline uint32_t cache_age(const hk_cache *c, uint32_t stamp) {
+    uint32_t a = c->v.tick - stamp;
+    return a < CACHE_AGE_CAP - 2u ? a : CACHE_AGE_CAP - 2u;
+}
 /* The epoch deref_fast compares (heapkit/detail/cache.h). */
 static inline uint32_t cache_fast_epoch(const hk_cache *c) {
     return c->slow ? c->v.epoch_max + 1u : c->v.epoch;
 }
-/* The sweep behind the epochs: every clock value looks at sweep_n hot
- * entries (cyclically over the issued slots) and makes cold a tag of any
- * epoch but the current one. sweep_n is chosen so that the sweep passes
- * every entry within epoch_max - 1 clock values, so a tag is gone before
- * its epoch comes round again (cache_handles.c). */
+/* The sweep behind the clock: every clock value looks at sweep_n slots
+ * (one in a slow cache), cyclically over the issued slots: it raises a
+ * stamp older than CACHE_AGE_CAP (to an age of CACHE_AGE_CAP - 1, odd and
+ * so never 0) and makes cold a hot entry's tag of any epoch but the
+ * current one. sweep_n is chosen so that the sweep passes every entry
+ * within epoch_max - 1 clock values, so a tag is gone before its epoch
+ * comes round again (cache_handles.c). */
+static inline void cache_sweep_stamp(hk_cache *c, uint32_t i) {
+    uint32_t *st = &c->slots[i].stamp, t = c->v.tick;
+    if (*st && t - *st > CACHE_AGE_CAP) *st = (t - CACHE_AGE_CAP) | 1u;
+}
 static inline void cache_sweep(hk_cache *c) {
     uint32_t hw = c->high_water, i = c->sweep, m = c->v.idx_mask, ep = c->v.epoch;
     if (!hw) return;
+    if (c->slow) { /* no hot entries to sweep: one stamp */
+        cache_sweep_stamp(c, i);
+        c->sweep = i + 1u < hw ? i + 1u : 0u;
+        return;
+    }
     for (uint32_t n = c->sweep_n; n; n--) {
         uint64_t *e = cache_hot_at(c, i);
         uint32_t te = ((uint32_t)(*e >> 32) ^ i) & m; /* the tag's epoch; 0 when cold */
         if (te && te != ep) *e = (*e & CACHE_OFF_BITS) | cache_hot_cold(i);
+        cache_sweep_stamp(c, i);
         if (++i >= hw) i = 0;
     }
     c->sweep = i;
@@ -262,13 +281,10 @@ static inline void cache_sweep(hk_cache *c) {
 static inline void cache_set_tick(hk_cache *c, uint32_t t) {
     c->v.tick = t;
     if (HK__UNLIKELY(++c->v.epoch > c->v.epoch_max)) c->v.epoch = 1;
-    if (c->slow) return;
-    c->v.probe = ((uint64_t)c->v.epoch << 32) | c->v.idx_mask;
+    if (!c->slow) c->v.probe = ((uint64_t)c->v.epoch << 32) | c->v.idx_mask;
     cache_sweep(c);
 }
 static inline void cache_set_stamp(hk_cache *c, uint32_t idx, uint32_t stamp) { c->slots[idx].stamp = stamp; }
-
-void hk__cache_renumber(hk_cache *c);
 
 /* ---- the purge list (cache_handles.c explains it) ----------------------------------- */
 
@@ -319,10 +335,9 @@ static inline cache_slot *cache_lru_oldest(hk_cache *c) {
 
 /* Marks slot s most recently used. */
 static inline void cache_stamp(hk_cache *c, cache_slot *s) {
-    if (HK__UNLIKELY(cache_tick(c) >= CACHE_TICK_LIMIT)) hk__cache_renumber(c);
-    uint32_t t = cache_tick(c);
+    uint32_t t = cache_tick(c), n = t + 2u;
     cache_set_stamp(c, (uint32_t)(s - c->slots), t + 1u);
-    cache_set_tick(c, t + 2u);
+    cache_set_tick(c, n ? n : 2u); /* the clock wraps, skipping 0 */
     cache_lru_touch(c, s);
 }
 

@@ -267,3 +267,96 @@ HKT_TEST(check_sees_a_damaged_purge_list_and_sweep) {
     CHECK_EQ(hk_cache_check(c), HK_OK);
     hk_cache_destroy(c);
 }
+
+/* The clock wraps with no pass over the table: a block not reached for more
+ * than 2^29 stamps has its stamp raised by the sweep (it stays the oldest,
+ * sharing that rank with any other such block), no stamp ever looks ahead
+ * of the clock, and check passes at every step across the wrap. */
+HKT_TEST(clock_wrap_raises_ancient_stamps_one_per_step) {
+    hkt_errors_reset(&g_errs);
+    hk_cache *c = hk_cache_create(&(hk_cache_desc){
+        .size = 1 << 16, .max_handles = 15, .on_error = hkt_on_error, .error_user = &g_errs});
+    REQUIRE(c);
+    hk_cache_handle old = hk_cache_alloc(c, 32, "old"), older = hk_cache_alloc(c, 32, "older"),
+                    x = hk_cache_alloc(c, 32, "x"), y = hk_cache_alloc(c, 32, "y");
+    hk_cache_set_purgeable(c, older, true);
+    hk_cache_set_purgeable(c, old, true);
+    hk_cache_set_purgeable(c, x, true);
+    /* test hook: the clock just below its wrap, two blocks far in the past
+     * (ages within 2^31, so the state is one the clock can reach) */
+    hk__cache_view *v = view_of(c);
+    v->tick = 0xFFFFFF00u;
+    c->slots[idx_of(c, older)].stamp = v->tick - 0x7F000001u;
+    c->slots[idx_of(c, old)].stamp = v->tick - 0x7E000001u;
+    c->slots[idx_of(c, x)].stamp = v->tick - 0x11u;
+    c->slots[idx_of(c, y)].stamp = v->tick - 0x21u;
+    CHECK_EQ(hk_cache_check(c), HK_OK);
+    CHECK_EQ(rank_of(c, x), 0);
+    CHECK_EQ(rank_of(c, y), 1);
+    CHECK_EQ(rank_of(c, old), 2); /* both past the age cap: one rank */
+    CHECK_EQ(rank_of(c, older), 2);
+    int wrapped = 0;
+    for (int i = 0; i < 400; i++) {
+        uint32_t before = v->tick;
+        hk_cache_touch(c, i % 2 ? x : y);
+        wrapped |= v->tick < before;
+        CHECK(v->tick != 0u && (v->tick & 1u) == 0u);
+        if (hk_cache_check(c) != HK_OK) {
+            CHECK(0);
+            break;
+        }
+    }
+    CHECK(wrapped);
+    /* every stamp was visited: raised to the cap, never ahead of the clock */
+    CHECK(v->tick - c->slots[idx_of(c, old)].stamp < 0x41000000u);
+    CHECK(v->tick - c->slots[idx_of(c, older)].stamp < 0x41000000u);
+    CHECK_EQ(rank_of(c, old), 2);
+    CHECK_EQ(rank_of(c, older), 2);
+    /* the purge order kept them apart: older goes first, then old */
+    uint32_t l[4];
+    CHECK_EQ(purge_list(c, l, 4), 3);
+    CHECK_EQ(l[0], idx_of(c, older));
+    CHECK_EQ(l[1], idx_of(c, old));
+    hk_cache_touch(c, older);
+    CHECK_EQ(rank_of(c, older), 0);
+    CHECK_EQ(g_errs.count, 0);
+    CHECK_EQ(hk_cache_check(c), HK_OK);
+    /* a stamp ahead of the clock is damage */
+    c->slots[idx_of(c, y)].stamp = v->tick + 0x100u;
+    CHECK_EQ(hk_cache_check(c), HK_ERR_CORRUPT);
+    CHECK_STR_CONTAINS(g_errs.last_message, "ahead of the clock");
+    c->slots[idx_of(c, y)].stamp = v->tick - 1u;
+    CHECK_EQ(hk_cache_check(c), HK_OK);
+    hk_cache_destroy(c);
+}
+
+/* A slow cache (lock hooks) sweeps no hot entries but still raises old
+ * stamps, so its clock wraps the same way. */
+static void nop_lock(void *u) { (void)u; }
+HKT_TEST(clock_wrap_in_a_slow_cache) {
+    hkt_errors_reset(&g_errs);
+    hk_cache *c = hk_cache_create(&(hk_cache_desc){.size = 1 << 16,
+                                                   .max_handles = 7,
+                                                   .on_error = hkt_on_error,
+                                                   .error_user = &g_errs,
+                                                   .lock = {.lock = nop_lock, .unlock = nop_lock}});
+    REQUIRE(c);
+    hk_cache_handle a = hk_cache_alloc(c, 32, "a"), b = hk_cache_alloc(c, 32, "b");
+    hk__cache_view *v = view_of(c);
+    v->tick = 0xFFFFFFF0u;
+    c->slots[idx_of(c, a)].stamp = v->tick - 0x7F000001u;
+    c->slots[idx_of(c, b)].stamp = v->tick - 1u;
+    uint64_t probe = v->probe;
+    for (int i = 0; i < 40; i++) {
+        hk_cache_touch(c, b);
+        CHECK_EQ(hk_cache_check(c), HK_OK);
+    }
+    CHECK(v->tick < 0x100u);
+    CHECK(v->tick - c->slots[idx_of(c, a)].stamp < 0x41000000u);
+    CHECK_EQ(v->probe, probe); /* never written after creation */
+    CHECK_EQ(rank_of(c, a), 1);
+    CHECK(hk_cache_deref_fast(c, a) != NULL);
+    CHECK_EQ(rank_of(c, a), 0);
+    CHECK_EQ(g_errs.count, 0);
+    hk_cache_destroy(c);
+}
