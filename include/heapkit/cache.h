@@ -293,7 +293,8 @@ hk_result hk_cache_max_block(hk_cache *c, hk_cache_space *out);
  * walk: every block in address order (free space included, HK_BLOCK_USED
  * clear), each used block with its handle (id), lock count, flags
  * (HK_BLOCK_LOCKED, HK_BLOCK_PURGEABLE) and LRU rank (0 = most recently
- * used; the number of newer blocks, so blocks stamped together share one), then every empty handle
+ * used; the number of newer blocks, so blocks stamped together share one,
+ * and so do blocks not reached for 2^29 clock steps), then every empty handle
  * (HK_BLOCK_PURGED, address NULL). O(blocks + handles log handles). The callback must not call the cache.
  * check: the handle table and the blocks agree (back-pointers, addresses,
  * sizes, counts), headers and the previous-size chain are intact, free
