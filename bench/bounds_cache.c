@@ -342,9 +342,50 @@ static void cache_scan(int scale) {
     free(h);
 }
 
+/* The fit's one path that grows with the heap: every free block is of the
+ * request's class and too small but the one freed first (last in its
+ * list), and no larger class has a block (the region is full otherwise):
+ * the fit looks at the whole class. A frame keeps a larger free block
+ * around (compact_step; max_block tells) and never meets it. */
+static void cache_scan_tail(int scale) {
+    size_t heap = bd_heap(scale), n = 0;
+    hk_cache *c = cache_make(heap);
+    size_t cap = heap / 1024 + 64;
+    hk_cache_handle *h = calloc(cap, sizeof *h);
+    BD_REQUIRE(h);
+    while (n + 2 < cap) {
+        hk_cache_handle x = hk_cache_alloc(c, n == 0 ? 3600 : n % 2 ? 64 : 2600, "fill");
+        if (!x.value) break;
+        h[n++] = x;
+    }
+    hk_stats st = {.size = sizeof st};
+    BD_REQUIRE(hk_cache_stats(c, &st) == HK_OK);
+    if (st.largest_free >= 64) h[n++] = hk_cache_alloc(c, st.largest_free - 24, "last");
+    BD_REQUIRE(hk_cache_stats(c, &st) == HK_OK && st.free < 64 && n > 8);
+    BD_REQUIRE(hk_cache_free(c, h[0]) == HK_OK); /* the one that fits: last in its list */
+    for (size_t i = 2; i + 1 < n; i += 2) BD_REQUIRE(hk_cache_free(c, h[i]) == HK_OK);
+    hk_cache_info a, b;
+    BD_REQUIRE(hk_cache_get_info(c, &a) == HK_OK);
+    size_t looked = cache_fit_looked(c, 3000);
+    BD_REQUIRE(looked > CACHE_SCAN_LIMIT || scale == 1);
+    hk_cache_handle x;
+    ICOUNT_ON();
+    BD_COUNT("cache.alloc",
+             "fit: no larger class free, the class looked at to the end (units: free blocks of the request's "
+             "class looked at)",
+             looked, x = hk_cache_alloc(c, 3000, "tail"));
+    ICOUNT_OFF();
+    BD_REQUIRE(x.value && hk_cache_get_info(c, &b) == HK_OK);
+    BD_REQUIRE(b.moved_bytes == a.moved_bytes && b.purge_count == a.purge_count);
+    BD_REQUIRE(hk_cache_check(c) == HK_OK);
+    hk_cache_destroy(c);
+    free(h);
+}
+
 void bd_cache(int scale) {
     cache_main(scale);
     cache_locked(scale);
     cache_purge(scale);
     cache_scan(scale);
+    cache_scan_tail(scale);
 }
