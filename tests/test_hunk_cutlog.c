@@ -1,0 +1,151 @@
+/* The hunk's cut log: a free to a mark after cuts decides from the log of
+ * the end's cuts (at most HUNK_CUT_LOG entries) instead of walking the
+ * headers under the mark, and walks only when the log dropped the cuts the
+ * mark needs. A damaged header below the mark tells the two apart: the walk
+ * refuses the mark there, the log never reads it. */
+#include "hunk_internal.h"
+#include "hunk_test_util.h"
+#include "internal.h"
+
+/* Breaks (or restores) the sentinel of the block whose user bytes start at p. */
+static uint32_t swap_sentinel(void *p, uint32_t v) {
+    unsigned char *hdr = unbounded(p) - HUNK_HDR;
+    hk__asan_unpoison(hdr, HUNK_HDR);
+    uint32_t old;
+    memcpy(&old, hdr, sizeof old);
+    memcpy(hdr, &v, sizeof v);
+    hk__asan_poison(hdr, HUNK_HDR);
+    return old;
+}
+
+/* Nested marks freed inner first (the Quake pattern): the outer mark is
+ * decided by the log, so it reads no header. */
+HKT_TEST(nested_marks_decided_without_reading_headers) {
+    hk_hunk *h = make(1 << 20, 0);
+    REQUIRE(h);
+    void *first = hk_hunk_alloc(h, 100, "first");
+    for (int i = 0; i < 50; i++) REQUIRE(hk_hunk_alloc(h, 64, "level"));
+    hk_hunk_mark a = hk_hunk_low_mark(h);
+    REQUIRE(hk_hunk_alloc(h, 64, "x"));
+    hk_hunk_mark b = hk_hunk_low_mark(h);
+    REQUIRE(hk_hunk_alloc(h, 64, "y"));
+    CHECK_EQ(hk_hunk_free_to_low_mark(h, b), HK_OK); /* a cut above a */
+    uint32_t s = swap_sentinel(first, 0xBADu);       /* a walk would stop here and refuse */
+    CHECK_EQ(hk_hunk_free_to_low_mark(h, a), HK_OK);
+    CHECK_EQ(g_errs.count, 0);
+    swap_sentinel(first, s);
+    CHECK_EQ(hk_hunk_check(h), HK_OK);
+    /* the high end, with temp blocks released in between (not cuts) */
+    void *top = hk_hunk_alloc_high(h, 100, "top");
+    hk_hunk_mark ha = hk_hunk_high_mark(h);
+    REQUIRE(hk_hunk_alloc_high(h, 64, "x"));
+    hk_hunk_mark hb = hk_hunk_high_mark(h);
+    REQUIRE(hk_hunk_alloc_high(h, 64, "y"));
+    REQUIRE(hk_hunk_alloc_temp(h, 500));
+    hk_hunk_free_temp(h);
+    CHECK_EQ(hk_hunk_free_to_high_mark(h, hb), HK_OK);
+    s = swap_sentinel(top, 0xBADu);
+    CHECK_EQ(hk_hunk_free_to_high_mark(h, ha), HK_OK);
+    swap_sentinel(top, s);
+    CHECK_EQ(g_errs.count, 0);
+    CHECK_EQ(hk_hunk_check(h), HK_OK);
+    hk_hunk_destroy(h);
+}
+
+/* A cut below a mark makes it stale, whatever was allocated over it since;
+ * the log says so without reading the newer blocks. */
+HKT_TEST(cut_below_a_mark_makes_it_stale) {
+    hk_hunk *h = make(1 << 20, 0);
+    REQUIRE(h);
+    hk_hunk_mark z = hk_hunk_low_mark(h);
+    REQUIRE(hk_hunk_alloc(h, 64, "a"));
+    hk_hunk_mark a = hk_hunk_low_mark(h);
+    REQUIRE(hk_hunk_alloc(h, 64, "b"));
+    hk_hunk_mark b = hk_hunk_low_mark(h);
+    REQUIRE(hk_hunk_alloc(h, 64, "c"));
+    CHECK_EQ(hk_hunk_free_to_low_mark(h, a), HK_OK); /* below b */
+    for (int i = 0; i < 10; i++) REQUIRE(hk_hunk_alloc(h, 16, "over"));
+    hkt_errors_reset(&g_errs);
+    CHECK_EQ(hk_hunk_free_to_low_mark(h, b), HK_ERR_INVALID);
+    CHECK_STR_CONTAINS(g_errs.last_message, "stale");
+    CHECK_EQ(hk_hunk_free_to_low_mark(h, a), HK_OK); /* a itself is fine */
+    CHECK_EQ(hk_hunk_free_to_low_mark(h, z), HK_OK);
+    CHECK_EQ(low_used(h), 0);
+    /* reset is a cut to 0 on both ends */
+    REQUIRE(hk_hunk_alloc(h, 64, "d"));
+    hk_hunk_mark d = hk_hunk_low_mark(h);
+    REQUIRE(hk_hunk_alloc(h, 64, "e"));
+    hk_hunk_reset(h);
+    REQUIRE(hk_hunk_alloc(h, 200, "f"));
+    hkt_errors_reset(&g_errs);
+    CHECK_EQ(hk_hunk_free_to_low_mark(h, d), HK_ERR_INVALID);
+    CHECK_EQ(g_errs.count, 1);
+    CHECK_EQ(hk_hunk_check(h), HK_OK);
+    hk_hunk_destroy(h);
+}
+
+/* More cuts at rising levels than the log holds: the first ones are
+ * dropped, and a mark that needs them is decided by the walk (valid or
+ * stale as before). */
+HKT_TEST(log_overflow_falls_back_to_the_walk) {
+    hk_hunk *h = make(1 << 20, 0);
+    REQUIRE(h);
+    void *first = hk_hunk_alloc(h, 100, "first");
+    hk_hunk_mark a = hk_hunk_low_mark(h);
+    REQUIRE(hk_hunk_alloc(h, 64, "x"));
+    hk_hunk_mark stale = hk_hunk_low_mark(h);
+    REQUIRE(hk_hunk_alloc(h, 64, "y"));
+    CHECK_EQ(hk_hunk_free_to_low_mark(h, a), HK_OK); /* a cut below `stale` */
+    for (int i = 0; i < HUNK_CUT_LOG + 3; i++) {     /* cuts at rising levels */
+        REQUIRE(hk_hunk_alloc(h, 64, "rise"));
+        hk_hunk_mark m = hk_hunk_low_mark(h);
+        REQUIRE(hk_hunk_alloc(h, 64, "gone"));
+        CHECK_EQ(hk_hunk_free_to_low_mark(h, m), HK_OK);
+    }
+    hkt_errors_reset(&g_errs);
+    CHECK_EQ(hk_hunk_free_to_low_mark(h, stale), HK_ERR_INVALID);
+    CHECK_EQ(g_errs.count, 1);
+    /* a is valid, and the walk proves it: with the bottom header damaged it
+     * is refused, so the walk (not the log) decided */
+    uint32_t s = swap_sentinel(first, 0xBADu);
+    CHECK_EQ(hk_hunk_free_to_low_mark(h, a), HK_ERR_INVALID);
+    swap_sentinel(first, s);
+    CHECK_EQ(hk_hunk_free_to_low_mark(h, a), HK_OK);
+    CHECK_EQ(low_used(h), hk_hunk_low_mark(h).offset);
+    CHECK_EQ(hk_hunk_check(h), HK_OK);
+    /* the cut to a is logged again: the next nested use is O(1) */
+    REQUIRE(hk_hunk_alloc(h, 64, "x"));
+    hk_hunk_mark b = hk_hunk_low_mark(h);
+    REQUIRE(hk_hunk_alloc(h, 64, "y"));
+    CHECK_EQ(hk_hunk_free_to_low_mark(h, b), HK_OK);
+    s = swap_sentinel(first, 0xBADu);
+    CHECK_EQ(hk_hunk_free_to_low_mark(h, a), HK_OK);
+    swap_sentinel(first, s);
+    CHECK_EQ(hk_hunk_check(h), HK_OK);
+    hk_hunk_destroy(h);
+}
+
+/* Misuse on the way leaves the log alone: refused frees to marks are no
+ * cuts, and a mark of another hunk or end is refused as before. */
+HKT_TEST(refused_frees_log_no_cut) {
+    hk_hunk *h = make(1 << 20, 0), *other = make(1 << 16, 0);
+    REQUIRE(h && other);
+    REQUIRE(hk_hunk_alloc(h, 64, "a"));
+    hk_hunk_mark a = hk_hunk_low_mark(h);
+    REQUIRE(hk_hunk_alloc(h, 64, "b"));
+    hk_hunk_mark foreign = hk_hunk_low_mark(other);
+    uint32_t n = h->cutlog[0].n, cuts = h->cuts[0];
+    CHECK_EQ(hk_hunk_free_to_low_mark(h, foreign), HK_ERR_INVALID);
+    CHECK_EQ(hk_hunk_free_to_high_mark(h, a), HK_ERR_INVALID);
+    hk_hunk_mark beyond = a;
+    beyond.offset += 4096;
+    CHECK_EQ(hk_hunk_free_to_low_mark(h, beyond), HK_ERR_INVALID);
+    CHECK_EQ(h->cutlog[0].n, n);
+    CHECK_EQ(h->cuts[0], cuts);
+    CHECK_EQ(hk_hunk_free_to_low_mark(h, a), HK_OK);
+    CHECK_EQ(h->cutlog[0].n, 1u);
+    CHECK_EQ(h->cutlog[0].level[h->cutlog[0].head], a.offset);
+    CHECK_EQ(hk_hunk_check(h), HK_OK);
+    hk_hunk_destroy(other);
+    hk_hunk_destroy(h);
+}
