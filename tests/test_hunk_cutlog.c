@@ -149,3 +149,34 @@ HKT_TEST(refused_frees_log_no_cut) {
     hk_hunk_destroy(other);
     hk_hunk_destroy(h);
 }
+
+/* check sees a damaged cut log (a level above the end, levels out of order). */
+HKT_TEST(check_sees_a_damaged_cut_log) {
+    hk_hunk *h = make(1 << 20, 0);
+    REQUIRE(h);
+    REQUIRE(hk_hunk_alloc(h, 64, "a"));
+    hk_hunk_mark a = hk_hunk_low_mark(h);
+    REQUIRE(hk_hunk_alloc(h, 64, "b"));
+    hk_hunk_mark b = hk_hunk_low_mark(h);
+    REQUIRE(hk_hunk_alloc(h, 64, "c"));
+    CHECK_EQ(hk_hunk_free_to_low_mark(h, b), HK_OK);
+    REQUIRE(hk_hunk_alloc(h, 64, "d"));
+    hk_hunk_mark d = hk_hunk_low_mark(h);
+    REQUIRE(hk_hunk_alloc(h, 64, "e"));
+    CHECK_EQ(hk_hunk_free_to_low_mark(h, d), HK_OK); /* two entries, rising */
+    hunk_cut_log *l = &h->cutlog[0];
+    REQUIRE(l->n == 2);
+    CHECK_EQ(hk_hunk_check(h), HK_OK);
+    uint32_t at = (l->head + 1u) & (HUNK_CUT_LOG - 1u);
+    size_t keep = l->level[at];
+    l->level[at] = low_used(h) + 4096; /* above the end */
+    CHECK_EQ(hk_hunk_check(h), HK_ERR_CORRUPT);
+    CHECK_STR_CONTAINS(g_errs.last_message, "cut log");
+    l->level[at] = 0; /* below the entry before it */
+    CHECK_EQ(hk_hunk_check(h), HK_ERR_CORRUPT);
+    l->level[at] = keep;
+    CHECK_EQ(hk_hunk_check(h), HK_OK);
+    CHECK_EQ(hk_hunk_free_to_low_mark(h, a), HK_OK);
+    CHECK_EQ(hk_hunk_check(h), HK_OK);
+    hk_hunk_destroy(h);
+}
