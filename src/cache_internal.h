@@ -27,8 +27,8 @@
  *    instance; 2^idx_bits of them, so handle & idx_mask always lands in the
  *    array; heapkit/detail/cache.h: a tag, handle ^ epoch, and the block's
  *    offset from the base), plus cold slots[nslots] (cache_slot:
- *    requested size, name, block address, lock count, flags, LRU stamp).
- *    See cache_handles.c.
+ *    requested size, name, block address, lock count, flags, LRU stamp),
+ *    and the purge list's links (lru[]). See cache_handles.c.
  *
  *  - The data region [lo, end + 16): 16-byte aligned blocks tiling [lo, end)
  *    in address order, then a 16-byte end sentinel at `end`. Every block

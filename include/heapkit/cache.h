@@ -227,8 +227,9 @@ hk_result hk_cache_reallocate(hk_cache *c, hk_cache_handle h, size_t size);
  * increments the count (up to 65535: HK_ERR_OVERFLOW beyond, reported);
  * unlock decrements it and returns HK_ERR_STATE (reported) when it is
  * already 0. The last unlock of a resident purgeable block makes it most
- * recently used (it becomes a purge candidate again, the newest). Locking an empty handle is allowed (it pins the block a later
- * reallocate gives it). Never move anything. O(1). */
+ * recently used (it becomes a purge candidate again, the newest). Locking
+ * an empty handle is allowed (it pins the block a later reallocate gives
+ * it). Never move anything. O(1). */
 hk_result hk_cache_lock(hk_cache *c, hk_cache_handle h);
 hk_result hk_cache_unlock(hk_cache *c, hk_cache_handle h);
 uint32_t hk_cache_lock_count(hk_cache *c, hk_cache_handle h); /* 0 for invalid handles (reported) */
