@@ -180,3 +180,58 @@ HKT_TEST(check_sees_a_damaged_cut_log) {
     CHECK_EQ(hk_hunk_check(h), HK_OK);
     hk_hunk_destroy(h);
 }
+
+/* A model of mark validity against random allocations, marks, frees to
+ * marks and resets on both ends: a mark is valid while no cut since it
+ * went below its offset. The hunk (log, or walk when the log dropped what
+ * it needs) must answer as the model at every step, and pass check. */
+HKT_TEST(random_marks_match_the_model) {
+    hk_hunk *h = make(1 << 20, HK_FLAG_QUIET);
+    REQUIRE(h);
+    enum { NM = 24 };
+    hk_hunk_mark marks[2][NM];
+    int alive[2][NM] = {{0}}, nm[2] = {0, 0};
+    uint64_t seed = 0x39C;
+    int bad = 0, walked_or_logged = 0, seen_lost = 0;
+    for (int step = 0; step < 20000 && !bad; step++) {
+        seed = seed * 6364136223846793005u + 1442695040888963407u;
+        int end = (int)((seed >> 20) & 1u), op = (int)((seed >> 33) % 16u), k = (int)((seed >> 40) % NM);
+        if (op < 7) {
+            size_t n = 16 + (size_t)((seed >> 50) % 200);
+            if (end ? !hk_hunk_alloc_high(h, n, "r") : !hk_hunk_alloc(h, n, "r")) {
+                hk_hunk_reset(h);
+                for (int e = 0; e < 2; e++)
+                    for (int i = 0; i < nm[e]; i++) alive[e][i] = alive[e][i] && marks[e][i].offset == 0;
+            }
+        } else if (op < 11) {
+            int at = nm[end] < NM ? nm[end]++ : k;
+            marks[end][at] = end ? hk_hunk_high_mark(h) : hk_hunk_low_mark(h);
+            alive[end][at] = 1;
+        } else if (op < 15 && k < nm[end]) {
+            hk_hunk_mark m = marks[end][k];
+            size_t used = end ? high_used(h) : low_used(h);
+            int want = alive[end][k] && m.offset <= used;
+            hk_result r = end ? hk_hunk_free_to_high_mark(h, m) : hk_hunk_free_to_low_mark(h, m);
+            if ((r == HK_OK) != want) {
+                CHECK_EQ((int)(r == HK_OK), want);
+                bad = 1;
+            }
+            if (r == HK_OK && m.offset < used) {
+                walked_or_logged++;
+                for (int i = 0; i < nm[end]; i++)
+                    if (marks[end][i].offset > m.offset) alive[end][i] = 0;
+            }
+        } else if (op == 15 && (seed >> 60) == 0) {
+            REQUIRE(hk_hunk_alloc_temp(h, 300));
+        }
+        seen_lost |= h->cutlog[0].lost_any | h->cutlog[1].lost_any;
+        if (step % 500 == 0 && hk_hunk_check(h) != HK_OK) {
+            CHECK(0);
+            bad = 1;
+        }
+    }
+    CHECK(walked_or_logged > 100);
+    CHECK(seen_lost); /* the log overflowed on the way: the walk decided some */
+    CHECK_EQ(hk_hunk_check(h), HK_OK);
+    hk_hunk_destroy(h);
+}
