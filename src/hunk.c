@@ -550,7 +550,7 @@ static hk_result hunk_bad_mark(hk_hunk *h, hk_hunk_mark m, int high, const char 
 
 /* A cut of end `high` (cuts[high] already counted) to `level` used bytes:
  * logged for the marks (see the comment at the top). O(HUNK_CUT_LOG). */
-static void hunk_log_cut(hk_hunk *h, int high, size_t level) {
+static HK__NOINLINE void hunk_log_cut(hk_hunk *h, int high, size_t level) {
     hunk_cut_log *l = &h->cutlog[high];
     uint32_t n = l->n, m = HUNK_CUT_LOG - 1u;
     while (n && l->level[(l->head + n - 1u) & m] >= level) n--;
@@ -597,11 +597,18 @@ static int hunk_cut_verdict(const hk_hunk *h, int high, uint32_t k, size_t offse
  * Reads only headers the hunk knows to be headers: with no cut of the end
  * since the mark, none at all; else it walks the end's headers from a
  * known one up to the mark (see the comment at the top). */
-static int hunk_mark_edge_ok(hk_hunk *h, hk_hunk_mark m, int high) {
+static HK__NOINLINE int hunk_mark_after_cuts(hk_hunk *h, hk_hunk_mark m, int high);
+static inline int hunk_mark_edge_ok(hk_hunk *h, hk_hunk_mark m, int high) {
     if (m.offset == 0) return m.blocks == 0 && m.user_bytes == 0;
     if (m.blocks == 0) return 0;
     if (!high && (m.edge > m.offset - HUNK_HDR || (m.edge & (HUNK_ALIGN - 1)))) return 0;
     if (m.cuts == h->cuts[high]) return 1; /* nothing under the mark was freed since */
+    return hunk_mark_after_cuts(h, m, high);
+}
+
+/* The mark after cuts of its end: the cut log, or the walk. Out of line:
+ * the common case (no cut since) keeps its registers. */
+static HK__NOINLINE int hunk_mark_after_cuts(hk_hunk *h, hk_hunk_mark m, int high) {
     int v = hunk_cut_verdict(h, high, m.cuts, m.offset);
     if (v >= 0) return v;
     /* low: from the bottom up to the mark's edge; high: from the lowest
