@@ -20,6 +20,7 @@
  */
 #include "bounds.h"
 
+#include "cache_internal.h" /* the fit's free lists: how many blocks a fit looks at */
 #include "heapkit/cache.h"
 
 #include <stdbool.h>
@@ -36,6 +37,23 @@ static size_t cache_rnd(uint64_t *r) {
 /* The LRU clock's epoch (heapkit/detail/cache.h): it drops back to 1 when
  * the epochs run out, and that call makes every hot entry cold. */
 static uint32_t cache_epoch(hk_cache *c) { return ((const hk__cache_view *)(const void *)c)->epoch; }
+
+/* How many free blocks hk__cache_fit looks at for a request of `size`
+ * (read natively before the counted call): the request's class from its
+ * head until a block fits, at most CACHE_SCAN_LIMIT while a larger class
+ * has a block (which it then takes), else to the end of the class. */
+static size_t cache_fit_looked(hk_cache *c, size_t size) {
+    uint32_t need16 = cache_need16(size);
+    unsigned i = cache_log2(need16);
+    size_t k = 0;
+    cache_blk *b = c->bins[i];
+    for (; b && k < CACHE_SCAN_LIMIT; b = cache_links_of(b)->next)
+        if (++k, b->size16 >= need16) return k;
+    if (i + 1 < CACHE_NBINS && (c->bin_map & ~((2u << i) - 1u))) return k;
+    for (; b; b = cache_links_of(b)->next)
+        if (++k, b->size16 >= need16) return k;
+    return k;
+}
 
 static hk_cache *cache_make(size_t heap) {
     hk_cache *c = hk_cache_create(&(hk_cache_desc){.size = heap, .flags = HK_FLAG_QUIET, .name = "bounds"});
@@ -82,17 +100,15 @@ static void cache_main(int scale) {
         } else {
             size_t sz = cache_rnd(&r) / 2; /* fits a hole: the fit path */
             BD_REQUIRE(hk_cache_get_info(c, &a) == HK_OK);
-            uint32_t e0 = cache_epoch(c);
-            ICOUNT(hkb_label(lbl, "cache.alloc", "churn: a free block fits", 0),
+            size_t looked = cache_fit_looked(c, sz);
+            ICOUNT(hkb_label(lbl, "cache.alloc",
+                             "churn: a free block fits (units: free blocks of the request's class looked at)",
+                             looked),
                    h[j] = hk_cache_alloc(c, sz, "churn"));
             BD_REQUIRE(hk_cache_get_info(c, &b) == HK_OK);
             if (b.moved_bytes != a.moved_bytes || b.purge_count != a.purge_count)
                 ICOUNT_RELABEL(lbl, "cache.alloc", "churn: compacted or purged",
                                b.moved_bytes - a.moved_bytes);
-            else if (cache_epoch(c) < e0)
-                ICOUNT_RELABEL(lbl, "cache.alloc",
-                               "LRU epochs ran out: every hot entry made cold (units: handles)",
-                               b.live_handles);
         }
     }
     /* the O(1) calls on live blocks */
@@ -102,26 +118,44 @@ static void cache_main(int scale) {
     BD_REQUIRE(nl == REPS);
     for (int i = 0; i < REPS; i++) {
         hk_cache_handle x = h[live[i]];
-        BD_COUNT("cache.deref", "live block", 0, p = hk_cache_deref(c, x));
+        /* purgeable: every use moves it on the purge list (the dearer path) */
+        ICOUNT_OFF();
+        BD_REQUIRE(hk_cache_set_purgeable(c, x, true) == HK_OK);
+        (void)hk_cache_alloc(c, 0, NULL).value; /* another block is the newest */
+        ICOUNT_ON();
+        BD_COUNT("cache.deref", "live purgeable block (to the end of the purge list)", 0,
+                 p = hk_cache_deref(c, x));
         BD_REQUIRE(p);
         hk_cache_reader rd = hk_cache_reader_of(c);
         (void)hk_cache_alloc(c, 0, NULL).value; /* advances the clock: the next inline deref misses */
-        BD_COUNT("cache.deref_fast", "epoch miss: the block stamped out of line", 0,
+        BD_COUNT("cache.deref_fast",
+                 "epoch miss: the block stamped out of line (purgeable: moved on the list)", 0,
                  p = hk_cache_deref_fast(c, x));
         BD_COUNT("cache.deref_fast", "hit", 0, p = hk_cache_deref_fast(c, x));
         BD_COUNT("cache.reader_deref", "epoch miss", 0, p = hk_cache_reader_deref(&rd, x));
-        BD_COUNT("cache.lock", "unlocked block", 0, (void)hk_cache_lock(c, x));
-        BD_COUNT("cache.unlock", "last lock", 0, (void)hk_cache_unlock(c, x));
-        BD_COUNT("cache.touch", "live block", 0, (void)hk_cache_touch(c, x));
-        BD_COUNT("cache.set_purgeable", "on", 0, (void)hk_cache_set_purgeable(c, x, true));
-        BD_COUNT("cache.set_purgeable", "off", 0, (void)hk_cache_set_purgeable(c, x, false));
+        BD_COUNT("cache.lock", "purgeable block (off the purge list)", 0, (void)hk_cache_lock(c, x));
+        BD_COUNT("cache.unlock", "last lock of a purgeable block (back on the purge list, stamped)", 0,
+                 (void)hk_cache_unlock(c, x));
+        (void)hk_cache_alloc(c, 0, NULL).value;
+        BD_COUNT("cache.touch", "purgeable block (to the end of the purge list)", 0,
+                 (void)hk_cache_touch(c, x));
+        BD_COUNT("cache.set_purgeable", "off (off the purge list)", 0,
+                 (void)hk_cache_set_purgeable(c, x, false));
+        BD_COUNT("cache.set_purgeable", "on (onto the purge list, stamped)", 0,
+                 (void)hk_cache_set_purgeable(c, x, true));
         size_t sz = hk_cache_size(c, x);
         BD_COUNT("cache.resize", "shrink in place: the dropped bytes become canary (units: bytes)",
                  sz - sz / 2, (void)hk_cache_resize(c, x, sz / 2));
         BD_COUNT("cache.resize", "grow in place (next block free)", 0, (void)hk_cache_resize(c, x, sz));
-        BD_COUNT("cache.purge", "live block", 0, (void)hk_cache_purge(c, x));
-        BD_COUNT("cache.reallocate", "refill a purged handle (fit)", 0,
-                 (void)hk_cache_reallocate(c, x, sz / 2));
+        BD_COUNT("cache.purge", "live purgeable block", 0, (void)hk_cache_purge(c, x));
+        size_t looked = cache_fit_looked(c, sz / 2);
+        BD_COUNT(
+            "cache.reallocate",
+            "refill a purged purgeable handle: a fit (units: free blocks of the request's class looked at)",
+            looked, (void)hk_cache_reallocate(c, x, sz / 2));
+        ICOUNT_OFF();
+        BD_REQUIRE(hk_cache_set_purgeable(c, x, false) == HK_OK);
+        ICOUNT_ON();
     }
     /* queries, and move_high: it looks for the highest free block above the
      * block that holds it (units: blocks of the region) */
@@ -145,7 +179,7 @@ static void cache_main(int scale) {
         }
     }
     /* touch advances the LRU clock: drive it to the end of the epochs, then
-     * count the touch that makes every hot entry cold */
+     * count the touch after which they start again at 1 (the sweep bounds it) */
     {
         hk_cache_handle x = h[live[0]];
         ICOUNT_OFF();
@@ -154,8 +188,8 @@ static void cache_main(int scale) {
             BD_REQUIRE(hk_cache_touch(c, x) == HK_OK && ++guard < (1u << 26));
         BD_REQUIRE(hk_cache_get_info(c, &a) == HK_OK);
         ICOUNT_ON();
-        BD_COUNT("cache.touch", "LRU epochs ran out: every hot entry made cold (units: handles)",
-                 a.live_handles, (void)hk_cache_touch(c, x));
+        BD_COUNT("cache.touch", "LRU epochs ran out: they start again at 1 (2 hot entries swept)", 0,
+                 (void)hk_cache_touch(c, x));
         BD_REQUIRE(cache_epoch(c) == 1);
     }
     /* incremental compaction of the fragmented region */
@@ -228,28 +262,46 @@ static void cache_locked(int scale) {
     free(h);
 }
 
-/* Every block purgeable, every fourth locked: an allocation larger than any
- * hole compaction can make purges least recently used blocks. */
+/* A region full to the last bytes, every block purgeable in address
+ * order (the oldest lowest): an allocation of 1/16 of the heap purges the
+ * oldest blocks from the purge list's head until their run holds it, with
+ * no compaction (units: blocks purged). Four in a row, each kept: the next
+ * one purges the run above the last. */
 static void cache_purge(int scale) {
     size_t heap = bd_heap(scale), n = 0;
     uint64_t r = 0x9E7u + (uint64_t)scale;
     hk_cache *c = cache_make(heap);
-    hk_cache_handle *h = cache_fill(c, heap, &r, &n);
-    for (size_t i = 0; i < n; i++) BD_REQUIRE(hk_cache_set_purgeable(c, h[i], true) == HK_OK);
+    size_t cap = heap / 256 + 64;
+    hk_cache_handle *h = calloc(cap, sizeof *h);
+    BD_REQUIRE(h);
+    while (n < cap) {
+        hk_cache_handle x = hk_cache_alloc(c, cache_rnd(&r), "fill");
+        if (!x.value) break;
+        h[n++] = x;
+    }
     hk_stats st = {.size = sizeof st};
     BD_REQUIRE(hk_cache_stats(c, &st) == HK_OK);
+    if (st.largest_free >= 64 && n < cap) h[n++] = hk_cache_alloc(c, st.largest_free - 24, "last");
+    BD_REQUIRE(hk_cache_stats(c, &st) == HK_OK && st.free < 64);
+    for (size_t i = 0; i < n; i++) BD_REQUIRE(hk_cache_set_purgeable(c, h[i], true) == HK_OK);
     char lbl[160];
     hk_cache_info a, b;
     ICOUNT_ON();
-    for (int i = 0; i < (scale < 3 ? 4 : 2); i++) { /* each one sorts every handle */
+    for (int i = 0; i < 4; i++) {
         BD_REQUIRE(hk_cache_get_info(c, &a) == HK_OK);
         hk_cache_handle x;
-        ICOUNT("cache.alloc|?|0", x = hk_cache_alloc(c, st.free + (256 << 10), "big"));
+        ICOUNT("cache.alloc|?|0", x = hk_cache_alloc(c, heap / 16, "big"));
         BD_REQUIRE(x.value && hk_cache_get_info(c, &b) == HK_OK);
-        ICOUNT_RELABEL(lbl, "cache.alloc",
-                       "region full: purgeable handles sorted by age, the oldest purged (units: handles)",
-                       b.live_handles);
-        BD_REQUIRE(hk_cache_free(c, x) == HK_OK);
+        if (b.moved_bytes == a.moved_bytes)
+            ICOUNT_RELABEL(lbl, "cache.alloc",
+                           "region full: the oldest purgeable blocks purged until a free block fits (units: "
+                           "blocks purged)",
+                           b.purge_count - a.purge_count);
+        else
+            ICOUNT_RELABEL(
+                lbl, "cache.alloc",
+                "region full: the oldest purgeable blocks purged, then compacted (units: bytes moved)",
+                b.moved_bytes - a.moved_bytes);
     }
     ICOUNT_OFF();
     BD_REQUIRE(hk_cache_check(c) == HK_OK);
@@ -290,9 +342,50 @@ static void cache_scan(int scale) {
     free(h);
 }
 
+/* The fit's one path that grows with the heap: every free block is of the
+ * request's class and too small but the one freed first (last in its
+ * list), and no larger class has a block (the region is full otherwise):
+ * the fit looks at the whole class. A frame keeps a larger free block
+ * around (compact_step; max_block tells) and never meets it. */
+static void cache_scan_tail(int scale) {
+    size_t heap = bd_heap(scale), n = 0;
+    hk_cache *c = cache_make(heap);
+    size_t cap = heap / 1024 + 64;
+    hk_cache_handle *h = calloc(cap, sizeof *h);
+    BD_REQUIRE(h);
+    while (n + 2 < cap) {
+        hk_cache_handle x = hk_cache_alloc(c, n == 0 ? 3600 : n % 2 ? 64 : 2600, "fill");
+        if (!x.value) break;
+        h[n++] = x;
+    }
+    hk_stats st = {.size = sizeof st};
+    BD_REQUIRE(hk_cache_stats(c, &st) == HK_OK);
+    if (st.largest_free >= 64) h[n++] = hk_cache_alloc(c, st.largest_free - 24, "last");
+    BD_REQUIRE(hk_cache_stats(c, &st) == HK_OK && st.free < 64 && n > 8);
+    BD_REQUIRE(hk_cache_free(c, h[0]) == HK_OK); /* the one that fits: last in its list */
+    for (size_t i = 2; i + 1 < n; i += 2) BD_REQUIRE(hk_cache_free(c, h[i]) == HK_OK);
+    hk_cache_info a, b;
+    BD_REQUIRE(hk_cache_get_info(c, &a) == HK_OK);
+    size_t looked = cache_fit_looked(c, 3000);
+    BD_REQUIRE(looked > CACHE_SCAN_LIMIT || scale == 1);
+    hk_cache_handle x;
+    ICOUNT_ON();
+    BD_COUNT("cache.alloc",
+             "fit: no larger class free, the class looked at to the end (units: free blocks of the request's "
+             "class looked at)",
+             looked, x = hk_cache_alloc(c, 3000, "tail"));
+    ICOUNT_OFF();
+    BD_REQUIRE(x.value && hk_cache_get_info(c, &b) == HK_OK);
+    BD_REQUIRE(b.moved_bytes == a.moved_bytes && b.purge_count == a.purge_count);
+    BD_REQUIRE(hk_cache_check(c) == HK_OK);
+    hk_cache_destroy(c);
+    free(h);
+}
+
 void bd_cache(int scale) {
     cache_main(scale);
     cache_locked(scale);
     cache_purge(scale);
     cache_scan(scale);
+    cache_scan_tail(scale);
 }

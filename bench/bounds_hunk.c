@@ -6,8 +6,9 @@
  * call is counted on its dearest path: an allocation that must release the
  * temp block and retry, a new name when the name table is full (the table
  * is scanned), an aligned allocation that needs a padding block, a free to
- * a mark after a cut of that end (the end's headers are walked: O(blocks
- * below the mark), the unit of that row).
+ * a mark after a cut above it (the end's cut log decides), and after more
+ * cuts at rising levels than the log keeps (the end's headers are walked:
+ * O(blocks below the mark), the unit of that row).
  *
  * Invariants: deterministic for the scale; the hunk passes check at the end.
  */
@@ -42,10 +43,7 @@ void bd_hunk(int scale) {
     low_blocks += HK_HUNK_NAMES;
     hunk_fill(h, cap / 2 - cap / 16, 0, &low_blocks);
     hunk_fill(h, cap / 2 - cap / 16, 1, &high_blocks);
-    /* the marks of the walked frees: taken at the top of each end */
-    hk_hunk_mark lm = hk_hunk_low_mark(h), hm = hk_hunk_high_mark(h);
     BD_REQUIRE(hk_hunk_get_info(h, &in) == HK_OK);
-    size_t lm_blocks = in.low_blocks, hm_blocks = in.high_blocks;
     void *p = NULL;
     ICOUNT_ON();
     for (int r = 0; r < REPS; r++) {
@@ -83,36 +81,46 @@ void bd_hunk(int scale) {
         BD_REQUIRE(p);
         BD_REQUIRE(hk_hunk_free_to_low_mark(h, m) == HK_OK);
     }
-    /* frees to a mark after a cut: every header under the mark is walked */
+    /* frees to a mark after a cut above it (nested marks freed inner
+     * first): the end's cut log decides, no header is read */
     for (int r = 0; r < 2; r++) {
         hk_hunk_mark m2 = hk_hunk_low_mark(h);
-        hk_hunk_get_info(h, &in);
-        /* the walk reads the headers up to the mark's edge */
-        size_t walked = r ? in.low_blocks : lm_blocks;
         BD_REQUIRE(hk_hunk_alloc(h, 64, "fill"));
         hk_hunk_mark m3 = hk_hunk_low_mark(h);
         BD_REQUIRE(hk_hunk_alloc(h, 64, "fill"));
         BD_REQUIRE(hk_hunk_free_to_low_mark(h, m3) == HK_OK); /* the cut */
         hk_result res;
-        BD_COUNT("hunk.free_to_low_mark",
-                 "a cut since the mark: headers walked (units: blocks below the mark)", walked,
-                 res = hk_hunk_free_to_low_mark(h, r ? m2 : lm));
+        BD_COUNT("hunk.free_to_low_mark", "a cut above the mark since: the cut log read", 0,
+                 res = hk_hunk_free_to_low_mark(h, m2));
         BD_REQUIRE(res == HK_OK);
-        hk_hunk_get_info(h, &in);
-        BD_REQUIRE(in.low_blocks <= walked);
         m2 = hk_hunk_high_mark(h);
-        hk_hunk_get_info(h, &in);
-        size_t at_mark = r ? in.high_blocks : hm_blocks;
         BD_REQUIRE(hk_hunk_alloc_high(h, 64, "fill"));
         m3 = hk_hunk_high_mark(h);
         BD_REQUIRE(hk_hunk_alloc_high(h, 64, "fill"));
         BD_REQUIRE(hk_hunk_free_to_high_mark(h, m3) == HK_OK);
-        /* the high end's walk: from its lowest block up to the mark */
+        BD_COUNT("hunk.free_to_high_mark", "a cut above the mark since: the cut log read", 0,
+                 res = hk_hunk_free_to_high_mark(h, m2));
+        BD_REQUIRE(res == HK_OK);
+    }
+    /* more cuts at rising levels since the mark than the log keeps (8): the
+     * end's headers are walked from the bottom to the mark */
+    {
+        hk_hunk_mark m2 = hk_hunk_low_mark(h);
         hk_hunk_get_info(h, &in);
-        walked = in.high_blocks - at_mark;
-        BD_COUNT("hunk.free_to_high_mark",
-                 "a cut since the mark: headers walked (units: blocks above the mark)", walked,
-                 res = hk_hunk_free_to_high_mark(h, r ? m2 : hm));
+        size_t walked = in.low_blocks;
+        ICOUNT_OFF();
+        for (int i = 0; i < 9; i++) {
+            BD_REQUIRE(hk_hunk_alloc(h, 64, "fill"));
+            hk_hunk_mark m3 = hk_hunk_low_mark(h);
+            BD_REQUIRE(hk_hunk_alloc(h, 64, "fill"));
+            BD_REQUIRE(hk_hunk_free_to_low_mark(h, m3) == HK_OK);
+        }
+        ICOUNT_ON();
+        hk_result res;
+        BD_COUNT(
+            "hunk.free_to_low_mark",
+            "more than 8 cuts at rising levels since the mark: headers walked (units: blocks below the mark)",
+            walked, res = hk_hunk_free_to_low_mark(h, m2));
         BD_REQUIRE(res == HK_OK);
     }
     BD_COUNT("hunk.reset", "both ends full", 0, hk_hunk_reset(h));

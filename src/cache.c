@@ -196,6 +196,7 @@ void *hk__cache_deref_miss(hk_cache *c, uint32_t handle) {
             uint64_t *e = cache_hot_at(c, i);
             c->slots[i].stamp = cache_tick(c);
             *e = (*e & CACHE_OFF_BITS) | ((uint64_t)(handle ^ c->v.epoch) << 32);
+            cache_lru_touch(c, &c->slots[i]);
             return c->slots[i].data;
         }
     }
@@ -239,6 +240,7 @@ static hk_result cache_pin(hk_cache *c, cache_slot *s, const char *op) {
                           "%s of '%s' (handle 0x%08x): lock count would pass %u", op, cache_nm(s->name),
                           cache_handle(c, s), CACHE_LOCK_MAX);
     s->lock++;
+    cache_lru_sync(c, s, 0); /* a locked block is never purged: off the purge list */
     return HK_OK;
 }
 
@@ -264,6 +266,7 @@ hk_result hk_cache_unlock(hk_cache *c, hk_cache_handle h) {
                        cache_data(c, s), cache_handle(c, s));
     } else if (s) {
         s->lock--;
+        cache_lru_sync(c, s, 1); /* the last unlock of a purgeable block: on the purge list, newest */
         if (!s->lock && cache_data(c, s)) {
             /* blocks below the hint may now slide: resume compaction before it */
             cache_blk *b = cache_blk_of(cache_data(c, s)), *p = cache_prev(c, b);
@@ -307,6 +310,7 @@ hk_result hk_cache_set_purgeable(hk_cache *c, hk_cache_handle h, bool purgeable)
             s->flags |= CACHE_SLOT_PURGEABLE;
         else
             s->flags &= (uint16_t)~CACHE_SLOT_PURGEABLE;
+        cache_lru_sync(c, s, 1); /* joins the purge list as the newest, or leaves it */
     }
     hk__core_after(&c->core);
     hk__core_unlock(&c->core);
@@ -333,11 +337,7 @@ size_t hk_cache_purge_all(hk_cache *c) {
     if (!c) return 0;
     hk__core_lock(&c->core);
     size_t n = 0;
-    for (uint32_t i = 0; i < c->high_water; i++)
-        if (cache_purgeable(c, &c->slots[i])) {
-            hk__cache_purge_slot(c, &c->slots[i]);
-            n++;
-        }
+    for (cache_slot *s; (s = cache_lru_oldest(c)) != NULL; n++) hk__cache_purge_slot(c, s); /* takes it off */
     hk__core_after(&c->core);
     hk__core_unlock(&c->core);
     return n;

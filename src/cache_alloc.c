@@ -35,15 +35,12 @@ static cache_blk *cache_make_room(hk_cache *c, uint32_t need16) {
             (void)hk__cache_slide_down(c, 0, 0, 0, NULL);
             if ((f = hk__cache_fit(c, need16)) != NULL) return f;
         }
-        {
-            size_t n = hk__cache_purge_candidates(c);
-            for (size_t k = 0; k < n; k++) {
-                hk__cache_purge_slot(c, &c->slots[c->order[k]]);
-                if (c->free_bytes < need) continue;
-                if ((f = hk__cache_fit(c, need16)) != NULL) return f;
-                (void)hk__cache_slide_down(c, 0, 0, 0, NULL);
-                if ((f = hk__cache_fit(c, need16)) != NULL) return f;
-            }
+        for (cache_slot *s; (s = cache_lru_oldest(c)) != NULL;) { /* least recently used first */
+            hk__cache_purge_slot(c, s);
+            if (c->free_bytes < need) continue;
+            if ((f = hk__cache_fit(c, need16)) != NULL) return f;
+            (void)hk__cache_slide_down(c, 0, 0, 0, NULL);
+            if ((f = hk__cache_fit(c, need16)) != NULL) return f;
         }
     grow:
         if (!c->grow || c->in_grow) return NULL;
@@ -72,6 +69,7 @@ static void cache_place(hk_cache *c, cache_slot *s, cache_blk *f, uint32_t need1
     s->requested = size;
     if (HK__TRACKED(&c->core)) hk__track_alloc(&c->core, u, size, (c->core.flags & HK_FLAG_ZERO) != 0);
     cache_stamp(c, s);
+    cache_lru_sync(c, s, 0); /* a purgeable unlocked handle: on the purge list, just stamped */
     c->used_bytes += cache_bytes(b);
     c->requested_bytes += size;
     if (c->requested_bytes > c->peak_requested) c->peak_requested = c->requested_bytes;

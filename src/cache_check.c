@@ -136,11 +136,22 @@ static hk_result cache_check_all(hk_cache *c, int table) {
         emax != c->v.idx_mask - 1u || c->v.probe != (((uint64_t)cache_fast_epoch(c) << 32) | c->v.idx_mask) ||
         (c->v.base & 15u))
         return cache_corrupt(c, c, "control block damaged: LRU clock", HK_EK_CORRUPT_STRUCTURE);
+    if (c->sweep >= (c->high_water ? c->high_water : 1u) || !c->sweep_n ||
+        (uint64_t)c->sweep_n * (emax - 1u) < c->nslots)
+        return cache_corrupt(c, c, "control block damaged: epoch sweep", HK_EK_CORRUPT_STRUCTURE);
+    uint32_t candidates = 0;
     for (uint32_t i = 0; i < c->high_water; i++) {
         cache_slot *s = &c->slots[i];
         uint64_t e = cache_hot_get(c, i);
+        int cand = cache_is_live(c, s) && s->data && !s->lock && (s->flags & CACHE_SLOT_PURGEABLE);
+        if (cand != !!(s->flags & CACHE_SLOT_LISTED))
+            return cache_corrupt(c, s,
+                                 cand ? "purgeable unlocked block missing from the purge list"
+                                      : "handle on the purge list is not a purgeable unlocked block",
+                                 HK_EK_CORRUPT_STRUCTURE);
+        candidates += (uint32_t)cand;
         if (cache_is_live(c, s)) {
-            if (s->stamp > cache_tick(c))
+            if (cache_tick(c) - s->stamp >= 0x80000000u) /* raised by the sweep long before */
                 return cache_corrupt(c, s, "handle's LRU stamp is ahead of the clock",
                                      HK_EK_CORRUPT_STRUCTURE);
             if (s->data) {
@@ -182,6 +193,17 @@ static hk_result cache_check_all(hk_cache *c, int table) {
     if (resident != c->resident)
         return cache_corrupt(c, c->slots, "resident count disagrees with the handle table",
                              HK_EK_CORRUPT_STRUCTURE);
+    /* the purge list: every candidate once, oldest first, links both ways */
+    uint32_t n = 0, prev = c->nslots, last_age = CACHE_AGE_CAP;
+    for (uint32_t i = cache_lru_head(c); i != c->nslots; prev = i, i = cache_lru_next(c, i)) {
+        if (i >= c->high_water || ++n > candidates || !(c->slots[i].flags & CACHE_SLOT_LISTED) ||
+            c->lru[2u * i + 1u] != prev || cache_age(c, c->slots[i].stamp) > last_age)
+            return cache_corrupt(c, c->lru, "purge list damaged (links, members or stamp order)",
+                                 HK_EK_CORRUPT_STRUCTURE);
+        last_age = cache_age(c, c->slots[i].stamp);
+    }
+    if (n != candidates || c->listed != candidates || c->lru[2u * c->nslots + 1u] != prev)
+        return cache_corrupt(c, c->lru, "purge list damaged (members missing)", HK_EK_CORRUPT_STRUCTURE);
     return HK_OK;
 }
 

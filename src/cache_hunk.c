@@ -196,10 +196,9 @@ size_t hk__cache_hunk_reclaim(void *user, int high, size_t bytes) {
             if (!cache_purge_range(c, a, b)) continue; /* nothing purgeable in the way: next stage */
         } else {
             /* purge least recently used purgeable blocks elsewhere to make room */
-            size_t n = hk__cache_purge_candidates(c);
-            if (!n) break;
-            for (size_t k = 0; k < n; k++) {
-                hk__cache_purge_slot(c, &c->slots[c->order[k]]);
+            if (!cache_lru_oldest(c)) break;
+            for (cache_slot *s; (s = cache_lru_oldest(c)) != NULL;) {
+                hk__cache_purge_slot(c, s);
                 if (c->free_bytes >= need + CACHE_MIN_FREE) break;
             }
         }

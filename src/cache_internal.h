@@ -27,8 +27,8 @@
  *    instance; 2^idx_bits of them, so handle & idx_mask always lands in the
  *    array; heapkit/detail/cache.h: a tag, handle ^ epoch, and the block's
  *    offset from the base), plus cold slots[nslots] (cache_slot:
- *    requested size, name, block address, lock count, flags, LRU stamp).
- *    See cache_handles.c.
+ *    requested size, name, block address, lock count, flags, LRU stamp),
+ *    and the purge list's links (lru[]). See cache_handles.c.
  *
  *  - The data region [lo, end + 16): 16-byte aligned blocks tiling [lo, end)
  *    in address order, then a 16-byte end sentinel at `end`. Every block
@@ -58,9 +58,11 @@
 #define CACHE_LOCK_MAX     65535u
 #define CACHE_GROW_ROUNDS  64
 #define CACHE_DEFAULT_SIZE ((size_t)16 << 20)
-#define CACHE_TICK_LIMIT   0xFFFFFF00u
+#define CACHE_AGE_CAP      0x40000000u /* stamps older than this (in clock values) are raised to it */
 
-enum { CACHE_SLOT_PURGEABLE = 1, CACHE_SLOT_BUSY = 4 };
+/* PURGEABLE: set_purgeable; BUSY: being given a block (never purged then);
+ * LISTED: on the purge list (resident, unlocked and purgeable). */
+enum { CACHE_SLOT_PURGEABLE = 1, CACHE_SLOT_BUSY = 4, CACHE_SLOT_LISTED = 8 };
 
 typedef struct cache_blk {
     uint32_t magic;
@@ -84,7 +86,7 @@ typedef struct cache_slot {
     void *data;    /* the block's user address, NULL when empty or not live */
     uint16_t lock; /* lock count */
     uint16_t flags;
-    uint32_t stamp; /* LRU stamp; 0 unless live */
+    uint32_t stamp; /* LRU stamp (serial: compared by its age, tick - stamp); 0 unless live */
 } cache_slot;
 
 _Static_assert(sizeof(cache_slot) <= 32, "slot is at most 32 bytes");
@@ -98,6 +100,10 @@ struct hk_cache {
     uint32_t high_water;    /* slots ever issued a handle: 0 .. high_water - 1 */
     uint32_t resident;      /* live handles with a block */
     uint32_t *order, *rank; /* scratch, nslots each */
+    uint32_t *lru;          /* the purge list: next and prev of slot i at 2i, 2i + 1; nslots is its head */
+    uint32_t listed;        /* slots on the purge list */
+    uint32_t sweep;         /* the next hot entry the epoch sweep looks at (< high_water, or 0) */
+    uint32_t sweep_n;       /* entries swept per clock value */
     hk__htab ht;            /* generations, free ring, retirement, misuse verdicts */
     unsigned char *lo;      /* data region start, NULL when the cache holds none (hunk took it) */
     cache_blk *end;         /* end sentinel */
@@ -229,31 +235,110 @@ static inline int cache_purgeable(const hk_cache *c, const cache_slot *s) {
 
 static inline uint32_t cache_stamp_at(const hk_cache *c, uint32_t idx) { return c->slots[idx].stamp; }
 static inline uint32_t cache_tick(const hk_cache *c) { return c->v.tick; }
+/* How long ago a stamp was made, in clock values; every age from
+ * CACHE_AGE_CAP - 2 up counts as that (the sweep raises such stamps, so a
+ * live stamp's raw age stays far below 2^31 and the 32-bit clock may wrap). */
+static inline uint32_t cache_age(const hk_cache *c, uint32_t stamp) {
+    uint32_t a = c->v.tick - stamp;
+    return a < CACHE_AGE_CAP - 2u ? a : CACHE_AGE_CAP - 2u;
+}
 /* The epoch deref_fast compares (heapkit/detail/cache.h). */
 static inline uint32_t cache_fast_epoch(const hk_cache *c) {
     return c->slow ? c->v.epoch_max + 1u : c->v.epoch;
 }
-void hk__cache_epoch_wrap(hk_cache *c);
+/* The sweep behind the clock: every clock value looks at sweep_n slots
+ * (one in a slow cache), cyclically over the issued slots: it raises a
+ * stamp older than CACHE_AGE_CAP (to an age of CACHE_AGE_CAP - 1, odd and
+ * so never 0) and makes cold a hot entry's tag of any epoch but the
+ * current one. sweep_n is chosen so that the sweep passes every entry
+ * within epoch_max - 1 clock values, so a tag is gone before its epoch
+ * comes round again (cache_handles.c). */
+static inline void cache_sweep_stamp(hk_cache *c, uint32_t i) {
+    uint32_t *st = &c->slots[i].stamp, t = c->v.tick;
+    if (*st && t - *st > CACHE_AGE_CAP) *st = (t - CACHE_AGE_CAP) | 1u;
+}
+static inline void cache_sweep(hk_cache *c) {
+    uint32_t hw = c->high_water, i = c->sweep, m = c->v.idx_mask, ep = c->v.epoch;
+    if (!hw) return;
+    if (c->slow) { /* no hot entries to sweep: one stamp */
+        cache_sweep_stamp(c, i);
+        c->sweep = i + 1u < hw ? i + 1u : 0u;
+        return;
+    }
+    for (uint32_t n = c->sweep_n; n; n--) {
+        uint64_t *e = cache_hot_at(c, i);
+        uint32_t te = ((uint32_t)(*e >> 32) ^ i) & m; /* the tag's epoch; 0 when cold */
+        if (te && te != ep) *e = (*e & CACHE_OFF_BITS) | cache_hot_cold(i);
+        cache_sweep_stamp(c, i);
+        if (++i >= hw) i = 0;
+    }
+    c->sweep = i;
+}
 /* A new clock value: the next epoch (every tag of the previous one stops
- * hitting, so deref_fast's next access restamps); the probe's epoch follows
- * unless the cache is slow (the wrap sets it again). */
+ * hitting, so deref_fast's next access restamps; after epoch_max they start
+ * again at 1) and a step of the sweep. A slow cache's probe and entries
+ * never change. */
 static inline void cache_set_tick(hk_cache *c, uint32_t t) {
     c->v.tick = t;
-    if (HK__UNLIKELY(++c->v.epoch > c->v.epoch_max))
-        hk__cache_epoch_wrap(c);
-    else if (!c->slow)
-        c->v.probe += (uint64_t)1 << 32;
+    if (HK__UNLIKELY(++c->v.epoch > c->v.epoch_max)) c->v.epoch = 1;
+    if (!c->slow) c->v.probe = ((uint64_t)c->v.epoch << 32) | c->v.idx_mask;
+    cache_sweep(c);
 }
 static inline void cache_set_stamp(hk_cache *c, uint32_t idx, uint32_t stamp) { c->slots[idx].stamp = stamp; }
 
-void hk__cache_renumber(hk_cache *c);
+/* ---- the purge list (cache_handles.c explains it) ----------------------------------- */
+
+static inline uint32_t cache_lru_head(const hk_cache *c) { return c->lru[2u * c->nslots]; }
+static inline uint32_t cache_lru_next(const hk_cache *c, uint32_t i) { return c->lru[2u * i]; }
+static inline void cache_lru_unlink(hk_cache *c, uint32_t i) {
+    uint32_t n = c->lru[2u * i], p = c->lru[2u * i + 1u];
+    c->lru[2u * p] = n;
+    c->lru[2u * n + 1u] = p;
+}
+/* Links slot i last (most recent). */
+static inline void cache_lru_append(hk_cache *c, uint32_t i) {
+    uint32_t h = c->nslots, p = c->lru[2u * h + 1u];
+    c->lru[2u * i] = h;
+    c->lru[2u * i + 1u] = p;
+    c->lru[2u * p] = i;
+    c->lru[2u * h + 1u] = i;
+}
+/* Puts slot s on the purge list or takes it off, as its state says
+ * (resident, unlocked, purgeable). A slot that joins goes last: `stamp`
+ * says to mark it most recently used (cache_stamp, below) so the list stays
+ * in stamp order; without it the caller has just stamped it. O(1). */
+void hk__cache_lru_join(hk_cache *c, cache_slot *s, int stamp);
+static inline void cache_lru_sync(hk_cache *c, cache_slot *s, int stamp) {
+    int want = s->data && !s->lock && (s->flags & CACHE_SLOT_PURGEABLE);
+    if (want == !!(s->flags & CACHE_SLOT_LISTED)) return;
+    if (want) {
+        hk__cache_lru_join(c, s, stamp);
+    } else {
+        cache_lru_unlink(c, (uint32_t)(s - c->slots));
+        s->flags &= (uint16_t)~CACHE_SLOT_LISTED;
+        c->listed--;
+    }
+}
+/* A listed slot just stamped with the newest stamp goes last. */
+static inline void cache_lru_touch(hk_cache *c, cache_slot *s) {
+    if (!(s->flags & CACHE_SLOT_LISTED)) return;
+    uint32_t i = (uint32_t)(s - c->slots);
+    cache_lru_unlink(c, i);
+    cache_lru_append(c, i);
+}
+/* The least recently used purge candidate (not the slot being placed), or NULL. O(1). */
+static inline cache_slot *cache_lru_oldest(hk_cache *c) {
+    uint32_t i = cache_lru_head(c);
+    if (i != c->nslots && (c->slots[i].flags & CACHE_SLOT_BUSY)) i = cache_lru_next(c, i); /* at most one */
+    return i != c->nslots ? &c->slots[i] : NULL;
+}
 
 /* Marks slot s most recently used. */
 static inline void cache_stamp(hk_cache *c, cache_slot *s) {
-    if (HK__UNLIKELY(cache_tick(c) >= CACHE_TICK_LIMIT)) hk__cache_renumber(c);
-    uint32_t t = cache_tick(c);
+    uint32_t t = cache_tick(c), n = t + 2u;
     cache_set_stamp(c, (uint32_t)(s - c->slots), t + 1u);
-    cache_set_tick(c, t + 2u);
+    cache_set_tick(c, n ? n : 2u); /* the clock wraps, skipping 0 */
+    cache_lru_touch(c, s);
 }
 
 /* ---- the free-block index ------------------------------------------------------------ */
@@ -345,8 +430,6 @@ void hk__cache_slot_release(hk_cache *c, cache_slot *s);
 
 /* Fills rank[] for every resident slot (0 = most recently used). */
 void hk__cache_compute_ranks(hk_cache *c);
-/* The purgeable unlocked resident slots into order[], least recently used first. */
-size_t hk__cache_purge_candidates(hk_cache *c);
 
 /* ---- cache_region.c: blocks, the free index, purging one block ------------------------- */
 

@@ -122,6 +122,7 @@ void hk__cache_drop_block(hk_cache *c, cache_slot *s) {
     c->resident--;
     c->free_count++;
     cache_set_data(c, s, NULL);
+    cache_lru_sync(c, s, 0); /* off the purge list */
     s->requested = 0;
     hk__cache_release(c, b);
 }

@@ -24,14 +24,20 @@
  *
  * Marks carry the id of the hunk that issued them (a mark of another hunk
  * is refused) and the number of cuts of their end then (cuts[end]: every
- * free to a mark that freed blocks, reset, temp block release). With no
- * cut since, the blocks under the mark are all still there and the mark
- * is valid without reading anything. Otherwise the end's headers are
- * walked from where the hunk knows a header lies (the bottom of the low
- * end, the lowest high block) to the mark: the mark is valid only when
- * the walk lands on its offset and the block at its edge still carries
- * the sequence number it had when the mark was taken. Bytes a block's
- * owner may hold are never read as a header.
+ * free to a mark that freed blocks, reset; not the temp block's release,
+ * which never reaches below a mark: a high mark releases the temp block
+ * first). With no cut since, the blocks under the mark are all still there
+ * and the mark is valid without reading anything. Otherwise the end's cut
+ * log (hunk_cut_log) answers in at most HUNK_CUT_LOG steps: the mark is
+ * valid exactly when no cut since it went below its offset (a cut to a
+ * level below the offset freed the block at the mark's edge; one at or
+ * above it freed nothing under the mark). Only when the log dropped the
+ * cuts the mark needs (more than HUNK_CUT_LOG cuts to rising levels since
+ * the mark) are the end's headers walked from where the hunk knows a
+ * header lies (the bottom of the low end, the lowest high block) to the
+ * mark: the mark is valid only when the walk lands on its offset and the
+ * block at its edge still carries the sequence number it had when the mark
+ * was taken. Bytes a block's owner may hold are never read as a header.
  */
 #include "hunk_internal.h"
 
@@ -206,6 +212,16 @@ static inline void hunk_put_canary(unsigned char *start, size_t total, size_t n)
     memcpy(start + total - 8, &pad, 8);
 }
 
+/* Tells the tools of the block [user, user + n) written at start (total
+ * bytes; header and slack are the hunk's). Out of line: the common path
+ * (no tool) pays one predictable test and keeps no registers for it. */
+static HK__NOINLINE void hunk_track_block(hk_hunk *h, unsigned char *start, size_t total, unsigned char *user,
+                                          size_t n) {
+    hk__track_heap(&h->core, start, HUNK_HDR, 1);
+    hk__track_heap(&h->core, user + n, (size_t)(start + total - (user + n)), 1);
+    hk__track_alloc(&h->core, user, n, (h->core.flags & HK_FLAG_ZERO) != 0);
+}
+
 /* The general block writer: header and (with HK_FLAG_CANARY) canary, then
  * the user bytes zeroed or filled as the flags ask, with sanitizer
  * annotations and the tools told (src/track.h: header and slack are not the
@@ -224,11 +240,7 @@ static inline void *hunk_put_block(hk_hunk *h, unsigned char *start, size_t tota
     hk__asan_poison(start, HUNK_HDR);
     hk__asan_poison(user + n, (size_t)(start + total - (user + n)));
 #endif
-    if (HK__TRACKED(&h->core)) {
-        hk__track_heap(&h->core, start, HUNK_HDR, 1);
-        hk__track_heap(&h->core, user + n, (size_t)(start + total - (user + n)), 1);
-        hk__track_alloc(&h->core, user, n, (h->core.flags & HK_FLAG_ZERO) != 0);
-    }
+    if (HK__TRACKED(&h->core)) hunk_track_block(h, start, total, user, n);
     return user;
 }
 
@@ -450,15 +462,22 @@ static void hunk_track_free_range(hk_hunk *h, unsigned char *lo, unsigned char *
     hk__track_heap(&h->core, lo, (size_t)(hi - lo), 1);
 }
 
-/* [lo, hi) just left an end, holding `blocks` blocks. */
-static void hunk_release_range(hk_hunk *h, unsigned char *lo, unsigned char *hi, size_t blocks) {
-    if (hi <= lo) return;
-    h->frees += blocks;
+/* The tools told and the bytes filled for a range that left an end: out
+ * of line, so that the common path (no tool, no fill) pays one predictable
+ * test and keeps no registers across a call. */
+static HK__NOINLINE void hunk_release_slow(hk_hunk *h, unsigned char *lo, unsigned char *hi) {
     hunk_track_free_range(h, lo, hi);
     if (h->core.flags & HK_FLAG_FILL) {
         hk__asan_unpoison(lo, (size_t)(hi - lo));
         memset(lo, HK_FILL_FREE, (size_t)(hi - lo));
     }
+}
+
+/* [lo, hi) just left an end, holding `blocks` blocks. */
+static void hunk_release_range(hk_hunk *h, unsigned char *lo, unsigned char *hi, size_t blocks) {
+    if (hi <= lo) return;
+    h->frees += blocks;
+    if (HK__UNLIKELY(h->core.track | (h->core.flags & HK_FLAG_FILL))) hunk_release_slow(h, lo, hi);
     hk__asan_poison(lo, (size_t)(hi - lo));
 }
 
@@ -469,8 +488,7 @@ static void hunk_release_temp(hk_hunk *h) {
     unsigned char *hi = h->base + h->cap - h->temp_mark.used;
     size_t blocks = h->high.blocks - h->temp_mark.blocks;
     h->high = h->temp_mark;
-    h->temp_active = 0;
-    h->cuts[1]++;
+    h->temp_active = 0; /* no cut: every high mark lies at or below temp_mark */
     hunk_release_range(h, lo, hi, blocks);
 }
 
@@ -530,15 +548,69 @@ static hk_result hunk_bad_mark(hk_hunk *h, hk_hunk_mark m, int high, const char 
                       why, h->low.used, h->high.used);
 }
 
+/* A cut of end `high` (cuts[high] already counted) to `level` used bytes:
+ * logged for the marks (see the comment at the top). O(HUNK_CUT_LOG). */
+static HK__NOINLINE void hunk_log_cut(hk_hunk *h, int high, size_t level) {
+    hunk_cut_log *l = &h->cutlog[high];
+    uint32_t n = l->n, m = HUNK_CUT_LOG - 1u;
+    while (n && l->level[(l->head + n - 1u) & m] >= level) n--;
+    if (HK__UNLIKELY(l->lost_any) && level <= l->lost_floor) l->lost_any = 0; /* below every dropped cut */
+    if (HK__UNLIKELY(n == HUNK_CUT_LOG)) {                                    /* the first entry is dropped */
+        size_t first = l->level[l->head];
+        l->lost_floor = l->lost_any && l->lost_floor < first ? l->lost_floor : first;
+        l->lost = l->count[l->head];
+        l->lost_level = first;
+        l->lost_any = 1;
+        l->head = (l->head + 1u) & m;
+        n--;
+    }
+    uint32_t at = (l->head + n) & m;
+    l->count[at] = h->cuts[high];
+    l->level[at] = level;
+    l->n = n + 1u;
+}
+
+/* A cut of end `high` to 0 (reset): every entry is above it. */
+static void hunk_log_reset(hk_hunk *h, int high) {
+    hunk_cut_log *l = &h->cutlog[high];
+    l->head = 0;
+    l->n = 1;
+    l->count[0] = h->cuts[high];
+    l->level[0] = 0;
+    l->lost_any = 0;
+}
+
+/* What the cut log says of a mark taken at cut number k with `offset`
+ * used bytes: 1 valid (no cut since went below it), 0 stale, -1 the log
+ * dropped the cuts it needs. Cut numbers are compared modulo 2^32. */
+static int hunk_cut_verdict(const hk_hunk *h, int high, uint32_t k, size_t offset) {
+    const hunk_cut_log *l = &h->cutlog[high];
+    if (l->lost_any && (int32_t)(l->lost - k) > 0) return offset > l->lost_level ? 0 : -1;
+    for (uint32_t i = 0; i < l->n; i++) {
+        uint32_t at = (l->head + i) & (HUNK_CUT_LOG - 1u);
+        if ((int32_t)(l->count[at] - k) > 0) return l->level[at] >= offset;
+    }
+    return -1; /* a cut since the mark that the log never saw: a mark from the future */
+}
+
 /* Is the block at the mark's edge the one that was there when it was taken?
  * Reads only headers the hunk knows to be headers: with no cut of the end
  * since the mark, none at all; else it walks the end's headers from a
  * known one up to the mark (see the comment at the top). */
-static int hunk_mark_edge_ok(hk_hunk *h, hk_hunk_mark m, int high) {
+static HK__NOINLINE int hunk_mark_after_cuts(hk_hunk *h, hk_hunk_mark m, int high);
+static inline int hunk_mark_edge_ok(hk_hunk *h, hk_hunk_mark m, int high) {
     if (m.offset == 0) return m.blocks == 0 && m.user_bytes == 0;
     if (m.blocks == 0) return 0;
     if (!high && (m.edge > m.offset - HUNK_HDR || (m.edge & (HUNK_ALIGN - 1)))) return 0;
     if (m.cuts == h->cuts[high]) return 1; /* nothing under the mark was freed since */
+    return hunk_mark_after_cuts(h, m, high);
+}
+
+/* The mark after cuts of its end: the cut log, or the walk. Out of line:
+ * the common case (no cut since) keeps its registers. */
+static HK__NOINLINE int hunk_mark_after_cuts(hk_hunk *h, hk_hunk_mark m, int high) {
+    int v = hunk_cut_verdict(h, high, m.cuts, m.offset);
+    if (v >= 0) return v;
     /* low: from the bottom up to the mark's edge; high: from the lowest
      * high block up to the mark's offset. Each step reads a header at a
      * position the previous one proved to be a block boundary. */
@@ -592,6 +664,7 @@ static hk_result hunk_free_to_mark(hk_hunk *h, hk_hunk_mark m, int high) {
     e->blocks = m.blocks;
     if (!high) e->last = m.edge;
     h->cuts[high]++;
+    hunk_log_cut(h, high, m.offset);
     hunk_release_range(h, lo, hi, blocks);
     return HK_OK;
 }
@@ -625,6 +698,8 @@ void hk_hunk_reset(hk_hunk *h) {
     memset(&h->high, 0, sizeof h->high);
     h->cuts[0]++;
     h->cuts[1]++;
+    hunk_log_reset(h, 0);
+    hunk_log_reset(h, 1);
     hk__core_after(&h->core);
     hk__core_unlock(&h->core);
 }

@@ -4,9 +4,10 @@
  *
  * Verifies the invariants stated in src/hunk.c by walking both ends: every
  * header's sentinel, size, flags and name index, every canary and padding
- * byte (hk__fill_ok; canaries only in blocks made with HK_FLAG_CANARY), the per-end counts, and the tenant's
- * claim. Writes nothing to the hunk (headers are read through copies, as they may be poisoned); reports the
- * first damaged block (one report per walk). hk__hunk_check is the core's paranoid hook: it takes no lock.
+ * byte (hk__fill_ok; canaries only in blocks made with HK_FLAG_CANARY), the per-end counts, the tenant's
+ * claim, and the cut logs that marks are decided by. Writes nothing to the hunk (headers are read through
+ * copies, as they may be poisoned); reports the first damaged block (one report per walk). hk__hunk_check is
+ * the core's paranoid hook: it takes no lock.
  *
  * Calls nothing in src/hunk.c.
  */
@@ -181,6 +182,24 @@ static int hunk_visit(hk_hunk *h, hunk_visit_fn fn, void *user, int report) {
                        (void *)(h->tenant_start + h->tenant_size), (void *)(h->base + h->low.used),
                        (void *)(h->base + h->cap - h->high.used));
         return -1;
+    }
+    for (int end = 0; end < 2; end++) {
+        /* the cut log (hunk.c, marks): cut numbers and levels rising, none
+         * above the end's count and level */
+        const hunk_cut_log *l = &h->cutlog[end];
+        int ok = l->n <= HUNK_CUT_LOG && l->head < HUNK_CUT_LOG;
+        for (uint32_t i = 0; ok && i < l->n; i++) {
+            uint32_t at = (l->head + i) & (HUNK_CUT_LOG - 1u), pr = (at - 1u) & (HUNK_CUT_LOG - 1u);
+            ok = l->level[at] <= (end ? h->high.used : h->low.used) &&
+                 (int32_t)(h->cuts[end] - l->count[at]) >= 0 &&
+                 (i == 0 || (l->level[pr] < l->level[at] && (int32_t)(l->count[at] - l->count[pr]) > 0));
+        }
+        if (!ok) {
+            if (report)
+                hk__report(&h->core.rep, HK_ERR_CORRUPT, HK_EK_CORRUPT_STRUCTURE, l, l->n, NULL,
+                           "control block damaged: the %s end's cut log", end ? "high" : "low");
+            return -1;
+        }
     }
     int r = hunk_visit_end(h, h->base, h->base + h->low.used, 0, fn, user, report, &h->low);
     if (r) return r;

@@ -89,6 +89,26 @@ typedef struct hunk_name_cache {
     uint64_t mask[2]; /* the bytes of the name that must match: its text and NUL */
 } hunk_name_cache;
 
+/* The cuts of one end that a mark may need to know about (hunk.c, marks):
+ * cut number (cuts[end] after it) and the end's used bytes after it, both
+ * rising from the first entry to the last. A cut pops every entry whose
+ * level is at or above its own, so entry i's level is the lowest of every
+ * cut numbered above entry i - 1's. When full, the first entry is dropped
+ * (its number and level kept in lost / lost_level, the lowest level dropped
+ * in lost_floor); a later cut at or below lost_floor makes the dropped
+ * entries irrelevant again. */
+#define HUNK_CUT_LOG 8
+typedef struct hunk_cut_log {
+    uint32_t count[HUNK_CUT_LOG]; /* a ring: entry i at (head + i) % HUNK_CUT_LOG */
+    size_t level[HUNK_CUT_LOG];
+    uint32_t head, n;
+    uint32_t lost;     /* the last dropped entry's number (lost_any) */
+    size_t lost_level; /* its level */
+    size_t lost_floor; /* the lowest level dropped */
+    int lost_any;
+} hunk_cut_log;
+_Static_assert((HUNK_CUT_LOG & (HUNK_CUT_LOG - 1)) == 0, "the cut log is a ring of 2^k entries");
+
 struct hk_hunk {
     unsigned char *base; /* 16-aligned start of the block area */
     size_t cap;          /* bytes of the block area (multiple of 16) */
@@ -111,7 +131,8 @@ struct hk_hunk {
     unsigned char *tenant_start;
     size_t tenant_size;
     uint32_t id;      /* instance id carried by marks (never 0, unique in the process) */
-    uint32_t cuts[2]; /* per end (0 low, 1 high): times it shrank, freeing blocks */
+    uint32_t cuts[2]; /* per end (0 low, 1 high): frees to a mark that freed blocks, resets */
+    hunk_cut_log cutlog[2];
     uint32_t nnames;
     hunk_name_cache name_cache[8];
     char names[HUNK_NAMES][HUNK_NAME_LEN];

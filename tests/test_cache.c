@@ -194,9 +194,9 @@ HKT_TEST(deref_fast_stamps_once_per_clock_value) {
     hk_cache_destroy(c);
 }
 
-/* The 32-bit LRU clock renumbers the stamps before it wraps: the order is
- * kept (ties too) and deref_fast keeps working. */
-HKT_TEST(lru_clock_renumbers_before_wrapping) {
+/* The 32-bit LRU clock wraps: stamps are compared by their age from the
+ * tick, so the order is kept (ties too) and deref_fast keeps working. */
+HKT_TEST(lru_clock_wraps_keeping_the_order) {
     hk_cache *c = mk(1 << 16, 0);
     hk_cache_handle a = hk_cache_alloc(c, 64, "a"), b = hk_cache_alloc(c, 64, "b"),
                     d = hk_cache_alloc(c, 64, "d");
@@ -206,7 +206,7 @@ HKT_TEST(lru_clock_renumbers_before_wrapping) {
     hk_cache_touch(c, d);
     hk_cache_deref_fast(c, a);
     hk_cache_deref_fast(c, b);      /* a and b tie, newer than d */
-    for (int i = 0; i < 300; i++) { /* the clock passes the limit: renumbered */
+    for (int i = 0; i < 300; i++) { /* the clock wraps */
         hk_cache_handle t = hk_cache_alloc(c, 16, "t");
         hk_cache_free(c, t);
     }

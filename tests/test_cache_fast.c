@@ -319,8 +319,8 @@ HKT_TEST(hunk_cache_blocks_below_the_first_middle_are_reached) {
     hk_hunk_destroy(hu);
 }
 
-/* The 32-bit clock renumbers the stamps before it wraps: deref_fast and a
- * reader made before the renumbering still answer right, the blocks they
+/* The 32-bit clock wraps (stamps are compared by their age): deref_fast
+ * and a reader made before the wrap still answer right, the blocks they
  * reached keep their order, and the next access after it stamps anew. */
 HKT_TEST(tick_wrap_keeps_fast_derefs_and_readers_right) {
     hk_cache *c = mk(1 << 16, 0);
@@ -332,7 +332,7 @@ HKT_TEST(tick_wrap_keeps_fast_derefs_and_readers_right) {
     hk_cache_reader r = hk_cache_reader_of(c);
     void *pa = hk_cache_reader_deref(&r, a), *pb = hk_cache_deref_fast(c, b); /* a and b tie, newer than d */
     CHECK(pa && pb);
-    for (int i = 0; i < 300; i++) { /* the clock passes the limit: renumbered */
+    for (int i = 0; i < 300; i++) { /* the clock wraps */
         hk_cache_handle t = hk_cache_alloc(c, 16, "t");
         hk_cache_free(c, t);
     }

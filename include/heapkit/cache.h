@@ -28,8 +28,10 @@
  *
  * Allocation when space is short follows the Mac's order: fit a free block;
  * else compact (slide unlocked blocks down around locked ones); else purge
- * purgeable unlocked blocks, least recently used first (deref and touch
- * make a block most recently used); else call the grow callback and start
+ * purgeable unlocked blocks, least recently used first (alloc, reallocate,
+ * deref, deref_fast and touch make a block most recently used, and so does
+ * becoming a purge candidate: set_purgeable(true) on an unlocked block, the
+ * last unlock of a purgeable one); else call the grow callback and start
  * again while it reports progress; else fail cleanly (NULL handle, reported
  * as HK_EK_NOMEM).
  *
@@ -168,8 +170,11 @@ void hk_cache_destroy(hk_cache *c);
  * recently used. MAY MOVE AND PURGE BLOCKS (see the top of this file).
  * Returns the none handle (value 0) and reports HK_EK_NOMEM when the space
  * cannot be found (see the allocation order) or the handle table is full,
- * HK_EK_OVERFLOW for sizes near SIZE_MAX. O(1) when a free block fits;
- * O(region) when it compacts; O(handles log handles) when it purges. */
+ * HK_EK_OVERFLOW for sizes near SIZE_MAX. O(1) when a free block fits (it
+ * looks at no more than 64 blocks of the request's size class while a
+ * larger class has one); O(region) when it compacts; O(1) per block purged
+ * when it purges (the least recently used candidate is at the head of a
+ * list; docs/realtime.md has the bounds). */
 hk_cache_handle hk_cache_alloc(hk_cache *c, size_t size, const char *name);
 
 /* Frees the block and its handle (purged handles too); the handle becomes
@@ -221,8 +226,10 @@ hk_result hk_cache_reallocate(hk_cache *c, hk_cache_handle h, size_t size);
 /* Counted pins: a locked block never moves and is never purged. lock
  * increments the count (up to 65535: HK_ERR_OVERFLOW beyond, reported);
  * unlock decrements it and returns HK_ERR_STATE (reported) when it is
- * already 0. Locking an empty handle is allowed (it pins the block a later
- * reallocate gives it). Never move anything. O(1). */
+ * already 0. The last unlock of a resident purgeable block makes it most
+ * recently used (it becomes a purge candidate again, the newest). Locking
+ * an empty handle is allowed (it pins the block a later reallocate gives
+ * it). Never move anything. O(1). */
 hk_result hk_cache_lock(hk_cache *c, hk_cache_handle h);
 hk_result hk_cache_unlock(hk_cache *c, hk_cache_handle h);
 uint32_t hk_cache_lock_count(hk_cache *c, hk_cache_handle h); /* 0 for invalid handles (reported) */
@@ -235,7 +242,9 @@ uint32_t hk_cache_lock_count(hk_cache *c, hk_cache_handle h); /* 0 for invalid h
 hk_result hk_cache_move_high(hk_cache *c, hk_cache_handle h);
 hk_result hk_cache_lock_high(hk_cache *c, hk_cache_handle h);
 
-/* Purgeable flag (Mac HPurge / HNoPurge). Never moves anything. O(1). */
+/* Purgeable flag (Mac HPurge / HNoPurge). Setting it on a resident unlocked
+ * block that was not purgeable makes the block most recently used (it
+ * joins the purge order as the newest). Never moves anything. O(1). */
 hk_result hk_cache_set_purgeable(hk_cache *c, hk_cache_handle h, bool purgeable);
 
 /* Purges the block now (Mac EmptyHandle): the purge callback runs, the
@@ -245,7 +254,8 @@ hk_result hk_cache_set_purgeable(hk_cache *c, hk_cache_handle h, bool purgeable)
 hk_result hk_cache_purge(hk_cache *c, hk_cache_handle h);
 
 /* Purges every purgeable unlocked block (Quake Cache_Flush for purgeable
- * data). Returns the number of blocks purged. O(handles). */
+ * data), least recently used first. Returns the number of blocks purged.
+ * O(blocks purged). */
 size_t hk_cache_purge_all(hk_cache *c);
 
 /* Full compaction: slides every unlocked block toward the bottom, around
@@ -284,7 +294,8 @@ hk_result hk_cache_max_block(hk_cache *c, hk_cache_space *out);
  * walk: every block in address order (free space included, HK_BLOCK_USED
  * clear), each used block with its handle (id), lock count, flags
  * (HK_BLOCK_LOCKED, HK_BLOCK_PURGEABLE) and LRU rank (0 = most recently
- * used; the number of newer blocks, so blocks stamped together share one), then every empty handle
+ * used; the number of newer blocks, so blocks stamped together share one,
+ * and so do blocks not reached for 2^29 clock steps), then every empty handle
  * (HK_BLOCK_PURGED, address NULL). O(blocks + handles log handles). The callback must not call the cache.
  * check: the handle table and the blocks agree (back-pointers, addresses,
  * sizes, counts), headers and the previous-size chain are intact, free

@@ -24,8 +24,9 @@
  * outlive the call); a block records its name's index. Once the table is
  * full, further new names show as "(other)". NULL shows as "unknown".
  *
- * Complexity: every call is O(1) except walk, check, dump (O(blocks)) and
- * the zero fill (O(size)).
+ * Complexity: every call is O(1) except walk, check, dump (O(blocks)), the
+ * zero fill (O(size)) and a free to a mark older than more than 8 cuts to
+ * rising levels (O(blocks): see hk_hunk_free_to_low_mark).
  * Thread-safety: an instance is not thread-safe unless the desc carries lock
  * hooks, in which case every call below takes the lock.
  * Errors: reported through desc.on_error (or the default handler), see
@@ -133,12 +134,13 @@ hk_hunk_mark hk_hunk_high_mark(hk_hunk *h);
  * Returns HK_ERR_INVALID (and reports) for a mark of another hunk (or of
  * none), a mark from the other end, a mark beyond the current top, or a
  * stale mark (one taken above a position that was freed since). A mark
- * equal to the current top is a no-op. Staleness is decided from the
- * hunk's own block headers, never from bytes a block's owner may hold:
- * O(1) when that end was not cut (freed to a mark, reset, temp block
- * released) since the mark was taken, else a walk over that end's headers
- * (O(blocks below the mark) on the low end, O(blocks above it) on the
- * high end). */
+ * equal to the current top is a no-op. Staleness is decided from what the
+ * hunk itself recorded, never from bytes a block's owner may hold: O(1)
+ * when that end was not cut (freed to a mark, reset) since the mark was
+ * taken, or when its log of the last 8 cuts covers them (a mark is stale
+ * exactly when a cut since went below it); only for a mark older than more
+ * than 8 cuts to rising levels, a walk over that end's headers (O(blocks
+ * below the mark) on the low end, O(blocks above it) on the high end). */
 hk_result hk_hunk_free_to_low_mark(hk_hunk *h, hk_hunk_mark mark);
 hk_result hk_hunk_free_to_high_mark(hk_hunk *h, hk_hunk_mark mark);
 
