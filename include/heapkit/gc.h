@@ -123,6 +123,7 @@ enum {
 #define HK_GC_DEFAULT_STEP_OBJECTS 4096u /* per-step cap on objects examined when the desc says 0 */
 #define HK_GC_DEFAULT_PACE_PERCENT 200u  /* pacing work per byte of debt when the desc says 0 */
 #define HK_GC_CHUNK_OBJECTS        1024u /* object headers per chunk */
+#define HK_GC_GROW_OBJECTS         64u   /* header slots made free at a time when none is free */
 #define HK_GC_DEFAULT_INDEX_BITS   22u   /* reference bits naming the slot: up to 4,194,303 objects */
 #define HK_GC_MIN_INDEX_BITS       10u
 #define HK_GC_MAX_INDEX_BITS       24u
@@ -147,6 +148,15 @@ typedef struct hk_gc_desc {
     uint32_t index_bits;       /* bits of a reference naming its slot, 10..24; 0: 22. Objects
                                   allocated at once <= 2^index_bits - 1; generations per slot
                                   2^(32 - index_bits) - 1 */
+    /* Objects made room for at create: their header chunks allocated and
+     * the reference table's pages committed, so that no allocation while
+     * fewer objects are allocated grows anything (only the object's data
+     * comes from the backing hooks). 0: the collector grows as it goes
+     * (64 header slots at a time; a chunk of HK_GC_CHUNK_OBJECTS headers
+     * from the backing hooks once per chunk, and a commit of reference-table
+     * pages, an OS call, once per 16,384 objects). Capped at
+     * 2^index_bits - 1. */
+    uint32_t reserve_objects;
 } hk_gc_desc;
 
 /* Collector-specific statistics (hk_gc_get_info). Times are in the clock's
