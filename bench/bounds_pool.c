@@ -13,7 +13,8 @@
  * children detached (units: children); the free that retires a slot whose
  * generations ran out and, with HK_POOL_WRAP, the allocation that wraps
  * one; list insertion and removal; a live-list iteration step; a frame
- * list's step over dead entries (units: entries skipped) and the push;
+ * list's step over dead entries (units: entries skipped), the bounded step
+ * (hk_pool_fiter_next_within, 64 entries at most) and the push;
  * defer_end (units: objects released).
  *
  * Invariants: deterministic for the scale (the overflow hashes mix the
@@ -173,6 +174,12 @@ static void pool_main(int scale) {
         BD_REQUIRE(o && hk_pool_id_of(p, o).value == pushed[nf - 1].value);
         BD_COUNT("pool.fiter_next", "last step (scope closed)", 0, o = hk_pool_fiter_next(&it));
         BD_REQUIRE(!o);
+        /* the bounded step over the same entries: 64 at most per call */
+        it = hk_pool_fiter_begin(p, fl);
+        for (int k = 0; k < 8 && !hk_pool_fiter_done(&it); k++)
+            BD_COUNT("pool.fiter_next_within", "dead entries skipped, 64 at most (units: entries)", 64,
+                     o = hk_pool_fiter_next_within(&it, 64));
+        hk_pool_fiter_end(&it);
     }
     free(pushed);
     /* defer_end releasing objects freed inside the scope */

@@ -226,7 +226,10 @@ static void pool_fiter_finish(hk_pool *p, hk_pool_fiter *it) {
     pool_after_op(p);
 }
 
-void *hk__pool_fiter_step(hk_pool_fiter *it) {
+/* The step behind hk_pool_fiter_next and hk_pool_fiter_next_within: looks
+ * at no more than `limit` entries (>= 1); NULL with the iteration still
+ * running when they were all dead. */
+static void *pool_fiter_step(hk_pool_fiter *it, uint32_t limit) {
     if (!it || it->state == 2) return NULL;
     hk_pool *p = it->p;
     hk__core_lock(&p->core);
@@ -249,17 +252,26 @@ void *hk__pool_fiter_step(hk_pool_fiter *it) {
         it->cap = p->core.locked_hooks ? 0 : p->cap;
     }
     void *obj = NULL;
-    while (it->f.i < it->f.end) {
+    uint32_t seen = 0;
+    while (it->f.i < it->f.end && seen < limit) {
         uint32_t v = it->f.ents[it->f.i++], s = pool_alive_slot(p, v);
+        seen++;
         if (s != POOL_NIL) {
             it->id.value = v;
             obj = it->obj = pool_obj(p, s);
             break;
         }
     }
-    if (!obj) pool_fiter_finish(p, it);
+    if (!obj && it->f.i >= it->f.end) pool_fiter_finish(p, it);
+    if (!obj) it->obj = NULL;
     hk__core_unlock(&p->core);
     return obj;
+}
+
+void *hk__pool_fiter_step(hk_pool_fiter *it) { return pool_fiter_step(it, UINT32_MAX); }
+
+void *hk_pool_fiter_next_within(hk_pool_fiter *it, uint32_t max_entries) {
+    return pool_fiter_step(it, max_entries ? max_entries : 1u);
 }
 
 void hk_pool_fiter_end(hk_pool_fiter *it) {

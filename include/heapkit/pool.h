@@ -658,8 +658,10 @@ void *hk__pool_fiter_step(hk_pool_fiter *it);
 
 /* The next live object (its ID in it->id), or NULL when the iteration is
  * over (its defer scope then closes, releasing what was freed inside). NULL
- * again after that. O(1) per entry, dead entries included (the last step:
- * + O(objects released)). */
+ * again after that. O(1) per entry, dead entries included: one call skips
+ * every dead entry before the next live one (O(dead entries skipped); the
+ * last step: + O(objects released)). hk_pool_fiter_next_within bounds the
+ * entries one call looks at. */
 static inline void *hk_pool_fiter_next(hk_pool_fiter *it) {
     uint32_t i = it->f.i;
     while (HK_POOL__LIKELY(i < it->f.end)) {
@@ -675,6 +677,29 @@ static inline void *hk_pool_fiter_next(hk_pool_fiter *it) {
     it->f.i = i;
     return hk__pool_fiter_step(it);
 }
+
+/* The bounded step, for a frame that must not pay for a run of dead
+ * entries in one call: the next live object among the next `max_entries`
+ * entries (0 is taken as 1), or NULL. NULL means either that the iteration
+ * is over (as hk_pool_fiter_next: its scope closed; hk_pool_fiter_done is
+ * then true) or that all `max_entries` entries looked at were dead: the
+ * iteration is still running from the next entry (call again, now or in a
+ * later frame; hk_pool_fiter_end to stop). Visits the same objects in the
+ * same order as hk_pool_fiter_next, and the two may be mixed on one
+ * iteration. Always out of line (takes the lock with lock hooks).
+ * O(max_entries) (the last step: + O(objects released)). Thread-safety: as
+ * the pool.
+ *
+ *   for (it = hk_pool_fiter_begin(p, fl); !hk_pool_fiter_done(&it);)
+ *       if ((obj = hk_pool_fiter_next_within(&it, 64)) != NULL) ... use obj ...
+ */
+void *hk_pool_fiter_next_within(hk_pool_fiter *it, uint32_t max_entries);
+
+/* True when the iteration is over (its last step returned NULL, or
+ * hk_pool_fiter_end ran, or its frame list was bad): no more objects and
+ * its defer scope is closed. False before the first step and while it
+ * runs. O(1). */
+static inline int hk_pool_fiter_done(const hk_pool_fiter *it) { return it->state == 2; }
 
 /* Ends a running frame-list iteration early (closes its defer scope).
  * Harmless on one that is over or never started. O(1) + O(released). */
