@@ -252,10 +252,9 @@ static void *pool_fiter_step(hk_pool_fiter *it, uint32_t limit) {
         it->cap = p->core.locked_hooks ? 0 : p->cap;
     }
     void *obj = NULL;
-    uint32_t seen = 0;
-    while (it->f.i < it->f.end && seen < limit) {
+    uint32_t stop = it->f.end - it->f.i > limit ? it->f.i + limit : it->f.end;
+    while (it->f.i < stop) {
         uint32_t v = it->f.ents[it->f.i++], s = pool_alive_slot(p, v);
-        seen++;
         if (s != POOL_NIL) {
             it->id.value = v;
             obj = it->obj = pool_obj(p, s);

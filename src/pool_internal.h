@@ -196,38 +196,33 @@ struct hk_pool {
 
 /* ---- slot accessors ------------------------------------------------------- */
 
-/* Overflow slot o (0-based): its segment and the slot's place in it. */
-static inline unsigned char *pool_oseg(const hk_pool *p, uint32_t o, uint32_t *off, uint32_t *n) {
-    uint32_t q = (o >> POOL_OSEG_SHIFT) + 1u, k = 31u - (uint32_t)__builtin_clz(q);
-    *n = POOL_OSEG0 << k;
-    *off = o - (*n - POOL_OSEG0);
-    return p->oseg[k];
-}
-static inline pool_ovf *pool_oo(const hk_pool *p, uint32_t o) {
-    uint32_t off, n;
-    unsigned char *g = pool_oseg(p, o, &off, &n);
-    return (pool_ovf *)(void *)g + off;
-}
-static inline pool_meta *pool_om(const hk_pool *p, uint32_t o) {
-    uint32_t off, n;
-    unsigned char *g = pool_oseg(p, o, &off, &n);
-    return (pool_meta *)(void *)(g + (size_t)n * sizeof(pool_ovf)) + off;
-}
-static inline pool_link *pool_ol(const hk_pool *p, uint32_t o, uint32_t link) {
-    uint32_t off, n;
-    unsigned char *g = pool_oseg(p, o, &off, &n);
-    return (pool_link *)(void *)(g + (size_t)n * (sizeof(pool_ovf) + sizeof(pool_meta))) +
-           (size_t)off * p->links + link;
-}
+/* Overflow slot o (0-based): its record, its metadata, its links
+ * (pool_overflow.c; out of line, so that the fast-slot accessors below stay
+ * small enough to inline everywhere). */
+pool_ovf *hk__pool_oo(const hk_pool *p, uint32_t o);
+pool_meta *hk__pool_om(const hk_pool *p, uint32_t o);
+pool_link *hk__pool_ol(const hk_pool *p, uint32_t o, uint32_t link);
+#define pool_oo hk__pool_oo
+#define pool_om hk__pool_om
+#define pool_ol hk__pool_ol
 
-static inline pool_meta *pool_m(const hk_pool *p, uint32_t s) {
+#if defined(__GNUC__) || defined(__clang__)
+#define POOL_INLINE static inline __attribute__((always_inline))
+#else
+#define POOL_INLINE static inline
+#endif
+
+/* Fast slot s: its record (metadata, then links) and object; an overflow
+ * slot goes out of line. Always inlined: they are on every list, tree and
+ * free path. */
+POOL_INLINE pool_meta *pool_m(const hk_pool *p, uint32_t s) {
     return s < p->cap ? (pool_meta *)(void *)(p->rec + (size_t)s * p->rstride) : pool_om(p, s - p->cap);
 }
-static inline pool_link *pool_l(const hk_pool *p, uint32_t s, uint32_t link) {
+POOL_INLINE pool_link *pool_l(const hk_pool *p, uint32_t s, uint32_t link) {
     return s < p->cap ? (pool_link *)(void *)(p->rec + (size_t)s * p->rstride + sizeof(pool_meta)) + link
                       : pool_ol(p, s - p->cap, link);
 }
-static inline void *pool_obj(const hk_pool *p, uint32_t s) {
+POOL_INLINE void *pool_obj(const hk_pool *p, uint32_t s) {
     return s < p->cap ? (void *)(p->base + (size_t)s * p->stride) : pool_oo(p, s - p->cap)->obj;
 }
 /* The ID of slot s's current (or last) occupant. */

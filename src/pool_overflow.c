@@ -27,6 +27,33 @@
  */
 #include "pool_internal.h"
 
+/* ---- overflow segments ---------------------------------------------------------- */
+
+/* Overflow slot o: its segment (64 << k slots from slot 64 * (2^k - 1)),
+ * the slot's place in it and the segment's slot count. */
+static inline unsigned char *pool_oseg(const hk_pool *p, uint32_t o, uint32_t *off, uint32_t *n) {
+    uint32_t q = (o >> POOL_OSEG_SHIFT) + 1u, k = 31u - (uint32_t)__builtin_clz(q);
+    *n = POOL_OSEG0 << k;
+    *off = o - (*n - POOL_OSEG0);
+    return p->oseg[k];
+}
+pool_ovf *hk__pool_oo(const hk_pool *p, uint32_t o) {
+    uint32_t off, n;
+    unsigned char *g = pool_oseg(p, o, &off, &n);
+    return (pool_ovf *)(void *)g + off;
+}
+pool_meta *hk__pool_om(const hk_pool *p, uint32_t o) {
+    uint32_t off, n;
+    unsigned char *g = pool_oseg(p, o, &off, &n);
+    return (pool_meta *)(void *)(g + (size_t)n * sizeof(pool_ovf)) + off;
+}
+pool_link *hk__pool_ol(const hk_pool *p, uint32_t o, uint32_t link) {
+    uint32_t off, n;
+    unsigned char *g = pool_oseg(p, o, &off, &n);
+    return (pool_link *)(void *)(g + (size_t)n * (sizeof(pool_ovf) + sizeof(pool_meta))) +
+           (size_t)off * p->links + link;
+}
+
 /* ---- hash tables -------------------------------------------------------------- */
 
 #define POOL_HASH_TOMB      1u  /* a deleted key in a table being moved (never a real key) */
