@@ -135,8 +135,10 @@ typedef struct hk_gc_desc {
     hk_error_fn on_error;
     void *error_user;
     hk_lock_hooks lock;
-    /* Memory for the control block, object data, header chunks and tables
-     * [malloc/free]. */
+    /* Memory for the control block, object data, header chunks and the
+     * chunk pointer array [malloc/free]. The reference table is address
+     * space reserved from the OS and committed as it grows (from these
+     * hooks, doubling, only where the OS cannot reserve: 32-bit hosts). */
     hk_alloc_hooks backing;
     /* Monotonic clock in nanoseconds for budgets and step statistics.
      * NULL: hk_now_ns. Tests inject a simulated clock here. */
@@ -190,7 +192,8 @@ typedef struct hk_gc_info {
 /* Creates a collector. Returns NULL when desc is NULL, when only one of the
  * backing or lock hooks is set or index_bits is out of range (reported,
  * HK_EK_INVALID_ARG), or when the control block cannot be allocated
- * (reported, HK_EK_NOMEM). O(1). Thread-safe. */
+ * (reported, HK_EK_NOMEM), as are the chunks and table pages of
+ * desc.reserve_objects. O(1) + O(reserve_objects). Thread-safe. */
 hk_gc *hk_gc_create(const hk_gc_desc *desc);
 
 /* Destroys the collector: every object still allocated (live, backlog or
@@ -204,10 +207,14 @@ void hk_gc_destroy(hk_gc *gc);
  * 1 (owned by the caller). Size 0 is allowed (hk_gc_data returns NULL).
  * Returns NULL and reports: HK_EK_INVALID_ARG for a NULL gc/type,
  * HK_EK_OVERFLOW for sizes past PTRDIFF_MAX, HK_EK_NOMEM when the backing
- * hooks fail or 2^index_bits - 1 objects are allocated (or their slots
- * retired), HK_EK_STATE from a callback. In incremental mode with pacing,
- * the call may first reclaim garbage (bounded by the debt). O(1) amortised
- * (+ O(size) zeroing, + the paced work). The result is a reference, not
+ * hooks or the OS fail or 2^index_bits - 1 objects are allocated (or their
+ * slots retired), HK_EK_STATE from a callback. In incremental mode with
+ * pacing, the call may first reclaim garbage (bounded by the debt). O(1):
+ * when no slot is free, HK_GC_GROW_OBJECTS headers are made free (plus a
+ * header chunk from the backing hooks once per HK_GC_CHUNK_OBJECTS objects,
+ * and a commit of reference-table pages, an OS call, once per 16,384;
+ * desc.reserve_objects does both at creation); + O(size) zeroing, + the
+ * paced work. The result is a reference, not
  * memory: HK_MALLOC does not apply. */
 hk_gc_obj *hk_gc_alloc(hk_gc *gc, const hk_gc_type *type);
 

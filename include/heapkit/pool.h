@@ -217,6 +217,9 @@ size_t hk_pool_memory_size(const hk_pool_desc *desc);
  * max_lists too large, lock hooks half set, backing hooks half set: each
  * reported as HK_EK_INVALID_ARG), when desc->memory is smaller than
  * hk_pool_memory_size(desc), or when the OS refuses memory (reported).
+ * Unless HK_POOL_NO_OVERFLOW, the overflow path's first metadata segment
+ * and hash tables come from the backing hooks here (about 7 KiB; when the
+ * hooks refuse, the first overflow allocation makes them).
  * O(1) with caller memory; O(capacity) otherwise (the OS zeroes the pages). */
 hk_pool *hk_pool_create(const hk_pool_desc *desc);
 
@@ -289,7 +292,8 @@ extern const hk__pool_hot hk__pool_none;
  * oldest free fast slot; when none is left the object comes from the desc's
  * backing hooks (overflow path). Returns the none ID (and reports HK_EK_NOMEM)
  * when the slots are exhausted and the overflow path is disabled or its
- * allocation fails. O(1) (overflow: expected O(1), amortised table growth).
+ * allocation fails. O(1) (overflow: expected O(1); the tables grow a
+ * bounded step per overflow allocation, never all at once).
  * Inline: with a free fast slot in a pool without lock hooks, on_destroy,
  * HK_FLAG_ZERO/FILL/PARANOID (and not under a sanitizer), it is a ring pop,
  * a generation bump and a store, in the caller's code; anything else calls
