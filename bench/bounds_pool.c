@@ -14,7 +14,8 @@
  * generations ran out and, with HK_POOL_WRAP, the allocation that wraps
  * one; list insertion and removal; a live-list iteration step; a frame
  * list's step over dead entries (units: entries skipped), the bounded step
- * (hk_pool_fiter_next_within, 64 entries at most) and the push;
+ * (hk_pool_fiter_next_within, 64 entries at most), the push and the push
+ * that doubles the list's array (units: entries copied);
  * defer_end (units: objects released).
  *
  * Invariants: deterministic for the scale (the overflow hashes mix the
@@ -155,7 +156,11 @@ static void pool_main(int scale) {
     for (uint32_t i = 0; i < n / 2 && nf < n / 4; i++) {
         hk_pool_id id = ids[n - 2 - i];
         if (!hk_pool_get(p, id)) continue;
-        if (counted++ < 64)
+        /* the array (64 entries first) doubles when a push finds it full */
+        if (nf >= 64 && (nf & (nf - 1)) == 0)
+            BD_COUNT("pool.flist_push", "array full: doubled (units: entries copied)", nf,
+                     r = hk_pool_flist_push(p, fl, id));
+        else if (counted++ < 64)
             BD_COUNT("pool.flist_push", "live fast ID", 0, r = hk_pool_flist_push(p, fl, id));
         else
             r = hk_pool_flist_push(p, fl, id);
