@@ -702,7 +702,7 @@ void *hk_pool_fiter_next_within(hk_pool_fiter *it, uint32_t max_entries);
 /* True when the iteration is over (its last step returned NULL, or
  * hk_pool_fiter_end ran, or its frame list was bad): no more objects and
  * its defer scope is closed. False before the first step and while it
- * runs. O(1). */
+ * runs. O(1); reads the iterator only (no lock, no report). */
 static inline int hk_pool_fiter_done(const hk_pool_fiter *it) { return it->state == 2; }
 
 /* Ends a running frame-list iteration early (closes its defer scope).
