@@ -14,8 +14,9 @@
  * generations ran out and, with HK_POOL_WRAP, the allocation that wraps
  * one; list insertion and removal; a live-list iteration step; a frame
  * list's step over dead entries (units: entries skipped), the bounded step
- * (hk_pool_fiter_next_within, 64 entries at most), the push and the push
- * that doubles the list's array (units: entries copied);
+ * (hk_pool_fiter_next_within, 64 entries at most), the push, the first
+ * push (the array allocated) and the pushes past 3/4 of the room, each of
+ * which takes a bounded step of the array's growth;
  * defer_end (units: objects released).
  *
  * Invariants: deterministic for the scale (the overflow hashes mix the
@@ -156,11 +157,25 @@ static void pool_main(int scale) {
     for (uint32_t i = 0; i < n / 2 && nf < n / 4; i++) {
         hk_pool_id id = ids[n - 2 - i];
         if (!hk_pool_get(p, id)) continue;
-        /* the array (64 entries first) doubles when a push finds it full */
-        if (nf >= 64 && (nf & (nf - 1)) == 0)
-            BD_COUNT("pool.flist_push", "array full: doubled (units: entries copied)", nf,
+        /* the array (64 entries first) grows from 3/4 of its room on: each
+         * push there copies 4 entries to the next array (the first one
+         * allocates it, the last one switches) */
+        uint32_t room = 64;
+        while (nf >= room) room *= 2;
+        uint32_t c0 = room - room / 4, sw = c0 + (c0 - 4 + 2) / 3; /* growth starts at c0, switches at sw */
+        if (nf == 0)
+            BD_COUNT("pool.flist_push", "first push: the array allocated", 0,
                      r = hk_pool_flist_push(p, fl, id));
-        else if (counted++ < 64)
+        else if (nf == c0)
+            BD_COUNT("pool.flist_push", "3/4 of the room: the next array allocated, 4 entries copied", 0,
+                     r = hk_pool_flist_push(p, fl, id));
+        else if (nf == sw)
+            BD_COUNT("pool.flist_push", "the last entries copied: the list switches, the old array freed", 0,
+                     r = hk_pool_flist_push(p, fl, id));
+        else if (nf > c0 && nf < sw && (nf < 1024 || nf % 16 == 0))
+            BD_COUNT("pool.flist_push", "past 3/4 of the room: 4 entries copied", 0,
+                     r = hk_pool_flist_push(p, fl, id));
+        else if (nf < room - room / 4 && counted++ < 64)
             BD_COUNT("pool.flist_push", "live fast ID", 0, r = hk_pool_flist_push(p, fl, id));
         else
             r = hk_pool_flist_push(p, fl, id);

@@ -265,6 +265,11 @@ static hk_result pool_check_frames(hk_pool *p) {
         if (f->count > f->room || (f->room != 0) != (f->ents != NULL))
             return POOL_FL_BAD("frame list '%s': %u entries, room %u, array %p", f->name ? f->name : "?",
                                f->count, f->room, (const void *)f->ents);
+        if (f->limit != f->room - f->room / 4u || f->copied > f->count || (f->copied && !f->next) ||
+            (f->next && memcmp(f->next, f->ents, (size_t)f->copied * sizeof(uint32_t)) != 0))
+            return POOL_FL_BAD("frame list '%s': limit %u for room %u, growth copied %u of %u entries (%s)",
+                               f->name ? f->name : "?", f->limit, f->room, f->copied, f->count,
+                               f->next ? "copies differ" : "no next array");
         for (uint32_t e = 0; e < f->count; e++) {
             uint32_t v = f->ents[e], s = v & p->imask;
             if ((s >= p->cap && s != p->mark) || (v >> p->index_bits) == 0)

@@ -353,6 +353,7 @@ static inline void pool_fl_drop_dead(hk_pool *p) {
         for (uint32_t e = 0; e < f->count; e++)
             if (pool_alive_slot(p, f->ents[e]) != POOL_NIL) f->ents[w++] = f->ents[e];
         f->count = w;
+        f->copied = 0; /* the entries moved: a growth in progress copies them again */
     }
 }
 
@@ -362,8 +363,9 @@ static inline void pool_fl_destroy_all(hk_pool *p) {
     for (uint32_t i = 0; i < p->max_lists; i++) {
         hk__pool_fl *f = &p->fl[i];
         hk__core_backing_free(&p->core, f->ents, (size_t)f->room * sizeof(uint32_t));
-        f->ents = NULL;
-        f->room = f->count = 0;
+        if (f->next) hk__core_backing_free(&p->core, f->next, (size_t)f->room * 2u * sizeof(uint32_t));
+        f->ents = f->next = NULL;
+        f->room = f->count = f->limit = f->copied = 0;
         f->handle = 0;
     }
     p->nfl_used = 0;

@@ -541,8 +541,11 @@ void hk_pool_iter_end(hk_pool_iter *it);
  * made inside it are deferred to its last step, so the pointers the loop
  * holds stay valid and no slot is reused until it ends.
  * Storage: each list's array comes from desc.backing (malloc by default),
- * reserved at create and doubled when a push finds it full; a push whose
- * growth fails is reported (HK_ERR_NOMEM) and adds nothing. Frame lists
+ * reserved at create. It grows without a pause: once it is 3/4 full, an
+ * array of twice the room is allocated and each later push copies 4
+ * entries into it, which ends before the old one is full; then the list
+ * switches to it. A push whose growth fails is reported (HK_ERR_NOMEM) and
+ * adds nothing. Frame lists
  * share the handle space of desc.max_lists with nobody: a pool holds up to
  * max_lists lists and, apart, up to max_lists frame lists.
  * Thread-safety: as the pool (with lock hooks every call takes the lock,
@@ -560,9 +563,13 @@ typedef struct hk__pool_fl {
     uint32_t handle;  /* the list's handle while it exists, 0 otherwise */
     uint32_t gen;     /* generation of its last handle */
     const char *name; /* kept for reports */
+    uint32_t limit;   /* the inline push appends while count < limit (3/4 of room) */
+    uint32_t copied;  /* growth: entries already copied to next */
+    uint32_t *next;   /* growth: the array of twice the room being filled, or NULL */
 } hk__pool_fl;
 
-/* Creates an empty frame list with room for `reserve` entries (0: none
+/* Creates an empty frame list with room for `reserve` entries without any
+ * growth (the array holds 4/3 of them: growth starts at 3/4) (0: none
  * yet; the first push allocates). `name` is kept, not copied. Returns the
  * none list (reported) when max_lists frame lists exist, or HK_EK_NOMEM
  * when the reserve cannot be allocated. O(1). */
@@ -593,7 +600,8 @@ hk_result hk__pool_flist_push(hk_pool *p, hk_pool_flist fl, hk_pool_id id);
  * names no live object (the table in "Errors": HK_ERR_STALE for a freed
  * one, HK_ERR_FOREIGN, HK_ERR_INVALID for the none ID), HK_ERR_NOMEM when
  * the array cannot grow. Entries pushed while the list is iterated are not
- * visited by that iteration. O(1) amortised. Inline: a live fast ID onto a
+ * visited by that iteration. O(1): a push past 3/4 of the room copies 4
+ * entries to the next array (and allocates it, or switches to it). Inline: a live fast ID onto a
  * list with room, in a pool without lock hooks, is a handle compare, an ID
  * compare and a store in the caller's code. */
 static inline hk_result hk_pool_flist_push(hk_pool *p, hk_pool_flist fl, hk_pool_id id) {
@@ -602,7 +610,7 @@ static inline hk_result hk_pool_flist_push(hk_pool *p, hk_pool_flist fl, hk_pool
         uint32_t fi = (fl.value & 0xFFFFu) - 1u, v = id.value, s = v & h->ht.index_mask;
         if (HK_POOL__LIKELY(fi < h->nfl && s < h->get_cap && h->ht.words[s] == v)) {
             hk__pool_fl *f = &h->fl[fi];
-            if (HK_POOL__LIKELY(f->handle == fl.value && f->count < f->room)) {
+            if (HK_POOL__LIKELY(f->handle == fl.value && f->count < f->limit)) {
                 f->ents[f->count++] = v;
                 return HK_OK;
             }
