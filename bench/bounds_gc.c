@@ -4,9 +4,10 @@
  * simulated clock (a counter: no clock in a counted path) with a per-step
  * cap of 64 objects: the cap, not the clock, bounds a step.
  *
- * Counted: allocations (from a free header slot; the first of a new header
- * chunk; the one that doubles the handle table: units are the objects
- * copied), retain, release to a non-zero count (the object becomes a
+ * Counted: allocations (from a free header slot; with no slot free, the one
+ * that makes 64 more of the last chunk free, the one that allocates a new
+ * header chunk, and the one that also commits reference-table pages: an
+ * OS call, once per 16,384 objects), retain, release to a non-zero count (the object becomes a
  * cycle candidate) and to zero (queued), assign; hk_gc_step over a backlog
  * of garbage trees (each object examined releases 4 children, which join
  * the backlog: the worst work per object); hk_gc_collect over a heap whose
@@ -59,11 +60,12 @@ static hk_gc *gc_make(void) {
     return gc;
 }
 
-/* Is allocation i (0-based) one to count: the first ones, those around a
- * header chunk's start and those around a power of two (table growth)? */
+/* Is allocation i (0-based) one to count: the first ones, the first of
+ * every 64-slot group up to 4096, those around a header chunk's start (the
+ * table commits pages every 16 chunks) and around a power of two? */
 static int gc_counted(uint32_t i) {
-    if (i < 64) return 1;
-    if (i % HK_GC_CHUNK_OBJECTS <= 1 && (i / HK_GC_CHUNK_OBJECTS) % 16 == 0) return 1;
+    if (i < 64 || (i < 4096 && i % 64 == 0)) return 1;
+    if (i % HK_GC_CHUNK_OBJECTS <= 1 && (i / HK_GC_CHUNK_OBJECTS) % 16 <= 1) return 1;
     uint32_t j = i + 1;
     return (i & (i - 1)) == 0 || (j & (j - 1)) == 0;
 }
@@ -85,14 +87,19 @@ static void gc_main(int scale) {
         ICOUNT_ON();
         ICOUNT("gc.alloc|?|0", o[i] = hk_gc_alloc(gc, &k_node));
         BD_REQUIRE(o[i] && hk_gc_stats(gc, &b) == HK_OK);
-        if (i == 0)
-            ICOUNT_RELABEL(lbl, "gc.alloc", "first object: tables and first chunk made", 0);
-        else if (b.overhead > a.overhead + (size_t)HK_GC_CHUNK_OBJECTS * 64)
-            ICOUNT_RELABEL(lbl, "gc.alloc", "handle table doubled (units: objects copied)", i);
-        else if (b.overhead > a.overhead)
-            ICOUNT_RELABEL(lbl, "gc.alloc", "first object of a new header chunk", 0);
-        else
+        /* a chunk shows in the capacity (its headers), committed table
+         * pages in the overhead beyond the chunk */
+        size_t chunk = b.capacity - b.used - (a.capacity - a.used);
+        int committed = b.overhead - a.overhead > chunk;
+        if (a.free_blocks)
             ICOUNT_RELABEL(lbl, "gc.alloc", "free header slot", 0);
+        else if (committed)
+            ICOUNT_RELABEL(lbl, "gc.alloc",
+                           "OS growth: a header chunk and reference-table pages (plus 3 mprotect)", 0);
+        else if (chunk)
+            ICOUNT_RELABEL(lbl, "gc.alloc", "no free slot: a header chunk allocated, 64 slots made free", 0);
+        else
+            ICOUNT_RELABEL(lbl, "gc.alloc", "no free slot: 64 slots of the last chunk made free", 0);
         ICOUNT_OFF();
     }
     /* trees of fan-out 4: object i holds i*4+1 .. i*4+4 (one count each) */

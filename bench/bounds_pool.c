@@ -6,14 +6,17 @@
  * The pool is filled to its capacity but one slot, every object on two
  * lists and under a parent (a tree of fan-out 8). Counted: allocation from
  * the free queue, and, with the fast slots all taken, on the overflow path
- * (backing allocation and two hash inserts; a hash table doubling: units
- * are the overflow objects moved); get of fast and overflow IDs (the
+ * (backing allocation and two hash inserts, each with a bounded step of
+ * the tables' incremental growth); get of fast and overflow IDs (the
  * longest hash probe among all live overflow IDs); frees of an object on
  * two lists with a parent, of a subtree (units: objects freed) and with
  * children detached (units: children); the free that retires a slot whose
  * generations ran out and, with HK_POOL_WRAP, the allocation that wraps
  * one; list insertion and removal; a live-list iteration step; a frame
- * list's step over dead entries (units: entries skipped) and the push;
+ * list's step over dead entries (units: entries skipped), the bounded step
+ * (hk_pool_fiter_next_within, 64 entries at most), the push, the first
+ * push (the array allocated) and the pushes past 3/4 of the room, each of
+ * which takes a bounded step of the array's growth;
  * defer_end (units: objects released).
  *
  * Invariants: deterministic for the scale (the overflow hashes mix the
@@ -115,26 +118,21 @@ static void pool_main(int scale) {
     x = hk_pool_alloc(p, &obj);
     BD_REQUIRE(x.value);
     uint32_t nov = n / 10 < 4000 ? n / 10 : 4000, novf = 0;
-    hk_pool_info a, b;
+    hk_pool_info b;
     for (uint32_t i = 0; i < nov; i++) {
-        BD_REQUIRE(hk_pool_get_info(p, &a) == HK_OK);
-        /* a table doubling happens when the count passes half a power of
-         * two; those are counted, and the first 256 plain ones */
-        uint32_t c = (uint32_t)a.overflow_live;
-        int doubling = c >= 32 && (c & (c - 1)) == 0;
-        if (!doubling && i >= 256) {
+        /* the hash tables grow a step per insert (a table of twice the
+         * size zeroed, then the old one moved) and the overflow slots a
+         * segment at a time: the first 256 and every 4th are counted */
+        if (i >= 256 && i % 4) {
             ids[n + i] = hk_pool_alloc(p, &obj);
             BD_REQUIRE(ids[n + i].value);
             novf++;
             continue;
         }
-        ICOUNT("pool.alloc|?|0", ids[n + i] = hk_pool_alloc(p, &obj));
-        BD_REQUIRE(ids[n + i].value && hk_pool_get_info(p, &b) == HK_OK);
+        BD_COUNT("pool.alloc", "overflow: backing allocation, two hash inserts, a step of table growth", 0,
+                 ids[n + i] = hk_pool_alloc(p, &obj));
+        BD_REQUIRE(ids[n + i].value);
         novf++;
-        if (doubling)
-            ICOUNT_RELABEL(lbl, "pool.alloc", "overflow: hash tables doubled (units: overflow objects)", c);
-        else
-            ICOUNT_RELABEL(lbl, "pool.alloc", "overflow: backing allocation, two hash inserts", 0);
     }
     for (uint32_t i = 0; i < novf; i++)
         BD_COUNT("pool.get", "overflow ID (hash probe)", 0, obj = hk_pool_get(p, ids[n + i]));
@@ -159,7 +157,25 @@ static void pool_main(int scale) {
     for (uint32_t i = 0; i < n / 2 && nf < n / 4; i++) {
         hk_pool_id id = ids[n - 2 - i];
         if (!hk_pool_get(p, id)) continue;
-        if (counted++ < 64)
+        /* the array (64 entries first) grows from 3/4 of its room on: each
+         * push there copies 4 entries to the next array (the first one
+         * allocates it, the last one switches) */
+        uint32_t room = 64;
+        while (nf >= room) room *= 2;
+        uint32_t c0 = room - room / 4, sw = c0 + (c0 - 4 + 2) / 3; /* growth starts at c0, switches at sw */
+        if (nf == 0)
+            BD_COUNT("pool.flist_push", "first push: the array allocated", 0,
+                     r = hk_pool_flist_push(p, fl, id));
+        else if (nf == c0)
+            BD_COUNT("pool.flist_push", "3/4 of the room: the next array allocated, 4 entries copied", 0,
+                     r = hk_pool_flist_push(p, fl, id));
+        else if (nf == sw)
+            BD_COUNT("pool.flist_push", "the last entries copied: the list switches, the old array freed", 0,
+                     r = hk_pool_flist_push(p, fl, id));
+        else if (nf > c0 && nf < sw && (nf < 1024 || nf % 16 == 0))
+            BD_COUNT("pool.flist_push", "past 3/4 of the room: 4 entries copied", 0,
+                     r = hk_pool_flist_push(p, fl, id));
+        else if (nf < room - room / 4 && counted++ < 64)
             BD_COUNT("pool.flist_push", "live fast ID", 0, r = hk_pool_flist_push(p, fl, id));
         else
             r = hk_pool_flist_push(p, fl, id);
@@ -178,6 +194,12 @@ static void pool_main(int scale) {
         BD_REQUIRE(o && hk_pool_id_of(p, o).value == pushed[nf - 1].value);
         BD_COUNT("pool.fiter_next", "last step (scope closed)", 0, o = hk_pool_fiter_next(&it));
         BD_REQUIRE(!o);
+        /* the bounded step over the same entries: 64 at most per call */
+        it = hk_pool_fiter_begin(p, fl);
+        for (int k = 0; k < 8 && !hk_pool_fiter_done(&it); k++)
+            BD_COUNT("pool.fiter_next_within", "dead entries skipped, 64 at most (units: entries)", 64,
+                     o = hk_pool_fiter_next_within(&it, 64));
+        hk_pool_fiter_end(&it);
     }
     free(pushed);
     /* defer_end releasing objects freed inside the scope */

@@ -174,9 +174,16 @@ static inline void gc_finalize(hk_gc *gc, gc_hdr *o) {
 
 /* ---- gc_slots.c ---------------------------------------------------------------- */
 
-/* Makes a free slot available (a new chunk when the table has none free).
- * Returns 0 when memory fails or the index space is used up. */
+/* Makes a free slot available (when none is free: GC_GROW_SLOTS more, in a
+ * new chunk when the last one is full). Returns 0 when memory fails or the
+ * index space is used up. O(GC_GROW_SLOTS) + a commit of table pages once
+ * per HK__HT_COMMIT_SLOTS slots + a chunk allocation once per chunk. */
 int hk__gc_slots_reserve(hk_gc *gc);
+/* At create: the chunk pointer array (every chunk the index bits allow),
+ * the table's first pages, and `reserve_objects` slots made ready (their
+ * chunks allocated, their pages committed). Returns 0 when memory fails
+ * (the caller destroys what was made with hk__gc_slots_destroy). */
+int hk__gc_slots_init(hk_gc *gc, uint32_t reserve_objects);
 /* Pops the oldest free slot and makes it allocated: its header, with ref
  * set; the caller fills in the rest. hk__gc_slots_reserve must have
  * succeeded. */

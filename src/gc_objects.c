@@ -50,7 +50,15 @@ hk_gc *hk_gc_create(const hk_gc_desc *desc) {
     hc.index_bits = ib;
     hc.flags = (desc->flags & HK_GC_RETIRE) ? 0u : HK__HT_WRAP;
     hc.hooks = &gc->core.backing;
-    (void)hk__ht_init(&gc->ht, &hc); /* cannot fail: no slots yet, hooks set */
+    hc.reserve = 1; /* address space for every slot: growth never copies (src/handles.h) */
+    if (hk__ht_init(&gc->ht, &hc) != HK_OK || !hk__gc_slots_init(gc, desc->reserve_objects)) {
+        hk__report(&gc->core.rep, HK_ERR_NOMEM, HK_EK_NOMEM, NULL, 0, NULL,
+                   "create: no memory for the reference table and %u reserved objects",
+                   desc->reserve_objects);
+        hk__gc_slots_destroy(gc);
+        hk__core_backing_free(&core, gc, sizeof *gc);
+        return NULL;
+    }
     gc->clock_fn = desc->clock ? desc->clock : gc_default_clock;
     gc->clock_user = desc->clock_user;
     gc->step_max = desc->step_max_objects ? desc->step_max_objects : HK_GC_DEFAULT_STEP_OBJECTS;

@@ -5,8 +5,16 @@
  *
  * Invariants kept here (the full list is in gc_internal.h):
  *  - chunks[k] holds the headers of slots k * HK_GC_CHUNK_OBJECTS .. + 1023;
- *    nchunks * HK_GC_CHUNK_OBJECTS >= ht.cap; chunks move never (only the
- *    pointer array grows), so header pointers stay valid until destroy.
+ *    nchunks * HK_GC_CHUNK_OBJECTS >= ht.cap; chunks move never and the
+ *    pointer array is made at create for every chunk the index bits allow,
+ *    so header pointers stay valid until destroy and no growth copies.
+ *  - the headers of slots < ht.cap are initialised; those beyond it in the
+ *    last chunk are not (a chunk is not zeroed when it is allocated: its
+ *    headers are, GC_GROW_SLOTS at a time, as the table grows over them).
+ *  - the table grows GC_GROW_SLOTS slots at a time, only when no slot is
+ *    free; its storage is reserved address space (src/handles.h), so a
+ *    growth is O(GC_GROW_SLOTS) plus, once per HK__HT_COMMIT_SLOTS slots, a
+ *    commit.
  *  - a header is allocated iff its slot's handle is live, and then its ref
  *    is that handle; a freed header keeps its last ref, so a reference to
  *    a reclaimed object still names the slot it had.
@@ -15,30 +23,49 @@
  */
 #include "gc_internal.h"
 
-int hk__gc_slots_reserve(hk_gc *gc) {
+/* Slots made FREE at a time: their headers are initialised here, not when
+ * their chunk is allocated, so no growth pays for a whole chunk. */
+#define GC_GROW_SLOTS HK_GC_GROW_OBJECTS
+_Static_assert(HK_GC_CHUNK_OBJECTS % HK_GC_GROW_OBJECTS == 0, "a growth never spans two chunks");
+
+static int gc_slots_grow(hk_gc *gc) {
     hk__htab *t = &gc->ht;
-    if (hk__ht_nfree(t)) return 1;
     if (t->cap >= t->index_mask) return 0; /* every reference value is taken (or retired) */
-    if (gc->nchunks == gc->chunk_cap) {
-        size_t ncap = gc->chunk_cap ? gc->chunk_cap * 2 : 16, bytes;
-        if (!hk_size_mul(ncap, sizeof(gc_hdr *), &bytes)) return 0;
-        gc_hdr **tab = (gc_hdr **)hk__core_backing_alloc(&gc->core, bytes);
-        if (!tab) return 0;
-        if (gc->nchunks) memcpy(tab, gc->chunks, gc->nchunks * sizeof *tab);
-        hk__core_backing_free(&gc->core, gc->chunks, gc->chunk_cap * sizeof *tab);
-        gc->chunks = tab;
-        gc->chunk_cap = ncap;
+    uint32_t first = t->cap, add = t->index_mask - t->cap;
+    if (add > GC_GROW_SLOTS) add = GC_GROW_SLOTS;
+    gc_hdr *fresh = NULL;
+    if ((size_t)first + add > gc->nchunks * (size_t)HK_GC_CHUNK_OBJECTS) {
+        /* GC_GROW_SLOTS divides a chunk: the new slots start one */
+        HK__ASSERT(gc->nchunks < gc->chunk_cap && first == gc->nchunks * HK_GC_CHUNK_OBJECTS);
+        fresh = (gc_hdr *)hk__core_backing_alloc(&gc->core, GC_CHUNK_BYTES); /* not zeroed: see below */
+        if (!fresh) return 0;
+        gc->chunks[gc->nchunks++] = fresh;
     }
-    gc_hdr *c = (gc_hdr *)hk__core_backing_alloc(&gc->core, GC_CHUNK_BYTES);
-    if (!c) return 0;
-    memset(c, 0, GC_CHUNK_BYTES);
-    uint32_t add = t->index_mask - t->cap;
-    if (add > HK_GC_CHUNK_OBJECTS) add = HK_GC_CHUNK_OBJECTS;
     if (hk__ht_grow(t, add) != HK_OK) {
-        hk__core_backing_free(&gc->core, c, GC_CHUNK_BYTES);
+        if (fresh) {
+            gc->chunks[--gc->nchunks] = NULL;
+            hk__core_backing_free(&gc->core, fresh, GC_CHUNK_BYTES);
+        }
         return 0;
     }
-    gc->chunks[gc->nchunks++] = c;
+    for (uint32_t i = first; i < first + add; i++) memset(gc_hdr_at(gc, i), 0, sizeof(gc_hdr)); /* FREE */
+    return 1;
+}
+
+int hk__gc_slots_reserve(hk_gc *gc) { return hk__ht_nfree(&gc->ht) || gc_slots_grow(gc); }
+
+int hk__gc_slots_init(hk_gc *gc, uint32_t reserve_objects) {
+    hk__htab *t = &gc->ht;
+    size_t n = ((size_t)t->index_mask + HK_GC_CHUNK_OBJECTS - 1u) / HK_GC_CHUNK_OBJECTS, bytes;
+    if (!hk_size_mul(n, sizeof(gc_hdr *), &bytes)) return 0;
+    gc->chunks = (gc_hdr **)hk__core_backing_alloc(&gc->core, bytes);
+    if (!gc->chunks) return 0;
+    gc->chunk_cap = n;
+    if (reserve_objects > t->index_mask) reserve_objects = t->index_mask;
+    uint32_t room = reserve_objects > GC_GROW_SLOTS ? reserve_objects : GC_GROW_SLOTS;
+    if (hk__ht_room(t, room) != HK_OK) return 0;
+    while (t->cap < reserve_objects)
+        if (!gc_slots_grow(gc)) return 0;
     return 1;
 }
 
@@ -99,7 +126,7 @@ const char *hk__gc_ref_what(const hk_gc *gc, const hk_gc_obj *r) {
 
 void hk__gc_slots_destroy(hk_gc *gc) {
     for (size_t c = 0; c < gc->nchunks; c++) hk__core_backing_free(&gc->core, gc->chunks[c], GC_CHUNK_BYTES);
-    hk__core_backing_free(&gc->core, gc->chunks, gc->chunk_cap * sizeof(gc_hdr *));
+    if (gc->chunks) hk__core_backing_free(&gc->core, gc->chunks, gc->chunk_cap * sizeof(gc_hdr *));
     gc->chunks = NULL;
     gc->nchunks = gc->chunk_cap = 0;
     hk__ht_fini(&gc->ht);

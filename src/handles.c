@@ -14,6 +14,10 @@
  *    holds exactly the FREE dead slots, each once, oldest first; nheld and
  *    nretired count the HELD and RETIRED slots. A live slot's state byte is
  *    FREE (the inline paths do not write it) apart from the WRAPPED bit.
+ *  - reserved storage (HK__HT_RESERVED): block is a reservation holding
+ *    words, ring and state of every slot the index allows at fixed offsets
+ *    (ht_res_*); the first room words and state bytes and the first
+ *    ring_mask + 1 ring entries are committed, block_size bytes in all.
  *  - a RETIRED slot's word has generation gen_last and no WRAPPED bit; a
  *    FREE slot whose word has generation gen_last either is fresh (never
  *    issued: gbase - 1 == gen_last) or has WRAPPED (under HK__HT_WRAP).
@@ -55,6 +59,72 @@ static void ht_place(hk__htab *t, unsigned char *mem, uint32_t room) {
     t->room = room;
 }
 
+/* ---- reserved storage ------------------------------------------------------------ */
+
+static size_t ht_pages(size_t n) {
+    size_t pg = hk_os_page_size();
+    return (n + pg - 1) / pg * pg;
+}
+/* Offsets in the reservation: [words][ring][state], each page-aligned. */
+static size_t ht_res_ring_off(const hk__htab *t) {
+    return ht_pages((size_t)t->index_mask * sizeof(uint32_t));
+}
+static size_t ht_res_state_off(const hk__htab *t) {
+    return ht_res_ring_off(t) + ht_pages((size_t)ht_ring_size(t->index_mask) * sizeof(uint32_t));
+}
+static size_t ht_res_size(const hk__htab *t) { return ht_res_state_off(t) + ht_pages(t->index_mask); }
+/* Bytes committed for `room` slots, per array. */
+static size_t ht_res_words(uint32_t room) { return room ? ht_pages((size_t)room * sizeof(uint32_t)) : 0; }
+static size_t ht_res_ring(uint32_t room) {
+    return room ? ht_pages((size_t)ht_ring_size(room) * sizeof(uint32_t)) : 0;
+}
+static size_t ht_res_state(uint32_t room) { return room ? ht_pages(room) : 0; }
+
+static int ht_res_commit(unsigned char *base, size_t from, size_t to) {
+    return to <= from || hk_os_commit(base + from, to - from) == HK_OK;
+}
+
+/* Commits storage for `want` slots (rounded up to HK__HT_COMMIT_SLOTS) and
+ * moves the free ring's entries to their places under the new ring mask
+ * (O(free slots)): entries only move to ring positions past the old ring,
+ * so none is overwritten before it is read. */
+static hk_result ht_res_room(hk__htab *t, uint32_t want) {
+    if (want <= t->room) return HK_OK;
+    uint64_t up = ((uint64_t)want + HK__HT_COMMIT_SLOTS - 1u) / HK__HT_COMMIT_SLOTS * HK__HT_COMMIT_SLOTS;
+    uint32_t room = up > t->index_mask ? t->index_mask : (uint32_t)up;
+    unsigned char *b = (unsigned char *)t->block;
+    size_t ro = ht_res_ring_off(t), so = ht_res_state_off(t);
+    if (!ht_res_commit(b, ht_res_words(t->room), ht_res_words(room)) ||
+        !ht_res_commit(b + ro, ht_res_ring(t->room), ht_res_ring(room)) ||
+        !ht_res_commit(b + so, ht_res_state(t->room), ht_res_state(room)))
+        return HK_ERR_NOMEM; /* committed pages stay committed: harmless, reused next time */
+    uint32_t omask = t->ring_mask, nmask = ht_ring_size(room) - 1u;
+    if (nmask != omask)
+        for (uint64_t q = t->head; q != t->tail; q++)
+            t->ring[(uint32_t)q & nmask] = t->ring[(uint32_t)q & omask];
+    t->ring_mask = nmask;
+    t->room = room;
+    t->block_size = ht_res_words(room) + ht_res_ring(room) + ht_res_state(room);
+    return HK_OK;
+}
+
+/* Reserves the address space; 0 when the host cannot (the caller falls
+ * back to hook storage). */
+static int ht_res_init(hk__htab *t) {
+    if (sizeof(void *) < 8) return 0; /* the reservation would take too much of a 32-bit space */
+    void *b = hk_os_reserve(ht_res_size(t));
+    if (!b) return 0;
+    t->flags |= HK__HT_RESERVED;
+    t->block = b;
+    t->block_size = 0;
+    t->words = (uint32_t *)b;
+    t->ring = (uint32_t *)(void *)((unsigned char *)b + ht_res_ring_off(t));
+    t->state = (unsigned char *)b + ht_res_state_off(t);
+    t->ring_mask = 0;
+    t->room = 0;
+    return 1;
+}
+
 hk_result hk__ht_init(hk__htab *t, const hk__ht_config *cfg) {
     memset(t, 0, sizeof *t);
     if (!cfg || cfg->index_bits < HK__HT_MIN_INDEX_BITS || cfg->index_bits > HK__HT_MAX_INDEX_BITS)
@@ -80,7 +150,13 @@ hk_result hk__ht_init(hk__htab *t, const hk__ht_config *cfg) {
         t->flags |= HK__HT_OWN_WORDS;
     }
     size_t need = hk__ht_storage_size(cfg->cap, !cfg->words);
-    if (cfg->memory) {
+    if (cfg->reserve && !cfg->words && !cfg->memory && ht_res_init(t)) {
+        if (ht_res_room(t, cfg->cap) != HK_OK) {
+            hk__ht_fini(t);
+            return HK_ERR_NOMEM;
+        }
+        t->hooks = *cfg->hooks; /* checked above */
+    } else if (cfg->memory) {
         if (need == 0 || cfg->size < need || ((uintptr_t)cfg->memory & 3u)) return HK_ERR_INVALID;
         ht_place(t, (unsigned char *)cfg->memory, cfg->cap);
     } else {
@@ -106,7 +182,11 @@ hk_result hk__ht_init(hk__htab *t, const hk__ht_config *cfg) {
 }
 
 void hk__ht_fini(hk__htab *t) {
-    if (t->block) t->hooks.free(t->block, t->block_size, t->hooks.user);
+    if (t->flags & HK__HT_RESERVED)
+        hk_os_release(t->block, ht_res_size(t));
+    else if (t->block)
+        t->hooks.free(t->block, t->block_size, t->hooks.user);
+    t->flags &= ~(uint32_t)HK__HT_RESERVED;
     t->block = NULL;
     t->block_size = 0;
     t->cap = 0;
@@ -114,29 +194,39 @@ void hk__ht_fini(hk__htab *t) {
     t->head = t->tail = 0;
 }
 
+hk_result hk__ht_room(hk__htab *t, uint32_t want) {
+    int reserved = (t->flags & HK__HT_RESERVED) != 0;
+    if ((!reserved && !t->hooks.alloc) || !(t->flags & HK__HT_OWN_WORDS)) return HK_ERR_UNSUPPORTED;
+    if (want > t->index_mask) return HK_ERR_OVERFLOW;
+    if (want <= t->room) return HK_OK;
+    if (reserved) return ht_res_room(t, want);
+    uint32_t room = t->room > t->index_mask / 2 ? t->index_mask : t->room * 2;
+    if (room < want) room = want;
+    size_t need = hk__ht_storage_size(room, 1);
+    if (need == 0) return HK_ERR_NOMEM;
+    unsigned char *blk = (unsigned char *)t->hooks.alloc(need, t->hooks.user);
+    if (!blk) return HK_ERR_NOMEM;
+    hk__htab old = *t;
+    ht_place(t, blk, room);
+    for (uint64_t q = old.head; q != old.tail; q++)
+        t->ring[(uint32_t)q & t->ring_mask] = old.ring[(uint32_t)q & old.ring_mask];
+    if (old.cap) {
+        memcpy(t->words, old.words, (size_t)old.cap * sizeof(uint32_t));
+        memcpy(t->state, old.state, old.cap);
+    }
+    if (old.block) t->hooks.free(old.block, old.block_size, t->hooks.user);
+    t->block = blk;
+    t->block_size = need;
+    return HK_OK;
+}
+
 hk_result hk__ht_grow(hk__htab *t, uint32_t add) {
-    if (!t->hooks.alloc || !(t->flags & HK__HT_OWN_WORDS)) return HK_ERR_UNSUPPORTED;
+    if ((!(t->flags & HK__HT_RESERVED) && !t->hooks.alloc) || !(t->flags & HK__HT_OWN_WORDS))
+        return HK_ERR_UNSUPPORTED;
     if (add > t->index_mask - t->cap) return HK_ERR_OVERFLOW;
     uint32_t want = t->cap + add;
-    if (want > t->room) {
-        uint32_t room = t->room > t->index_mask / 2 ? t->index_mask : t->room * 2;
-        if (room < want) room = want;
-        size_t need = hk__ht_storage_size(room, 1);
-        if (need == 0) return HK_ERR_NOMEM;
-        unsigned char *blk = (unsigned char *)t->hooks.alloc(need, t->hooks.user);
-        if (!blk) return HK_ERR_NOMEM;
-        hk__htab old = *t;
-        ht_place(t, blk, room);
-        for (uint64_t q = old.head; q != old.tail; q++)
-            t->ring[(uint32_t)q & t->ring_mask] = old.ring[(uint32_t)q & old.ring_mask];
-        if (old.cap) {
-            memcpy(t->words, old.words, (size_t)old.cap * sizeof(uint32_t));
-            memcpy(t->state, old.state, old.cap);
-        }
-        if (old.block) t->hooks.free(old.block, old.block_size, t->hooks.user);
-        t->block = blk;
-        t->block_size = need;
-    }
+    hk_result r = hk__ht_room(t, want);
+    if (r != HK_OK) return r;
     uint32_t fresh = ht_fresh_word(t);
     for (uint32_t i = t->cap; i < want; i++) {
         t->words[i] = fresh;
@@ -255,8 +345,8 @@ hk_result hk__ht_report(const hk__htab *t, hk__reporter *rep, uint32_t h, int fr
     case HK__HT_WHY_STALE:
     default:
         return hk__report(rep, v.result, v.kind, a, size, block_name,
-                          "%s of stale %s 0x%08x: slot %u is at generation %u (%s), the %s has %u", op, noun, h,
-                          v.index, v.slot_gen, ht_status_name(v.status), noun, v.gen);
+                          "%s of stale %s 0x%08x: slot %u is at generation %u (%s), the %s has %u", op, noun,
+                          h, v.index, v.slot_gen, ht_status_name(v.status), noun, v.gen);
     }
 }
 

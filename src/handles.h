@@ -27,10 +27,19 @@
  * a freed slot is reused as late as possible, which spreads generation wear
  * over every slot and delays retirement.
  *
- * Every operation is O(1) except init (O(cap)), grow (O(cap), amortised
- * O(1) per slot), recycle and check (O(cap)). The table never reports by
- * itself except through hk__ht_report / hk__ht_check, and never allocates
- * except in init and grow with hook storage.
+ * Every operation is O(1) except init (O(cap)), grow (O(add) with reserved
+ * storage; O(cap) with hook storage when the storage moves, amortised O(1)
+ * per slot), recycle and check (O(cap)). The table never reports by itself
+ * except through hk__ht_report / hk__ht_check, and never allocates except
+ * in init, hk__ht_room and grow.
+ *
+ * Reserved storage (config.reserve, 64-bit hosts): init reserves address
+ * space for every slot the index bits allow (words, ring and state bytes at
+ * fixed places: nothing ever moves), and the table commits pages as it
+ * grows, HK__HT_COMMIT_SLOTS slots at a time (one OS call per array). A
+ * grow then costs O(add + free slots) plus, once per HK__HT_COMMIT_SLOTS
+ * slots, the commit; never O(cap). block is the reservation's base,
+ * block_size the bytes committed, room the slots committed.
  *
  * Misuse: one answer for every owner (pool, cache, gc), given by
  * hk__ht_judge for a handle that hk__ht_find did not resolve:
@@ -71,8 +80,9 @@ enum { HK__HT_FREE = 0, HK__HT_HELD = 1, HK__HT_RETIRED = 2, HK__HT_LIVE = 3 };
 
 /* Table flags. */
 enum {
-    HK__HT_WRAP = 1u << 0,     /* generations wrap (gmax is followed by 1) instead of retiring slots */
-    HK__HT_OWN_WORDS = 1u << 8 /* internal: the words are in the table's storage */
+    HK__HT_WRAP = 1u << 0,      /* generations wrap (gmax is followed by 1) instead of retiring slots */
+    HK__HT_OWN_WORDS = 1u << 8, /* internal: the words are in the table's storage */
+    HK__HT_RESERVED = 1u << 9   /* internal: the storage is an OS reservation committed as it grows */
 };
 
 typedef struct hk__ht_config {
@@ -92,7 +102,16 @@ typedef struct hk__ht_config {
      * array in its storage. */
     uint32_t *words;
     uint32_t step;
+    /* Non-zero (with the table's own words): reserve address space for
+     * every slot up front and commit pages as the table grows (see
+     * "Reserved storage" above), instead of hook storage that doubles. When
+     * the host cannot reserve (32-bit hosts, or the OS refuses), the table
+     * falls back to the hooks (if any; else HK_ERR_NOMEM). */
+    int reserve;
 } hk__ht_config;
+
+/* Slots committed at a time in reserved storage. */
+#define HK__HT_COMMIT_SLOTS 16384u
 
 /* Bytes of storage a table of `cap` slots needs (ring, state bytes, and
  * the dense word array unless the words are external), or 0 on overflow.
@@ -108,11 +127,23 @@ hk_result hk__ht_init(hk__htab *t, const hk__ht_config *cfg);
 /* Frees hook storage; the table is unusable afterwards. O(1). */
 void hk__ht_fini(hk__htab *t);
 
-/* Adds `add` fresh slots at the end of the ring (hook storage and the
- * table's own words only). HK_ERR_UNSUPPORTED otherwise, HK_ERR_OVERFLOW past
- * 2^index_bits - 1 slots, HK_ERR_NOMEM when the hooks fail (the table is
- * unchanged). O(cap) when the storage moves (doubling), else O(add). */
+/* Adds `add` fresh slots at the end of the ring (reserved or hook storage,
+ * the table's own words only). HK_ERR_UNSUPPORTED otherwise, HK_ERR_OVERFLOW
+ * past 2^index_bits - 1 slots, HK_ERR_NOMEM when the OS or the hooks fail
+ * (the table is unchanged). Reserved storage: O(add + free slots), plus a
+ * commit (three OS calls) when the slots pass the committed room. Hook
+ * storage: O(cap) when the storage moves (doubling), else O(add). */
 hk_result hk__ht_grow(hk__htab *t, uint32_t add);
+
+/* Makes storage for at least `room` slots (<= 2^index_bits - 1) without
+ * adding any, so that grows up to that many slots need no memory: commits
+ * reserved pages, or moves hook storage once. Errors as hk__ht_grow. O(free
+ * slots) + the commit (reserved); O(cap) (hooks). */
+hk_result hk__ht_room(hk__htab *t, uint32_t room);
+
+/* True when the next hk__ht_grow(t, add) commits pages or moves storage:
+ * its cost is then the OS's or O(cap). O(1). */
+static inline int hk__ht_grow_needs_memory(const hk__htab *t, uint32_t add) { return add > t->room - t->cap; }
 
 /* Retired slots become FREE with a fresh sequence, queued in index order.
  * Only when no handle of those slots is kept anywhere. Returns how many.

@@ -17,7 +17,7 @@
     } while (0)
 
 static int pool_check_pending(hk_pool *p) {
-    uint32_t n = 0, last = POOL_NIL, total = p->cap + p->ocap;
+    uint32_t n = 0, last = POOL_NIL, total = p->cap + p->ohigh;
     for (uint32_t s = p->pend_head; s != POOL_NIL; s = pool_m(p, s)->next) {
         if (s >= total) POOL_BAD("pending queue: slot %u out of range after slot %u", s, last);
         if (++n > p->npending) POOL_BAD("pending queue: longer than its count %u (cycle?)", p->npending);
@@ -55,7 +55,7 @@ static int pool_check_slots(hk_pool *p) {
     uint32_t nfree = 0, nret = 0, nalive = 0, ndying = 0, nfdying = 0, nofree = 0;
     size_t fl = 0, ol = 0;
     const hk__htab *t = &p->hot.ht;
-    for (uint32_t s = 0; s < p->cap + p->ocap; s++) {
+    for (uint32_t s = 0; s < p->cap + p->ohigh; s++) {
         pool_meta *m = pool_m(p, s);
         int fast = s < p->cap, st = pool_state(p, s);
         uint32_t id = pool_id(p, s);
@@ -74,7 +74,7 @@ static int pool_check_slots(hk_pool *p) {
                 if (hk__pool_ovf_find(p, m->id) != s)
                     POOL_BAD("overflow object 0x%08x at %p does not resolve through the ID table", m->id,
                              pool_obj(p, s));
-                if (!p->oobj[s - p->cap].raw || hk__pool_ovf_at(p, p->oobj[s - p->cap].obj) != s)
+                if (!(*pool_oo(p, s - p->cap)).raw || hk__pool_ovf_at(p, (*pool_oo(p, s - p->cap)).obj) != s)
                     POOL_BAD("overflow object 0x%08x at %p is missing from the address table", m->id,
                              pool_obj(p, s));
             }
@@ -103,7 +103,7 @@ static int pool_check_slots(hk_pool *p) {
             }
             if (fast && st == POOL_FREE && (pool_flags(p) & HK_FLAG_FILL) && !pool_check_fill(p, s)) return 0;
         }
-        if (!fast && m->state == POOL_FREE && p->oobj[s - p->cap].raw)
+        if (!fast && m->state == POOL_FREE && (*pool_oo(p, s - p->cap)).raw)
             POOL_BAD("free overflow slot %u still holds memory", s - p->cap);
         uint32_t nl = 0;
         for (uint32_t k = 0; k < p->links; k++) nl += pool_l(p, s, k)->list != 0;
@@ -134,14 +134,14 @@ static int pool_check_slots(hk_pool *p) {
         POOL_BAD("counters: held-objects base %zu, expected %zu", p->hot.hold_base, base);
     if (pool_live(p) + p->npending > p->hot.peak)
         POOL_BAD("counters: %zu objects held, above the peak %zu", pool_live(p) + p->npending, p->hot.peak);
-    if (p->oid.count != p->ocap - nofree)
-        POOL_BAD("overflow ID table holds %u keys for %u overflow objects", p->oid.count, p->ocap - nofree);
-    if (p->optr.count != p->ocap - nofree)
-        POOL_BAD("overflow address table holds %u keys for %u overflow objects", p->optr.count,
-                 p->ocap - nofree);
+    if (p->oid.n != p->ohigh - nofree)
+        POOL_BAD("overflow ID table holds %u keys for %u overflow objects", p->oid.n, p->ohigh - nofree);
+    if (p->optr.n != p->ohigh - nofree)
+        POOL_BAD("overflow address table holds %u keys for %u overflow objects", p->optr.n,
+                 p->ohigh - nofree);
     uint32_t n = 0;
     for (uint32_t s = p->ofree_head; s != POOL_NIL; s = pool_m(p, s)->next) {
-        if (s < p->cap || s >= p->cap + p->ocap || pool_m(p, s)->state != POOL_FREE)
+        if (s < p->cap || s >= p->cap + p->ohigh || pool_m(p, s)->state != POOL_FREE)
             POOL_BAD("overflow free list: bad slot %u", s);
         if (++n > nofree)
             POOL_BAD("overflow free list: longer than the %u free overflow slots (cycle?)", nofree);
@@ -151,7 +151,7 @@ static int pool_check_slots(hk_pool *p) {
 }
 
 static int pool_check_lists(hk_pool *p) {
-    uint32_t used = 0, total = p->cap + p->ocap;
+    uint32_t used = 0, total = p->cap + p->ohigh;
     for (uint32_t li = 0; li < p->max_lists; li++) {
         pool_lst *L = &p->lists[li];
         if (!L->used) {
@@ -219,7 +219,7 @@ static int pool_check_roots(hk_pool *p, uint32_t total) {
 }
 
 static int pool_check_tree(hk_pool *p) {
-    uint32_t total = p->cap + p->ocap;
+    uint32_t total = p->cap + p->ohigh;
     for (uint32_t s = 0; s < total; s++) {
         pool_meta *m = pool_m(p, s);
         if (pool_state(p, s) != POOL_ALIVE) continue;
@@ -265,6 +265,11 @@ static hk_result pool_check_frames(hk_pool *p) {
         if (f->count > f->room || (f->room != 0) != (f->ents != NULL))
             return POOL_FL_BAD("frame list '%s': %u entries, room %u, array %p", f->name ? f->name : "?",
                                f->count, f->room, (const void *)f->ents);
+        if (f->limit != f->room - f->room / 4u || f->copied > f->count || (f->copied && !f->next) ||
+            (f->next && memcmp(f->next, f->ents, (size_t)f->copied * sizeof(uint32_t)) != 0))
+            return POOL_FL_BAD("frame list '%s': limit %u for room %u, growth copied %u of %u entries (%s)",
+                               f->name ? f->name : "?", f->limit, f->room, f->copied, f->count,
+                               f->next ? "copies differ" : "no next array");
         for (uint32_t e = 0; e < f->count; e++) {
             uint32_t v = f->ents[e], s = v & p->imask;
             if ((s >= p->cap && s != p->mark) || (v >> p->index_bits) == 0)
@@ -318,8 +323,8 @@ static void pool_info_of(const hk_pool *p, uint32_t s, hk_block_info *info) {
                          p->links * sizeof(pool_link);
     } else {
         info->flags |= HK_BLOCK_OVERFLOW;
-        info->overhead = p->oobj[s - p->cap].raw_size - p->elem_size + sizeof(pool_meta) + sizeof(pool_ovf) +
-                         p->links * sizeof(pool_link);
+        info->overhead = (*pool_oo(p, s - p->cap)).raw_size - p->elem_size + sizeof(pool_meta) +
+                         sizeof(pool_ovf) + p->links * sizeof(pool_link);
     }
     int st = pool_state(p, s);
     if (st == POOL_ALIVE || st == POOL_DYING) {
@@ -334,7 +339,7 @@ int hk_pool_walk(hk_pool *p, hk_walk_fn fn, void *user) {
     hk__core_lock(&p->core);
     int r = 0;
     hk_block_info info;
-    for (uint32_t s = 0; s < p->cap + p->ocap && !r; s++) {
+    for (uint32_t s = 0; s < p->cap + p->ohigh && !r; s++) {
         if (s >= p->cap && pool_m(p, s)->state == POOL_FREE) continue;
         pool_info_of(p, s, &info);
         r = fn(&info, user);
@@ -353,8 +358,8 @@ hk_result hk_pool_where(hk_pool *p, const void *addr, hk_block_info *info) {
         r = HK_OK;
     } else if (addr) {
         uint32_t s = hk__pool_ovf_at(p, addr);
-        for (uint32_t i = 0; s == POOL_NIL && i < p->ocap; i++) {
-            const pool_ovf *o = &p->oobj[i];
+        for (uint32_t i = 0; s == POOL_NIL && i < p->ohigh; i++) {
+            const pool_ovf *o = pool_oo(p, i);
             if (o->raw && a >= (uintptr_t)o->obj && a - (uintptr_t)o->obj < p->elem_size) s = p->cap + i;
         }
         if (s != POOL_NIL) {

@@ -10,10 +10,12 @@
  *    (i + 1) with gen != 0, and gen survives destroy, so the handle of a
  *    destroyed frame list is stale. nfl_used counts the existing ones.
  *  - count <= room; ents holds room entries (NULL iff room == 0), from the
- *    backing hooks. Every entry was a live ID of this pool when it was
- *    pushed; it may name a dead object since (frees never touch frame
- *    lists), and the iterator and hk_pool_flist_live compare it with the
- *    slot's live ID before using it.
+ *    backing hooks; limit == room - room / 4 (the inline push appends below
+ *    it). While next != NULL (a growth), next holds 2 * room entries, the
+ *    first copied of them equal to ents' (copied <= count); entries are
+ *    never changed once pushed (but by recycle, which drops the growth). Every entry was a live ID of this
+ * pool when it was pushed; it may name a dead object since (frees never touch frame lists), and the iterator
+ * and hk_pool_flist_live compare it with the slot's live ID before using it.
  *  - A running frame iteration (state 1) is on fiters and inside a defer
  *    scope, from its first step to its last step or hk_pool_fiter_end; its
  *    frame reads the list's current array (growth fixes it up) and
@@ -49,26 +51,83 @@ static uint32_t pool_fl_index(const hk_pool *p, hk_pool_flist fl) {
     return idx - 1;
 }
 
-/* Gives frame list fi room for at least `need` entries (doubling), moving
- * its entries and fixing up its running iterations. 0 when the backing
- * hooks fail (the list is unchanged). */
-static int pool_fl_grow(hk_pool *p, uint32_t fi, uint32_t need) {
-    hk__pool_fl *f = &p->fl[fi];
-    if (need <= f->room) return 1;
-    uint64_t room = f->room ? f->room : POOL_FL_MIN_ROOM;
-    while (room < need) room *= 2;
-    if (room > 0xFFFFFFFFu) room = 0xFFFFFFFFu;
-    size_t bytes;
-    if (room < need || !hk_size_mul((size_t)room, sizeof(uint32_t), &bytes)) return 0;
-    uint32_t *n = (uint32_t *)hk__core_backing_alloc(&p->core, bytes);
-    if (!n) return 0;
-    if (f->count) memcpy(n, f->ents, (size_t)f->count * sizeof(uint32_t));
+static inline uint32_t pool_fl_limit(uint32_t room) { return room - room / 4u; }
+
+/* Points fi's running iterations at array n. */
+static void pool_fl_repoint(hk_pool *p, uint32_t fi, const uint32_t *n) {
     for (hk__pool_fiter_frame *it = p->fiters; it; it = it->up)
         if (it->fl == fi) it->ents = n;
+}
+
+/* Drops a growth in progress (its next array). */
+static void pool_fl_drop_next(hk_pool *p, hk__pool_fl *f) {
+    if (!f->next) return;
+    hk__core_backing_free(&p->core, f->next, (size_t)f->room * 2u * sizeof(uint32_t));
+    f->next = NULL;
+    f->copied = 0;
+}
+
+/* The list switches to its next array (every entry copied). O(1). */
+static void pool_fl_switch(hk_pool *p, uint32_t fi) {
+    hk__pool_fl *f = &p->fl[fi];
+    pool_fl_repoint(p, fi, f->next);
+    hk__core_backing_free(&p->core, f->ents, (size_t)f->room * sizeof(uint32_t));
+    f->ents = f->next;
+    f->room *= 2u;
+    f->limit = pool_fl_limit(f->room);
+    f->next = NULL;
+    f->copied = 0;
+}
+
+/* Gives frame list fi room for at least `need` entries at once (a growth
+ * in progress is dropped), moving its entries and fixing up its running
+ * iterations; the inline push then appends up to `need` (limit >= need).
+ * O(count). 0 when the backing hooks fail (the list is unchanged). */
+static int pool_fl_grow(hk_pool *p, uint32_t fi, uint32_t need) {
+    hk__pool_fl *f = &p->fl[fi];
+    if (need <= f->limit) return 1;
+    uint64_t room = f->room ? f->room : POOL_FL_MIN_ROOM;
+    while (room < 0xFFFFFFFFu && room - room / 4u < need) room *= 2;
+    if (room > 0xFFFFFFFFu) room = 0xFFFFFFFFu;
+    size_t bytes;
+    if (pool_fl_limit((uint32_t)room) < need || !hk_size_mul((size_t)room, sizeof(uint32_t), &bytes))
+        return 0;
+    uint32_t *n = (uint32_t *)hk__core_backing_alloc(&p->core, bytes);
+    if (!n) return 0;
+    pool_fl_drop_next(p, f);
+    if (f->count) memcpy(n, f->ents, (size_t)f->count * sizeof(uint32_t));
+    pool_fl_repoint(p, fi, n);
     hk__core_backing_free(&p->core, f->ents, (size_t)f->room * sizeof(uint32_t));
     f->ents = n;
     f->room = (uint32_t)room;
+    f->limit = pool_fl_limit(f->room);
     return 1;
+}
+
+/* Makes room for one more push, a bounded step at a time: below the limit
+ * nothing; from it on, the next array (twice the room) is allocated and
+ * each push copies POOL_FL_COPY_STEP entries into it, switching when all
+ * are (which happens before the array is full: from 3/4 of the room, 4
+ * entries per push catch up with the pushes in a quarter of the room).
+ * O(1) but for the fallbacks: an empty list's first array, and a full one
+ * whose next array could not be allocated (O(count), pool_fl_grow). 0 when
+ * memory fails and the array is full. */
+#define POOL_FL_COPY_STEP 4u
+static int pool_fl_make_room(hk_pool *p, uint32_t fi) {
+    hk__pool_fl *f = &p->fl[fi];
+    if (f->count < f->limit) return 1;
+    if (!f->room || f->room > 0x7FFFFFFFu) return pool_fl_grow(p, fi, f->count + 1u);
+    if (!f->next) {
+        f->next = (uint32_t *)hk__core_backing_alloc(&p->core, (size_t)f->room * 2u * sizeof(uint32_t));
+        f->copied = 0;
+        if (!f->next) return f->count < f->room || pool_fl_grow(p, fi, f->count + 1u);
+    }
+    uint32_t n = f->count - f->copied;
+    if (n > POOL_FL_COPY_STEP) n = POOL_FL_COPY_STEP;
+    memcpy(f->next + f->copied, f->ents + f->copied, (size_t)n * sizeof(uint32_t));
+    f->copied += n;
+    if (f->copied == f->count) pool_fl_switch(p, fi);
+    return f->count < f->room || pool_fl_grow(p, fi, f->count + 1u);
 }
 
 /* Ends (at their next step) the running iterations of frame list fi. */
@@ -118,9 +177,10 @@ hk_result hk_pool_flist_destroy(hk_pool *p, hk_pool_flist fl) {
         pool_fl_stop_iters(p, fi);
         for (hk__pool_fiter_frame *it = p->fiters; it; it = it->up)
             if (it->fl == fi) it->ents = NULL;
+        pool_fl_drop_next(p, f);
         hk__core_backing_free(&p->core, f->ents, (size_t)f->room * sizeof(uint32_t));
         f->ents = NULL;
-        f->room = f->count = 0;
+        f->room = f->count = f->limit = 0;
         f->handle = 0;
         f->name = NULL;
         p->nfl_used--;
@@ -138,6 +198,7 @@ hk_result hk_pool_flist_clear(hk_pool *p, hk_pool_flist fl) {
     if (fi != POOL_NIL) {
         pool_fl_stop_iters(p, fi);
         p->fl[fi].count = 0;
+        if (p->fl[fi].next) pool_fl_switch(p, fi); /* nothing left to copy: the larger room at once */
     }
     pool_after_links(p);
     hk__core_unlock(&p->core);
@@ -172,7 +233,7 @@ hk_result hk__pool_flist_push(hk_pool *p, hk_pool_flist fl, hk_pool_id id) {
     uint32_t s = fi != POOL_NIL ? hk__pool_resolve(p, id, "flist_push", 0, &r) : POOL_NIL;
     if (s != POOL_NIL) {
         hk__pool_fl *f = &p->fl[fi];
-        if (f->count == 0xFFFFFFFFu || !pool_fl_grow(p, fi, f->count + 1u)) {
+        if (f->count == 0xFFFFFFFFu || !pool_fl_make_room(p, fi)) {
             r = hk__report(
                 &p->core.rep, HK_ERR_NOMEM, HK_EK_NOMEM, NULL, 0, f->name,
                 "flist_push: frame list '%s' cannot grow beyond %u entries (backing hooks refused)",
@@ -226,7 +287,10 @@ static void pool_fiter_finish(hk_pool *p, hk_pool_fiter *it) {
     pool_after_op(p);
 }
 
-void *hk__pool_fiter_step(hk_pool_fiter *it) {
+/* The step behind hk_pool_fiter_next and hk_pool_fiter_next_within: looks
+ * at no more than `limit` entries (>= 1); NULL with the iteration still
+ * running when they were all dead. */
+static void *pool_fiter_step(hk_pool_fiter *it, uint32_t limit) {
     if (!it || it->state == 2) return NULL;
     hk_pool *p = it->p;
     hk__core_lock(&p->core);
@@ -249,7 +313,8 @@ void *hk__pool_fiter_step(hk_pool_fiter *it) {
         it->cap = p->core.locked_hooks ? 0 : p->cap;
     }
     void *obj = NULL;
-    while (it->f.i < it->f.end) {
+    uint32_t stop = it->f.end - it->f.i > limit ? it->f.i + limit : it->f.end;
+    while (it->f.i < stop) {
         uint32_t v = it->f.ents[it->f.i++], s = pool_alive_slot(p, v);
         if (s != POOL_NIL) {
             it->id.value = v;
@@ -257,9 +322,16 @@ void *hk__pool_fiter_step(hk_pool_fiter *it) {
             break;
         }
     }
-    if (!obj) pool_fiter_finish(p, it);
+    if (!obj && it->f.i >= it->f.end) pool_fiter_finish(p, it);
+    if (!obj) it->obj = NULL;
     hk__core_unlock(&p->core);
     return obj;
+}
+
+void *hk__pool_fiter_step(hk_pool_fiter *it) { return pool_fiter_step(it, UINT32_MAX); }
+
+void *hk_pool_fiter_next_within(hk_pool_fiter *it, uint32_t max_entries) {
+    return pool_fiter_step(it, max_entries ? max_entries : 1u);
 }
 
 void hk_pool_fiter_end(hk_pool_fiter *it) {

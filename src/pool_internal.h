@@ -22,9 +22,10 @@
  * in one record at rec + s * rstride, 64 bytes with the default 2 links,
  * so that the list, tree and release work on an object touches one cache
  * line of metadata; identity in the handle table hot.ht); s >= cap is
- * overflow slot s - cap (object from the backing hooks, metadata in ometa /
- * olk / oobj, tables that grow). Slot numbers are used for every link,
- * never pointers, so the overflow tables may move. POOL_NIL is "no slot".
+ * overflow slot s - cap (object from the backing hooks, metadata in the
+ * overflow segments: segment k holds 64 << k slots and never moves, so the
+ * overflow path never copies its tables). Slot numbers are used for every
+ * link, never pointers. POOL_NIL is "no slot".
  *
  * Invariants (verified by hk_pool_check; the handle table's own by
  * hk__ht_check):
@@ -105,19 +106,39 @@ typedef struct pool_lst {
     const char *name;
 } pool_lst;
 
+/* Overflow segments: segment k holds POOL_OSEG0 << k slots, starting at
+ * overflow slot POOL_OSEG0 * (2^k - 1). */
+#define POOL_OSEG_SHIFT 6u
+#define POOL_OSEG0      (1u << POOL_OSEG_SHIFT)
+#define POOL_OSEGS      27u
+
 typedef struct pool_ovf {
     void *obj;
     void *raw;
     size_t raw_size;
 } pool_ovf;
 
-/* Open addressing, linear probing, backward-shift deletion; key 0 = empty. */
+/* Open addressing, linear probing, backward-shift deletion; key 0 = empty.
+ * Growth is incremental (pool_overflow.c): a table twice the size is
+ * zeroed a few buckets per insert, then becomes the table while the
+ * previous one is moved into it a few buckets per insert; lookups look in
+ * both meanwhile. */
 typedef struct pool_hash {
     uint64_t *keys;
     uint32_t *vals;
-    uint32_t size; /* power of two, 0 before the first insert */
-    uint32_t count;
+    uint32_t size;  /* power of two, 0 before the first insert */
+    uint32_t count; /* keys in this table */
     uint32_t shift; /* 64 - log2(size) */
+    uint32_t n;     /* live keys (in either table) */
+    /* the next table, while it is being zeroed (nkeys != NULL) */
+    uint64_t *nkeys;
+    uint32_t *nvals;
+    uint32_t nsize, nzeroed;
+    /* the previous table, while it is being moved (okeys != NULL): deleted
+     * keys become tombstones there, moved ones stay until it is freed */
+    uint64_t *okeys;
+    uint32_t *ovals;
+    uint32_t osize, oshift, omoved;
 } pool_hash;
 
 /* A running list iteration (hk_pool_list_each's, or an hk_pool_iter's):
@@ -142,10 +163,11 @@ struct hk_pool {
     int pend_ok;    /* no overflow slot joined the queue since it was empty: pend mirrors it */
     size_t ovf_live, ovf_peak;
     /* overflow path */
-    pool_meta *ometa;
-    pool_link *olk;
-    pool_ovf *oobj;
-    uint32_t ocap, ofree_head;
+    unsigned char *oseg[POOL_OSEGS]; /* segment k: pool_ovf, pool_meta, then links of 64 << k slots */
+    uint32_t nosegs;
+    uint32_t ocap;       /* overflow slots in the segments */
+    uint32_t ohigh;      /* overflow slots ever used (initialised); the rest of the segments is not */
+    uint32_t ofree_head; /* freed overflow slots, through meta.next */
     pool_hash oid, optr;
     uint32_t okey_last, okey_issued;
     size_t ovf_bytes;
@@ -174,23 +196,42 @@ struct hk_pool {
 
 /* ---- slot accessors ------------------------------------------------------- */
 
-static inline pool_meta *pool_m(const hk_pool *p, uint32_t s) {
-    return s < p->cap ? (pool_meta *)(void *)(p->rec + (size_t)s * p->rstride) : &p->ometa[s - p->cap];
+/* Overflow slot o (0-based): its record, its metadata, its links
+ * (pool_overflow.c; out of line, so that the fast-slot accessors below stay
+ * small enough to inline everywhere). */
+pool_ovf *hk__pool_oo(const hk_pool *p, uint32_t o);
+pool_meta *hk__pool_om(const hk_pool *p, uint32_t o);
+pool_link *hk__pool_ol(const hk_pool *p, uint32_t o, uint32_t link);
+#define pool_oo hk__pool_oo
+#define pool_om hk__pool_om
+#define pool_ol hk__pool_ol
+
+#if defined(__GNUC__) || defined(__clang__)
+#define POOL_INLINE static inline __attribute__((always_inline))
+#else
+#define POOL_INLINE static inline
+#endif
+
+/* Fast slot s: its record (metadata, then links) and object; an overflow
+ * slot goes out of line. Always inlined: they are on every list, tree and
+ * free path. */
+POOL_INLINE pool_meta *pool_m(const hk_pool *p, uint32_t s) {
+    return s < p->cap ? (pool_meta *)(void *)(p->rec + (size_t)s * p->rstride) : pool_om(p, s - p->cap);
 }
-static inline pool_link *pool_l(const hk_pool *p, uint32_t s, uint32_t link) {
+POOL_INLINE pool_link *pool_l(const hk_pool *p, uint32_t s, uint32_t link) {
     return s < p->cap ? (pool_link *)(void *)(p->rec + (size_t)s * p->rstride + sizeof(pool_meta)) + link
-                      : &p->olk[(size_t)(s - p->cap) * p->links + link];
+                      : pool_ol(p, s - p->cap, link);
 }
-static inline void *pool_obj(const hk_pool *p, uint32_t s) {
-    return s < p->cap ? (void *)(p->base + (size_t)s * p->stride) : p->oobj[s - p->cap].obj;
+POOL_INLINE void *pool_obj(const hk_pool *p, uint32_t s) {
+    return s < p->cap ? (void *)(p->base + (size_t)s * p->stride) : pool_oo(p, s - p->cap)->obj;
 }
 /* The ID of slot s's current (or last) occupant. */
 static inline uint32_t pool_id(const hk_pool *p, uint32_t s) {
-    return s < p->cap ? (p->hot.ht.words[s] & ~p->imask) | s : p->ometa[s - p->cap].id;
+    return s < p->cap ? (p->hot.ht.words[s] & ~p->imask) | s : pool_om(p, s - p->cap)->id;
 }
 static inline int pool_state(const hk_pool *p, uint32_t s) {
     if (s < p->cap) return hk__ht_status(&p->hot.ht, s);
-    return p->ometa[s - p->cap].state;
+    return pool_om(p, s - p->cap)->state;
 }
 static inline uint32_t pool_nfree(const hk_pool *p) { return hk__ht_nfree(&p->hot.ht); }
 static inline size_t pool_fast_live(const hk_pool *p) { return hk__ht_nlive(&p->hot.ht); }
@@ -250,6 +291,11 @@ static inline void pool_after_links(hk_pool *p) { hk__core_after(&p->core); }
 /* ---- pool_overflow.c --------------------------------------------------------- */
 
 uint32_t hk__pool_hash_find(const pool_hash *h, uint64_t key);
+/* At create: the first overflow segment and hash tables (about 7 KiB with
+ * two links), so that the first overflow allocation asks the backing hooks
+ * for its object only. A failure is left for the first overflow
+ * allocation to meet. */
+void hk__pool_ovf_prepare(hk_pool *p);
 /* Allocates an overflow object: its slot (ALIVE, ID minted), or POOL_NIL
  * when memory fails or every key is live. */
 uint32_t hk__pool_ovf_alloc(hk_pool *p, void **obj_out);
@@ -283,7 +329,7 @@ static inline uint32_t pool_alive_slot(const hk_pool *p, uint32_t v) {
     if (s < p->cap) return p->hot.ht.words[s] == v ? s : POOL_NIL;
     if (s != p->mark) return POOL_NIL;
     uint32_t o = hk__pool_ovf_find(p, v);
-    if (o == POOL_NIL || p->ometa[o - p->cap].state != POOL_ALIVE) return POOL_NIL;
+    if (o == POOL_NIL || pool_om(p, o - p->cap)->state != POOL_ALIVE) return POOL_NIL;
     return o;
 }
 /* The slot of a live object, or POOL_NIL after reporting why the ID is not
@@ -307,6 +353,7 @@ static inline void pool_fl_drop_dead(hk_pool *p) {
         for (uint32_t e = 0; e < f->count; e++)
             if (pool_alive_slot(p, f->ents[e]) != POOL_NIL) f->ents[w++] = f->ents[e];
         f->count = w;
+        f->copied = 0; /* the entries moved: a growth in progress copies them again */
     }
 }
 
@@ -316,8 +363,9 @@ static inline void pool_fl_destroy_all(hk_pool *p) {
     for (uint32_t i = 0; i < p->max_lists; i++) {
         hk__pool_fl *f = &p->fl[i];
         hk__core_backing_free(&p->core, f->ents, (size_t)f->room * sizeof(uint32_t));
-        f->ents = NULL;
-        f->room = f->count = 0;
+        if (f->next) hk__core_backing_free(&p->core, f->next, (size_t)f->room * 2u * sizeof(uint32_t));
+        f->ents = f->next = NULL;
+        f->room = f->count = f->limit = f->copied = 0;
         f->handle = 0;
     }
     p->nfl_used = 0;

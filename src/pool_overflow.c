@@ -5,49 +5,106 @@
  * field is a key from the pool's sequence.
  *
  * Invariants (verified by hk_pool_check, pool_check.c):
- *  - Every ALIVE or DYING overflow slot s has an object (oobj[s - cap].raw),
+ *  - Every ALIVE or DYING overflow slot s has an object (its pool_ovf .raw),
  *    its ID (key << index_bits) | mark with key != 0 in the ID hash (oid,
  *    key = ID) and its object address in the address hash (optr), both
  *    mapping to s; no other keys are in the hashes.
- *  - FREE overflow slots hold no memory and sit on the free list (ofree_head
- *    through meta.next); they keep the ID of their last occupant.
+ *  - Overflow slots live in segments that never move (segment k: 64 << k
+ *    slots); slots ohigh .. ocap - 1 were never used and are not
+ *    initialised. FREE overflow slots below ohigh hold no memory and sit on
+ *    the free list (ofree_head through meta.next); they keep the ID of
+ *    their last occupant.
  *  - Keys are issued in the handle table's sequence order after okey_last,
  *    skipping keys still live; okey_issued counts keys issued (saturating
  *    at gmax), so a key is "issued" iff its ordinal is <= okey_last's.
  *  - Hash tables: open addressing, linear probing, load <= 1/2, deletion by
- *    backward shift (no tombstones), key 0 is the empty marker.
+ *    backward shift, key 0 is the empty marker. While a table grows, the
+ *    next one (twice the size) is zeroed POOL_HASH_ZERO_STEP buckets per
+ *    insert, then becomes the table, and the previous one is moved into it
+ *    POOL_HASH_MOVE_STEP buckets per insert; a key is in the table, or not
+ *    yet moved from the previous one (where deleted keys are tombstones,
+ *    POOL_HASH_TOMB, the only place they exist); n counts the live keys.
  */
 #include "pool_internal.h"
 
+/* ---- overflow segments ---------------------------------------------------------- */
+
+/* Overflow slot o: its segment (64 << k slots from slot 64 * (2^k - 1)),
+ * the slot's place in it and the segment's slot count. */
+static inline unsigned char *pool_oseg(const hk_pool *p, uint32_t o, uint32_t *off, uint32_t *n) {
+    uint32_t q = (o >> POOL_OSEG_SHIFT) + 1u, k = 31u - (uint32_t)__builtin_clz(q);
+    *n = POOL_OSEG0 << k;
+    *off = o - (*n - POOL_OSEG0);
+    return p->oseg[k];
+}
+pool_ovf *hk__pool_oo(const hk_pool *p, uint32_t o) {
+    uint32_t off, n;
+    unsigned char *g = pool_oseg(p, o, &off, &n);
+    return (pool_ovf *)(void *)g + off;
+}
+pool_meta *hk__pool_om(const hk_pool *p, uint32_t o) {
+    uint32_t off, n;
+    unsigned char *g = pool_oseg(p, o, &off, &n);
+    return (pool_meta *)(void *)(g + (size_t)n * sizeof(pool_ovf)) + off;
+}
+pool_link *hk__pool_ol(const hk_pool *p, uint32_t o, uint32_t link) {
+    uint32_t off, n;
+    unsigned char *g = pool_oseg(p, o, &off, &n);
+    return (pool_link *)(void *)(g + (size_t)n * (sizeof(pool_ovf) + sizeof(pool_meta))) +
+           (size_t)off * p->links + link;
+}
+
 /* ---- hash tables -------------------------------------------------------------- */
 
-static inline uint32_t pool_hash_pos(const pool_hash *h, uint64_t key) {
-    return (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> h->shift);
+#define POOL_HASH_TOMB      1u  /* a deleted key in a table being moved (never a real key) */
+#define POOL_HASH_FIRST     64u /* buckets of the first table */
+#define POOL_HASH_ZERO_STEP 64u /* buckets of the next table zeroed per insert */
+#define POOL_HASH_MOVE_STEP 16u /* buckets of the previous table moved per insert */
+
+static inline uint32_t pool_hash_pos(uint64_t key, uint32_t shift) {
+    return (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> shift);
 }
 
 uint32_t hk__pool_hash_find(const pool_hash *h, uint64_t key) {
-    if (!h->size) return POOL_NIL;
-    uint32_t mask = h->size - 1, i = pool_hash_pos(h, key);
-    for (;;) {
-        uint64_t k = h->keys[i];
-        if (k == key) return h->vals[i];
-        if (k == 0) return POOL_NIL;
-        i = (i + 1) & mask;
+    if (h->size) {
+        uint32_t mask = h->size - 1, i = pool_hash_pos(key, h->shift);
+        for (;;) {
+            uint64_t k = h->keys[i];
+            if (k == key) return h->vals[i];
+            if (k == 0) break;
+            i = (i + 1) & mask;
+        }
     }
+    if (h->okeys) { /* not moved yet */
+        uint32_t mask = h->osize - 1, i = pool_hash_pos(key, h->oshift);
+        for (;;) {
+            uint64_t k = h->okeys[i];
+            if (k == key) return h->ovals[i];
+            if (k == 0) break;
+            i = (i + 1) & mask;
+        }
+    }
+    return POOL_NIL;
 }
 
 static void pool_hash_put_raw(pool_hash *h, uint64_t key, uint32_t val) {
-    uint32_t mask = h->size - 1, i = pool_hash_pos(h, key);
+    uint32_t mask = h->size - 1, i = pool_hash_pos(key, h->shift);
     while (h->keys[i] != 0) i = (i + 1) & mask;
     h->keys[i] = key;
     h->vals[i] = val;
     h->count++;
 }
 
-/* Makes room for one more key (load <= 1/2). Returns 0 when memory fails. */
-static int pool_hash_reserve(hk_pool *p, pool_hash *h) {
-    if ((size_t)(h->count + 1) * 2 <= h->size) return 1;
-    uint32_t nsize = h->size ? h->size * 2 : 64;
+static void pool_hash_free_arrays(hk_pool *p, uint64_t *keys, uint32_t *vals, uint32_t size) {
+    if (!keys) return;
+    hk__core_backing_free(&p->core, keys, (size_t)size * sizeof(uint64_t));
+    hk__core_backing_free(&p->core, vals, (size_t)size * sizeof(uint32_t));
+    p->table_bytes -= (size_t)size * (sizeof(uint64_t) + sizeof(uint32_t));
+}
+
+/* Allocates the next table (twice the size), not zeroed yet. */
+static int pool_hash_start(hk_pool *p, pool_hash *h) {
+    uint32_t nsize = h->size ? h->size * 2 : POOL_HASH_FIRST;
     if (nsize == 0 || nsize > (1u << 30)) return 0;
     size_t kb = (size_t)nsize * sizeof(uint64_t), vb = (size_t)nsize * sizeof(uint32_t);
     uint64_t *keys = (uint64_t *)hk__core_backing_alloc(&p->core, kb);
@@ -56,26 +113,91 @@ static int pool_hash_reserve(hk_pool *p, pool_hash *h) {
         hk__core_backing_free(&p->core, keys, kb);
         return 0;
     }
-    memset(keys, 0, kb);
-    pool_hash old = *h;
-    h->keys = keys;
-    h->vals = vals;
-    h->size = nsize;
-    h->count = 0;
-    h->shift = 64u - (uint32_t)__builtin_ctz(nsize);
-    for (uint32_t i = 0; i < old.size; i++)
-        if (old.keys[i]) pool_hash_put_raw(h, old.keys[i], old.vals[i]);
-    if (old.size) {
-        hk__core_backing_free(&p->core, old.keys, (size_t)old.size * sizeof(uint64_t));
-        hk__core_backing_free(&p->core, old.vals, (size_t)old.size * sizeof(uint32_t));
-    }
-    p->table_bytes += kb + vb - (size_t)old.size * (sizeof(uint64_t) + sizeof(uint32_t));
+    h->nkeys = keys;
+    h->nvals = vals;
+    h->nsize = nsize;
+    h->nzeroed = 0;
+    p->table_bytes += kb + vb;
     return 1;
 }
 
+/* One step of a running growth: zero POOL_HASH_ZERO_STEP buckets of the
+ * next table (switching to it when it is all zeroed), or move
+ * POOL_HASH_MOVE_STEP buckets of the previous one (freeing it when all
+ * are). O(step). */
+static void pool_hash_work(hk_pool *p, pool_hash *h) {
+    if (h->nkeys) {
+        uint32_t n = h->nsize - h->nzeroed;
+        if (n > POOL_HASH_ZERO_STEP) n = POOL_HASH_ZERO_STEP;
+        memset(h->nkeys + h->nzeroed, 0, (size_t)n * sizeof(uint64_t));
+        h->nzeroed += n;
+        if (h->nzeroed < h->nsize) return;
+        HK__ASSERT(!h->okeys);
+        if (h->size) {
+            h->okeys = h->keys;
+            h->ovals = h->vals;
+            h->osize = h->size;
+            h->oshift = h->shift;
+            h->omoved = 0;
+        }
+        h->keys = h->nkeys;
+        h->vals = h->nvals;
+        h->size = h->nsize;
+        h->shift = 64u - (uint32_t)__builtin_ctz(h->nsize);
+        h->count = 0;
+        h->nkeys = NULL;
+        h->nvals = NULL;
+        h->nsize = h->nzeroed = 0;
+    } else if (h->okeys) {
+        uint32_t end =
+            h->osize - h->omoved > POOL_HASH_MOVE_STEP ? h->omoved + POOL_HASH_MOVE_STEP : h->osize;
+        for (; h->omoved < end; h->omoved++) {
+            uint64_t k = h->okeys[h->omoved];
+            if (k > POOL_HASH_TOMB) pool_hash_put_raw(h, k, h->ovals[h->omoved]);
+        }
+        if (h->omoved < h->osize) return;
+        pool_hash_free_arrays(p, h->okeys, h->ovals, h->osize);
+        h->okeys = NULL;
+        h->ovals = NULL;
+        h->osize = h->oshift = h->omoved = 0;
+    }
+}
+
+/* Makes room for one more key (load <= 1/2), doing one step of a running
+ * growth and starting one at load 3/8: a growth's zeroing ends before the
+ * table reaches 1/2 and its move before the next table reaches 3/8, so an
+ * insert never waits for one. Only the first insert (a table of
+ * POOL_HASH_FIRST buckets) and one after a failed start finish a growth in
+ * place. Returns 0 when memory fails. */
+static int pool_hash_reserve(hk_pool *p, pool_hash *h) {
+    pool_hash_work(p, h);
+    if ((size_t)(h->count + 1) * 2 <= h->size) {
+        if (!h->nkeys && !h->okeys && (size_t)(h->count + 1) * 8 > (size_t)h->size * 3)
+            (void)pool_hash_start(p, h); /* retried at the next insert when memory fails */
+        return 1;
+    }
+    if (!h->nkeys && !h->okeys && !pool_hash_start(p, h)) return 0;
+    while (h->nkeys || (h->okeys && (size_t)(h->count + 1) * 2 > h->size)) pool_hash_work(p, h);
+    return (size_t)(h->count + 1) * 2 <= h->size;
+}
+
+static void pool_hash_insert(pool_hash *h, uint64_t key, uint32_t val) {
+    pool_hash_put_raw(h, key, val);
+    h->n++;
+}
+
 static void pool_hash_del(pool_hash *h, uint64_t key) {
+    h->n--;
+    if (h->okeys) { /* a tombstone where it waits to be moved (or was moved from) */
+        uint32_t mask = h->osize - 1, i = pool_hash_pos(key, h->oshift);
+        for (uint64_t k; (k = h->okeys[i]) != 0; i = (i + 1) & mask)
+            if (k == key) {
+                h->okeys[i] = POOL_HASH_TOMB;
+                break;
+            }
+    }
     if (!h->size) return;
-    uint32_t mask = h->size - 1, i = pool_hash_pos(h, key);
+    uint32_t mask = h->size - 1, i = pool_hash_pos(key, h->shift);
     while (h->keys[i] != key) {
         if (h->keys[i] == 0) return;
         i = (i + 1) & mask;
@@ -83,7 +205,7 @@ static void pool_hash_del(pool_hash *h, uint64_t key) {
     /* backward-shift: move later entries of the run into the hole */
     uint32_t hole = i;
     for (uint32_t j = (i + 1) & mask; h->keys[j] != 0; j = (j + 1) & mask) {
-        uint32_t home = pool_hash_pos(h, h->keys[j]);
+        uint32_t home = pool_hash_pos(h->keys[j], h->shift);
         /* j may move to hole when home is not in (hole, j] cyclically */
         if (((j - home) & mask) >= ((j - hole) & mask)) {
             h->keys[hole] = h->keys[j];
@@ -96,60 +218,59 @@ static void pool_hash_del(pool_hash *h, uint64_t key) {
 }
 
 static void pool_hash_release(hk_pool *p, pool_hash *h) {
-    if (h->size) {
-        hk__core_backing_free(&p->core, h->keys, (size_t)h->size * sizeof(uint64_t));
-        hk__core_backing_free(&p->core, h->vals, (size_t)h->size * sizeof(uint32_t));
-    }
+    pool_hash_free_arrays(p, h->keys, h->vals, h->size);
+    pool_hash_free_arrays(p, h->nkeys, h->nvals, h->nsize);
+    pool_hash_free_arrays(p, h->okeys, h->ovals, h->osize);
     memset(h, 0, sizeof *h);
 }
 
 /* ---- overflow slots -------------------------------------------------------------- */
 
-/* Grows the overflow tables so that a free overflow slot exists. */
+static size_t pool_oseg_bytes(const hk_pool *p, uint32_t k) {
+    return (size_t)(POOL_OSEG0 << k) * (sizeof(pool_ovf) + sizeof(pool_meta) + p->links * sizeof(pool_link));
+}
+
+/* Makes sure a free overflow slot exists: a freed one, one never used, or
+ * a new segment (not initialised: slots are, one at a time, when first
+ * used). O(1) + a backing allocation. */
 static int pool_ovf_grow(hk_pool *p) {
-    if (p->ofree_head != POOL_NIL) return 1;
-    uint32_t ncap = p->ocap ? p->ocap * 2 : 64;
-    if (ncap > (POOL_NIL - 1) - p->cap || ncap < p->ocap) return 0;
-    size_t mb = (size_t)ncap * sizeof(pool_meta), lb = (size_t)ncap * p->links * sizeof(pool_link),
-           ob = (size_t)ncap * sizeof(pool_ovf);
-    pool_meta *nm = (pool_meta *)hk__core_backing_alloc(&p->core, mb);
-    pool_link *nl = nm && lb ? (pool_link *)hk__core_backing_alloc(&p->core, lb) : NULL;
-    pool_ovf *no = nm && (nl || !lb) ? (pool_ovf *)hk__core_backing_alloc(&p->core, ob) : NULL;
-    if (!no) {
-        hk__core_backing_free(&p->core, nl, lb);
-        hk__core_backing_free(&p->core, nm, mb);
-        return 0;
-    }
-    size_t omb = (size_t)p->ocap * sizeof(pool_meta), olb = (size_t)p->ocap * p->links * sizeof(pool_link),
-           oob = (size_t)p->ocap * sizeof(pool_ovf);
-    if (p->ocap) {
-        memcpy(nm, p->ometa, omb);
-        if (lb) memcpy(nl, p->olk, olb);
-        memcpy(no, p->oobj, oob);
-        hk__core_backing_free(&p->core, p->ometa, omb);
-        hk__core_backing_free(&p->core, p->olk, olb);
-        hk__core_backing_free(&p->core, p->oobj, oob);
-    }
-    for (uint32_t i = p->ocap; i < ncap; i++) {
-        memset(&nm[i], 0, sizeof nm[i]);
-        nm[i].state = POOL_FREE;
-        nm[i].next = i + 1 < ncap ? p->cap + i + 1 : POOL_NIL;
-        nm[i].parent = nm[i].first_child = nm[i].last_child = nm[i].next_sib = nm[i].prev_sib = POOL_NIL;
-        memset(&no[i], 0, sizeof no[i]);
-    }
-    if (lb) memset(nl + (size_t)p->ocap * p->links, 0, lb - olb);
-    p->ofree_head = p->cap + p->ocap;
-    p->ometa = nm;
-    p->olk = lb ? nl : NULL;
-    p->oobj = no;
-    p->table_bytes += (mb + lb + ob) - (omb + olb + oob);
-    p->ocap = ncap;
+    if (p->ofree_head != POOL_NIL || p->ohigh < p->ocap) return 1;
+    uint32_t k = p->nosegs, n = POOL_OSEG0 << k;
+    if (k >= POOL_OSEGS || (uint64_t)p->cap + p->ocap + n > (uint64_t)POOL_NIL - 1u) return 0;
+    size_t bytes = pool_oseg_bytes(p, k);
+    unsigned char *g = (unsigned char *)hk__core_backing_alloc(&p->core, bytes);
+    if (!g) return 0;
+    p->oseg[k] = g;
+    p->nosegs++;
+    p->ocap += n;
+    p->table_bytes += bytes;
     return 1;
+}
+
+/* Takes the free overflow slot pool_ovf_grow made sure of. */
+static uint32_t pool_ovf_take(hk_pool *p) {
+    uint32_t s = p->ofree_head;
+    if (s != POOL_NIL) {
+        p->ofree_head = pool_m(p, s)->next;
+        return s;
+    }
+    s = p->cap + p->ohigh++;
+    pool_meta *m = pool_m(p, s);
+    memset(m, 0, sizeof *m);
+    m->state = POOL_FREE;
+    m->parent = m->first_child = m->last_child = m->next_sib = m->prev_sib = POOL_NIL;
+    memset(pool_oo(p, s - p->cap), 0, sizeof(pool_ovf));
+    return s;
+}
+
+void hk__pool_ovf_prepare(hk_pool *p) {
+    (void)(pool_ovf_grow(p) && pool_hash_reserve(p, &p->oid) && pool_hash_reserve(p, &p->optr));
 }
 
 uint32_t hk__pool_ovf_alloc(hk_pool *p, void **obj_out) {
     const hk__htab *t = &p->hot.ht;
-    if (p->ovf_live + (p->npending - t->nheld) >= (size_t)t->gmax - 1) return POOL_NIL; /* every key is live */
+    if (p->ovf_live + (p->npending - t->nheld) >= (size_t)t->gmax - 1)
+        return POOL_NIL; /* every key is live */
     if (!pool_ovf_grow(p) || !pool_hash_reserve(p, &p->oid) || !pool_hash_reserve(p, &p->optr))
         return POOL_NIL;
     size_t extra = p->align > POOL_DEFAULT_ALIGN ? p->align - 1 : 0, raw_size;
@@ -164,9 +285,8 @@ uint32_t hk__pool_ovf_alloc(hk_pool *p, void **obj_out) {
     } while (hk__pool_hash_find(&p->oid, id) != POOL_NIL);
     p->okey_last = key;
     if (p->okey_issued < t->gmax) p->okey_issued++;
-    uint32_t s = p->ofree_head;
+    uint32_t s = pool_ovf_take(p);
     pool_meta *m = pool_m(p, s);
-    p->ofree_head = m->next;
     HK__ASSERT(m->parent == POOL_NIL && m->first_child == POOL_NIL && m->nlinked == 0);
     m->next = POOL_NIL;
     m->id = id;
@@ -177,12 +297,12 @@ uint32_t hk__pool_ovf_alloc(hk_pool *p, void **obj_out) {
         l->prev = l->next = POOL_NIL;
         l->list = 0;
     }
-    pool_ovf *o = &p->oobj[s - p->cap];
+    pool_ovf *o = pool_oo(p, s - p->cap);
     o->obj = obj;
     o->raw = raw;
     o->raw_size = raw_size;
-    pool_hash_put_raw(&p->oid, id, s);
-    pool_hash_put_raw(&p->optr, (uint64_t)(uintptr_t)obj, s);
+    pool_hash_insert(&p->oid, id, s);
+    pool_hash_insert(&p->optr, (uint64_t)(uintptr_t)obj, s);
     p->ovf_live++;
     p->ovf_allocs++;
     p->ovf_bytes += raw_size;
@@ -193,7 +313,7 @@ uint32_t hk__pool_ovf_alloc(hk_pool *p, void **obj_out) {
 
 void hk__pool_ovf_release(hk_pool *p, uint32_t s) {
     pool_meta *m = pool_m(p, s);
-    pool_ovf *o = &p->oobj[s - p->cap];
+    pool_ovf *o = pool_oo(p, s - p->cap);
     pool_hash_del(&p->oid, m->id);
     pool_hash_del(&p->optr, (uint64_t)(uintptr_t)o->obj);
     if (pool_flags(p) & HK_FLAG_FILL) hk_fill(o->obj, p->elem_size, HK_FILL_FREE);
@@ -210,43 +330,45 @@ hk_result hk__pool_ovf_report(hk_pool *p, uint32_t v, int freeing, const char *w
     uint32_t g = v >> p->index_bits;
     uint32_t o = hk__pool_hash_find(&p->oid, v);
     if (o != POOL_NIL) { /* DYING: freed inside a defer scope */
-        void *obj = p->oobj[o - p->cap].obj;
+        void *obj = pool_oo(p, o - p->cap)->obj;
         if (freeing)
-            return hk__report(&p->core.rep, HK_ERR_DOUBLE_FREE, HK_EK_DOUBLE_FREE, obj, p->elem_size, NULL,
-                              "%s of ID 0x%08x: it was already freed (overflow object at %p, release pending)",
-                              what, v, obj);
+            return hk__report(
+                &p->core.rep, HK_ERR_DOUBLE_FREE, HK_EK_DOUBLE_FREE, obj, p->elem_size, NULL,
+                "%s of ID 0x%08x: it was already freed (overflow object at %p, release pending)", what, v,
+                obj);
         return hk__report(&p->core.rep, HK_ERR_STALE, HK_EK_STALE, obj, p->elem_size, NULL,
-                          "%s of stale ID 0x%08x: it was freed (overflow object at %p, release pending)", what, v,
-                          obj);
+                          "%s of stale ID 0x%08x: it was freed (overflow object at %p, release pending)",
+                          what, v, obj);
     }
     if (g != 0 && p->okey_issued &&
         (p->okey_issued >= t->gmax || hk__ht_gen_ord(t, g) <= hk__ht_gen_ord(t, p->okey_last))) {
         /* issued and released: a double free when its overflow slot still
          * names it (free, not reused since); the error path may scan */
-        for (uint32_t i = 0; freeing && i < p->ocap; i++) {
-            if (p->ometa[i].state == POOL_FREE && p->ometa[i].id == v)
+        for (uint32_t i = 0; freeing && i < p->ohigh; i++) {
+            if (pool_om(p, i)->state == POOL_FREE && pool_om(p, i)->id == v)
                 return hk__report(&p->core.rep, HK_ERR_DOUBLE_FREE, HK_EK_DOUBLE_FREE,
                                   (const void *)(uintptr_t)v, p->elem_size, NULL,
-                                  "%s of ID 0x%08x: it was already freed (overflow slot %u, free)", what, v, i);
+                                  "%s of ID 0x%08x: it was already freed (overflow slot %u, free)", what, v,
+                                  i);
         }
         return hk__report(&p->core.rep, HK_ERR_STALE, HK_EK_STALE, (const void *)(uintptr_t)v, 0, NULL,
                           "%s of stale ID 0x%08x: the overflow object it named was freed", what, v);
     }
-    return hk__report(&p->core.rep, HK_ERR_FOREIGN, HK_EK_FOREIGN_PTR, (const void *)(uintptr_t)v, 0, NULL,
-                      "%s of ID 0x%08x: overflow key %u was never issued by this pool (another pool's ID, or a "
-                      "damaged one)",
-                      what, v, g);
+    return hk__report(
+        &p->core.rep, HK_ERR_FOREIGN, HK_EK_FOREIGN_PTR, (const void *)(uintptr_t)v, 0, NULL,
+        "%s of ID 0x%08x: overflow key %u was never issued by this pool (another pool's ID, or a "
+        "damaged one)",
+        what, v, g);
 }
 
 void hk__pool_ovf_destroy(hk_pool *p) {
     pool_hash_release(p, &p->oid);
     pool_hash_release(p, &p->optr);
-    for (uint32_t i = 0; i < p->ocap; i++)
-        if (p->oobj[i].raw) hk__core_backing_free(&p->core, p->oobj[i].raw, p->oobj[i].raw_size);
-    if (p->ocap) {
-        hk__core_backing_free(&p->core, p->ometa, (size_t)p->ocap * sizeof(pool_meta));
-        hk__core_backing_free(&p->core, p->olk, (size_t)p->ocap * p->links * sizeof(pool_link));
-        hk__core_backing_free(&p->core, p->oobj, (size_t)p->ocap * sizeof(pool_ovf));
+    for (uint32_t i = 0; i < p->ohigh; i++) {
+        pool_ovf *o = pool_oo(p, i);
+        if (o->raw) hk__core_backing_free(&p->core, o->raw, o->raw_size);
     }
-    p->ocap = 0;
+    for (uint32_t k = 0; k < p->nosegs; k++)
+        hk__core_backing_free(&p->core, p->oseg[k], pool_oseg_bytes(p, k));
+    p->nosegs = p->ocap = p->ohigh = 0;
 }

@@ -185,6 +185,7 @@ hk_pool *hk_pool_create(const hk_pool_desc *desc) {
     p->slow = p->core.locked_hooks || desc->on_destroy || (desc->flags & HK_FLAG_FILL) || p->core.paranoid;
     if (desc->flags & HK_FLAG_FILL) hk_fill(p->base, (size_t)L.cap * L.stride, HK_FILL_FREE);
     hk__san_noaccess(p->base, (size_t)L.cap * L.stride);
+    if (!(desc->flags & HK_POOL_NO_OVERFLOW)) hk__pool_ovf_prepare(p);
     pool_hot_update(p);
     return p;
 }
@@ -504,7 +505,7 @@ int hk_pool_each(hk_pool *p, hk_pool_visit_fn fn, void *user) {
     hk__core_lock(&p->core);
     hk__pool_scope_begin(p);
     int ret = 0;
-    for (uint32_t s = 0; s < p->cap + p->ocap && !ret; s++) {
+    for (uint32_t s = 0; s < p->cap + p->ohigh && !ret; s++) {
         if (pool_state(p, s) != POOL_ALIVE) continue;
         ret = fn(p, (hk_pool_id){pool_id(p, s)}, pool_obj(p, s), user);
     }
@@ -535,7 +536,7 @@ long hk_pool_recycle(hk_pool *p) {
 
 static void pool_clear_locked(hk_pool *p) {
     hk__pool_scope_begin(p);
-    for (uint32_t s = 0; s < p->cap + p->ocap; s++) {
+    for (uint32_t s = 0; s < p->cap + p->ohigh; s++) {
         if (pool_state(p, s) != POOL_ALIVE || pool_m(p, s)->parent != POOL_NIL) continue;
         pool_kill_tree(p, s, 1);
     }

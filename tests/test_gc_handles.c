@@ -3,11 +3,15 @@
  * the misuse table (the same answers as pool IDs and cache handles),
  * generations across slot reuse, wrapping (default) and retirement
  * (HK_GC_RETIRE) with recycle, the index-space limit, create refusals, the
- * paranoid after-op check and lock hooks through the instance core.
+ * paranoid after-op check and lock hooks through the instance core, growth
+ * (reserved table pages, 64 slots at a time, desc.reserve_objects) and four
+ * threads growing one collector under its lock hooks.
  */
 #include "hk_test.h"
 #include "gc_internal.h"
 #include "gc_test_util.h"
+
+#include <pthread.h>
 
 static const hk_gc_type k_leaf = {"leaf", 8, NULL, NULL, NULL};
 
@@ -136,7 +140,7 @@ HKT_TEST(gc_generations_wrap_by_default) {
     CHECK_EQ(in.retired_slots, 0);
     hk_stats st;
     hk_gc_stats(gc, &st);
-    CHECK_EQ(st.free_blocks, HK_GC_CHUNK_OBJECTS); /* one chunk was enough */
+    CHECK_EQ(st.free_blocks, HK_GC_GROW_OBJECTS); /* one growth was enough: FIFO reuse */
     /* every generation of slot 0 was issued: an old reference is stale, not foreign */
     g_errs.count = 0;
     CHECK_EQ(hk_gc_retain(gc, first), HK_ERR_STALE);
@@ -271,4 +275,163 @@ HKT_TEST(gc_lock_hooks_via_core) {
     CHECK_EQ(hkt_lock_depth, 0);
     hk_gc_destroy(gc);
     CHECK_EQ(hkt_lock_depth, 0);
+}
+
+/* Growth: slots are made free 64 at a time, chunks and table pages come
+ * as needed, and nothing moves: a reference taken before a growth past a
+ * table commit still resolves, a stale one is still reported as stale. */
+HKT_TEST(gc_growth_past_table_commits) {
+    hk_gc *gc = mk(0, 0);
+    REQUIRE(gc);
+    enum { N = 40000 };
+    static hk_gc_obj *all[N];
+    hk_gc_obj *dead = hk_gc_alloc(gc, &k_leaf);
+    REQUIRE(dead);
+    CHECK_EQ(hk_gc_release(gc, dead), HK_OK);
+    CHECK(hk_gc_step(gc, UINT64_MAX) == 1);
+    for (int i = 0; i < N; i++) REQUIRE((all[i] = hk_gc_alloc(gc, &k_leaf)) != NULL);
+    hk_stats st;
+    hk_gc_stats(gc, &st);
+    CHECK_EQ(st.live_blocks, N);
+    CHECK(st.free_blocks < HK_GC_GROW_OBJECTS);
+    CHECK(hk_gc_data(gc, all[0]) != NULL && hk_gc_refcount(gc, all[N - 1]) == 1);
+    EXPECT(hk_gc_retain(gc, dead), HK_ERR_STALE, HK_EK_STALE); /* its slot was reused */
+    CHECK_EQ(hk_gc_check(gc), HK_OK);
+    for (int i = 0; i < N; i++) CHECK_EQ(hk_gc_release(gc, all[i]), HK_OK);
+    (void)hk_gc_collect(gc);
+    EXPECT(hk_gc_release(gc, all[N - 1]), HK_ERR_DOUBLE_FREE, HK_EK_DOUBLE_FREE);
+    CHECK_EQ(hk_gc_check(gc), HK_OK);
+    hk_gc_destroy(gc);
+}
+
+typedef struct gc_count_hooks {
+    long allocs, frees;
+} gc_count_hooks;
+static void *gch_alloc(size_t n, void *user) {
+    ((gc_count_hooks *)user)->allocs++;
+    return malloc(n);
+}
+static void gch_free(void *p, size_t n, void *user) {
+    (void)n;
+    ((gc_count_hooks *)user)->frees++;
+    free(p);
+}
+
+/* desc.reserve_objects: everything the objects need but their data is
+ * made at create, so allocating up to that many calls the backing hooks
+ * for nothing else and the overhead does not change. */
+HKT_TEST(gc_reserve_objects) {
+    static const hk_gc_type k_empty = {"empty", 0, NULL, NULL, NULL};
+    gc_count_hooks ch = {0, 0};
+    hkt_errors_reset(&g_errs);
+    g_errs.quiet = 1;
+    hk_gc_desc d = {0};
+    d.on_error = hkt_on_error;
+    d.error_user = &g_errs;
+    d.backing.alloc = gch_alloc;
+    d.backing.free = gch_free;
+    d.backing.user = &ch;
+    d.reserve_objects = 20000;
+    hk_gc *gc = hk_gc_create(&d);
+    REQUIRE(gc);
+    hk_stats a, b;
+    hk_gc_stats(gc, &a);
+    CHECK(a.free_blocks >= 20000 && a.free_blocks < 20000 + HK_GC_GROW_OBJECTS);
+    long before = ch.allocs;
+    static hk_gc_obj *all[20000];
+    for (int i = 0; i < 20000; i++) REQUIRE((all[i] = hk_gc_alloc(gc, &k_empty)) != NULL);
+    CHECK_EQ(ch.allocs, before); /* size 0: no data; nothing else was allocated */
+    hk_gc_stats(gc, &b);
+    CHECK_EQ(b.overhead, a.overhead);
+    for (int i = 0; i < 20000; i++) CHECK_EQ(hk_gc_release(gc, all[i]), HK_OK);
+    (void)hk_gc_collect(gc);
+    CHECK_EQ(hk_gc_check(gc), HK_OK);
+    hk_gc_destroy(gc);
+    CHECK_EQ(ch.allocs, ch.frees);
+    /* a reserve past the index space is capped; one the hooks cannot meet fails create */
+    d.index_bits = 10;
+    d.reserve_objects = 1u << 20;
+    gc = hk_gc_create(&d);
+    REQUIRE(gc);
+    hk_gc_stats(gc, &a);
+    CHECK_EQ(a.free_blocks, 1023);
+    hk_gc_destroy(gc);
+}
+
+/* Lock hooks: four threads allocate, release and step one collector at
+ * once, well past a commit of the reference table (16,384 slots) and many
+ * header chunks; every reference a thread holds stays its own object (its
+ * data says so), and check passes at the end. Under TSan (make check-tsan)
+ * this also shows the growth is inside the lock. */
+static pthread_mutex_t g_gmu = PTHREAD_MUTEX_INITIALIZER;
+static void gmu_lock(void *u) {
+    (void)u;
+    pthread_mutex_lock(&g_gmu);
+}
+static void gmu_unlock(void *u) {
+    (void)u;
+    pthread_mutex_unlock(&g_gmu);
+}
+
+typedef struct gc_thr {
+    hk_gc *gc;
+    int id, bad;
+} gc_thr;
+
+enum { GC_THR_N = 4, GC_THR_LIVE = 6000, GC_THR_ROUNDS = 3 };
+static const hk_gc_type k_word = {"word", sizeof(uint32_t), NULL, NULL, NULL};
+
+static void *gc_thr_main(void *arg) {
+    gc_thr *t = (gc_thr *)arg;
+    static hk_gc_obj *held[GC_THR_N][GC_THR_LIVE];
+    hk_gc_obj **h = held[t->id];
+    for (int round = 0; round < GC_THR_ROUNDS; round++) {
+        for (int i = 0; i < GC_THR_LIVE; i++) {
+            h[i] = hk_gc_alloc(t->gc, &k_word);
+            uint32_t *d = h[i] ? (uint32_t *)hk_gc_data(t->gc, h[i]) : NULL;
+            if (!d) {
+                t->bad++;
+                continue;
+            }
+            *d = (uint32_t)(t->id << 24 | i);
+        }
+        for (int i = 0; i < GC_THR_LIVE; i++) {
+            uint32_t *d = (uint32_t *)hk_gc_data(t->gc, h[i]);
+            if (!d || *d != (uint32_t)(t->id << 24 | i)) t->bad++;
+            if (hk_gc_release(t->gc, h[i]) != HK_OK) t->bad++;
+            if (i % 512 == 0) (void)hk_gc_step(t->gc, UINT64_MAX);
+        }
+    }
+    return NULL;
+}
+
+HKT_TEST(gc_threads_grow_under_the_lock) {
+    hkt_errors_reset(&g_errs);
+    g_errs.quiet = 1;
+    hk_gc_desc d = {0};
+    d.on_error = hkt_on_error;
+    d.error_user = &g_errs;
+    d.lock.lock = gmu_lock;
+    d.lock.unlock = gmu_unlock;
+    hk_gc *gc = hk_gc_create(&d);
+    REQUIRE(gc);
+    gc_thr t[GC_THR_N];
+    pthread_t th[GC_THR_N];
+    for (int i = 0; i < GC_THR_N; i++) {
+        t[i].gc = gc;
+        t[i].id = i;
+        t[i].bad = 0;
+        REQUIRE(pthread_create(&th[i], NULL, gc_thr_main, &t[i]) == 0);
+    }
+    for (int i = 0; i < GC_THR_N; i++) {
+        pthread_join(th[i], NULL);
+        CHECK_EQ(t[i].bad, 0);
+    }
+    (void)hk_gc_collect(gc);
+    hk_stats st;
+    hk_gc_stats(gc, &st);
+    CHECK_EQ(st.live_blocks, 0);
+    CHECK_EQ(g_errs.count, 0);
+    CHECK_EQ(hk_gc_check(gc), HK_OK);
+    hk_gc_destroy(gc);
 }

@@ -2,7 +2,7 @@
  * tests/test_handles.c - the generational handle table (src/handles.h) on
  * its own: packing, FIFO reuse, the misuse verdicts (none, foreign, double
  * free, stale), held slots, retirement and recycling, wrapping, the inline
- * fast paths, growth with hooks, external words, the check, and randomized
+ * fast paths, growth with hooks and in reserved storage, external words, the check, and randomized
  * operations against a model with the check after every step.
  */
 #include "hk_test.h"
@@ -363,6 +363,71 @@ HKT_TEST(handles_grow_with_hooks) {
     cfg.hooks = &bh;
     cfg.cap = 4;
     CHECK(hk__ht_init(&t, &cfg) == HK_ERR_NOMEM);
+}
+
+/* Reserved storage: growth commits pages and never moves or copies the
+ * words; the free ring keeps its FIFO order when it grows past a commit;
+ * an injected OS failure leaves the table unchanged; fini releases it. */
+HKT_TEST(handles_grow_reserved) {
+    counting_hooks ch = {0, 0, -1, 0};
+    hk_alloc_hooks hooks = {ch_alloc, ch_free, &ch};
+    hk__ht_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.index_bits = 20;
+    cfg.hooks = &hooks;
+    cfg.reserve = 1;
+    hk__htab t;
+    REQUIRE(hk__ht_init(&t, &cfg) == HK_OK);
+    if (!(t.flags & HK__HT_RESERVED)) { /* a 32-bit host: hook storage (tested above) */
+        hk__ht_fini(&t);
+        return;
+    }
+    CHECK_EQ(t.room, 0);
+    REQUIRE(hk__ht_grow(&t, 3) == HK_OK);
+    CHECK_EQ(t.room, HK__HT_COMMIT_SLOTS);
+    CHECK(hk__ht_grow_needs_memory(&t, HK__HT_COMMIT_SLOTS));
+    CHECK(!hk__ht_grow_needs_memory(&t, 100));
+    uint32_t *words = t.words;
+    uint32_t a = hk__ht_alloc(&t), b = hk__ht_alloc(&t);
+    hk__ht_free(&t, a & t.index_mask);                          /* ring: 2, 0 */
+    REQUIRE(hk__ht_grow(&t, HK__HT_COMMIT_SLOTS * 3) == HK_OK); /* past two commits, the ring remapped */
+    CHECK(t.words == words);                                    /* nothing moved */
+    CHECK_EQ(t.room, HK__HT_COMMIT_SLOTS * 4);
+    CHECK_EQ(ch.allocs, 0); /* the hooks are not used */
+    CHECK_EQ(hk__ht_find(&t, b), 1);
+    CHECK_EQ(hk__ht_alloc(&t) & t.index_mask, 2); /* FIFO order kept */
+    CHECK_EQ(hk__ht_alloc(&t) & t.index_mask, 0);
+    CHECK_EQ(hk__ht_alloc(&t) & t.index_mask, 3);
+    hkt_errors errs = {0};
+    hk__reporter rep = test_rep(&errs);
+    CHECK(hk__ht_check(&t, &rep, "handle") == HK_OK);
+    /* the stale handle is still judged stale after the growth */
+    CHECK_EQ(hk__ht_judge(&t, a, 0).result, HK_ERR_STALE);
+    /* a commit the OS refuses: NOMEM, the table as it was */
+    uint32_t cap = t.cap, room = t.room;
+    hk_os_fail_after(1, false);
+    CHECK(hk__ht_grow(&t, room - cap + 1) == HK_ERR_NOMEM);
+    hk_os_fail_after(0, false);
+    CHECK_EQ(t.cap, cap);
+    CHECK_EQ(t.room, room);
+    CHECK(hk__ht_check(&t, &rep, "handle") == HK_OK);
+    CHECK(hk__ht_grow(&t, room - cap + 1) == HK_OK);
+    CHECK(hk__ht_grow(&t, t.index_mask - t.cap) == HK_OK); /* every slot: the whole reservation */
+    CHECK_EQ(t.room, t.index_mask);
+    CHECK(hk__ht_grow(&t, 1) == HK_ERR_OVERFLOW);
+    CHECK(hk__ht_check(&t, &rep, "handle") == HK_OK);
+    CHECK_EQ(errs.count, 0);
+    hk__ht_fini(&t);
+    CHECK_EQ(ch.allocs, 0);
+    /* no address space: the table falls back to the hooks */
+    hk_os_fail_after(1, false);
+    REQUIRE(hk__ht_init(&t, &cfg) == HK_OK);
+    hk_os_fail_after(0, false);
+    CHECK(!(t.flags & HK__HT_RESERVED));
+    REQUIRE(hk__ht_grow(&t, 10) == HK_OK);
+    CHECK(ch.allocs >= 1);
+    hk__ht_fini(&t);
+    CHECK_EQ(ch.live_bytes, 0);
 }
 
 typedef struct ext_entry {

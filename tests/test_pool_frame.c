@@ -3,8 +3,9 @@
  * reused by new objects), the defer scope of an iteration, misuse (stale,
  * foreign and none IDs, double frees, bad and destroyed handles), clear,
  * destroy and growth during an iteration, early exit, nesting, overflow
- * objects, locked pools, failing backing hooks, and a randomized run
- * against a model. hk_pool_check passes after every misuse. */
+ * objects, locked pools, failing backing hooks, the bounded step
+ * (hk_pool_fiter_next_within), and a randomized run against a model. hk_pool_check passes after every misuse.
+ */
 #include "pool_test_util.h"
 
 #include <stdlib.h>
@@ -543,6 +544,101 @@ HKT_TEST(flist_recycle_drops_dead_entries) {
         CHECK_EQ(it.id.value, keep.value);
     CHECK_EQ(k, 1);
     CHECK_EQ(g_errs.count, 0);
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    hk_pool_destroy(p);
+}
+
+/* hk_pool_fiter_next_within: the same objects in the same order as
+ * hk_pool_fiter_next, no call looking at more entries than its budget, a
+ * NULL that is not the end (a run of dead entries) leaving the iteration
+ * running inside its defer scope, and the end closing it. Mixed with
+ * hk_pool_fiter_next on one iteration; early exit; a clear mid-run; a
+ * locked pool takes the lock per call. */
+HKT_TEST(flist_next_within_bounds_each_step) {
+    hk_pool *p = mk(512, 0);
+    hk_pool_id ids[300];
+    hk_pool_flist fl = filled(p, ids, 300);
+    for (int i = 0; i < 300; i++) /* dead runs of every length up to 24 */
+        if ((i % 25) < (i / 25) * 2) CHECK_EQ(hk_pool_free(p, ids[i], HK_POOL_DETACH), HK_OK);
+    int want[300], nw = 0;
+    obj *o;
+    hk_pool_fiter it;
+    for (it = hk_pool_fiter_begin(p, fl); (o = (obj *)hk_pool_fiter_next(&it)) != NULL;)
+        want[nw++] = (int)o->n;
+    CHECK(nw > 0 && nw < 300);
+    for (uint32_t budget = 0; budget <= 9; budget += 3) {
+        int k = 0, nulls = 0;
+        for (it = hk_pool_fiter_begin(p, fl); !hk_pool_fiter_done(&it);) {
+            uint32_t before = it.f.i;
+            o = (obj *)hk_pool_fiter_next_within(&it, budget);
+            if (!hk_pool_fiter_done(&it)) {
+                CHECK(it.f.i - before <= (budget ? budget : 1u)); /* the bound */
+                CHECK_EQ(depth_of(p), 1u);
+            }
+            if (!o) {
+                nulls++;
+                CHECK(it.obj == NULL);
+                continue;
+            }
+            REQUIRE(k < nw);
+            CHECK_EQ(o->n, (uint32_t)want[k]);
+            CHECK_EQ(it.id.value, ids[want[k]].value);
+            k++;
+            if (k % 2) { /* mixing in the unbounded step */
+                o = (obj *)hk_pool_fiter_next(&it);
+                if (!o) break;
+                CHECK_EQ(o->n, (uint32_t)want[k]);
+                k++;
+            }
+        }
+        CHECK_EQ(k, nw);
+        CHECK(nulls >= 1); /* the end at least; with small budgets, dead runs too */
+        if (budget && budget < 20) CHECK(nulls > 1);
+        CHECK_EQ(depth_of(p), 0u);
+        CHECK(hk_pool_fiter_next_within(&it, 4) == NULL); /* again after the end */
+    }
+    /* early exit after a budget ran out, and a clear mid-run */
+    it = hk_pool_fiter_begin(p, fl);
+    CHECK(!hk_pool_fiter_done(&it));
+    while (hk_pool_fiter_next_within(&it, 1) != NULL) continue; /* stops at the first dead entry */
+    CHECK(!hk_pool_fiter_done(&it));
+    CHECK_EQ(depth_of(p), 1u);
+    hk_pool_fiter_end(&it);
+    CHECK(hk_pool_fiter_done(&it));
+    CHECK_EQ(depth_of(p), 0u);
+    it = hk_pool_fiter_begin(p, fl);
+    CHECK(hk_pool_fiter_next_within(&it, 64) != NULL);
+    CHECK_EQ(hk_pool_flist_clear(p, fl), HK_OK);
+    CHECK(hk_pool_fiter_next_within(&it, 64) == NULL);
+    CHECK(hk_pool_fiter_done(&it));
+    CHECK_EQ(depth_of(p), 0u);
+    CHECK_EQ(g_errs.count, 0);
+    /* misuse inside a bounded iteration: a double free is reported, the
+     * object freed inside is released at the end, check passes */
+    fl = filled(p, ids, 20);
+    it = hk_pool_fiter_begin(p, fl);
+    o = (obj *)hk_pool_fiter_next_within(&it, 8);
+    REQUIRE(o);
+    hk_pool_id cur = it.id;
+    CHECK_EQ(hk_pool_free(p, cur, HK_POOL_DETACH), HK_OK);
+    CHECK_EQ(hk_pool_free(p, cur, HK_POOL_DETACH), HK_ERR_DOUBLE_FREE);
+    CHECK_EQ(o->magic, 0x0b1ec7u); /* deferred: still readable */
+    while (!hk_pool_fiter_done(&it)) (void)hk_pool_fiter_next_within(&it, 8);
+    CHECK(hk_pool_get(p, cur) == NULL);
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    hk_pool_destroy(p);
+    /* a locked pool: one lock per bounded call */
+    p = mk_counting_locked(16);
+    REQUIRE(p);
+    fl = hk_pool_flist_create(p, 8, "fl");
+    for (int i = 0; i < 6; i++) CHECK_EQ(hk_pool_flist_push(p, fl, ids[i] = hk_pool_alloc(p, NULL)), HK_OK);
+    for (int i = 0; i < 5; i++) CHECK_EQ(hk_pool_free(p, ids[i], HK_POOL_DETACH), HK_OK);
+    g_locks = 0;
+    int calls = 0;
+    for (it = hk_pool_fiter_begin(p, fl); !hk_pool_fiter_done(&it); calls++)
+        (void)hk_pool_fiter_next_within(&it, 2);
+    CHECK_EQ(calls, 4); /* 2 dead, 2 dead, 1 dead + the live one, the end */
+    CHECK_EQ(g_locks, 1 + calls);
     CHECK_EQ(hk_pool_check(p), HK_OK);
     hk_pool_destroy(p);
 }

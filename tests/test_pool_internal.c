@@ -2,7 +2,9 @@
  * (src/pool_internal.h) can test: the release pass at the end of a defer
  * scope (the dense copy of the pending queue it reads, the free order it
  * keeps, check's comparison of the copy with the queue), and check's tree
- * walk (a forged cycle found, a deep chain checked in linear time). */
+ * walk (a forged cycle found, a deep chain checked in linear time), the
+ * overflow path's incremental hash growth and its segments, and the frame
+ * lists' growth a bounded step per push. */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #endif
@@ -138,5 +140,148 @@ HKT_TEST(check_deep_chain_is_linear) {
     double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
     CHECK(secs < 20.0); /* about 0.05 s now; over a minute before */
     CHECK_EQ(g_errs.count, 0);
+    hk_pool_destroy(p);
+}
+
+/* ---- the overflow path's incremental growth ---------------------------------- */
+
+/* Thousands of overflow objects, allocated and freed in a pattern that
+ * keeps the hash tables growing while keys are deleted: the tables are
+ * seen mid-growth (a next table being zeroed, a previous one being moved)
+ * and every live object resolves by ID and by address through it, every
+ * freed ID is reported stale or double-freed, and check passes. No insert
+ * does more than a step of growth: the bucket counts say so. */
+HKT_TEST(overflow_hash_grows_incrementally) {
+    hk_pool *p = mk(8, 0);
+    REQUIRE(p);
+    enum { N = 6000 };
+    static hk_pool_id ids[N];
+    static void *objs[N];
+    void *o;
+    for (int i = 0; i < 8; i++) REQUIRE(hk_pool_alloc(p, &o).value);
+    int saw_zeroing = 0, saw_moving = 0, live = 0;
+    for (int i = 0; i < N; i++) {
+        uint32_t before = p->oid.size;
+        ids[i] = hk_pool_alloc(p, &objs[i]);
+        REQUIRE(ids[i].value);
+        live++;
+        /* one insert switches to the next table at most once: the size at most doubles */
+        CHECK(p->oid.size == before || p->oid.size == (before ? before * 2 : 64));
+        saw_zeroing |= p->oid.nkeys != NULL;
+        saw_moving |= p->oid.okeys != NULL;
+        if (i % 3 == 2) { /* free an older one: deletions while the tables grow */
+            int v = i - 2;
+            CHECK_EQ(hk_pool_free(p, ids[v], HK_POOL_DETACH), HK_OK);
+            live--;
+        }
+        if (i % 61 == 0) {
+            for (int k = 0; k <= i; k++) {
+                int dead = k % 3 == 0 && k + 2 <= i;
+                CHECK((hk_pool_get(p, ids[k]) == NULL) == dead);
+                if (!dead) CHECK_EQ(hk_pool_id_of(p, objs[k]).value, ids[k].value);
+            }
+            CHECK_EQ(hk_pool_check(p), HK_OK);
+        }
+    }
+    CHECK(saw_zeroing && saw_moving);
+    CHECK_EQ(p->oid.n, (uint32_t)live);
+    CHECK_EQ(p->optr.n, (uint32_t)live);
+    /* misuse during growth: stale and double frees are reported, check passes */
+    int before = g_errs.count;
+    CHECK(hk_pool_get(p, ids[0]) == NULL);
+    CHECK_EQ(hk_pool_free(p, ids[0], HK_POOL_DETACH), HK_ERR_STALE);           /* its slot was reused */
+    CHECK_EQ(hk_pool_free(p, ids[N - 3], HK_POOL_DETACH), HK_ERR_DOUBLE_FREE); /* freed last */
+    CHECK(g_errs.count > before);
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    for (int k = 0; k < N; k++)
+        if (!(k % 3 == 0 && k + 2 < N)) CHECK_EQ(hk_pool_free(p, ids[k], HK_POOL_DETACH), HK_OK);
+    CHECK_EQ(p->oid.n, 0);
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    hk_pool_destroy(p);
+}
+
+/* Overflow slots live in segments that never move: an object's metadata
+ * stays where it was while later segments are added. */
+HKT_TEST(overflow_segments_never_move) {
+    hk_pool *p = mk(4, 0);
+    REQUIRE(p);
+    void *o;
+    for (int i = 0; i < 4; i++) REQUIRE(hk_pool_alloc(p, &o).value);
+    hk_pool_id first = hk_pool_alloc(p, &o);
+    REQUIRE(first.value);
+    pool_meta *m = pool_m(p, p->cap);
+    for (int i = 0; i < 1000; i++) REQUIRE(hk_pool_alloc(p, &o).value);
+    CHECK(p->nosegs >= 4);
+    CHECK(pool_m(p, p->cap) == m);
+    CHECK_EQ(m->id, first.value);
+    CHECK_EQ(p->ohigh, 1001);
+    CHECK(p->ocap >= p->ohigh);
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    hk_pool_destroy(p);
+}
+
+/* A frame list grows without a pause: from 3/4 of its room, each push
+ * copies at most 4 entries into the next array, the switch comes before
+ * the old one is full, the entries keep their order, an iteration running
+ * across the switch reads the new array, a clear in the middle of a growth
+ * takes the larger room at once, and check passes after every push. */
+HKT_TEST(flist_grows_a_bounded_step_per_push) {
+    hk_pool *p = mk(5000, 0);
+    REQUIRE(p);
+    static hk_pool_id ids[4000];
+    void *o;
+    for (int i = 0; i < 4000; i++) REQUIRE((ids[i] = hk_pool_alloc(p, &o)).value);
+    hk_pool_flist fl = hk_pool_flist_create(p, 0, "grow");
+    uint32_t fi = (fl.value & 0xFFFFu) - 1u;
+    hk__pool_fl *f = &p->fl[fi];
+    /* an iteration over the first 10 entries, running while the list grows */
+    for (int i = 0; i < 10; i++) CHECK_EQ(hk_pool_flist_push(p, fl, ids[i]), HK_OK);
+    hk_pool_fiter it = hk_pool_fiter_begin(p, fl);
+    CHECK(hk_pool_fiter_next(&it) != NULL);
+    int saw_growth = 0, switches = 0;
+    for (int i = 10; i < 4000; i++) {
+        uint32_t room = f->room, copied = f->copied, had_next = f->next != NULL;
+        CHECK_EQ(hk_pool_flist_push(p, fl, ids[i]), HK_OK);
+        if (f->room != room) {
+            switches++;
+            CHECK(f->room == room * 2 || room == 0);
+            CHECK(it.f.ents == f->ents); /* the running iteration follows */
+        } else if (had_next || f->next) {
+            saw_growth = 1;
+            CHECK(f->copied - copied <= 4u); /* the bound */
+        }
+        CHECK(f->count <= f->room);
+        if (i % 97 == 0) CHECK_EQ(hk_pool_check(p), HK_OK);
+    }
+    CHECK(saw_growth && switches >= 5);
+    for (uint32_t e = 0; e < f->count; e++) CHECK_EQ(f->ents[e], ids[e].value);
+    int k = 1;
+    while (hk_pool_fiter_next(&it) != NULL) k++;
+    CHECK_EQ(k, 10); /* entries pushed meanwhile are not visited */
+    /* a clear in the middle of a growth */
+    while (!f->next) CHECK_EQ(hk_pool_flist_push(p, fl, ids[f->count % 4000]), HK_OK);
+    uint32_t room = f->room;
+    CHECK_EQ(hk_pool_flist_clear(p, fl), HK_OK);
+    CHECK(f->next == NULL && f->room == room * 2 && f->count == 0);
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    /* recycle in the middle of a growth: the dead entries go, the copy restarts */
+    while (!f->next) CHECK_EQ(hk_pool_flist_push(p, fl, ids[100 + f->count % 3900]), HK_OK);
+    for (int i = 0; i < 100; i++) CHECK_EQ(hk_pool_free(p, ids[i], HK_POOL_DETACH), HK_OK);
+    CHECK(hk_pool_recycle(p) >= 0);
+    CHECK_EQ(f->copied, 0);
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    room = f->room;
+    for (int i = 0; f->room == room && i < 4000; i++)
+        CHECK_EQ(hk_pool_flist_push(p, fl, ids[100 + i % 3900]), HK_OK);
+    CHECK(f->room > room);
+    CHECK_EQ(hk_pool_check(p), HK_OK);
+    /* a reserve is room without growth: the inline push appends them all */
+    hk_pool_flist r = hk_pool_flist_create(p, 1000, "reserved");
+    hk__pool_fl *g = &p->fl[(r.value & 0xFFFFu) - 1u];
+    uint32_t *arr = g->ents;
+    for (int i = 0; i < 1000; i++) CHECK_EQ(hk_pool_flist_push(p, r, ids[100 + i]), HK_OK);
+    CHECK(g->ents == arr && g->next == NULL);
+    CHECK_EQ(g_errs.count, 0);
+    CHECK_EQ(hk_pool_check(p), HK_OK);
     hk_pool_destroy(p);
 }

@@ -123,6 +123,7 @@ enum {
 #define HK_GC_DEFAULT_STEP_OBJECTS 4096u /* per-step cap on objects examined when the desc says 0 */
 #define HK_GC_DEFAULT_PACE_PERCENT 200u  /* pacing work per byte of debt when the desc says 0 */
 #define HK_GC_CHUNK_OBJECTS        1024u /* object headers per chunk */
+#define HK_GC_GROW_OBJECTS         64u   /* header slots made free at a time when none is free */
 #define HK_GC_DEFAULT_INDEX_BITS   22u   /* reference bits naming the slot: up to 4,194,303 objects */
 #define HK_GC_MIN_INDEX_BITS       10u
 #define HK_GC_MAX_INDEX_BITS       24u
@@ -134,8 +135,10 @@ typedef struct hk_gc_desc {
     hk_error_fn on_error;
     void *error_user;
     hk_lock_hooks lock;
-    /* Memory for the control block, object data, header chunks and tables
-     * [malloc/free]. */
+    /* Memory for the control block, object data, header chunks and the
+     * chunk pointer array [malloc/free]. The reference table is address
+     * space reserved from the OS and committed as it grows (from these
+     * hooks, doubling, only where the OS cannot reserve: 32-bit hosts). */
     hk_alloc_hooks backing;
     /* Monotonic clock in nanoseconds for budgets and step statistics.
      * NULL: hk_now_ns. Tests inject a simulated clock here. */
@@ -147,6 +150,15 @@ typedef struct hk_gc_desc {
     uint32_t index_bits;       /* bits of a reference naming its slot, 10..24; 0: 22. Objects
                                   allocated at once <= 2^index_bits - 1; generations per slot
                                   2^(32 - index_bits) - 1 */
+    /* Objects made room for at create: their header chunks allocated and
+     * the reference table's pages committed, so that no allocation while
+     * fewer objects are allocated grows anything (only the object's data
+     * comes from the backing hooks). 0: the collector grows as it goes
+     * (64 header slots at a time; a chunk of HK_GC_CHUNK_OBJECTS headers
+     * from the backing hooks once per chunk, and a commit of reference-table
+     * pages, an OS call, once per 16,384 objects). Capped at
+     * 2^index_bits - 1. */
+    uint32_t reserve_objects;
 } hk_gc_desc;
 
 /* Collector-specific statistics (hk_gc_get_info). Times are in the clock's
@@ -180,7 +192,8 @@ typedef struct hk_gc_info {
 /* Creates a collector. Returns NULL when desc is NULL, when only one of the
  * backing or lock hooks is set or index_bits is out of range (reported,
  * HK_EK_INVALID_ARG), or when the control block cannot be allocated
- * (reported, HK_EK_NOMEM). O(1). Thread-safe. */
+ * (reported, HK_EK_NOMEM), as are the chunks and table pages of
+ * desc.reserve_objects. O(1) + O(reserve_objects). Thread-safe. */
 hk_gc *hk_gc_create(const hk_gc_desc *desc);
 
 /* Destroys the collector: every object still allocated (live, backlog or
@@ -194,10 +207,14 @@ void hk_gc_destroy(hk_gc *gc);
  * 1 (owned by the caller). Size 0 is allowed (hk_gc_data returns NULL).
  * Returns NULL and reports: HK_EK_INVALID_ARG for a NULL gc/type,
  * HK_EK_OVERFLOW for sizes past PTRDIFF_MAX, HK_EK_NOMEM when the backing
- * hooks fail or 2^index_bits - 1 objects are allocated (or their slots
- * retired), HK_EK_STATE from a callback. In incremental mode with pacing,
- * the call may first reclaim garbage (bounded by the debt). O(1) amortised
- * (+ O(size) zeroing, + the paced work). The result is a reference, not
+ * hooks or the OS fail or 2^index_bits - 1 objects are allocated (or their
+ * slots retired), HK_EK_STATE from a callback. In incremental mode with
+ * pacing, the call may first reclaim garbage (bounded by the debt). O(1):
+ * when no slot is free, HK_GC_GROW_OBJECTS headers are made free (plus a
+ * header chunk from the backing hooks once per HK_GC_CHUNK_OBJECTS objects,
+ * and a commit of reference-table pages, an OS call, once per 16,384;
+ * desc.reserve_objects does both at creation); + O(size) zeroing, + the
+ * paced work. The result is a reference, not
  * memory: HK_MALLOC does not apply. */
 hk_gc_obj *hk_gc_alloc(hk_gc *gc, const hk_gc_type *type);
 

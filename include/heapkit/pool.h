@@ -217,6 +217,9 @@ size_t hk_pool_memory_size(const hk_pool_desc *desc);
  * max_lists too large, lock hooks half set, backing hooks half set: each
  * reported as HK_EK_INVALID_ARG), when desc->memory is smaller than
  * hk_pool_memory_size(desc), or when the OS refuses memory (reported).
+ * Unless HK_POOL_NO_OVERFLOW, the overflow path's first metadata segment
+ * and hash tables come from the backing hooks here (about 7 KiB; when the
+ * hooks refuse, the first overflow allocation makes them).
  * O(1) with caller memory; O(capacity) otherwise (the OS zeroes the pages). */
 hk_pool *hk_pool_create(const hk_pool_desc *desc);
 
@@ -289,7 +292,8 @@ extern const hk__pool_hot hk__pool_none;
  * oldest free fast slot; when none is left the object comes from the desc's
  * backing hooks (overflow path). Returns the none ID (and reports HK_EK_NOMEM)
  * when the slots are exhausted and the overflow path is disabled or its
- * allocation fails. O(1) (overflow: expected O(1), amortised table growth).
+ * allocation fails. O(1) (overflow: expected O(1); the tables grow a
+ * bounded step per overflow allocation, never all at once).
  * Inline: with a free fast slot in a pool without lock hooks, on_destroy,
  * HK_FLAG_ZERO/FILL/PARANOID (and not under a sanitizer), it is a ring pop,
  * a generation bump and a store, in the caller's code; anything else calls
@@ -537,8 +541,11 @@ void hk_pool_iter_end(hk_pool_iter *it);
  * made inside it are deferred to its last step, so the pointers the loop
  * holds stay valid and no slot is reused until it ends.
  * Storage: each list's array comes from desc.backing (malloc by default),
- * reserved at create and doubled when a push finds it full; a push whose
- * growth fails is reported (HK_ERR_NOMEM) and adds nothing. Frame lists
+ * reserved at create. It grows without a pause: once it is 3/4 full, an
+ * array of twice the room is allocated and each later push copies 4
+ * entries into it, which ends before the old one is full; then the list
+ * switches to it. A push whose growth fails is reported (HK_ERR_NOMEM) and
+ * adds nothing. Frame lists
  * share the handle space of desc.max_lists with nobody: a pool holds up to
  * max_lists lists and, apart, up to max_lists frame lists.
  * Thread-safety: as the pool (with lock hooks every call takes the lock,
@@ -556,9 +563,13 @@ typedef struct hk__pool_fl {
     uint32_t handle;  /* the list's handle while it exists, 0 otherwise */
     uint32_t gen;     /* generation of its last handle */
     const char *name; /* kept for reports */
+    uint32_t limit;   /* the inline push appends while count < limit (3/4 of room) */
+    uint32_t copied;  /* growth: entries already copied to next */
+    uint32_t *next;   /* growth: the array of twice the room being filled, or NULL */
 } hk__pool_fl;
 
-/* Creates an empty frame list with room for `reserve` entries (0: none
+/* Creates an empty frame list with room for `reserve` entries without any
+ * growth (the array holds 4/3 of them: growth starts at 3/4) (0: none
  * yet; the first push allocates). `name` is kept, not copied. Returns the
  * none list (reported) when max_lists frame lists exist, or HK_EK_NOMEM
  * when the reserve cannot be allocated. O(1). */
@@ -589,7 +600,8 @@ hk_result hk__pool_flist_push(hk_pool *p, hk_pool_flist fl, hk_pool_id id);
  * names no live object (the table in "Errors": HK_ERR_STALE for a freed
  * one, HK_ERR_FOREIGN, HK_ERR_INVALID for the none ID), HK_ERR_NOMEM when
  * the array cannot grow. Entries pushed while the list is iterated are not
- * visited by that iteration. O(1) amortised. Inline: a live fast ID onto a
+ * visited by that iteration. O(1): a push past 3/4 of the room copies 4
+ * entries to the next array (and allocates it, or switches to it). Inline: a live fast ID onto a
  * list with room, in a pool without lock hooks, is a handle compare, an ID
  * compare and a store in the caller's code. */
 static inline hk_result hk_pool_flist_push(hk_pool *p, hk_pool_flist fl, hk_pool_id id) {
@@ -598,7 +610,7 @@ static inline hk_result hk_pool_flist_push(hk_pool *p, hk_pool_flist fl, hk_pool
         uint32_t fi = (fl.value & 0xFFFFu) - 1u, v = id.value, s = v & h->ht.index_mask;
         if (HK_POOL__LIKELY(fi < h->nfl && s < h->get_cap && h->ht.words[s] == v)) {
             hk__pool_fl *f = &h->fl[fi];
-            if (HK_POOL__LIKELY(f->handle == fl.value && f->count < f->room)) {
+            if (HK_POOL__LIKELY(f->handle == fl.value && f->count < f->limit)) {
                 f->ents[f->count++] = v;
                 return HK_OK;
             }
@@ -658,8 +670,10 @@ void *hk__pool_fiter_step(hk_pool_fiter *it);
 
 /* The next live object (its ID in it->id), or NULL when the iteration is
  * over (its defer scope then closes, releasing what was freed inside). NULL
- * again after that. O(1) per entry, dead entries included (the last step:
- * + O(objects released)). */
+ * again after that. O(1) per entry, dead entries included: one call skips
+ * every dead entry before the next live one (O(dead entries skipped); the
+ * last step: + O(objects released)). hk_pool_fiter_next_within bounds the
+ * entries one call looks at. */
 static inline void *hk_pool_fiter_next(hk_pool_fiter *it) {
     uint32_t i = it->f.i;
     while (HK_POOL__LIKELY(i < it->f.end)) {
@@ -675,6 +689,29 @@ static inline void *hk_pool_fiter_next(hk_pool_fiter *it) {
     it->f.i = i;
     return hk__pool_fiter_step(it);
 }
+
+/* The bounded step, for a frame that must not pay for a run of dead
+ * entries in one call: the next live object among the next `max_entries`
+ * entries (0 is taken as 1), or NULL. NULL means either that the iteration
+ * is over (as hk_pool_fiter_next: its scope closed; hk_pool_fiter_done is
+ * then true) or that all `max_entries` entries looked at were dead: the
+ * iteration is still running from the next entry (call again, now or in a
+ * later frame; hk_pool_fiter_end to stop). Visits the same objects in the
+ * same order as hk_pool_fiter_next, and the two may be mixed on one
+ * iteration. Always out of line (takes the lock with lock hooks).
+ * O(max_entries) (the last step: + O(objects released)). Thread-safety: as
+ * the pool.
+ *
+ *   for (it = hk_pool_fiter_begin(p, fl); !hk_pool_fiter_done(&it);)
+ *       if ((obj = hk_pool_fiter_next_within(&it, 64)) != NULL) ... use obj ...
+ */
+void *hk_pool_fiter_next_within(hk_pool_fiter *it, uint32_t max_entries);
+
+/* True when the iteration is over (its last step returned NULL, or
+ * hk_pool_fiter_end ran, or its frame list was bad): no more objects and
+ * its defer scope is closed. False before the first step and while it
+ * runs. O(1); reads the iterator only (no lock, no report). */
+static inline int hk_pool_fiter_done(const hk_pool_fiter *it) { return it->state == 2; }
 
 /* Ends a running frame-list iteration early (closes its defer scope).
  * Harmless on one that is over or never started. O(1) + O(released). */
