@@ -70,6 +70,9 @@ typedef enum hk_opt_type {
       "fill patterns: fresh memory 0xcd, freed 0xdd, padding 0xfd")                                          \
     X(GUARD_DISCARD, "guard", "HEAPKIT_GUARD_DISCARD", HK_OPT_BOOL, "0", NULL, NULL,                         \
       "give freed pages back to the OS at once (less memory, slower)")                                       \
+    X(GUARD_FAST_REUSE, "guard", "HEAPKIT_GUARD_FAST_REUSE", HK_OPT_BOOL, "0", NULL, NULL,                   \
+      "freed blocks stay accessible and are reused at once, padding unchecked (heapkit guard's second "      \
+      "run, which only looks before blocks)")                                                                \
     X(GUARD_RESERVE, "guard", "HEAPKIT_GUARD_RESERVE", HK_OPT_BYTES, "64g", NULL, NULL,                      \
       "address space for guarded slots")                                                                     \
     X(GUARD_LIB, "tool", "HEAPKIT_GUARD_LIB", HK_OPT_PATH, NULL, NULL, "found next to heapkit",              \

@@ -15,11 +15,14 @@
  * n_own <= own_max and n_own + live_shared <= max_guarded (a LIVE slot
  * that is not its own mapping splits the reservation's mapping in three);
  * resident_free is the data bytes of FREE slots with GUARD_SLOT_RESIDENT;
- * a GUARD_SLOT_PADDED slot's pages are HK_FILL_PAD but for its last block.
+ * a GUARD_SLOT_PADDED slot's pages are HK_FILL_PAD but for its last block;
+ * a GUARD_SLOT_OPEN slot (HK_GUARD_FAST_REUSE only) is FREE, its own
+ * mapping, read/write, on a bin, and reused without a protection change.
  */
 #include "guard_internal.h"
 
 int hk__guard_pads_damaged(const hk_guard *g, const guard_slot *s, uintptr_t *first, uintptr_t *last) {
+    if (g->core.flags & HK_GUARD_FAST_REUSE) return 0; /* padding is not painted */
     const unsigned char *data = (const unsigned char *)guard_data(g, s);
     const unsigned char *user = data + s->user_off;
     const unsigned char *end = data + guard_data_bytes(g, s);
@@ -237,7 +240,9 @@ void *hk__guard_alloc_guarded(hk_guard *g, size_t size, size_t align, void *cons
     bool padded =
         was_resident && (s->sflags & GUARD_SLOT_PADDED) && (size_t)s->user_off + s->requested <= bytes;
     size_t old_off = s->user_off, old_req = s->requested;
-    if (guard_open_pages(g, s, bytes, &was_resident, &padded) != HK_OK) {
+    if (s->sflags & GUARD_SLOT_OPEN) {
+        s->sflags &= (uint16_t)~GUARD_SLOT_OPEN; /* freed with HK_GUARD_FAST_REUSE: still read/write */
+    } else if (guard_open_pages(g, s, bytes, &was_resident, &padded) != HK_OK) {
         /* over the mapping budget, or the kernel refused: serve it unguarded */
         guard_push_free(g, id);
         g->over_cap++;
@@ -262,7 +267,9 @@ void *hk__guard_alloc_guarded(hk_guard *g, size_t size, size_t align, void *cons
     hk__san_access(data, bytes); /* a reused range may still be poisoned from its last free */
     /* fill: padding everywhere but the block; the block HK_FILL_ALLOC
      * (fresh pages read as zero, so HK_FLAG_ZERO costs nothing) */
-    if (padded) {
+    if (g->core.flags & HK_GUARD_FAST_REUSE) {
+        /* no padding: nothing checks it */
+    } else if (padded) {
         /* the pages are padding but for the last block (checked at its
          * free): repaint only that; the new block is painted below */
         hk_fill(data + old_off, old_req, HK_FILL_PAD);
@@ -293,6 +300,19 @@ static int guard_quarantine(hk_guard *g, uint32_t id, void *const *cur, int ncur
                             uintptr_t *last) {
     guard_slot *s = &g->slots[id];
     void *p = (void *)guard_user(g, s);
+    if ((g->core.flags & HK_GUARD_FAST_REUSE) && (s->sflags & GUARD_SLOT_OWN)) {
+        /* no quarantine, no protection change: the slot goes back to its
+         * bin read/write and is the next of its size handed out */
+        hk__san_free(p, s->requested);
+        if (HK__TRACKED(&g->core)) hk__track_free(&g->core, p);
+        s->sflags = GUARD_SLOT_OWN | GUARD_SLOT_OPEN;
+        s->free_trace = hk__guard_trace_put(g, cur, ncur);
+        g->live_guarded--;
+        g->used_guarded -= s->requested;
+        g->free_count++;
+        guard_push_free(g, id);
+        return 0;
+    }
     int dmg = hk__guard_pads_damaged(g, s, at, last);
     size_t dbytes = guard_data_bytes(g, s);
     if (!(g->core.flags & (HK_GUARD_DISCARD_FREED | HK_GUARD_NO_FILL)))
