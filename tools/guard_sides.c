@@ -37,6 +37,7 @@
  */
 #define _GNU_SOURCE 1
 #include "guard_sides.h"
+#include "options.h"
 
 #include <errno.h>
 #include <ftw.h>
@@ -132,8 +133,7 @@ static int sides_setattr(const char *path, unsigned flags, uint64_t set, uint64_
  * overlay, 'r' no read-only remount (nothing to undo: the namespaces are
  * the child's own). */
 static char sides_isolate(const char *dir, const char *stage) {
-    const char *iso = getenv("HEAPKIT_GUARD_ISOLATE");
-    if (iso && strcmp(iso, "0") == 0) return 'd';
+    if (!hk_opt_bool(HK_OPT_GUARD_ISOLATE)) return 'd';
     uid_t uid = getuid();
     gid_t gid = getgid();
     if (unshare(CLONE_NEWNS | CLONE_NEWNET) != 0) {
