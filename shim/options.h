@@ -135,6 +135,7 @@ typedef enum hk_opt_type {
     F("--no-fill", GUARD_FILL, "0", "no fill patterns")                                                      \
     F("--discard-freed", GUARD_DISCARD, "1", NULL)                                                           \
     F("--reserve", GUARD_RESERVE, NULL, NULL)                                                                \
+    F("--no-isolate", GUARD_ISOLATE, "0", "as if the second run could not be isolated (tests)")              \
     F("--lib", GUARD_LIB, NULL, NULL)
 
 typedef enum hk_opt_id {

@@ -109,6 +109,10 @@ if(BUILD_TESTING AND HEAPKIT_BUILD_TESTS AND NOT HEAPKIT_SANITIZE)
   guard_case(underread_wide_loop  ${C}underread_wide_loop "" nonzero "heap underflow (read of 4 bytes)" "32 bytes before its start" "copy_wide")
   # one run with the guard page after each block: the under-read lands in padding
   guard_case(underflow_read_trailing ${C}underflow_read "--sides;trailing" 0)
+  # where the second run cannot be isolated (--no-isolate: as if), the default runs once and says
+  # the under-reads are not checked; --sides both runs the second anyway
+  guard_case(underflow_read_no_isolate ${C}underflow_read "--no-isolate" 0 "under-reads not checked" "could not be isolated")
+  guard_case(sides_both_no_isolate ${C}underflow_read "--sides;both;--no-isolate" nonzero "heap underflow (read of 8 bytes)" "was not isolated")
   guard_case(uaf_read             ${C}uaf_read "" nonzero "use after free (read of" "freed at:" "read_after_free" "drop_node")
   guard_case(uaf_write            ${C}uaf_write "" nonzero "use after free (write of" "freed at:" "write_after_free")
   guard_case(uaf_realloc          ${C}uaf_realloc "" nonzero "use after free (read of" "read_stale" "freed at:")
@@ -216,7 +220,7 @@ if(BUILD_TESTING AND HEAPKIT_BUILD_TESTS AND NOT HEAPKIT_SANITIZE)
   endif()
   # Real programs with the tool's defaults (tests/guard_programs.sh): the same
   # output as without the guard, no report; the second run's writes isolated.
-  foreach(prog python3 perl lua sqlite git cc1 isolation addr2line stdin terminal)
+  foreach(prog python3 perl lua sqlite git cc1 isolation no_isolation addr2line stdin terminal)
     add_test(NAME guard_programs.${prog}
       COMMAND sh ${PROJECT_SOURCE_DIR}/tests/guard_programs.sh $<TARGET_FILE:heapkit_tool> ${prog}
         ${PROJECT_BINARY_DIR}/guard_programs/${prog})
