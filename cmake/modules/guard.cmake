@@ -107,6 +107,15 @@ if(BUILD_TESTING AND HEAPKIT_BUILD_TESTS AND NOT HEAPKIT_SANITIZE)
   # Juliet's CWE-127 patterns (a pointer before the block, then a copy): the default reports them
   guard_case(underread_memcpy     ${C}underread_memcpy "" nonzero "heap underflow (read of" "before its start" "copy_from" "allocated at:")
   guard_case(underread_wide_loop  ${C}underread_wide_loop "" nonzero "heap underflow (read of 4 bytes)" "32 bytes before its start" "copy_wide")
+  # more of Juliet's shapes, one per class (docs/guard.md, "The corpus under every checker")
+  guard_case(underread_char       ${C}underread_char "" nonzero "heap underflow (read of 1 byte)" "1 byte before its start" "trailing_spaces_before")
+  guard_case(overread_memcpy      ${C}overread_memcpy "" nonzero "heap overflow (read of" "copy_out" "allocated at:")
+  set(GUARD_FORBID "found at free")
+  guard_case(underwrite_memmove   ${C}underwrite_memmove "" nonzero "heap underflow (write of" "8 bytes before its start" "move_into")
+  unset(GUARD_FORBID)
+  guard_case(underwrite_memmove_trailing ${C}underwrite_memmove "--sides;trailing" nonzero "found at free: padding damaged at offsets -8 to -1")
+  guard_case(overflow_wide_loop   ${C}overflow_wide_loop "" nonzero "heap overflow (write of 4 bytes)" "0 bytes past its end" "fill_wide")
+  guard_case(leak_loop            ${C}leak_loop "" 23 "leak: 400 bytes in 4 blocks unreachable" "make_line")
   # one run with the guard page after each block: the under-read lands in padding
   guard_case(underflow_read_trailing ${C}underflow_read "--sides;trailing" 0)
   # where the second run cannot be isolated (--no-isolate: as if), the default runs once and says
