@@ -280,6 +280,7 @@ static pid_t sides_start(char **argv, const sides_run_spec *sp) {
         unsetenv("DISPLAY");
         unsetenv("WAYLAND_DISPLAY");
         unsetenv("XDG_RUNTIME_DIR");
+        unsetenv("DBUS_SESSION_BUS_ADDRESS");
     }
     if (sp->in == -2) {
         int nul0 = open("/dev/null", O_RDONLY | O_CLOEXEC);
