@@ -68,6 +68,11 @@ if(BUILD_TESTING AND HEAPKIT_BUILD_TESTS AND NOT HEAPKIT_SANITIZE)
         "-DFORBID=${GUARD_FORBID}" "-DONCE=${GUARD_ONCE}" "-DULIMIT_V=${GUARD_ULIMIT_V}" "-DSTDIN=${GUARD_STDIN}"
         -P ${PROJECT_SOURCE_DIR}/tests/guard_corpus/run_case.cmake)
     set_tests_properties(guard_corpus.${test} PROPERTIES LABELS "no-sanitize;guard" TIMEOUT 120)
+    # a default run that counts on the second run (an underflow at the access): skipped, and
+    # shown as such, where the machine cannot isolate it (the tool then runs once and says so)
+    if(opts_s STREQUAL "" AND expect_s MATCHES "heap underflow \\(")
+      set_tests_properties(guard_corpus.${test} PROPERTIES SKIP_REGULAR_EXPRESSION "could not be isolated")
+    endif()
   endfunction()
   set(C ${HK_GUARD_OUT}/guard_corpus/guard_corpus_)
 
