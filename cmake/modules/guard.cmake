@@ -120,6 +120,7 @@ if(BUILD_TESTING AND HEAPKIT_BUILD_TESTS AND NOT HEAPKIT_SANITIZE)
   unset(GUARD_FORBID)
   guard_case(underwrite_memmove_trailing ${C}underwrite_memmove "--sides;trailing" nonzero "found at free: padding damaged at offsets -8 to -1")
   guard_case(overflow_wide_loop   ${C}overflow_wide_loop "" nonzero "heap overflow (write of 4 bytes)" "0 bytes past its end" "fill_wide")
+  guard_case(double_free_sink     ${C}double_free_sink "" nonzero "double free" "already freed" "sink" "freed at:" "source")
   guard_case(leak_loop            ${C}leak_loop "" 23 "leak: 400 bytes in 4 blocks unreachable" "make_line")
   # one run with the guard page after each block: the under-read lands in padding
   guard_case(underflow_read_trailing ${C}underflow_read "--sides;trailing" 0)
