@@ -106,7 +106,7 @@ cmd() {
     *) echo "$1" ;;
     esac
 }
-tools="glibc trailing default noiso efence duma valgrind"
+tools=${TOOLS:-"glibc trailing default noiso efence duma valgrind"} # TOOLS="...": a subset
 # measure TOOL PROG N: prints "cpu_ms wall_ms" (perf stat: task-clock of
 # the process tree and duration, means of N runs), or why not. The first
 # time, one run (discarded) with a 120 s limit checks the exit status
