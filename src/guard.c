@@ -167,7 +167,9 @@ hk_guard *hk_guard_create(const hk_guard_desc *desc) {
         /* slots carved from a read/write chunk, each guard page installed
          * in it, where the kernel can (see guard_slots.c) */
         size_t chunk = GUARD_OPEN_CHUNK < g->arena_size / 2 ? GUARD_OPEN_CHUNK : g->page;
-        if (hk_os_map_own(g->arena, chunk, 1) == HK_OK) {
+        /* asked first on the inaccessible reservation (the mapping below
+         * drops what it installed): no mapping at all where it is missing */
+        if (hk_os_guard_install(g->arena, g->page) == HK_OK && hk_os_map_own(g->arena, chunk, 1) == HK_OK) {
             if (hk_os_guard_install(g->arena, g->page) == HK_OK) {
                 g->gi = 1;
                 g->open_end = chunk;
