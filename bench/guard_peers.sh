@@ -1,16 +1,17 @@
 #!/bin/bash
 # bench/guard_peers.sh - the guard corpus (tests/guard_corpus) under every
 # heap checker in one run: glibc (nothing), `heapkit guard` (its defaults:
-# both sides), `heapkit guard --sides trailing` (one run), Electric Fence,
-# valgrind memcheck and AddressSanitizer (the corpus rebuilt with
-# -fsanitize=address). Repetitions are interleaved program by program and
+# both sides), `heapkit guard --sides trailing` (one run), the previous
+# default (`--sides trailing --align-min 1`: one run, alignment 1), Electric
+# Fence, DUMA, valgrind memcheck and AddressSanitizer (the corpus rebuilt
+# with -fsanitize=address). Repetitions are interleaved program by program and
 # tool by tool, so load from other processes hits all alike; each figure is
 # a median of wall times. Prints a markdown table per tool (buggy programs
 # flagged, correct ones flagged, corpus wall time, median run of a correct
 # and of a buggy program), then every program's median per tool.
 #   bench/guard_peers.sh BUILD_DIR [REPS]
 # A tool that is not installed is listed as missing, never left out
-# silently (Debian: electric-fence, valgrind; ASan comes with gcc).
+# silently (Debian: electric-fence, duma, valgrind; ASan comes with gcc).
 #
 # Invariants: a buggy program (not ok_*) is flagged by a non-zero status or
 # a signal; valgrind runs with --error-exitcode and --leak-check=full
@@ -35,6 +36,8 @@ done
 
 efence=""
 for p in /usr/lib/libefence.so.0 /usr/lib/x86_64-linux-gnu/libefence.so.0; do [ -r "$p" ] && efence=$p && break; done
+duma=""
+for p in /usr/lib/libduma.so.0 /usr/lib/x86_64-linux-gnu/libduma.so.0; do [ -r "$p" ] && duma=$p && break; done
 have_vg=$(command -v valgrind || true)
 asan_ok=1
 for n in $progs; do
@@ -42,14 +45,15 @@ for n in $progs; do
         -o "$work/asan_$n" "$src/tests/guard_corpus/$n.c" 2>/dev/null || asan_ok=0
 done
 
-tools="glibc guard trailing efence valgrind asan"
+tools="glibc guard trailing old efence duma valgrind asan"
 # HK_GUARD_BEFORE=/path/to/an/older/heapkit adds its default run as "before"
 # (the tool finds the preload library next to itself)
 before=${HK_GUARD_BEFORE:-}
-[ -n "$before" ] && tools="glibc before guard trailing efence valgrind asan"
+[ -n "$before" ] && tools="glibc before guard trailing old efence duma valgrind asan"
 missing() {
     case $1 in
     efence) [ -z "$efence" ] && echo "libefence.so not installed (apt-get install electric-fence)" ;;
+    duma) [ -z "$duma" ] && echo "libduma.so not installed (apt-get install duma)" ;;
     valgrind) [ -z "$have_vg" ] && echo "valgrind not installed" ;;
     asan) [ $asan_ok = 0 ] && echo "cc -fsanitize=address failed" ;;
     esac
@@ -65,8 +69,10 @@ run() {
     glibc) "$p" <&3 >/dev/null 2>&1 ;;
     guard) "$tool" guard -- "$p" <&3 >/dev/null 2>&1 ;;
     trailing) "$tool" guard --sides trailing -- "$p" <&3 >/dev/null 2>&1 ;;
+    old) "$tool" guard --sides trailing --align-min 1 -- "$p" <&3 >/dev/null 2>&1 ;;
     before) "$before" guard -- "$p" <&3 >/dev/null 2>&1 ;;
     efence) EF_ALLOW_MALLOC_0=1 LD_PRELOAD=$efence "$p" <&3 >/dev/null 2>&1 ;;
+    duma) LD_PRELOAD=$duma "$p" <&3 >/dev/null 2>&1 ;;
     valgrind) valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite "$p" \
         <&3 >/dev/null 2>&1 ;;
     asan) ASAN_OPTIONS=detect_leaks=1 "$work/asan_$n" <&3 >/dev/null 2>&1 ;;

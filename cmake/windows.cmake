@@ -25,6 +25,7 @@ set(HK_WIN32_SKIPPED_CASES
   "core:os_fault_callbacks:forks a child to fault in (Windows has no fork); test_fault_exit covers the handler there"
   "core:os_fast_stacks_match_backtrace:compares with glibc's backtrace() (execinfo.h); Windows captures exactly with RtlCaptureStackBackTrace"
   "guard_fault:guard_fault_reports:forks a child per fault (no fork); test_fault_exit runs the same faults in child processes"
+  "guard_fault:guard_fast_reuse:the second run of heapkit guard (fork per fault, and the tool itself, are POSIX-only)"
   "guard_reports:guard_reserve_shrinks_under_address_space_limit:setrlimit(RLIMIT_AS) and fork (no address-space limit on Windows)"
   "zone:prefault_first_region_and_growth:counts page faults (getrusage); Wine keeps no count (GetProcessMemoryInfo's PageFaultCount stays 0: measured), so lazy and prefaulted pages cannot be told apart there"
   "zone:zone_growing_zone_reserves_less_under_address_space_limit:setrlimit(RLIMIT_AS) and fork (no address-space limit on Windows)"

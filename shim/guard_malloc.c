@@ -138,6 +138,7 @@ static void shim_create(void) {
     if (!hk_opt_bool(HK_OPT_GUARD_FILL)) d.flags |= HK_GUARD_NO_FILL;
     if (hk_opt_bool(HK_OPT_GUARD_DISCARD)) d.flags |= HK_GUARD_DISCARD_FREED;
     if (hk_opt_bool(HK_OPT_GUARD_EXACT_STACKS)) d.flags |= HK_GUARD_EXACT_STACKS;
+    if (hk_opt_bool(HK_OPT_GUARD_FAST_REUSE)) d.flags |= HK_GUARD_FAST_REUSE;
     const char *side = hk_opt_get(HK_OPT_GUARD_SIDE);
     if (strcmp(side, "start") == 0)
         d.side = HK_GUARD_SIDE_START;

@@ -70,8 +70,14 @@ typedef enum hk_opt_type {
       "fill patterns: fresh memory 0xcd, freed 0xdd, padding 0xfd")                                          \
     X(GUARD_DISCARD, "guard", "HEAPKIT_GUARD_DISCARD", HK_OPT_BOOL, "0", NULL, NULL,                         \
       "give freed pages back to the OS at once (less memory, slower)")                                       \
+    X(GUARD_FAST_REUSE, "guard", "HEAPKIT_GUARD_FAST_REUSE", HK_OPT_BOOL, "0", NULL, NULL,                   \
+      "freed blocks stay accessible and are reused at once, padding unchecked (heapkit guard's second "      \
+      "run, which only looks before blocks)")                                                                \
     X(GUARD_RESERVE, "guard", "HEAPKIT_GUARD_RESERVE", HK_OPT_BYTES, "64g", NULL, NULL,                      \
       "address space for guarded slots")                                                                     \
+    X(GUARD_ISOLATE, "tool", "HEAPKIT_GUARD_ISOLATE", HK_OPT_BOOL, "1", NULL, NULL,                         \
+      "isolate heapkit guard's second run (0: as if isolation were unavailable: by default one run and a "   \
+      "note, with --sides both the second run unisolated)")                                                  \
     X(GUARD_LIB, "tool", "HEAPKIT_GUARD_LIB", HK_OPT_PATH, NULL, NULL, "found next to heapkit",              \
       "the guard preload library `heapkit guard` uses")                                                      \
     X(MALLOC_QUIET, "malloc", "HEAPKIT_QUIET", HK_OPT_BOOL, "0", NULL, NULL,                                 \
@@ -129,6 +135,7 @@ typedef enum hk_opt_type {
     F("--no-fill", GUARD_FILL, "0", "no fill patterns")                                                      \
     F("--discard-freed", GUARD_DISCARD, "1", NULL)                                                           \
     F("--reserve", GUARD_RESERVE, NULL, NULL)                                                                \
+    F("--no-isolate", GUARD_ISOLATE, "0", "as if the second run could not be isolated (tests)")              \
     F("--lib", GUARD_LIB, NULL, NULL)
 
 typedef enum hk_opt_id {

@@ -163,6 +163,21 @@ hk_guard *hk_guard_create(const hk_guard_desc *desc) {
         hk__report(&g->core.rep, HK_ERR_NOMEM, HK_EK_NOMEM, NULL, want, NULL,
                    "address space limited: reserved %zu MiB for guarded blocks instead of %zu MiB",
                    g->arena_size >> 20, want >> 20);
+    if ((g->core.flags & HK_GUARD_FAST_REUSE) && g->side == HK_GUARD_SIDE_START) {
+        /* slots carved from a read/write chunk, each guard page installed
+         * in it, where the kernel can (see guard_slots.c) */
+        size_t chunk = GUARD_OPEN_CHUNK < g->arena_size / 2 ? GUARD_OPEN_CHUNK : g->page;
+        /* asked first on the inaccessible reservation (the mapping below
+         * drops what it installed): no mapping at all where it is missing */
+        if (hk_os_guard_install(g->arena, g->page) == HK_OK && hk_os_map_own(g->arena, chunk, 1) == HK_OK) {
+            if (hk_os_guard_install(g->arena, g->page) == HK_OK) {
+                g->gi = 1;
+                g->open_end = chunk;
+            } else {
+                (void)hk_os_discard(g->arena, chunk);
+            }
+        }
+    }
     hk__guard_report_init();
     if (!(g->core.flags & HK_GUARD_NO_TRACES)) hk_os_stack_init();
     if (!(g->core.flags & HK_GUARD_NO_SYMBOLIZE_LINES)) hk_os_symbolize_init();

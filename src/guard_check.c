@@ -111,7 +111,7 @@ static hk_result guard_check_all(hk_guard *g, guard_pad_find *pf) {
         }
         if (s->sflags & GUARD_SLOT_OWN)
             own++;
-        else if (s->state == GUARD_STATE_LIVE)
+        else if (s->state == GUARD_STATE_LIVE && !(s->sflags & GUARD_SLOT_GI))
             shared_live++;
         if (s->state == GUARD_STATE_LIVE) {
             uintptr_t at, last;

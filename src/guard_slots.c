@@ -15,11 +15,14 @@
  * n_own <= own_max and n_own + live_shared <= max_guarded (a LIVE slot
  * that is not its own mapping splits the reservation's mapping in three);
  * resident_free is the data bytes of FREE slots with GUARD_SLOT_RESIDENT;
- * a GUARD_SLOT_PADDED slot's pages are HK_FILL_PAD but for its last block.
+ * a GUARD_SLOT_PADDED slot's pages are HK_FILL_PAD but for its last block;
+ * a GUARD_SLOT_OPEN slot (HK_GUARD_FAST_REUSE only) is FREE, its own
+ * mapping, read/write, on a bin, and reused without a protection change.
  */
 #include "guard_internal.h"
 
 int hk__guard_pads_damaged(const hk_guard *g, const guard_slot *s, uintptr_t *first, uintptr_t *last) {
+    if (g->core.flags & HK_GUARD_FAST_REUSE) return 0; /* padding is not painted */
     const unsigned char *data = (const unsigned char *)guard_data(g, s);
     const unsigned char *user = data + s->user_off;
     const unsigned char *end = data + guard_data_bytes(g, s);
@@ -83,6 +86,11 @@ static void guard_split(hk_guard *g, uint32_t id, uint32_t pages) {
         s->sflags = 0;
         g->n_own--;
     }
+    if (s->sflags & GUARD_SLOT_GI) { /* the page that becomes the rest's guard */
+        void *at = (void *)(guard_data(g, s) + (size_t)pages * g->page);
+        if (hk_os_guard_install(at, g->page) != HK_OK && hk_os_protect(at, g->page, HK_PROT_NONE) != HK_OK)
+            return;
+    }
     uint32_t rid = guard_new_id(g);
     if (!rid) return;
     s = &g->slots[id];
@@ -129,6 +137,22 @@ static void guard_evict_one(hk_guard *g) {
     guard_push_free(g, id);
 }
 
+/* GUARD_SLOT_GI carving: the `need` bytes at bump (a guard page, then data
+ * pages) read/write, the guard page installed. false (nothing carved) when
+ * the open chunk cannot grow or no guard can be put there. */
+static bool guard_open_carve(hk_guard *g, size_t need) {
+    unsigned char *base = g->arena + g->bump;
+    if (g->bump + need > g->open_end) {
+        size_t to = g->bump + need + GUARD_OPEN_CHUNK;
+        to -= to % GUARD_OPEN_CHUNK;
+        if (to > g->arena_size - g->page) to = g->arena_size - g->page;
+        if (to < g->bump + need || hk_os_map_own(g->arena + g->open_end, to - g->open_end, 1) != HK_OK)
+            return false;
+        g->open_end = to;
+    }
+    return hk_os_guard_install(base, g->page) == HK_OK || hk_os_protect(base, g->page, HK_PROT_NONE) == HK_OK;
+}
+
 /* Unlinks and returns a FREE slot with at least `pages` data pages, 0 if none. */
 static uint32_t guard_pop_fit(hk_guard *g, uint32_t pages) {
     if (pages <= GUARD_BINS && g->bins[pages]) {
@@ -142,11 +166,13 @@ static uint32_t guard_pop_fit(hk_guard *g, uint32_t pages) {
         size_t map_need = (g->bump + need) / g->page * sizeof(uint32_t);
         uint32_t id = 0;
         if (guard_region_ensure(&g->map_reg, map_need, g->page)) id = guard_new_id(g);
+        if (id && g->gi && !guard_open_carve(g, need)) id = 0;
         if (id) {
             guard_slot *s = &g->slots[id];
             memset(s, 0, sizeof *s);
             s->base_page = (uint32_t)(g->bump / g->page);
             s->pages = pages;
+            if (g->gi) s->sflags = GUARD_SLOT_GI;
             g->bump += need;
             guard_map_range(g, guard_base(g, s), pages + 1, id);
             return id;
@@ -220,7 +246,7 @@ void *hk__guard_alloc_guarded(hk_guard *g, size_t size, size_t align, void *cons
     }
     uint32_t pages = (uint32_t)(bytes / g->page);
     guard_lock(g);
-    if (g->live_guarded >= g->max_guarded) {
+    if (g->live_guarded >= g->max_guarded && !g->gi) { /* GI slots cost no mapping */
         g->over_cap++;
         guard_unlock(g);
         return hk__guard_fb_alloc(g, size, align);
@@ -237,7 +263,9 @@ void *hk__guard_alloc_guarded(hk_guard *g, size_t size, size_t align, void *cons
     bool padded =
         was_resident && (s->sflags & GUARD_SLOT_PADDED) && (size_t)s->user_off + s->requested <= bytes;
     size_t old_off = s->user_off, old_req = s->requested;
-    if (guard_open_pages(g, s, bytes, &was_resident, &padded) != HK_OK) {
+    if (s->sflags & (GUARD_SLOT_OPEN | GUARD_SLOT_GI)) {
+        s->sflags &= (uint16_t)~GUARD_SLOT_OPEN; /* freed with HK_GUARD_FAST_REUSE, or GI: read/write */
+    } else if (guard_open_pages(g, s, bytes, &was_resident, &padded) != HK_OK) {
         /* over the mapping budget, or the kernel refused: serve it unguarded */
         guard_push_free(g, id);
         g->over_cap++;
@@ -248,7 +276,7 @@ void *hk__guard_alloc_guarded(hk_guard *g, size_t size, size_t align, void *cons
         g->resident_free -= bytes;
         s->sflags &= (uint16_t) ~(GUARD_SLOT_RESIDENT | GUARD_SLOT_PADDED);
     }
-    if (!(s->sflags & GUARD_SLOT_OWN)) g->live_shared++;
+    if (!(s->sflags & (GUARD_SLOT_OWN | GUARD_SLOT_GI))) g->live_shared++;
     int at_start =
         g->side == HK_GUARD_SIDE_START || (g->side == HK_GUARD_SIDE_RANDOM && (guard_rand(&g->rng) & 1u));
     s->user_off = (uint32_t)(at_start ? 0 : bytes - span);
@@ -262,7 +290,9 @@ void *hk__guard_alloc_guarded(hk_guard *g, size_t size, size_t align, void *cons
     hk__san_access(data, bytes); /* a reused range may still be poisoned from its last free */
     /* fill: padding everywhere but the block; the block HK_FILL_ALLOC
      * (fresh pages read as zero, so HK_FLAG_ZERO costs nothing) */
-    if (padded) {
+    if (g->core.flags & HK_GUARD_FAST_REUSE) {
+        /* no padding: nothing checks it */
+    } else if (padded) {
         /* the pages are padding but for the last block (checked at its
          * free): repaint only that; the new block is painted below */
         hk_fill(data + old_off, old_req, HK_FILL_PAD);
@@ -293,6 +323,19 @@ static int guard_quarantine(hk_guard *g, uint32_t id, void *const *cur, int ncur
                             uintptr_t *last) {
     guard_slot *s = &g->slots[id];
     void *p = (void *)guard_user(g, s);
+    if ((g->core.flags & HK_GUARD_FAST_REUSE) && (s->sflags & (GUARD_SLOT_OWN | GUARD_SLOT_GI))) {
+        /* no quarantine, no protection change: the slot goes back to its
+         * bin read/write and is the next of its size handed out */
+        hk__san_free(p, s->requested);
+        if (HK__TRACKED(&g->core)) hk__track_free(&g->core, p);
+        s->sflags = (uint16_t)((s->sflags & (GUARD_SLOT_OWN | GUARD_SLOT_GI)) | GUARD_SLOT_OPEN);
+        s->free_trace = hk__guard_trace_put(g, cur, ncur);
+        g->live_guarded--;
+        g->used_guarded -= s->requested;
+        g->free_count++;
+        guard_push_free(g, id);
+        return 0;
+    }
     int dmg = hk__guard_pads_damaged(g, s, at, last);
     size_t dbytes = guard_data_bytes(g, s);
     if (!(g->core.flags & (HK_GUARD_DISCARD_FREED | HK_GUARD_NO_FILL)))

@@ -121,6 +121,12 @@ HK__HIDDEN hk_result hk_os_discard(void *p, size_t n);
  * (see docs/guard.md). */
 HK__HIDDEN hk_result hk_os_map_own(void *p, size_t n, int rw);
 
+/* Makes the pages of [p, p+n), inside a read/write mapping, fault on any
+ * access without a mapping of their own (Linux 6.13+: MADV_GUARD_INSTALL;
+ * their contents are dropped). O(pages). HK_ERR_UNSUPPORTED where the
+ * system has no such thing (then nothing changed). */
+HK__HIDDEN hk_result hk_os_guard_install(void *p, size_t n);
+
 /* One byte per page of [p, p+n) into vec, bit 0 = resident (mincore;
  * Windows: QueryWorkingSetEx, or committed where that cannot tell).
  * Returns 0 on success. */

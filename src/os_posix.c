@@ -156,6 +156,20 @@ hk_result hk_os_map_own(void *p, size_t n, int rw) {
     return r == p ? HK_OK : HK_ERR_NOMEM;
 }
 
+hk_result hk_os_guard_install(void *p, size_t n) {
+#if defined(__linux__)
+#ifndef MADV_GUARD_INSTALL
+#define MADV_GUARD_INSTALL 102 /* Linux 6.13 */
+#endif
+    if (madvise(p, n, MADV_GUARD_INSTALL) == 0) return HK_OK;
+    return errno == EINVAL ? HK_ERR_UNSUPPORTED : HK_ERR_NOMEM;
+#else
+    (void)p;
+    (void)n;
+    return HK_ERR_UNSUPPORTED;
+#endif
+}
+
 int hk_os_resident(void *p, size_t n, unsigned char *vec) { return mincore(p, n, vec); }
 
 int hk_os_readable(const void *p, size_t n) {

@@ -211,6 +211,12 @@ hk_result hk_os_map_own(void *p, size_t n, int rw) {
     return os_commit(p, n, PAGE_READWRITE) == HK_OK ? HK_OK : HK_ERR_NOMEM;
 }
 
+hk_result hk_os_guard_install(void *p, size_t n) {
+    (void)p;
+    (void)n;
+    return HK_ERR_UNSUPPORTED; /* guard pages are separate protections here */
+}
+
 /* Residency from the working set (QueryWorkingSetEx: one entry per page,
  * asked 64 pages at a time); where the system cannot tell, committed pages
  * count as resident (the caller then scans more, never less). */

@@ -145,4 +145,74 @@ HKT_TEST(guard_fault_reports) {
     CHECK_EQ(guard_run_child(guard_case_clean, HK_GUARD_ABORT, HK_GUARD_SIDE_END, 0), 0);
     CHECK(guard_out[0] == 0);
 }
+
+/* HK_GUARD_FAST_REUSE (heapkit guard's second run): a freed slot is the
+ * next one of its size handed out, still read/write, and the guard page
+ * before each block faults, fresh or reused. */
+static HK__NOINLINE void guard_case_fast_reuse_underread(hk_guard *g) {
+    void *a = hk_guard_alloc(g, 64);
+    hk_guard_free(g, a);
+    volatile unsigned char *p = hk_guard_alloc(g, 64); /* a's slot again */
+    if ((void *)(uintptr_t)p != a) _exit(4);
+    guard_sink = p[-8];
+}
+static HK__NOINLINE void guard_case_fast_reuse_fresh_underread(hk_guard *g) {
+    volatile unsigned char *p = 0;
+    for (int i = 0; i < 600; i++) p = hk_guard_alloc(g, (size_t)(i % 7 + 1) * 1000); /* past a 2 MiB chunk */
+    guard_sink = p[-1];
+}
+static HK__NOINLINE void guard_case_fast_reuse_stays_open(hk_guard *g) {
+    volatile unsigned char *p = hk_guard_alloc(g, 100);
+    hk_guard_free(g, (void *)(uintptr_t)p);
+    guard_sink = p[10]; /* no quarantine in this mode: no fault (the first run reports this) */
+}
+
+HKT_TEST(guard_fast_reuse) {
+    (void)hkt_on_error;
+    hk_guard_desc d = {0};
+    d.reserve = (size_t)1 << 28;
+    d.flags = HK_GUARD_FAST_REUSE | HK_FLAG_QUIET;
+    d.side = HK_GUARD_SIDE_START;
+    hk_guard *g = hk_guard_create(&d);
+    CHECK(g != NULL);
+    void *v[300];
+    for (int i = 0; i < 300; i++) {
+        v[i] = hk_guard_alloc(g, (size_t)(i % 5 + 1) * 900);
+        CHECK(v[i] != NULL && ((uintptr_t)v[i] & 4095u) == 0); /* side start: at the page's start */
+        memset(v[i], i & 0xff, (size_t)(i % 5 + 1) * 900);
+    }
+    for (int i = 0; i < 300; i += 2) hk_guard_free(g, v[i]);
+    CHECK_EQ(hk_guard_check(g), HK_OK);
+    for (int i = 0; i < 300; i += 2) {
+        void *q = hk_guard_alloc(g, (size_t)(i % 5 + 1) * 900);
+        CHECK(q != NULL);
+        memset(q, 0x5a, (size_t)(i % 5 + 1) * 900);
+        v[i] = q;
+    }
+    hk_guard_info info;
+    CHECK_EQ(hk_guard_get_info(g, &info), HK_OK);
+    CHECK_EQ(info.live_guarded, 300u);
+    CHECK_EQ(info.quarantine_blocks, 0u);
+    CHECK_EQ(hk_guard_check(g), HK_OK);
+    CHECK_EQ(hk_guard_check_padding(g), 0u);
+    void *last = v[298];
+    hk_guard_free(g, last);
+    CHECK(hk_guard_alloc(g, 3 * 900 + 1) == last); /* same page count: the slot just freed */
+    hk_guard_destroy(g);
+    if (hk__asan_enabled()) {
+        printf("    faults skipped under AddressSanitizer\n");
+        return;
+    }
+    CHECK_EQ(guard_run_child(guard_case_fast_reuse_underread, HK_GUARD_FAST_REUSE, HK_GUARD_SIDE_START, 0),
+             SIGABRT);
+    CHECK_STR_CONTAINS(guard_out, "heap underflow (read of 1 byte)");
+    CHECK_STR_CONTAINS(guard_out, "8 bytes before its start");
+    CHECK_EQ(
+        guard_run_child(guard_case_fast_reuse_fresh_underread, HK_GUARD_FAST_REUSE, HK_GUARD_SIDE_START, 0),
+        SIGABRT);
+    CHECK_STR_CONTAINS(guard_out, "heap underflow (read of 1 byte)");
+    CHECK_EQ(guard_run_child(guard_case_fast_reuse_stays_open, HK_GUARD_FAST_REUSE, HK_GUARD_SIDE_START, 0),
+             0);
+    CHECK(guard_out[0] == 0);
+}
 #endif /* !_WIN32 */

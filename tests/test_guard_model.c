@@ -75,9 +75,12 @@ typedef struct shadow {
 } shadow;
 
 HKT_TEST(guard_random_vs_shadow) {
-    for (int cfg = 0; cfg < 6; cfg++) {
+    for (int cfg = 0; cfg < 8; cfg++) {
         hk_guard_desc d = {0};
         if (cfg == 4) d.flags = HK_GUARD_DISCARD_FREED;
+        /* heapkit guard's second run: freed slots reused read/write; side start
+         * (cfg 7) carves from the open chunk where the kernel installs guards */
+        if (cfg >= 6) d.flags = HK_GUARD_FAST_REUSE;
         if (cfg == 5) d.quarantine_bytes = 1; /* no quarantine: evicted pages reused at once */
         d.side = (hk_guard_side)(cfg % 3);
         d.align = cfg == 3 ? 1 : 0;

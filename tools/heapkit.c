@@ -184,8 +184,9 @@ static void help_guard(FILE *out) {
                   "under-reads too. The default when no --side or --sample is given (then "
                   "quietly: no summary line, the second run's output discarded). The runs go side "
                   "by side when the second can be isolated (its writes to the working directory "
-                  "and /tmp land in an overlay, it has no network); when standard input is a "
-                  "terminal, the second run reads /dev/null and runs only if isolated",
+                  "and /tmp land in an overlay, other mounts are read-only, it has no network); "
+                  "by default, a second run that cannot be isolated is not run (one note says so); "
+                  "when standard input is a terminal, the second run reads /dev/null",
                   30, 30, 80);
     fprintf(out, "%-30s", "  --sides trailing|leading");
     print_wrapped(out,

@@ -131,8 +131,12 @@ enum {
                                               costs no memory, but every allocation then takes a page fault */
     HK_GUARD_EXACT_STACKS = 1u << 23,       /* unwind every allocation/free stack with the DWARF unwinder
                                                (slower) instead of the learned-frame-size walker */
-    HK_GUARD_PLAIN_UNGUARDED = 1u << 24     /* unguarded blocks are the backing allocator's own: no header,
+    HK_GUARD_PLAIN_UNGUARDED = 1u << 24,    /* unguarded blocks are the backing allocator's own: no header,
                                              no canary, no checks (see "Plain unguarded blocks" above) */
+    HK_GUARD_FAST_REUSE = 1u << 25          /* for a run that only looks before blocks (side START): a freed
+                                               block's pages stay accessible and its slot is reused next (no
+                                               quarantine, no protection change at free or reuse), padding is
+                                               neither painted nor checked; guard pages fault as always */
 };
 
 /* Defaults, used where the desc field is zero. */
