@@ -278,23 +278,16 @@ static zs_run *zs_run_new(zs_heap *h, unsigned c) {
 
 /* Gives granule r (no run, no heap's spare) back to the space, dirty: its
  * pages go back to the OS when it stays free (hk__zs_space_age) or by
- * hk__zs_space_trim. Its line 0 stays for racing frees to read. */
+ * hk__zs_space_trim. Its header stays for racing frees to read. */
 static void zs_granule_give(zs_space *sp, zs_run *r) {
     hk__asan_poison(r->base, ZS_RUN);
     hk_os_mutex_lock(&sp->mx);
     zs_gpush(&sp->dirty_new, r->base);
     __atomic_store_n(&sp->ndirty, sp->ndirty + 1, __ATOMIC_RELAXED);
-    /* with decay by time, the dirty granules past a limit (1/16 of the
-     * granules held, at least ZS_DIRTY_MIN) go back at once: the oldest
-     * epoch's first, then the rest */
-    size_t cap = sp->runs / 16 > ZS_DIRTY_MIN ? sp->runs / 16 : ZS_DIRTY_MIN;
-    if (sp->epoch_ns && sp->ndirty > cap) {
-        zs_clean_list(sp, &sp->dirty_old);
-        if (sp->ndirty > cap) {
-            sp->dirty_old = sp->dirty_new;
-            sp->dirty_new = NULL;
-        }
-    }
+    /* no cap: a program that frees its small blocks at the end of a frame
+     * and allocates them again in the next finds them resident (a cap of
+     * 1/16 of the runs held gave 492 page faults in every replay of suite
+     * zone's frame trace); they go back by age, as the TLSF pages do */
     __atomic_store_n(&sp->runs, sp->runs - 1, __ATOMIC_RELAXED);
     hk_os_mutex_unlock(&sp->mx);
 }
@@ -356,6 +349,11 @@ hk_result hk__zs_free_tail(zs_heap *h, zs_run *r) {
         ZS_USED_SET(r, r->used - 1);
     }
     hk__zs_settle(h, r);
+    if (--h->tail_left == 0) {
+        h->tail_left = ZS_TAIL_POLL;
+        zs_space *sp = h->sp;
+        if (sp->poll) (void)sp->poll(sp->poll_user, h); /* the allocations' countdown stays */
+    }
     return HK_OK;
 }
 
@@ -643,6 +641,7 @@ void hk__zs_heap_init(zs_heap *h, zs_space *sp) {
     h->secret = hk_now_ns() ^ ((uint64_t)(uintptr_t)h * 0x9E3779B97F4A7C15ull);
     h->poll_left = 1;
     h->alloc_base = 1;
+    h->tail_left = ZS_TAIL_POLL;
     for (unsigned c = 0; c < ZS_NCLS; c++) hk__zs_set_cur(h, c, &hk__zs_empty_run);
 }
 

@@ -52,7 +52,7 @@
 #define ZS_RBITS        0u                          /* granule base to the remote bitmap */
 #define ZS_FIRST        (ZS_RBITS + ZS_WORDS * 8u)  /* granule base to slot 0 (a multiple of 64) */
 #define ZS_MAGIC        0x5a53u                     /* "ZS" */
-#define ZS_DIRTY_MIN    16u /* free granules kept dirty at least, with decay by time */
+#define ZS_TAIL_POLL    8u  /* settling frees between two calls of the space's poll from them */
 #define ZS_CARVE_MAX    16u /* slots one carve puts on a run's list at most (a bound on its work) */
 #define ZS_ORPHAN_BATCH 64u /* frees waiting in an abandoned heap before a freer collects them */
 
@@ -219,7 +219,10 @@ typedef struct zs_space {
     void (*lock)(void *), (*unlock)(void *);
     void *lock_user;
     /* called by an owner every poll_left allocations (its return: the
-     * next count); NULL: never. The zone's decay clock. */
+     * next count), and every ZS_TAIL_POLL frees that empty or unfill a run
+     * (so that a thread that has gone quiet after a burst, freeing and
+     * allocating now and then, still ages the free granules); NULL: never.
+     * The zone's decay clock. */
     uint32_t (*poll)(void *user, struct zs_heap *h);
     void *poll_user;
     hk_os_mutex mx;
@@ -246,6 +249,7 @@ typedef struct zs_heap {
     uint64_t rfreed, rcollected;
     uint64_t secret;           /* the next run's secret comes from it */
     uint32_t poll_left;        /* allocations until the space's poll (atomic stores under TSan) */
+    uint32_t tail_left;        /* settling frees until the next poll from them */
     uint64_t poll_ns, poll_ac; /* the poll's own state: its last clock read, and alloc count then */
     zs_run *spare;             /* atomic: one empty granule kept for the next run, or NULL */
     struct zs_heap *next;      /* the zone's list of heaps */
