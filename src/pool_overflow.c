@@ -66,6 +66,9 @@ static inline uint32_t pool_hash_pos(uint64_t key, uint32_t shift) {
 }
 
 uint32_t hk__pool_hash_find(const pool_hash *h, uint64_t key) {
+    /* 0 (empty) and 1 (a tombstone) are no real key: a lookup of address 1
+     * (hk_pool_id_of of a wild pointer) must not find a tombstone's slot */
+    if (key <= POOL_HASH_TOMB) return POOL_NIL;
     if (h->size) {
         uint32_t mask = h->size - 1, i = pool_hash_pos(key, h->shift);
         for (;;) {
