@@ -198,6 +198,16 @@ void hk__cache_compute_ranks(hk_cache *c) {
                                    : (uint32_t)k;
 }
 
+/* The tools' announcement of a slot's block moving or ending (here, with
+ * the slots, so that cache_region.c and this file do not call each other). */
+void hk__cache_track_set(hk_cache *c, const cache_slot *s, const void *p) {
+    if (!s->data || s->data == p) return; /* a new block is announced by cache_place */
+    if (p)
+        hk__track_move(&c->core, s->data, p, s->requested);
+    else
+        hk__track_free(&c->core, s->data);
+}
+
 void hk__cache_lru_join(hk_cache *c, cache_slot *s, int stamp) {
     cache_lru_append(c, (uint32_t)(s - c->slots));
     s->flags |= CACHE_SLOT_LISTED;

@@ -150,14 +150,6 @@ int hk__cache_canary_ok(hk_cache *c, cache_slot *s, int report) {
     return 0;
 }
 
-void hk__cache_track_set(hk_cache *c, const cache_slot *s, const void *p) {
-    if (!s->data || s->data == p) return; /* a new block is announced by cache_place */
-    if (p)
-        hk__track_move(&c->core, s->data, p, s->requested);
-    else
-        hk__track_free(&c->core, s->data);
-}
-
 /* ---- sanitizer: whole-region open/close -------------------------------------------- */
 
 void hk__cache_san_open(hk_cache *c) {
