@@ -16,7 +16,7 @@
  *    the sums over the TLSF blocks; alloc_count - free_count is the number
  *    of used TLSF blocks (every path that makes or ends one counts it);
  *    used_bytes + free_bytes = capacity. Small blocks are counted by their
- *    heaps (zone_small.h); stats add the two.
+ *    runs and heaps (zone_small.h); stats add the two.
  *  - with HK_FLAG_CANARY every used block's slack holds HK_FILL_PAD; with
  *    HK_FLAG_ZERO / HK_FLAG_FILL a new block's bytes are zero / HK_FILL_ALLOC.
  *  - small_on is fixed at create: small blocks are off with HK_ZONE_NO_RUNS,

@@ -113,8 +113,9 @@ static uint64_t zs_mix(uint64_t *state) {
     return z ^ (z >> 31);
 }
 
-/* Lays out a run of class c with its secret (line 0, the bitmap cleared,
- * nothing carved); its heap is set by the caller last. */
+/* Lays out a run of class c with its secret in header r (whose base is
+ * set: the remote bitmap cleared, nothing carved); its heap is set by the
+ * caller last. */
 static void zs_run_format(zs_run *r, unsigned c, uint64_t secret) {
     uint32_t s = zs_stride_tab[c];
     /* field by field, heap (NULL) and base untouched; what stats read
