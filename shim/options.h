@@ -75,7 +75,7 @@ typedef enum hk_opt_type {
       "run, which only looks before blocks)")                                                                \
     X(GUARD_RESERVE, "guard", "HEAPKIT_GUARD_RESERVE", HK_OPT_BYTES, "64g", NULL, NULL,                      \
       "address space for guarded slots")                                                                     \
-    X(GUARD_ISOLATE, "tool", "HEAPKIT_GUARD_ISOLATE", HK_OPT_BOOL, "1", NULL, NULL,                         \
+    X(GUARD_ISOLATE, "tool", "HEAPKIT_GUARD_ISOLATE", HK_OPT_BOOL, "1", NULL, NULL,                          \
       "isolate heapkit guard's second run (0: as if isolation were unavailable: by default one run and a "   \
       "note, with --sides both the second run unisolated)")                                                  \
     X(GUARD_LIB, "tool", "HEAPKIT_GUARD_LIB", HK_OPT_PATH, NULL, NULL, "found next to heapkit",              \

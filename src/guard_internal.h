@@ -67,9 +67,9 @@
     4u /* resident pages hold HK_FILL_PAD everywhere but [user_off, user_off + requested) */
 #define GUARD_SLOT_OPEN 8u /* FREE with HK_GUARD_FAST_REUSE: still read/write */
 #define GUARD_SLOT_GI                                                                                        \
-    16u /* HK_GUARD_FAST_REUSE, side START: carved from the read/write open chunk, its guard page installed \
+    16u /* HK_GUARD_FAST_REUSE, side START: carved from the read/write open chunk, its guard page installed  \
            (hk_os_guard_install); never protected, no mapping of its own */
-#define GUARD_OPEN_CHUNK ((size_t)2 << 20) /* the open chunk grows by this much */
+#define GUARD_OPEN_CHUNK    ((size_t)2 << 20)  /* the open chunk grows by this much */
 #define GUARD_RESIDENT_POOL ((size_t)16 << 20) /* evicted pages kept for reuse without a page fault */
 #define GUARD_BINS          64
 #define GUARD_FB_HDR        16u
@@ -136,8 +136,8 @@ struct hk_guard {
     size_t resident_free;  /* data bytes of FREE slots whose pages are kept resident */
     size_t n_own, own_max; /* slots whose data pages are a mapping of their own, and the cap */
     size_t open_end;       /* GUARD_SLOT_GI carving: arena bytes from its start mapped read/write */
-    int gi;                /* GUARD_SLOT_GI carving: 1 on (FAST_REUSE, side START, the kernel has it), 0 off */
-    size_t live_shared;    /* LIVE slots without a mapping of their own */
+    int gi;             /* GUARD_SLOT_GI carving: 1 on (FAST_REUSE, side START, the kernel has it), 0 off */
+    size_t live_shared; /* LIVE slots without a mapping of their own */
     size_t trace_stride;
     uint32_t ntraces;
     uint32_t *buckets;
