@@ -695,19 +695,10 @@ typedef struct zone_small_sums {
 static void zone_small_sum(hk_zone *z, zone_small_sums *s) {
     memset(s, 0, sizeof *s);
     if (!z->small_on) return;
-    uint64_t pend_n = 0, pend_b = 0, live = 0, bytes = 0;
-    for (zs_heap *h = zone_heap_first(z); h; h = zone_heap_next(z, h)) {
-        /* the collected first (a freer counts before it sets its bit, so
-         * every collected free is in rfreed by then) */
-        uint64_t col = __atomic_load_n(&h->rcollected, __ATOMIC_SEQ_CST);
-        uint64_t pend = __atomic_load_n(&h->rfreed, __ATOMIC_SEQ_CST) - col;
-        pend_n += ZS_RCOUNT(pend);
-        pend_b += ZS_RBYTES(pend);
-        s->alloc_count += zs_alloc_count(h);
-    }
+    uint64_t live = 0, bytes = 0;
+    for (zs_heap *h = zone_heap_first(z); h; h = zone_heap_next(z, h)) s->alloc_count += zs_alloc_count(h);
     hk__zs_sum_runs(&z->small, &live, &bytes);
-    live = live > pend_n ? live - pend_n : 0;
-    s->slot_bytes = (size_t)(bytes > pend_b ? bytes - pend_b : 0);
+    s->slot_bytes = (size_t)bytes;
     s->free_count = s->alloc_count > live ? s->alloc_count - live : 0;
 }
 

@@ -64,7 +64,9 @@ static hk_zone *zone_reg_find(uint64_t zid) {
  * frees collected, its empty runs given back. */
 static void zone_heap_abandon(zs_heap *h) {
     h->locked = 1;
-    /* marked before the collection (zone_small.c, invariant 8) */
+    /* counted from zero, marked before the collection (zone_small.c,
+     * invariant 8) */
+    __atomic_store_n(&h->orphan_frees, 0, __ATOMIC_SEQ_CST);
     __atomic_store_n(&h->abandoned, 1, __ATOMIC_SEQ_CST);
     hk__zs_heap_shrink(h);
 }

@@ -43,11 +43,16 @@
  *     only through zs_word / zs_link.
  *  9. h->direct[k] == h->cls[zs_cls_of(8k)].cur for every k (zs_set_cur).
  *  8. An abandoned heap (its thread gone) has fewer than ZS_ORPHAN_BATCH
- *     frees waiting once a free into it is done: the abandonment marks it,
- *     then collects (both sequentially consistent), and a freer reads the
- *     mark after its count and its push and collects under the zone's lock
- *     when the batch is full. Stats count waiting frees as frees
- *     (rfreed - rcollected), so they are exact either way.
+ *     frees waiting once a free into it is done: the abandonment zeroes
+ *     its orphan count, marks it, then collects (sequentially consistent),
+ *     and a freer reads the mark after its push (so a push the collection
+ *     missed sees the mark), counts itself, and collects under the zone's
+ *     lock when the batch is full. Stats count waiting frees (remote bits
+ *     set) as frees: they read the bitmaps of the runs whose rpend or
+ *     queued mark says some may be set.
+ * 10. A granule's remote bitmap is never poisoned for ASan and its words
+ *     are read and written atomically (a free granule's first word is its
+ *     dirty-list link), so stats may read any of them.
  */
 #include "zone_small.h"
 
@@ -137,7 +142,8 @@ static void zs_run_format(zs_run *r, unsigned c, uint64_t secret) {
     __atomic_store_n(&r->state, 0, __ATOMIC_RELAXED);
     r->next = r->prev = r->all_next = r->all_prev = r->rnext = NULL;
     r->rpend = 0;
-    memset(r->base + ZS_RBITS, 0, ZS_WORDS * 8u); /* the remote bitmap */
+    uint64_t *rb = zs_rbits(r); /* the remote bitmap, word by word (invariant 10) */
+    for (unsigned w = 0; w < ZS_WORDS; w++) __atomic_store_n(rb + w, 0, __ATOMIC_RELAXED);
 }
 
 /* The granule lists of the space (its lock held). A free granule is linked
@@ -145,19 +151,12 @@ static void zs_run_format(zs_run *r, unsigned c, uint64_t secret) {
  * never given back to the OS). */
 static void **zs_glink(void *g) { return (void **)((unsigned char *)g + ZS_RBITS); }
 static void zs_gpush(void **list, void *g) {
-    void **l = zs_glink(g);
-    hk__asan_unpoison(l, sizeof(void *));
-    *l = *list;
-    hk__asan_poison(l, sizeof(void *));
+    __atomic_store_n(zs_glink(g), *list, __ATOMIC_RELAXED); /* invariant 10 */
     *list = g;
 }
 static void *zs_gpop(void **list) {
     void *g = *list;
-    if (g) {
-        void **l = zs_glink(g);
-        hk__asan_unpoison(l, sizeof(void *));
-        *list = *l;
-    }
+    if (g) *list = __atomic_load_n(zs_glink(g), __ATOMIC_RELAXED);
     return g;
 }
 
@@ -281,7 +280,7 @@ static zs_run *zs_run_new(zs_heap *h, unsigned c) {
  * pages go back to the OS when it stays free (hk__zs_space_age) or by
  * hk__zs_space_trim. Its header stays for racing frees to read. */
 static void zs_granule_give(zs_space *sp, zs_run *r) {
-    hk__asan_poison(r->base, ZS_RUN);
+    hk__asan_poison(r->base + ZS_FIRST, ZS_RUN - ZS_FIRST); /* the bitmap stays readable (invariant 10) */
     hk_os_mutex_lock(&sp->mx);
     zs_gpush(&sp->dirty_new, r->base);
     __atomic_store_n(&sp->ndirty, sp->ndirty + 1, __ATOMIC_RELAXED);
@@ -420,7 +419,6 @@ static size_t zs_collect_run(zs_heap *h, zs_run *r) {
             unsigned b = (unsigned)__builtin_ctzll(x);
             x &= x - 1;
             unsigned char *p = zs_slot(r, w * 64u + b);
-            ZS_STAT_ADD(h->rcollected, ZS_RPACK(r->stride));
             if (HK__UNLIKELY(zs_maybe_link(r, zs_word(p))) && zs_on_list(r, p)) {
                 /* invariant 4's exception: freed by its owner and by
                  * another thread at once; it stays on the list once */
@@ -546,12 +544,7 @@ hk_result hk__zs_free_slow(zs_space *sp, zs_heap *h, zs_run *r, void *p, const c
     /* poisoned while still the freer's: once its bit is set, its owner may
      * collect it and hand it out again at once */
     hk__asan_poison(p, r->stride);
-    /* counted before the bit is set: stats read the owner's collected
-     * count first, so they never see a collected free uncounted */
-    uint64_t freed =
-        __atomic_fetch_add(&owner->rfreed, ZS_RPACK(r->stride), __ATOMIC_SEQ_CST) + ZS_RPACK(r->stride);
     if (__atomic_fetch_or(rw, m, __ATOMIC_ACQ_REL) & m) {
-        __atomic_fetch_sub(&owner->rfreed, ZS_RPACK(r->stride), __ATOMIC_SEQ_CST);
         __atomic_fetch_sub(&r->rpend, 1, __ATOMIC_SEQ_CST);
         return zs_double(sp, h, r, p, op, " (freed by another thread, not collected yet)");
     }
@@ -568,10 +561,16 @@ hk_result hk__zs_free_slow(zs_space *sp, zs_heap *h, zs_run *r, void *p, const c
      * under the lock that adoption takes, once ZS_ORPHAN_BATCH of its frees
      * wait (invariant 8) */
     if (HK__UNLIKELY(__atomic_load_n(&owner->abandoned, __ATOMIC_SEQ_CST)) && sp->lock &&
-        ZS_RCOUNT(freed - __atomic_load_n(&owner->rcollected, __ATOMIC_SEQ_CST)) >= ZS_ORPHAN_BATCH) {
+        __atomic_add_fetch(&owner->orphan_frees, 1, __ATOMIC_SEQ_CST) >= ZS_ORPHAN_BATCH) {
         int lock = !(h && h->locked);
         if (lock) sp->lock(sp->lock_user);
-        if (__atomic_load_n(&owner->abandoned, __ATOMIC_RELAXED)) hk__zs_collect(owner);
+        if (__atomic_load_n(&owner->abandoned, __ATOMIC_RELAXED)) {
+            /* the frees counted so far are collected now (later ones may
+             * be too: counted, they only bring the next collection nearer) */
+            uint64_t n = __atomic_load_n(&owner->orphan_frees, __ATOMIC_SEQ_CST);
+            hk__zs_collect(owner);
+            __atomic_fetch_sub(&owner->orphan_frees, n, __ATOMIC_SEQ_CST);
+        }
         if (lock) sp->unlock(sp->lock_user);
     }
     return HK_OK;
@@ -725,9 +724,17 @@ void hk__zs_sum_runs(const zs_space *sp, uint64_t *slots, uint64_t *bytes) {
     uint64_t n = 0, b = 0;
     size_t end = __atomic_load_n(&sp->used, __ATOMIC_ACQUIRE);
     for (size_t off = 0; off < end; off += ZS_RUN) {
-        const zs_run *r = zs_run_at(sp, off); /* committed below used (invariant 1) */
+        zs_run *r = (zs_run *)zs_run_at(sp, off); /* committed below used (invariant 1) */
         if (!__atomic_load_n(&r->heap, __ATOMIC_ACQUIRE)) continue;
         uint32_t u = zs_used(r);
+        /* less the remote frees waiting (invariants 5 and 10) */
+        if (__atomic_load_n(&r->rpend, __ATOMIC_ACQUIRE) || __atomic_load_n(&r->queued, __ATOMIC_ACQUIRE)) {
+            uint32_t w = 0;
+            const uint64_t *rb = zs_rbits(r);
+            for (unsigned k = 0; k < ZS_WORDS; k++)
+                w += (uint32_t)__builtin_popcountll(__atomic_load_n(rb + k, __ATOMIC_RELAXED));
+            u = u > w ? u - w : 0;
+        }
         n += u;
         b += (uint64_t)u * __atomic_load_n(&r->stride, __ATOMIC_RELAXED);
     }

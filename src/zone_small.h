@@ -96,12 +96,6 @@ static const uint16_t zs_stride_tab[ZS_NCLS] = {
 #else
 #define ZS_LOAD(f) (f)
 #endif
-/* A count (the top 24 bits) and bytes (the low 40) in one word, so that a
- * remote free adds both with one atomic add; differences are taken modulo
- * each field (fewer than 2^24 blocks and 2^40 bytes wait at once). */
-#define ZS_RPACK(bytes)   (((uint64_t)1 << 40) | (uint64_t)(bytes))
-#define ZS_RCOUNT(packed) ((packed) >> 40)
-#define ZS_RBYTES(packed) ((packed) & (((uint64_t)1 << 40) - 1))
 
 /* Class of a request by (n + 7) / 8, n <= ZS_MAX (one load; 0 -> class 0).
  * Filled by hk__zs_init_tables (idempotent, called by every space init). */
@@ -242,11 +236,9 @@ typedef struct zs_heap {
     uint64_t alloc_base;
     zs_run *all;    /* every run of the heap */
     zs_run *rstack; /* atomic: runs with remote frees to collect */
-    /* Other threads' frees of its blocks (atomic adds by the freers) and
-     * those the owner collected (its own counter), each a count and bytes
-     * packed by ZS_RPACK: stats subtract the difference, the frees not
-     * collected yet, so that they are exact while blocks wait. */
-    uint64_t rfreed, rcollected;
+    /* atomic: frees into it since its last collection while it is
+     * abandoned (invariant 8 of zone_small.c) */
+    uint64_t orphan_frees;
     uint64_t secret;           /* the next run's secret comes from it */
     uint32_t poll_left;        /* allocations until the space's poll (atomic stores under TSan) */
     uint32_t tail_left;        /* settling frees until the next poll from them */
@@ -324,8 +316,9 @@ hk_result hk__zs_free_slow(zs_space *sp, zs_heap *h, zs_run *r, void *p, const c
  * the slots collected. Owner only. */
 size_t hk__zs_collect(zs_heap *h);
 /* The used slots of every run of the space and their bytes (strides),
- * remote frees not collected included. Any thread: a run made or ended
- * meanwhile may be counted or not. O(granules of the space). */
+ * less the remote frees not collected yet (their bits). Any thread: a run
+ * made or ended meanwhile may be counted or not. O(granules of the space,
+ * plus the bitmap of each run with remote frees waiting). */
 void hk__zs_sum_runs(const zs_space *sp, uint64_t *slots, uint64_t *bytes);
 /* Every invariant of heap h's runs (owner quiescent), adding the granules
  * it holds (runs and spare) to *granules. HK_OK or HK_ERR_CORRUPT,

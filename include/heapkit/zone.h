@@ -311,9 +311,10 @@ size_t hk_zone_free_tags(hk_zone *z, int lo, int hi);
 size_t hk_zone_purge(hk_zone *z, int level);
 
 /* Introspection (see heapkit.h). stats is O(heaps + granules of the small
- * blocks' space): it sums the used slots of every run (64 KiB each) and
- * each heap's allocation count (a HK_ZONE_THREADS zone has one heap per
- * thread), and counts a block another thread freed as freed at once; read
+ * blocks' space): it sums the used slots of every run (64 KiB each, less
+ * the blocks other threads freed that the owner has not collected: their
+ * bits, read for the runs that have some) and each heap's allocation count
+ * (a HK_ZONE_THREADS zone has one heap per thread); read
  * while other threads allocate, the small blocks' figures are near the
  * values they held, exact when those threads are quiet. A small block
  * counts its slot as the bytes asked for (no
