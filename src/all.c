@@ -52,6 +52,7 @@
 #include "zone_region.c"
 #include "zone_decay.c"
 #include "zone_small.c"
+#include "zone_small_check.c"
 #include "zone_heaps.c"
 #include "zone_lookup.c"
 #include "zone_tags.c"

@@ -102,6 +102,11 @@ static const uint16_t zs_stride_tab[ZS_NCLS] = {
 extern uint8_t hk__zs_cls_tab[ZS_MAX / 8u + 1u];
 void hk__zs_init_tables(void);
 static inline unsigned zs_cls_of(size_t n) { return hk__zs_cls_tab[(n + 7u) >> 3]; }
+/* Slots of a run of stride s. */
+static inline uint32_t zs_nslots(uint32_t s) {
+    uint32_t n = (uint32_t)((ZS_RUN - ZS_FIRST) / s);
+    return n < ZS_SLOTS ? n : ZS_SLOTS;
+}
 
 enum { ZS_CUR = 1, ZS_PARTIAL = 2, ZS_FULL = 3 };
 
@@ -348,12 +353,6 @@ static inline zs_run *zs_run_of(const zs_space *sp, const void *p) {
     uintptr_t off = (uintptr_t)p - sp->lo;
     if (HK__UNLIKELY(off >= __atomic_load_n(&sp->used, __ATOMIC_RELAXED))) return NULL;
     return zs_run_at(sp, off);
-}
-
-/* Whether p is in the space's used part (NULL never is): zs_run_of in two
- * steps, for paths that test before they look the header up. */
-static inline int zs_in_space(const zs_space *sp, const void *p) {
-    return (uintptr_t)p - sp->lo < ZS_LOAD(sp->used);
 }
 
 static inline uint64_t *zs_rbits(zs_run *r) { return (uint64_t *)(r->base + ZS_RBITS); }
