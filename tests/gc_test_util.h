@@ -1,7 +1,7 @@
 /* tests/gc_test_util.h - the gc tests' common object type: a node with two
  * reference fields (traced) and a payload, whose finalizer counts in
- * g_finalized. One copy for test_gc.c, test_gc_handles.c and
- * test_gc_collect_step.c. */
+ * g_finalized. One copy for test_gc.c, test_gc_handles.c,
+ * test_gc_collect_step.c and test_gc_model.c. */
 #ifndef GC_TEST_UTIL_H
 #define GC_TEST_UTIL_H
 

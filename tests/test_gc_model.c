@@ -3,33 +3,12 @@
  * mode-switch sequences against a shadow model, with the check and a full
  * comparison (every count, every reclaimed object, reachability after a
  * full pass) after every operation. */
+#include "gc_test_util.h"
 #include "heapkit/gc.h"
 #include "hk_test.h"
 #include "internal.h"
 
 /* ---- test types ---------------------------------------------------------- */
-
-/* A struct with two reference fields and a payload. */
-typedef struct node {
-    hk_gc_obj *ref[2];
-    int value;
-} node;
-
-static int g_finalized;
-static void node_trace(void *data, size_t size, hk_gc_visit_fn visit, void *ctx, void *user) {
-    (void)size;
-    (void)user;
-    node *n = (node *)data;
-    visit(n->ref[0], ctx);
-    visit(n->ref[1], ctx);
-}
-static void node_finalize(void *data, size_t size, void *user) {
-    (void)data;
-    (void)size;
-    (void)user;
-    g_finalized++;
-}
-static const hk_gc_type k_node = {"node", sizeof(node), node_trace, node_finalize, NULL};
 
 /* A simulated clock: every read advances time by `tick` ns. */
 typedef struct fake_clock {
