@@ -199,6 +199,14 @@ void hk__guard_report_finish(hk_guard *g, guard_out *o, const char *label, void 
     hk_os_symbolize(guard_syms, guard_nsyms,
                     (g->core.flags & HK_GUARD_NO_SYMBOLIZE_LINES) ? 0u : HK_OS_SYMBOLIZE_LINES);
     hk__guard_out_str(o, "\n");
+    /* said once per process, not left to look like a program without
+     * debug information */
+    static int said_no_lines;
+    if (!(g->core.flags & HK_GUARD_NO_SYMBOLIZE_LINES) && hk_os_symbolize_lines_missing() && !said_no_lines) {
+        said_no_lines = 1;
+        hk__guard_out_str(o, "  (frames without file:line: neither libdw.so.1 (Debian: libdw1) nor addr2line "
+                             "(binutils) was found)\n");
+    }
     if (label && cn) {
         hk__guard_out_str(o, "  ");
         hk__guard_out_str(o, label);
@@ -216,7 +224,8 @@ void hk__guard_report_finish(hk_guard *g, guard_out *o, const char *label, void 
         else
             hk__guard_out_str(o, "    (no stack recorded)\n");
         if (b->state != GUARD_STATE_LIVE) {
-            hk__guard_out_str(o, label && strncmp(label, "freed", 5) == 0 ? "  first freed at:\n" : "  freed at:\n");
+            hk__guard_out_str(o, label && strncmp(label, "freed", 5) == 0 ? "  first freed at:\n"
+                                                                          : "  freed at:\n");
             if (fn)
                 guard_sym_print(o, f0, fn);
             else
@@ -261,8 +270,8 @@ hk_result hk__guard_misuse(hk_guard *g, hk_result res, hk_error_kind kind, const
     return hk__guard_misuse_ex(g, res, kind, addr, size, b, cur, ncur, what, true);
 }
 
-hk_result hk__guard_pad_report(hk_guard *g, const guard_blockinfo *b, int dmg, uintptr_t first, uintptr_t last,
-                               const char *found, void *const *cur, int ncur) {
+hk_result hk__guard_pad_report(hk_guard *g, const guard_blockinfo *b, int dmg, uintptr_t first,
+                               uintptr_t last, const char *found, void *const *cur, int ncur) {
     char what[320];
     guard_out o = {what, 0, sizeof what};
     what[0] = 0;
@@ -286,7 +295,8 @@ hk_result hk__guard_pad_report(hk_guard *g, const guard_blockinfo *b, int dmg, u
     hk__guard_out_hex(&o, dmg > 0 ? b->user + b->requested : b->user);
     hk__guard_out_str(&o, ")");
     return hk__guard_misuse_ex(g, HK_ERR_CORRUPT, dmg > 0 ? HK_EK_HEAP_OVERFLOW : HK_EK_HEAP_UNDERFLOW,
-                               (void *)first, b->requested, b, cur, ncur, what, strcmp(found, "at free") == 0);
+                               (void *)first, b->requested, b, cur, ncur, what,
+                               strcmp(found, "at free") == 0);
 }
 
 const char *hk__guard_fmt_what(char *buf, size_t n, const char *lead, const void *p, const guard_blockinfo *b,

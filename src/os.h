@@ -321,6 +321,12 @@ typedef struct hk_os_symbol {
  * after a fault. Not reentrant (static buffers): callers serialize. */
 HK__HIDDEN void hk_os_symbolize(hk_os_symbol *syms, int n, unsigned flags);
 
+/* 0 when a symbolization with HK_OS_SYMBOLIZE_LINES has found no way to
+ * name lines (POSIX: libdw.so.1 did not load and hk_os_symbolize_init found
+ * no addr2line on PATH), so that a report can say why its frames have no
+ * file:line; else 1 (also before any such symbolization). */
+HK__HIDDEN int hk_os_symbolize_lines_missing(void);
+
 /* Looks `addr2line` up on PATH (once; later calls are free). Call it early,
  * from code that may still read the environment. */
 HK__HIDDEN void hk_os_symbolize_init(void);

@@ -490,6 +490,11 @@ void hk_os_symbolize(hk_os_symbol *syms, int n, unsigned flags) {
     }
 }
 
+int hk_os_symbolize_lines_missing(void) {
+    return __atomic_load_n(&sym_a2l_looked, __ATOMIC_ACQUIRE) && (sym_dw_tried || !sym_dw_wanted) &&
+           !sym_dw_ok && !sym_a2l_path[0];
+}
+
 void *hk_os_find_function(const char *name) {
     void *f = dlsym(RTLD_DEFAULT, name);
     return f;

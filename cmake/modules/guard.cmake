@@ -249,6 +249,12 @@ if(BUILD_TESTING AND HEAPKIT_BUILD_TESTS AND NOT HEAPKIT_SANITIZE)
   set_tests_properties(guard_tool_bad_option PROPERTIES LABELS "no-sanitize;guard" WILL_FAIL TRUE)
   add_test(NAME guard_tool_bad_value COMMAND heapkit_tool guard --quarantine lots -- true)
   set_tests_properties(guard_tool_bad_value PROPERTIES LABELS "no-sanitize;guard" WILL_FAIL TRUE)
+  # a report whose frames cannot get file:line says which packages would
+  # give them (neither libdw.so.1 nor addr2line: PATH without addr2line)
+  add_test(NAME guard_tool_no_symbolizer_said COMMAND sh -c
+    "mkdir -p nobin && ln -sf /bin/sh nobin/sh && HEAPKIT_NO_LIBDW=1 PATH=$PWD/nobin $<TARGET_FILE:heapkit_tool> guard --sides trailing -- $<TARGET_FILE:guard_corpus_overflow_strcpy> 2>&1; true")
+  set_tests_properties(guard_tool_no_symbolizer_said PROPERTIES LABELS "no-sanitize;guard"
+    WORKING_DIRECTORY ${PROJECT_BINARY_DIR} PASS_REGULAR_EXPRESSION "neither libdw.so.1 \\(Debian: libdw1\\) nor addr2line")
   # `heapkit env` lists every variable of the option table, the zone's too,
   # and says when a set value is not valid (the libraries ignore it)
   add_test(NAME guard_tool_env COMMAND heapkit_tool env)
