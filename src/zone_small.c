@@ -29,10 +29,14 @@
  *     list, reports it and leaves it there.
  *  5. A run with a remote bit set is on its heap's collection stack (its
  *     rpend has ZS_RQUEUED), or the freer that set the bit is about to queue
- *     it (it counted itself in rpend before its or, and queues after it when
- *     its or of ZS_RQUEUED saw it clear). So rpend == 0 means no remote bit
- *     is set but by a free that races with the reader's: the owner's free
- *     reads the bitmap only when rpend is not 0.
+ *     it: a freer that finds ZS_RQUEUED clear counts itself in rpend before
+ *     its or and queues the run after it when its or of ZS_RQUEUED saw it
+ *     clear; one that finds it set only sets its bit (one atomic write),
+ *     then reads ZS_RQUEUED again, and when a collection cleared it
+ *     meanwhile, counts itself and queues the run if its bit still waits
+ *     (zs_requeue). So rpend == 0 means no remote bit is set but by a free
+ *     that races with the reader's: stats read the bitmap only when rpend
+ *     or the queued mark is not 0.
  *  6. A heap's run is its class's cur (state ZS_CUR), on its class's partial
  *     list (ZS_PARTIAL: it has a free or uncarved slot), or full (ZS_FULL:
  *     none, on no list). A run whose last used slot is freed, other than a
@@ -136,7 +140,8 @@ static void zs_run_format(zs_run *r, unsigned c, uint64_t secret) {
     r->bump = 0;
     __atomic_store_n(&r->state, 0, __ATOMIC_RELAXED);
     r->next = r->prev = r->all_next = r->all_prev = r->rnext = NULL;
-    r->rpend = 0;
+    /* rpend is left as it is: 0, but while a late remote freer holds a
+     * count on it (zs_requeue) */
     /* the remote bitmap; word by word under ThreadSanitizer, which would
      * take a memset racing with stats' atomic reads (invariant 10) for a
      * race (on the hosts heapkit supports aligned stores are single-copy
@@ -150,18 +155,22 @@ static void zs_run_format(zs_run *r, unsigned c, uint64_t secret) {
 #endif
 }
 
-/* The granule lists of the space (its lock held). A free granule is linked
- * through the first word of its remote bitmap's line (its first page is
- * never given back to the OS). */
-static void **zs_glink(void *g) { return (void **)((unsigned char *)g + ZS_RBITS); }
-static void zs_gpush(void **list, void *g) {
-    __atomic_store_n(zs_glink(g), *list, __ATOMIC_RELAXED); /* invariant 10 */
-    *list = g;
+/* The dirty lists of the space (its lock held), a granule number + 1 at
+ * their heads (0: empty) and in the first word of each granule's remote
+ * bitmap (its first page is never given back to the OS while dirty). */
+static uint64_t *zs_glink(const zs_space *sp, uint32_t n) {
+    return (uint64_t *)(sp->lo + ((uintptr_t)(n - 1u) << ZS_RUN_LOG2) + ZS_RBITS);
 }
-static void *zs_gpop(void **list) {
-    void *g = *list;
-    if (g) *list = __atomic_load_n(zs_glink(g), __ATOMIC_RELAXED);
-    return g;
+static void zs_gpush(zs_space *sp, uint32_t *list, void *g) {
+    uint32_t n = (uint32_t)(((uintptr_t)g - sp->lo) >> ZS_RUN_LOG2) + 1u;
+    __atomic_store_n(zs_glink(sp, n), (uint64_t)*list, __ATOMIC_RELAXED); /* invariant 10 */
+    *list = n;
+}
+static void *zs_gpop(zs_space *sp, uint32_t *list) {
+    uint32_t n = *list;
+    if (!n) return NULL;
+    *list = (uint32_t)__atomic_load_n(zs_glink(sp, n), __ATOMIC_RELAXED);
+    return (void *)(sp->lo + ((uintptr_t)(n - 1u) << ZS_RUN_LOG2));
 }
 
 /* The clean granules: a stack of granule numbers beside the space (their
@@ -188,16 +197,31 @@ static void *zs_clean_pop(zs_space *sp) {
     return (void *)(sp->lo + ((uintptr_t)sp->cstack[sp->nclean] << ZS_RUN_LOG2));
 }
 
-/* A granule for a run (space lock held): a dirty one (its pages still
- * resident: no page fault), a clean one, else a fresh one committed (and
- * faulted in with `prefault`). */
-static zs_run *zs_granule_take(zs_space *sp) {
-    void *g = zs_gpop(&sp->dirty_new);
-    if (!g) g = zs_gpop(&sp->dirty_old);
-    if (g) {
+/* A dirty granule for a run of class c (space lock held), or NULL: of
+ * class c, this epoch's first; else of the nearest class above c, else
+ * below (a run of another class may touch pages the last one did not, or
+ * leave resident ones it does not use). O(1). */
+static void *zs_dirty_take(zs_space *sp, unsigned c) {
+    for (unsigned k = 0; k < 2; k++) {
+        unsigned e = k ? !sp->young : sp->young;
+        uint64_t m = sp->dmask[e];
+        if (!m) continue;
+        uint64_t up = m & (~(uint64_t)0 << c);
+        unsigned d = up ? (unsigned)__builtin_ctzll(up) : 63u - (unsigned)__builtin_clzll(m);
+        void *g = zs_gpop(sp, &sp->dirty[e][d]);
+        if (!sp->dirty[e][d]) sp->dmask[e] &= ~((uint64_t)1 << d);
         __atomic_store_n(&sp->ndirty, sp->ndirty - 1, __ATOMIC_RELAXED);
-        return zs_run_at(sp, (uintptr_t)g - sp->lo);
+        return g;
     }
+    return NULL;
+}
+
+/* A granule for a run of class c (space lock held): a dirty one (its pages
+ * still resident: no page fault), a clean one, else a fresh one committed
+ * (and faulted in with `prefault`). */
+static zs_run *zs_granule_take(zs_space *sp, unsigned c) {
+    void *g = zs_dirty_take(sp, c);
+    if (g) return zs_run_at(sp, (uintptr_t)g - sp->lo);
     if ((g = zs_clean_pop(sp)) != NULL) return zs_run_at(sp, (uintptr_t)g - sp->lo);
     if (sp->bump >= sp->span >> ZS_RUN_LOG2) return NULL;
     /* its header's entry first (the table is committed a page at a time
@@ -218,20 +242,30 @@ static zs_run *zs_granule_take(zs_space *sp) {
     return r;
 }
 
-/* Gives back the pages of every granule of dirty list *list, which join
- * the clean ones (lock held; one that finds no room stays dirty, on
- * dirty_old). Returns the granules cleaned. */
-static size_t zs_clean_list(zs_space *sp, void **list) {
+/* Gives back the pages of every granule of the dirty lists of epoch e,
+ * which join the clean ones (lock held; one that finds no room stays
+ * dirty, in this epoch's list of its class). Returns the granules cleaned.
+ * O(classes with a dirty granule + granules). */
+static size_t zs_clean_epoch(zs_space *sp, unsigned e) {
     size_t n = 0;
-    void *g, *keep = NULL;
-    while ((g = zs_gpop(list)) != NULL) {
-        if (zs_clean_push(sp, g)) {
-            n++;
-        } else {
-            zs_gpush(&keep, g);
+    uint64_t keep = 0;
+    for (uint64_t m = sp->dmask[e]; m; m &= m - 1) {
+        unsigned c = (unsigned)__builtin_ctzll(m);
+        void *g;
+        while ((g = zs_gpop(sp, &sp->dirty[e][c])) != NULL) {
+            if (zs_clean_push(sp, g)) {
+                n++;
+                continue;
+            }
+            zs_gpush(sp, &sp->dirty[sp->young][c], g);
+            if (e == sp->young) {
+                keep |= (uint64_t)1 << c; /* where it was: the next trim tries again */
+                break;
+            }
+            sp->dmask[sp->young] |= (uint64_t)1 << c;
         }
     }
-    while ((g = zs_gpop(&keep)) != NULL) zs_gpush(&sp->dirty_old, g);
+    sp->dmask[e] = keep;
     __atomic_store_n(&sp->ndirty, sp->ndirty - n, __ATOMIC_RELAXED);
     return n;
 }
@@ -240,9 +274,9 @@ void hk__zs_space_age(zs_space *sp, uint64_t now) {
     if (!sp->epoch_ns || now < __atomic_load_n(&sp->next_epoch, __ATOMIC_RELAXED)) return;
     hk_os_mutex_lock(&sp->mx);
     if (now >= sp->next_epoch) {
-        zs_clean_list(sp, &sp->dirty_old);
-        sp->dirty_old = sp->dirty_new;
-        sp->dirty_new = NULL;
+        /* the epoch before ends: its granules go back; this one's age */
+        zs_clean_epoch(sp, !sp->young);
+        sp->young = !sp->young;
         __atomic_store_n(&sp->next_epoch, now + sp->epoch_ns, __ATOMIC_RELAXED);
     }
     hk_os_mutex_unlock(&sp->mx);
@@ -250,24 +284,35 @@ void hk__zs_space_age(zs_space *sp, uint64_t now) {
 
 size_t hk__zs_space_trim(zs_space *sp) {
     hk_os_mutex_lock(&sp->mx);
-    size_t n = zs_clean_list(sp, &sp->dirty_new) + zs_clean_list(sp, &sp->dirty_old);
+    size_t n = zs_clean_epoch(sp, !sp->young) + zs_clean_epoch(sp, sp->young);
     hk_os_mutex_unlock(&sp->mx);
     return n;
 }
 
-/* A new run of class c for heap h, cur-ready, or NULL: its spare, else a
- * granule of the space. */
+/* Puts granule r (no run) on this epoch's dirty list of its last class
+ * (space lock held). */
+static void zs_dirty_put(zs_space *sp, zs_run *r) {
+    zs_gpush(sp, &sp->dirty[sp->young][r->cls], r->base);
+    sp->dmask[sp->young] |= (uint64_t)1 << r->cls;
+    __atomic_store_n(&sp->ndirty, sp->ndirty + 1, __ATOMIC_RELAXED);
+}
+
+/* A new run of class c for heap h, cur-ready, or NULL: its spare when the
+ * spare's last run was of class c, else a granule of the space (the spare
+ * going back to it first). */
 static zs_run *zs_run_new(zs_heap *h, unsigned c) {
     zs_space *sp = h->sp;
     zs_run *r = __atomic_load_n(&h->spare, __ATOMIC_RELAXED)
                     ? __atomic_exchange_n(&h->spare, NULL, __ATOMIC_ACQUIRE)
                     : NULL;
-    if (!r) {
+    if (!r || r->cls != c) {
         hk_os_mutex_lock(&sp->mx);
-        r = zs_granule_take(sp);
-        if (r) __atomic_store_n(&sp->runs, sp->runs + 1, __ATOMIC_RELAXED);
+        if (r) zs_dirty_put(sp, r); /* still counted in runs: the take below does not count it again */
+        zs_run *t = zs_granule_take(sp, c);
+        if (!r && t) __atomic_store_n(&sp->runs, sp->runs + 1, __ATOMIC_RELAXED);
+        if (r && !t) __atomic_store_n(&sp->runs, sp->runs - 1, __ATOMIC_RELAXED);
         hk_os_mutex_unlock(&sp->mx);
-        if (!r) return NULL;
+        if (!(r = t)) return NULL;
     }
     hk__asan_unpoison(r->base, ZS_RUN);
     zs_run_format(r, c, zs_mix(&h->secret));
@@ -282,16 +327,13 @@ static zs_run *zs_run_new(zs_heap *h, unsigned c) {
 
 /* Gives granule r (no run, no heap's spare) back to the space, dirty: its
  * pages go back to the OS when it stays free (hk__zs_space_age) or by
- * hk__zs_space_trim. Its header stays for racing frees to read. */
+ * hk__zs_space_trim, not at once: a program that frees its small blocks
+ * at the end of a frame and allocates them again in the next finds them
+ * resident. Its header stays for racing frees to read. */
 static void zs_granule_give(zs_space *sp, zs_run *r) {
     hk__asan_poison(r->base + ZS_FIRST, ZS_RUN - ZS_FIRST); /* the bitmap stays readable (invariant 10) */
     hk_os_mutex_lock(&sp->mx);
-    zs_gpush(&sp->dirty_new, r->base);
-    __atomic_store_n(&sp->ndirty, sp->ndirty + 1, __ATOMIC_RELAXED);
-    /* no cap: a program that frees its small blocks at the end of a frame
-     * and allocates them again in the next finds them resident (a cap of
-     * 1/16 of the runs held gave 492 page faults in every replay of suite
-     * zone's frame trace); they go back by age, as the TLSF pages do */
+    zs_dirty_put(sp, r);
     __atomic_store_n(&sp->runs, sp->runs - 1, __ATOMIC_RELAXED);
     hk_os_mutex_unlock(&sp->mx);
 }
@@ -497,6 +539,32 @@ static hk_result zs_double(zs_space *sp, zs_heap *h, zs_run *r, void *p, const c
                      r->stride, why);
 }
 
+/* Queues run r on its owner's collection stack unless it is there (or
+ * about to be) already: the caller is in flight on r (invariant 5). */
+static void zs_queue(zs_run *r, zs_heap *owner) {
+    if (__atomic_load_n(&r->rpend, __ATOMIC_SEQ_CST) & ZS_RQUEUED) return;
+    if (__atomic_fetch_or(&r->rpend, ZS_RQUEUED, __ATOMIC_SEQ_CST) & ZS_RQUEUED) return;
+    __atomic_store_n(&r->queued, 1, __ATOMIC_RELAXED);
+    zs_run *top = __atomic_load_n(&owner->rstack, __ATOMIC_RELAXED);
+    do r->rnext = top;
+    while (!__atomic_compare_exchange_n(&owner->rstack, &top, r, 1, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
+}
+
+/* The rare end of a remote free that found run r queued before setting its
+ * bit m (in word rw) and unqueued after: the collection that unqueued it
+ * may have taken the bit, emptied the run, even given it back. Counted in
+ * flight, the freer queues the run only if the bit is still set (the slot
+ * still waits, so the run stays its owner's while the count holds it) and
+ * the run is still `owner`'s (a run given back and made again elsewhere has
+ * another freer for that bit). A count taken on a run given back only
+ * delays that run's going back (invariant 6), and comes off again. */
+static void zs_requeue(zs_run *r, const uint64_t *rw, uint64_t m, zs_heap *owner) {
+    __atomic_fetch_add(&r->rpend, 1, __ATOMIC_SEQ_CST);
+    if ((__atomic_load_n(rw, __ATOMIC_SEQ_CST) & m) && __atomic_load_n(&r->heap, __ATOMIC_SEQ_CST) == owner)
+        zs_queue(r, owner);
+    __atomic_fetch_sub(&r->rpend, 1, __ATOMIC_SEQ_CST);
+}
+
 hk_result hk__zs_free_slow(zs_space *sp, zs_heap *h, zs_run *r, void *p, const char *op) {
     if (h == &hk__zs_none_heap) h = NULL;
     uint32_t off = (uint32_t)((uintptr_t)p & (uint32_t)(ZS_RUN - 1));
@@ -542,25 +610,26 @@ hk_result hk__zs_free_slow(zs_space *sp, zs_heap *h, zs_run *r, void *p, const c
         hk__asan_poison(p, sizeof(void *));
         return zs_double(sp, h, r, p, op, "");
     }
-    /* in flight until the run is queued: its owner keeps the run meanwhile
-     * (zs_run_quiet) */
-    __atomic_fetch_add(&r->rpend, 1, __ATOMIC_SEQ_CST);
     /* poisoned while still the freer's: once its bit is set, its owner may
      * collect it and hand it out again at once */
     hk__asan_poison(p, r->stride);
-    if (__atomic_fetch_or(rw, m, __ATOMIC_ACQ_REL) & m) {
+    if (HK__LIKELY(__atomic_load_n(&r->rpend, __ATOMIC_SEQ_CST) & ZS_RQUEUED)) {
+        /* queued already: the bit is the one write (invariant 5) */
+        if (__atomic_fetch_or(rw, m, __ATOMIC_SEQ_CST) & m)
+            return zs_double(sp, h, r, p, op, " (freed by another thread, not collected yet)");
+        if (HK__UNLIKELY(!(__atomic_load_n(&r->rpend, __ATOMIC_SEQ_CST) & ZS_RQUEUED)))
+            zs_requeue(r, rw, m, owner);
+    } else {
+        /* in flight until the run is queued: its owner keeps the run
+         * meanwhile (zs_run_quiet) */
+        __atomic_fetch_add(&r->rpend, 1, __ATOMIC_SEQ_CST);
+        if (__atomic_fetch_or(rw, m, __ATOMIC_SEQ_CST) & m) {
+            __atomic_fetch_sub(&r->rpend, 1, __ATOMIC_SEQ_CST);
+            return zs_double(sp, h, r, p, op, " (freed by another thread, not collected yet)");
+        }
+        zs_queue(r, owner);
         __atomic_fetch_sub(&r->rpend, 1, __ATOMIC_SEQ_CST);
-        return zs_double(sp, h, r, p, op, " (freed by another thread, not collected yet)");
     }
-    /* queue the run once (invariant 5) */
-    if (!(__atomic_load_n(&r->rpend, __ATOMIC_SEQ_CST) & ZS_RQUEUED) &&
-        !(__atomic_fetch_or(&r->rpend, ZS_RQUEUED, __ATOMIC_SEQ_CST) & ZS_RQUEUED)) {
-        __atomic_store_n(&r->queued, 1, __ATOMIC_RELAXED);
-        zs_run *top = __atomic_load_n(&owner->rstack, __ATOMIC_RELAXED);
-        do r->rnext = top;
-        while (!__atomic_compare_exchange_n(&owner->rstack, &top, r, 1, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
-    }
-    __atomic_fetch_sub(&r->rpend, 1, __ATOMIC_SEQ_CST);
     /* a heap whose thread is gone has no owner to collect: a freer does,
      * under the lock that adoption takes, once ZS_ORPHAN_BATCH of its frees
      * wait (invariant 8) */

@@ -202,8 +202,14 @@ typedef struct zs_space {
     size_t bump; /* granules ever used */
     /* Free granules: dirty (freed in this epoch, or the one before: their
      * pages still resident) and clean (their pages but the first given
-     * back). An epoch is epoch_ns long (0: none; only a trim cleans). */
-    void *dirty_new, *dirty_old;
+     * back). An epoch is epoch_ns long (0: none; only a trim cleans).
+     * dirty[young][c]: the granules whose last run, of class c, ended in
+     * this epoch; dirty[!young][c]: in the one before. dmask[e] has bit c
+     * set when dirty[e][c] is not empty. A new run of class c takes one of
+     * its own class first: its pages are those the class touched. */
+    uint32_t dirty[2][ZS_NCLS]; /* granule number + 1 of each list's first; 0: empty */
+    uint64_t dmask[2];
+    unsigned young;
     size_t ndirty, nclean; /* atomic (stats read them) */
     uint32_t *cstack;      /* the clean granules' numbers (zone_small.c) */
     size_t cs_size, cs_commit;

@@ -282,6 +282,55 @@ HKT_TEST(trim_gives_runs_back) {
     hk_zone_destroy(z);
 }
 
+/* A new run takes a free granule its own class used last (its pages are
+ * the ones that class touches): here the 16-byte granules, though the
+ * 1000-byte ones were given back after them. */
+HKT_TEST(new_run_reuses_its_class_granule) {
+    hkt_errors errs = {0};
+    hkt_errors_reset(&errs);
+    errs.quiet = 1;
+    hk_zone *z = hk_zone_create(&(hk_zone_desc){.size = 1 << 20,
+                                                .grow_size = 1 << 20,
+                                                .name = "small",
+                                                .decay_ms = -1, /* nothing cleaned meanwhile */
+                                                .on_error = hkt_on_error,
+                                                .error_user = &errs});
+    REQUIRE(z != NULL);
+    enum { N = 12000, M = 400 };
+    static void *small[N], *big[M];
+    uintptr_t gran[16];
+    int ng = 0;
+    for (int i = 0; i < N; i++) REQUIRE((small[i] = hk_zone_alloc(z, 16)) != NULL);
+    for (int i = 0; i < M; i++) REQUIRE((big[i] = hk_zone_alloc(z, 1000)) != NULL);
+    for (int i = 0; i < N; i++) {
+        uintptr_t g = (uintptr_t)small[i] >> 16;
+        int k = 0;
+        while (k < ng && gran[k] != g) k++;
+        if (k == ng) {
+            REQUIRE(ng < 16);
+            gran[ng++] = g;
+        }
+    }
+    CHECK(ng >= 3); /* several runs of the class */
+    for (int i = 0; i < N; i++) CHECK_EQ(hk_zone_free(z, small[i]), HK_OK);
+    for (int i = 0; i < M; i++) CHECK_EQ(hk_zone_free(z, big[i]), HK_OK);
+    /* the current 16-byte run is still its class's: fill it, then one more */
+    int found = 0;
+    for (int i = 0; i < N; i++) {
+        REQUIRE((small[i] = hk_zone_alloc(z, 16)) != NULL);
+        uintptr_t g = (uintptr_t)small[i] >> 16;
+        int was = 0;
+        for (int k = 0; k < ng && !was; k++) was = gran[k] == g;
+        CHECK(was);
+        found += was;
+    }
+    CHECK_EQ(found, N);
+    for (int i = 0; i < N; i++) CHECK_EQ(hk_zone_free(z, small[i]), HK_OK);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    CHECK_EQ(errs.count, 0);
+    hk_zone_destroy(z);
+}
+
 /* Zones that keep every block in the TLSF core: HK_ZONE_NO_RUNS, a debug
  * flag, caller memory without growth (no OS memory for the space). */
 HKT_TEST(off_where_asked_or_impossible) {

@@ -376,9 +376,10 @@ hk_result hk_zone_get_info(const hk_zone *z, hk_zone_info *out);
  * a page + runs + heaps), plus one madvise per range given back. Memory
  * freed later goes back by the decay (hk_zone_desc.decay_ms), which reads
  * the clock only inside zone calls (a TLSF block freed, and every few
- * small frees of a heap while something waits to go back); free granules
- * past 1/16 of the runs (at least 16) go back at once. A zone nobody calls
- * keeps its pages until trimmed. */
+ * small frees of a heap while something waits to go back), free granules
+ * included: a new run takes a free granule whose last run was of its own
+ * class when there is one (its pages are those that class touches). A
+ * zone nobody calls keeps its pages until trimmed. */
 size_t hk_zone_trim(hk_zone *z);
 
 /* Z_DumpHeap: writes every block (address, size, tag, owner, name, site),
