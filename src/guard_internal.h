@@ -376,6 +376,12 @@ HK__HIDDEN void *hk__guard_alloc_guarded(hk_guard *g, size_t size, size_t align,
                                          int nframes);
 /* Frees a pointer in the arena, reporting misuse. Takes the lock. */
 HK__HIDDEN hk_result hk__guard_free_guarded(hk_guard *g, void *p, void *const *cur, int ncur);
+/* HK_GUARD_FAST_REUSE (the second run) only: frees p when it is the start
+ * of a LIVE block in a slot that goes straight back to its bin, without a
+ * free stack (nothing in that mode reports one; a misuse is never taken
+ * here). Returns false, having done nothing, in every other case: the
+ * caller then frees with its stack. O(1), takes the lock. */
+HK__HIDDEN bool hk__guard_free_quick(hk_guard *g, void *p);
 
 /* ---- guard_check.c ----------------------------------------------------------------- */
 

@@ -431,6 +431,22 @@ static int guard_quarantine(hk_guard *g, uint32_t id, void *const *cur, int ncur
     return dmg;
 }
 
+bool hk__guard_free_quick(hk_guard *g, void *p) {
+    if (!(g->core.flags & HK_GUARD_FAST_REUSE)) return false;
+    guard_lock(g);
+    uint32_t id = guard_slot_of(g, p);
+    const guard_slot *s = id ? &g->slots[id] : NULL;
+    if (!s || !guard_slot_ok(g, s) || s->state != GUARD_STATE_LIVE || guard_user(g, s) != (uintptr_t)p ||
+        !(s->sflags & (GUARD_SLOT_OWN | GUARD_SLOT_GI))) {
+        guard_unlock(g);
+        return false;
+    }
+    uintptr_t at = 0, last = 0;
+    (void)guard_quarantine(g, id, NULL, 0, &at, &last); /* the fast-reuse branch: no padding, no damage */
+    guard_unlock(g);
+    return true;
+}
+
 hk_result hk__guard_free_guarded(hk_guard *g, void *p, void *const *cur, int ncur) {
     char what[300];
     guard_lock(g);
