@@ -218,7 +218,15 @@ HKT_TEST(guard_fast_reuse) {
     for (int i = 1; i < 40; i++) in_order += b[i] == b[i - 1] + 2 * 4096;
     CHECK(in_order >= 30); /* a batch ends every 32 one-page slots at most */
     CHECK_EQ(hk_guard_check(g), HK_OK);
-    for (int i = 0; i < 40; i++) hk_guard_free(g, b[i]);
+    for (int i = 0; i < 40; i++) CHECK_EQ(hk_guard_free(g, b[i]), HK_OK);
+    CHECK_EQ(hk_guard_check(g), HK_OK);
+    /* a sound free keeps no stack in this mode; every misuse is still found */
+    CHECK_EQ(hk_guard_free(g, b[7]), HK_ERR_DOUBLE_FREE);
+    unsigned char *c = hk_guard_alloc(g, 100);
+    CHECK(c != NULL);
+    CHECK_EQ(hk_guard_free(g, c + 1), HK_ERR_FOREIGN); /* interior */
+    CHECK_EQ(hk_guard_free(g, c), HK_OK);
+    CHECK_EQ(hk_guard_free(g, c), HK_ERR_DOUBLE_FREE);
     CHECK_EQ(hk_guard_check(g), HK_OK);
     hk_guard_destroy(g);
     if (hk__asan_enabled()) {
