@@ -17,7 +17,9 @@
  * resident_free is the data bytes of FREE slots with GUARD_SLOT_RESIDENT;
  * a GUARD_SLOT_PADDED slot's pages are HK_FILL_PAD but for its last block;
  * a GUARD_SLOT_OPEN slot (HK_GUARD_FAST_REUSE only) is FREE, its own
- * mapping, read/write, on a bin, and reused without a protection change.
+ * mapping, read/write, on a bin, and reused without a protection change;
+ * GUARD_SLOT_GI slots are carved a batch at a time (guard_gi_carve_batch),
+ * every slot of a batch with its guard page installed before any is used.
  */
 #include "guard_internal.h"
 
