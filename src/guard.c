@@ -311,6 +311,8 @@ HK__NOINLINE hk_result hk_guard_free(hk_guard *g, void *p) {
     hk_result r = HK_OK;
     if (!guard_in_arena(g, p) && (g->core.flags & HK_GUARD_PLAIN_UNGUARDED)) {
         g->backing.free(p);
+    } else if (guard_in_arena(g, p) && hk__guard_free_quick(g, p)) {
+        /* the second run (HK_GUARD_FAST_REUSE): a live block's free keeps no stack */
     } else if (guard_in_arena(g, p) || !hk__guard_fb_free_sound(g, p)) {
         /* a guarded block, or a suspect one: with the stack, for reports */
         void *frames[HK_GUARD_MAX_FRAMES];

@@ -69,19 +69,21 @@
 #define GUARD_SLOT_GI                                                                                        \
     16u /* HK_GUARD_FAST_REUSE, side START: carved from the read/write open chunk, its guard page installed  \
            (hk_os_guard_install); never protected, no mapping of its own */
-#define GUARD_OPEN_CHUNK    ((size_t)2 << 20)  /* the open chunk grows by this much */
-#define GUARD_RESIDENT_POOL ((size_t)16 << 20) /* evicted pages kept for reuse without a page fault */
-#define GUARD_BINS          64
-#define GUARD_FB_HDR        16u
-#define GUARD_FB_CANARY     8u
-#define GUARD_FB_MAGIC      0x6b680a11u
-#define GUARD_FB_DEAD       0x6b68deadu
-#define GUARD_TRACE_BUCKETS (1u << 16)
-#define GUARD_TRACE_RESERVE ((size_t)64 << 20)
-#define GUARD_TRACE_HDR     16u /* bytes before the frames of a depot record */
-#define GUARD_COMMIT_CHUNK  ((size_t)1 << 20)
-#define GUARD_MAX_INSTANCES 8
-#define GUARD_MIN_RESERVE   ((size_t)16 << 20) /* the smallest arena create settles for */
+#define GUARD_OPEN_CHUNK     ((size_t)2 << 20) /* the open chunk grows by this much */
+#define GUARD_GI_BATCH_PAGES 64                /* GUARD_SLOT_GI slots are carved this many pages at a time, */
+#define GUARD_GI_BATCH       32                /* and at most this many slots */
+#define GUARD_RESIDENT_POOL  ((size_t)16 << 20) /* evicted pages kept for reuse without a page fault */
+#define GUARD_BINS           64
+#define GUARD_FB_HDR         16u
+#define GUARD_FB_CANARY      8u
+#define GUARD_FB_MAGIC       0x6b680a11u
+#define GUARD_FB_DEAD        0x6b68deadu
+#define GUARD_TRACE_BUCKETS  (1u << 16)
+#define GUARD_TRACE_RESERVE  ((size_t)64 << 20)
+#define GUARD_TRACE_HDR      16u /* bytes before the frames of a depot record */
+#define GUARD_COMMIT_CHUNK   ((size_t)1 << 20)
+#define GUARD_MAX_INSTANCES  8
+#define GUARD_MIN_RESERVE    ((size_t)16 << 20) /* the smallest arena create settles for */
 
 typedef struct guard_slot { /* 40 bytes: per live block, this and 8 bytes of page map */
     size_t requested;       /* bytes asked for (LIVE, QUAR; kept while FREE for reports) */
@@ -374,6 +376,12 @@ HK__HIDDEN void *hk__guard_alloc_guarded(hk_guard *g, size_t size, size_t align,
                                          int nframes);
 /* Frees a pointer in the arena, reporting misuse. Takes the lock. */
 HK__HIDDEN hk_result hk__guard_free_guarded(hk_guard *g, void *p, void *const *cur, int ncur);
+/* HK_GUARD_FAST_REUSE (the second run) only: frees p when it is the start
+ * of a LIVE block in a slot that goes straight back to its bin, without a
+ * free stack (nothing in that mode reports one; a misuse is never taken
+ * here). Returns false, having done nothing, in every other case: the
+ * caller then frees with its stack. O(1), takes the lock. */
+HK__HIDDEN bool hk__guard_free_quick(hk_guard *g, void *p);
 
 /* ---- guard_check.c ----------------------------------------------------------------- */
 

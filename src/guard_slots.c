@@ -17,7 +17,9 @@
  * resident_free is the data bytes of FREE slots with GUARD_SLOT_RESIDENT;
  * a GUARD_SLOT_PADDED slot's pages are HK_FILL_PAD but for its last block;
  * a GUARD_SLOT_OPEN slot (HK_GUARD_FAST_REUSE only) is FREE, its own
- * mapping, read/write, on a bin, and reused without a protection change.
+ * mapping, read/write, on a bin, and reused without a protection change;
+ * GUARD_SLOT_GI slots are carved a batch at a time (guard_gi_carve_batch),
+ * every slot of a batch with its guard page installed before any is used.
  */
 #include "guard_internal.h"
 
@@ -153,6 +155,62 @@ static bool guard_open_carve(hk_guard *g, size_t need) {
     return hk_os_guard_install(base, g->page) == HK_OK || hk_os_protect(base, g->page, HK_PROT_NONE) == HK_OK;
 }
 
+/* GUARD_SLOT_GI carving of a batch: up to GUARD_GI_BATCH_PAGES pages of
+ * fresh slots of `pages` data pages each (at least one, at most
+ * GUARD_GI_BATCH slots), their guard pages installed with one call
+ * (hk_os_guard_install_many) instead of one madvise a slot. The first slot
+ * is returned (off any list); the others go FREE onto bins[pages], the
+ * lowest address on top. Their data pages are not touched: they cost
+ * address space, not memory, until used. 0 when nothing could be carved. */
+static uint32_t guard_gi_carve_batch(hk_guard *g, uint32_t pages) {
+    size_t need = ((size_t)pages + 1) * g->page;
+    uint32_t want = GUARD_GI_BATCH_PAGES / (pages + 1);
+    if (want < 1) want = 1;
+    if (want > GUARD_GI_BATCH) want = GUARD_GI_BATCH;
+    /* keep the last page of the arena as a guard */
+    size_t room = g->bump + g->page <= g->arena_size ? (g->arena_size - g->bump - g->page) / need : 0;
+    if (want > room) want = (uint32_t)room;
+    if (!want ||
+        !guard_region_ensure(&g->map_reg, (g->bump + want * need) / g->page * sizeof(uint32_t), g->page))
+        return 0;
+    /* the open chunk, read/write, grown to hold the whole batch */
+    if (g->bump + want * need > g->open_end) {
+        size_t to = g->bump + want * need + GUARD_OPEN_CHUNK;
+        to -= to % GUARD_OPEN_CHUNK;
+        if (to > g->arena_size - g->page) to = g->arena_size - g->page;
+        if (to < g->bump + need || hk_os_map_own(g->arena + g->open_end, to - g->open_end, 1) != HK_OK)
+            return 0;
+        g->open_end = to;
+        if (g->bump + want * need > g->open_end) want = (uint32_t)((g->open_end - g->bump) / need);
+    }
+    void *at[GUARD_GI_BATCH] = {0};
+    for (uint32_t k = 0; k < want; k++) at[k] = g->arena + g->bump + k * need;
+    if (hk_os_guard_install_many(at, want, g->page) != HK_OK) {
+        /* no guard install here after all: protect the guard pages */
+        for (uint32_t k = 0; k < want; k++)
+            if (hk_os_guard_install(at[k], g->page) != HK_OK &&
+                hk_os_protect(at[k], g->page, HK_PROT_NONE) != HK_OK)
+                return 0;
+    }
+    uint32_t first = 0;
+    for (uint32_t k = 0; k < want; k++) {
+        uint32_t id = guard_new_id(g);
+        if (!id) break; /* the guard pages past here stay installed in uncarved space: inaccessible anyway */
+        guard_slot *s = &g->slots[id];
+        memset(s, 0, sizeof *s);
+        s->base_page = (uint32_t)(g->bump / g->page);
+        s->pages = pages;
+        s->sflags = GUARD_SLOT_GI;
+        g->bump += need;
+        guard_map_range(g, guard_base(g, s), pages + 1, id);
+        guard_seal(g, s);
+        if (!first) first = id;
+    }
+    /* onto the bin highest address first, so the next carved is popped next */
+    for (uint32_t id = g->nslots - 1; first && id > first; id--) guard_push_free(g, id);
+    return first;
+}
+
 /* Unlinks and returns a FREE slot with at least `pages` data pages, 0 if none. */
 static uint32_t guard_pop_fit(hk_guard *g, uint32_t pages) {
     if (pages <= GUARD_BINS && g->bins[pages]) {
@@ -162,7 +220,10 @@ static uint32_t guard_pop_fit(hk_guard *g, uint32_t pages) {
     }
     /* carve fresh address space; keep the last page of the arena as a guard */
     size_t need = ((size_t)pages + 1) * g->page;
-    if (g->bump + need + g->page <= g->arena_size) {
+    if (g->gi && pages <= GUARD_BINS) {
+        uint32_t id = guard_gi_carve_batch(g, pages);
+        if (id) return id;
+    } else if (g->bump + need + g->page <= g->arena_size) {
         size_t map_need = (g->bump + need) / g->page * sizeof(uint32_t);
         uint32_t id = 0;
         if (guard_region_ensure(&g->map_reg, map_need, g->page)) id = guard_new_id(g);
@@ -370,6 +431,22 @@ static int guard_quarantine(hk_guard *g, uint32_t id, void *const *cur, int ncur
     g->free_count++;
     while (g->q_head && (g->q_bytes > g->q_max_bytes || g->q_blocks > g->q_max_blocks)) guard_evict_one(g);
     return dmg;
+}
+
+bool hk__guard_free_quick(hk_guard *g, void *p) {
+    if (!(g->core.flags & HK_GUARD_FAST_REUSE)) return false;
+    guard_lock(g);
+    uint32_t id = guard_slot_of(g, p);
+    const guard_slot *s = id ? &g->slots[id] : NULL;
+    if (!s || !guard_slot_ok(g, s) || s->state != GUARD_STATE_LIVE || guard_user(g, s) != (uintptr_t)p ||
+        !(s->sflags & (GUARD_SLOT_OWN | GUARD_SLOT_GI))) {
+        guard_unlock(g);
+        return false;
+    }
+    uintptr_t at = 0, last = 0;
+    (void)guard_quarantine(g, id, NULL, 0, &at, &last); /* the fast-reuse branch: no padding, no damage */
+    guard_unlock(g);
+    return true;
 }
 
 hk_result hk__guard_free_guarded(hk_guard *g, void *p, void *const *cur, int ncur) {

@@ -127,6 +127,15 @@ HK__HIDDEN hk_result hk_os_map_own(void *p, size_t n, int rw);
  * system has no such thing (then nothing changed). */
 HK__HIDDEN hk_result hk_os_guard_install(void *p, size_t n);
 
+/* hk_os_guard_install on `count` ranges of n bytes each, at[0..count):
+ * one system call for all of them where the system can (Linux 6.15+:
+ * process_madvise on the calling process), else one per range. O(count *
+ * pages). HK_OK when every range was installed; otherwise the first
+ * failure's result (the ranges before it are installed, the rest may not
+ * be). Thread-safe (no state but a flag remembering that the one-call
+ * form is missing). */
+HK__HIDDEN hk_result hk_os_guard_install_many(void *const *at, size_t count, size_t n);
+
 /* One byte per page of [p, p+n) into vec, bit 0 = resident (mincore;
  * Windows: QueryWorkingSetEx, or committed where that cannot tell).
  * Returns 0 on success. */

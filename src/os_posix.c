@@ -20,6 +20,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -168,6 +169,40 @@ hk_result hk_os_guard_install(void *p, size_t n) {
     (void)n;
     return HK_ERR_UNSUPPORTED;
 #endif
+}
+
+hk_result hk_os_guard_install_many(void *const *at, size_t count, size_t n) {
+    size_t done = 0;
+#if defined(__linux__) && defined(SYS_process_madvise)
+    /* PIDFD_SELF_THREAD_GROUP (Linux 6.15): the calling process, with no
+     * descriptor to open and none that a fork would leave pointing at the
+     * parent. Older kernels say EBADF (or EINVAL, ENOSYS): remembered, and
+     * then one madvise per range. */
+    static int no_vector;
+    if (count > 1 && !__atomic_load_n(&no_vector, __ATOMIC_RELAXED)) {
+        struct iovec v[64];
+        while (done < count) {
+            size_t k = count - done < 64 ? count - done : 64;
+            for (size_t i = 0; i < k; i++) {
+                v[i].iov_base = at[done + i];
+                v[i].iov_len = n;
+            }
+            long r = syscall(SYS_process_madvise, -10001 /* PIDFD_SELF_THREAD_GROUP */, v, k, 102, 0u);
+            if (r < 0) {
+                if (errno == EBADF || errno == EINVAL || errno == ENOSYS || errno == EPERM)
+                    __atomic_store_n(&no_vector, 1, __ATOMIC_RELAXED);
+                break;
+            }
+            done += (size_t)r / n; /* a short count: the rest one by one */
+            if ((size_t)r != k * n) break;
+        }
+    }
+#endif
+    for (; done < count; done++) {
+        hk_result res = hk_os_guard_install(at[done], n);
+        if (res != HK_OK) return res;
+    }
+    return HK_OK;
 }
 
 int hk_os_resident(void *p, size_t n, unsigned char *vec) { return mincore(p, n, vec); }

@@ -217,6 +217,13 @@ hk_result hk_os_guard_install(void *p, size_t n) {
     return HK_ERR_UNSUPPORTED; /* guard pages are separate protections here */
 }
 
+hk_result hk_os_guard_install_many(void *const *at, size_t count, size_t n) {
+    (void)at;
+    (void)count;
+    (void)n;
+    return HK_ERR_UNSUPPORTED;
+}
+
 /* Residency from the working set (QueryWorkingSetEx: one entry per page,
  * asked 64 pages at a time); where the system cannot tell, committed pages
  * count as resident (the caller then scans more, never less). */

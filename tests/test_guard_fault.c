@@ -161,6 +161,14 @@ static HK__NOINLINE void guard_case_fast_reuse_fresh_underread(hk_guard *g) {
     for (int i = 0; i < 600; i++) p = hk_guard_alloc(g, (size_t)(i % 7 + 1) * 1000); /* past a 2 MiB chunk */
     guard_sink = p[-1];
 }
+/* fresh one-page slots are carved in batches (one call installs the
+ * batch's guard pages): a block from inside a batch, not its first, has
+ * its guard page too */
+static HK__NOINLINE void guard_case_fast_reuse_batch_underread(hk_guard *g) {
+    volatile unsigned char *p[20];
+    for (int i = 0; i < 20; i++) p[i] = hk_guard_alloc(g, 64);
+    guard_sink = p[13][-1];
+}
 static HK__NOINLINE void guard_case_fast_reuse_stays_open(hk_guard *g) {
     volatile unsigned char *p = hk_guard_alloc(g, 100);
     hk_guard_free(g, (void *)(uintptr_t)p);
@@ -198,6 +206,28 @@ HKT_TEST(guard_fast_reuse) {
     void *last = v[298];
     hk_guard_free(g, last);
     CHECK(hk_guard_alloc(g, 3 * 900 + 1) == last); /* same page count: the slot just freed */
+    /* fresh one-page slots come in a batch, handed out in address order:
+     * each block a guard page and a data page after the one before */
+    unsigned char *b[40];
+    for (int i = 0; i < 40; i++) {
+        b[i] = hk_guard_alloc(g, 100);
+        CHECK(b[i] != NULL && ((uintptr_t)b[i] & 4095u) == 0);
+        memset(b[i], 0x11, 100);
+    }
+    int in_order = 0;
+    for (int i = 1; i < 40; i++) in_order += b[i] == b[i - 1] + 2 * 4096;
+    CHECK(in_order >= 30); /* a batch ends every 32 one-page slots at most */
+    CHECK_EQ(hk_guard_check(g), HK_OK);
+    for (int i = 0; i < 40; i++) CHECK_EQ(hk_guard_free(g, b[i]), HK_OK);
+    CHECK_EQ(hk_guard_check(g), HK_OK);
+    /* a sound free keeps no stack in this mode; every misuse is still found */
+    CHECK_EQ(hk_guard_free(g, b[7]), HK_ERR_DOUBLE_FREE);
+    unsigned char *c = hk_guard_alloc(g, 100);
+    CHECK(c != NULL);
+    CHECK_EQ(hk_guard_free(g, c + 1), HK_ERR_FOREIGN); /* interior */
+    CHECK_EQ(hk_guard_free(g, c), HK_OK);
+    CHECK_EQ(hk_guard_free(g, c), HK_ERR_DOUBLE_FREE);
+    CHECK_EQ(hk_guard_check(g), HK_OK);
     hk_guard_destroy(g);
     if (hk__asan_enabled()) {
         printf("    faults skipped under AddressSanitizer\n");
@@ -211,6 +241,11 @@ HKT_TEST(guard_fast_reuse) {
         guard_run_child(guard_case_fast_reuse_fresh_underread, HK_GUARD_FAST_REUSE, HK_GUARD_SIDE_START, 0),
         SIGABRT);
     CHECK_STR_CONTAINS(guard_out, "heap underflow (read of 1 byte)");
+    CHECK_EQ(
+        guard_run_child(guard_case_fast_reuse_batch_underread, HK_GUARD_FAST_REUSE, HK_GUARD_SIDE_START, 0),
+        SIGABRT);
+    CHECK_STR_CONTAINS(guard_out, "heap underflow (read of 1 byte)");
+    CHECK_STR_CONTAINS(guard_out, "(1 byte before its start)");
     CHECK_EQ(guard_run_child(guard_case_fast_reuse_stays_open, HK_GUARD_FAST_REUSE, HK_GUARD_SIDE_START, 0),
              0);
     CHECK(guard_out[0] == 0);
