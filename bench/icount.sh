@@ -11,7 +11,7 @@
 #   bench/icount.sh [BUILD_DIR] [OPS]      (defaults: build, 20000)
 #   ICOUNT_ALLOCATORS="zone glibc" ICOUNT_HEAPS="1 16 256 1024" bench/icount.sh
 #
-# Prints, per allocator, heap size and operation kind: count, median, p99,
+# Prints, per allocator, heap size and operation kind: count, mean, median, p99,
 # p99.99 and max instructions; then the worst malloc or free at each size
 # against 1 MiB (target: flat within 10%) and the zone's against glibc's
 # (target: below). realloc is listed apart: its worst case is the copy.
@@ -45,13 +45,14 @@ for a in $allocs; do
 done
 {
     echo "instructions per operation (callgrind), frame trace over a filled heap, first $ops operations"
-    printf '%-8s %8s %-8s %8s %8s %8s %8s %8s\n' allocator heap_MiB op count median p99 p99.99 max
+    printf '%-8s %8s %-8s %8s %8s %8s %8s %8s %8s\n' allocator heap_MiB op count mean median p99 p99.99 max
     for a in $allocs; do for h in $heaps; do for k in malloc free realloc; do
         grep "^$a $h $k " "$tmp/all" | awk '{print $4}' | sort -n >"$tmp/v" || true
         n=$(wc -l <"$tmp/v")
         [ "$n" -gt 0 ] || continue
         pick() { sed -n "$(awk -v n="$n" -v p="$1" 'BEGIN { i = int(p * (n - 1)) + 1; print i }')p" "$tmp/v"; }
-        printf '%-8s %8s %-8s %8s %8s %8s %8s %8s\n' "$a" "$h" "$k" "$n" "$(pick 0.5)" "$(pick 0.99)" "$(pick 0.9999)" "$(tail -n 1 "$tmp/v")"
+        mean=$(awk '{ s += $1 } END { printf "%.1f", s / NR }' "$tmp/v")
+        printf '%-8s %8s %-8s %8s %8s %8s %8s %8s %8s\n' "$a" "$h" "$k" "$n" "$mean" "$(pick 0.5)" "$(pick 0.99)" "$(pick 0.9999)" "$(tail -n 1 "$tmp/v")"
     done; done; done
     echo
     echo "worst case of malloc and free (realloc apart: its copy of up to 32 KiB is O(size) in every"
