@@ -199,6 +199,14 @@ void hk__zone_fork_child(hk_zone *z) {
     /* the child's one thread keeps its heap; the others' threads are gone */
     if (z->small_on) hk_os_mutex_unlock(&z->small.mx); /* the abandonments give granules back */
     zs_heap *mine = z->threads ? hk__zone_heap_find(z) : NULL;
+    /* a remote free cut short by the fork (its thread is not in the
+     * child) leaves an in-flight count or a half-done queueing behind */
+    for (zs_heap *h = z->heaps; h; h = h->next) {
+        int was = h->locked;
+        h->locked = 1; /* the zone's lock is held: a report must not take it */
+        hk__zs_heap_fork_reset(h);
+        h->locked = was;
+    }
     for (zs_heap *h = z->heaps; h; h = h->next)
         if (h != mine && !__atomic_load_n(&h->abandoned, __ATOMIC_RELAXED)) zone_heap_abandon(h);
     hk__core_unlock(&z->core);

@@ -762,6 +762,14 @@ size_t hk__zs_heap_take_spare(zs_heap *h) {
     return 1;
 }
 
+void hk__zs_heap_fork_reset(zs_heap *h) {
+    zs_collect_all(h); /* the stack emptied, every bitmap read */
+    for (zs_run *r = h->all; r; r = r->all_next) {
+        __atomic_store_n(&r->queued, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&r->rpend, 0, __ATOMIC_RELAXED);
+    }
+}
+
 size_t hk__zs_heap_shrink(zs_heap *h) {
     zs_collect_all(h);
     return zs_release_empty(h);

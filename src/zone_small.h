@@ -293,6 +293,11 @@ size_t hk__zs_heap_free_all(zs_heap *h);
  * current ones too) and its spare. Owner, or h's owner gone and the
  * caller holding what adoption takes. Returns the granules given back. */
 size_t hk__zs_heap_shrink(zs_heap *h);
+/* In a fork's child, before anything else touches h: the threads that
+ * were between setting a remote bit and queueing its run are gone, so
+ * every run's in-flight count and queued flag are dropped after every
+ * waiting remote free of h is collected. O(runs of h). */
+void hk__zs_heap_fork_reset(zs_heap *h);
 /* Gives h's spare granule back to the space (any thread: an atomic
  * exchange against its owner's). Returns 1 when there was one. */
 size_t hk__zs_heap_take_spare(zs_heap *h);

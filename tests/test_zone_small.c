@@ -241,6 +241,34 @@ HKT_TEST(zone_small_remote_free_collected) {
     hk__zs_space_fini(&f.sp);
 }
 
+/* A remote free cut short by a fork (its thread gone in the child): one
+ * with its bit set, the run's flag set and its in-flight count taken, but
+ * the run never pushed. The child's reset collects the block and lets the
+ * run go back. */
+HKT_TEST(zone_small_fork_reset_after_cut_remote_free) {
+    zs_fix f;
+    fix_init(&f, (size_t)16 << 20);
+    void *ps[2];
+    for (int k = 0; k < 2; k++) REQUIRE((ps[k] = zs_alloc(&f.h, 64)) != NULL);
+    CHECK_EQ(fix_free(&f, &f.h, ps[1]), HK_OK);
+    zs_run *r = zs_run_of(&f.sp, ps[0]);
+    REQUIRE(r != NULL);
+    uint32_t i = (uint32_t)(((unsigned char *)ps[0] - r->base - ZS_FIRST) / r->stride);
+    zs_rbits(r)[i >> 6] |= (uint64_t)1 << (i & 63u);
+    r->rpend = ZS_RQUEUED + 1;
+    CHECK(f.h.rstack == NULL);
+    CHECK_EQ(fix_check(&f), HK_ERR_CORRUPT); /* the flag without the mark */
+    hk__zs_heap_fork_reset(&f.h);
+    CHECK_EQ(r->rpend, 0);
+    CHECK_EQ(fix_live(&f, NULL), 0);
+    CHECK_EQ(fix_check(&f), HK_OK);
+    CHECK(hk__zs_heap_shrink(&f.h) >= 1); /* the run goes back: nothing holds it */
+    CHECK_EQ(f.sp.runs, 0);
+    CHECK_EQ(f.errs.count, 1); /* check's report above only */
+    CHECK_EQ(hk__zs_heap_fini(&f.h), 0);
+    hk__zs_space_fini(&f.sp);
+}
+
 typedef struct walk_acc {
     int n;
     size_t bytes;
