@@ -112,7 +112,7 @@ static hk_result cache_check_region(hk_cache *c) {
         cache_blk *prevb = NULL;
         for (cache_blk *f = c->bins[i]; f; f = cache_links_of(f)->next) {
             if ((unsigned char *)f < lo || (unsigned char *)f >= end || ((uintptr_t)f & 15) ||
-                f->magic != CACHE_MAGIC_FREE || cache_bin_of(f->size16) != i ||
+                f->magic != CACHE_MAGIC_FREE || cache_bin_of(f->size16) != i || f->handle != i ||
                 cache_links_of(f)->prev != prevb || ++listed > nfree)
                 return cache_corrupt(c, f, "free list damaged", HK_EK_CORRUPT_FREE);
             prevb = f;

@@ -389,7 +389,7 @@ static inline void cache_bin_insert(hk_cache *c, cache_blk *b) {
     unsigned i = cache_bin_of(b->size16);
     cache_unpoison(b, CACHE_MIN_FREE);
     b->magic = CACHE_MAGIC_FREE;
-    b->handle = 0;
+    b->handle = i; /* a free block's handle field: its bin, so removing it needs no bin_of */
     cache_links *l = cache_links_of(b);
     cache_blk *h = c->bins[i];
     l->prev = NULL;
@@ -403,7 +403,7 @@ static inline void cache_bin_insert(hk_cache *c, cache_blk *b) {
 }
 
 static inline void cache_bin_remove(hk_cache *c, cache_blk *b) {
-    unsigned i = cache_bin_of(b->size16);
+    unsigned i = b->handle; /* its bin (cache_bin_insert) */
     cache_links *l = cache_links_of(b);
     if (l->prev)
         cache_links_of(l->prev)->next = l->next;

@@ -6,7 +6,8 @@
  *  - blocks tile [lo, end) exactly; size16 >= 2; prev16 of a block (and of
  *    the sentinel) is the size16 of the block before it, 0 for the first.
  *  - no two free blocks are adjacent; every free block is in the list of its
- *    bin (cache_bin_of its size16) and nothing else is; bit s of sl_map[f]
+ *    bin (cache_bin_of its size16, which its handle field holds) and
+ *    nothing else is; bit s of sl_map[f]
  *    is set iff bins[f * CACHE_SL + s] != NULL, and bit f of fl_map iff
  *    sl_map[f] != 0.
  *  - a used block's handle names a slot whose handle equals it and whose
