@@ -106,7 +106,8 @@ static hk_result cache_check_region(hk_cache *c) {
                                  HK_EK_CORRUPT_STRUCTURE);
     }
     for (unsigned i = 0; i < c->nbins; i++) {
-        if (((c->sl_map[i >> CACHE_SL_BITS] >> (i & (CACHE_SL - 1u))) & 1u) != (c->bins[i] != NULL))
+        if ((((uint32_t)c->sl_map[i >> CACHE_SL_BITS] >> (i & (CACHE_SL - 1u))) & 1u) !=
+            (c->bins[i] ? 1u : 0u))
             return cache_corrupt(c, c->bins[i], "free-list bitmap disagrees with the lists",
                                  HK_EK_CORRUPT_STRUCTURE);
         cache_blk *prevb = NULL;
