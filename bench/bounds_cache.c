@@ -12,8 +12,9 @@
  * stop within its budget); then the allocation that finds no free block
  * large enough and compacts the whole region (units: bytes moved; O(region)
  * by design: a frame keeps it away with compact_step), and one that must
- * purge (units: blocks purged). The blocks' bytes are never touched beyond
- * their headers and canaries.
+ * purge (units: blocks purged); last the fit's two dearest O(1) paths, each
+ * on a region laid out for it (cache_fit_case). The blocks' bytes are never
+ * touched beyond their headers and canaries.
  *
  * Invariants: deterministic for the scale; every cache passes check before
  * it is destroyed.
