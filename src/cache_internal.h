@@ -351,25 +351,32 @@ static inline void cache_stamp(hk_cache *c, cache_slot *s) {
 
 /* ---- the free-block index ------------------------------------------------------------ */
 
-/* The bin of a free block of s16 units: the first level is the power of
- * two (sizes below 2 * CACHE_SL share level 1 and 0, one size per bin), the
- * second the CACHE_SL_BITS bits below the top one. Every block in bin i has
- * at least cache_bin_min(i) units and fewer than cache_bin_min(i + 1). */
+/* The bin of s16 units: the first level is the power of two (sizes below
+ * 2 * CACHE_SL share levels 0 and 1, one size per bin), the second the
+ * CACHE_SL_BITS bits below the top one. Every block in bin i has at least
+ * cache_bin_min(i) units and fewer than cache_bin_min(i + 1). *up gets the
+ * first bin whose every block holds s16 units (s16 rounded up to a bin
+ * boundary: the same bin when s16 is its lower bound, else the next one;
+ * CACHE_NBINS when there is none). */
+static inline unsigned cache_bin_split(uint32_t s16, unsigned *up) {
+    if (s16 < 2u * CACHE_SL) return *up = s16;
+    unsigned l = cache_log2(s16), sh = l - CACHE_SL_BITS;
+    unsigned i = ((l - CACHE_SL_BITS + 1u) << CACHE_SL_BITS) | ((s16 >> sh) & (CACHE_SL - 1u));
+    *up = i + ((s16 & ((1u << sh) - 1u)) != 0u);
+    return i;
+}
 static inline unsigned cache_bin_of(uint32_t s16) {
-    if (s16 < 2u * CACHE_SL) return s16;
-    unsigned l = cache_log2(s16);
-    return ((l - CACHE_SL_BITS + 1u) << CACHE_SL_BITS) | ((s16 >> (l - CACHE_SL_BITS)) & (CACHE_SL - 1u));
+    unsigned up;
+    return cache_bin_split(s16, &up);
+}
+static inline unsigned cache_bin_ceil(uint32_t need16) {
+    unsigned up;
+    (void)cache_bin_split(need16, &up);
+    return up;
 }
 static inline uint32_t cache_bin_min(unsigned i) {
     unsigned f = i >> CACHE_SL_BITS, sl = i & (CACHE_SL - 1u);
     return f < 2u ? (uint32_t)i : (CACHE_SL + sl) << (f - 1u);
-}
-/* The first bin whose every block holds need16 units (the request rounded
- * up to a bin boundary); CACHE_NBINS when there is none. */
-static inline unsigned cache_bin_ceil(uint32_t need16) {
-    if (need16 < 2u * CACHE_SL) return need16;
-    uint64_t r = (uint64_t)need16 + (1u << (cache_log2(need16) - CACHE_SL_BITS)) - 1u;
-    return r > UINT32_MAX ? (unsigned)CACHE_NBINS : cache_bin_of((uint32_t)r);
 }
 /* The head of the first non-empty bin at or above bin j, or NULL: two
  * bitmap searches. O(1). */

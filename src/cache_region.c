@@ -57,11 +57,10 @@ void hk__cache_region_init(hk_cache *c, unsigned char *lo, unsigned char *hi) {
  * most CACHE_SCAN_LIMIT in all. NULL sends the caller to compaction and the
  * purge (cache_alloc.c), which are O(n) by design. */
 cache_blk *hk__cache_fit(hk_cache *c, uint32_t need16) {
-    unsigned i = cache_bin_of(need16);
-    if (i >= c->nbins) return NULL; /* larger than the region can hold */
+    unsigned j, i = cache_bin_split(need16, &j); /* its bin, and the bin it rounds up to */
+    if (i >= c->nbins) return NULL;              /* larger than the region can hold */
     cache_blk *b = c->bins[i];
     if (b && b->size16 >= need16) return b;
-    unsigned j = cache_bin_ceil(need16);
     cache_blk *r = j < c->nbins ? cache_bin_search(c, j) : NULL;
     if (r) return r;
     for (int k = 1; b && k < CACHE_SCAN_LIMIT; k++)
