@@ -9,6 +9,7 @@
  * the fit must take is known, and a wrong bin or bitmap takes another. */
 #include "cache_internal.h"
 #include "cache_test_util.h"
+#include "heapkit/hunk.h"
 
 /* A request that needs exactly u units (header 16 and canary 8 included). */
 static size_t req_of(uint32_t u) { return (size_t)u * 16u - CACHE_HDR - CACHE_MIN_CANARY; }
@@ -237,4 +238,35 @@ HKT_TEST(check_sees_a_wrong_bitmap) {
     c->fl_map = keep_fl;
     CHECK_EQ(hk_cache_check(c), HK_OK);
     hk_cache_destroy(c);
+}
+
+/* A cache in a hunk has bins for the largest block the hunk's whole area
+ * can hold, not only the middle it starts with: created while the hunk's
+ * low end holds most of the area, it gets nearly all of it once the hunk
+ * frees to a mark, and a block of nearly that size is placed and indexed. */
+HKT_TEST(bins_cover_a_hunks_whole_area) {
+    hk_hunk *hk =
+        hk_hunk_create(&(hk_hunk_desc){.size = 1u << 20, .on_error = hkt_on_error, .error_user = &g_errs});
+    REQUIRE(hk);
+    hk_hunk_mark m = hk_hunk_low_mark(hk);
+    REQUIRE(hk_hunk_alloc(hk, (1u << 20) - (32u << 10), "level") != NULL);
+    hkt_errors_reset(&g_errs);
+    hk_cache *c =
+        hk_cache_create(&(hk_cache_desc){.hunk = hk, .on_error = hkt_on_error, .error_user = &g_errs});
+    REQUIRE(c);
+    hk_stats st = {.size = sizeof st};
+    CHECK_EQ(hk_cache_stats(c, &st), HK_OK);
+    CHECK(st.capacity < (40u << 10)); /* the middle it starts with */
+    CHECK(c->nbins > cache_bin_of((uint32_t)((900u << 10) / 16u)));
+    CHECK_EQ(hk_hunk_free_to_low_mark(hk, m), HK_OK);
+    hk_cache_handle big = hk_cache_alloc(c, 900u << 10, "big");
+    CHECK(big.value != 0);
+    CHECK_EQ(hk_cache_free(c, big), HK_OK); /* a free block of nearly the whole area, in its bin */
+    CHECK_EQ(hk_cache_check(c), HK_OK);
+    big = hk_cache_alloc(c, 900u << 10, "again");
+    CHECK(big.value != 0);
+    CHECK_EQ(hk_cache_check(c), HK_OK);
+    CHECK_EQ(g_errs.count, 0);
+    hk_cache_destroy(c);
+    hk_hunk_destroy(hk);
 }
