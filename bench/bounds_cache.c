@@ -12,15 +12,16 @@
  * stop within its budget); then the allocation that finds no free block
  * large enough and compacts the whole region (units: bytes moved; O(region)
  * by design: a frame keeps it away with compact_step), and one that must
- * purge (units: blocks purged). The blocks' bytes are never touched beyond
- * their headers and canaries.
+ * purge (units: blocks purged); last the fit's two dearest O(1) paths, each
+ * on a region laid out for it (cache_fit_case). The blocks' bytes are never
+ * touched beyond their headers and canaries.
  *
  * Invariants: deterministic for the scale; every cache passes check before
  * it is destroyed.
  */
 #include "bounds.h"
 
-#include "cache_internal.h" /* the fit's free lists: how many blocks a fit looks at */
+#include "cache_internal.h" /* CACHE_SCAN_LIMIT */
 #include "heapkit/cache.h"
 
 #include <stdbool.h>
@@ -37,23 +38,6 @@ static size_t cache_rnd(uint64_t *r) {
 /* The LRU clock's epoch (heapkit/detail/cache.h): it drops back to 1 when
  * the epochs run out, and that call makes every hot entry cold. */
 static uint32_t cache_epoch(hk_cache *c) { return ((const hk__cache_view *)(const void *)c)->epoch; }
-
-/* How many free blocks hk__cache_fit looks at for a request of `size`
- * (read natively before the counted call): the request's class from its
- * head until a block fits, at most CACHE_SCAN_LIMIT while a larger class
- * has a block (which it then takes), else to the end of the class. */
-static size_t cache_fit_looked(hk_cache *c, size_t size) {
-    uint32_t need16 = cache_need16(size);
-    unsigned i = cache_log2(need16);
-    size_t k = 0;
-    cache_blk *b = c->bins[i];
-    for (; b && k < CACHE_SCAN_LIMIT; b = cache_links_of(b)->next)
-        if (++k, b->size16 >= need16) return k;
-    if (i + 1 < CACHE_NBINS && (c->bin_map & ~((2u << i) - 1u))) return k;
-    for (; b; b = cache_links_of(b)->next)
-        if (++k, b->size16 >= need16) return k;
-    return k;
-}
 
 static hk_cache *cache_make(size_t heap) {
     hk_cache *c = hk_cache_create(&(hk_cache_desc){.size = heap, .flags = HK_FLAG_QUIET, .name = "bounds"});
@@ -100,10 +84,7 @@ static void cache_main(int scale) {
         } else {
             size_t sz = cache_rnd(&r) / 2; /* fits a hole: the fit path */
             BD_REQUIRE(hk_cache_get_info(c, &a) == HK_OK);
-            size_t looked = cache_fit_looked(c, sz);
-            ICOUNT(hkb_label(lbl, "cache.alloc",
-                             "churn: a free block fits (units: free blocks of the request's class looked at)",
-                             looked),
+            ICOUNT(hkb_label(lbl, "cache.alloc", "churn: a free block fits", 0),
                    h[j] = hk_cache_alloc(c, sz, "churn"));
             BD_REQUIRE(hk_cache_get_info(c, &b) == HK_OK);
             if (b.moved_bytes != a.moved_bytes || b.purge_count != a.purge_count)
@@ -148,11 +129,8 @@ static void cache_main(int scale) {
                  sz - sz / 2, (void)hk_cache_resize(c, x, sz / 2));
         BD_COUNT("cache.resize", "grow in place (next block free)", 0, (void)hk_cache_resize(c, x, sz));
         BD_COUNT("cache.purge", "live purgeable block", 0, (void)hk_cache_purge(c, x));
-        size_t looked = cache_fit_looked(c, sz / 2);
-        BD_COUNT(
-            "cache.reallocate",
-            "refill a purged purgeable handle: a fit (units: free blocks of the request's class looked at)",
-            looked, (void)hk_cache_reallocate(c, x, sz / 2));
+        BD_COUNT("cache.reallocate", "refill a purged purgeable handle: a fit", 0,
+                 (void)hk_cache_reallocate(c, x, sz / 2));
         ICOUNT_OFF();
         BD_REQUIRE(hk_cache_set_purgeable(c, x, false) == HK_OK);
         ICOUNT_ON();
@@ -309,74 +287,42 @@ static void cache_purge(int scale) {
     free(h);
 }
 
-/* One size class full of free blocks just too small for the request and
- * the one that fits freed first: the fit scans the class's first
- * CACHE_SCAN_LIMIT (64) blocks before it looks further. */
-static void cache_scan(int scale) {
-    size_t heap = bd_heap(scale), n = 0;
-    hk_cache *c = cache_make(heap);
-    size_t cap = heap / 2048 + 64;
-    hk_cache_handle *h = calloc(cap, sizeof *h);
-    BD_REQUIRE(h);
-    /* [big][keep][small][keep][small]...: 3600-, 64- and 2600-byte blocks */
-    while (n + 1 < cap) {
-        hk_cache_handle x = hk_cache_alloc(c, n == 0 ? 3600 : n % 2 ? 64 : 2600, "fill");
-        if (!x.value) break;
-        h[n++] = x;
-    }
-    BD_REQUIRE(n > 8);
-    BD_REQUIRE(hk_cache_free(c, h[0]) == HK_OK); /* the one that fits: freed first */
-    for (size_t i = 2; i < n; i += 2) BD_REQUIRE(hk_cache_free(c, h[i]) == HK_OK);
-    hk_cache_info a, b;
-    BD_REQUIRE(hk_cache_get_info(c, &a) == HK_OK);
-    hk_cache_handle x;
-    ICOUNT_ON();
-    BD_COUNT("cache.alloc", "fit: the first 64 free blocks of the request's class too small", 0,
-             x = hk_cache_alloc(c, 3000, "scan"));
-    ICOUNT_OFF();
-    BD_REQUIRE(x.value && hk_cache_get_info(c, &b) == HK_OK);
-    BD_REQUIRE(b.moved_bytes == a.moved_bytes &&
-               b.purge_count == a.purge_count); /* a fit, not a compaction */
-    BD_REQUIRE(hk_cache_check(c) == HK_OK);
-    hk_cache_destroy(c);
-    free(h);
-}
+/* The fit's dearest paths (src/cache_region.c, hk__cache_fit). A request of
+ * REQ bytes needs 189 units of 16 bytes; its bin holds blocks of 184-191
+ * units. Blocks of SMALL bytes (184 units) are in that bin and too small,
+ * FITS (190 units) is in it and fits, BIG (314 units) is in a bin of the
+ * next power of two. The region is laid out [first][keep][small][keep]
+ * [small]..., optionally filled to its last bytes, then `first` is freed
+ * and after it (so nearer the head of the bin) the first `nsmall` smalls. */
+enum { REQ = 3000, SMALL = 2920, FITS = 3016, BIG = 5000 };
 
-/* The fit's one path that grows with the heap: every free block is of the
- * request's class and too small but the one freed first (last in its
- * list), and no larger class has a block (the region is full otherwise):
- * the fit looks at the whole class. A frame keeps a larger free block
- * around (compact_step; max_block tells) and never meets it. */
-static void cache_scan_tail(int scale) {
+static void cache_fit_case(int scale, size_t first, size_t nsmall, int full, const char *path) {
     size_t heap = bd_heap(scale), n = 0;
     hk_cache *c = cache_make(heap);
     size_t cap = heap / 1024 + 64;
     hk_cache_handle *h = calloc(cap, sizeof *h);
     BD_REQUIRE(h);
     while (n + 2 < cap) {
-        hk_cache_handle x = hk_cache_alloc(c, n == 0 ? 3600 : n % 2 ? 64 : 2600, "fill");
+        hk_cache_handle x = hk_cache_alloc(c, n == 0 ? first : n % 2 ? 64 : SMALL, "fill");
         if (!x.value) break;
         h[n++] = x;
     }
     hk_stats st = {.size = sizeof st};
     BD_REQUIRE(hk_cache_stats(c, &st) == HK_OK);
-    if (st.largest_free >= 64) h[n++] = hk_cache_alloc(c, st.largest_free - 24, "last");
-    BD_REQUIRE(hk_cache_stats(c, &st) == HK_OK && st.free < 64 && n > 8);
+    if (full && st.largest_free >= 64) h[n++] = hk_cache_alloc(c, st.largest_free - 24, "last");
+    BD_REQUIRE(hk_cache_stats(c, &st) == HK_OK && (!full || st.free < 64) && n > 2 * nsmall + 2);
+    void *p0 = hk_cache_deref(c, h[0]);
     BD_REQUIRE(hk_cache_free(c, h[0]) == HK_OK); /* the one that fits: last in its list */
-    for (size_t i = 2; i + 1 < n; i += 2) BD_REQUIRE(hk_cache_free(c, h[i]) == HK_OK);
+    for (size_t i = 2, k = 0; k < nsmall; i += 2, k++) BD_REQUIRE(hk_cache_free(c, h[i]) == HK_OK);
     hk_cache_info a, b;
     BD_REQUIRE(hk_cache_get_info(c, &a) == HK_OK);
-    size_t looked = cache_fit_looked(c, 3000);
-    BD_REQUIRE(looked > CACHE_SCAN_LIMIT || scale == 1);
     hk_cache_handle x;
     ICOUNT_ON();
-    BD_COUNT("cache.alloc",
-             "fit: no larger class free, the class looked at to the end (units: free blocks of the request's "
-             "class looked at)",
-             looked, x = hk_cache_alloc(c, 3000, "tail"));
+    BD_COUNT("cache.alloc", path, 0, x = hk_cache_alloc(c, REQ, "fit"));
     ICOUNT_OFF();
     BD_REQUIRE(x.value && hk_cache_get_info(c, &b) == HK_OK);
-    BD_REQUIRE(b.moved_bytes == a.moved_bytes && b.purge_count == a.purge_count);
+    BD_REQUIRE(b.moved_bytes == a.moved_bytes && b.purge_count == a.purge_count); /* a fit */
+    BD_REQUIRE(hk_cache_deref(c, x) == p0); /* the block expected, not another */
     BD_REQUIRE(hk_cache_check(c) == HK_OK);
     hk_cache_destroy(c);
     free(h);
@@ -386,6 +332,12 @@ void bd_cache(int scale) {
     cache_main(scale);
     cache_locked(scale);
     cache_purge(scale);
-    cache_scan(scale);
-    cache_scan_tail(scale);
+    /* the head of the request's bin too small: the first non-empty bin of
+     * a larger power of two, found by both bitmaps */
+    cache_fit_case(scale, BIG, 64, 0,
+                   "fit: the head of the request's bin too small, a larger power's bin taken");
+    /* nothing larger free: the request's bin looked at, CACHE_SCAN_LIMIT
+     * blocks, the last one fits */
+    cache_fit_case(scale, FITS, CACHE_SCAN_LIMIT - 1, 1,
+                   "fit: nothing larger free, the request's bin looked at (16 blocks, the last fits)");
 }

@@ -41,8 +41,21 @@ hk_cache *hk_cache_create(const hk_cache_desc *desc) {
     }
     if (nslots > (1u << 24) - 1u) return NULL;
     uint32_t idx_bits = hk__cache_table_bits(nslots);
+    /* the free lists: enough bins for the largest block the region can
+     * ever hold (a hunk's region grows into the hunk's whole block area) */
+    size_t span = desc->memory ? desc->size : data_size;
+    if (desc->hunk) {
+        void *ms;
+        size_t mn;
+        hk_hunk_info hi;
+        hk_hunk_free_range(desc->hunk, &ms, &mn);
+        if (hk_hunk_get_info(desc->hunk, &hi) != HK_OK) return NULL;
+        span = hi.low_used + mn + hi.high_used;
+        if (hi.capacity > span) span = hi.capacity;
+    }
+    uint32_t nbins = hk__cache_nbins_for(span);
     size_t ctl = HK__CACHE_HOT_OFFSET; /* the hot entries follow the instance there */
-    size_t table = hk__cache_table_bytes(nslots, idx_bits);
+    size_t table = hk__cache_table_bytes(nslots, idx_bits, nbins);
     size_t head = ctl + table, total;
     if (!table) return NULL;
     if (!hk_size_add(head, 16u, &total)) return NULL;
@@ -98,7 +111,7 @@ hk_cache *hk_cache_create(const hk_cache_desc *desc) {
     if ((uint64_t)rhi + 16u - c->v.base > ((uint64_t)1 << 35))
         c->slow = 1u;                                      /* 32-bit offsets in 8-byte units */
     if (!os_base) memset((void *)(start + ctl), 0, table); /* the OS's pages are fresh zeros */
-    if (hk__cache_table_init(c, (void *)(start + ctl), nslots, idx_bits) != HK_OK) goto fail;
+    if (hk__cache_table_init(c, (void *)(start + ctl), nslots, idx_bits, nbins) != HK_OK) goto fail;
     c->on_purge = desc->on_purge;
     c->purge_user = desc->purge_user;
     c->grow = desc->grow;

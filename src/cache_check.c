@@ -93,16 +93,27 @@ static hk_result cache_check_region(hk_cache *c) {
             req, c->requested_bytes);
         return HK_ERR_CORRUPT;
     }
-    /* the free index: every listed block is a free block of that class */
+    /* the free index: every listed block is a free block of that bin, and
+     * the two bitmaps say exactly which bins and levels hold blocks */
     size_t listed = 0;
-    for (unsigned i = 0; i < CACHE_NBINS; i++) {
-        if (((c->bin_map >> i) & 1u) != (c->bins[i] != NULL))
-            return cache_corrupt(c, c->bins[i], "size-class bitmap disagrees with the lists",
+    for (unsigned f = 0; f < 32u; f++) {
+        uint32_t sm = f < CACHE_NFL ? c->sl_map[f] : 0u;
+        if (sm && f >= c->nbins / CACHE_SL)
+            return cache_corrupt(c, lo, "free-list bitmap names a bin beyond the lists",
+                                 HK_EK_CORRUPT_STRUCTURE);
+        if (((c->fl_map >> f) & 1u) != (sm != 0u))
+            return cache_corrupt(c, lo, "first-level bitmap disagrees with the second-level one",
+                                 HK_EK_CORRUPT_STRUCTURE);
+    }
+    for (unsigned i = 0; i < c->nbins; i++) {
+        if ((((uint32_t)c->sl_map[i >> CACHE_SL_BITS] >> (i & (CACHE_SL - 1u))) & 1u) !=
+            (c->bins[i] ? 1u : 0u))
+            return cache_corrupt(c, c->bins[i], "free-list bitmap disagrees with the lists",
                                  HK_EK_CORRUPT_STRUCTURE);
         cache_blk *prevb = NULL;
         for (cache_blk *f = c->bins[i]; f; f = cache_links_of(f)->next) {
             if ((unsigned char *)f < lo || (unsigned char *)f >= end || ((uintptr_t)f & 15) ||
-                f->magic != CACHE_MAGIC_FREE || cache_log2(f->size16) != i ||
+                f->magic != CACHE_MAGIC_FREE || cache_bin_of(f->size16) != i || f->handle != i ||
                 cache_links_of(f)->prev != prevb || ++listed > nfree)
                 return cache_corrupt(c, f, "free list damaged", HK_EK_CORRUPT_FREE);
             prevb = f;
@@ -231,8 +242,8 @@ hk_result hk_cache_stats(const hk_cache *c, hk_stats *out) {
     out->used = c->requested_bytes;
     out->used_blocks_bytes = c->used_bytes;
     out->free = c->free_bytes;
-    if (c->bin_map) {
-        unsigned top = cache_log2(c->bin_map);
+    if (c->fl_map) {
+        unsigned f = cache_log2(c->fl_map), top = (f << CACHE_SL_BITS) | cache_log2(c->sl_map[f]);
         size_t mx = 0;
         for (cache_blk *b = c->bins[top]; b; b = cache_links_of(b)->next)
             if (cache_bytes(b) > mx) mx = cache_bytes(b);

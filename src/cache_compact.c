@@ -229,7 +229,7 @@ void hk__cache_scramble(hk_cache *c) {
      * scramble). New blocks are then placed next to the packed ones (see
      * cache_place_high) so the next slide, the other way, moves them too. */
     if (c->moved_bytes != before) c->scramble_dir ^= 1;
-    for (int i = 0; i < CACHE_NBINS; i++)
+    for (unsigned i = 0; i < c->nbins; i++)
         for (cache_blk *b = c->bins[i]; b; b = cache_links_of(b)->next) {
             size_t n = cache_bytes(b) - CACHE_MIN_FREE;
             cache_unpoison((unsigned char *)b + CACHE_MIN_FREE, n);

@@ -78,27 +78,37 @@ uint32_t hk__cache_table_bits(uint32_t nslots) {
     return idx_bits;
 }
 
-/* Bytes of the hot entries, cold slots and scratch (the table's storage follows). */
-static size_t cache_table_head(uint32_t nslots, uint32_t idx_bits) {
+/* Bytes of the hot entries, cold slots, scratch, the purge list and the
+ * free lists' heads (the table's storage follows). */
+static size_t cache_table_head(uint32_t nslots, uint32_t idx_bits, uint32_t nbins) {
     size_t nhot = (size_t)1 << idx_bits; /* every handle & idx_mask lands in the array */
     return nhot * sizeof(uint64_t) + (size_t)nslots * (sizeof(cache_slot) + 2u * sizeof(uint32_t)) +
-           ((size_t)nslots + 1u) * 2u * sizeof(uint32_t); /* the purge list */
+           ((size_t)nslots + 1u) * 2u * sizeof(uint32_t) /* the purge list */
+           + (size_t)nbins * sizeof(cache_blk *);        /* a multiple of CACHE_SL: 8-byte aligned */
 }
 
-size_t hk__cache_table_bytes(uint32_t nslots, uint32_t idx_bits) {
+uint32_t hk__cache_nbins_for(size_t span) {
+    size_t u = span / 16u;
+    return ((cache_bin_of(u > UINT32_MAX ? UINT32_MAX : (uint32_t)(u | 1u)) >> CACHE_SL_BITS) + 1u) *
+           CACHE_SL;
+}
+
+size_t hk__cache_table_bytes(uint32_t nslots, uint32_t idx_bits, uint32_t nbins) {
     size_t ht = hk__ht_storage_size(nslots, 1), n;
-    if (!ht || !hk_size_add(cache_table_head(nslots, idx_bits), ht, &n)) return 0;
+    if (!ht || !hk_size_add(cache_table_head(nslots, idx_bits, nbins), ht, &n)) return 0;
     return n;
 }
 
-hk_result hk__cache_table_init(hk_cache *c, void *mem, uint32_t nslots, uint32_t idx_bits) {
+hk_result hk__cache_table_init(hk_cache *c, void *mem, uint32_t nslots, uint32_t idx_bits, uint32_t nbins) {
     size_t nhot = (size_t)1 << idx_bits;
     if ((unsigned char *)mem != (unsigned char *)c + HK__CACHE_HOT_OFFSET) return HK_ERR_INVALID;
     c->slots = (cache_slot *)(void *)((uint64_t *)mem + nhot);
     c->order = (uint32_t *)(void *)(c->slots + nslots);
     c->rank = c->order + nslots;
     c->lru = c->rank + nslots;
-    c->lru[2u * nslots] = c->lru[2u * nslots + 1u] = nslots; /* the purge list: empty */
+    c->lru[2u * nslots] = c->lru[2u * nslots + 1u] = nslots;               /* the purge list: empty */
+    c->bins = (cache_blk **)(void *)(c->lru + 2u * ((size_t)nslots + 1u)); /* zeroed: every bin empty */
+    c->nbins = nbins;
     c->listed = 0;
     c->nslots = nslots;
     c->idx_bits = idx_bits;
@@ -110,12 +120,12 @@ hk_result hk__cache_table_init(hk_cache *c, void *mem, uint32_t nslots, uint32_t
     c->sweep_n = (nslots + c->v.epoch_max - 2u) / (c->v.epoch_max - 1u);
     c->v.probe = ((uint64_t)(c->slow ? c->v.epoch_max + 1u : 0u) << 32) | c->v.idx_mask;
     for (uint32_t i = 0; i <= c->v.idx_mask; i++) *cache_hot_at(c, i) = cache_hot_cold(i);
-    c->table_bytes = hk__cache_table_bytes(nslots, idx_bits);
+    c->table_bytes = hk__cache_table_bytes(nslots, idx_bits, nbins);
     hk__ht_config cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.index_bits = idx_bits;
     cfg.cap = nslots;
-    cfg.memory = c->lru + 2u * ((size_t)nslots + 1u);
+    cfg.memory = c->bins + nbins;
     cfg.size = hk__ht_storage_size(nslots, 1); /* the table's own words */
     cache_set_tick(c, 2u);                     /* epoch 1 */
     return hk__ht_init(&c->ht, &cfg);

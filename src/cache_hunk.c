@@ -125,8 +125,9 @@ static size_t cache_release_all(hk_cache *c) {
     size_t n = cache_claim_size(c);
     cache_unpoison(c->lo, n);
     cache_poison(c->lo, n);
-    memset(c->bins, 0, sizeof c->bins);
-    c->bin_map = 0;
+    memset(c->bins, 0, c->nbins * sizeof *c->bins);
+    c->fl_map = 0;
+    memset(c->sl_map, 0, sizeof c->sl_map);
     c->free_blocks = 0;
     c->free_bytes = 0;
     c->lo = NULL;

@@ -35,8 +35,11 @@
  *    starts with a cache_blk header {magic, handle, size16, prev16}: used
  *    blocks carry the handle (the back-pointer to their slot); free blocks
  *    carry two links right after the header (so a free block is at least 32
- *    bytes) and sit in one of CACHE_NBINS size-class lists (class =
- *    floor(log2(size16))). See cache_region.c.
+ *    bytes) and sit in one of CACHE_NBINS free lists, two-level segregated
+ *    like TLSF's: a power of two of size16 split into CACHE_SL equal bins
+ *    (sizes below 2 * CACHE_SL units have a bin each), with a bitmap of the
+ *    non-empty bins of every power and one of the powers that have any
+ *    (cache_bin_of, below). See cache_region.c.
  */
 #ifndef HEAPKIT_CACHE_INTERNAL_H
 #define HEAPKIT_CACHE_INTERNAL_H
@@ -50,8 +53,11 @@
 #define CACHE_HDR          16u
 #define CACHE_MIN_CANARY   8u
 #define CACHE_MIN_FREE     32u
-#define CACHE_NBINS        32
-#define CACHE_SCAN_LIMIT   64
+#define CACHE_SL_BITS      4
+#define CACHE_SL           (1u << CACHE_SL_BITS)    /* bins per power of two */
+#define CACHE_NFL          (32 - CACHE_SL_BITS + 1) /* first-level classes: size16 up to 2^32 - 1 */
+#define CACHE_NBINS        (CACHE_NFL * CACHE_SL)
+#define CACHE_SCAN_LIMIT   16 /* blocks of the request's bin the fit looks at when nothing larger is free */
 #define CACHE_MAGIC_USED   0xCAC4EB10u
 #define CACHE_MAGIC_FREE   0xCAC4EF4Eu
 #define CACHE_MAGIC_END    0xCAC4E4D0u
@@ -108,8 +114,10 @@ struct hk_cache {
     unsigned char *lo;      /* data region start, NULL when the cache holds none (hunk took it) */
     cache_blk *end;         /* end sentinel */
     cache_blk *hint;        /* incremental compaction resumes here */
-    cache_blk *bins[CACHE_NBINS];
-    uint32_t bin_map;
+    cache_blk **bins;       /* nbins free lists (in the table's memory, after the purge list) */
+    uint32_t nbins;         /* a multiple of CACHE_SL, enough for the largest block the region can hold */
+    uint32_t fl_map;        /* bit f: some bin of first level f is non-empty */
+    uint16_t sl_map[CACHE_NFL]; /* bit s of [f]: bin f * CACHE_SL + s is non-empty */
     int scramble_dir, in_grow;
     uint32_t slow; /* lock hooks, paranoid, or a region the base cannot reach: deref_fast always misses */
     size_t free_bytes, free_blocks, used_bytes, requested_bytes, peak_requested, table_bytes;
@@ -343,30 +351,77 @@ static inline void cache_stamp(hk_cache *c, cache_slot *s) {
 
 /* ---- the free-block index ------------------------------------------------------------ */
 
+/* The bin of s16 units: the first level is the power of two (sizes below
+ * 2 * CACHE_SL share levels 0 and 1, one size per bin), the second the
+ * CACHE_SL_BITS bits below the top one. Every block in bin i has at least
+ * cache_bin_min(i) units and fewer than cache_bin_min(i + 1). *up gets the
+ * first bin whose every block holds s16 units (s16 rounded up to a bin
+ * boundary: the same bin when s16 is its lower bound, else the next one;
+ * CACHE_NBINS when there is none). */
+static inline unsigned cache_bin_split(uint32_t s16, unsigned *up) {
+    if (s16 < 2u * CACHE_SL) return *up = s16;
+    unsigned l = cache_log2(s16), sh = l - CACHE_SL_BITS;
+    unsigned i = ((l - CACHE_SL_BITS + 1u) << CACHE_SL_BITS) | ((s16 >> sh) & (CACHE_SL - 1u));
+    *up = i + ((s16 & ((1u << sh) - 1u)) != 0u);
+    return i;
+}
+static inline unsigned cache_bin_of(uint32_t s16) {
+    unsigned up;
+    return cache_bin_split(s16, &up);
+}
+static inline unsigned cache_bin_ceil(uint32_t need16) {
+    unsigned up;
+    (void)cache_bin_split(need16, &up);
+    return up;
+}
+static inline uint32_t cache_bin_min(unsigned i) {
+    unsigned f = i >> CACHE_SL_BITS, sl = i & (CACHE_SL - 1u);
+    return f < 2u ? (uint32_t)i : (CACHE_SL + sl) << (f - 1u);
+}
+/* The head of the first non-empty bin at or above bin j, or NULL: two
+ * bitmap searches. O(1). */
+static inline cache_blk *cache_bin_search(const hk_cache *c, unsigned j) {
+    unsigned f = j >> CACHE_SL_BITS;
+    uint32_t m = (uint32_t)c->sl_map[f] & (~0u << (j & (CACHE_SL - 1u)));
+    if (!m) {
+        uint32_t fm = f + 1u < 32u ? c->fl_map & (~0u << (f + 1u)) : 0u;
+        if (!fm) return NULL;
+        f = (unsigned)__builtin_ctz(fm);
+        m = c->sl_map[f];
+    }
+    return c->bins[(f << CACHE_SL_BITS) | (unsigned)__builtin_ctz(m)];
+}
+
 static inline void cache_bin_insert(hk_cache *c, cache_blk *b) {
-    unsigned i = cache_log2(b->size16);
+    unsigned i = cache_bin_of(b->size16);
     cache_unpoison(b, CACHE_MIN_FREE);
     b->magic = CACHE_MAGIC_FREE;
-    b->handle = 0;
+    b->handle = i; /* a free block's handle field: its bin, so removing it needs no bin_of */
     cache_links *l = cache_links_of(b);
+    cache_blk *h = c->bins[i];
     l->prev = NULL;
-    l->next = c->bins[i];
-    if (c->bins[i]) cache_links_of(c->bins[i])->prev = b;
+    l->next = h;
+    if (h) cache_links_of(h)->prev = b;
     c->bins[i] = b;
-    c->bin_map |= 1u << i;
+    c->sl_map[i >> CACHE_SL_BITS] |= (uint16_t)(1u << (i & (CACHE_SL - 1u)));
+    c->fl_map |= 1u << (i >> CACHE_SL_BITS);
     c->free_bytes += cache_bytes(b);
     c->free_blocks++;
 }
 
 static inline void cache_bin_remove(hk_cache *c, cache_blk *b) {
-    unsigned i = cache_log2(b->size16);
+    unsigned i = b->handle; /* its bin (cache_bin_insert) */
     cache_links *l = cache_links_of(b);
     if (l->prev)
         cache_links_of(l->prev)->next = l->next;
     else
         c->bins[i] = l->next;
     if (l->next) cache_links_of(l->next)->prev = l->prev;
-    if (!c->bins[i]) c->bin_map &= ~(1u << i);
+    if (!c->bins[i]) {
+        unsigned f = i >> CACHE_SL_BITS;
+        c->sl_map[f] &= (uint16_t) ~(1u << (i & (CACHE_SL - 1u)));
+        if (!c->sl_map[f]) c->fl_map &= ~(1u << f);
+    }
     c->free_bytes -= cache_bytes(b);
     c->free_blocks--;
 }
@@ -397,11 +452,15 @@ static inline void cache_fill_pad(cache_blk *b, size_t requested) {
 /* Table geometry for nslots handles: index bits and bytes (hot entries, cold
  * slots and the two scratch arrays). */
 uint32_t hk__cache_table_bits(uint32_t nslots);
-size_t hk__cache_table_bytes(uint32_t nslots, uint32_t idx_bits);
+size_t hk__cache_table_bytes(uint32_t nslots, uint32_t idx_bits, uint32_t nbins);
+/* Free lists for a region that never spans more than `span` bytes: every
+ * bin up to that of the largest block it can hold, whole first levels
+ * (at most CACHE_NBINS). */
+uint32_t hk__cache_nbins_for(size_t span);
 /* Lays the (zeroed) table out at `mem` (hk__cache_table_bytes of it, at
  * HK__CACHE_HOT_OFFSET from c) and initialises the shared handle table in
  * it. c->v.base and c->slow must be set. */
-hk_result hk__cache_table_init(hk_cache *c, void *mem, uint32_t nslots, uint32_t idx_bits);
+hk_result hk__cache_table_init(hk_cache *c, void *mem, uint32_t nslots, uint32_t idx_bits, uint32_t nbins);
 
 /* Reports a handle that is not live (none, foreign, stale, or freed again
  * when `freeing`) for `op`, with the shared table's verdict (src/handles.h),

@@ -6,7 +6,10 @@
  *  - blocks tile [lo, end) exactly; size16 >= 2; prev16 of a block (and of
  *    the sentinel) is the size16 of the block before it, 0 for the first.
  *  - no two free blocks are adjacent; every free block is in the list of its
- *    class and nothing else is; bin_map has bit i set iff bins[i] != NULL.
+ *    bin (cache_bin_of its size16, which its handle field holds) and
+ *    nothing else is; bit s of sl_map[f]
+ *    is set iff bins[f * CACHE_SL + s] != NULL, and bit f of fl_map iff
+ *    sl_map[f] != 0.
  *  - a used block's handle names a slot whose handle equals it and whose
  *    data is the block's user address (header + 16); requested + 16 + 8 <=
  *    block bytes; the bytes from requested to the block's end are
@@ -45,18 +48,23 @@ void hk__cache_region_init(hk_cache *c, unsigned char *lo, unsigned char *hi) {
     if (HK__TRACKED(&c->core)) hk__track_heap(&c->core, lo, (size_t)(hi - lo), 1); /* written: now its own */
 }
 
-/* A free block of at least need16 units, or NULL. Good fit: first fit in
- * the request's class (scan bounded), else any block of a larger class. */
+/* A free block of at least need16 units, or NULL, in O(1): the head of the
+ * request's own bin when it is large enough (the closest fit at hand: every
+ * block of that bin is within 1/CACHE_SL of the request); else the head of
+ * the first non-empty bin from the request rounded up to the next bin
+ * boundary (every block there holds it; two bitmap searches); else, with
+ * nothing larger free anywhere, the next blocks of the request's bin, at
+ * most CACHE_SCAN_LIMIT in all. NULL sends the caller to compaction and the
+ * purge (cache_alloc.c), which are O(n) by design. */
 cache_blk *hk__cache_fit(hk_cache *c, uint32_t need16) {
-    unsigned i = cache_log2(need16);
-    int scanned = 0;
+    unsigned j, i = cache_bin_split(need16, &j); /* its bin, and the bin it rounds up to */
+    if (i >= c->nbins) return NULL;              /* larger than the region can hold */
     cache_blk *b = c->bins[i];
-    for (; b && scanned < CACHE_SCAN_LIMIT; b = cache_links_of(b)->next, scanned++)
-        if (b->size16 >= need16) return b;
-    uint32_t m = i + 1 < CACHE_NBINS ? c->bin_map & ~((2u << i) - 1u) : 0;
-    if (m) return c->bins[__builtin_ctz(m)];
-    for (; b; b = cache_links_of(b)->next)
-        if (b->size16 >= need16) return b;
+    if (b && b->size16 >= need16) return b;
+    cache_blk *r = j < c->nbins ? cache_bin_search(c, j) : NULL;
+    if (r) return r;
+    for (int k = 1; b && k < CACHE_SCAN_LIMIT; k++)
+        if ((b = cache_links_of(b)->next) != NULL && b->size16 >= need16) return b;
     return NULL;
 }
 

@@ -170,9 +170,11 @@ void hk_cache_destroy(hk_cache *c);
  * recently used. MAY MOVE AND PURGE BLOCKS (see the top of this file).
  * Returns the none handle (value 0) and reports HK_EK_NOMEM when the space
  * cannot be found (see the allocation order) or the handle table is full,
- * HK_EK_OVERFLOW for sizes near SIZE_MAX. O(1) when a free block fits (it
- * looks at no more than 64 blocks of the request's size class while a
- * larger class has one); O(region) when it compacts; O(1) per block purged
+ * HK_EK_OVERFLOW for sizes near SIZE_MAX. O(1) when a free block fits (a
+ * good fit from two-level free lists: the head of the request's bin, else
+ * the first non-empty bin above it found by two bitmaps, else at most 16
+ * blocks of its bin when nothing larger is free; docs/cache.md);
+ * O(region) when no block fits and it compacts; O(1) per block purged
  * when it purges (the least recently used candidate is at the head of a
  * list; docs/realtime.md has the bounds). */
 hk_cache_handle hk_cache_alloc(hk_cache *c, size_t size, const char *name);
@@ -289,7 +291,7 @@ typedef struct hk_cache_space {
 hk_result hk_cache_max_block(hk_cache *c, hk_cache_space *out);
 
 /* Introspection (heapkit.h). stats: O(1) except largest_free, which scans
- * the largest size class (capacity = data region bytes; live_blocks counts
+ * the largest non-empty free list (capacity = data region bytes; live_blocks counts
  * resident blocks; overhead = headers, canaries and the handle table).
  * walk: every block in address order (free space included, HK_BLOCK_USED
  * clear), each used block with its handle (id), lock count, flags
