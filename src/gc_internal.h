@@ -111,7 +111,7 @@ static inline const char *gc_tname(const gc_hdr *o) {
 static inline gc_hdr *gc_find(const hk_gc *gc, const hk_gc_obj *r) {
     uintptr_t v = (uintptr_t)r;
     if (v > UINT32_MAX) return NULL;
-    uint32_t i = hk__ht_find(&gc->ht, (uint32_t)v);
+    uint32_t i = hk__ht_find_any(&gc->ht, (uint32_t)v);
     return i == HK__HT_NONE ? NULL : gc_hdr_at(gc, i);
 }
 

@@ -70,7 +70,7 @@ int hk__gc_slots_init(hk_gc *gc, uint32_t reserve_objects) {
 }
 
 gc_hdr *hk__gc_slot_take(hk_gc *gc) {
-    uint32_t h = hk__ht_alloc(&gc->ht);
+    uint32_t h = hk__ht_alloc_any(&gc->ht);
     HK__ASSERT(h != 0);
     gc_hdr *o = gc_hdr_at(gc, h & gc->ht.index_mask);
     o->ref = h;
@@ -94,7 +94,7 @@ void hk__gc_free_object(hk_gc *gc, gc_hdr *o) {
     o->buffered = 0;
     o->queued = 0;
     o->state = GC_FREE;
-    (void)hk__ht_free(&gc->ht, o->ref & gc->ht.index_mask); /* o->ref stays: the last reference */
+    (void)hk__ht_free_any(&gc->ht, o->ref & gc->ht.index_mask); /* o->ref stays: the last reference */
 }
 
 gc_hdr *hk__gc_checked(hk_gc *gc, const hk_gc_obj *r, const char *op, int freeing, hk_result *res) {
