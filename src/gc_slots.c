@@ -14,7 +14,11 @@
  *  - the table grows GC_GROW_SLOTS slots at a time, only when no slot is
  *    free; its storage is reserved address space (src/handles.h), so a
  *    growth is O(GC_GROW_SLOTS) plus, once per HK__HT_COMMIT_SLOTS slots, a
- *    commit.
+ *    commit; where the host cannot reserve, it is chunked storage, and a
+ *    growth is O(GC_GROW_SLOTS) plus, once per HK__HT_CHUNK_SLOTS slots, a
+ *    chunk (and at a power of two a new ring: the free slots move, none).
+ *  - the table is used only through its chunk-aware calls (hk__ht_*_any and
+ *    the out-of-line ones); gc_find reads the header, not the table.
  *  - a header is allocated iff its slot's handle is live, and then its ref
  *    is that handle; a freed header keeps its last ref, so a reference to
  *    a reclaimed object still names the slot it had.

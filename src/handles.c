@@ -314,11 +314,27 @@ hk_result hk__ht_grow(hk__htab *t, uint32_t add) {
     hk_result r = hk__ht_room(t, want);
     if (r != HK_OK) return r;
     uint32_t fresh = ht_fresh_word(t);
-    for (uint32_t i = t->cap; i < want; i++) {
-        *hk__ht_w(t, i) = fresh;
-        *hk__ht_st(t, i) = HK__HT_S_FREE;
-        t->ring[(uint32_t)t->tail & t->ring_mask] = i;
-        t->tail++;
+    if (t->wdir) { /* chunked: a chunk at a time */
+        for (uint32_t i = t->cap; i < want;) {
+            uint32_t k = i >> HK__HT_CHUNK_BITS, m = HK__HT_CHUNK_SLOTS - 1u;
+            uint32_t end =
+                want - i > HK__HT_CHUNK_SLOTS - (i & m) ? i + (HK__HT_CHUNK_SLOTS - (i & m)) : want;
+            uint32_t *w = t->wdir[k];
+            unsigned char *st = t->sdir[k];
+            for (; i < end; i++) {
+                w[i & m] = fresh;
+                st[i & m] = HK__HT_S_FREE;
+                t->ring[(uint32_t)t->tail & t->ring_mask] = i;
+                t->tail++;
+            }
+        }
+    } else {
+        for (uint32_t i = t->cap; i < want; i++) {
+            t->words[i] = fresh;
+            t->state[i] = HK__HT_S_FREE;
+            t->ring[(uint32_t)t->tail & t->ring_mask] = i;
+            t->tail++;
+        }
     }
     t->cap = want;
     return HK_OK;
