@@ -194,7 +194,7 @@ static int hunk_visit(hk_hunk *h, hunk_visit_fn fn, void *user, int report) {
         for (size_t i = 0; ok && s->stamps && i < s->height; i++) {
             uint64_t v = s->stamps[i];
             uint32_t lv = (uint32_t)(v >> 32), below = i ? (uint32_t)(s->stamps[i - 1] >> 32) : 0;
-            ok = (lv > below || (h->cap >> 36) != 0) && /* levels of 64 GiB and more are truncated */
+            ok = (lv > below || ((uint64_t)h->cap >> 36) != 0) && /* levels of 64 GiB and more are truncated */
                  (i + 1 < s->height || v == hunk_mstack_entry((uint32_t)v, s->top));
         }
         if (!ok) {
