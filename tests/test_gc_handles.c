@@ -4,8 +4,9 @@
  * generations across slot reuse, wrapping (default) and retirement
  * (HK_GC_RETIRE) with recycle, the index-space limit, create refusals, the
  * paranoid after-op check and lock hooks through the instance core, growth
- * (reserved table pages, 64 slots at a time, desc.reserve_objects) and four
- * threads growing one collector under its lock hooks.
+ * (reserved table pages, 64 slots at a time, desc.reserve_objects), four
+ * threads growing one collector under its lock hooks, and the chunked
+ * table a collector gets when the OS refuses the reservation.
  */
 #include "hk_test.h"
 #include "gc_internal.h"
