@@ -29,7 +29,7 @@
  * mark: a high mark releases the temp block first). Bytes a block's owner
  * may hold are never read to decide it. Two ways, per end:
  *
- *  - The mark stack (hunk_mark_stack; hunks on OS memory of a 64-bit host):
+ *  - The mark stack (hunk_mark_stack; hunks on OS memory):
  *    one entry per distinct level at which a still-valid mark was taken,
  *    levels rising. A mark above 0 gets the top entry when the top's level
  *    is its offset, else a new entry on top with a fresh stamp; it carries
@@ -40,11 +40,12 @@
  *    given (depth <= height and the same stamp): O(1) whatever the cuts.
  *    The entries live in address space reserved at create for every level
  *    an end can hold (a level is a block boundary, blocks take 32 bytes at
- *    least: cap / 32 + 1), committed a chunk at a time as marks go deeper;
- *    when the OS refuses a chunk, the mark gets no entry (it lies above
- *    every entry, so cuts to it drop nothing, and no commit is tried
- *    until a cut makes it stale) and is decided as below.
- *  - Without a stack (caller memory, 32-bit hosts, no reservation), and
+ *    least: cap / 32 + 1; on a 32-bit host at most HUNK_MSTACK_MAX32),
+ *    committed a chunk at a time as marks go deeper; when the OS refuses a
+ *    chunk (or a 32-bit host's levels run out), the mark gets no entry (it
+ *    lies above every entry, so cuts to it drop nothing, and no commit is
+ *    tried until a cut makes it stale) and is decided as below.
+ *  - Without a stack (caller memory, or the OS refused the reservation), and
  *    for a mark that got no entry: each mark carries the number of cuts
  *    of its end then (cuts[end]). With no cut since, the mark is valid
  *    without reading anything. Otherwise the end's cut log (hunk_cut_log;
@@ -125,10 +126,13 @@ static inline uint32_t hunk_name_index(hk_hunk *h, const char *name) {
  * comment at the top). Leaves them off (NULL) when the host or the OS
  * cannot: the cut log then decides, as for caller memory. */
 static void hunk_mstack_init(hk_hunk *h) {
-    if (sizeof(void *) < 8) return; /* cap / 4 of a 32-bit address space is too much */
     size_t chunk = HUNK_MSTACK_CHUNK, pg = hk_os_page_size();
     if (chunk % pg) chunk = (chunk + pg - 1) / pg * pg;
-    size_t entries = h->cap / 32 + 1, per_end = (entries * sizeof(uint64_t) + chunk - 1) / chunk * chunk;
+    size_t entries = h->cap / 32 + 1;
+    /* a 32-bit address space cannot spare cap / 4: at most HUNK_MSTACK_MAX32
+     * levels per end, a mark past them gets no entry (decided by the walk) */
+    if (sizeof(void *) < 8 && entries > HUNK_MSTACK_MAX32) entries = HUNK_MSTACK_MAX32;
+    size_t per_end = (entries * sizeof(uint64_t) + chunk - 1) / chunk * chunk;
     unsigned char *r = (unsigned char *)hk_os_reserve(2 * per_end);
     if (!r) return;
     if (hk_os_commit(r, chunk) != HK_OK || hk_os_commit(r + per_end, chunk) != HK_OK) {

@@ -115,12 +115,13 @@ _Static_assert((HUNK_CUT_LOG & (HUNK_CUT_LOG - 1)) == 0, "the cut log is a ring 
  * low 32 bits) | (level / 16, low 32 bits) << 32; a registered mark carries
  * its depth (i + 1) and stamp, and is valid exactly while entry i is still
  * the one it was given. `stamps` lives in address space reserved at create
- * for every level the end can hold (cap / 32 + 1), committed
- * HUNK_MSTACK_CHUNK bytes at a time. */
+ * for every level the end can hold (cap / 32 + 1; HUNK_MSTACK_MAX32 at most
+ * on a 32-bit host), committed HUNK_MSTACK_CHUNK bytes at a time. */
 #define HUNK_MSTACK_CHUNK 16384u
+#define HUNK_MSTACK_MAX32 65536u /* levels per end on a 32-bit host (512 KiB of address space) */
 #define HUNK_MARK_STACKED 0x100u /* in hk_hunk_mark.end: seq is the depth, cuts the stamp */
 typedef struct hunk_mark_stack {
-    uint64_t *stamps; /* NULL: no stack (caller memory, 32-bit host, the OS refused): the cut log decides */
+    uint64_t *stamps; /* NULL: no stack (caller memory, the OS refused): the cut log decides */
     size_t height;    /* entries in use */
     size_t room;      /* entries committed */
     size_t top;       /* level of entry height - 1; 0 when height is 0 */

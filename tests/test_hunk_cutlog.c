@@ -1,6 +1,6 @@
 /* How a free to a mark after cuts is decided (src/hunk.c, marks). On OS
- * memory of a 64-bit host, by the end's mark stack, in O(1) whatever the
- * cuts; on caller memory (and for a mark that got no entry), by the log of
+ * memory, by the end's mark stack, in O(1) whatever the cuts; on caller
+ * memory (and for a mark that got no entry), by the log of
  * the end's cuts (at most HUNK_CUT_LOG entries), walking the headers under
  * the mark only when the log dropped the cuts the mark needs. A damaged
  * header below the mark tells them apart: the walk refuses the mark there,
@@ -26,7 +26,7 @@ static hk_hunk *make_mem(int which, uint32_t flags) {
     if (h && h->mstack[0].stamps) return NULL; /* caller memory has no stack */
     return h;
 }
-/* Has this hunk (on OS memory) mark stacks? Not on 32-bit hosts. */
+/* Has this hunk (on OS memory) its mark stacks (the reservation granted)? */
 static int stacked(const hk_hunk *h) { return h->mstack[0].stamps && h->mstack[1].stamps; }
 
 /* Breaks (or restores) the sentinel of the block whose user bytes start at p. */
@@ -304,7 +304,7 @@ HKT_TEST(stack_decides_after_many_rising_cuts) {
     REQUIRE(h);
     if (!stacked(h)) {
         hk_hunk_destroy(h);
-        return; /* 32-bit host: the log decides (log_overflow_falls_back_to_the_walk) */
+        return; /* the OS refused the reservation: the log decides */
     }
     for (int high = 0; high < 2; high++) {
         void *first = high ? hk_hunk_alloc_high(h, 100, "first") : hk_hunk_alloc(h, 100, "first");
