@@ -28,8 +28,8 @@
  * over every slot and delays retirement.
  *
  * Every operation is O(1) except init (O(cap)), grow (O(add) with reserved
- * storage; O(cap) with hook storage when the storage moves, amortised O(1)
- * per slot), recycle and check (O(cap)). The table never reports by itself
+ * or chunked storage; O(cap) with hook storage when the storage moves,
+ * amortised O(1) per slot), recycle and check (O(cap)). The table never reports by itself
  * except through hk__ht_report / hk__ht_check, and never allocates except
  * in init, hk__ht_room and grow.
  *
@@ -156,15 +156,19 @@ void hk__ht_fini(hk__htab *t);
 /* Adds `add` fresh slots at the end of the ring (reserved or hook storage,
  * the table's own words only). HK_ERR_UNSUPPORTED otherwise, HK_ERR_OVERFLOW
  * past 2^index_bits - 1 slots, HK_ERR_NOMEM when the OS or the hooks fail
- * (the table is unchanged). Reserved storage: O(add + free slots), plus a
- * commit (three OS calls) when the slots pass the committed room. Hook
- * storage: O(cap) when the storage moves (doubling), else O(add). */
+ * (no slot is added). Reserved storage: O(add + free slots), plus a
+ * commit (three OS calls) when the slots pass the committed room. Chunked
+ * storage: O(add + free slots), plus a chunk of words and one of state
+ * bytes (two hook calls) per HK__HT_CHUNK_SLOTS slots and a new ring (one
+ * hook call) when the slots pass a power of two. Hook storage: O(cap) when
+ * the storage moves (doubling), else O(add). */
 hk_result hk__ht_grow(hk__htab *t, uint32_t add);
 
 /* Makes storage for at least `room` slots (<= 2^index_bits - 1) without
  * adding any, so that grows up to that many slots need no memory: commits
- * reserved pages, or moves hook storage once. Errors as hk__ht_grow. O(free
- * slots) + the commit (reserved); O(cap) (hooks). */
+ * reserved pages, allocates chunks, or moves hook storage once. Errors as
+ * hk__ht_grow. O(free slots) + the commit (reserved); O(free slots +
+ * chunks) (chunked); O(cap) (hooks). */
 hk_result hk__ht_room(hk__htab *t, uint32_t room);
 
 /* True when the next hk__ht_grow(t, add) commits pages or moves storage:
