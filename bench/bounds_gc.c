@@ -15,13 +15,17 @@
  * O(objects) by design: frames use hk_gc_step and hk_gc_collect_step, level
  * loads hk_gc_collect); hk_gc_collect_step, the cycle pass in slices of 64
  * objects, over garbage 2-cycles and over a ring of
- * 1000 objects, which a slice counts and defers.
+ * 1000 objects, which a slice counts and defers. The allocations that grow
+ * the reference table again on a collector whose table could not reserve
+ * its address space (the OS refused, as on a 32-bit host: forced through
+ * the OS failure point): chunked storage, a chunk per 4096 slots.
  *
  * Invariants: deterministic for the scale; the collector passes check and
  * is destroyed at the end.
  */
 #include "bounds.h"
 
+#include "gc_internal.h" /* the table's room and ring: which growth an allocation made */
 #include "heapkit/gc.h"
 
 #include <string.h>
@@ -210,7 +214,54 @@ static void gc_cycles(int scale) {
     free(o);
 }
 
+/* The table's fallback (chunked storage): the allocations that find no
+ * free slot, labelled by what they grew. */
+static void gc_fallback(int scale) {
+    uint32_t n = bd_objects(scale);
+    hk_os_fail_after(1, false); /* the table's reservation, the create's first OS call */
+    hk_gc *gc = gc_make();
+    hk_os_fail_after(0, false);
+    BD_REQUIRE(gc->ht.wdir != NULL);
+    hk_gc_obj **o = calloc(n, sizeof *o);
+    BD_REQUIRE(o);
+    char lbl[160];
+    for (uint32_t i = 0; i < n; i++) {
+        if (hk__ht_nfree(&gc->ht) || !gc_counted(i)) {
+            o[i] = hk_gc_alloc(gc, &k_node);
+            BD_REQUIRE(o[i]);
+            continue;
+        }
+        uint32_t room = gc->ht.room, ring = gc->ht.ring_mask;
+        size_t chunks = gc->nchunks;
+        ICOUNT_ON();
+        ICOUNT("gc.alloc|?|0", o[i] = hk_gc_alloc(gc, &k_node));
+        BD_REQUIRE(o[i]);
+        if (gc->ht.ring_mask != ring)
+            ICOUNT_RELABEL(lbl, "gc.alloc",
+                           "chunked table (no reservation), no free slot: a table chunk and a ring of twice "
+                           "the entries allocated (malloc may mmap)",
+                           0);
+        else if (gc->ht.room != room)
+            ICOUNT_RELABEL(lbl, "gc.alloc",
+                           "chunked table (no reservation), no free slot: a table chunk allocated", 0);
+        else if (gc->nchunks != chunks)
+            ICOUNT_RELABEL(
+                lbl, "gc.alloc",
+                "chunked table (no reservation), no free slot: a header chunk allocated, 64 slots made free",
+                0);
+        else
+            ICOUNT_RELABEL(lbl, "gc.alloc",
+                           "chunked table (no reservation), no free slot: 64 slots made free", 0);
+        ICOUNT_OFF();
+    }
+    for (uint32_t i = 0; i < n; i++) BD_REQUIRE(hk_gc_release(gc, o[i]) == HK_OK);
+    BD_REQUIRE(hk_gc_check(gc) == HK_OK);
+    hk_gc_destroy(gc);
+    free(o);
+}
+
 void bd_gc(int scale) {
     gc_main(scale);
+    gc_fallback(scale);
     gc_cycles(scale);
 }

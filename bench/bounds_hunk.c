@@ -5,17 +5,23 @@
  * its size (headers written, the blocks' bytes never touched), then each
  * call is counted on its dearest path: an allocation that must release the
  * temp block and retry, a new name when the name table is full (the table
- * is scanned), an aligned allocation that needs a padding block, a free to
- * a mark after a cut above it (the end's cut log decides), and after more
- * cuts at rising levels than the log keeps (the end's headers are walked:
- * O(blocks below the mark), the unit of that row).
+ * is scanned), an aligned allocation that needs a padding block, a mark at
+ * a new level (an entry pushed on the end's mark stack) and one whose entry
+ * needs the next chunk of the stack committed, a free to a mark after a cut
+ * above it and after hundreds of cuts at rising levels (the mark stack
+ * decides in O(1)). A second hunk on caller memory (no mark stack) gives
+ * the free to a mark after more cuts at rising levels than its cut log
+ * keeps: its headers are walked (O(blocks below the mark), the unit of
+ * that row).
  *
  * Invariants: deterministic for the scale; the hunk passes check at the end.
  */
 #include "bounds.h"
 
 #include "heapkit/hunk.h"
+#include "hunk_internal.h" /* the mark stack's room: when the next mark commits a chunk */
 
+#include <stdlib.h>
 #include <string.h>
 
 enum { REPS = 8, FILL_BLOCK = 64 << 10 };
@@ -26,6 +32,40 @@ static void hunk_fill(hk_hunk *h, size_t bytes, int high, size_t *blocks) {
         BD_REQUIRE(p);
         (*blocks)++;
     }
+}
+
+/* A hunk on caller memory has no mark stack: more cuts at rising levels
+ * since a mark than its cut log keeps (8) make the free to that mark walk
+ * the end's headers from the bottom to the mark. The memory is malloc's
+ * (mapped, its pages touched only where headers are written). */
+static void bd_hunk_caller_memory(size_t heap) {
+    void *mem = malloc(heap);
+    BD_REQUIRE(mem);
+    hk_hunk *h = hk_hunk_create(&(hk_hunk_desc){.memory = mem, .size = heap, .flags = HK_FLAG_QUIET});
+    BD_REQUIRE(h);
+    hk_hunk_info in;
+    BD_REQUIRE(hk_hunk_get_info(h, &in) == HK_OK);
+    size_t blocks = 0;
+    hunk_fill(h, in.capacity / 2 - in.capacity / 16, 0, &blocks);
+    hk_hunk_mark m2 = hk_hunk_low_mark(h);
+    for (int i = 0; i < 9; i++) {
+        BD_REQUIRE(hk_hunk_alloc(h, 64, "fill"));
+        hk_hunk_mark m3 = hk_hunk_low_mark(h);
+        BD_REQUIRE(hk_hunk_alloc(h, 64, "fill"));
+        BD_REQUIRE(hk_hunk_free_to_low_mark(h, m3) == HK_OK);
+    }
+    hk_result res;
+    ICOUNT_ON();
+    BD_COUNT(
+        "hunk.free_to_low_mark",
+        "caller memory (no mark stack), more than 8 cuts at rising levels since the mark: headers walked "
+        "(units: blocks below the mark)",
+        blocks, res = hk_hunk_free_to_low_mark(h, m2));
+    ICOUNT_OFF();
+    BD_REQUIRE(res == HK_OK);
+    BD_REQUIRE(hk_hunk_check(h) == HK_OK);
+    hk_hunk_destroy(h);
+    free(mem);
 }
 
 void bd_hunk(int scale) {
@@ -62,11 +102,12 @@ void bd_hunk(int scale) {
         BD_REQUIRE(p);
         BD_COUNT("hunk.free_temp", "temp block present", 0, hk_hunk_free_temp(h));
         hk_hunk_mark m;
-        BD_COUNT("hunk.low_mark", "any", 0, m = hk_hunk_low_mark(h));
+        BD_COUNT("hunk.low_mark", "a new level: an entry pushed", 0, m = hk_hunk_low_mark(h));
         BD_REQUIRE(hk_hunk_alloc(h, 64, "fill"));
         BD_COUNT("hunk.free_to_low_mark", "no cut since the mark", 0, (void)hk_hunk_free_to_low_mark(h, m));
         BD_REQUIRE(hk_hunk_alloc_temp(h, 4096));
-        BD_COUNT("hunk.high_mark", "temp block released first", 0, m = hk_hunk_high_mark(h));
+        BD_COUNT("hunk.high_mark", "temp block released first, a new level: an entry pushed", 0,
+                 m = hk_hunk_high_mark(h));
         BD_REQUIRE(hk_hunk_alloc_high(h, 64, "fill"));
         BD_COUNT("hunk.free_to_high_mark", "no cut since the mark", 0, (void)hk_hunk_free_to_high_mark(h, m));
     }
@@ -82,7 +123,7 @@ void bd_hunk(int scale) {
         BD_REQUIRE(hk_hunk_free_to_low_mark(h, m) == HK_OK);
     }
     /* frees to a mark after a cut above it (nested marks freed inner
-     * first): the end's cut log decides, no header is read */
+     * first): the end's mark stack decides, no header is read */
     for (int r = 0; r < 2; r++) {
         hk_hunk_mark m2 = hk_hunk_low_mark(h);
         BD_REQUIRE(hk_hunk_alloc(h, 64, "fill"));
@@ -90,7 +131,7 @@ void bd_hunk(int scale) {
         BD_REQUIRE(hk_hunk_alloc(h, 64, "fill"));
         BD_REQUIRE(hk_hunk_free_to_low_mark(h, m3) == HK_OK); /* the cut */
         hk_result res;
-        BD_COUNT("hunk.free_to_low_mark", "a cut above the mark since: the cut log read", 0,
+        BD_COUNT("hunk.free_to_low_mark", "a cut above the mark since: the mark stack read", 0,
                  res = hk_hunk_free_to_low_mark(h, m2));
         BD_REQUIRE(res == HK_OK);
         m2 = hk_hunk_high_mark(h);
@@ -98,33 +139,52 @@ void bd_hunk(int scale) {
         m3 = hk_hunk_high_mark(h);
         BD_REQUIRE(hk_hunk_alloc_high(h, 64, "fill"));
         BD_REQUIRE(hk_hunk_free_to_high_mark(h, m3) == HK_OK);
-        BD_COUNT("hunk.free_to_high_mark", "a cut above the mark since: the cut log read", 0,
+        BD_COUNT("hunk.free_to_high_mark", "a cut above the mark since: the mark stack read", 0,
                  res = hk_hunk_free_to_high_mark(h, m2));
         BD_REQUIRE(res == HK_OK);
     }
-    /* more cuts at rising levels since the mark than the log keeps (8): the
-     * end's headers are walked from the bottom to the mark */
-    {
-        hk_hunk_mark m2 = hk_hunk_low_mark(h);
-        hk_hunk_get_info(h, &in);
-        size_t walked = in.low_blocks;
+    /* hundreds of cuts at rising levels since the mark (a cut log would
+     * have dropped the ones the mark needs): the mark stack decides, both
+     * ends */
+    for (int high = 0; high < 2; high++) {
+        hk_hunk_mark m2 = high ? hk_hunk_high_mark(h) : hk_hunk_low_mark(h);
         ICOUNT_OFF();
-        for (int i = 0; i < 9; i++) {
-            BD_REQUIRE(hk_hunk_alloc(h, 64, "fill"));
-            hk_hunk_mark m3 = hk_hunk_low_mark(h);
-            BD_REQUIRE(hk_hunk_alloc(h, 64, "fill"));
-            BD_REQUIRE(hk_hunk_free_to_low_mark(h, m3) == HK_OK);
+        for (int i = 0; i < 300; i++) {
+            BD_REQUIRE(high ? hk_hunk_alloc_high(h, 64, "fill") : hk_hunk_alloc(h, 64, "fill"));
+            hk_hunk_mark m3 = high ? hk_hunk_high_mark(h) : hk_hunk_low_mark(h);
+            BD_REQUIRE(high ? hk_hunk_alloc_high(h, 64, "fill") : hk_hunk_alloc(h, 64, "fill"));
+            BD_REQUIRE((high ? hk_hunk_free_to_high_mark(h, m3) : hk_hunk_free_to_low_mark(h, m3)) == HK_OK);
         }
         ICOUNT_ON();
         hk_result res;
-        BD_COUNT(
-            "hunk.free_to_low_mark",
-            "more than 8 cuts at rising levels since the mark: headers walked (units: blocks below the mark)",
-            walked, res = hk_hunk_free_to_low_mark(h, m2));
+        if (high)
+            BD_COUNT("hunk.free_to_high_mark",
+                     "300 cuts at rising levels since the mark: the mark stack read", 0,
+                     res = hk_hunk_free_to_high_mark(h, m2));
+        else
+            BD_COUNT("hunk.free_to_low_mark", "300 cuts at rising levels since the mark: the mark stack read",
+                     0, res = hk_hunk_free_to_low_mark(h, m2));
         BD_REQUIRE(res == HK_OK);
+    }
+    /* marks nested until the low end's stack fills its committed room: the
+     * next mark commits a chunk (an OS call, not counted) */
+    {
+        hk_hunk_mark base = hk_hunk_low_mark(h);
+        ICOUNT_OFF();
+        while (h->mstack[0].height < h->mstack[0].room) {
+            BD_REQUIRE(hk_hunk_alloc(h, 16, "fill"));
+            (void)hk_hunk_low_mark(h);
+        }
+        BD_REQUIRE(hk_hunk_alloc(h, 16, "fill"));
+        ICOUNT_ON();
+        BD_COUNT("hunk.low_mark",
+                 "OS growth: a new level, the mark stack's next 16 KiB committed (plus mprotect)", 0,
+                 (void)hk_hunk_low_mark(h));
+        BD_REQUIRE(hk_hunk_free_to_low_mark(h, base) == HK_OK);
     }
     BD_COUNT("hunk.reset", "both ends full", 0, hk_hunk_reset(h));
     ICOUNT_OFF();
     BD_REQUIRE(hk_hunk_check(h) == HK_OK);
     hk_hunk_destroy(h);
+    bd_hunk_caller_memory(heap);
 }

@@ -76,12 +76,12 @@ static hk_result gc_check_slots(hk_gc *gc) {
                           gc->ht.nheld);
     for (uint32_t i = 0; i < gc->ht.cap; i++) {
         gc_hdr *o = gc_hdr_at(gc, i);
-        uint32_t w = gc->ht.words[i];
+        uint32_t w = *hk__ht_w(&gc->ht, i);
         int live = hk__ht_word_live(&gc->ht, w);
         o->aux = 0;
         if (live != (o->state != GC_FREE) || (live && o->ref != w))
-            return gc_corrupt(gc, o, "slot %u: state %u, but its reference 0x%08x is %s (table word 0x%08x)", i,
-                              o->state, o->ref, live ? "live" : "dead", w);
+            return gc_corrupt(gc, o, "slot %u: state %u, but its reference 0x%08x is %s (table word 0x%08x)",
+                              i, o->state, o->ref, live ? "live" : "dead", w);
         switch (o->state) {
         case GC_FREE:
             if (o->data || o->type || o->buffered)

@@ -107,12 +107,16 @@ static inline const char *gc_tname(const gc_hdr *o) {
     return o && o->type && o->type->name ? o->type->name : "object";
 }
 
-/* The allocated header that reference r names, or NULL (no report). */
+/* The allocated header that reference r names, or NULL (no report). Read
+ * from the header itself (allocated, and its ref is r: the same answer as
+ * the table's word, by the invariants above), so the lookup is the same
+ * whether the table's storage is reserved or chunked. */
 static inline gc_hdr *gc_find(const hk_gc *gc, const hk_gc_obj *r) {
     uintptr_t v = (uintptr_t)r;
-    if (v > UINT32_MAX) return NULL;
-    uint32_t i = hk__ht_find(&gc->ht, (uint32_t)v);
-    return i == HK__HT_NONE ? NULL : gc_hdr_at(gc, i);
+    uint32_t i = (uint32_t)v & gc->ht.index_mask;
+    if (v > UINT32_MAX || i >= gc->ht.cap) return NULL;
+    gc_hdr *o = gc_hdr_at(gc, i);
+    return o->ref == (uint32_t)v && o->state != GC_FREE ? o : NULL;
 }
 
 /* ---- intrusive lists ------------------------------------------------------ */

@@ -50,7 +50,7 @@ hk_gc *hk_gc_create(const hk_gc_desc *desc) {
     hc.index_bits = ib;
     hc.flags = (desc->flags & HK_GC_RETIRE) ? 0u : HK__HT_WRAP;
     hc.hooks = &gc->core.backing;
-    hc.reserve = 1; /* address space for every slot: growth never copies (src/handles.h) */
+    hc.reserve = 1; /* address space for every slot, or chunks: growth never copies (src/handles.h) */
     if (hk__ht_init(&gc->ht, &hc) != HK_OK || !hk__gc_slots_init(gc, desc->reserve_objects)) {
         hk__report(&gc->core.rep, HK_ERR_NOMEM, HK_EK_NOMEM, NULL, 0, NULL,
                    "create: no memory for the reference table and %u reserved objects",

@@ -14,7 +14,11 @@
  *  - the table grows GC_GROW_SLOTS slots at a time, only when no slot is
  *    free; its storage is reserved address space (src/handles.h), so a
  *    growth is O(GC_GROW_SLOTS) plus, once per HK__HT_COMMIT_SLOTS slots, a
- *    commit.
+ *    commit; where the host cannot reserve, it is chunked storage, and a
+ *    growth is O(GC_GROW_SLOTS) plus, once per HK__HT_CHUNK_SLOTS slots, a
+ *    chunk (and at a power of two a new ring: the free slots move, none).
+ *  - the table is used only through its chunk-aware calls (hk__ht_*_any and
+ *    the out-of-line ones); gc_find reads the header, not the table.
  *  - a header is allocated iff its slot's handle is live, and then its ref
  *    is that handle; a freed header keeps its last ref, so a reference to
  *    a reclaimed object still names the slot it had.
@@ -70,7 +74,7 @@ int hk__gc_slots_init(hk_gc *gc, uint32_t reserve_objects) {
 }
 
 gc_hdr *hk__gc_slot_take(hk_gc *gc) {
-    uint32_t h = hk__ht_alloc(&gc->ht);
+    uint32_t h = hk__ht_alloc_any(&gc->ht);
     HK__ASSERT(h != 0);
     gc_hdr *o = gc_hdr_at(gc, h & gc->ht.index_mask);
     o->ref = h;
@@ -94,7 +98,7 @@ void hk__gc_free_object(hk_gc *gc, gc_hdr *o) {
     o->buffered = 0;
     o->queued = 0;
     o->state = GC_FREE;
-    (void)hk__ht_free(&gc->ht, o->ref & gc->ht.index_mask); /* o->ref stays: the last reference */
+    (void)hk__ht_free_any(&gc->ht, o->ref & gc->ht.index_mask); /* o->ref stays: the last reference */
 }
 
 gc_hdr *hk__gc_checked(hk_gc *gc, const hk_gc_obj *r, const char *op, int freeing, hk_result *res) {

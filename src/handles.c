@@ -18,6 +18,10 @@
  *    words, ring and state of every slot the index allows at fixed offsets
  *    (ht_res_*); the first room words and state bytes and the first
  *    ring_mask + 1 ring entries are committed, block_size bytes in all.
+ *  - chunked storage (wdir, sdir non-NULL): chunk k of both directories is
+ *    allocated for every k < ceil(room / HK__HT_CHUNK_SLOTS), none beyond;
+ *    room is a multiple of the chunk (or index_mask); the ring is one hook
+ *    block of ring_mask + 1 entries; block_size counts all of it.
  *  - a RETIRED slot's word has generation gen_last and no WRAPPED bit; a
  *    FREE slot whose word has generation gen_last either is fresh (never
  *    issued: gbase - 1 == gen_last) or has WRAPPED (under HK__HT_WRAP).
@@ -125,6 +129,78 @@ static int ht_res_init(hk__htab *t) {
     return 1;
 }
 
+/* ---- chunked storage ------------------------------------------------------------ */
+
+static uint32_t ht_chunks_for(uint32_t room) { return (room + HK__HT_CHUNK_SLOTS - 1u) >> HK__HT_CHUNK_BITS; }
+static size_t ht_dir_bytes(const hk__htab *t, size_t elem) {
+    return ((size_t)(t->index_mask >> HK__HT_CHUNK_BITS) + 1u) * elem;
+}
+
+/* Makes the two directories (every chunk the index bits allow, none
+ * allocated yet). */
+static hk_result ht_chunk_init(hk__htab *t) {
+    size_t wb = ht_dir_bytes(t, sizeof(uint32_t *)), sb = ht_dir_bytes(t, sizeof(unsigned char *));
+    t->wdir = (uint32_t **)t->hooks.alloc(wb, t->hooks.user);
+    t->sdir = (unsigned char **)t->hooks.alloc(sb, t->hooks.user);
+    if (!t->wdir || !t->sdir) return HK_ERR_NOMEM; /* hk__ht_fini frees what was made */
+    memset(t->wdir, 0, wb);
+    memset(t->sdir, 0, sb);
+    t->words = NULL;
+    t->state = NULL;
+    t->block_size = wb + sb;
+    return HK_OK;
+}
+
+/* Room for `want` slots: the missing chunks (one per grow of at most a
+ * chunk), and a ring of the next power of two into which the free slots
+ * move (the old ring is freed: only its free entries were ever needed). */
+static hk_result ht_chunk_room(hk__htab *t, uint32_t want) {
+    const size_t wcb = (size_t)HK__HT_CHUNK_SLOTS * sizeof(uint32_t), scb = HK__HT_CHUNK_SLOTS;
+    for (uint32_t k = ht_chunks_for(t->room); k < ht_chunks_for(want); k++) {
+        uint32_t *w = (uint32_t *)t->hooks.alloc(wcb, t->hooks.user);
+        unsigned char *st = w ? (unsigned char *)t->hooks.alloc(scb, t->hooks.user) : NULL;
+        if (!st) {
+            if (w) t->hooks.free(w, wcb, t->hooks.user);
+            return HK_ERR_NOMEM; /* the chunks made so far stay: room counts them */
+        }
+        t->wdir[k] = w;
+        t->sdir[k] = st;
+        t->block_size += wcb + scb;
+        uint64_t r = (uint64_t)(k + 1u) << HK__HT_CHUNK_BITS;
+        t->room = r > t->index_mask ? t->index_mask : (uint32_t)r;
+    }
+    uint32_t rs = ht_ring_size(t->room);
+    if (rs > t->ring_mask + 1u || !t->ring) {
+        uint32_t *ring = (uint32_t *)t->hooks.alloc((size_t)rs * sizeof(uint32_t), t->hooks.user);
+        if (!ring) return HK_ERR_NOMEM;
+        for (uint64_t q = t->head; q != t->tail; q++)
+            ring[(uint32_t)q & (rs - 1u)] = t->ring[(uint32_t)q & t->ring_mask];
+        if (t->ring) {
+            t->hooks.free(t->ring, ((size_t)t->ring_mask + 1u) * sizeof(uint32_t), t->hooks.user);
+            t->block_size -= ((size_t)t->ring_mask + 1u) * sizeof(uint32_t);
+        }
+        t->ring = ring;
+        t->ring_mask = rs - 1u;
+        t->block_size += (size_t)rs * sizeof(uint32_t);
+    }
+    return HK_OK;
+}
+
+static void ht_chunk_fini(hk__htab *t) {
+    const size_t wcb = (size_t)HK__HT_CHUNK_SLOTS * sizeof(uint32_t), scb = HK__HT_CHUNK_SLOTS;
+    uint32_t n = (t->index_mask >> HK__HT_CHUNK_BITS) + 1u;
+    for (uint32_t k = 0; k < n; k++) {
+        if (t->wdir && t->wdir[k]) t->hooks.free(t->wdir[k], wcb, t->hooks.user);
+        if (t->sdir && t->sdir[k]) t->hooks.free(t->sdir[k], scb, t->hooks.user);
+    }
+    if (t->wdir) t->hooks.free(t->wdir, ht_dir_bytes(t, sizeof(uint32_t *)), t->hooks.user);
+    if (t->sdir) t->hooks.free(t->sdir, ht_dir_bytes(t, sizeof(unsigned char *)), t->hooks.user);
+    if (t->ring) t->hooks.free(t->ring, ((size_t)t->ring_mask + 1u) * sizeof(uint32_t), t->hooks.user);
+    t->wdir = NULL;
+    t->sdir = NULL;
+    t->ring = NULL;
+}
+
 hk_result hk__ht_init(hk__htab *t, const hk__ht_config *cfg) {
     memset(t, 0, sizeof *t);
     if (!cfg || cfg->index_bits < HK__HT_MIN_INDEX_BITS || cfg->index_bits > HK__HT_MAX_INDEX_BITS)
@@ -150,12 +226,19 @@ hk_result hk__ht_init(hk__htab *t, const hk__ht_config *cfg) {
         t->flags |= HK__HT_OWN_WORDS;
     }
     size_t need = hk__ht_storage_size(cfg->cap, !cfg->words);
-    if (cfg->reserve && !cfg->words && !cfg->memory && ht_res_init(t)) {
+    int reserve = cfg->reserve && !cfg->words && !cfg->memory;
+    if (reserve && ht_res_init(t)) {
         if (ht_res_room(t, cfg->cap) != HK_OK) {
             hk__ht_fini(t);
             return HK_ERR_NOMEM;
         }
-        t->hooks = *cfg->hooks; /* checked above */
+        t->hooks = *cfg->hooks;    /* checked above */
+    } else if (reserve && hooks) { /* the host cannot reserve: chunked storage */
+        t->hooks = *cfg->hooks;
+        if (ht_chunk_init(t) != HK_OK || ht_chunk_room(t, cfg->cap) != HK_OK) {
+            hk__ht_fini(t);
+            return HK_ERR_NOMEM;
+        }
     } else if (cfg->memory) {
         if (need == 0 || cfg->size < need || ((uintptr_t)cfg->memory & 3u)) return HK_ERR_INVALID;
         ht_place(t, (unsigned char *)cfg->memory, cfg->cap);
@@ -171,8 +254,8 @@ hk_result hk__ht_init(hk__htab *t, const hk__ht_config *cfg) {
     }
     uint32_t fresh = ht_fresh_word(t);
     for (uint32_t i = 0; i < cfg->cap; i++) {
-        *hk__ht_word(t, i) = fresh;
-        t->state[i] = HK__HT_S_FREE;
+        *hk__ht_w(t, i) = fresh;
+        *hk__ht_st(t, i) = HK__HT_S_FREE;
         t->ring[i] = i;
     }
     t->cap = cfg->cap;
@@ -182,7 +265,9 @@ hk_result hk__ht_init(hk__htab *t, const hk__ht_config *cfg) {
 }
 
 void hk__ht_fini(hk__htab *t) {
-    if (t->flags & HK__HT_RESERVED)
+    if (t->wdir || t->sdir)
+        ht_chunk_fini(t);
+    else if (t->flags & HK__HT_RESERVED)
         hk_os_release(t->block, ht_res_size(t));
     else if (t->block)
         t->hooks.free(t->block, t->block_size, t->hooks.user);
@@ -200,6 +285,7 @@ hk_result hk__ht_room(hk__htab *t, uint32_t want) {
     if (want > t->index_mask) return HK_ERR_OVERFLOW;
     if (want <= t->room) return HK_OK;
     if (reserved) return ht_res_room(t, want);
+    if (t->wdir) return ht_chunk_room(t, want);
     uint32_t room = t->room > t->index_mask / 2 ? t->index_mask : t->room * 2;
     if (room < want) room = want;
     size_t need = hk__ht_storage_size(room, 1);
@@ -228,11 +314,27 @@ hk_result hk__ht_grow(hk__htab *t, uint32_t add) {
     hk_result r = hk__ht_room(t, want);
     if (r != HK_OK) return r;
     uint32_t fresh = ht_fresh_word(t);
-    for (uint32_t i = t->cap; i < want; i++) {
-        t->words[i] = fresh;
-        t->state[i] = HK__HT_S_FREE;
-        t->ring[(uint32_t)t->tail & t->ring_mask] = i;
-        t->tail++;
+    if (t->wdir) { /* chunked: a chunk at a time */
+        for (uint32_t i = t->cap; i < want;) {
+            uint32_t k = i >> HK__HT_CHUNK_BITS, m = HK__HT_CHUNK_SLOTS - 1u;
+            uint32_t end =
+                want - i > HK__HT_CHUNK_SLOTS - (i & m) ? i + (HK__HT_CHUNK_SLOTS - (i & m)) : want;
+            uint32_t *w = t->wdir[k];
+            unsigned char *st = t->sdir[k];
+            for (; i < end; i++) {
+                w[i & m] = fresh;
+                st[i & m] = HK__HT_S_FREE;
+                t->ring[(uint32_t)t->tail & t->ring_mask] = i;
+                t->tail++;
+            }
+        }
+    } else {
+        for (uint32_t i = t->cap; i < want; i++) {
+            t->words[i] = fresh;
+            t->state[i] = HK__HT_S_FREE;
+            t->ring[(uint32_t)t->tail & t->ring_mask] = i;
+            t->tail++;
+        }
     }
     t->cap = want;
     return HK_OK;
@@ -241,10 +343,10 @@ hk_result hk__ht_grow(hk__htab *t, uint32_t add) {
 uint32_t hk__ht_recycle(hk__htab *t) {
     uint32_t n = 0, fresh = ht_fresh_word(t);
     for (uint32_t i = 0; i < t->cap && t->nretired; i++) {
-        if ((t->state[i] & HK__HT_S_MASK) != HK__HT_S_RETIRED || hk__ht_word_live(t, *hk__ht_word(t, i)))
+        if ((*hk__ht_st(t, i) & HK__HT_S_MASK) != HK__HT_S_RETIRED || hk__ht_word_live(t, *hk__ht_w(t, i)))
             continue;
-        *hk__ht_word(t, i) = fresh; /* the sequence restarts */
-        t->state[i] = HK__HT_S_FREE;
+        *hk__ht_w(t, i) = fresh; /* the sequence restarts */
+        *hk__ht_st(t, i) = HK__HT_S_FREE;
         t->ring[(uint32_t)t->tail & t->ring_mask] = i;
         t->tail++;
         t->nretired--;
@@ -254,16 +356,16 @@ uint32_t hk__ht_recycle(hk__htab *t) {
 }
 
 uint32_t hk__ht_uses(const hk__htab *t, uint32_t i) {
-    uint32_t w = *hk__ht_word(t, i), g = w >> t->index_bits;
-    if (t->state[i] & HK__HT_S_WRAPPED) return t->gmax;
-    if (!hk__ht_word_live(t, w) && (t->state[i] & HK__HT_S_MASK) == HK__HT_S_FREE && g == t->gbase - 1u)
+    uint32_t w = *hk__ht_w(t, i), g = w >> t->index_bits;
+    if (*hk__ht_st(t, i) & HK__HT_S_WRAPPED) return t->gmax;
+    if (!hk__ht_word_live(t, w) && (*hk__ht_st(t, i) & HK__HT_S_MASK) == HK__HT_S_FREE && g == t->gbase - 1u)
         return 0; /* fresh: never issued (see the invariants) */
     return hk__ht_gen_ord(t, g) + 1u;
 }
 
 uint32_t hk__ht_last_handle(const hk__htab *t, uint32_t i) {
     if (!hk__ht_uses(t, i)) return 0;
-    return (*hk__ht_word(t, i) & ~t->index_mask) | i;
+    return (*hk__ht_w(t, i) & ~t->index_mask) | i;
 }
 
 hk__ht_verdict hk__ht_judge(const hk__htab *t, uint32_t h, int freeing) {
@@ -284,7 +386,7 @@ hk__ht_verdict hk__ht_judge(const hk__htab *t, uint32_t h, int freeing) {
         v.why = HK__HT_WHY_RANGE;
         return v;
     }
-    uint32_t w = *hk__ht_word(t, v.index), uses = hk__ht_uses(t, v.index);
+    uint32_t w = *hk__ht_w(t, v.index), uses = hk__ht_uses(t, v.index);
     v.slot_gen = w >> t->index_bits;
     v.status = hk__ht_status(t, v.index);
     if (w == h) {
@@ -368,18 +470,22 @@ hk_result hk__ht_check(hk__htab *t, hk__reporter *rep, const char *noun) {
         return hk__report(rep, HK_ERR_CORRUPT, HK_EK_CORRUPT_STRUCTURE, NULL, 0, NULL,
                           "%s table: the free ring holds %u entries for %u slots (head/tail damaged)", noun,
                           nfree, t->cap);
+    for (uint32_t k = 0; t->wdir && k < ht_chunks_for(t->room); k++)
+        if (!t->wdir[k] || !t->sdir || !t->sdir[k])
+            return hk__report(rep, HK_ERR_CORRUPT, HK_EK_CORRUPT_STRUCTURE, NULL, 0, NULL,
+                              "%s table damaged: chunk %u of %u slots is missing", noun, k, t->room);
     for (; q != t->tail; q++, n++) {
         uint32_t s = t->ring[(uint32_t)q & t->ring_mask];
         if (s >= t->cap) HT_BAD("%s table: free ring entry %u names slot %u, beyond %u", noun, n, s, t->cap);
-        if (hk__ht_word_live(t, *hk__ht_word(t, s)) || (t->state[s] & HK__HT_S_MASK) != HK__HT_S_FREE)
+        if (hk__ht_word_live(t, *hk__ht_w(t, s)) || (*hk__ht_st(t, s) & HK__HT_S_MASK) != HK__HT_S_FREE)
             HT_BAD("%s table: free ring entry %u names slot %u, which is %s", noun, n, s,
                    ht_status_name(hk__ht_status(t, s)));
-        if (t->state[s] & HK__HT_S_SEEN) HT_BAD("%s table: slot %u is on the free ring twice", noun, s);
-        t->state[s] |= HK__HT_S_SEEN;
+        if (*hk__ht_st(t, s) & HK__HT_S_SEEN) HT_BAD("%s table: slot %u is on the free ring twice", noun, s);
+        *hk__ht_st(t, s) |= HK__HT_S_SEEN;
     }
     for (uint32_t i = 0; i < t->cap; i++) {
-        uint32_t w = *hk__ht_word(t, i), g = w >> t->index_bits;
-        unsigned char st = t->state[i];
+        uint32_t w = *hk__ht_w(t, i), g = w >> t->index_bits;
+        unsigned char st = *hk__ht_st(t, i);
         if (st & ~(HK__HT_S_MASK | HK__HT_S_WRAPPED | HK__HT_S_SEEN) || (st & HK__HT_S_MASK) == 3)
             HT_BAD("%s table: slot %u has a bad state byte 0x%02x", noun, i, st);
         if (hk__ht_word_live(t, w)) {
@@ -411,7 +517,7 @@ hk_result hk__ht_check(hk__htab *t, hk__reporter *rep, const char *noun) {
 out:
     for (uint64_t e = t->head; e != q; e++) {
         uint32_t s = t->ring[(uint32_t)e & t->ring_mask];
-        if (s < t->cap) t->state[s] &= (unsigned char)~HK__HT_S_SEEN;
+        if (s < t->cap) *hk__ht_st(t, s) &= (unsigned char)~HK__HT_S_SEEN;
     }
     return r;
 }

@@ -28,8 +28,8 @@
  * over every slot and delays retirement.
  *
  * Every operation is O(1) except init (O(cap)), grow (O(add) with reserved
- * storage; O(cap) with hook storage when the storage moves, amortised O(1)
- * per slot), recycle and check (O(cap)). The table never reports by itself
+ * or chunked storage; O(cap) with hook storage when the storage moves,
+ * amortised O(1) per slot), recycle and check (O(cap)). The table never reports by itself
  * except through hk__ht_report / hk__ht_check, and never allocates except
  * in init, hk__ht_room and grow.
  *
@@ -40,6 +40,17 @@
  * grow then costs O(add + free slots) plus, once per HK__HT_COMMIT_SLOTS
  * slots, the commit; never O(cap). block is the reservation's base,
  * block_size the bytes committed, room the slots committed.
+ *
+ * Chunked storage (the fallback of config.reserve when the host cannot
+ * reserve: 32-bit hosts, or the OS refuses): the words and state bytes
+ * live in chunks of HK__HT_CHUNK_SLOTS slots from the hooks, found through
+ * two directories made at init for every chunk the index bits allow, and
+ * the ring in one hook block. A grow allocates at most one chunk of each
+ * (and, when the ring's size doubles, a new ring into which only the free
+ * slots move): O(add + free slots), never O(cap); nothing that holds live
+ * handles moves. Only the chunk-aware functions (the *_any inline ones and
+ * everything in handles.c) may be used on such a table: the inline fast
+ * paths of the other owners read `words` directly.
  *
  * Misuse: one answer for every owner (pool, cache, gc), given by
  * hk__ht_judge for a handle that hk__ht_find did not resolve:
@@ -106,12 +117,27 @@ typedef struct hk__ht_config {
      * every slot up front and commit pages as the table grows (see
      * "Reserved storage" above), instead of hook storage that doubles. When
      * the host cannot reserve (32-bit hosts, or the OS refuses), the table
-     * falls back to the hooks (if any; else HK_ERR_NOMEM). */
+     * falls back to chunked storage from the hooks (see "Chunked storage";
+     * no hooks: HK_ERR_NOMEM). */
     int reserve;
 } hk__ht_config;
 
 /* Slots committed at a time in reserved storage. */
 #define HK__HT_COMMIT_SLOTS 16384u
+/* Slots per chunk of chunked storage. */
+#define HK__HT_CHUNK_BITS  12u
+#define HK__HT_CHUNK_SLOTS (1u << HK__HT_CHUNK_BITS)
+
+/* Slot i's word and state byte, whatever the storage (one more load and a
+ * branch than hk__ht_word: for owners whose table may be chunked). */
+static inline uint32_t *hk__ht_w(const hk__htab *t, uint32_t i) {
+    if (HK__UNLIKELY(t->wdir != NULL)) return &t->wdir[i >> HK__HT_CHUNK_BITS][i & (HK__HT_CHUNK_SLOTS - 1u)];
+    return hk__ht_word(t, i);
+}
+static inline unsigned char *hk__ht_st(const hk__htab *t, uint32_t i) {
+    if (HK__UNLIKELY(t->sdir != NULL)) return &t->sdir[i >> HK__HT_CHUNK_BITS][i & (HK__HT_CHUNK_SLOTS - 1u)];
+    return &t->state[i];
+}
 
 /* Bytes of storage a table of `cap` slots needs (ring, state bytes, and
  * the dense word array unless the words are external), or 0 on overflow.
@@ -130,15 +156,19 @@ void hk__ht_fini(hk__htab *t);
 /* Adds `add` fresh slots at the end of the ring (reserved or hook storage,
  * the table's own words only). HK_ERR_UNSUPPORTED otherwise, HK_ERR_OVERFLOW
  * past 2^index_bits - 1 slots, HK_ERR_NOMEM when the OS or the hooks fail
- * (the table is unchanged). Reserved storage: O(add + free slots), plus a
- * commit (three OS calls) when the slots pass the committed room. Hook
- * storage: O(cap) when the storage moves (doubling), else O(add). */
+ * (no slot is added). Reserved storage: O(add + free slots), plus a
+ * commit (three OS calls) when the slots pass the committed room. Chunked
+ * storage: O(add + free slots), plus a chunk of words and one of state
+ * bytes (two hook calls) per HK__HT_CHUNK_SLOTS slots and a new ring (one
+ * hook call) when the slots pass a power of two. Hook storage: O(cap) when
+ * the storage moves (doubling), else O(add). */
 hk_result hk__ht_grow(hk__htab *t, uint32_t add);
 
 /* Makes storage for at least `room` slots (<= 2^index_bits - 1) without
  * adding any, so that grows up to that many slots need no memory: commits
- * reserved pages, or moves hook storage once. Errors as hk__ht_grow. O(free
- * slots) + the commit (reserved); O(cap) (hooks). */
+ * reserved pages, allocates chunks, or moves hook storage once. Errors as
+ * hk__ht_grow. O(free slots) + the commit (reserved); O(free slots +
+ * chunks) (chunked); O(cap) (hooks). */
 hk_result hk__ht_room(hk__htab *t, uint32_t room);
 
 /* True when the next hk__ht_grow(t, add) commits pages or moves storage:
@@ -152,8 +182,8 @@ uint32_t hk__ht_recycle(hk__htab *t);
 
 /* Slot status (HK__HT_LIVE / FREE / HELD / RETIRED). O(1). */
 static inline int hk__ht_status(const hk__htab *t, uint32_t i) {
-    if (hk__ht_word_live(t, *hk__ht_word(t, i))) return HK__HT_LIVE;
-    return t->state[i] & HK__HT_S_MASK;
+    if (hk__ht_word_live(t, *hk__ht_w(t, i))) return HK__HT_LIVE;
+    return *hk__ht_st(t, i) & HK__HT_S_MASK;
 }
 
 /* The handle slot i issued last (live or not), 0 when it never issued one.
@@ -237,6 +267,41 @@ static inline int hk__ht_release_front(hk__htab *t, uint32_t i) {
 static inline int hk__ht_free(hk__htab *t, uint32_t i) {
     hk__ht_kill(t, i);
     return hk__ht_release(t, i);
+}
+
+/* hk__ht_find, hk__ht_alloc and hk__ht_free for a table whose storage
+ * may be chunked (the gc's). O(1). */
+static inline uint32_t hk__ht_find_any(const hk__htab *t, uint32_t h) {
+    uint32_t i = h & t->index_mask;
+    return (i < t->cap && *hk__ht_w(t, i) == h) ? i : HK__HT_NONE;
+}
+static inline uint32_t hk__ht_alloc_any(hk__htab *t) {
+    if (t->head == t->tail) return 0;
+    uint32_t s = t->ring[(uint32_t)t->head & t->ring_mask];
+    t->head++;
+    uint32_t *w = hk__ht_w(t, s);
+    uint32_t h = (hk__ht_gen_next(t, *w >> t->index_bits) << t->index_bits) | s;
+    *w = h;
+    *hk__ht_st(t, s) &= HK__HT_S_WRAPPED;
+    return h;
+}
+static inline int hk__ht_free_any(hk__htab *t, uint32_t i) {
+    uint32_t *w = hk__ht_w(t, i);
+    unsigned char *st = hk__ht_st(t, i);
+    *w |= t->index_mask; /* dead; the generation stays */
+    unsigned char wrapped = (unsigned char)(*st & HK__HT_S_WRAPPED);
+    if (*w == t->last_dead && !wrapped) { /* the slot has issued every generation of its sequence */
+        if (!(t->flags & HK__HT_WRAP)) {
+            *st = HK__HT_S_RETIRED;
+            t->nretired++;
+            return 1;
+        }
+        wrapped = HK__HT_S_WRAPPED;
+    }
+    *st = wrapped; /* FREE */
+    t->ring[(uint32_t)t->tail & t->ring_mask] = i;
+    t->tail++;
+    return 0;
 }
 
 /* Counts. O(1). */

@@ -23,21 +23,39 @@
  *    tenant to give the bytes back (hunk_tenant_room).
  *
  * Marks carry the id of the hunk that issued them (a mark of another hunk
- * is refused) and the number of cuts of their end then (cuts[end]: every
- * free to a mark that freed blocks, reset; not the temp block's release,
- * which never reaches below a mark: a high mark releases the temp block
- * first). With no cut since, the blocks under the mark are all still there
- * and the mark is valid without reading anything. Otherwise the end's cut
- * log (hunk_cut_log) answers in at most HUNK_CUT_LOG steps: the mark is
- * valid exactly when no cut since it went below its offset (a cut to a
- * level below the offset freed the block at the mark's edge; one at or
- * above it freed nothing under the mark). Only when the log dropped the
- * cuts the mark needs (more than HUNK_CUT_LOG cuts to rising levels since
- * the mark) are the end's headers walked from where the hunk knows a
- * header lies (the bottom of the low end, the lowest high block) to the
- * mark: the mark is valid only when the walk lands on its offset and the
- * block at its edge still carries the sequence number it had when the mark
- * was taken. Bytes a block's owner may hold are never read as a header.
+ * is refused). A mark is valid exactly when no cut of its end since it was
+ * taken went below its offset (a cut: a free to a mark that freed blocks,
+ * or a reset; not the temp block's release, which never reaches below a
+ * mark: a high mark releases the temp block first). Bytes a block's owner
+ * may hold are never read to decide it. Two ways, per end:
+ *
+ *  - The mark stack (hunk_mark_stack; hunks on OS memory):
+ *    one entry per distinct level at which a still-valid mark was taken,
+ *    levels rising. A mark above 0 gets the top entry when the top's level
+ *    is its offset, else a new entry on top with a fresh stamp; it carries
+ *    the entry's depth and stamp. A cut to a valid mark at depth d drops
+ *    every entry above d (their levels are above the cut: those marks went
+ *    stale), a cut to 0 drops all: O(1), the entries are not touched. A
+ *    mark is then valid exactly when its entry is still the one it was
+ *    given (depth <= height and the same stamp): O(1) whatever the cuts.
+ *    The entries live in address space reserved at create for every level
+ *    an end can hold (a level is a block boundary, blocks take 32 bytes at
+ *    least: cap / 32 + 1; on a 32-bit host at most HUNK_MSTACK_MAX32),
+ *    committed a chunk at a time as marks go deeper; when the OS refuses a
+ *    chunk (or a 32-bit host's levels run out), the mark gets no entry (it
+ *    lies above every entry, so cuts to it drop nothing, and no commit is
+ *    tried until a cut makes it stale) and is decided as below.
+ *  - Without a stack (caller memory, or the OS refused the reservation), and
+ *    for a mark that got no entry: each mark carries the number of cuts
+ *    of its end then (cuts[end]). With no cut since, the mark is valid
+ *    without reading anything. Otherwise the end's cut log (hunk_cut_log;
+ *    kept only without a stack) answers in at most HUNK_CUT_LOG steps; only
+ *    when it dropped the cuts the mark needs (more than HUNK_CUT_LOG cuts
+ *    to rising levels since the mark) are the end's headers walked from
+ *    where the hunk knows a header lies (the bottom of the low end, the
+ *    lowest high block) to the mark: the mark is valid only when the walk
+ *    lands on its offset and the block at its edge still carries the
+ *    sequence number it had when the mark was taken.
  */
 #include "hunk_internal.h"
 
@@ -104,6 +122,32 @@ static inline uint32_t hunk_name_index(hk_hunk *h, const char *name) {
 
 /* ---- create / destroy -------------------------------------------------- */
 
+/* Reserves both ends' mark stacks and commits their first chunk (see the
+ * comment at the top). Leaves them off (NULL) when the host or the OS
+ * cannot: the cut log then decides, as for caller memory. */
+static void hunk_mstack_init(hk_hunk *h) {
+    size_t chunk = HUNK_MSTACK_CHUNK, pg = hk_os_page_size();
+    if (chunk % pg) chunk = (chunk + pg - 1) / pg * pg;
+    size_t entries = h->cap / 32 + 1;
+    /* a 32-bit address space cannot spare cap / 4: at most HUNK_MSTACK_MAX32
+     * levels per end, a mark past them gets no entry (decided by the walk) */
+    if (sizeof(void *) < 8 && entries > HUNK_MSTACK_MAX32) entries = HUNK_MSTACK_MAX32;
+    size_t per_end = (entries * sizeof(uint64_t) + chunk - 1) / chunk * chunk;
+    unsigned char *r = (unsigned char *)hk_os_reserve(2 * per_end);
+    if (!r) return;
+    if (hk_os_commit(r, chunk) != HK_OK || hk_os_commit(r + per_end, chunk) != HK_OK) {
+        hk_os_release(r, 2 * per_end);
+        return;
+    }
+    h->mres = r;
+    h->mres_size = 2 * per_end;
+    h->mcap = per_end / sizeof(uint64_t);
+    for (int e = 0; e < 2; e++) {
+        h->mstack[e].stamps = (uint64_t *)(void *)(r + (size_t)e * per_end);
+        h->mstack[e].room = chunk / sizeof(uint64_t);
+    }
+}
+
 hk_hunk *hk_hunk_create(const hk_hunk_desc *desc) {
     if (!desc) return NULL;
     hk__core core;
@@ -152,6 +196,7 @@ hk_hunk *hk_hunk_create(const hk_hunk_desc *desc) {
     h->slow_base = h->core.locked_hooks || h->core.paranoid ||
                    (h->core.flags & (HK_FLAG_ZERO | HK_FLAG_FILL | HK_FLAG_CANARY)) || hk__asan_enabled();
     h->slow = h->slow_base;
+    if (!desc->memory) hunk_mstack_init(h);
     hk__asan_poison(h->base, h->cap);
     return h;
 }
@@ -172,6 +217,7 @@ void hk_hunk_destroy(hk_hunk *h) {
         hk__track_destroy(&h->core);
     }
     hk__asan_unpoison(h->base, h->cap);
+    if (h->mres) hk_os_release(h->mres, h->mres_size);
     if (h->os_base) hk_os_release(h->os_base, h->os_size);
 }
 
@@ -500,6 +546,41 @@ void hk_hunk_free_temp(hk_hunk *h) {
     hk__core_unlock(&h->core);
 }
 
+/* Commits the next chunk of an end's mark stack; 0 when the OS refuses or
+ * every level is committed already. Out of line: once per
+ * HUNK_MSTACK_CHUNK / 8 levels. */
+static HK__NOINLINE int hunk_mstack_grow(hk_hunk *h, hunk_mark_stack *s) {
+    size_t chunk = HUNK_MSTACK_CHUNK, pg = hk_os_page_size();
+    if (chunk % pg) chunk = (chunk + pg - 1) / pg * pg;
+    if (s->room >= h->mcap) return 0;
+    if (hk_os_commit(s->stamps + s->room, chunk) != HK_OK) return 0;
+    s->room += chunk / sizeof(uint64_t);
+    return 1;
+}
+
+/* Gives mark m (offset above 0) its entry in the end's mark stack: the top
+ * entry when it is at m's level, else a new one (see the comment at the
+ * top). Without a stack, or when the next chunk cannot be committed, m gets
+ * none and keeps its cut count and sequence number. Once a chunk was
+ * refused, no commit is tried (so no entry is pushed above a mark without
+ * one) until a cut to a mark with an entry or to 0, or a reset: those make
+ * every mark without an entry stale (each lies above every entry). O(1). */
+static inline void hunk_mark_enter(hk_hunk *h, int high, hk_hunk_mark *m) {
+    hunk_mark_stack *s = &h->mstack[high];
+    if (!s->stamps) return;
+    if (!(s->height && s->top == m->offset)) {
+        if (HK__UNLIKELY(s->height == s->room) && (s->full || !hunk_mstack_grow(h, s))) {
+            s->full = 1; /* m lies above every entry, and no entry goes above it while it is valid */
+            return;
+        }
+        s->stamps[s->height++] = hunk_mstack_entry(++s->pushes, m->offset);
+        s->top = m->offset;
+    }
+    m->end |= HUNK_MARK_STACKED;
+    m->seq = (uint32_t)s->height;
+    m->cuts = (uint32_t)s->stamps[s->height - 1];
+}
+
 hk_hunk_mark hk_hunk_low_mark(hk_hunk *h) {
     hk_hunk_mark m;
     memset(&m, 0, sizeof m);
@@ -517,6 +598,7 @@ hk_hunk_mark hk_hunk_low_mark(hk_hunk *h) {
         hunk_read_hdr(h->base + h->low.last, &hd);
         m.seq = hd.seq;
     }
+    if (m.offset) hunk_mark_enter(h, 0, &m);
     hk__core_unlock(&h->core);
     return m;
 }
@@ -538,6 +620,7 @@ hk_hunk_mark hk_hunk_high_mark(hk_hunk *h) {
         hunk_read_hdr(h->base + h->cap - h->high.used, &hd);
         m.seq = hd.seq;
     }
+    if (m.offset) hunk_mark_enter(h, 1, &m);
     hk__core_unlock(&h->core);
     return m;
 }
@@ -602,6 +685,11 @@ static inline int hunk_mark_edge_ok(hk_hunk *h, hk_hunk_mark m, int high) {
     if (m.offset == 0) return m.blocks == 0 && m.user_bytes == 0;
     if (m.blocks == 0) return 0;
     if (!high && (m.edge > m.offset - HUNK_HDR || (m.edge & (HUNK_ALIGN - 1)))) return 0;
+    if (m.end & HUNK_MARK_STACKED) { /* its entry is still the one it was given */
+        const hunk_mark_stack *s = &h->mstack[high];
+        return s->stamps && m.seq - 1u < s->height &&
+               s->stamps[m.seq - 1u] == hunk_mstack_entry(m.cuts, m.offset);
+    }
     if (m.cuts == h->cuts[high]) return 1; /* nothing under the mark was freed since */
     return hunk_mark_after_cuts(h, m, high);
 }
@@ -641,7 +729,8 @@ static hk_result hunk_free_to_mark(hk_hunk *h, hk_hunk_mark m, int high) {
     if (m.hunk != h->id)
         return hunk_bad_mark(h, m, high,
                              m.hunk ? "the mark belongs to another hunk" : "the mark was issued by no hunk");
-    if (m.end != (uint32_t)high) return hunk_bad_mark(h, m, high, "the mark belongs to the other end");
+    if ((m.end & ~HUNK_MARK_STACKED) != (uint32_t)high)
+        return hunk_bad_mark(h, m, high, "the mark belongs to the other end");
     if (high) hunk_release_temp(h);
     hunk_end *e = high ? &h->high : &h->low;
     if (m.offset > e->used) return hunk_bad_mark(h, m, high, "the mark is beyond the current top");
@@ -664,7 +753,22 @@ static hk_result hunk_free_to_mark(hk_hunk *h, hk_hunk_mark m, int high) {
     e->blocks = m.blocks;
     if (!high) e->last = m.edge;
     h->cuts[high]++;
-    hunk_log_cut(h, high, m.offset);
+    hunk_mark_stack *s = &h->mstack[high];
+    if (s->stamps) {
+        /* entries above the mark's go: their levels are above the cut. A
+         * mark without an entry lies above every entry: none goes. */
+        if (m.offset == 0) {
+            s->height = 0;
+            s->top = 0;
+            s->full = 0;
+        } else if (m.end & HUNK_MARK_STACKED) {
+            s->height = m.seq;
+            s->top = m.offset;
+            s->full = 0;
+        }
+    } else {
+        hunk_log_cut(h, high, m.offset);
+    }
     hunk_release_range(h, lo, hi, blocks);
     return HK_OK;
 }
@@ -698,8 +802,15 @@ void hk_hunk_reset(hk_hunk *h) {
     memset(&h->high, 0, sizeof h->high);
     h->cuts[0]++;
     h->cuts[1]++;
-    hunk_log_reset(h, 0);
-    hunk_log_reset(h, 1);
+    for (int e = 0; e < 2; e++) {
+        if (h->mstack[e].stamps) {
+            h->mstack[e].height = 0;
+            h->mstack[e].top = 0;
+            h->mstack[e].full = 0;
+        } else {
+            hunk_log_reset(h, e);
+        }
+    }
     hk__core_after(&h->core);
     hk__core_unlock(&h->core);
 }

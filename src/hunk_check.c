@@ -5,9 +5,9 @@
  * Verifies the invariants stated in src/hunk.c by walking both ends: every
  * header's sentinel, size, flags and name index, every canary and padding
  * byte (hk__fill_ok; canaries only in blocks made with HK_FLAG_CANARY), the per-end counts, the tenant's
- * claim, and the cut logs that marks are decided by. Writes nothing to the hunk (headers are read through
- * copies, as they may be poisoned); reports the first damaged block (one report per walk). hk__hunk_check is
- * the core's paranoid hook: it takes no lock.
+ * claim, and the mark stacks and cut logs that marks are decided by. Writes nothing to the hunk (headers are
+ * read through copies, as they may be poisoned); reports the first damaged block (one report per walk).
+ * hk__hunk_check is the core's paranoid hook: it takes no lock.
  *
  * Calls nothing in src/hunk.c.
  */
@@ -182,6 +182,27 @@ static int hunk_visit(hk_hunk *h, hunk_visit_fn fn, void *user, int report) {
                        (void *)(h->tenant_start + h->tenant_size), (void *)(h->base + h->low.used),
                        (void *)(h->base + h->cap - h->high.used));
         return -1;
+    }
+    for (int end = 0; end < 2; end++) {
+        /* the mark stack (hunk.c, marks): inside its committed room, levels
+         * rising from above 0, the top's level the last entry's and not
+         * above the end */
+        const hunk_mark_stack *s = &h->mstack[end];
+        size_t used = end ? h->high.used : h->low.used;
+        int ok = !s->stamps || (s->height <= s->room && s->room <= h->mcap && s->top <= used &&
+                                (s->top & (HUNK_ALIGN - 1)) == 0 && (s->height == 0) == (s->top == 0));
+        for (size_t i = 0; ok && s->stamps && i < s->height; i++) {
+            uint64_t v = s->stamps[i];
+            uint32_t lv = (uint32_t)(v >> 32), below = i ? (uint32_t)(s->stamps[i - 1] >> 32) : 0;
+            ok = (lv > below || ((uint64_t)h->cap >> 36) != 0) && /* levels of 64 GiB and more are truncated */
+                 (i + 1 < s->height || v == hunk_mstack_entry((uint32_t)v, s->top));
+        }
+        if (!ok) {
+            if (report)
+                hk__report(&h->core.rep, HK_ERR_CORRUPT, HK_EK_CORRUPT_STRUCTURE, s->stamps, s->height, NULL,
+                           "control block damaged: the %s end's mark stack", end ? "high" : "low");
+            return -1;
+        }
     }
     for (int end = 0; end < 2; end++) {
         /* the cut log (hunk.c, marks): cut numbers and levels rising, none

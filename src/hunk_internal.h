@@ -109,6 +109,30 @@ typedef struct hunk_cut_log {
 } hunk_cut_log;
 _Static_assert((HUNK_CUT_LOG & (HUNK_CUT_LOG - 1)) == 0, "the cut log is a ring of 2^k entries");
 
+/* The mark stack of one end (hunk.c, marks): entry i is the level of the
+ * (i + 1)-th distinct level at which a mark still valid was taken, from the
+ * bottom: levels rising. An entry is its stamp (the end's push count then,
+ * low 32 bits) | (level / 16, low 32 bits) << 32; a registered mark carries
+ * its depth (i + 1) and stamp, and is valid exactly while entry i is still
+ * the one it was given. `stamps` lives in address space reserved at create
+ * for every level the end can hold (cap / 32 + 1; HUNK_MSTACK_MAX32 at most
+ * on a 32-bit host), committed HUNK_MSTACK_CHUNK bytes at a time. */
+#define HUNK_MSTACK_CHUNK 16384u
+#define HUNK_MSTACK_MAX32 65536u /* levels per end on a 32-bit host (512 KiB of address space) */
+#define HUNK_MARK_STACKED 0x100u /* in hk_hunk_mark.end: seq is the depth, cuts the stamp */
+typedef struct hunk_mark_stack {
+    uint64_t *stamps; /* NULL: no stack (caller memory, the OS refused): the cut log decides */
+    size_t height;    /* entries in use */
+    size_t room;      /* entries committed */
+    size_t top;       /* level of entry height - 1; 0 when height is 0 */
+    uint32_t pushes;  /* stamps handed out (wraps) */
+    int full;         /* a chunk was refused: no commit is tried until a cut to an entry, or a reset */
+} hunk_mark_stack;
+
+static inline uint64_t hunk_mstack_entry(uint32_t stamp, size_t level) {
+    return (uint64_t)stamp | ((uint64_t)(uint32_t)(level >> 4) << 32);
+}
+
 struct hk_hunk {
     unsigned char *base; /* 16-aligned start of the block area */
     size_t cap;          /* bytes of the block area (multiple of 16) */
@@ -130,9 +154,13 @@ struct hk_hunk {
     void *tenant_user;
     unsigned char *tenant_start;
     size_t tenant_size;
-    uint32_t id;      /* instance id carried by marks (never 0, unique in the process) */
-    uint32_t cuts[2]; /* per end (0 low, 1 high): frees to a mark that freed blocks, resets */
-    hunk_cut_log cutlog[2];
+    uint32_t id;            /* instance id carried by marks (never 0, unique in the process) */
+    uint32_t cuts[2];       /* per end (0 low, 1 high): frees to a mark that freed blocks, resets */
+    hunk_cut_log cutlog[2]; /* used only by an end without a mark stack */
+    hunk_mark_stack mstack[2];
+    void *mres;       /* the mark stacks' reservation (low end's, then high end's), or NULL */
+    size_t mres_size; /* its bytes */
+    size_t mcap;      /* entries reserved per end */
     uint32_t nnames;
     hunk_name_cache name_cache[8];
     char names[HUNK_NAMES][HUNK_NAME_LEN];

@@ -4,8 +4,9 @@
  * generations across slot reuse, wrapping (default) and retirement
  * (HK_GC_RETIRE) with recycle, the index-space limit, create refusals, the
  * paranoid after-op check and lock hooks through the instance core, growth
- * (reserved table pages, 64 slots at a time, desc.reserve_objects) and four
- * threads growing one collector under its lock hooks.
+ * (reserved table pages, 64 slots at a time, desc.reserve_objects), four
+ * threads growing one collector under its lock hooks, and the chunked
+ * table a collector gets when the OS refuses the reservation.
  */
 #include "hk_test.h"
 #include "gc_internal.h"
@@ -432,6 +433,52 @@ HKT_TEST(gc_threads_grow_under_the_lock) {
     hk_gc_stats(gc, &st);
     CHECK_EQ(st.live_blocks, 0);
     CHECK_EQ(g_errs.count, 0);
+    CHECK_EQ(hk_gc_check(gc), HK_OK);
+    hk_gc_destroy(gc);
+}
+
+/* When the OS refuses the table's reservation (as on a 32-bit host), the
+ * table lives in chunks of 4096 slots from the backing hooks: growth adds
+ * a chunk and never moves a word (a doubling table would copy them all),
+ * every verdict and check works as on reserved storage, and the index
+ * space fills to its limit. */
+HKT_TEST(gc_table_fallback_is_chunked) {
+    hk_os_fail_after(1, false); /* the reservation, the first OS call of the create */
+    hk_gc *gc = mk(0, 15);
+    hk_os_fail_after(0, false);
+    REQUIRE(gc);
+    CHECK(gc->ht.wdir != NULL && gc->ht.sdir != NULL);
+    CHECK(!(gc->ht.flags & HK__HT_RESERVED));
+    hk_gc_obj *first = hk_gc_alloc(gc, &k_leaf);
+    REQUIRE(first);
+    const uint32_t *w0 = hk__ht_w(&gc->ht, 0);
+    CHECK_EQ(*w0, (uint32_t)(uintptr_t)first);
+    enum { N = 20000 };
+    static hk_gc_obj *all[N];
+    for (int i = 0; i < N; i++) REQUIRE((all[i] = hk_gc_alloc(gc, &k_leaf)) != NULL);
+    CHECK(gc->ht.room >= N && gc->ht.room % HK__HT_CHUNK_SLOTS == 0);
+    CHECK(hk__ht_w(&gc->ht, 0) == w0); /* nothing moved */
+    CHECK(hk_gc_data(gc, all[N - 1]) != NULL && hk_gc_refcount(gc, all[12345]) == 1);
+    CHECK_EQ(hk_gc_check(gc), HK_OK);
+    CHECK_EQ(hk_gc_release(gc, all[7]), HK_OK);
+    CHECK(hk_gc_step(gc, UINT64_MAX) == 1);
+    EXPECT(hk_gc_release(gc, all[7]), HK_ERR_DOUBLE_FREE, HK_EK_DOUBLE_FREE);
+    hk_gc_obj *again = hk_gc_alloc(gc, &k_leaf);
+    REQUIRE(again);
+    EXPECT(hk_gc_retain(gc, (hk_gc_obj *)(uintptr_t)0x7ffe), HK_ERR_FOREIGN, HK_EK_FOREIGN_PTR);
+    /* to the limit of 15 index bits: 32,767 slots */
+    hk_gc_obj *o;
+    int more = 0;
+    while ((o = hk_gc_alloc(gc, &k_leaf)) != NULL) more++;
+    CHECK_EQ(gc->ht.cap, gc->ht.index_mask);
+    CHECK_EQ(gc->ht.room, gc->ht.index_mask);
+    CHECK(more > 0);
+    CHECK_EQ(hk_gc_check(gc), HK_OK);
+    /* check sees a missing chunk */
+    uint32_t *keep = gc->ht.wdir[2];
+    gc->ht.wdir[2] = NULL;
+    CHECK_EQ(hk_gc_check(gc), HK_ERR_CORRUPT);
+    gc->ht.wdir[2] = keep;
     CHECK_EQ(hk_gc_check(gc), HK_OK);
     hk_gc_destroy(gc);
 }

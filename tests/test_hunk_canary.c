@@ -113,14 +113,20 @@ HKT_TEST(check_refuses_padding_block_flagged_canary) {
     if (hk__asan_enabled()) return;
     hk_hunk *h = make(1 << 16, HK_FLAG_CANARY);
     REQUIRE(h);
-    unsigned char *p = unbounded(hk_hunk_alloc_aligned(h, 256, 16, "aligned"));
-    REQUIRE(p);
-    /* the padding block sits at the bottom of the low end */
+    /* the padding block starts at the low end's top, when the block's user
+     * bytes could not start 16 bytes above it (whatever the control
+     * block's size makes of the area's alignment) */
     void *lo;
     size_t n;
     hk_hunk_free_range(h, &lo, &n);
-    hk_hunk_info in = info_of(h);
-    unsigned char *pad = (unsigned char *)lo - in.low_used; /* bottom of the low end */
+    while ((((uintptr_t)lo + 16u) & 255u) == 0) {
+        REQUIRE(hk_hunk_alloc(h, 16, "first"));
+        hk_hunk_free_range(h, &lo, &n);
+    }
+    unsigned char *pad = (unsigned char *)lo;
+    unsigned char *p = unbounded(hk_hunk_alloc_aligned(h, 256, 16, "aligned"));
+    REQUIRE(p);
+    REQUIRE(p > pad + 16);
     uint64_t word;
     memcpy(&word, pad + 8, 8);
     CHECK((word >> 60) & 4u); /* HUNK_F_PAD */

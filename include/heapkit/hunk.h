@@ -25,8 +25,10 @@
  * full, further new names show as "(other)". NULL shows as "unknown".
  *
  * Complexity: every call is O(1) except walk, check, dump (O(blocks)), the
- * zero fill (O(size)) and a free to a mark older than more than 8 cuts to
- * rising levels (O(blocks): see hk_hunk_free_to_low_mark).
+ * zero fill (O(size)) and, on a hunk in caller memory only (or past 65,536
+ * nested mark levels of an end on a 32-bit host), a free to a mark older
+ * than more than 8 cuts to rising levels (O(blocks): see
+ * hk_hunk_free_to_low_mark).
  * Thread-safety: an instance is not thread-safe unless the desc carries lock
  * hooks, in which case every call below takes the lock.
  * Errors: reported through desc.on_error (or the default handler), see
@@ -77,10 +79,10 @@ typedef struct hk_hunk_mark {
     size_t user_bytes; /* bytes requested on that end then (restored by free-to-mark) */
     size_t blocks;     /* blocks on that end then */
     size_t edge;       /* low end: offset of the last block's header then */
-    uint32_t end;      /* 0 low, 1 high */
-    uint32_t seq;      /* sequence number of the block at the mark's edge: detects stale marks */
-    uint32_t hunk;     /* the hunk that issued the mark (0: none): detects foreign marks */
-    uint32_t cuts;     /* cuts of that end when the mark was taken: no cut since, no walk needed */
+    uint32_t end;      /* 0 low, 1 high; | 0x100 when the mark has an entry in the end's mark stack */
+    uint32_t seq;  /* with an entry: its depth; else the sequence number of the block at the mark's edge */
+    uint32_t hunk; /* the hunk that issued the mark (0: none): detects foreign marks */
+    uint32_t cuts; /* with an entry: its stamp; else the cuts of that end when the mark was taken */
 } hk_hunk_mark;
 
 /* Creates a hunk. With desc->memory the control block (with the name table)
@@ -126,21 +128,30 @@ void *hk_hunk_alloc_temp(hk_hunk *h, size_t size) HK_MALLOC HK_ALLOC_SIZE(2);
 /* Releases the temp block now, if there is one. O(1). */
 void hk_hunk_free_temp(hk_hunk *h);
 
-/* Current marks. The high-mark query releases the temp block first (Quake). */
+/* Current marks. The high-mark query releases the temp block first (Quake).
+ * O(1). On a hunk on OS memory, a mark at a new level
+ * takes an entry of the end's mark stack (see below); past every level
+ * committed so far (2,048 per end at creation) it commits 16 KiB more (one
+ * OS call). When the OS refuses, the mark is still made, decided as on
+ * caller memory. */
 hk_hunk_mark hk_hunk_low_mark(hk_hunk *h);
 hk_hunk_mark hk_hunk_high_mark(hk_hunk *h);
 
 /* Frees every block allocated on that end after the mark was taken.
  * Returns HK_ERR_INVALID (and reports) for a mark of another hunk (or of
  * none), a mark from the other end, a mark beyond the current top, or a
- * stale mark (one taken above a position that was freed since). A mark
- * equal to the current top is a no-op. Staleness is decided from what the
- * hunk itself recorded, never from bytes a block's owner may hold: O(1)
- * when that end was not cut (freed to a mark, reset) since the mark was
- * taken, or when its log of the last 8 cuts covers them (a mark is stale
- * exactly when a cut since went below it); only for a mark older than more
- * than 8 cuts to rising levels, a walk over that end's headers (O(blocks
- * below the mark) on the low end, O(blocks above it) on the high end). */
+ * stale mark (one taken above a position that was freed since: a mark is
+ * stale exactly when a cut of its end since, a free to a mark or a reset,
+ * went below it). A mark equal to the current top is a no-op. Staleness
+ * is decided from what the hunk itself recorded, never from bytes a
+ * block's owner may hold. On a hunk on OS memory: O(1) whatever the cuts
+ * (the end's mark stack). On caller memory (and for a mark that got no
+ * stack entry: the OS refused its chunk, or on a 32-bit host an end's
+ * 65,536 levels were taken): O(1) when that end
+ * was not cut since the mark was taken, or when its log of the last 8 cuts
+ * covers them; only for a mark older than more than 8 cuts to rising
+ * levels, a walk over that end's headers (O(blocks below the mark) on the
+ * low end, O(blocks above it) on the high end). */
 hk_result hk_hunk_free_to_low_mark(hk_hunk *h, hk_hunk_mark mark);
 hk_result hk_hunk_free_to_high_mark(hk_hunk *h, hk_hunk_mark mark);
 

@@ -36,17 +36,21 @@ typedef struct hk__htab {
     uint32_t step;       /* uint32_t units between words (1: a dense word array) */
     /* read by the full paths only */
     uint32_t index_bits;
-    uint32_t gmax;     /* generations per sequence: 2^(32 - index_bits) - 1 */
-    uint32_t gbase;    /* first generation of every sequence: the instance tag */
-    uint32_t gen_last; /* last generation of a sequence (the one before gbase) */
-    uint32_t nheld;    /* dead slots off the ring that the owner holds (hk__ht_kill) */
-    uint32_t nretired; /* slots that issued every generation (RETIRE policy) */
-    uint32_t room;     /* slots the storage holds (>= cap) */
-    uint32_t flags;    /* HK__HT_WRAP, HK__HT_OWN_* */
-    unsigned char *state;  /* per slot: HK__HT_S_* (meaningful while the word is dead) */
-    hk_alloc_hooks hooks;  /* growable storage (alloc NULL: fixed caller storage) */
-    void *block;           /* the hook-allocated block (ring, words, state) */
+    uint32_t gmax;        /* generations per sequence: 2^(32 - index_bits) - 1 */
+    uint32_t gbase;       /* first generation of every sequence: the instance tag */
+    uint32_t gen_last;    /* last generation of a sequence (the one before gbase) */
+    uint32_t nheld;       /* dead slots off the ring that the owner holds (hk__ht_kill) */
+    uint32_t nretired;    /* slots that issued every generation (RETIRE policy) */
+    uint32_t room;        /* slots the storage holds (>= cap) */
+    uint32_t flags;       /* HK__HT_WRAP, HK__HT_OWN_* */
+    unsigned char *state; /* per slot: HK__HT_S_* (meaningful while the word is dead) */
+    hk_alloc_hooks hooks; /* growable storage (alloc NULL: fixed caller storage) */
+    void *block;          /* the hook-allocated block (ring, words, state) */
     size_t block_size;
+    /* chunked storage (src/handles.h): words and state bytes in chunks of
+     * 4096 slots from the hooks; NULL otherwise */
+    uint32_t **wdir;
+    unsigned char **sdir;
 } hk__htab;
 
 /* Slot i's word (any step). */
