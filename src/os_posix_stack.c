@@ -47,12 +47,12 @@ void hk_os_stack_fault_escape(void) {
     }
 }
 
-void hk_os_stack_init(void) {
-    void *frames[2];
-    (void)backtrace(frames, 2); /* loads libgcc_s now, while malloc may be called */
-}
-
 #if defined(__x86_64__) && defined(__GNUC__)
+/* _Unwind_Backtrace is linked (libgcc_s.so.1 loaded with the program, or
+ * libgcc_eh linked in with -static-libgcc, as the guard preload is): its
+ * first call allocates nothing, so there is nothing to prepare. */
+void hk_os_stack_init(void) {}
+
 #include <unwind.h>
 #define UW_SLOTS    8192u       /* power of two */
 #define UW_TERMINAL 0x40000000u /* the unwinder found no caller beyond this frame */
@@ -194,6 +194,11 @@ __attribute__((no_sanitize_address)) HK__NOINLINE int hk_os_stack_capture(void *
 }
 
 #else
+void hk_os_stack_init(void) {
+    void *frames[2];
+    (void)backtrace(frames, 2); /* loads libgcc_s now, while malloc may be called */
+}
+
 /* Elsewhere: backtrace() of the caller, its own frame and `skip` more dropped. */
 static HK__NOINLINE int os_backtrace_skip(void **frames, int max, int skip) {
     void *tmp[128];
