@@ -64,17 +64,27 @@ typedef struct uw_entry {
     uint32_t val; /* UW_VALID | flags | distance */
     uint32_t pad;
 } uw_entry;
-static uw_entry uw_table[UW_SLOTS];
+static _Alignas(4096) uw_entry uw_table[UW_SLOTS];
 static _Thread_local uintptr_t uw_stack_hi __attribute__((tls_model("initial-exec")));
 
+/* A return address's home is in the group of its code page: the return
+ * addresses of one code page share a page of the table, so a short run
+ * touches (and faults in) a page of the table per code page it calls from,
+ * not one per return address. Probes stay in the group. */
+#define UW_GROUP 256u /* slots per group: one 4 KiB page of entries */
+_Static_assert(UW_GROUP * sizeof(uw_entry) == 4096, "a group is a page");
+
 static inline uint32_t uw_hash(uintptr_t ip) {
-    uint64_t h = (uint64_t)ip * 0x9E3779B97F4A7C15ull;
-    return (uint32_t)(h >> 40) & (UW_SLOTS - 1);
+    uint64_t hp = (uint64_t)(ip >> 12) * 0x9E3779B97F4A7C15ull;
+    uint64_t hi = (uint64_t)ip * 0xC2B2AE3D27D4EB4Full;
+    return ((uint32_t)(hp >> 40) & (UW_SLOTS - UW_GROUP)) | ((uint32_t)(hi >> 40) & (UW_GROUP - 1));
 }
+
+static inline uint32_t uw_next(uint32_t i) { return (i & ~(UW_GROUP - 1)) | ((i + 1) & (UW_GROUP - 1)); }
 
 static uint32_t uw_lookup(uintptr_t ip) {
     uint32_t i = uw_hash(ip);
-    for (uint32_t k = 0; k < 16; k++, i = (i + 1) & (UW_SLOTS - 1)) {
+    for (uint32_t k = 0; k < 16; k++, i = uw_next(i)) {
         uintptr_t e = __atomic_load_n(&uw_table[i].ip, __ATOMIC_ACQUIRE);
         if (e == ip) return __atomic_load_n(&uw_table[i].val, __ATOMIC_ACQUIRE);
         if (e == 0) return 0;
@@ -87,7 +97,7 @@ static void uw_learn(uintptr_t ip, uint32_t dist, uint32_t flags) {
     uint32_t v = UW_VALID | flags | (dist > UW_DIST ? UW_DIST : dist);
     if (dist > UW_DIST) v |= UW_DYNAMIC;
     uint32_t i = uw_hash(ip);
-    for (uint32_t k = 0; k < 16; k++, i = (i + 1) & (UW_SLOTS - 1)) {
+    for (uint32_t k = 0; k < 16; k++, i = uw_next(i)) {
         uintptr_t e = __atomic_load_n(&uw_table[i].ip, __ATOMIC_ACQUIRE);
         if (e == 0) {
             uintptr_t zero = 0;
