@@ -67,27 +67,37 @@ typedef struct uw_entry {
 static _Alignas(4096) uw_entry uw_table[UW_SLOTS];
 static _Thread_local uintptr_t uw_stack_hi __attribute__((tls_model("initial-exec")));
 
-/* A return address's home is in the group of its code page: the return
- * addresses of one code page share a page of the table, so a short run
- * touches (and faults in) a page of the table per code page it calls from,
- * not one per return address. Probes stay in the group. */
-#define UW_GROUP 256u /* slots per group: one 4 KiB page of entries */
+/* A return address's first home is in the group of its 64 KiB of code: the
+ * return addresses of one stretch of code share a page of the table, so a
+ * short run faults in a page of the table per stretch it calls from, not
+ * one per return address. When the 16 slots probed there are all taken by
+ * others (never undone: entries are not removed), the address goes to a
+ * second home hashed over the whole table, where a lookup then finds it. */
+#define UW_GROUP  256u /* slots per group: one 4 KiB page of entries */
+#define UW_PROBES 16u
 _Static_assert(UW_GROUP * sizeof(uw_entry) == 4096, "a group is a page");
 
-static inline uint32_t uw_hash(uintptr_t ip) {
-    uint64_t hp = (uint64_t)(ip >> 12) * 0x9E3779B97F4A7C15ull;
-    uint64_t hi = (uint64_t)ip * 0xC2B2AE3D27D4EB4Full;
+static inline uint32_t uw_home(uintptr_t ip, int second) {
+    uint64_t hi = (uint64_t)ip * 0x9E3779B97F4A7C15ull;
+    if (second) return (uint32_t)(hi >> 40) & (UW_SLOTS - 1);
+    uint64_t hp = (uint64_t)(ip >> 16) * 0xC2B2AE3D27D4EB4Full;
     return ((uint32_t)(hp >> 40) & (UW_SLOTS - UW_GROUP)) | ((uint32_t)(hi >> 40) & (UW_GROUP - 1));
 }
 
-static inline uint32_t uw_next(uint32_t i) { return (i & ~(UW_GROUP - 1)) | ((i + 1) & (UW_GROUP - 1)); }
+/* the next slot to probe: within the group for the first home */
+static inline uint32_t uw_next(uint32_t i, int second) {
+    if (second) return (i + 1) & (UW_SLOTS - 1);
+    return (i & ~(UW_GROUP - 1)) | ((i + 1) & (UW_GROUP - 1));
+}
 
 static uint32_t uw_lookup(uintptr_t ip) {
-    uint32_t i = uw_hash(ip);
-    for (uint32_t k = 0; k < 16; k++, i = uw_next(i)) {
-        uintptr_t e = __atomic_load_n(&uw_table[i].ip, __ATOMIC_ACQUIRE);
-        if (e == ip) return __atomic_load_n(&uw_table[i].val, __ATOMIC_ACQUIRE);
-        if (e == 0) return 0;
+    for (int second = 0; second < 2; second++) {
+        uint32_t i = uw_home(ip, second);
+        for (uint32_t k = 0; k < UW_PROBES; k++, i = uw_next(i, second)) {
+            uintptr_t e = __atomic_load_n(&uw_table[i].ip, __ATOMIC_ACQUIRE);
+            if (e == ip) return __atomic_load_n(&uw_table[i].val, __ATOMIC_ACQUIRE);
+            if (e == 0) return 0;
+        }
     }
     return 0;
 }
@@ -96,28 +106,30 @@ static void uw_learn(uintptr_t ip, uint32_t dist, uint32_t flags) {
     if (ip == 0) return;
     uint32_t v = UW_VALID | flags | (dist > UW_DIST ? UW_DIST : dist);
     if (dist > UW_DIST) v |= UW_DYNAMIC;
-    uint32_t i = uw_hash(ip);
-    for (uint32_t k = 0; k < 16; k++, i = uw_next(i)) {
-        uintptr_t e = __atomic_load_n(&uw_table[i].ip, __ATOMIC_ACQUIRE);
-        if (e == 0) {
-            uintptr_t zero = 0;
-            if (__atomic_compare_exchange_n(&uw_table[i].ip, &zero, ip, false, __ATOMIC_ACQ_REL,
-                                            __ATOMIC_ACQUIRE)) {
-                __atomic_store_n(&uw_table[i].val, v, __ATOMIC_RELEASE);
-                return;
+    for (int second = 0; second < 2; second++) {
+        uint32_t i = uw_home(ip, second);
+        for (uint32_t k = 0; k < UW_PROBES; k++, i = uw_next(i, second)) {
+            uintptr_t e = __atomic_load_n(&uw_table[i].ip, __ATOMIC_ACQUIRE);
+            if (e == 0) {
+                uintptr_t zero = 0;
+                if (__atomic_compare_exchange_n(&uw_table[i].ip, &zero, ip, false, __ATOMIC_ACQ_REL,
+                                                __ATOMIC_ACQUIRE)) {
+                    __atomic_store_n(&uw_table[i].val, v, __ATOMIC_RELEASE);
+                    return;
+                }
+                e = zero;
             }
-            e = zero;
+            if (e != ip) continue;
+            uint32_t old = __atomic_load_n(&uw_table[i].val, __ATOMIC_ACQUIRE);
+            if (old == 0) return; /* another thread is storing it */
+            uint32_t nv = old;
+            if ((flags & UW_TERMINAL) != (old & UW_TERMINAL))
+                nv |= UW_DYNAMIC; /* outermost or not? */
+            else if (!(flags & UW_TERMINAL) && ((old & UW_DIST) != (v & UW_DIST) || (v & UW_DYNAMIC)))
+                nv |= UW_DYNAMIC; /* the frame size varies (alloca, signal frame) */
+            if (nv != old) __atomic_store_n(&uw_table[i].val, nv, __ATOMIC_RELEASE);
+            return;
         }
-        if (e != ip) continue;
-        uint32_t old = __atomic_load_n(&uw_table[i].val, __ATOMIC_ACQUIRE);
-        if (old == 0) return; /* another thread is storing it */
-        uint32_t nv = old;
-        if ((flags & UW_TERMINAL) != (old & UW_TERMINAL))
-            nv |= UW_DYNAMIC; /* outermost or not? */
-        else if (!(flags & UW_TERMINAL) && ((old & UW_DIST) != (v & UW_DIST) || (v & UW_DYNAMIC)))
-            nv |= UW_DYNAMIC; /* the frame size varies (alloca, signal frame) */
-        if (nv != old) __atomic_store_n(&uw_table[i].val, nv, __ATOMIC_RELEASE);
-        return;
     }
 }
 
