@@ -7,10 +7,10 @@
  * Invariants: the scan reads the heap's metadata and blocks under its lock
  * and writes nothing but its own work arrays (fresh OS pages, or for a short
  * run a buffer on this stack; excluded from the roots with the heap's own
- * mappings); reading a root that vanished or
- * is unreadable is survived (a protected call) when the fault handler is
- * installed; a block is reported unreachable only when no aligned word in
- * the roots or in reached blocks points into it. The roots: every private
+ * mappings); reading a root that vanished or is unreadable is survived (a
+ * protected call) when the fault handler is installed; a block is reported
+ * unreachable only when no aligned word in the roots or in reached blocks
+ * points into it. The roots: every private
  * writable mapping (data and bss of every module, TLS blocks, other
  * threads' stacks, the backing heap) but the heap's own, and of the
  * scanning thread's stack only the live part, from its stack pointer up,
