@@ -68,6 +68,7 @@ static bool guard_reserve(hk_guard *g, size_t reserve) {
     g->slots = (guard_slot *)(void *)guard_region_data(&g->slot_reg, page);
     g->pagemap = (uint32_t *)(void *)guard_region_data(&g->map_reg, page);
     g->buckets = (uint32_t *)(void *)guard_region_data(&g->bucket_reg, page);
+    g->nbuckets = GUARD_TRACE_BUCKETS0;
     if (!guard_region_ensure(&g->slot_reg, sizeof(guard_slot), page)) return false;
     g->nslots = 1; /* id 0 means none */
     return true;

@@ -78,7 +78,8 @@
 #define GUARD_FB_CANARY      8u
 #define GUARD_FB_MAGIC       0x6b680a11u
 #define GUARD_FB_DEAD        0x6b68deadu
-#define GUARD_TRACE_BUCKETS  (1u << 16)
+#define GUARD_TRACE_BUCKETS  (1u << 16) /* at most; the table starts at GUARD_TRACE_BUCKETS0 and doubles */
+#define GUARD_TRACE_BUCKETS0 (1u << 10) /* one page: a short run touches one */
 #define GUARD_TRACE_RESERVE  ((size_t)64 << 20)
 #define GUARD_TRACE_HDR      16u /* bytes before the frames of a depot record */
 #define GUARD_COMMIT_CHUNK   ((size_t)1 << 20)
@@ -142,6 +143,7 @@ struct hk_guard {
     size_t live_shared; /* LIVE slots without a mapping of their own */
     size_t trace_stride;
     uint32_t ntraces;
+    uint32_t nbuckets; /* a power of two: doubled (and the chains rebuilt) when ntraces passes it */
     uint32_t *buckets;
     /* counters (guarded path, under the lock) */
     size_t live_guarded, used_guarded, peak_used;

@@ -5,11 +5,12 @@
  * first; and the padding of every live block checked once more.
  *
  * Invariants: the scan reads the heap's metadata and blocks under its lock
- * and writes nothing but its own work arrays (fresh OS pages, excluded from
- * the roots with the heap's own mappings); reading a root that vanished or
- * is unreadable is survived (a protected call) when the fault handler is
- * installed; a block is reported unreachable only when no aligned word in
- * the roots or in reached blocks points into it. The roots: every private
+ * and writes nothing but its own work arrays (fresh OS pages, or for a short
+ * run a buffer on this stack; excluded from the roots with the heap's own
+ * mappings); reading a root that vanished or is unreadable is survived (a
+ * protected call) when the fault handler is installed; a block is reported
+ * unreachable only when no aligned word in the roots or in reached blocks
+ * points into it. The roots: every private
  * writable mapping (data and bss of every module, TLS blocks, other
  * threads' stacks, the backing heap) but the heap's own, and of the
  * scanning thread's stack only the live part, from its stack pointer up,
@@ -21,6 +22,7 @@
 
 #define GUARD_SCAN_WHOLE ((uintptr_t)64 << 10) /* roots larger than this: resident pages only */
 #define GUARD_SCAN_STEP  ((uintptr_t)64 << 20)
+#define GUARD_LEAK_SMALL 4096u /* work arrays up to this size live on the scanning thread's stack */
 
 typedef struct guard_leak_ctx {
     hk_guard *g;
@@ -232,9 +234,24 @@ size_t hk_guard_leaks(hk_guard *g, hk_guard_leak_mode mode, size_t *bytes_out) {
     guard_lock(g);
     size_t marks_sz = g->nslots, stack_sz = (g->live_guarded + 1) * sizeof(uint32_t);
     size_t groups_sz = ((size_t)g->ntraces + 1) * sizeof(guard_leak_group);
-    uint8_t *marks = (uint8_t *)hk_os_alloc(marks_sz);
-    uint32_t *stack = (uint32_t *)hk_os_alloc(stack_sz);
-    guard_leak_group *groups = (guard_leak_group *)hk_os_alloc(groups_sz);
+    /* work arrays: on this stack when a short run's fit (no mapping to make
+     * and drop), else fresh OS pages; zeroed either way */
+    _Alignas(16) unsigned char small[GUARD_LEAK_SMALL];
+    size_t marks_al = (marks_sz + 15) & ~(size_t)15, stack_al = (stack_sz + 15) & ~(size_t)15;
+    bool on_stack = marks_al + stack_al + groups_sz <= sizeof small;
+    uint8_t *marks, *stack_p, *groups_p;
+    if (on_stack) {
+        memset(small, 0, marks_al + stack_al + groups_sz);
+        marks = small;
+        stack_p = small + marks_al;
+        groups_p = small + marks_al + stack_al;
+    } else {
+        marks = (uint8_t *)hk_os_alloc(marks_sz);
+        stack_p = (uint8_t *)hk_os_alloc(stack_sz);
+        groups_p = (uint8_t *)hk_os_alloc(groups_sz);
+    }
+    uint32_t *stack = (uint32_t *)(void *)stack_p;
+    guard_leak_group *groups = (guard_leak_group *)(void *)groups_p;
     size_t leaked = 0, leaked_bytes = 0, ngroups = 0;
     if (!marks || !stack || !groups) goto out;
 
@@ -335,9 +352,11 @@ size_t hk_guard_leaks(hk_guard *g, hk_guard_leak_mode mode, size_t *bytes_out) {
     }
 out:
     guard_unlock(g);
-    if (marks) hk_os_release(marks, marks_sz);
-    if (stack) hk_os_release(stack, stack_sz);
-    if (groups) hk_os_release(groups, groups_sz);
+    if (!on_stack) {
+        if (marks) hk_os_release(marks, marks_sz);
+        if (stack) hk_os_release(stack, stack_sz);
+        if (groups) hk_os_release(groups, groups_sz);
+    }
     if (bytes_out) *bytes_out = leaked_bytes;
     return leaked;
 }

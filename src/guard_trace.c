@@ -5,9 +5,13 @@
  *
  * Invariants: trace ids are 1..ntraces and never reused; record id-1 of
  * the trace region holds {next in hash chain, hash, depth} then depth
- * frames; buckets[h % GUARD_TRACE_BUCKETS] heads the chain of traces with
- * hash h. Records are written under the heap's lock and never change
- * afterwards, so reports may read them without it.
+ * frames; buckets[h % nbuckets] heads the chain of traces with hash h, and
+ * ntraces <= nbuckets until nbuckets is GUARD_TRACE_BUCKETS (the table
+ * starts at one page and doubles, its chains rebuilt, so that a short run
+ * faults in one page of it, not one per stack). Records are written under
+ * the heap's lock; their hash, depth and frames never change afterwards,
+ * so reports may read those without it (only the chain links, which
+ * nothing but this file reads, are rebuilt).
  */
 #include "guard_internal.h"
 
@@ -47,12 +51,25 @@ const void *const *hk__guard_trace_get(const hk_guard *g, uint32_t id, int *n) {
     return (const void *const *)(const void *)(rec + sizeof *h);
 }
 
+/* Doubles the bucket table and rebuilds every chain (under the lock). */
+static void guard_trace_grow(hk_guard *g) {
+    uint32_t nb = g->nbuckets * 2;
+    memset(g->buckets, 0, (size_t)nb * sizeof(uint32_t)); /* the old half was in use, the new one fresh */
+    for (uint32_t id = 1; id <= g->ntraces; id++) {
+        guard_trace_hdr *th = (guard_trace_hdr *)(void *)(uintptr_t)guard_trace_rec(g, id);
+        uint32_t *b = &g->buckets[th->hash & (nb - 1)];
+        th->next = *b;
+        *b = id;
+    }
+    g->nbuckets = nb;
+}
+
 uint32_t hk__guard_trace_put(hk_guard *g, void *const *frames, int n) {
     if (n <= 0) return 0;
     uint64_t h64 = 0x51ed270b27a5c1d3ull;
     for (int i = 0; i < n; i++) h64 = guard_mix(h64 ^ (uint64_t)(uintptr_t)frames[i]);
     uint32_t h = (uint32_t)h64;
-    uint32_t *bucket = &g->buckets[h & (GUARD_TRACE_BUCKETS - 1)];
+    uint32_t *bucket = &g->buckets[h & (g->nbuckets - 1)];
     for (uint32_t id = *bucket; id;) {
         const unsigned char *rec = guard_trace_rec(g, id);
         const guard_trace_hdr *th = (const guard_trace_hdr *)(const void *)rec;
@@ -63,6 +80,10 @@ uint32_t hk__guard_trace_put(hk_guard *g, void *const *frames, int n) {
     }
     size_t need = (size_t)(g->ntraces + 1) * g->trace_stride;
     if (!guard_region_ensure(&g->trace_reg, need, g->page)) return 0;
+    if (g->ntraces >= g->nbuckets && g->nbuckets < GUARD_TRACE_BUCKETS) {
+        guard_trace_grow(g);
+        bucket = &g->buckets[h & (g->nbuckets - 1)];
+    }
     uint32_t id = ++g->ntraces;
     unsigned char *rec = (unsigned char *)(uintptr_t)guard_trace_rec(g, id);
     guard_trace_hdr *th = (guard_trace_hdr *)(void *)rec;

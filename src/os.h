@@ -336,8 +336,10 @@ HK__HIDDEN void hk_os_symbolize(hk_os_symbol *syms, int n, unsigned flags);
  * file:line; else 1 (also before any such symbolization). */
 HK__HIDDEN int hk_os_symbolize_lines_missing(void);
 
-/* Looks `addr2line` up on PATH (once; later calls are free). Call it early,
- * from code that may still read the environment. */
+/* Keeps PATH (and the HEAPKIT_NO_LIBDW setting) for the symbolizer, whose
+ * `addr2line` is looked up there at the first symbolization that needs it
+ * (once; later calls are free). Call it early, from code that may still
+ * read the environment. */
 HK__HIDDEN void hk_os_symbolize_init(void);
 
 /* The address of the function `name` exported by any module already loaded

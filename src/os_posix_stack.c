@@ -47,12 +47,12 @@ void hk_os_stack_fault_escape(void) {
     }
 }
 
-void hk_os_stack_init(void) {
-    void *frames[2];
-    (void)backtrace(frames, 2); /* loads libgcc_s now, while malloc may be called */
-}
-
 #if defined(__x86_64__) && defined(__GNUC__)
+/* _Unwind_Backtrace is linked (libgcc_s.so.1 loaded with the program, or
+ * libgcc_eh linked in with -static-libgcc, as the guard preload is): its
+ * first call allocates nothing, so there is nothing to prepare. */
+void hk_os_stack_init(void) {}
+
 #include <unwind.h>
 #define UW_SLOTS    8192u       /* power of two */
 #define UW_TERMINAL 0x40000000u /* the unwinder found no caller beyond this frame */
@@ -64,20 +64,40 @@ typedef struct uw_entry {
     uint32_t val; /* UW_VALID | flags | distance */
     uint32_t pad;
 } uw_entry;
-static uw_entry uw_table[UW_SLOTS];
+static _Alignas(4096) uw_entry uw_table[UW_SLOTS];
 static _Thread_local uintptr_t uw_stack_hi __attribute__((tls_model("initial-exec")));
 
-static inline uint32_t uw_hash(uintptr_t ip) {
-    uint64_t h = (uint64_t)ip * 0x9E3779B97F4A7C15ull;
-    return (uint32_t)(h >> 40) & (UW_SLOTS - 1);
+/* A return address's first home is in the group of its 64 KiB of code: the
+ * return addresses of one stretch of code share a page of the table, so a
+ * short run faults in a page of the table per stretch it calls from, not
+ * one per return address. When the 16 slots probed there are all taken by
+ * others (never undone: entries are not removed), the address goes to a
+ * second home hashed over the whole table, where a lookup then finds it. */
+#define UW_GROUP  256u /* slots per group: one 4 KiB page of entries */
+#define UW_PROBES 16u
+_Static_assert(UW_GROUP * sizeof(uw_entry) == 4096, "a group is a page");
+
+static inline uint32_t uw_home(uintptr_t ip, int second) {
+    uint64_t hi = (uint64_t)ip * 0x9E3779B97F4A7C15ull;
+    if (second) return (uint32_t)(hi >> 40) & (UW_SLOTS - 1);
+    uint64_t hp = (uint64_t)(ip >> 16) * 0xC2B2AE3D27D4EB4Full;
+    return ((uint32_t)(hp >> 40) & (UW_SLOTS - UW_GROUP)) | ((uint32_t)(hi >> 40) & (UW_GROUP - 1));
+}
+
+/* the next slot to probe: within the group for the first home */
+static inline uint32_t uw_next(uint32_t i, int second) {
+    if (second) return (i + 1) & (UW_SLOTS - 1);
+    return (i & ~(UW_GROUP - 1)) | ((i + 1) & (UW_GROUP - 1));
 }
 
 static uint32_t uw_lookup(uintptr_t ip) {
-    uint32_t i = uw_hash(ip);
-    for (uint32_t k = 0; k < 16; k++, i = (i + 1) & (UW_SLOTS - 1)) {
-        uintptr_t e = __atomic_load_n(&uw_table[i].ip, __ATOMIC_ACQUIRE);
-        if (e == ip) return __atomic_load_n(&uw_table[i].val, __ATOMIC_ACQUIRE);
-        if (e == 0) return 0;
+    for (int second = 0; second < 2; second++) {
+        uint32_t i = uw_home(ip, second);
+        for (uint32_t k = 0; k < UW_PROBES; k++, i = uw_next(i, second)) {
+            uintptr_t e = __atomic_load_n(&uw_table[i].ip, __ATOMIC_ACQUIRE);
+            if (e == ip) return __atomic_load_n(&uw_table[i].val, __ATOMIC_ACQUIRE);
+            if (e == 0) return 0;
+        }
     }
     return 0;
 }
@@ -86,28 +106,30 @@ static void uw_learn(uintptr_t ip, uint32_t dist, uint32_t flags) {
     if (ip == 0) return;
     uint32_t v = UW_VALID | flags | (dist > UW_DIST ? UW_DIST : dist);
     if (dist > UW_DIST) v |= UW_DYNAMIC;
-    uint32_t i = uw_hash(ip);
-    for (uint32_t k = 0; k < 16; k++, i = (i + 1) & (UW_SLOTS - 1)) {
-        uintptr_t e = __atomic_load_n(&uw_table[i].ip, __ATOMIC_ACQUIRE);
-        if (e == 0) {
-            uintptr_t zero = 0;
-            if (__atomic_compare_exchange_n(&uw_table[i].ip, &zero, ip, false, __ATOMIC_ACQ_REL,
-                                            __ATOMIC_ACQUIRE)) {
-                __atomic_store_n(&uw_table[i].val, v, __ATOMIC_RELEASE);
-                return;
+    for (int second = 0; second < 2; second++) {
+        uint32_t i = uw_home(ip, second);
+        for (uint32_t k = 0; k < UW_PROBES; k++, i = uw_next(i, second)) {
+            uintptr_t e = __atomic_load_n(&uw_table[i].ip, __ATOMIC_ACQUIRE);
+            if (e == 0) {
+                uintptr_t zero = 0;
+                if (__atomic_compare_exchange_n(&uw_table[i].ip, &zero, ip, false, __ATOMIC_ACQ_REL,
+                                                __ATOMIC_ACQUIRE)) {
+                    __atomic_store_n(&uw_table[i].val, v, __ATOMIC_RELEASE);
+                    return;
+                }
+                e = zero;
             }
-            e = zero;
+            if (e != ip) continue;
+            uint32_t old = __atomic_load_n(&uw_table[i].val, __ATOMIC_ACQUIRE);
+            if (old == 0) return; /* another thread is storing it */
+            uint32_t nv = old;
+            if ((flags & UW_TERMINAL) != (old & UW_TERMINAL))
+                nv |= UW_DYNAMIC; /* outermost or not? */
+            else if (!(flags & UW_TERMINAL) && ((old & UW_DIST) != (v & UW_DIST) || (v & UW_DYNAMIC)))
+                nv |= UW_DYNAMIC; /* the frame size varies (alloca, signal frame) */
+            if (nv != old) __atomic_store_n(&uw_table[i].val, nv, __ATOMIC_RELEASE);
+            return;
         }
-        if (e != ip) continue;
-        uint32_t old = __atomic_load_n(&uw_table[i].val, __ATOMIC_ACQUIRE);
-        if (old == 0) return; /* another thread is storing it */
-        uint32_t nv = old;
-        if ((flags & UW_TERMINAL) != (old & UW_TERMINAL))
-            nv |= UW_DYNAMIC; /* outermost or not? */
-        else if (!(flags & UW_TERMINAL) && ((old & UW_DIST) != (v & UW_DIST) || (v & UW_DYNAMIC)))
-            nv |= UW_DYNAMIC; /* the frame size varies (alloca, signal frame) */
-        if (nv != old) __atomic_store_n(&uw_table[i].val, nv, __ATOMIC_RELEASE);
-        return;
     }
 }
 
@@ -194,6 +216,11 @@ __attribute__((no_sanitize_address)) HK__NOINLINE int hk_os_stack_capture(void *
 }
 
 #else
+void hk_os_stack_init(void) {
+    void *frames[2];
+    (void)backtrace(frames, 2); /* loads libgcc_s now, while malloc may be called */
+}
+
 /* Elsewhere: backtrace() of the caller, its own frame and `skip` more dropped. */
 static HK__NOINLINE int os_backtrace_skip(void **frames, int max, int skip) {
     void *tmp[128];

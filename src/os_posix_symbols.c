@@ -22,8 +22,9 @@
  * LD_PRELOAD removed from its environment, and answers every later report
  * of the process over a socket pair: one process per module and run, not
  * per report; it holds none of the program's descriptors but the pair. The
- * addr2line path is looked up once (hk_os_symbolize_init), never at report
- * time.
+ * addr2line path is looked up once, at the first report that needs it, on
+ * the PATH hk_os_symbolize_init kept (access() only: safe in a fault
+ * handler).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
@@ -195,15 +196,37 @@ uintptr_t hk_os_main_base(void) {
 /* ---- addr2line ------------------------------------------------------------------ */
 
 static char sym_a2l_path[512];
-static int sym_a2l_looked;
+static char sym_a2l_search[4096]; /* PATH as it was at init (the program may change it) */
+static int sym_a2l_looked;        /* init ran */
+static int sym_a2l_found;         /* the search ran (at the first symbolization that needs it) */
 
+/* Keeps PATH for the addr2line search, which runs at the first report that
+ * needs it (sym_a2l_find): a run without a report makes no access() calls. */
 void hk_os_symbolize_init(void) {
     if (__atomic_load_n(&sym_a2l_looked, __ATOMIC_ACQUIRE)) return;
     const char *path = getenv("PATH");
     if (!path || !*path) path = "/usr/local/bin:/usr/bin:/bin";
+    size_t n = strlen(path);
+    if (n >= sizeof sym_a2l_search) { /* cut at the last whole directory that fits */
+        n = sizeof sym_a2l_search - 1;
+        while (n && path[n] != ':') n--;
+    }
+    memcpy(sym_a2l_search, path, n);
+    sym_a2l_search[n] = 0;
+    /* not under ThreadSanitizer: it rightly flags libdw's malloc calls in
+     * the fault handler (a report is written there) */
+    sym_dw_wanted = getenv("HEAPKIT_NO_LIBDW") == NULL && !hk__tsan_enabled();
+    __atomic_store_n(&sym_a2l_looked, 1, __ATOMIC_RELEASE);
+}
+
+/* The addr2line search over the PATH kept at init: access() only (callers
+ * serialize, and may be in a fault handler). */
+static void sym_a2l_find(void) {
+    if (sym_a2l_found) return;
+    sym_a2l_found = 1;
     char found[sizeof sym_a2l_path];
     found[0] = 0;
-    const char *s = path;
+    const char *s = sym_a2l_search;
     while (*s) {
         const char *e = strchr(s, ':');
         size_t n = e ? (size_t)(e - s) : strlen(s);
@@ -217,10 +240,6 @@ void hk_os_symbolize_init(void) {
         s = e + 1;
     }
     memcpy(sym_a2l_path, found, sizeof found);
-    /* not under ThreadSanitizer: it rightly flags libdw's malloc calls in
-     * the fault handler (a report is written there) */
-    sym_dw_wanted = getenv("HEAPKIT_NO_LIBDW") == NULL && !hk__tsan_enabled();
-    __atomic_store_n(&sym_a2l_looked, 1, __ATOMIC_RELEASE);
 }
 
 #define SYM_BATCH   128
@@ -467,6 +486,7 @@ void hk_os_symbolize(hk_os_symbol *syms, int n, unsigned flags) {
         while (i < n && sym_dwfl_resolve(&syms[i])) i++;
         if (i == n) return;
     }
+    sym_a2l_find();
     if (!sym_a2l_path[0]) return;
     /* once per module: the first entry of each module collects the others */
     for (int i = 0; i < n; i++) {
@@ -491,6 +511,8 @@ void hk_os_symbolize(hk_os_symbol *syms, int n, unsigned flags) {
 }
 
 int hk_os_symbolize_lines_missing(void) {
+    if (__atomic_load_n(&sym_a2l_looked, __ATOMIC_ACQUIRE) && (sym_dw_tried || !sym_dw_wanted) && !sym_dw_ok)
+        sym_a2l_find();
     return __atomic_load_n(&sym_a2l_looked, __ATOMIC_ACQUIRE) && (sym_dw_tried || !sym_dw_wanted) &&
            !sym_dw_ok && !sym_a2l_path[0];
 }

@@ -4,7 +4,9 @@
  * thread's live stack, from its stack pointer up, and its registers, as
  * LeakSanitizer does (it uses ptrace; a signal is enough here).
  *
- * How: the threads are listed from /proc/self/task (raw getdents64, no
+ * How: in a process that never started a thread (glibc's
+ * __libc_single_threaded, 2.32+) fn is called at once, with no states;
+ * otherwise the threads are listed from /proc/self/task (raw getdents64, no
  * allocation); each other thread is sent HK_OS_WORLD_SIGNAL with tgkill.
  * Its handler (on the thread's own stack, not the alternate one) copies the
  * stack pointer and general registers of the interrupted context into a
@@ -37,6 +39,12 @@
 #include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 32))
+#include <sys/single_threaded.h>
+#define HK_OS_WORLD_SINGLE() (__libc_single_threaded != 0)
+#else
+#define HK_OS_WORLD_SINGLE() 0
+#endif
 
 #define HK_OS_WORLD_SIGNAL  SIGPWR /* as the Boehm collector's suspend signal on Linux */
 #define HK_OS_WORLD_WAIT_MS 500
@@ -128,6 +136,11 @@ static void world_sleep_us(long us) {
 int hk_os_stop_world(hk_os_world_fn fn, void *user) {
     if (!fn) return -1;
     while (__atomic_exchange_n(&world_lock, 1, __ATOMIC_ACQUIRE)) sched_yield();
+    if (HK_OS_WORLD_SINGLE()) { /* no thread was ever started: nothing to list, signal or wait for */
+        fn(world_out, 0, user);
+        __atomic_store_n(&world_lock, 0, __ATOMIC_RELEASE);
+        return 0;
+    }
     static long tids[HK_OS_WORLD_MAX];
     long me = (long)syscall(SYS_gettid);
     pid_t pid = getpid();

@@ -10,6 +10,7 @@
 #include <pthread.h>
 #ifndef _WIN32 /* the cases that need these are POSIX-only (cmake/windows.cmake) */
 #include <execinfo.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -521,5 +522,44 @@ HKT_TEST(os_fault_callbacks) {
 #endif
     CHECK_STR_CONTAINS(out, "passed 1");
     if (strstr(out, "victim 0")) printf("    (no function names: addr2line missing?)\n");
+}
+
+/* Stopping the world in a process that never started a thread stops none
+ * (and does not go through /proc/self/task); once a thread runs, it is
+ * stopped, its stack pointer recorded. Each case runs in a fresh process. */
+typedef struct world_seen {
+    int calls, n;
+    uintptr_t sp;
+} world_seen;
+static void world_fn(const hk_os_thread_state *threads, int n, void *user) {
+    world_seen *w = (world_seen *)user;
+    w->calls++;
+    w->n = n;
+    w->sp = n > 0 ? threads[0].sp : 0;
+}
+static volatile int world_stop_thread;
+static void *world_thread(void *arg) {
+    volatile char here = 0; /* on this thread's stack, near where it spins */
+    __atomic_store_n((uintptr_t *)arg, (uintptr_t)&here, __ATOMIC_RELEASE);
+    while (!__atomic_load_n(&world_stop_thread, __ATOMIC_ACQUIRE)) sched_yield();
+    return NULL;
+}
+HKT_TEST(os_stop_world_single_then_threaded) {
+    world_seen w = {0};
+    CHECK_EQ(hk_os_stop_world(world_fn, &w), 0);
+    CHECK_EQ(w.calls, 1);
+    CHECK_EQ(w.n, 0);
+    uintptr_t local = 0;
+    pthread_t t;
+    REQUIRE(pthread_create(&t, NULL, world_thread, &local) == 0);
+    while (!__atomic_load_n(&local, __ATOMIC_ACQUIRE)) sched_yield();
+    memset(&w, 0, sizeof w);
+    CHECK_EQ(hk_os_stop_world(world_fn, &w), 1);
+    CHECK_EQ(w.calls, 1);
+    CHECK_EQ(w.n, 1);
+    /* the stopped thread's stack pointer: in its own stack, below its local */
+    CHECK(w.sp != 0 && w.sp <= local && local - w.sp < ((uintptr_t)64 << 10));
+    __atomic_store_n(&world_stop_thread, 1, __ATOMIC_RELEASE);
+    pthread_join(t, NULL);
 }
 #endif /* !_WIN32 */

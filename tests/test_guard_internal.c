@@ -95,3 +95,33 @@ HKT_TEST(guard_report_formatting_is_allocation_free) {
     CHECK_EQ(o.n, sizeof buf - 1); /* truncated, never overrun */
     CHECK_EQ(strlen(buf), sizeof buf - 1);
 }
+
+/* The trace depot's buckets start at one page and double as stacks come:
+ * past each growth every stack stored before is found again (same id, same
+ * frames) and a new one gets the next id. */
+HKT_TEST(guard_trace_buckets_grow) {
+    hk_guard *g = mk_internal();
+    REQUIRE(g);
+    CHECK_EQ(g->nbuckets, GUARD_TRACE_BUCKETS0);
+    enum { N = 5000 };
+    uint32_t first = g->ntraces;
+    for (uint32_t i = 0; i < N; i++) {
+        void *fr[3] = {(void *)(uintptr_t)(0x10000 + 16 * i), (void *)(uintptr_t)0x2000,
+                       (void *)(uintptr_t)(0x30000 + i % 7)};
+        CHECK_EQ(hk__guard_trace_put(g, fr, 3), first + i + 1);
+    }
+    CHECK(g->nbuckets >= g->ntraces);
+    CHECK(g->nbuckets > GUARD_TRACE_BUCKETS0);
+    CHECK_EQ(g->nbuckets & (g->nbuckets - 1), 0u);
+    for (uint32_t i = 0; i < N; i++) {
+        void *fr[3] = {(void *)(uintptr_t)(0x10000 + 16 * i), (void *)(uintptr_t)0x2000,
+                       (void *)(uintptr_t)(0x30000 + i % 7)};
+        CHECK_EQ(hk__guard_trace_put(g, fr, 3), first + i + 1);
+        int n = 0;
+        const void *const *got = hk__guard_trace_get(g, first + i + 1, &n);
+        REQUIRE(got && n == 3);
+        CHECK(got[0] == fr[0] && got[2] == fr[2]);
+    }
+    CHECK_EQ(g->ntraces, first + N);
+    hk_guard_destroy(g);
+}

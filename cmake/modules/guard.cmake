@@ -21,6 +21,13 @@ target_compile_definitions(heapkit_guard_preload PRIVATE _GNU_SOURCE)
 # The static library is linked whole into the preload; keep its symbols
 # local so a program that links libheapkit.so itself does not collide.
 target_link_options(heapkit_guard_preload PRIVATE -Wl,--exclude-libs,ALL)
+# The unwinder (stack capture) linked in, hidden, rather than libgcc_s.so.1
+# loaded into every run: one library less for the loader to map and
+# relocate, and no libgcc_s constructor (its cpuid probes trap to the
+# hypervisor on a VM). The same for the tool, which starts before each run.
+if(CMAKE_C_COMPILER_ID MATCHES "GNU|Clang" AND NOT WIN32)
+  target_link_options(heapkit_guard_preload PRIVATE -static-libgcc)
+endif()
 
 add_executable(heapkit_tool ${PROJECT_SOURCE_DIR}/tools/heapkit.c ${PROJECT_SOURCE_DIR}/tools/guard_sides.c)
 set_target_properties(heapkit_tool PROPERTIES OUTPUT_NAME heapkit RUNTIME_OUTPUT_DIRECTORY ${HK_GUARD_OUT})
@@ -29,6 +36,9 @@ target_include_directories(heapkit_tool PRIVATE ${PROJECT_SOURCE_DIR}/shim) # op
 target_compile_definitions(heapkit_tool PRIVATE
   HEAPKIT_INSTALL_LIBDIR="${CMAKE_INSTALL_FULL_LIBDIR}" HEAPKIT_VERSION_STRING="${PROJECT_VERSION}")
 add_dependencies(heapkit_tool heapkit_guard_preload)
+if(CMAKE_C_COMPILER_ID MATCHES "GNU|Clang" AND NOT WIN32)
+  target_link_options(heapkit_tool PRIVATE -static-libgcc)
+endif()
 
 install(TARGETS heapkit_guard_preload LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(TARGETS heapkit_tool RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
