@@ -102,9 +102,9 @@ static void bd_hunk_caller_memory(size_t heap) {
     BD_REQUIRE(hk_hunk_alloc(h, 64, "fill"));
     hk_hunk_mark m1 = hk_hunk_low_mark(h);
     BD_REQUIRE(hk_hunk_alloc(h, 64, "fill"));
-    hk_hunk_mark m3 = hk_hunk_low_mark(h);
+    hk_hunk_mark above = hk_hunk_low_mark(h);
     BD_REQUIRE(hk_hunk_alloc(h, 64, "fill"));
-    BD_REQUIRE(hk_hunk_free_to_low_mark(h, m3) == HK_OK);
+    BD_REQUIRE(hk_hunk_free_to_low_mark(h, above) == HK_OK);
     BD_REQUIRE(h->cutlog[0].n == HUNK_CUT_LOG && !(m1.end & HUNK_MARK_STACKED));
     ICOUNT_ON();
     BD_COUNT(
