@@ -9,17 +9,18 @@
  * a new level (an entry pushed on the end's mark stack) and one whose entry
  * needs the next chunk of the stack committed, a free to a mark after a cut
  * above it and after hundreds of cuts at rising levels (the mark stack
- * decides in O(1)). A second hunk on caller memory (no mark stack) gives
- * the free to a mark after more cuts at rising levels than its cut log
- * keeps: its headers are walked (O(blocks below the mark), the unit of
- * that row).
+ * decides in O(1)). A second hunk on caller memory (a fixed mark stack of
+ * HUNK_MSTACK_FIXED levels per end, and a cut log) gives the same frees
+ * decided by its fixed stack, and the free to a mark nested past those
+ * levels after more cuts at rising levels than its cut log keeps: its
+ * headers are walked (O(blocks below the mark), the unit of that row).
  *
  * Invariants: deterministic for the scale; the hunk passes check at the end.
  */
 #include "bounds.h"
 
 #include "heapkit/hunk.h"
-#include "hunk_internal.h" /* the mark stack's room: when the next mark commits a chunk */
+#include "hunk_internal.h" /* the mark stacks' room and state, the cut log */
 
 #include <stdlib.h>
 #include <string.h>
@@ -34,10 +35,14 @@ static void hunk_fill(hk_hunk *h, size_t bytes, int high, size_t *blocks) {
     }
 }
 
-/* A hunk on caller memory has no mark stack: more cuts at rising levels
- * since a mark than its cut log keeps (8) make the free to that mark walk
- * the end's headers from the bottom to the mark. The memory is malloc's
- * (mapped, its pages touched only where headers are written). */
+/* A hunk on caller memory has a fixed mark stack (HUNK_MSTACK_FIXED
+ * entries per end) and keeps its cut log. A mark within the stack's levels
+ * is decided from it after any number of cuts, the cut dropping the log's
+ * entries above it (8 at most). Marks nested past the stack's levels get
+ * no entry: more cuts at rising levels since such a mark than the log
+ * keeps (8) make the free to it walk the end's headers from the bottom to
+ * the mark. The memory is malloc's (mapped, its pages touched only where
+ * headers are written). */
 static void bd_hunk_caller_memory(size_t heap) {
     void *mem = malloc(heap);
     BD_REQUIRE(mem);
@@ -47,20 +52,81 @@ static void bd_hunk_caller_memory(size_t heap) {
     BD_REQUIRE(hk_hunk_get_info(h, &in) == HK_OK);
     size_t blocks = 0;
     hunk_fill(h, in.capacity / 2 - in.capacity / 16, 0, &blocks);
+    hunk_fill(h, in.capacity / 2 - in.capacity / 16, 1, &blocks);
+    hk_result res;
+    for (int high = 0; high < 2; high++) {
+        hk_hunk_mark m2 = high ? hk_hunk_high_mark(h) : hk_hunk_low_mark(h);
+        for (int i = 0; i < 300; i++) { /* past the stack's levels: the log holds 8 rising cuts */
+            BD_REQUIRE(high ? hk_hunk_alloc_high(h, 64, "fill") : hk_hunk_alloc(h, 64, "fill"));
+            hk_hunk_mark m3 = high ? hk_hunk_high_mark(h) : hk_hunk_low_mark(h);
+            BD_REQUIRE(high ? hk_hunk_alloc_high(h, 64, "fill") : hk_hunk_alloc(h, 64, "fill"));
+            BD_REQUIRE((high ? hk_hunk_free_to_high_mark(h, m3) : hk_hunk_free_to_low_mark(h, m3)) == HK_OK);
+        }
+        BD_REQUIRE(h->mstack[high].full && h->cutlog[high].n == HUNK_CUT_LOG);
+        ICOUNT_ON();
+        if (high) {
+            BD_COUNT("hunk.high_mark", "caller memory, its fixed mark stack full: no entry", 0,
+                     (void)hk_hunk_high_mark(h));
+            BD_COUNT("hunk.free_to_high_mark",
+                     "caller memory, 300 cuts at rising levels since the mark: its fixed mark stack read, 8 "
+                     "log entries dropped",
+                     0, res = hk_hunk_free_to_high_mark(h, m2));
+        } else {
+            BD_COUNT("hunk.low_mark", "caller memory, its fixed mark stack full: no entry", 0,
+                     (void)hk_hunk_low_mark(h));
+            BD_COUNT("hunk.free_to_low_mark",
+                     "caller memory, 300 cuts at rising levels since the mark: its fixed mark stack read, 8 "
+                     "log entries dropped",
+                     0, res = hk_hunk_free_to_low_mark(h, m2));
+        }
+        ICOUNT_OFF();
+        BD_REQUIRE(res == HK_OK);
+    }
+    /* the low end's stack filled at the bottom, a mark above them all */
+    hk_hunk_reset(h);
+    blocks = 0;
+    for (unsigned i = 0; i < HUNK_MSTACK_FIXED; i++) {
+        BD_REQUIRE(hk_hunk_alloc(h, 16, "fill"));
+        blocks++;
+        BD_REQUIRE(hk_hunk_low_mark(h).end & HUNK_MARK_STACKED);
+    }
+    hunk_fill(h, in.capacity / 2 - in.capacity / 16, 0, &blocks);
+    /* a mark past the stack's levels after 7 logged cuts below it and one
+     * above: the log read through all 8 entries */
+    for (int i = 0; i < HUNK_CUT_LOG - 1; i++) {
+        BD_REQUIRE(hk_hunk_alloc(h, 64, "fill"));
+        hk_hunk_mark m3 = hk_hunk_low_mark(h);
+        BD_REQUIRE(hk_hunk_alloc(h, 64, "fill"));
+        BD_REQUIRE(hk_hunk_free_to_low_mark(h, m3) == HK_OK);
+    }
+    BD_REQUIRE(hk_hunk_alloc(h, 64, "fill"));
+    hk_hunk_mark m1 = hk_hunk_low_mark(h);
+    BD_REQUIRE(hk_hunk_alloc(h, 64, "fill"));
+    hk_hunk_mark above = hk_hunk_low_mark(h);
+    BD_REQUIRE(hk_hunk_alloc(h, 64, "fill"));
+    BD_REQUIRE(hk_hunk_free_to_low_mark(h, above) == HK_OK);
+    BD_REQUIRE(h->cutlog[0].n == HUNK_CUT_LOG && !(m1.end & HUNK_MARK_STACKED));
+    ICOUNT_ON();
+    BD_COUNT(
+        "hunk.free_to_low_mark",
+        "caller memory, mark past its 32-level stack, a cut above it since: the cut log read (8 entries)", 0,
+        res = hk_hunk_free_to_low_mark(h, m1));
+    ICOUNT_OFF();
+    BD_REQUIRE(res == HK_OK);
     hk_hunk_mark m2 = hk_hunk_low_mark(h);
+    blocks = m2.blocks; /* the walk's unit: every block below the mark */
+    BD_REQUIRE(!(m2.end & HUNK_MARK_STACKED));
     for (int i = 0; i < 9; i++) {
         BD_REQUIRE(hk_hunk_alloc(h, 64, "fill"));
         hk_hunk_mark m3 = hk_hunk_low_mark(h);
         BD_REQUIRE(hk_hunk_alloc(h, 64, "fill"));
         BD_REQUIRE(hk_hunk_free_to_low_mark(h, m3) == HK_OK);
     }
-    hk_result res;
     ICOUNT_ON();
-    BD_COUNT(
-        "hunk.free_to_low_mark",
-        "caller memory (no mark stack), more than 8 cuts at rising levels since the mark: headers walked "
-        "(units: blocks below the mark)",
-        blocks, res = hk_hunk_free_to_low_mark(h, m2));
+    BD_COUNT("hunk.free_to_low_mark",
+             "caller memory, mark past its 32-level stack, more than 8 cuts at rising levels since: headers "
+             "walked (units: blocks below the mark)",
+             blocks, res = hk_hunk_free_to_low_mark(h, m2));
     ICOUNT_OFF();
     BD_REQUIRE(res == HK_OK);
     BD_REQUIRE(hk_hunk_check(h) == HK_OK);

@@ -29,8 +29,7 @@
  * mark: a high mark releases the temp block first). Bytes a block's owner
  * may hold are never read to decide it. Two ways, per end:
  *
- *  - The mark stack (hunk_mark_stack; hunks on OS memory):
- *    one entry per distinct level at which a still-valid mark was taken,
+ *  - The mark stack (hunk_mark_stack): one entry per distinct level at which a still-valid mark was taken,
  *    levels rising. A mark above 0 gets the top entry when the top's level
  *    is its offset, else a new entry on top with a fresh stamp; it carries
  *    the entry's depth and stamp. A cut to a valid mark at depth d drops
@@ -38,18 +37,20 @@
  *    stale), a cut to 0 drops all: O(1), the entries are not touched. A
  *    mark is then valid exactly when its entry is still the one it was
  *    given (depth <= height and the same stamp): O(1) whatever the cuts.
- *    The entries live in address space reserved at create for every level
- *    an end can hold (a level is a block boundary, blocks take 32 bytes at
- *    least: cap / 32 + 1; on a 32-bit host at most HUNK_MSTACK_MAX32),
- *    committed a chunk at a time as marks go deeper; when the OS refuses a
- *    chunk (or a 32-bit host's levels run out), the mark gets no entry (it
- *    lies above every entry, so cuts to it drop nothing, and no commit is
- *    tried until a cut makes it stale) and is decided as below.
- *  - Without a stack (caller memory, or the OS refused the reservation), and
- *    for a mark that got no entry: each mark carries the number of cuts
- *    of its end then (cuts[end]). With no cut since, the mark is valid
- *    without reading anything. Otherwise the end's cut log (hunk_cut_log;
- *    kept only without a stack) answers in at most HUNK_CUT_LOG steps; only
+ *    On OS memory the entries live in address space reserved at create for
+ *    every level an end can hold (a level is a block boundary, blocks take
+ *    32 bytes at least: cap / 32 + 1; on a 32-bit host at most
+ *    HUNK_MSTACK_MAX32), committed a chunk at a time as marks go deeper.
+ *    Without that reservation (caller memory, or the OS refused it) they
+ *    are the HUNK_MSTACK_FIXED entries per end of hk_hunk.mfixed. When the
+ *    stack has no room (a fixed stack's levels or a 32-bit host's run out,
+ *    the OS refuses a chunk), the mark gets no entry (it lies above every
+ *    entry, so cuts to it drop nothing, and no entry is pushed until a cut
+ *    makes it stale) and is decided as below.
+ *  - A mark that got no entry carries the number of cuts of its end then
+ *    (cuts[end]). With no cut since, it is valid without reading anything.
+ *    Otherwise the end's cut log (hunk_cut_log; kept, next to the stack,
+ *    only without a reservation) answers in at most HUNK_CUT_LOG steps; only
  *    when it dropped the cuts the mark needs (more than HUNK_CUT_LOG cuts
  *    to rising levels since the mark) are the end's headers walked from
  *    where the hunk knows a header lies (the bottom of the low end, the
@@ -123,9 +124,15 @@ static inline uint32_t hunk_name_index(hk_hunk *h, const char *name) {
 /* ---- create / destroy -------------------------------------------------- */
 
 /* Reserves both ends' mark stacks and commits their first chunk (see the
- * comment at the top). Leaves them off (NULL) when the host or the OS
- * cannot: the cut log then decides, as for caller memory. */
-static void hunk_mstack_init(hk_hunk *h) {
+ * comment at the top). When the host or the OS cannot, the fixed stacks
+ * (and the cut log) serve, as on caller memory. */
+static void hunk_mstack_init(hk_hunk *h, int os) {
+    for (int e = 0; e < 2; e++) {
+        h->mstack[e].stamps = h->mfixed[e];
+        h->mstack[e].room = HUNK_MSTACK_FIXED;
+    }
+    h->mcap = HUNK_MSTACK_FIXED;
+    if (!os) return;
     size_t chunk = HUNK_MSTACK_CHUNK, pg = hk_os_page_size();
     if (chunk % pg) chunk = (chunk + pg - 1) / pg * pg;
     size_t entries = h->cap / 32 + 1;
@@ -196,7 +203,7 @@ hk_hunk *hk_hunk_create(const hk_hunk_desc *desc) {
     h->slow_base = h->core.locked_hooks || h->core.paranoid ||
                    (h->core.flags & (HK_FLAG_ZERO | HK_FLAG_FILL | HK_FLAG_CANARY)) || hk__asan_enabled();
     h->slow = h->slow_base;
-    if (!desc->memory) hunk_mstack_init(h);
+    hunk_mstack_init(h, !desc->memory);
     hk__asan_poison(h->base, h->cap);
     return h;
 }
@@ -546,13 +553,13 @@ void hk_hunk_free_temp(hk_hunk *h) {
     hk__core_unlock(&h->core);
 }
 
-/* Commits the next chunk of an end's mark stack; 0 when the OS refuses or
- * every level is committed already. Out of line: once per
- * HUNK_MSTACK_CHUNK / 8 levels. */
+/* Commits the next chunk of an end's mark stack; 0 when the OS refuses,
+ * every level is committed already, or the stack is a fixed one. Out of
+ * line: once per HUNK_MSTACK_CHUNK / 8 levels. */
 static HK__NOINLINE int hunk_mstack_grow(hk_hunk *h, hunk_mark_stack *s) {
     size_t chunk = HUNK_MSTACK_CHUNK, pg = hk_os_page_size();
     if (chunk % pg) chunk = (chunk + pg - 1) / pg * pg;
-    if (s->room >= h->mcap) return 0;
+    if (!h->mres || s->room >= h->mcap) return 0;
     if (hk_os_commit(s->stamps + s->room, chunk) != HK_OK) return 0;
     s->room += chunk / sizeof(uint64_t);
     return 1;
@@ -560,14 +567,13 @@ static HK__NOINLINE int hunk_mstack_grow(hk_hunk *h, hunk_mark_stack *s) {
 
 /* Gives mark m (offset above 0) its entry in the end's mark stack: the top
  * entry when it is at m's level, else a new one (see the comment at the
- * top). Without a stack, or when the next chunk cannot be committed, m gets
- * none and keeps its cut count and sequence number. Once a chunk was
- * refused, no commit is tried (so no entry is pushed above a mark without
- * one) until a cut to a mark with an entry or to 0, or a reset: those make
- * every mark without an entry stale (each lies above every entry). O(1). */
+ * top). When the stack has no room and cannot grow, m gets none and keeps
+ * its cut count and sequence number. Then no entry is pushed (and no
+ * commit tried) above a mark without one until a cut to a mark with an
+ * entry or to 0, or a reset: those make every mark without an entry stale
+ * (each lies above every entry). O(1). */
 static inline void hunk_mark_enter(hk_hunk *h, int high, hk_hunk_mark *m) {
     hunk_mark_stack *s = &h->mstack[high];
-    if (!s->stamps) return;
     if (!(s->height && s->top == m->offset)) {
         if (HK__UNLIKELY(s->height == s->room) && (s->full || !hunk_mstack_grow(h, s))) {
             s->full = 1; /* m lies above every entry, and no entry goes above it while it is valid */
@@ -687,8 +693,7 @@ static inline int hunk_mark_edge_ok(hk_hunk *h, hk_hunk_mark m, int high) {
     if (!high && (m.edge > m.offset - HUNK_HDR || (m.edge & (HUNK_ALIGN - 1)))) return 0;
     if (m.end & HUNK_MARK_STACKED) { /* its entry is still the one it was given */
         const hunk_mark_stack *s = &h->mstack[high];
-        return s->stamps && m.seq - 1u < s->height &&
-               s->stamps[m.seq - 1u] == hunk_mstack_entry(m.cuts, m.offset);
+        return m.seq - 1u < s->height && s->stamps[m.seq - 1u] == hunk_mstack_entry(m.cuts, m.offset);
     }
     if (m.cuts == h->cuts[high]) return 1; /* nothing under the mark was freed since */
     return hunk_mark_after_cuts(h, m, high);
@@ -753,22 +758,19 @@ static hk_result hunk_free_to_mark(hk_hunk *h, hk_hunk_mark m, int high) {
     e->blocks = m.blocks;
     if (!high) e->last = m.edge;
     h->cuts[high]++;
+    /* entries above the mark's go: their levels are above the cut. A mark
+     * without an entry lies above every entry: none goes. */
     hunk_mark_stack *s = &h->mstack[high];
-    if (s->stamps) {
-        /* entries above the mark's go: their levels are above the cut. A
-         * mark without an entry lies above every entry: none goes. */
-        if (m.offset == 0) {
-            s->height = 0;
-            s->top = 0;
-            s->full = 0;
-        } else if (m.end & HUNK_MARK_STACKED) {
-            s->height = m.seq;
-            s->top = m.offset;
-            s->full = 0;
-        }
-    } else {
-        hunk_log_cut(h, high, m.offset);
+    if (m.offset == 0) {
+        s->height = 0;
+        s->top = 0;
+        s->full = 0;
+    } else if (m.end & HUNK_MARK_STACKED) {
+        s->height = m.seq;
+        s->top = m.offset;
+        s->full = 0;
     }
+    if (!h->mres) hunk_log_cut(h, high, m.offset);
     hunk_release_range(h, lo, hi, blocks);
     return HK_OK;
 }
@@ -803,13 +805,10 @@ void hk_hunk_reset(hk_hunk *h) {
     h->cuts[0]++;
     h->cuts[1]++;
     for (int e = 0; e < 2; e++) {
-        if (h->mstack[e].stamps) {
-            h->mstack[e].height = 0;
-            h->mstack[e].top = 0;
-            h->mstack[e].full = 0;
-        } else {
-            hunk_log_reset(h, e);
-        }
+        h->mstack[e].height = 0;
+        h->mstack[e].top = 0;
+        h->mstack[e].full = 0;
+        if (!h->mres) hunk_log_reset(h, e);
     }
     hk__core_after(&h->core);
     hk__core_unlock(&h->core);

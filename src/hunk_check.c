@@ -184,18 +184,21 @@ static int hunk_visit(hk_hunk *h, hunk_visit_fn fn, void *user, int report) {
         return -1;
     }
     for (int end = 0; end < 2; end++) {
-        /* the mark stack (hunk.c, marks): inside its committed room, levels
-         * rising from above 0, the top's level the last entry's and not
-         * above the end */
+        /* the mark stack (hunk.c, marks): in the reservation or the fixed
+         * entries, inside its committed room, levels rising from above 0,
+         * the top's level the last entry's and not above the end */
         const hunk_mark_stack *s = &h->mstack[end];
         size_t used = end ? h->high.used : h->low.used;
-        int ok = !s->stamps || (s->height <= s->room && s->room <= h->mcap && s->top <= used &&
-                                (s->top & (HUNK_ALIGN - 1)) == 0 && (s->height == 0) == (s->top == 0));
-        for (size_t i = 0; ok && s->stamps && i < s->height; i++) {
+        const uint64_t *at = h->mres ? (const uint64_t *)h->mres + (size_t)end * h->mcap : h->mfixed[end];
+        int ok = s->stamps == at && (h->mres || h->mcap == HUNK_MSTACK_FIXED) && s->height <= s->room &&
+                 s->room <= h->mcap && s->top <= used && (s->top & (HUNK_ALIGN - 1)) == 0 &&
+                 (s->height == 0) == (s->top == 0);
+        for (size_t i = 0; ok && i < s->height; i++) {
             uint64_t v = s->stamps[i];
             uint32_t lv = (uint32_t)(v >> 32), below = i ? (uint32_t)(s->stamps[i - 1] >> 32) : 0;
-            ok = (lv > below || ((uint64_t)h->cap >> 36) != 0) && /* levels of 64 GiB and more are truncated */
-                 (i + 1 < s->height || v == hunk_mstack_entry((uint32_t)v, s->top));
+            ok =
+                (lv > below || ((uint64_t)h->cap >> 36) != 0) && /* levels of 64 GiB and more are truncated */
+                (i + 1 < s->height || v == hunk_mstack_entry((uint32_t)v, s->top));
         }
         if (!ok) {
             if (report)

@@ -116,12 +116,17 @@ _Static_assert((HUNK_CUT_LOG & (HUNK_CUT_LOG - 1)) == 0, "the cut log is a ring 
  * its depth (i + 1) and stamp, and is valid exactly while entry i is still
  * the one it was given. `stamps` lives in address space reserved at create
  * for every level the end can hold (cap / 32 + 1; HUNK_MSTACK_MAX32 at most
- * on a 32-bit host), committed HUNK_MSTACK_CHUNK bytes at a time. */
+ * on a 32-bit host), committed HUNK_MSTACK_CHUNK bytes at a time; a hunk
+ * without that reservation (caller memory, or the OS refused it) uses
+ * hk_hunk.mfixed instead: HUNK_MSTACK_FIXED entries per end, never grown
+ * (room and mcap HUNK_MSTACK_FIXED), and keeps the cut log as well for the
+ * marks past them. */
 #define HUNK_MSTACK_CHUNK 16384u
+#define HUNK_MSTACK_FIXED 32u    /* entries per end without a reservation: 512 bytes in hk_hunk */
 #define HUNK_MSTACK_MAX32 65536u /* levels per end on a 32-bit host (512 KiB of address space) */
 #define HUNK_MARK_STACKED 0x100u /* in hk_hunk_mark.end: seq is the depth, cuts the stamp */
 typedef struct hunk_mark_stack {
-    uint64_t *stamps; /* NULL: no stack (caller memory, the OS refused): the cut log decides */
+    uint64_t *stamps; /* the reservation's, or hk_hunk.mfixed (never NULL once created) */
     size_t height;    /* entries in use */
     size_t room;      /* entries committed */
     size_t top;       /* level of entry height - 1; 0 when height is 0 */
@@ -156,11 +161,12 @@ struct hk_hunk {
     size_t tenant_size;
     uint32_t id;            /* instance id carried by marks (never 0, unique in the process) */
     uint32_t cuts[2];       /* per end (0 low, 1 high): frees to a mark that freed blocks, resets */
-    hunk_cut_log cutlog[2]; /* used only by an end without a mark stack */
+    hunk_cut_log cutlog[2]; /* kept only without a reservation (mres NULL) */
     hunk_mark_stack mstack[2];
-    void *mres;       /* the mark stacks' reservation (low end's, then high end's), or NULL */
+    void *mres;       /* the mark stacks' reservation (low end's, then high end's), or NULL: mfixed */
     size_t mres_size; /* its bytes */
-    size_t mcap;      /* entries reserved per end */
+    size_t mcap;      /* entries reserved per end (HUNK_MSTACK_FIXED without a reservation) */
+    uint64_t mfixed[2][HUNK_MSTACK_FIXED]; /* the mark stacks without a reservation */
     uint32_t nnames;
     hunk_name_cache name_cache[8];
     char names[HUNK_NAMES][HUNK_NAME_LEN];

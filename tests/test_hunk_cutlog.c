@@ -1,19 +1,23 @@
-/* How a free to a mark after cuts is decided (src/hunk.c, marks). On OS
- * memory, by the end's mark stack, in O(1) whatever the cuts; on caller
- * memory (and for a mark that got no entry), by the log of
- * the end's cuts (at most HUNK_CUT_LOG entries), walking the headers under
- * the mark only when the log dropped the cuts the mark needs. A damaged
- * header below the mark tells them apart: the walk refuses the mark there,
- * the stack and the log never read it. */
+/* How a free to a mark after cuts is decided (src/hunk.c, marks). By the
+ * end's mark stack, in O(1) whatever the cuts (on OS memory a reserved
+ * stack, on caller memory HUNK_MSTACK_FIXED entries per end); for a mark
+ * that got no entry (past a fixed stack's levels, or with its room set to 0
+ * here so that every mark is one), by the log of the end's cuts (at most
+ * HUNK_CUT_LOG entries), walking the headers under the mark only when the
+ * log dropped the cuts the mark needs. A damaged header below the mark
+ * tells them apart: the walk refuses the mark there, the stack and the log
+ * never read it. */
 #include "hunk_internal.h"
 #include "hunk_test_util.h"
 #include "internal.h"
 
 #include <stdlib.h>
 
-/* A hunk on caller memory (no mark stack: the cut log decides). */
+/* A hunk on caller memory: with its fixed mark stacks, or (stack 0) with
+ * their room set to 0 (test hook), so that no mark gets an entry and the
+ * cut log and the walk decide every one. */
 static unsigned char g_mem[2][1 << 20] __attribute__((aligned(64)));
-static hk_hunk *make_mem(int which, uint32_t flags) {
+static hk_hunk *make_mem(int which, uint32_t flags, int stack) {
     hkt_errors_reset(&g_errs);
     hk_hunk_desc d = {0};
     d.memory = g_mem[which];
@@ -23,11 +27,12 @@ static hk_hunk *make_mem(int which, uint32_t flags) {
     d.on_error = hkt_on_error;
     d.error_user = &g_errs;
     hk_hunk *h = hk_hunk_create(&d);
-    if (h && h->mstack[0].stamps) return NULL; /* caller memory has no stack */
+    if (!h || h->mres || h->mstack[0].room != HUNK_MSTACK_FIXED) return NULL; /* the fixed stacks */
+    if (!stack) h->mstack[0].room = h->mstack[1].room = 0;
     return h;
 }
-/* Has this hunk (on OS memory) its mark stacks (the reservation granted)? */
-static int stacked(const hk_hunk *h) { return h->mstack[0].stamps && h->mstack[1].stamps; }
+/* Has this hunk (on OS memory) its reserved mark stacks (not the fixed ones)? */
+static int stacked(const hk_hunk *h) { return h->mres != NULL; }
 
 /* Breaks (or restores) the sentinel of the block whose user bytes start at p. */
 static uint32_t swap_sentinel(void *p, uint32_t v) {
@@ -74,7 +79,8 @@ static void nested_marks(hk_hunk *h) {
 }
 HKT_TEST(nested_marks_decided_without_reading_headers) {
     nested_marks(make(1 << 20, 0));
-    nested_marks(make_mem(0, 0));
+    nested_marks(make_mem(0, 0, 1));
+    nested_marks(make_mem(0, 0, 0));
 }
 
 /* A cut below a mark makes it stale, whatever was allocated over it since;
@@ -109,14 +115,15 @@ static void cut_below(hk_hunk *h) {
 }
 HKT_TEST(cut_below_a_mark_makes_it_stale) {
     cut_below(make(1 << 20, 0));
-    cut_below(make_mem(0, 0));
+    cut_below(make_mem(0, 0, 1));
+    cut_below(make_mem(0, 0, 0));
 }
 
-/* Without a stack, more cuts at rising levels than the log holds: the
+/* Without stack entries, more cuts at rising levels than the log holds: the
  * first ones are dropped, and a mark that needs them is decided by the walk
  * (valid or stale as before). */
 HKT_TEST(log_overflow_falls_back_to_the_walk) {
-    hk_hunk *h = make_mem(0, 0);
+    hk_hunk *h = make_mem(0, 0, 0);
     REQUIRE(h);
     void *first = hk_hunk_alloc(h, 100, "first");
     hk_hunk_mark a = hk_hunk_low_mark(h);
@@ -156,7 +163,7 @@ HKT_TEST(log_overflow_falls_back_to_the_walk) {
 /* Misuse on the way leaves the log alone: refused frees to marks are no
  * cuts, and a mark of another hunk or end is refused as before. */
 HKT_TEST(refused_frees_log_no_cut) {
-    hk_hunk *h = make_mem(0, 0), *other = make(1 << 16, 0);
+    hk_hunk *h = make_mem(0, 0, 0), *other = make(1 << 16, 0);
     REQUIRE(h && other);
     REQUIRE(hk_hunk_alloc(h, 64, "a"));
     hk_hunk_mark a = hk_hunk_low_mark(h);
@@ -180,7 +187,7 @@ HKT_TEST(refused_frees_log_no_cut) {
 
 /* check sees a damaged cut log (a level above the end, levels out of order). */
 HKT_TEST(check_sees_a_damaged_cut_log) {
-    hk_hunk *h = make_mem(0, 0);
+    hk_hunk *h = make_mem(0, 0, 0);
     REQUIRE(h);
     REQUIRE(hk_hunk_alloc(h, 64, "a"));
     hk_hunk_mark a = hk_hunk_low_mark(h);
@@ -213,7 +220,7 @@ HKT_TEST(check_sees_a_damaged_cut_log) {
  * marks and resets on both ends: a mark is valid while no cut since it
  * went below its offset. The hunk (log, or walk when the log dropped what
  * it needs) must answer as the model at every step, and pass check. */
-static int random_marks(hk_hunk *h, int with_log) {
+static int random_marks(hk_hunk *h, int with_log) { /* 1: the log overflows, 0: never, -1: either */
     if (!h) {
         CHECK(0);
         return 0;
@@ -262,19 +269,25 @@ static int random_marks(hk_hunk *h, int with_log) {
         }
     }
     CHECK(walked_or_logged > 100);
-    if (with_log)
+    if (with_log == 1)
         CHECK(seen_lost); /* the log overflowed on the way: the walk decided some */
-    else
+    else if (with_log == 0)
         CHECK(!seen_lost); /* the stack decided every one */
     CHECK_EQ(hk_hunk_check(h), HK_OK);
     hk_hunk_destroy(h);
     return unstacked;
 }
 HKT_TEST(random_marks_match_the_model) {
-    random_marks(make_mem(0, HK_FLAG_QUIET), 1);
+    random_marks(make_mem(0, HK_FLAG_QUIET, 0), 1);
     hk_hunk *h = make(1 << 20, HK_FLAG_QUIET);
     REQUIRE(h);
-    CHECK_EQ(random_marks(h, !stacked(h)), 0); /* every mark above 0 had an entry */
+    if (stacked(h))
+        CHECK_EQ(random_marks(h, 0), 0); /* every mark above 0 had an entry */
+    else
+        random_marks(h, -1);
+    /* the fixed stacks of caller memory: marks nest past their levels at
+     * times, so marks with and without entries mix */
+    CHECK(random_marks(make_mem(0, HK_FLAG_QUIET, 1), -1) > 100); /* frees to marks without an entry */
 }
 
 /* The same model on a stack whose room is a few entries and whose next
@@ -298,14 +311,11 @@ HKT_TEST(random_marks_with_refused_chunks) {
 /* The stack decides a mark older than any number of cuts at rising levels
  * in O(1): with the bottom header damaged, the walk would refuse the valid
  * mark; the stack accepts it without reading a header, and still refuses
- * the stale one. Both ends. */
-HKT_TEST(stack_decides_after_many_rising_cuts) {
-    hk_hunk *h = make(1 << 20, 0);
+ * the stale one. Both ends; a reserved stack, and a fixed one (caller
+ * memory: the rising marks past its levels get no entry, the two marks
+ * decided here have one). */
+static void stack_decides(hk_hunk *h) {
     REQUIRE(h);
-    if (!stacked(h)) {
-        hk_hunk_destroy(h);
-        return; /* the OS refused the reservation: the log decides */
-    }
     for (int high = 0; high < 2; high++) {
         void *first = high ? hk_hunk_alloc_high(h, 100, "first") : hk_hunk_alloc(h, 100, "first");
         REQUIRE(first);
@@ -320,7 +330,9 @@ HKT_TEST(stack_decides_after_many_rising_cuts) {
             REQUIRE(high ? hk_hunk_alloc_high(h, 64, "gone") : hk_hunk_alloc(h, 64, "gone"));
             CHECK_EQ(high ? hk_hunk_free_to_high_mark(h, m) : hk_hunk_free_to_low_mark(h, m), HK_OK);
         }
-        CHECK_EQ(h->mstack[high].height, (size_t)(40 * HUNK_CUT_LOG + 1));
+        size_t want = 40 * HUNK_CUT_LOG + 1;
+        CHECK_EQ(h->mstack[high].height, h->mres ? want : HUNK_MSTACK_FIXED);
+        CHECK(a.end & stale.end & HUNK_MARK_STACKED);
         uint32_t s = swap_sentinel(first, 0xBADu); /* a walk would stop here and refuse */
         hkt_errors_reset(&g_errs);
         CHECK_EQ(high ? hk_hunk_free_to_high_mark(h, stale) : hk_hunk_free_to_low_mark(h, stale),
@@ -333,6 +345,84 @@ HKT_TEST(stack_decides_after_many_rising_cuts) {
         CHECK_EQ(high ? high_used(h) : low_used(h), a.offset);
         CHECK_EQ(hk_hunk_check(h), HK_OK);
     }
+    hk_hunk_destroy(h);
+}
+HKT_TEST(stack_decides_after_many_rising_cuts) {
+    hk_hunk *h = make(1 << 20, 0);
+    REQUIRE(h);
+    if (stacked(h))
+        stack_decides(h); /* else the OS refused the reservation: the fixed stacks, below */
+    else
+        hk_hunk_destroy(h);
+    stack_decides(make_mem(0, 0, 1));
+}
+
+/* Caller memory, marks nested past the fixed stack's levels: the marks past
+ * them get no entry; after a cut above such a mark the log decides it
+ * without reading a header, after more cuts at rising levels than the log
+ * keeps the walk does (a damaged header below the mark makes it refuse),
+ * and a free to a mark with an entry makes every one of them stale and
+ * lets the stack take entries again. */
+HKT_TEST(fixed_stack_full_falls_back_to_log_and_walk) {
+    hk_hunk *h = make_mem(1, HK_FLAG_QUIET, 1);
+    REQUIRE(h);
+    void *first = hk_hunk_alloc(h, 100, "first");
+    REQUIRE(first);
+    hk_hunk_mark lv[HUNK_MSTACK_FIXED];
+    for (unsigned i = 0; i < HUNK_MSTACK_FIXED; i++) {
+        REQUIRE(hk_hunk_alloc(h, 16, "level"));
+        lv[i] = hk_hunk_low_mark(h);
+        CHECK(lv[i].end & HUNK_MARK_STACKED);
+    }
+    CHECK_EQ(h->mstack[0].height, (size_t)HUNK_MSTACK_FIXED);
+    REQUIRE(hk_hunk_alloc(h, 64, "u"));
+    hk_hunk_mark u = hk_hunk_low_mark(h);
+    CHECK(!(u.end & HUNK_MARK_STACKED));
+    CHECK(h->mstack[0].full);
+    REQUIRE(hk_hunk_alloc(h, 64, "x"));
+    hk_hunk_mark x = hk_hunk_low_mark(h);
+    REQUIRE(hk_hunk_alloc(h, 64, "y"));
+    CHECK_EQ(hk_hunk_free_to_low_mark(h, x), HK_OK); /* a cut above u */
+    uint32_t s = swap_sentinel(first, 0xBADu);
+    CHECK_EQ(hk_hunk_free_to_low_mark(h, u), HK_OK); /* the log: no header read */
+    swap_sentinel(first, s);
+    CHECK_EQ(hk_hunk_check(h), HK_OK);
+    /* more cuts at rising levels than the log keeps */
+    REQUIRE(hk_hunk_alloc(h, 64, "v"));
+    hk_hunk_mark v = hk_hunk_low_mark(h);
+    REQUIRE(hk_hunk_alloc(h, 64, "x"));
+    hk_hunk_mark stale = hk_hunk_low_mark(h);
+    REQUIRE(hk_hunk_alloc(h, 64, "y"));
+    CHECK_EQ(hk_hunk_free_to_low_mark(h, v), HK_OK); /* a cut below `stale` */
+    for (int i = 0; i < HUNK_CUT_LOG + 3; i++) {
+        REQUIRE(hk_hunk_alloc(h, 64, "rise"));
+        hk_hunk_mark m = hk_hunk_low_mark(h);
+        CHECK(!(m.end & HUNK_MARK_STACKED));
+        REQUIRE(hk_hunk_alloc(h, 64, "gone"));
+        CHECK_EQ(hk_hunk_free_to_low_mark(h, m), HK_OK);
+    }
+    CHECK(h->cutlog[0].lost_any);
+    hkt_errors_reset(&g_errs);
+    CHECK_EQ(hk_hunk_free_to_low_mark(h, stale), HK_ERR_INVALID);
+    s = swap_sentinel(first, 0xBADu);
+    CHECK_EQ(hk_hunk_free_to_low_mark(h, v), HK_ERR_INVALID); /* the walk decided, and met the damage */
+    swap_sentinel(first, s);
+    CHECK_EQ(hk_hunk_free_to_low_mark(h, v), HK_OK);
+    CHECK_EQ(hk_hunk_free_to_low_mark(h, u), HK_OK);
+    CHECK_EQ(hk_hunk_check(h), HK_OK);
+    /* a free to a mark with an entry: the marks above it are stale, the
+     * stack takes entries again */
+    CHECK_EQ(hk_hunk_free_to_low_mark(h, lv[9]), HK_OK);
+    CHECK(!h->mstack[0].full);
+    CHECK_EQ(h->mstack[0].height, (size_t)10);
+    REQUIRE(hk_hunk_alloc(h, 300, "w"));
+    CHECK_EQ(hk_hunk_free_to_low_mark(h, u), HK_ERR_INVALID);
+    CHECK_EQ(hk_hunk_free_to_low_mark(h, lv[20]), HK_ERR_INVALID);
+    hk_hunk_mark w = hk_hunk_low_mark(h);
+    CHECK(w.end & HUNK_MARK_STACKED);
+    CHECK_EQ(hk_hunk_free_to_low_mark(h, lv[3]), HK_OK);
+    CHECK_EQ(hk_hunk_free_to_low_mark(h, w), HK_ERR_INVALID);
+    CHECK_EQ(hk_hunk_check(h), HK_OK);
     hk_hunk_destroy(h);
 }
 
@@ -419,14 +509,9 @@ HKT_TEST(stack_chunk_refused_falls_back) {
 }
 
 /* check sees a damaged mark stack (the top's level above the end, levels
- * out of order). */
-HKT_TEST(check_sees_a_damaged_mark_stack) {
-    hk_hunk *h = make(1 << 20, 0);
+ * out of order, room past the stack's, entries elsewhere). */
+static void damaged_stack(hk_hunk *h) {
     REQUIRE(h);
-    if (!stacked(h)) {
-        hk_hunk_destroy(h);
-        return;
-    }
     REQUIRE(hk_hunk_alloc(h, 64, "a"));
     hk_hunk_mark a = hk_hunk_low_mark(h);
     REQUIRE(hk_hunk_alloc(h, 64, "b"));
@@ -445,8 +530,26 @@ HKT_TEST(check_sees_a_damaged_mark_stack) {
     CHECK_EQ(hk_hunk_check(h), HK_ERR_CORRUPT);
     s->stamps[0] = e;
     CHECK_EQ(hk_hunk_check(h), HK_OK);
+    size_t room = s->room;
+    s->room = h->mcap + 1;
+    CHECK_EQ(hk_hunk_check(h), HK_ERR_CORRUPT);
+    s->room = room;
+    uint64_t *at = s->stamps;
+    s->stamps = h->mstack[1].stamps; /* the other end's entries */
+    CHECK_EQ(hk_hunk_check(h), HK_ERR_CORRUPT);
+    s->stamps = at;
+    CHECK_EQ(hk_hunk_check(h), HK_OK);
     CHECK_EQ(hk_hunk_free_to_low_mark(h, b), HK_OK);
     CHECK_EQ(hk_hunk_free_to_low_mark(h, a), HK_OK);
     CHECK_EQ(hk_hunk_check(h), HK_OK);
     hk_hunk_destroy(h);
+}
+HKT_TEST(check_sees_a_damaged_mark_stack) {
+    hk_hunk *h = make(1 << 20, 0);
+    REQUIRE(h);
+    if (stacked(h))
+        damaged_stack(h);
+    else
+        hk_hunk_destroy(h);
+    damaged_stack(make_mem(0, 0, 1));
 }

@@ -25,10 +25,10 @@
  * full, further new names show as "(other)". NULL shows as "unknown".
  *
  * Complexity: every call is O(1) except walk, check, dump (O(blocks)), the
- * zero fill (O(size)) and, on a hunk in caller memory only (or past 65,536
- * nested mark levels of an end on a 32-bit host), a free to a mark older
- * than more than 8 cuts to rising levels (O(blocks): see
- * hk_hunk_free_to_low_mark).
+ * zero fill (O(size)) and a free to a mark that got no entry of its end's
+ * mark stack (on caller memory: marks nested past 32 distinct levels of
+ * one end) and is older than more than 8 cuts to rising levels (O(blocks):
+ * see hk_hunk_free_to_low_mark).
  * Thread-safety: an instance is not thread-safe unless the desc carries lock
  * hooks, in which case every call below takes the lock.
  * Errors: reported through desc.on_error (or the default handler), see
@@ -85,8 +85,9 @@ typedef struct hk_hunk_mark {
     uint32_t cuts; /* with an entry: its stamp; else the cuts of that end when the mark was taken */
 } hk_hunk_mark;
 
-/* Creates a hunk. With desc->memory the control block (with the name table)
- * lives at the start of that memory (so the usable capacity is a little
+/* Creates a hunk. With desc->memory the control block (about 3.5 KiB: the
+ * name table, and 512 bytes of mark stacks, 32 levels of 8 bytes per end)
+ * lives at the start of that memory (so the usable capacity is that much
  * smaller than size) and the OS is never called. Returns NULL when desc is
  * NULL, its lock hooks have only one of lock and unlock (reported as
  * HK_EK_INVALID_ARG), the memory is too small (under 4 KiB), or the OS
@@ -129,11 +130,11 @@ void *hk_hunk_alloc_temp(hk_hunk *h, size_t size) HK_MALLOC HK_ALLOC_SIZE(2);
 void hk_hunk_free_temp(hk_hunk *h);
 
 /* Current marks. The high-mark query releases the temp block first (Quake).
- * O(1). On a hunk on OS memory, a mark at a new level
- * takes an entry of the end's mark stack (see below); past every level
- * committed so far (2,048 per end at creation) it commits 16 KiB more (one
- * OS call). When the OS refuses, the mark is still made, decided as on
- * caller memory. */
+ * O(1). A mark at a new level takes an entry of the end's mark stack (see
+ * below). On OS memory, past every level committed so far (2,048 per end
+ * at creation) it commits 16 KiB more (one OS call). On caller memory the
+ * stack is fixed: 32 levels per end. When the stack is full (or the OS
+ * refuses), the mark is still made, without an entry. */
 hk_hunk_mark hk_hunk_low_mark(hk_hunk *h);
 hk_hunk_mark hk_hunk_high_mark(hk_hunk *h);
 
@@ -144,14 +145,17 @@ hk_hunk_mark hk_hunk_high_mark(hk_hunk *h);
  * stale exactly when a cut of its end since, a free to a mark or a reset,
  * went below it). A mark equal to the current top is a no-op. Staleness
  * is decided from what the hunk itself recorded, never from bytes a
- * block's owner may hold. On a hunk on OS memory: O(1) whatever the cuts
- * (the end's mark stack). On caller memory (and for a mark that got no
- * stack entry: the OS refused its chunk, or on a 32-bit host an end's
- * 65,536 levels were taken): O(1) when that end
- * was not cut since the mark was taken, or when its log of the last 8 cuts
- * covers them; only for a mark older than more than 8 cuts to rising
- * levels, a walk over that end's headers (O(blocks below the mark) on the
- * low end, O(blocks above it) on the high end). */
+ * block's owner may hold. For a mark with an entry of the end's mark stack:
+ * O(1) whatever the cuts. Every mark gets one unless the stack is full: on
+ * caller memory (or when the OS refused the stacks' reservation at create),
+ * when the end's valid marks sit at 32 distinct levels already (the fixed
+ * stack); on OS memory only when the OS refuses to commit the stack's next
+ * 16 KiB, or on a 32-bit host past an end's 65,536 levels.
+ * For a mark without an entry: O(1) when that end was not cut since the
+ * mark was taken, or when its log of the last 8 cuts covers them (kept on
+ * caller memory); only for such a mark older than more than 8 cuts to
+ * rising levels, a walk over that end's headers (O(blocks below the mark)
+ * on the low end, O(blocks above it) on the high end). */
 hk_result hk_hunk_free_to_low_mark(hk_hunk *h, hk_hunk_mark mark);
 hk_result hk_hunk_free_to_high_mark(hk_hunk *h, hk_hunk_mark mark);
 
