@@ -88,7 +88,8 @@ check-windows: build-windows
 	ctest --test-dir $(WINBUILD) -R '^cache_create_variants$$' --output-on-failure
 	-WINEPREFIX=$(CURDIR)/$(WINBUILD)/wineprefix $(WINESERVER) -w
 	ctest --test-dir $(WINBUILD) --output-on-failure -j $(JOBS) || \
-	  { echo "check-windows: running the failed tests once more (under load a Wine process can die before the test starts)"; \
+	  { echo "check-windows: running the failed tests again, up to twice (under load a Wine process can die before the test starts)"; \
+	    ctest --test-dir $(WINBUILD) --rerun-failed --output-on-failure || \
 	    ctest --test-dir $(WINBUILD) --rerun-failed --output-on-failure; }
 
 demo-windows: build-windows
