@@ -201,11 +201,17 @@ void hk__guard_report_finish(hk_guard *g, guard_out *o, const char *label, void 
     hk__guard_out_str(o, "\n");
     /* said once per process, not left to look like a program without
      * debug information */
-    static int said_no_lines;
-    if (!(g->core.flags & HK_GUARD_NO_SYMBOLIZE_LINES) && hk_os_symbolize_lines_missing() && !said_no_lines) {
-        said_no_lines = 1;
-        hk__guard_out_str(o, "  (frames without file:line: neither libdw.so.1 (Debian: libdw1) nor addr2line "
-                             "(binutils) was found)\n");
+    static int said_lines;
+    if (!(g->core.flags & HK_GUARD_NO_SYMBOLIZE_LINES) && !said_lines) {
+        if (hk_os_symbolize_lines_missing()) {
+            said_lines = 1;
+            hk__guard_out_str(o, "  (frames without file:line: neither libdw.so.1 (Debian: libdw1) nor addr2line "
+                                 "(binutils) was found)\n");
+        } else if (hk_os_symbolize_lines_slow()) {
+            said_lines = 1;
+            hk__guard_out_str(o, "  (file:line from addr2line processes: libdw.so.1 did not load; with it "
+                                 "(Debian: libdw1) reports are faster)\n");
+        }
     }
     if (label && cn) {
         hk__guard_out_str(o, "  ");

@@ -330,11 +330,15 @@ typedef struct hk_os_symbol {
  * after a fault. Not reentrant (static buffers): callers serialize. */
 HK__HIDDEN void hk_os_symbolize(hk_os_symbol *syms, int n, unsigned flags);
 
-/* 0 when a symbolization with HK_OS_SYMBOLIZE_LINES has found no way to
+/* 1 when a symbolization with HK_OS_SYMBOLIZE_LINES has found no way to
  * name lines (POSIX: libdw.so.1 did not load and hk_os_symbolize_init found
  * no addr2line on PATH), so that a report can say why its frames have no
- * file:line; else 1 (also before any such symbolization). */
+ * file:line; else 0 (also before any such symbolization). */
 HK__HIDDEN int hk_os_symbolize_lines_missing(void);
+/* 1 when lines are named by addr2line processes because libdw.so.1 did not
+ * load (HEAPKIT_NO_LIBDW unset), so that a report can say once that the
+ * run-time library (Debian: libdw1) makes reports faster; else 0. */
+HK__HIDDEN int hk_os_symbolize_lines_slow(void);
 
 /* Keeps PATH (and the HEAPKIT_NO_LIBDW setting) for the symbolizer, whose
  * `addr2line` is looked up there at the first symbolization that needs it

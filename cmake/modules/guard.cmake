@@ -265,6 +265,16 @@ if(BUILD_TESTING AND HEAPKIT_BUILD_TESTS AND NOT HEAPKIT_SANITIZE)
     "mkdir -p nobin && ln -sf /bin/sh nobin/sh && HEAPKIT_NO_LIBDW=1 PATH=$PWD/nobin $<TARGET_FILE:heapkit_tool> guard --sides trailing -- $<TARGET_FILE:guard_corpus_overflow_strcpy> 2>&1; true")
   set_tests_properties(guard_tool_no_symbolizer_said PROPERTIES LABELS "no-sanitize;guard"
     WORKING_DIRECTORY ${PROJECT_BINARY_DIR} PASS_REGULAR_EXPRESSION "neither libdw.so.1 \\(Debian: libdw1\\) nor addr2line")
+  # a report whose lines come from addr2line because libdw.so.1 did not
+  # load says that libdw1 makes reports faster (a libdw.so.1 without
+  # libdw's functions, found first)
+  add_library(hk_fake_libdw SHARED ${PROJECT_SOURCE_DIR}/tests/guard_fake_libdw.c)
+  set_target_properties(hk_fake_libdw PROPERTIES PREFIX "" OUTPUT_NAME "libdw" SUFFIX ".so.1"
+    LIBRARY_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/fakedw)
+  add_test(NAME guard_tool_slow_symbolizer_said COMMAND sh -c
+    "LD_LIBRARY_PATH=${PROJECT_BINARY_DIR}/fakedw $<TARGET_FILE:heapkit_tool> guard --sides trailing -- $<TARGET_FILE:guard_corpus_overflow_strcpy> 2>&1; true")
+  set_tests_properties(guard_tool_slow_symbolizer_said PROPERTIES LABELS "no-sanitize;guard"
+    PASS_REGULAR_EXPRESSION "file:line from addr2line processes: libdw.so.1 did not load")
   # `heapkit env` lists every variable of the option table, the zone's too,
   # and says when a set value is not valid (the libraries ignore it)
   add_test(NAME guard_tool_env COMMAND heapkit_tool env)
