@@ -205,8 +205,9 @@ void hk__guard_report_finish(hk_guard *g, guard_out *o, const char *label, void 
     if (!(g->core.flags & HK_GUARD_NO_SYMBOLIZE_LINES) && !said_lines) {
         if (hk_os_symbolize_lines_missing()) {
             said_lines = 1;
-            hk__guard_out_str(o, "  (frames without file:line: neither libdw.so.1 (Debian: libdw1) nor addr2line "
-                                 "(binutils) was found)\n");
+            hk__guard_out_str(
+                o, "  (frames without file:line: neither libdw.so.1 (Debian: libdw1) nor addr2line "
+                   "(binutils) was found)\n");
         } else if (hk_os_symbolize_lines_slow()) {
             said_lines = 1;
             hk__guard_out_str(o, "  (file:line from addr2line processes: libdw.so.1 did not load; with it "
