@@ -587,13 +587,13 @@ hk_result hk__zs_free_slow(zs_space *sp, zs_heap *h, zs_run *r, void *p, const c
             "start",
             op, p, (unsigned char *)p - b, (void *)b, r->stride);
     }
-    if (i >= __atomic_load_n(&r->bump, __ATOMIC_RELAXED))
+    if ((uint64_t)i * r->stride >= __atomic_load_n(&r->limit, __ATOMIC_RELAXED)) /* i >= bump, from line 0 */
         return zs_double(sp, h, r, p, op, " (never allocated)");
     uint64_t m = (uint64_t)1 << (i & 63u), *rw = zs_rbits(r) + (i >> 6);
-    if (__atomic_load_n(rw, __ATOMIC_RELAXED) & m)
-        return zs_double(sp, h, r, p, op, " (freed by another thread, not collected yet)");
     int maybe = zs_maybe_link(r, zs_word_used(p));
     if (owner == h) {
+        if (__atomic_load_n(rw, __ATOMIC_RELAXED) & m)
+            return zs_double(sp, h, r, p, op, " (freed by another thread, not collected yet)");
         if (maybe && zs_on_list(r, p)) {
             hk__asan_poison(p, sizeof(void *));
             return zs_double(sp, h, r, p, op, "");
@@ -603,7 +603,10 @@ hk_result hk__zs_free_slow(zs_space *sp, zs_heap *h, zs_run *r, void *p, const c
         hk__zs_settle(h, r);
         return HK_OK;
     }
-    /* another heap's slot. Its owner's list cannot be searched from here:
+    /* another heap's slot (a bit already set is found by the atomic or
+     * below: reading the word first would fetch its line shared, then again
+     * to write it, on the line other freers and the owner's collection
+     * write). Its owner's list cannot be searched from here:
      * a first word that may be a link is taken for one (a used block's
      * data passes that test with odds of 2^-47 per free) */
     if (maybe) {

@@ -114,9 +114,9 @@ struct zs_heap;
 
 /* A run's header: one ZS_META-byte entry of the space's header table (the
  * entries of consecutive granules are neighbours, so the headers of the
- * runs a program uses share no cache set by their alignment). Line 0 is
- * what the owner's alloc and free read and write (and remote frees read:
- * the fixed fields); line 1 the lists, and the remote freers' words.
+ * runs a program uses share no cache set by their alignment). Line 0 holds
+ * what every free reads and no alloc or free writes; line 1 what the
+ * owner's alloc and free write (the free list and count) and its lists.
  * The granule itself holds the remote bitmap (bit i: slot i freed by
  * another thread, not collected) at ZS_RBITS, then the slots at ZS_FIRST.
  *
@@ -129,44 +129,48 @@ struct zs_heap;
  * that test with odds of 2^-47; an allocation zeroes the word (zero never
  * passes). */
 typedef struct zs_run {
-    /* line 0 */
+    /* line 0: fixed while the granule is a run, or written rarely; read by
+     * every free, the remote ones included, so no per-operation write lands
+     * here (a line the owner wrote on each alloc and free would move to the
+     * remote freer's core and back at each remote free) */
     uint32_t stride; /* atomic stores: stats read it */
     uint32_t recip;  /* ceil(2^32 / stride): slot index = off * recip >> 32, exact for off < ZS_RUN */
     /* atomic (relaxed): bump * stride, the carved slots' end (from slot 0):
      * an offset past it is no slot handed out (written by the owner's
      * carve, read by any free) */
     uint32_t limit;
+    uint32_t nslots; /* atomic stores: stats read it */
+    uint64_t key;    /* base ^ secret */
+    uint64_t secret; /* random, low ZS_RUN_LOG2 bits 0, top bit 1 */
+    /* atomic: the owner heap; NULL while the granule is no run (given back:
+     * a free into it goes to the slow path, which reports it) */
+    struct zs_heap *heap;
+    unsigned char *base; /* the granule (fixed for the entry) */
+    /* atomic: ZS_RQUEUED (on the stack, or about to be) plus the remote
+     * freers between their bit and their queueing (the low 32 bits) */
+    uint64_t rpend;
+    /* atomic: 1 from the queueing of the run by a remote free (after its
+     * ZS_RQUEUED) to the collection that unqueues it (before it clears
+     * ZS_RQUEUED): the owner's free reads this word, not rpend */
+    uint32_t queued;
+    uint32_t cls;
+    /* line 1: the owner's (a remote freer writes rnext when it queues the run) */
+    unsigned char *free; /* first free slot, or base (none) */
     /* Slots handed out and not back on the free list (remote frees
      * included until collected), but 1 while the run is full (ZS_FULL:
      * every slot used): a free that leaves it 0 settles the run, emptied or
      * full no more (zs_used gives the count). Relaxed atomic updates under
      * TSan: stats read it, and state, from any thread. */
     uint32_t used;
-    unsigned char *free; /* first free slot, or base (none) */
-    uint64_t key;        /* base ^ secret */
-    uint64_t secret;     /* random, low ZS_RUN_LOG2 bits 0, top bit 1 */
-    /* atomic: the owner heap; NULL while the granule is no run (given back:
-     * a free into it goes to the slow path, which reports it) */
-    struct zs_heap *heap;
-    unsigned char *base; /* the granule (fixed for the entry) */
-    /* atomic: 1 from the queueing of the run by a remote free (after its
-     * ZS_RQUEUED) to the collection that unqueues it (before it clears
-     * ZS_RQUEUED): the owner's free reads it in this line, not rpend */
-    uint32_t queued;
-    uint32_t nslots; /* atomic stores: stats read it */
-    /* line 1 */
-    uint32_t cls;
     uint32_t magic;             /* ZS_MAGIC << 16 | cls: check's proof */
     uint32_t bump;              /* slots carved (atomic relaxed store: check reads it) */
     uint32_t state;             /* ZS_CUR, ZS_PARTIAL or ZS_FULL (zs_set_state; atomic relaxed stores) */
     struct zs_run *next, *prev; /* the class's partial list */
     struct zs_run *all_next, *all_prev; /* every run of the heap */
     struct zs_run *rnext;               /* on the heap's collection stack */
-    /* atomic: ZS_RQUEUED (on the stack, or about to be) plus the remote
-     * freers between their bit and their queueing (the low 32 bits) */
-    uint64_t rpend;
 } zs_run;
 _Static_assert(sizeof(zs_run) == ZS_META, "a header is one table entry");
+_Static_assert(offsetof(zs_run, free) == 64, "the owner's words start line 1");
 #define ZS_RQUEUED ((uint64_t)1 << 32)
 #ifdef HK__TSAN
 #define ZS_USED_SET(r, v) __atomic_store_n(&(r)->used, (v), __ATOMIC_RELAXED)
