@@ -86,7 +86,8 @@ static void zone_main(int scale) {
             BD_REQUIRE(hk_zone_get_info(z, &ia) == HK_OK);
             ICOUNT(hkb_label(lbl, "zone.alloc", "churn over a fragmented heap", 0), p = hk_zone_alloc(z, n));
             BD_REQUIRE(hk_zone_get_info(z, &ib) == HK_OK);
-            if (p && ib.runs > ia.runs) /* a small block's class had no free slot left: a new run */
+            /* a small block's class had no free slot left: a new run */
+            if (p && ib.runs_made > ia.runs_made)
                 ICOUNT_RELABEL(lbl, "zone.alloc",
                                "small block: a new run (a granule; its commit is the OS's)", 0);
             if (!p) { /* the heap is 3/4 full: a large request may not fit */

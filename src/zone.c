@@ -758,6 +758,7 @@ hk_result hk_zone_get_info(const hk_zone *cz, hk_zone_info *out) {
     zone_small_sum(z, &sm);
     out->runs = z->small_on ? __atomic_load_n(&z->small.runs, __ATOMIC_RELAXED) : 0;
     out->run_bytes = out->runs * ZS_RUN;
+    out->runs_made = z->small_on ? __atomic_load_n(&z->small.made, __ATOMIC_RELAXED) : 0;
     out->slot_bytes = sm.slot_bytes;
     out->untracked_blocks = z->untracked_live;
     out->purge_count = z->purge_count;

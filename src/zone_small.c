@@ -197,11 +197,18 @@ static void *zs_clean_pop(zs_space *sp) {
     return (void *)(sp->lo + ((uintptr_t)sp->cstack[sp->nclean] << ZS_RUN_LOG2));
 }
 
+/* The dirty list of class c's granules: the classes of 8 KiB and more
+ * share one (their slots cover most of a granule's pages anyway), so a
+ * list's number fits a 64-bit mask. */
+static unsigned zs_dcls(unsigned c) { return c < ZS_NDIRTY - 1u ? c : ZS_NDIRTY - 1u; }
+_Static_assert(ZS_NDIRTY <= 64u, "a bit of a 64-bit mask per dirty list");
+
 /* A dirty granule for a run of class c (space lock held), or NULL: of
  * class c, this epoch's first; else of the nearest class above c, else
  * below (a run of another class may touch pages the last one did not, or
  * leave resident ones it does not use). O(1). */
 static void *zs_dirty_take(zs_space *sp, unsigned c) {
+    c = zs_dcls(c);
     for (unsigned k = 0; k < 2; k++) {
         unsigned e = k ? !sp->young : sp->young;
         uint64_t m = sp->dmask[e];
@@ -292,8 +299,9 @@ size_t hk__zs_space_trim(zs_space *sp) {
 /* Puts granule r (no run) on this epoch's dirty list of its last class
  * (space lock held). */
 static void zs_dirty_put(zs_space *sp, zs_run *r) {
-    zs_gpush(sp, &sp->dirty[sp->young][r->cls], r->base);
-    sp->dmask[sp->young] |= (uint64_t)1 << r->cls;
+    unsigned d = zs_dcls(r->cls);
+    zs_gpush(sp, &sp->dirty[sp->young][d], r->base);
+    sp->dmask[sp->young] |= (uint64_t)1 << d;
     __atomic_store_n(&sp->ndirty, sp->ndirty + 1, __ATOMIC_RELAXED);
 }
 
@@ -322,6 +330,7 @@ static zs_run *zs_run_new(zs_heap *h, unsigned c) {
     if (h->all) h->all->all_prev = r;
     h->all = r;
     __atomic_store_n(&r->heap, h, __ATOMIC_RELEASE);
+    __atomic_fetch_add(&sp->made, 1, __ATOMIC_RELAXED);
     return r;
 }
 

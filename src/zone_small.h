@@ -42,9 +42,10 @@
 
 #define ZS_RUN_LOG2     16u
 #define ZS_RUN          ((size_t)1 << ZS_RUN_LOG2) /* bytes of a run, and its alignment */
-#define ZS_MAX          8192u                      /* largest small request */
+#define ZS_MAX          16384u                     /* largest small request */
 #define ZS_DIRECT_MAX   1024u /* requests up to this find their run in one load (zs_heap.direct) */
-#define ZS_NCLS         64u   /* 8..64 in 8-byte steps, then 8 classes per doubling */
+#define ZS_NCLS         72u   /* 8..64 in 8-byte steps, then 8 classes per doubling */
+#define ZS_NDIRTY       64u   /* dirty-granule lists: one per class, the classes from 63 up share one */
 #define ZS_META_LOG2    7u
 #define ZS_META         ((size_t)1 << ZS_META_LOG2) /* bytes of a run's header (its table entry) */
 #define ZS_WORDS        64u                         /* 64-bit words of the remote bitmap */
@@ -70,6 +71,7 @@ static const uint16_t zs_stride_tab[ZS_NCLS] = {
     1152, 1280, 1408, 1536, 1664, 1792, 1920, 2048,
     2304, 2560, 2816, 3072, 3328, 3584, 3840, 4096,
     4608, 5120, 5632, 6144, 6656, 7168, 7680, 8192,
+    9216, 10240, 11264, 12288, 13312, 14336, 15360, 16384,
 };
 /* clang-format on */
 
@@ -208,10 +210,11 @@ typedef struct zs_space {
      * pages still resident) and clean (their pages but the first given
      * back). An epoch is epoch_ns long (0: none; only a trim cleans).
      * dirty[young][c]: the granules whose last run, of class c, ended in
-     * this epoch; dirty[!young][c]: in the one before. dmask[e] has bit c
-     * set when dirty[e][c] is not empty. A new run of class c takes one of
-     * its own class first: its pages are those the class touched. */
-    uint32_t dirty[2][ZS_NCLS]; /* granule number + 1 of each list's first; 0: empty */
+     * this epoch; dirty[!young][c]: in the one before (c: zs_dcls of the
+     * class). dmask[e] has bit c set when dirty[e][c] is not empty. A new
+     * run of class c takes one of its own class first: its pages are those
+     * the class touched. */
+    uint32_t dirty[2][ZS_NDIRTY]; /* granule number + 1 of each list's first; 0: empty */
     uint64_t dmask[2];
     unsigned young;
     size_t ndirty, nclean; /* atomic (stats read them) */
@@ -220,6 +223,7 @@ typedef struct zs_space {
     uint64_t epoch_ns, next_epoch; /* next_epoch: atomic */
     int prefault;                  /* fault a fresh granule's pages in when it is taken */
     size_t runs;                   /* atomic: granules that heaps hold (runs and spares) */
+    uint64_t made;                 /* atomic: runs made (laid out for a class) since the space's init */
     void *os_base;
     size_t os_size;
     hk__reporter *rep;

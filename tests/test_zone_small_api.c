@@ -1,5 +1,5 @@
 /*
- * tests/test_zone_small_api.c - the zone's small blocks (up to 8 KiB,
+ * tests/test_zone_small_api.c - the zone's small blocks (up to 16 KiB,
  * headerless, src/zone_small.*) through the public API: every size, its
  * alignment and usable size; every misuse of a free reported with the heap
  * intact; realloc, tags, free_tags, walk, where, stats, trim; the zones that
@@ -9,6 +9,8 @@
 #include "heapkit/zone.h"
 
 #include <stdint.h>
+
+enum { SMALL_MAX = 16384 }; /* the largest small request (zone.h) */
 
 /* The test that reads a freed block on purpose tells AddressSanitizer so. */
 #if defined(__has_feature)
@@ -54,9 +56,9 @@ HKT_TEST(every_size_aligned_and_headerless) {
     hkt_errors errs = {0};
     hk_zone *z = mk_os(&errs, 0);
     REQUIRE(z != NULL);
-    static unsigned char *ps[8193];
+    static unsigned char *ps[SMALL_MAX + 1];
     size_t total = 0;
-    for (size_t n = 0; n <= 8192; n++) {
+    for (size_t n = 0; n <= SMALL_MAX; n++) {
         unsigned char *p = hk_zone_alloc(z, n);
         REQUIRE(p != NULL);
         CHECK_EQ((uintptr_t)p % natural_align(n), 0);
@@ -72,16 +74,23 @@ HKT_TEST(every_size_aligned_and_headerless) {
     }
     hk_stats st;
     CHECK_EQ(hk_zone_stats(z, &st), HK_OK);
-    CHECK_EQ(st.live_blocks, 8193);
+    CHECK_EQ(st.live_blocks, SMALL_MAX + 1);
     CHECK_EQ(st.used, total); /* a small block counts its slot */
     CHECK(runs_of(z) >= 64);
     CHECK_EQ(hk_zone_check(z), HK_OK);
     int bad = 0;
-    for (size_t n = 0; n <= 8192; n++) {
+    for (size_t n = 0; n <= SMALL_MAX; n++) {
         for (size_t k = 0; k < n; k++) bad += ps[n][k] != (unsigned char)(n & 0xff);
         CHECK_EQ(hk_zone_free(z, ps[n]), HK_OK);
     }
     CHECK_EQ(bad, 0);
+    /* one byte more is a TLSF block, with its header */
+    unsigned char *big = hk_zone_alloc(z, SMALL_MAX + 1);
+    REQUIRE(big != NULL);
+    hk_block_info bb;
+    CHECK_EQ(hk_zone_where(z, big, &bb), HK_OK);
+    CHECK(bb.overhead > 0);
+    CHECK_EQ(hk_zone_free(z, big), HK_OK);
     CHECK_EQ(hk_zone_stats(z, &st), HK_OK);
     CHECK_EQ(st.live_blocks, 0);
     CHECK_EQ(st.used, 0);
@@ -333,6 +342,35 @@ HKT_TEST(new_run_reuses_its_class_granule) {
 
 /* Zones that keep every block in the TLSF core: HK_ZONE_NO_RUNS, a debug
  * flag, caller memory without growth (no OS memory for the space). */
+static uint64_t runs_made(hk_zone *z) {
+    hk_zone_info info;
+    return hk_zone_get_info(z, &info) == HK_OK ? info.runs_made : UINT64_MAX;
+}
+
+/* runs_made counts the runs laid out: one per class at first, one more
+ * each time a class's runs are full, none when a slot comes back. */
+HKT_TEST(runs_made_counts_new_runs) {
+    hkt_errors errs = {0};
+    hk_zone *z = mk_os(&errs, 0);
+    REQUIRE(z != NULL);
+    CHECK_EQ(runs_made(z), 0);
+    void *a = hk_zone_alloc(z, 16);
+    REQUIRE(a != NULL);
+    CHECK_EQ(runs_made(z), 1);
+    void *big[4]; /* a 16 KiB run holds 3 */
+    for (int i = 0; i < 4; i++) REQUIRE((big[i] = hk_zone_alloc(z, SMALL_MAX)) != NULL);
+    CHECK_EQ(runs_made(z), 3);
+    for (int i = 0; i < 4; i++) CHECK_EQ(hk_zone_free(z, big[i]), HK_OK);
+    void *again = hk_zone_alloc(z, SMALL_MAX); /* from the current run kept */
+    REQUIRE(again != NULL);
+    CHECK_EQ(runs_made(z), 3);
+    CHECK_EQ(hk_zone_free(z, again), HK_OK);
+    CHECK_EQ(hk_zone_free(z, a), HK_OK);
+    CHECK_EQ(errs.count, 0);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    hk_zone_destroy(z);
+}
+
 HKT_TEST(off_where_asked_or_impossible) {
     hkt_errors errs = {0};
     uint32_t flags[2] = {HK_ZONE_NO_RUNS, HK_FLAG_CANARY};

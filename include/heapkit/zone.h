@@ -5,8 +5,8 @@
  * Algorithm: two-level segregated fit (TLSF) with boundary tags: free
  * blocks sit in size classes found with two bit scans; a freed block is
  * merged at once with free neighbours. Small untracked requests (at most
- * 8192 bytes, from hk_zone_alloc, hk_zone_calloc and hk_zone_realloc) are
- * "small blocks": slots of 64 size classes (8-byte steps to 64 bytes, then
+ * 16384 bytes, from hk_zone_alloc, hk_zone_calloc and hk_zone_realloc) are
+ * "small blocks": slots of 72 size classes (8-byte steps to 64 bytes, then
  * steps of at most 12.5%) in 64 KiB runs, each run one aligned granule of
  * address space the zone reserves for them, with no header in front of a
  * block: a free finds the run by masking the address and checks the block
@@ -124,7 +124,7 @@ enum {
     HK_ZONE_PREFAULT = 1u << 18,
     /* Per-thread heaps: any number of threads use the zone at once with no
      * user lock. Each thread allocates small untracked blocks (hk_zone_alloc,
-     * calloc, realloc up to 8192 bytes) from runs of its own heap and frees
+     * calloc, realloc up to 16384 bytes) from runs of its own heap and frees
      * its own blocks with no lock and no atomic read-modify-write; a block
      * freed by another thread is handed to its owner lock-free (and still
      * checked). Everything else (tagged, owned, named, aligned and large
@@ -248,7 +248,7 @@ void *hk_zone_alloc_aligned(hk_zone *z, size_t align, size_t size) HK_MALLOC HK_
  * block). A small block stays in place while the new size fits it, uses at
  * least half of it (or belongs to its class) and asks no more alignment than
  * it has, and otherwise moves to the class of the new size (or to a TLSF
- * block above 8192 bytes). p NULL
+ * block above 16384 bytes). p NULL
  * acts as alloc; size 0 keeps a minimal block (it does not free). On failure
  * returns NULL and the block at p is unchanged. A bad p is reported as by
  * hk_zone_free and NULL returned. O(1) plus the copy. */
@@ -347,6 +347,7 @@ typedef struct hk_zone_info {
     int purge_level;          /* tags >= this are purgeable */
     size_t runs;              /* small-block runs (granules held by the heaps, spares included) */
     size_t run_bytes;         /* runs x 64 KiB (slots, free or used, and run headers) */
+    uint64_t runs_made;       /* small-block runs laid out since creation (a granule taken for a class) */
     size_t slot_bytes;        /* bytes of the used small blocks (their slots) */
     size_t untracked_blocks;  /* live TLSF blocks without a tag record (small blocks not counted) */
     uint64_t purge_count;     /* blocks purged since creation */
