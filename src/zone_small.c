@@ -404,10 +404,13 @@ hk_result hk__zs_free_tail(zs_heap *h, zs_run *r) {
         ZS_USED_SET(r, r->used - 1);
     }
     hk__zs_settle(h, r);
-    if (--h->tail_left == 0) {
+    /* 0 when zs_free counted an emptied current run down to it */
+    if (h->tail_left <= 1) {
         h->tail_left = ZS_TAIL_POLL;
         zs_space *sp = h->sp;
         if (sp->poll) (void)sp->poll(sp->poll_user, h); /* the allocations' countdown stays */
+    } else {
+        h->tail_left--;
     }
     return HK_OK;
 }

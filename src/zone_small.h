@@ -232,8 +232,8 @@ typedef struct zs_space {
     void (*lock)(void *), (*unlock)(void *);
     void *lock_user;
     /* called by an owner every poll_left allocations (its return: the
-     * next count), and every ZS_TAIL_POLL frees that empty or unfill a run
-     * (so that a thread that has gone quiet after a burst, freeing and
+     * next count), and every ZS_TAIL_POLL frees that unfill a run or empty
+     * one other than a current run (so that a thread that has gone quiet after a burst, freeing and
      * allocating now and then, still ages the free granules); NULL: never.
      * The zone's decay clock. */
     uint32_t (*poll)(void *user, struct zs_heap *h);
@@ -498,8 +498,10 @@ static inline hk_result zs_free(zs_space *sp, zs_heap *h, zs_run *r, void *p, co
     r->free = (unsigned char *)p;
     uint32_t used = r->used - 1;
     ZS_USED_SET(r, used);
-    /* it emptied, or was full */
-    if (HK__UNLIKELY(used == 0)) return hk__zs_free_tail(h, r);
+    /* it emptied, or was full; a current run that empties stays as it is
+     * (a batch that frees all it took empties its classes' current runs),
+     * counted toward the tail's poll only */
+    if (HK__UNLIKELY(used == 0) && (r->state != ZS_CUR || --h->tail_left == 0)) return hk__zs_free_tail(h, r);
     return HK_OK;
 }
 
