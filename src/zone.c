@@ -557,7 +557,7 @@ bool hk_zone_owns(hk_zone *z, const void *p) {
  * and the slot is aligned as n asks (hk_zone_alloc's promise). */
 static int zone_small_keeps(const zs_run *r, size_t have, size_t n) {
     size_t n8 = n < 8 ? 8 : (n + 7) & ~(size_t)7, want = n8 & (~n8 + 1), got = r->stride & (~r->stride + 1u);
-    return n <= have && (n >= have / 2 || zs_cls_of(n) == r->cls) && (got >= 16 || got >= want);
+    return n <= have && (n >= have / 2 || zs_cls_of(n) == zs_rcls(r)) && (got >= 16 || got >= want);
 }
 
 static void *zone_realloc_impl(hk_zone *z, void *p, size_t n) {

@@ -3,8 +3,9 @@
  * slow paths (interface and fast paths: zone_small.h; stats sums, check,
  * walk and where: zone_small_check.c).
  *
- * Invariants (owners quiescent; "slot i" of run r is r->base + ZS_FIRST +
- * i * stride; r is granule g's entry of the header table, r->base = lo +
+ * Invariants (owners quiescent; "slot i" of run r is r->base +
+ * zs_first(r) + i * stride, zs_first(r) being ZS_FIRST plus 64 times g mod
+ * ZS_COLORS; r is granule g's entry of the header table, r->base = lo +
  * g * ZS_RUN):
  *
  *  1. A granule below lo + used is a run iff its header's heap is not NULL;
@@ -134,8 +135,13 @@ static void zs_run_format(zs_run *r, unsigned c, uint64_t secret) {
     r->secret = (secret & ~(uint64_t)(ZS_RUN - 1)) | ((uint64_t)1 << 63);
     r->key = (uint64_t)(uintptr_t)r->base ^ r->secret;
     r->queued = 0;
-    __atomic_store_n(&r->nslots, zs_nslots(s), __ATOMIC_RELAXED);
-    r->cls = c;
+    /* the colour: slot 0 of the runs of neighbouring granules start on
+     * different cache lines of a page, so that the slots a program uses
+     * most (each run's first ones) do not all fall into the same few sets
+     * of a set-associative cache (docs/zone.md) */
+    uint32_t first = ZS_FIRST + 64u * (uint32_t)(((uintptr_t)r->base >> ZS_RUN_LOG2) % ZS_COLORS);
+    r->org = (uint32_t)(uintptr_t)r->base + first;
+    __atomic_store_n(&r->nslots, zs_nslots(s, first), __ATOMIC_RELAXED);
     r->magic = (ZS_MAGIC << 16) | c;
     r->bump = 0;
     __atomic_store_n(&r->state, 0, __ATOMIC_RELAXED);
@@ -299,7 +305,7 @@ size_t hk__zs_space_trim(zs_space *sp) {
 /* Puts granule r (no run) on this epoch's dirty list of its last class
  * (space lock held). */
 static void zs_dirty_put(zs_space *sp, zs_run *r) {
-    unsigned d = zs_dcls(r->cls);
+    unsigned d = zs_dcls(zs_rcls(r));
     zs_gpush(sp, &sp->dirty[sp->young][d], r->base);
     sp->dmask[sp->young] |= (uint64_t)1 << d;
     __atomic_store_n(&sp->ndirty, sp->ndirty + 1, __ATOMIC_RELAXED);
@@ -313,7 +319,7 @@ static zs_run *zs_run_new(zs_heap *h, unsigned c) {
     zs_run *r = __atomic_load_n(&h->spare, __ATOMIC_RELAXED)
                     ? __atomic_exchange_n(&h->spare, NULL, __ATOMIC_ACQUIRE)
                     : NULL;
-    if (!r || r->cls != c) {
+    if (!r || zs_rcls(r) != c) {
         hk_os_mutex_lock(&sp->mx);
         if (r) zs_dirty_put(sp, r); /* still counted in runs: the take below does not count it again */
         zs_run *t = zs_granule_take(sp, c);
@@ -400,7 +406,7 @@ static int zs_run_quiet(zs_run *r) { return !__atomic_load_n(&r->rpend, __ATOMIC
 hk_result hk__zs_free_tail(zs_heap *h, zs_run *r) {
     if (r->state == ZS_FULL) {
         /* its trap: every slot was used, and one came back */
-        zs_partial_push(&h->cls[r->cls], r);
+        zs_partial_push(&h->cls[zs_rcls(r)], r);
         ZS_USED_SET(r, r->used - 1);
     }
     hk__zs_settle(h, r);
@@ -416,7 +422,7 @@ hk_result hk__zs_free_tail(zs_heap *h, zs_run *r) {
 }
 
 void hk__zs_settle(zs_heap *h, zs_run *r) {
-    zs_cls *c = &h->cls[r->cls];
+    zs_cls *c = &h->cls[zs_rcls(r)];
     if (r->used == 0 && r->state == ZS_PARTIAL && zs_run_quiet(r)) {
         zs_partial_unlink(c, r);
         zs_run_release(h, r);
@@ -459,7 +465,7 @@ static int zs_on_list(zs_run *r, const unsigned char *p) {
 
 /* Pushes slot p (used) on r's free list: the free's bookkeeping. */
 static void zs_push(zs_heap *h, zs_run *r, unsigned char *p) {
-    if (r->state == ZS_FULL) zs_partial_push(&h->cls[r->cls], r); /* full no more */
+    if (r->state == ZS_FULL) zs_partial_push(&h->cls[zs_rcls(r)], r); /* full no more */
     hk__asan_poison(p, r->stride);
     zs_link(p, (uint64_t)(uintptr_t)r->free ^ r->key);
     r->free = p;
@@ -505,7 +511,7 @@ size_t hk__zs_collect(zs_heap *h) {
         __atomic_fetch_and(&s->rpend, ~ZS_RQUEUED, __ATOMIC_SEQ_CST);
         got += zs_collect_run(h, s);
         if (zs_used(s) == 0 && s->state == ZS_PARTIAL && zs_run_quiet(s)) {
-            zs_partial_unlink(&h->cls[s->cls], s);
+            zs_partial_unlink(&h->cls[zs_rcls(s)], s);
             zs_run_release(h, s);
         }
         s = next;
@@ -588,11 +594,11 @@ hk_result hk__zs_free_slow(zs_space *sp, zs_heap *h, zs_run *r, void *p, const c
                          "freed already?",
                          op, p);
     if (i == UINT32_MAX) {
-        if (off < ZS_FIRST || off - ZS_FIRST >= r->nslots * r->stride)
+        if (off < zs_first(r) || off - zs_first(r) >= r->nslots * r->stride)
             return zs_report(sp, h, HK_ERR_INVALID, HK_EK_INTERIOR_PTR, p, 0,
                              "%s(%p): pointer is inside the header of small-block run %p, not a block", op, p,
                              (void *)r);
-        unsigned char *b = zs_slot(r, (off - ZS_FIRST) / r->stride);
+        unsigned char *b = zs_slot(r, (off - zs_first(r)) / r->stride);
         return zs_report(
             sp, h, HK_ERR_INVALID, HK_EK_INTERIOR_PTR, p, r->stride,
             "%s(%p): pointer is %td bytes into block %p (%u bytes, in a small-block run), not its "
@@ -761,7 +767,7 @@ static size_t zs_release_empty(zs_heap *h) {
     for (zs_run *r = h->all, *next; r; r = next) {
         next = r->all_next;
         if (zs_used(r) == 0 && zs_run_quiet(r)) {
-            if (r->state == ZS_PARTIAL) zs_partial_unlink(&h->cls[r->cls], r);
+            if (r->state == ZS_PARTIAL) zs_partial_unlink(&h->cls[zs_rcls(r)], r);
             zs_run_release(h, r);
             n++;
         }

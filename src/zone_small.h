@@ -51,11 +51,12 @@
 #define ZS_WORDS        64u                         /* 64-bit words of the remote bitmap */
 #define ZS_SLOTS        (ZS_WORDS * 64u)            /* slots of a run at most */
 #define ZS_RBITS        0u                          /* granule base to the remote bitmap */
-#define ZS_FIRST        (ZS_RBITS + ZS_WORDS * 8u)  /* granule base to slot 0 (a multiple of 64) */
-#define ZS_MAGIC        0x5a53u                     /* "ZS" */
-#define ZS_TAIL_POLL    8u  /* settling frees between two calls of the space's poll from them */
-#define ZS_CARVE_MAX    16u /* slots one carve puts on a run's list at most (a bound on its work) */
-#define ZS_ORPHAN_BATCH 64u /* frees waiting in an abandoned heap before a freer collects them */
+#define ZS_FIRST        (ZS_RBITS + ZS_WORDS * 8u) /* granule base to slot 0 of colour 0 (a multiple of 64) */
+#define ZS_COLORS       32u /* slot 0 of a run starts 64 * (granule number % ZS_COLORS) bytes past ZS_FIRST */
+#define ZS_MAGIC        0x5a53u /* "ZS" */
+#define ZS_TAIL_POLL    8u      /* settling frees between two calls of the space's poll from them */
+#define ZS_CARVE_MAX    16u     /* slots one carve puts on a run's list at most (a bound on its work) */
+#define ZS_ORPHAN_BATCH 64u     /* frees waiting in an abandoned heap before a freer collects them */
 
 /* Slot sizes: 8-byte steps to 64 bytes, then 8 classes per doubling (a
  * step of at most 12.5% of the class below). A slot is aligned to the
@@ -104,9 +105,9 @@ static const uint16_t zs_stride_tab[ZS_NCLS] = {
 extern uint8_t hk__zs_cls_tab[ZS_MAX / 8u + 1u];
 void hk__zs_init_tables(void);
 static inline unsigned zs_cls_of(size_t n) { return hk__zs_cls_tab[(n + 7u) >> 3]; }
-/* Slots of a run of stride s. */
-static inline uint32_t zs_nslots(uint32_t s) {
-    uint32_t n = (uint32_t)((ZS_RUN - ZS_FIRST) / s);
+/* Slots of a run of stride s whose slot 0 is `first` bytes into it. */
+static inline uint32_t zs_nslots(uint32_t s, uint32_t first) {
+    uint32_t n = (uint32_t)((ZS_RUN - first) / s);
     return n < ZS_SLOTS ? n : ZS_SLOTS;
 }
 
@@ -120,7 +121,8 @@ struct zs_heap;
  * what every free reads and no alloc or free writes; line 1 what the
  * owner's alloc and free write (the free list and count) and its lists.
  * The granule itself holds the remote bitmap (bit i: slot i freed by
- * another thread, not collected) at ZS_RBITS, then the slots at ZS_FIRST.
+ * another thread, not collected) at ZS_RBITS, then the slots from
+ * ZS_FIRST plus the run's colour on (zs_first).
  *
  * The free list: `free` is the first free slot, or the granule's base
  * when there is none (the end marker: the bitmap is there, no slot);
@@ -155,7 +157,10 @@ typedef struct zs_run {
      * ZS_RQUEUED) to the collection that unqueues it (before it clears
      * ZS_RQUEUED): the owner's free reads this word, not rpend */
     uint32_t queued;
-    uint32_t cls;
+    /* the low 32 bits of slot 0's address (base + ZS_FIRST + the run's
+     * colour, zs_run_format): a free's offset from slot 0 is the low 32
+     * bits of its pointer minus org, one subtraction */
+    uint32_t org;
     /* line 1: the owner's (a remote freer writes rnext when it queues the run) */
     unsigned char *free; /* first free slot, or base (none) */
     /* Slots handed out and not back on the free list (remote frees
@@ -164,7 +169,7 @@ typedef struct zs_run {
      * full no more (zs_used gives the count). Relaxed atomic updates under
      * TSan: stats read it, and state, from any thread. */
     uint32_t used;
-    uint32_t magic;             /* ZS_MAGIC << 16 | cls: check's proof */
+    uint32_t magic;             /* ZS_MAGIC << 16 | class (zs_rcls): check's proof */
     uint32_t bump;              /* slots carved (atomic relaxed store: check reads it) */
     uint32_t state;             /* ZS_CUR, ZS_PARTIAL or ZS_FULL (zs_set_state; atomic relaxed stores) */
     struct zs_run *next, *prev; /* the class's partial list */
@@ -375,16 +380,20 @@ static inline zs_run *zs_run_of(const zs_space *sp, const void *p) {
 }
 
 static inline uint64_t *zs_rbits(zs_run *r) { return (uint64_t *)(r->base + ZS_RBITS); }
+/* Granule base to slot 0 of run r. */
+static inline uint32_t zs_first(const zs_run *r) { return r->org - (uint32_t)(uintptr_t)r->base; }
 static inline unsigned char *zs_slot(const zs_run *r, uint32_t i) {
-    return r->base + ZS_FIRST + (size_t)i * r->stride;
+    return r->base + zs_first(r) + (size_t)i * r->stride;
 }
+/* The class of run r. */
+static inline unsigned zs_rcls(const zs_run *r) { return r->magic & 0xffffu; }
 /* Slot index of offset off (run base to the pointer) when it is exactly a
  * slot's start, else UINT32_MAX. With recip = 2^32 / stride + e (0 <= e <
  * 1) and o < 2^16, the product o * recip is i * 2^32 + j * 2^32 / stride +
  * o * e for o = i * stride + j: its low 32 bits are below 2^16 exactly
- * when j == 0 (else at least 2^32 / ZS_MAX = 2^19). A multiply, no divide. */
+ * when j == 0 (else at least 2^32 / ZS_MAX = 2^18). A multiply, no divide. */
 static inline uint32_t zs_index_in(const zs_run *r, uint32_t off, uint32_t lim) {
-    uint32_t o = off - ZS_FIRST; /* wraps past lim for a pointer into the header */
+    uint32_t o = off - zs_first(r); /* wraps past lim for a pointer into the header */
     uint64_t q = (uint64_t)o * r->recip;
     if (HK__UNLIKELY(o >= lim) || HK__UNLIKELY((uint32_t)q >= 65536u)) return UINT32_MAX;
     return (uint32_t)(q >> 32);
@@ -468,7 +477,7 @@ static inline void *zs_alloc_direct(zs_heap *h, size_t n) {
  * free of it not collected, or a first word that may be a free-list link
  * (a double free, or data that looks like one). */
 static inline int zs_free_odd(const zs_heap *h, zs_run *r, const void *p) {
-    uint32_t o = ((uint32_t)(uintptr_t)p & (uint32_t)(ZS_RUN - 1)) - ZS_FIRST; /* wraps in the header */
+    uint32_t o = (uint32_t)(uintptr_t)p - r->org; /* wraps in the header (p is in r's granule) */
     uint64_t q = (uint64_t)o * r->recip;
     if (HK__UNLIKELY(o >= ZS_LOAD(r->limit)) || HK__UNLIKELY((uint32_t)q >= 65536u) ||
         HK__UNLIKELY(r->heap != h))

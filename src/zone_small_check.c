@@ -76,8 +76,10 @@ static hk_result zs_check_run(const zs_heap *h, zs_run *r, hk__reporter *rep) {
     if (off >= (sp->used >> ZS_RUN_LOG2) << ZS_META_LOG2 || (off & (ZS_META - 1)) ||
         r->base != (unsigned char *)(sp->lo + ((off >> ZS_META_LOG2) << ZS_RUN_LOG2)))
         return zs_bad(rep, r, "not the header of a granule of the space");
-    if (r->cls >= ZS_NCLS || r->stride != zs_stride_tab[r->cls] || r->magic != ((ZS_MAGIC << 16) | r->cls) ||
-        r->heap != h || r->nslots != zs_nslots(r->stride) ||
+    unsigned cls = zs_rcls(r);
+    if (r->magic >> 16 != ZS_MAGIC || cls >= ZS_NCLS || r->stride != zs_stride_tab[cls] || r->heap != h ||
+        zs_first(r) != ZS_FIRST + 64u * (uint32_t)(((uintptr_t)r->base >> ZS_RUN_LOG2) % ZS_COLORS) ||
+        r->nslots != zs_nslots(r->stride, zs_first(r)) ||
         r->recip != (uint32_t)((((uint64_t)1 << 32) + r->stride - 1) / r->stride))
         return zs_bad(rep, r, "damaged fixed fields");
     uint32_t bump = __atomic_load_n(&r->bump, __ATOMIC_RELAXED);
@@ -101,7 +103,7 @@ static hk_result zs_check_run(const zs_heap *h, zs_run *r, hk__reporter *rep) {
     if (!r->queued != !(__atomic_load_n(&r->rpend, __ATOMIC_RELAXED) & ZS_RQUEUED))
         return zs_bad(rep, r, "its queued mark disagrees with its collection-stack flag");
     if (!nfree_ok) return zs_bad(rep, r, "free list head disagrees with its length");
-    const zs_cls *c = &h->cls[r->cls];
+    const zs_cls *c = &h->cls[cls];
     if (r->state == ZS_CUR    ? c->cur != r
         : r->state == ZS_FULL ? (nfree != 0 || bump != r->nslots)
                               : r->state != ZS_PARTIAL)
@@ -123,10 +125,10 @@ hk_result hk__zs_check_heap(const zs_heap *h, hk__reporter *rep, size_t *granule
     size_t listed = 0;
     for (unsigned c = 0; c < ZS_NCLS; c++) {
         const zs_run *cur = h->cls[c].cur;
-        if (cur != &hk__zs_empty_run && (cur->heap != h || cur->state != ZS_CUR || cur->cls != c))
+        if (cur != &hk__zs_empty_run && (cur->heap != h || cur->state != ZS_CUR || zs_rcls(cur) != c))
             return zs_bad(rep, cur, "a class's current run is not the heap's current run of that class");
         for (zs_run *r = h->cls[c].partial; r; r = r->next) {
-            if (r->state != ZS_PARTIAL || r->cls != c || r->heap != h)
+            if (r->state != ZS_PARTIAL || zs_rcls(r) != c || r->heap != h)
                 return zs_bad(rep, r, "on the wrong partial list");
             if (++listed > nparts) return zs_bad(rep, r, "partial lists longer than the partial runs");
         }
@@ -189,14 +191,14 @@ int hk__zs_where(const zs_space *sp, const void *addr, hk_block_info *info) {
     if (!r || !__atomic_load_n(&r->heap, __ATOMIC_RELAXED)) return 0;
     uint32_t off = (uint32_t)((uintptr_t)addr & (ZS_RUN - 1));
     memset(info, 0, sizeof *info);
-    if (off < ZS_FIRST || off - ZS_FIRST >= r->limit) {
+    if (off < zs_first(r) || off - zs_first(r) >= r->limit) {
         info->address = r->base;
-        info->overhead = ZS_FIRST;
+        info->overhead = zs_first(r);
         info->flags = HK_BLOCK_USED;
         info->name = "(small-block run)";
         return 1;
     }
-    uint32_t i = (off - ZS_FIRST) / r->stride, bump = __atomic_load_n(&r->bump, __ATOMIC_RELAXED);
+    uint32_t i = (off - zs_first(r)) / r->stride, bump = __atomic_load_n(&r->bump, __ATOMIC_RELAXED);
     info->address = zs_slot(r, i);
     info->size = r->stride;
     if (i >= bump) return 1; /* never handed out: free */

@@ -253,7 +253,7 @@ HKT_TEST(zone_small_fork_reset_after_cut_remote_free) {
     CHECK_EQ(fix_free(&f, &f.h, ps[1]), HK_OK);
     zs_run *r = zs_run_of(&f.sp, ps[0]);
     REQUIRE(r != NULL);
-    uint32_t i = (uint32_t)(((unsigned char *)ps[0] - r->base - ZS_FIRST) / r->stride);
+    uint32_t i = (uint32_t)(((unsigned char *)ps[0] - r->base - zs_first(r)) / r->stride);
     zs_rbits(r)[i >> 6] |= (uint64_t)1 << (i & 63u);
     r->rpend = ZS_RQUEUED + 1;
     CHECK(f.h.rstack == NULL);

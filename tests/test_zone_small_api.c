@@ -371,6 +371,27 @@ HKT_TEST(runs_made_counts_new_runs) {
     hk_zone_destroy(z);
 }
 
+/* The first block of a fresh run is its slot 0, which starts at a
+ * different line of the page in each of the zone's first runs (their
+ * colours), so that runs' first slots share no cache set. */
+HKT_TEST(runs_first_slots_on_different_lines) {
+    hkt_errors errs = {0};
+    hk_zone *z = mk_os(&errs, 0);
+    REQUIRE(z != NULL);
+    enum { N = 8 };
+    static const size_t sizes[N] = {16, 48, 96, 200, 400, 900, 3000, 12000};
+    void *p[N];
+    for (int i = 0; i < N; i++) REQUIRE((p[i] = hk_zone_alloc(z, sizes[i])) != NULL);
+    for (int i = 0; i < N; i++) {
+        CHECK_EQ((uintptr_t)p[i] % 64u, 0);
+        for (int j = 0; j < i; j++) CHECK((uintptr_t)p[i] % 4096u != (uintptr_t)p[j] % 4096u);
+    }
+    for (int i = 0; i < N; i++) CHECK_EQ(hk_zone_free(z, p[i]), HK_OK);
+    CHECK_EQ(errs.count, 0);
+    CHECK_EQ(hk_zone_check(z), HK_OK);
+    hk_zone_destroy(z);
+}
+
 HKT_TEST(off_where_asked_or_impossible) {
     hkt_errors errs = {0};
     uint32_t flags[2] = {HK_ZONE_NO_RUNS, HK_FLAG_CANARY};
