@@ -306,6 +306,16 @@ void hk_guard_fork_prepare(hk_guard *g);
 void hk_guard_fork_parent(hk_guard *g);
 void hk_guard_fork_child(hk_guard *g);
 
+/* Turns g into the heap of `heapkit guard`'s second run from now on: new
+ * blocks sit against the leading guard page, with HK_GUARD_FAST_REUSE (a
+ * freed block's slot is reused at once, padding neither painted nor
+ * checked) and no quarantine; blocks made before keep their place, and a
+ * freed one joins the fast path too. For a process forked to become that
+ * run (the preload's constructor). Takes the lock; O(1) but for one
+ * madvise probe. Cannot fail: where the kernel lacks MADV_GUARD_INSTALL
+ * the new slots are mappings of their own, as in the first run. */
+void hk_guard_lead_from_now(hk_guard *g);
+
 /* Number of reports this instance made (errors, faults, leaks). O(1). */
 uint64_t hk_guard_report_count(const hk_guard *g);
 
