@@ -136,7 +136,8 @@ enum {
     HK_GUARD_FAST_REUSE = 1u << 25          /* for a run that only looks before blocks (side START): a freed
                                                block's pages stay accessible and its slot is reused next (no
                                                quarantine, no protection change at free or reuse), padding is
-                                               neither painted nor checked; guard pages fault as always */
+                                               neither painted nor checked, a block on fresh pages is left
+                                               zero (not filled); guard pages fault as always */
 };
 
 /* Defaults, used where the desc field is zero. */
