@@ -54,6 +54,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,36 +124,91 @@ typedef struct sides_run_spec {
                         this write end (-1: no twin) */
     char twin_in;    /* the second run's standard input: 'f' the file again, 'n' /dev/null, 'p' twin_pipe */
     int twin_pipe;   /* the read end of the second run's standard input pipe (twin_in 'p') */
+    off_t in_at;     /* a file on standard input: the offset to open it again at (-1: where it is) */
 } sides_run_spec;
 
 static sigset_t sides_program_mask; /* the signal mask the programs get (the tool's own) */
 
-/* In the first run's child, before exec: HEAPKIT_GUARD_TWIN for the
- * preload (its format: shim/guard_twin.c), with the descriptors the
- * program inherits past standard error, and every variable the second run
- * will change set already (so it replaces them in place: main's envp then
- * agrees with environ); the pipes the preload gets stay open across exec. */
-static void sides_twin_env(const sides_run_spec *sp) {
-    char fds[256] = "-", val[PATH_MAX + 512];
+/* environ with `set` ("NAME=value" each) in place of the same names'
+ * entries (appended when absent); NULL when out of memory. */
+static char **sides_env(char **set, size_t nset) {
+    size_t n = 0;
+    while (environ[n]) n++;
+    char **env = malloc((n + nset + 1) * sizeof *env);
+    if (!env) return NULL;
     size_t o = 0;
-    DIR *d = opendir("/proc/self/fd");
+    for (size_t k = 0; k < n; k++) {
+        int dup = 0;
+        for (size_t j = 0; j < nset && !dup; j++) {
+            size_t len = (size_t)(strchr(set[j], '=') - set[j]) + 1;
+            dup = strncmp(environ[k], set[j], len) == 0;
+        }
+        if (!dup) env[o++] = environ[k];
+    }
+    for (size_t j = 0; j < nset; j++) env[o++] = set[j];
+    env[o] = NULL;
+    return env;
+}
+
+/* The first run when the second forks from it (shim/guard_twin.c), with
+ * posix_spawn (no copy of the tool's page tables): HEAPKIT_GUARD_TWIN for
+ * the preload (its format there), with the descriptors the program
+ * inherits past standard error, and every variable the second run will
+ * change set already (so the second run replaces them in place: main's
+ * envp then agrees with environ); the socket and pipe the preload gets
+ * stay open across exec. Standard input is the tool's own (the second
+ * run opens the file again at the offset the first run starts from).
+ * Returns the pid, or -1 (the caller then forks: sides_start). */
+static pid_t sides_spawn_first(char **argv, const sides_run_spec *sp) {
+    char fds[256] = "-";
+    size_t o = 0;
+    DIR *d = opendir("/proc/self/fd"); /* what the program inherits: ours, but the close-on-exec ones */
     for (struct dirent *e; d && (e = readdir(d)) != NULL;) {
         int fd = atoi(e->d_name);
         int fl = fd > 2 && fd != dirfd(d) ? fcntl(fd, F_GETFD) : -1;
-        if (fl < 0 || (fl & FD_CLOEXEC) || fd == sp->twin_ready || fd == sp->twin_pipe || o + 16 > sizeof fds)
-            continue;
+        if (fl < 0 || (fl & FD_CLOEXEC) || o + 16 > sizeof fds) continue;
         o += (size_t)snprintf(fds + o, sizeof fds - o, "%s%d", o ? "," : "", fd);
     }
     if (d) closedir(d);
-    char in[24] = {sp->twin_in, 0};
+    char in[24] = {sp->twin_in, 0}, twin[PATH_MAX + 512], side[64], log[PATH_MAX + 32], dflt[3][96];
     if (sp->twin_in == 'p') snprintf(in, sizeof in, "p%d", sp->twin_pipe);
-    snprintf(val, sizeof val, "%d:%s:%ld:%s:%s", sp->twin_ready, in, (long)getppid(), fds, sp->dir);
+    snprintf(twin, sizeof twin, "%s=%d:%s:%ld:%s:%s", hk_options[HK_OPT_GUARD_TWIN].var, sp->twin_ready, in,
+             (long)getpid(), fds, sp->dir);
+    snprintf(side, sizeof side, "HEAPKIT_GUARD_SIDE=%s", sp->side);
+    snprintf(log, sizeof log, "HEAPKIT_GUARD_LOG=%s", sp->log);
+    char *set[6] = {twin, side, log};
+    size_t nset = 3;
     static const hk_opt_id changed[] = {HK_OPT_GUARD_LEAKS, HK_OPT_GUARD_QUARANTINE, HK_OPT_GUARD_FAST_REUSE};
-    for (size_t k = 0; k < sizeof changed / sizeof changed[0]; k++)
-        setenv(hk_options[changed[k]].var, hk_opt_get(changed[k]), 0);
-    setenv(hk_options[HK_OPT_GUARD_TWIN].var, val, 1);
-    fcntl(sp->twin_ready, F_SETFD, 0);
-    if (sp->twin_in == 'p') fcntl(sp->twin_pipe, F_SETFD, 0);
+    for (size_t k = 0; k < 3; k++)
+        if (!getenv(hk_options[changed[k]].var)) {
+            snprintf(dflt[k], sizeof dflt[k], "%s=%s", hk_options[changed[k]].var, hk_opt_get(changed[k]));
+            set[nset++] = dflt[k];
+        }
+    char **env = sides_env(set, nset);
+    if (!env) return -1;
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t at;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawnattr_init(&at);
+    if (sp->in >= 0 && sp->in_pipe) posix_spawn_file_actions_adddup2(&fa, sp->in, 0);
+    sigset_t dfl;
+    sigemptyset(&dfl);
+    sigaddset(&dfl, SIGPIPE);
+    posix_spawnattr_setsigmask(&at, &sides_program_mask);
+    posix_spawnattr_setsigdefault(&at, &dfl);
+    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    int keep[2] = {sp->twin_ready, sp->twin_in == 'p' ? sp->twin_pipe : -1};
+    for (int k = 0; k < 2; k++)
+        if (keep[k] >= 0) fcntl(keep[k], F_SETFD, 0);
+    pid_t pid = -1;
+    fflush(NULL);
+    if (posix_spawnp(&pid, argv[0], &fa, &at, argv, env) != 0) pid = -1;
+    for (int k = 0; k < 2; k++)
+        if (keep[k] >= 0) fcntl(keep[k], F_SETFD, FD_CLOEXEC);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&at);
+    free(env);
+    return pid;
 }
 
 /* Starts argv with the preload set by the caller as spec says; returns the
@@ -181,7 +237,7 @@ static pid_t sides_start(char **argv, const sides_run_spec *sp) {
     } else if (sp->in >= 0 && sp->in_pipe) {
         dup2(sp->in, 0);
     } else if (sp->in >= 0) { /* a description of its own: the runs' read offsets must not mix */
-        off_t at = lseek(sp->in, 0, SEEK_CUR);
+        off_t at = sp->in_at >= 0 ? sp->in_at : lseek(sp->in, 0, SEEK_CUR);
         char self[64];
         snprintf(self, sizeof self, "/proc/self/fd/%d", sp->in);
         int fd = open(self, O_RDONLY | O_CLOEXEC);
@@ -201,7 +257,6 @@ static pid_t sides_start(char **argv, const sides_run_spec *sp) {
     }
     for (int k = 0; k < 4; k++)
         if (sp->other[k] >= 0) close(sp->other[k]);
-    if (sp->twin_ready >= 0) sides_twin_env(sp);
     if (sp->ready >= 0) {
         char stage[PATH_MAX];
         snprintf(stage, sizeof stage, "%s/stage", sp->dir);
@@ -685,8 +740,8 @@ int hk_guard_sides_both(char **argv, int by_default) {
     }
     int in = in_file ? 0 : -1;
     sides_run_spec lead = {"start", log[1],           in, 0,  1, by_default, 1, NULL, -1,
-                           -1,      {-1, -1, -1, -1}, 0,  -1, 0, -1};
-    sides_run_spec trail = {"end", log[0], in, 0, 0, 0, 0, NULL, -1, -1, {-1, -1, -1, -1}, 0, -1, 0, -1};
+                           -1,      {-1, -1, -1, -1}, 0,  -1, 0, -1,         -1};
+    sides_run_spec trail = {"end", log[0], in, 0, 0, 0, 0, NULL, -1, -1, {-1, -1, -1, -1}, 0, -1, 0, -1, -1};
     /* by default, when it can be isolated, the second run forks from the
      * first run's start (shim/guard_twin.c): no second exec, loading and
      * preload start; the tool starts it itself when the first run says
@@ -712,6 +767,11 @@ int hk_guard_sides_both(char **argv, int by_default) {
             trail.twin_ready = ready[1];
             trail.twin_in = pumped ? 'p' : tty_solo ? 'n' : 'f';
             trail.twin_pipe = pumped ? in2[0] : -1;
+            if (in_file) { /* the first run reads the tool's own; a second run the tool starts opens it
+                              again where the first started */
+                trail.in = -1;
+                lead.in_at = lseek(0, 0, SEEK_CUR);
+            }
             close(go[0]); /* the twin needs no word to run; a second run the tool starts gets new pipes */
             close(go[1]);
             go[0] = go[1] = -1;
@@ -729,7 +789,8 @@ int hk_guard_sides_both(char **argv, int by_default) {
          * the first runs */
         if (!twin) ctl.p2 = sides_start(argv, &lead);
         double t0 = sides_now();
-        ctl.p1 = sides_start(argv, &trail);
+        ctl.p1 = twin ? sides_spawn_first(argv, &trail) : -1;
+        if (ctl.p1 < 0) ctl.p1 = sides_start(argv, &trail);
         close(ready[1]);
         if (go[0] >= 0) close(go[0]);
         if (pumped) {
