@@ -14,7 +14,8 @@
  * directory (the second run's log DIR/leading.log, overlays in DIR/stage).
  *
  * Invariants: the variable is spent in every process that sees it (its
- * value cut to "0" in place and unset), so the program's children never
+ * value cut to "0" in place, then unset in the first run and "0:second"
+ * in the second, replaced in place), so the program's children never
  * fork second runs of their own: a child of the first run is a first run,
  * a child of the second run is a second run through the variables the
  * second run sets (the tool set each of them for the first run already,
@@ -170,6 +171,7 @@ static void twin_become(hk_guard *g, int log_fd, const twin_spec *t, off_t in_of
     unsetenv("WAYLAND_DISPLAY");
     unsetenv("XDG_RUNTIME_DIR");
     unsetenv("DBUS_SESSION_BUS_ADDRESS");
+    setenv("HEAPKIT_GUARD_TWIN", "0:second", 1); /* spent; says (to tests) which run this is */
     char c = hk__iso_isolate(t->dir, stage);
     if (c == 'i') /* what the program inherited past standard error is not the second run's */
         for (int k = 0; k < t->nfds; k++)
@@ -186,8 +188,10 @@ int hk__twin_start(hk_guard *g, int log_fd, char **envp) {
     int ok = twin_parse(v, &t);
     v[0] = '0'; /* spent, in every copy of the environment that lists this string */
     v[1] = 0;
-    unsetenv("HEAPKIT_GUARD_TWIN");
-    if (!ok || fcntl(t.ready, F_GETFD) < 0) return 0;
+    if (!ok || fcntl(t.ready, F_GETFD) < 0) {
+        unsetenv("HEAPKIT_GUARD_TWIN");
+        return 0;
+    }
     void *tid = NULL;
     int can = HK_TWIN_CAN && g && log_fd > 2 && &__libc_single_threaded && __libc_single_threaded &&
               envp == environ && getppid() == t.tool;
@@ -208,6 +212,7 @@ int hk__twin_start(hk_guard *g, int log_fd, char **envp) {
         }
         hk_guard_fork_parent(g);
     }
+    unsetenv("HEAPKIT_GUARD_TWIN");
 #else
     (void)tid;
     (void)in_off;

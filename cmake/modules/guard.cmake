@@ -248,7 +248,7 @@ if(BUILD_TESTING AND HEAPKIT_BUILD_TESTS AND NOT HEAPKIT_SANITIZE)
   endif()
   # Real programs with the tool's defaults (tests/guard_programs.sh): the same
   # output as without the guard, no report; the second run's writes isolated.
-  foreach(prog python3 perl lua sqlite git cc1 isolation no_isolation addr2line stdin terminal)
+  foreach(prog python3 perl lua sqlite git cc1 isolation no_isolation addr2line stdin terminal twin)
     add_test(NAME guard_programs.${prog}
       COMMAND sh ${PROJECT_SOURCE_DIR}/tests/guard_programs.sh $<TARGET_FILE:heapkit_tool> ${prog}
         ${PROJECT_BINARY_DIR}/guard_programs/${prog})
