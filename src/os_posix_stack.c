@@ -111,7 +111,8 @@ static uint32_t uw_lookup(uintptr_t ip) {
             uintptr_t e = __atomic_load_n(&uw_table[i].ip, __ATOMIC_ACQUIRE);
             if (e == ip) {
                 uint32_t v = __atomic_load_n(&uw_table[i].val, __ATOMIC_ACQUIRE);
-                if (uw_shared && v && __atomic_load_n(&uw_table[i].code, __ATOMIC_RELAXED) != uw_code(ip))
+                if (uw_shared && v && !(v & (UW_TERMINAL | UW_DYNAMIC)) &&
+                    __atomic_load_n(&uw_table[i].code, __ATOMIC_RELAXED) != uw_code(ip))
                     return 0;
                 return v;
             }
@@ -123,7 +124,9 @@ static uint32_t uw_lookup(uintptr_t ip) {
 
 static void uw_learn(uintptr_t ip, uint32_t dist, uint32_t flags) {
     if (ip == 0) return;
-    uint32_t v = UW_VALID | flags | (dist > UW_DIST ? UW_DIST : dist), code = uw_code(ip);
+    uint32_t v = UW_VALID | flags | (dist > UW_DIST ? UW_DIST : dist);
+    /* an outermost frame may have no unwind information (a wild pc): its code is not read */
+    uint32_t code = (flags & UW_TERMINAL) ? 0 : uw_code(ip);
     if (dist > UW_DIST) v |= UW_DYNAMIC;
     for (int second = 0; second < 2; second++) {
         uint32_t i = uw_home(ip, second);
@@ -142,8 +145,8 @@ static void uw_learn(uintptr_t ip, uint32_t dist, uint32_t flags) {
             if (e != ip) continue;
             uint32_t old = __atomic_load_n(&uw_table[i].val, __ATOMIC_ACQUIRE);
             if (old == 0) return; /* another thread is storing it */
-            if (__atomic_load_n(&uw_table[i].code, __ATOMIC_RELAXED) != code)
-                return; /* another process's code */
+            uint32_t ec = __atomic_load_n(&uw_table[i].code, __ATOMIC_RELAXED);
+            if (ec && code && ec != code) return; /* another process's code */
             uint32_t nv = old;
             if ((flags & UW_TERMINAL) != (old & UW_TERMINAL))
                 nv |= UW_DYNAMIC; /* outermost or not? */
