@@ -11,6 +11,9 @@
  * Leak check: at exit, in the process that loaded the library (a child
  * forked without exec is not leak-checked; its blocks are its parent's).
  *
+ * Two runs: with HEAPKIT_GUARD_TWIN (set by `heapkit guard`), the
+ * constructor forks the second run (shim/guard_twin.c).
+ *
  * Exit status: a fault or misuse report aborts (SIGABRT) by default; with
  * HEAPKIT_GUARD_ABORT=0, and always for leaks and damage found at exit, the
  * process ends with HEAPKIT_GUARD_EXITCODE instead of its own status.
@@ -31,6 +34,7 @@
 #define _GNU_SOURCE 1
 #endif
 #include "heapkit/guard.h"
+#include "guard_twin.h"
 #include "options.h"
 #include "track.h"
 
@@ -60,7 +64,8 @@ static int shim_state;
 static hk_guard *shim_heap;
 static int shim_leaks = 1;
 static int shim_exitcode = 23;
-static pid_t shim_pid; /* the process that created the heap (forked children are not leak-checked) */
+static int shim_log_fd; /* HEAPKIT_GUARD_LOG's descriptor (0: none, reports on stderr) */
+static pid_t shim_pid;  /* the process that created the heap (forked children are not leak-checked) */
 static _Thread_local int shim_busy __attribute__((tls_model("initial-exec")));
 
 /* ---- bootstrap arena ------------------------------------------------------- */
@@ -168,7 +173,7 @@ static void shim_create(void) {
     const char *log = hk_opt_get(HK_OPT_GUARD_LOG);
     if (log && *log) {
         int fd = shim_open_log(log);
-        if (fd > 2) d.report_fd = fd;
+        if (fd > 2) d.report_fd = shim_log_fd = fd;
     }
     const char *leaks = hk_opt_get(HK_OPT_GUARD_LEAKS);
     shim_leaks = strcmp(leaks, "all") == 0 ? 2 : leaks[0] != '0';
@@ -241,8 +246,14 @@ static void shim_at_exit(void) {
     }
 }
 
-__attribute__((constructor(101))) static void shim_ctor(void) {
-    if (shim_get()) atexit(shim_at_exit);
+/* glibc passes constructors main's arguments and environment. */
+__attribute__((constructor(101))) static void shim_ctor(int argc, char **argv, char **envp) {
+    (void)argc;
+    (void)argv;
+    if (!shim_get()) return;
+    /* `heapkit guard`'s default: the second run forks from here */
+    if (hk__twin_start(shim_heap, shim_log_fd, envp)) shim_leaks = 0;
+    atexit(shim_at_exit);
 }
 
 /* ---- the backend of override.inc ------------------------------------------------ */

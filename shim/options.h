@@ -78,6 +78,10 @@ typedef enum hk_opt_type {
     X(GUARD_ISOLATE, "tool", "HEAPKIT_GUARD_ISOLATE", HK_OPT_BOOL, "1", NULL, NULL,                          \
       "isolate heapkit guard's second run (0: as if isolation were unavailable: by default one run and a "   \
       "note, with --sides both the second run unisolated)")                                                  \
+    X(GUARD_FORK, "tool", "HEAPKIT_GUARD_FORK", HK_OPT_BOOL, "1", NULL, NULL,                                \
+      "fork heapkit guard's second run from the first run's start (0: start the program a second time)")     \
+    X(GUARD_TWIN, "guard", "HEAPKIT_GUARD_TWIN", HK_OPT_PATH, NULL, NULL, "none",                            \
+      "set by heapkit guard for the first run: fork the second run at start (spent at once)")                \
     X(GUARD_LIB, "tool", "HEAPKIT_GUARD_LIB", HK_OPT_PATH, NULL, NULL, "found next to heapkit",              \
       "the guard preload library `heapkit guard` uses")                                                      \
     X(MALLOC_QUIET, "malloc", "HEAPKIT_QUIET", HK_OPT_BOOL, "0", NULL, NULL,                                 \

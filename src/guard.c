@@ -91,6 +91,25 @@ static void guard_release_space(hk_guard *g) {
     guard_region_free(&g->bucket_reg);
 }
 
+/* GUARD_SLOT_GI carving (HK_GUARD_FAST_REUSE, side START): slots carved
+ * from a read/write chunk starting at bump, each guard page installed in
+ * it, where the kernel can (see guard_slots.c). Asked first on the
+ * inaccessible reservation (the mapping below drops what it installed): no
+ * mapping at all where it is missing. */
+static void guard_gi_start(hk_guard *g) {
+    size_t chunk = GUARD_OPEN_CHUNK < g->arena_size / 2 ? GUARD_OPEN_CHUNK : g->page;
+    if (g->bump + chunk + g->page > g->arena_size) return;
+    unsigned char *at = g->arena + g->bump;
+    if (hk_os_guard_install(at, g->page) == HK_OK && hk_os_map_own(at, chunk, 1) == HK_OK) {
+        if (hk_os_guard_install(at, g->page) == HK_OK) {
+            g->gi = 1;
+            g->open_end = g->bump + chunk;
+        } else {
+            (void)hk_os_discard(at, chunk);
+        }
+    }
+}
+
 hk_guard *hk_guard_create(const hk_guard_desc *desc) {
     if (!desc) return NULL;
     hk__core core;
@@ -164,21 +183,7 @@ hk_guard *hk_guard_create(const hk_guard_desc *desc) {
         hk__report(&g->core.rep, HK_ERR_NOMEM, HK_EK_NOMEM, NULL, want, NULL,
                    "address space limited: reserved %zu MiB for guarded blocks instead of %zu MiB",
                    g->arena_size >> 20, want >> 20);
-    if ((g->core.flags & HK_GUARD_FAST_REUSE) && g->side == HK_GUARD_SIDE_START) {
-        /* slots carved from a read/write chunk, each guard page installed
-         * in it, where the kernel can (see guard_slots.c) */
-        size_t chunk = GUARD_OPEN_CHUNK < g->arena_size / 2 ? GUARD_OPEN_CHUNK : g->page;
-        /* asked first on the inaccessible reservation (the mapping below
-         * drops what it installed): no mapping at all where it is missing */
-        if (hk_os_guard_install(g->arena, g->page) == HK_OK && hk_os_map_own(g->arena, chunk, 1) == HK_OK) {
-            if (hk_os_guard_install(g->arena, g->page) == HK_OK) {
-                g->gi = 1;
-                g->open_end = chunk;
-            } else {
-                (void)hk_os_discard(g->arena, chunk);
-            }
-        }
-    }
+    if ((g->core.flags & HK_GUARD_FAST_REUSE) && g->side == HK_GUARD_SIDE_START) guard_gi_start(g);
     hk__guard_report_init();
     if (!(g->core.flags & HK_GUARD_NO_TRACES)) hk_os_stack_init();
     if (!(g->core.flags & HK_GUARD_NO_SYMBOLIZE_LINES)) hk_os_symbolize_init();
@@ -298,6 +303,16 @@ void hk_guard_fork_child(hk_guard *g) {
     if (!g) return;
     hk__guard_report_end();
     guard_unlock(g); /* the child's one thread is the one that took it in prepare */
+}
+
+void hk_guard_lead_from_now(hk_guard *g) {
+    if (!g) return;
+    guard_lock(g);
+    g->side = HK_GUARD_SIDE_START;
+    g->q_max_bytes = 1; /* what is quarantined leaves at the next free that quarantines */
+    g->core.flags |= HK_GUARD_FAST_REUSE;
+    if (!g->gi) guard_gi_start(g);
+    guard_unlock(g);
 }
 
 /* ---- free -------------------------------------------------------------------------------- */

@@ -324,6 +324,7 @@ void *hk__guard_alloc_guarded(hk_guard *g, size_t size, size_t align, void *cons
     bool padded =
         was_resident && (s->sflags & GUARD_SLOT_PADDED) && (size_t)s->user_off + s->requested <= bytes;
     size_t old_off = s->user_off, old_req = s->requested;
+    bool reopened = (s->sflags & GUARD_SLOT_OPEN) != 0; /* its last block's bytes are still there */
     if (s->sflags & (GUARD_SLOT_OPEN | GUARD_SLOT_GI)) {
         s->sflags &= (uint16_t)~GUARD_SLOT_OPEN; /* freed with HK_GUARD_FAST_REUSE, or GI: read/write */
     } else if (guard_open_pages(g, s, bytes, &was_resident, &padded) != HK_OK) {
@@ -350,7 +351,10 @@ void *hk__guard_alloc_guarded(hk_guard *g, size_t size, size_t align, void *cons
     unsigned char *user = data + s->user_off;
     hk__san_access(data, bytes); /* a reused range may still be poisoned from its last free */
     /* fill: padding everywhere but the block; the block HK_FILL_ALLOC
-     * (fresh pages read as zero, so HK_FLAG_ZERO costs nothing) */
+     * (fresh pages read as zero, so HK_FLAG_ZERO costs nothing; with
+     * HK_GUARD_FAST_REUSE they are left zero, untouched: the page faults
+     * of bytes the program never writes are saved) */
+    bool zero_pages = !was_resident && !reopened;
     if (g->core.flags & HK_GUARD_FAST_REUSE) {
         /* no padding: nothing checks it */
     } else if (padded) {
@@ -362,8 +366,9 @@ void *hk__guard_alloc_guarded(hk_guard *g, size_t size, size_t align, void *cons
         hk_fill(user + size, bytes - s->user_off - size, HK_FILL_PAD);
     }
     if (g->core.flags & HK_FLAG_ZERO) {
-        if (was_resident) memset(user, 0, size); /* fresh pages are zero already */
-    } else if (!(g->core.flags & HK_GUARD_NO_FILL)) {
+        if (!zero_pages) memset(user, 0, size);
+    } else if (!(g->core.flags & HK_GUARD_NO_FILL) &&
+               !(zero_pages && (g->core.flags & HK_GUARD_FAST_REUSE))) {
         hk_fill(user, size, HK_FILL_ALLOC);
     }
     g->live_guarded++;

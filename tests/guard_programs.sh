@@ -5,7 +5,7 @@
 # input; both must succeed and print exactly the same, and the guard must
 # print no report.
 #   guard_programs.sh HEAPKIT CASE WORKDIR
-# Cases: python3 perl lua sqlite git cc1 isolation no_isolation addr2line stdin terminal.
+# Cases: python3 perl lua sqlite git cc1 isolation no_isolation addr2line stdin terminal twin.
 # Exit 77 (CTest SKIP_RETURN_CODE) when the program is not installed
 # (.ci/install-deps.sh installs them).
 #
@@ -351,6 +351,69 @@ C
     grep -q "heap underflow (read of 8 bytes)" t.out && grep -q "before_start" t.out \
         || { echo "FAIL: the under-read was not reported with a terminal on standard input:"; cat t.out; exit 1; }
     echo "with a terminal: $(grep -c 'heapkit guard:' t.out) report(s), the first run's output: $(grep 'tty' t.out | tr -d '\r')"
+    ;;
+twin)
+    # the default's second run forks from the first run's start (the
+    # preload's constructor): it says so to the program in
+    # HEAPKIT_GUARD_TWIN=0:second, so tw.c under-reads in the second run
+    # only when it was forked; the first run and its children see no
+    # variable (they fork nothing); the second run's children inherit its
+    # side; standard input (a pipe, a file at an offset) reaches it; with
+    # a thread already running at start the tool starts it itself
+    need cc
+    "$tool" guard -- true </dev/null 2>iso.err
+    if grep -q "could not be isolated" iso.err; then echo "SKIP: $(cat iso.err)"; exit 77; fi
+    cat >tw.c <<'C'
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+__attribute__((noinline)) long before_start(const long *v) { return v[-1]; }
+static void *idle(void *a) { (void)a; for (;;) pause(); return 0; }
+#ifdef THREAD_AT_START /* a library that starts a thread in its constructor */
+__attribute__((constructor)) static void start_thread(void) { pthread_t t; pthread_create(&t, 0, idle, 0); }
+#else
+int main(int argc, char **argv) {
+    const char *t = getenv("HEAPKIT_GUARD_TWIN");
+    long *v = malloc(4 * sizeof *v);
+    for (int i = 0; i < 4; i++) v[i] = i;
+    int k = 0;
+    if (argc > 1 && strcmp(argv[1], "read") == 0 && scanf("%d", &k) != 1) return 2;
+    int second = t && strcmp(t, "0:second") == 0;
+    printf("variable %s\n", t ? t : "unset");
+    if (second || (argc > 1 && strcmp(argv[1], "always") == 0)) printf("%d\n", before_start(v) != 0);
+    if (k) printf("%ld\n", v[k]); /* k = -1: before the block */
+    free(v);
+    (void)idle;
+    return 0;
+}
+#endif
+C
+    cc -g -O0 -fno-inline -o tw tw.c || exit 1
+    cc -shared -fPIC -DTHREAD_AT_START -o libth.so tw.c -lpthread || exit 1
+    under() { grep -q "heap underflow (read of 8 bytes)" "$1" || { echo "FAIL: $2: no under-read report:"; cat "$1"; exit 1; }; }
+    "$tool" guard -- ./tw </dev/null >a.out 2>a.err
+    under a.err "forked second run"
+    grep -q before_start a.err && grep -qx "variable unset" a.out || { echo "FAIL: first run saw:"; cat a.out; exit 1; }
+    HEAPKIT_GUARD_FORK=0 "$tool" guard -- ./tw </dev/null >b.out 2>b.err || { echo "FAIL: HEAPKIT_GUARD_FORK=0:"; cat b.err; exit 1; }
+    grep -q "heapkit guard" b.err && { echo "FAIL: a second run started anew thinks it was forked:"; cat b.err; exit 1; }
+    # children: the first run's see no variable, the second run's inherit it and its side
+    "$tool" guard -- sh -c './tw; ./tw' </dev/null >c.out 2>c.err
+    under c.err "a child of the second run"
+    [ "$(grep -c 'variable unset' c.out)" = 2 ] || { echo "FAIL: a child of the first run saw:"; cat c.out; exit 1; }
+    # standard input: a pipe, and a file the shell has read a line of
+    printf -- '-1\n' | "$tool" guard -- ./tw read >/dev/null 2>d.err
+    under d.err "standard input a pipe"
+    printf '0\n-1\n' >two
+    { read -r skip; "$tool" guard -- ./tw read; } <two >/dev/null 2>e.err
+    under e.err "standard input a file at an offset"
+    # a thread already running at start: the tool starts the second run (no variable), which still checks
+    LD_PRELOAD=$PWD/libth.so "$tool" guard -- ./tw </dev/null >/dev/null 2>f.err \
+        || { echo "FAIL: a thread at start:"; cat f.err; exit 1; }
+    LD_PRELOAD=$PWD/libth.so "$tool" guard -- ./tw always </dev/null >/dev/null 2>g.err
+    under g.err "a thread at start"
+    echo "forked second run: under-reads reported (no variable in the first run or its children; pipe, file at an offset); thread at start: started by the tool, reported"
     ;;
 *)
     echo "unknown case $case_"

@@ -175,6 +175,27 @@ static HK__NOINLINE void guard_case_fast_reuse_stays_open(hk_guard *g) {
     guard_sink = p[10]; /* no quarantine in this mode: no fault (the first run reports this) */
 }
 
+/* hk_guard_lead_from_now (the forked second run): blocks made before keep
+ * their side; new ones are against the leading guard, freed ones reused */
+static HK__NOINLINE void guard_case_lead_from_now(hk_guard *g) {
+    unsigned char *old = hk_guard_alloc(g, 40);
+    unsigned char *gone = hk_guard_alloc(g, 100);
+    hk_guard_free(g, gone); /* quarantined: stays so */
+    hk_guard_lead_from_now(g);
+    if (((uintptr_t)(old + 40) & 4095u) != 0) _exit(5); /* still against its trailing guard */
+    volatile unsigned char *p = 0;
+    for (int i = 0; i < 50; i++) {
+        p = hk_guard_alloc(g, 64);
+        if (((uintptr_t)p & 4095u) != 0) _exit(6); /* at its page's start */
+        p[0] = 1;
+    }
+    hk_guard_free(g, old);
+    /* its slot is reused at once, the new block at the page's start */
+    if ((uintptr_t)hk_guard_alloc(g, 40) != ((uintptr_t)old & ~(uintptr_t)4095u)) _exit(8);
+    if (hk_guard_check(g) != HK_OK) _exit(7);
+    guard_sink = p[-1];
+}
+
 HKT_TEST(guard_fast_reuse) {
     (void)hkt_on_error;
     hk_guard_desc d = {0};
@@ -249,5 +270,8 @@ HKT_TEST(guard_fast_reuse) {
     CHECK_EQ(guard_run_child(guard_case_fast_reuse_stays_open, HK_GUARD_FAST_REUSE, HK_GUARD_SIDE_START, 0),
              0);
     CHECK(guard_out[0] == 0);
+    CHECK_EQ(guard_run_child(guard_case_lead_from_now, 0, HK_GUARD_SIDE_END, 0), SIGABRT);
+    CHECK_STR_CONTAINS(guard_out, "heap underflow (read of 1 byte)");
+    CHECK_STR_CONTAINS(guard_out, "guard_case_lead_from_now");
 }
 #endif /* !_WIN32 */

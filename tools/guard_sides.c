@@ -39,6 +39,7 @@
  */
 #define _GNU_SOURCE 1
 #include "guard_sides.h"
+#include "guard_isolate.h"
 #include "options.h"
 
 #include <errno.h>
@@ -46,12 +47,14 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <stddef.h>
+#include <dirent.h>
 #include <ftw.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,150 +70,6 @@
 
 #define SIDES_MAX_REPORTS 256
 
-static int sides_write_file(const char *path, const char *text) {
-    int fd = open(path, O_WRONLY | O_CLOEXEC);
-    if (fd < 0) return -1;
-    ssize_t n = write(fd, text, strlen(text));
-    close(fd);
-    return n == (ssize_t)strlen(text) ? 0 : -1;
-}
-
-/* Mounts an overlay over dir whose upper layer is stage/<name>; 0 on success. */
-static int sides_overlay(const char *dir, const char *stage, const char *name) {
-    char up[PATH_MAX], work[PATH_MAX], opts[3 * PATH_MAX + 64];
-    snprintf(up, sizeof up, "%s/%s-u", stage, name);
-    snprintf(work, sizeof work, "%s/%s-w", stage, name);
-    if (mkdir(up, 0755) != 0 || mkdir(work, 0755) != 0) return -1;
-    if (snprintf(opts, sizeof opts, "lowerdir=%s,upperdir=%s,workdir=%s", dir, up, work) >= (int)sizeof opts)
-        return -1;
-    return mount("overlay", dir, "overlay", 0, opts);
-}
-
-/* The second run's network: a seccomp filter makes socket() of the
- * internet and packet families, connect(), bind(), sendto() with an address
- * and io_uring fail with EACCES (ENOSYS for io_uring), so the run reaches
- * no server, binds no port or abstract name the first run needs and talks
- * to no local daemon; socketpairs and connected descriptors it inherits
- * work. 0 when installed. (A network namespace did the same with loopback
- * kept, at about 0.6 ms of CPU time per run here and a kernel worker's
- * teardown after it: see docs/guard.md.) */
-static int sides_no_network(void) {
-#if defined(__x86_64__) || defined(__aarch64__)
-#if defined(__x86_64__)
-    const uint32_t arch = AUDIT_ARCH_X86_64;
-#else
-    const uint32_t arch = AUDIT_ARCH_AARCH64;
-#endif
-#define SIDES_NR      offsetof(struct seccomp_data, nr)
-#define SIDES_ARCH    offsetof(struct seccomp_data, arch)
-#define SIDES_ARG(k)  offsetof(struct seccomp_data, args[k])
-#define SIDES_DENY(e) BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (e))
-    struct sock_filter f[] = {
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, SIDES_ARCH),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, arch, 1, 0),
-        SIDES_DENY(EACCES), /* another ABI: nothing passes */
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, SIDES_NR),
-#if defined(__x86_64__)
-        BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000u, 0, 1), /* x32 */
-        SIDES_DENY(EACCES),
-#endif
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_connect, 0, 1),
-        SIDES_DENY(EACCES),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_bind, 0, 1),
-        SIDES_DENY(EACCES),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_io_uring_setup, 0, 1),
-        SIDES_DENY(ENOSYS),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_sendto, 0, 4),
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, SIDES_ARG(4)), /* the address, low and high words */
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 1),
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, SIDES_ARG(4) + 4),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 6, 5), /* NULL: allow; else deny */
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_socket, 0, 5),
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, SIDES_ARG(0)), /* the family */
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_INET, 2, 0),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_INET6, 1, 0),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_PACKET, 0, 1),
-        SIDES_DENY(EACCES),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-    };
-#undef SIDES_NR
-#undef SIDES_ARCH
-#undef SIDES_ARG
-#undef SIDES_DENY
-    struct sock_fprog prog = {(unsigned short)(sizeof f / sizeof f[0]), f};
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return -1;
-    return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog);
-#else
-    return -1; /* no filter written for this architecture: not isolated */
-#endif
-}
-
-/* Marks every descriptor from `from` on close-on-exec. */
-static void sides_close_from(int from) {
-#if defined(SYS_close_range) && defined(CLOSE_RANGE_CLOEXEC)
-    if (syscall(SYS_close_range, (unsigned)from, ~0u, CLOSE_RANGE_CLOEXEC) == 0) return;
-#endif
-    long max = sysconf(_SC_OPEN_MAX);
-    if (max < 0 || max > 65536) max = 65536;
-    for (int fd = from; fd < (int)max; fd++) (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
-}
-
-/* mount_setattr(2) (Linux 5.12+): attributes of a mount, or of a tree. */
-static int sides_setattr(const char *path, unsigned flags, uint64_t set, uint64_t clr) {
-#if defined(SYS_mount_setattr) && defined(MOUNT_ATTR_RDONLY)
-    struct mount_attr a;
-    memset(&a, 0, sizeof a);
-    a.attr_set = set;
-    a.attr_clr = clr;
-    return (int)syscall(SYS_mount_setattr, AT_FDCWD, path, flags, &a, sizeof a);
-#else
-    (void)path, (void)flags, (void)set, (void)clr;
-    errno = ENOSYS;
-    return -1;
-#endif
-}
-
-/* In the second run's child: a mount namespace (and a user namespace when
- * not root) where the working directory and /tmp are overlays whose upper
- * layers are in `stage` (on /dev/shm: a tmpfs outside both), every other
- * mount is read-only (writes fail with EROFS instead of happening twice)
- * but `dir` (the logs, a bind mount of its own), and no network
- * (sides_no_network). Returns 'i' when isolated, else why not: 'd'
- * disabled (HEAPKIT_GUARD_ISOLATE=0), 'n' no namespaces, 'o' no overlay,
- * 'r' no read-only remount, 'f' no seccomp filter (nothing to undo: the
- * namespaces are the child's own, and the child is not run). */
-static char sides_isolate(const char *dir, const char *stage) {
-    if (!hk_opt_bool(HK_OPT_GUARD_ISOLATE)) return 'd';
-    uid_t uid = getuid();
-    gid_t gid = getgid();
-    if (unshare(CLONE_NEWNS) != 0) {
-        if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) return 'n';
-        char map[64];
-        sides_write_file("/proc/self/setgroups", "deny");
-        snprintf(map, sizeof map, "%u %u 1\n", (unsigned)uid, (unsigned)uid);
-        if (sides_write_file("/proc/self/uid_map", map) != 0) return 'n';
-        snprintf(map, sizeof map, "%u %u 1\n", (unsigned)gid, (unsigned)gid);
-        if (sides_write_file("/proc/self/gid_map", map) != 0) return 'n';
-    }
-    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) return 'n';
-    char cwd[PATH_MAX];
-    if (!getcwd(cwd, sizeof cwd)) return 'o';
-    if (mount(dir, dir, NULL, MS_BIND, NULL) != 0) return 'o';
-    /* the working directory, unless /tmp holds it (the /tmp overlay covers
-     * it) or it holds /tmp (the root: left read-only) */
-    int cwd_in_tmp = strcmp(cwd, "/tmp") == 0 || strncmp(cwd, "/tmp/", 5) == 0;
-    int cwd_ovl = !cwd_in_tmp && strcmp(cwd, "/") != 0;
-    if (cwd_ovl && sides_overlay(cwd, stage, "cwd") != 0) return 'o';
-    if (sides_overlay("/tmp", stage, "tmp") != 0) return 'o';
-    if (sides_setattr("/", AT_RECURSIVE, MOUNT_ATTR_RDONLY, 0) != 0) return 'r';
-    if ((cwd_ovl && sides_setattr(cwd, 0, 0, MOUNT_ATTR_RDONLY) != 0) ||
-        sides_setattr("/tmp", 0, 0, MOUNT_ATTR_RDONLY) != 0 ||
-        sides_setattr(dir, 0, 0, MOUNT_ATTR_RDONLY) != 0)
-        return 'r';
-    if (chdir(cwd) != 0) return 'o'; /* through the overlay from now on */
-    return sides_no_network() == 0 ? 'i' : 'f';
-}
-
 /* Why the second run could not be isolated, for the note. */
 static const char *sides_why(char c) {
     switch (c) {
@@ -219,6 +78,7 @@ static const char *sides_why(char c) {
     case 'o': return "no overlay filesystem";
     case 'r': return "no read-only remount";
     case 'f': return "no seccomp filter";
+    case 'x': return "it did not start";
     default: return "no /dev/shm";
     }
 }
@@ -239,6 +99,8 @@ static int sides_open_up(const char *path, const struct stat *st, int flag, stru
 /* Removes a directory tree (the second run's overlay layers; overlayfs
  * leaves a work directory of mode 0 in them). */
 static void sides_rm_tree(const char *dir) {
+    nftw(dir, sides_rm_one, 16, FTW_PHYS | FTW_DEPTH);
+    if (rmdir(dir) == 0 || errno == ENOENT) return; /* root may remove what mode 0 guards */
     nftw(dir, sides_open_up, 16, FTW_PHYS);
     nftw(dir, sides_rm_one, 16, FTW_PHYS | FTW_DEPTH);
 }
@@ -258,9 +120,96 @@ typedef struct sides_run_spec {
     int other[4];    /* the parent's ends of those pipes, closed in the child (-1: none) */
     int detach;      /* a session of its own (no controlling terminal: it cannot open /dev/tty and
                         take the user's keys) and killed if the tool dies */
+    int twin_ready;  /* the first run forks the second (shim/guard_twin.c), which says how it went on
+                        this write end (-1: no twin) */
+    char twin_in;    /* the second run's standard input: 'f' the file again, 'n' /dev/null, 'p' twin_pipe */
+    int twin_pipe;   /* the read end of the second run's standard input pipe (twin_in 'p') */
+    off_t in_at;     /* a file on standard input: the offset to open it again at (-1: where it is) */
 } sides_run_spec;
 
 static sigset_t sides_program_mask; /* the signal mask the programs get (the tool's own) */
+
+/* environ with `set` ("NAME=value" each) in place of the same names'
+ * entries (appended when absent); NULL when out of memory. */
+static char **sides_env(char **set, size_t nset) {
+    size_t n = 0;
+    while (environ[n]) n++;
+    char **env = malloc((n + nset + 1) * sizeof *env);
+    if (!env) return NULL;
+    size_t o = 0;
+    for (size_t k = 0; k < n; k++) {
+        int dup = 0;
+        for (size_t j = 0; j < nset && !dup; j++) {
+            size_t len = (size_t)(strchr(set[j], '=') - set[j]) + 1;
+            dup = strncmp(environ[k], set[j], len) == 0;
+        }
+        if (!dup) env[o++] = environ[k];
+    }
+    for (size_t j = 0; j < nset; j++) env[o++] = set[j];
+    env[o] = NULL;
+    return env;
+}
+
+/* The first run when the second forks from it (shim/guard_twin.c), with
+ * posix_spawn (no copy of the tool's page tables): HEAPKIT_GUARD_TWIN for
+ * the preload (its format there), with the descriptors the program
+ * inherits past standard error, and every variable the second run will
+ * change set already (so the second run replaces them in place: main's
+ * envp then agrees with environ); the socket and pipe the preload gets
+ * stay open across exec. Standard input is the tool's own (the second
+ * run opens the file again at the offset the first run starts from).
+ * Returns the pid, or -1 (the caller then forks: sides_start). */
+static pid_t sides_spawn_first(char **argv, const sides_run_spec *sp) {
+    char fds[256] = "-";
+    size_t o = 0;
+    DIR *d = opendir("/proc/self/fd"); /* what the program inherits: ours, but the close-on-exec ones */
+    for (struct dirent *e; d && (e = readdir(d)) != NULL;) {
+        int fd = atoi(e->d_name);
+        int fl = fd > 2 && fd != dirfd(d) ? fcntl(fd, F_GETFD) : -1;
+        if (fl < 0 || (fl & FD_CLOEXEC) || o + 16 > sizeof fds) continue;
+        o += (size_t)snprintf(fds + o, sizeof fds - o, "%s%d", o ? "," : "", fd);
+    }
+    if (d) closedir(d);
+    char in[24] = {sp->twin_in, 0}, twin[PATH_MAX + 512], side[64], log[PATH_MAX + 32], dflt[3][96];
+    if (sp->twin_in == 'p') snprintf(in, sizeof in, "p%d", sp->twin_pipe);
+    snprintf(twin, sizeof twin, "%s=%d:%s:%ld:%s:%s", hk_options[HK_OPT_GUARD_TWIN].var, sp->twin_ready, in,
+             (long)getpid(), fds, sp->dir);
+    snprintf(side, sizeof side, "HEAPKIT_GUARD_SIDE=%s", sp->side);
+    snprintf(log, sizeof log, "HEAPKIT_GUARD_LOG=%s", sp->log);
+    char *set[6] = {twin, side, log};
+    size_t nset = 3;
+    static const hk_opt_id changed[] = {HK_OPT_GUARD_LEAKS, HK_OPT_GUARD_QUARANTINE, HK_OPT_GUARD_FAST_REUSE};
+    for (size_t k = 0; k < 3; k++)
+        if (!getenv(hk_options[changed[k]].var)) {
+            snprintf(dflt[k], sizeof dflt[k], "%s=%s", hk_options[changed[k]].var, hk_opt_get(changed[k]));
+            set[nset++] = dflt[k];
+        }
+    char **env = sides_env(set, nset);
+    if (!env) return -1;
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t at;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawnattr_init(&at);
+    if (sp->in >= 0 && sp->in_pipe) posix_spawn_file_actions_adddup2(&fa, sp->in, 0);
+    sigset_t dfl;
+    sigemptyset(&dfl);
+    sigaddset(&dfl, SIGPIPE);
+    posix_spawnattr_setsigmask(&at, &sides_program_mask);
+    posix_spawnattr_setsigdefault(&at, &dfl);
+    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    int keep[2] = {sp->twin_ready, sp->twin_in == 'p' ? sp->twin_pipe : -1};
+    for (int k = 0; k < 2; k++)
+        if (keep[k] >= 0) fcntl(keep[k], F_SETFD, 0);
+    pid_t pid = -1;
+    fflush(NULL);
+    if (posix_spawnp(&pid, argv[0], &fa, &at, argv, env) != 0) pid = -1;
+    for (int k = 0; k < 2; k++)
+        if (keep[k] >= 0) fcntl(keep[k], F_SETFD, FD_CLOEXEC);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&at);
+    free(env);
+    return pid;
+}
 
 /* Starts argv with the preload set by the caller as spec says; returns the
  * pid, or -1. No descriptor of ours is left open in the program. */
@@ -288,7 +237,7 @@ static pid_t sides_start(char **argv, const sides_run_spec *sp) {
     } else if (sp->in >= 0 && sp->in_pipe) {
         dup2(sp->in, 0);
     } else if (sp->in >= 0) { /* a description of its own: the runs' read offsets must not mix */
-        off_t at = lseek(sp->in, 0, SEEK_CUR);
+        off_t at = sp->in_at >= 0 ? sp->in_at : lseek(sp->in, 0, SEEK_CUR);
         char self[64];
         snprintf(self, sizeof self, "/proc/self/fd/%d", sp->in);
         int fd = open(self, O_RDONLY | O_CLOEXEC);
@@ -311,11 +260,12 @@ static pid_t sides_start(char **argv, const sides_run_spec *sp) {
     if (sp->ready >= 0) {
         char stage[PATH_MAX];
         snprintf(stage, sizeof stage, "%s/stage", sp->dir);
-        char c = sp->dir ? sides_isolate(sp->dir, stage) : 's';
+        char c = sp->dir ? hk__iso_isolate(sp->dir, stage) : 's';
         /* inherited descriptors past the standard three (a log the caller
          * opened, say) are not the second run's to write to */
-        if (c == 'i') sides_close_from(3);
-        if (write(sp->ready, &c, 1) != 1) _exit(125);
+        if (c == 'i') hk__iso_cloexec_from(3);
+        int32_t rec[2] = {c, (int32_t)getpid()};
+        if (write(sp->ready, rec, sizeof rec) != (ssize_t)sizeof rec) _exit(125);
         close(sp->ready);
     }
     if (sp->go >= 0) {
@@ -369,24 +319,21 @@ static int sides_wait_limited(pid_t pid, double limit, int *killed) {
     }
 }
 
+/* A log's text (NULL when empty or missing: most runs report nothing). */
 static char *sides_slurp(const char *path, size_t *n) {
     *n = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, len = 0;
-    char *b = malloc(cap + 1);
-    while (b) {
-        size_t r = fread(b + len, 1, cap - len, f);
-        len += r;
-        if (len < cap) break;
-        char *nb = realloc(b, cap * 2 + 1);
-        if (!nb) break;
-        b = nb;
-        cap *= 2;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0) return NULL;
+    char *b = NULL;
+    if (fstat(fd, &st) == 0 && st.st_size > 0 && (b = malloc((size_t)st.st_size + 1)) != NULL) {
+        size_t len = 0;
+        for (ssize_t r; len < (size_t)st.st_size; len += (size_t)r)
+            if ((r = read(fd, b + len, (size_t)st.st_size - len)) <= 0) break;
+        b[len] = 0;
+        *n = len;
     }
-    fclose(f);
-    if (b) b[len] = 0;
-    *n = len;
+    close(fd);
     return b;
 }
 
@@ -557,16 +504,103 @@ static void sides_feed_push(sides_feed *f, const char *d, size_t n) {
     f->len += n;
 }
 
+/* What the tool's loop knows of the runs while they start. */
+typedef struct sides_ctl {
+    int ready;         /* read end: records (twin_tell's) from the runs; -1 once the verdict is in */
+    int go;            /* write end: closed when the second run the tool started may run (-1: none) */
+    pid_t p1, p2;      /* p2: -1 until known */
+    int *st0, p1_done; /* the first run's status, once it ended inside the loop */
+    int skip;          /* by default: a second run that is not isolated is not run */
+    int twin;          /* the second run is to fork from the first (its records 'F' or 'T' first) */
+    int in2;           /* the tool's copy of the second run's standard input pipe (-1: none) */
+    char reply;        /* the verdict: hk__iso_isolate's letter ('s' none yet; 'x' the second run never
+                          said) */
+    int forked;        /* a twin: the first run said 'F' */
+    char **argv;
+    sides_run_spec *lead; /* for the second run the tool starts itself */
+} sides_ctl;
+
+/* The first run did not fork the second (or never said: the preload was
+ * not loaded): the tool starts it, as before the twin existed. */
+static void sides_start_lead(sides_ctl *c) {
+    int ready[2], go[2];
+    c->twin = 0;
+    if (pipe2(ready, O_CLOEXEC) != 0 || pipe2(go, O_CLOEXEC) != 0) {
+        c->reply = 'x';
+        return;
+    }
+    c->lead->ready = ready[1];
+    c->lead->go = go[0];
+    c->lead->other[0] = ready[0];
+    c->lead->other[1] = go[1];
+    if (c->in2 >= 0) c->lead->in = c->in2;
+    c->p2 = sides_start(c->argv, c->lead);
+    close(ready[1]);
+    close(go[0]);
+    if (c->in2 >= 0) close(c->in2);
+    c->in2 = -1;
+    c->ready = ready[0];
+    c->go = go[1];
+}
+
+/* A record on c->ready: the first run's word on the fork, or the second
+ * run's on its isolation (from a twin, in either order). Returns 1 when
+ * the loop must watch the first run's end (the second run waits for it). */
+static int sides_heard(sides_ctl *c) {
+    int32_t rec[2] = {0, 0};
+    ssize_t got = read(c->ready, rec, sizeof rec);
+    if (got < 0 && errno == EINTR) return 0;
+    char what = got == (ssize_t)sizeof rec ? (char)rec[0] : 0;
+    if (c->twin && what) {
+        if (what == 'T') { /* it did not fork: the tool starts the second run */
+            close(c->ready);
+            c->ready = -1;
+            sides_start_lead(c);
+            return 0;
+        }
+        if (rec[1] > 0) c->p2 = (pid_t)rec[1];
+        if (what != 'F')
+            c->reply = what;
+        else
+            c->forked = 1;
+        if (c->in2 >= 0) close(c->in2); /* the second run has its own */
+        c->in2 = -1;
+        if (c->forked && c->reply != 's') {
+            close(c->ready);
+            c->ready = -1;
+        }
+        return 0;
+    }
+    close(c->ready);
+    c->ready = -1;
+    if (c->twin) { /* the end, before both records */
+        if (c->p2 < 0)
+            sides_start_lead(c); /* the first run never said (the preload was not loaded) */
+        else if (c->reply == 's')
+            c->reply = 'x'; /* forked, but the second run never said */
+        return 0;
+    }
+    c->reply = what ? what : 's';
+    if (c->reply == 'i') {
+        close(c->go);     /* isolated: it runs now */
+    } else if (c->skip) { /* not isolated, by default: no second run */
+        kill(c->p2, SIGKILL);
+        close(c->go);
+    } else {
+        return 1;
+    }
+    return 0;
+}
+
 /* The tool's loop while the runs start: copies standard input (a pipe or a
  * socket: not read to its end first, so a producer that never ends or
  * waits for the program's answers works) into each run's pipe as it
- * comes, buffering for the slower one; takes the second run's word on its
- * isolation into *reply ('i': let it run now; else, with `skip` 0, let it
- * run when the first run has ended, whose status goes to *st0, and with
- * `skip` set, stop it). Returns when standard input has ended (or no run
- * reads any more) and every pipe is drained and closed. */
-static void sides_pump(sides_feed *f, int ready, int go, pid_t p1, int *st0, int *p1_done, pid_t p2, int skip,
-                       char *reply) {
+ * comes, buffering for the slower one; takes the runs' records
+ * (sides_heard: with a second run the tool started, 'i' lets it run now;
+ * else, with `skip` 0, it runs when the first run has ended, and with
+ * `skip` set it is stopped). Returns when standard input has ended (or no
+ * run reads any more) and every pipe is drained and closed. */
+static void sides_pump(sides_feed *f, sides_ctl *c) {
     int eof = 0, waiting = 0;
     char buf[65536];
     for (;;) {
@@ -582,37 +616,37 @@ static void sides_pump(sides_feed *f, int ready, int go, pid_t p1, int *st0, int
                 i_f[k] = n;
                 pf[n++] = (struct pollfd){f[k].fd, (short)(f[k].len > f[k].off ? POLLOUT : 0), 0};
             }
-        if (ready >= 0) {
+        if (c->ready >= 0) {
             i_ready = n;
-            pf[n++] = (struct pollfd){ready, POLLIN, 0};
+            pf[n++] = (struct pollfd){c->ready, POLLIN, 0};
         }
+        /* the first run's end is watched while a second run waits for it,
+         * and while the first run has not said whether it forked (a
+         * program the preload never reached keeps the pipe open) */
+        int watch = !c->p1_done && (waiting || (c->twin && c->p2 < 0));
         if (!n && !waiting) break;
-        int r = poll(pf, (nfds_t)n, waiting ? 5 : -1);
+        int r = poll(pf, (nfds_t)n, watch ? 5 : -1);
         if (r < 0 && errno != EINTR) break;
-        if (waiting) {
-            pid_t w = waitpid(p1, st0, WNOHANG);
-            if (w == p1 || (w < 0 && errno != EINTR)) {
-                *p1_done = 1;
-                waiting = 0;
-                close(go); /* not isolated: the second run starts now */
+        if (watch) {
+            pid_t w = waitpid(c->p1, c->st0, WNOHANG);
+            if (w == c->p1 || (w < 0 && errno != EINTR)) {
+                c->p1_done = 1;
+                if (waiting) {
+                    waiting = 0;
+                    close(c->go); /* not isolated: the second run starts now */
+                } else if (c->twin && c->p2 < 0) {
+                    struct pollfd q = {c->ready, POLLIN, 0};
+                    if (poll(&q, 1, 0) == 0) { /* it ended without a word: the tool starts the second run */
+                        close(c->ready);
+                        c->ready = -1;
+                        sides_start_lead(c);
+                        continue;
+                    }
+                }
             }
         }
         if (r <= 0) continue;
-        if (i_ready >= 0 && pf[i_ready].revents) {
-            char c = 's';
-            if (read(ready, &c, 1) != 1) c = 's';
-            close(ready);
-            ready = -1;
-            *reply = c;
-            if (c == 'i') {
-                close(go);     /* isolated: it runs now */
-            } else if (skip) { /* not isolated, by default: no second run */
-                kill(p2, SIGKILL);
-                close(go);
-            } else {
-                waiting = 1;
-            }
-        }
+        if (i_ready >= 0 && pf[i_ready].revents && sides_heard(c)) waiting = 1;
         if (i_in >= 0 && pf[i_in].revents) {
             ssize_t got = read(0, buf, sizeof buf);
             if (got > 0)
@@ -693,7 +727,10 @@ int hk_guard_sides_both(char **argv, int by_default) {
      * it is isolated, else when the first has ended (or not at all, with
      * the terminal the first run's) */
     int tty_solo = in_tty && by_default; /* the first run keeps the terminal; the second reads /dev/null */
-    int side_by_side = (!in_tty || tty_solo) && pipe2(ready, O_CLOEXEC) == 0 && pipe2(go, O_CLOEXEC) == 0;
+    /* ready: records (a socket: a twin's write to a tool that is gone fails with EPIPE, no SIGPIPE) */
+    int side_by_side = (!in_tty || tty_solo) &&
+                       socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ready) == 0 &&
+                       pipe2(go, O_CLOEXEC) == 0;
     int pumped =
         side_by_side && !in_tty && !in_file && pipe2(in1, O_CLOEXEC) == 0 && pipe2(in2, O_CLOEXEC) == 0;
     if (side_by_side && !in_tty && !in_file && !pumped) side_by_side = 0;
@@ -702,8 +739,15 @@ int hk_guard_sides_both(char **argv, int by_default) {
         fcntl(in2[1], F_SETFL, O_NONBLOCK);
     }
     int in = in_file ? 0 : -1;
-    sides_run_spec lead = {"start", log[1], in, 0, 1, by_default, 1, NULL, -1, -1, {-1, -1, -1, -1}, 0};
-    sides_run_spec trail = {"end", log[0], in, 0, 0, 0, 0, NULL, -1, -1, {-1, -1, -1, -1}, 0};
+    sides_run_spec lead = {"start", log[1],           in, 0,  1, by_default, 1, NULL, -1,
+                           -1,      {-1, -1, -1, -1}, 0,  -1, 0, -1,         -1};
+    sides_run_spec trail = {"end", log[0], in, 0, 0, 0, 0, NULL, -1, -1, {-1, -1, -1, -1}, 0, -1, 0, -1, -1};
+    /* by default, when it can be isolated, the second run forks from the
+     * first run's start (shim/guard_twin.c): no second exec, loading and
+     * preload start; the tool starts it itself when the first run says
+     * it could not fork (or never says) */
+    int twin = side_by_side && by_default && on_shm && hk_opt_bool(HK_OPT_GUARD_ISOLATE) &&
+               hk_opt_bool(HK_OPT_GUARD_FORK);
     if (side_by_side) {
         lead.dir = on_shm ? dir : NULL; /* NULL: not isolated */
         lead.ready = ready[1];
@@ -718,37 +762,56 @@ int hk_guard_sides_both(char **argv, int by_default) {
         }
         if (tty_solo) lead.in = -2;
         lead.detach = 1;
+        if (twin) {
+            trail.dir = dir;
+            trail.twin_ready = ready[1];
+            trail.twin_in = pumped ? 'p' : tty_solo ? 'n' : 'f';
+            trail.twin_pipe = pumped ? in2[0] : -1;
+            if (in_file) { /* the first run reads the tool's own; a second run the tool starts opens it
+                              again where the first started */
+                trail.in = -1;
+                lead.in_at = lseek(0, 0, SEEK_CUR);
+            }
+            close(go[0]); /* the twin needs no word to run; a second run the tool starts gets new pipes */
+            close(go[1]);
+            go[0] = go[1] = -1;
+        }
     }
     int killed = 0, skipped = 0;
-    char reply = 's'; /* the second run's word on its isolation (sides_isolate) */
     sigset_t chld, old_mask;
     sigemptyset(&chld);
     sigaddset(&chld, SIGCHLD);
     sigprocmask(SIG_BLOCK, &chld, &old_mask);
     sides_program_mask = old_mask;
+    sides_ctl ctl = {ready[0], go[1], -1, -1, &st[0], 0, by_default, twin, -1, 's', 0, argv, &lead};
     if (side_by_side) {
         /* the second run sets its namespaces up (some milliseconds) while
          * the first runs */
-        pid_t p2 = sides_start(argv, &lead);
+        if (!twin) ctl.p2 = sides_start(argv, &lead);
         double t0 = sides_now();
-        pid_t p1 = sides_start(argv, &trail);
+        ctl.p1 = twin ? sides_spawn_first(argv, &trail) : -1;
+        if (ctl.p1 < 0) ctl.p1 = sides_start(argv, &trail);
         close(ready[1]);
-        close(go[0]);
+        if (go[0] >= 0) close(go[0]);
         if (pumped) {
             close(in1[0]);
-            close(in2[0]);
+            if (twin)
+                ctl.in2 = in2[0]; /* until the second run has it */
+            else
+                close(in2[0]);
         }
         sides_feed f[2] = {{pumped ? in1[1] : -1, NULL, 0, 0, 0}, {pumped ? in2[1] : -1, NULL, 0, 0, 0}};
         struct sigaction ign = {0}, old_pipe;
         ign.sa_handler = SIG_IGN;
         sigaction(SIGPIPE, &ign, &old_pipe);
-        int p1_done = 0;
-        sides_pump(f, ready[0], go[1], p1, &st[0], &p1_done, p2, by_default, &reply);
+        sides_pump(f, &ctl);
         sigaction(SIGPIPE, &old_pipe, NULL);
-        if (!p1_done) st[0] = sides_wait(p1);
+        if (ctl.in2 >= 0) close(ctl.in2);
+        if (!ctl.p1_done) st[0] = sides_wait(ctl.p1);
         double took = sides_now() - t0;
-        skipped = by_default && reply != 'i';
-        st[1] = skipped ? sides_wait(p2) : sides_wait_limited(p2, took * 2 > 10 ? took * 2 : 10, &killed);
+        skipped = by_default && ctl.reply != 'i';
+        st[1] =
+            skipped ? sides_wait(ctl.p2) : sides_wait_limited(ctl.p2, took * 2 > 10 ? took * 2 : 10, &killed);
     } else {
         for (int k = 0; k < 2; k++) {
             if (ready[k] >= 0) close(ready[k]);
@@ -758,6 +821,7 @@ int hk_guard_sides_both(char **argv, int by_default) {
         skipped = by_default; /* by default, never twice without isolation */
         if (!skipped) st[1] = sides_wait(sides_start(argv, &lead));
     }
+    char reply = ctl.reply; /* the second run's word on its isolation (hk__iso_isolate) */
     sigprocmask(SIG_SETMASK, &old_mask, NULL);
 
     static sides_report reps[SIDES_MAX_REPORTS];

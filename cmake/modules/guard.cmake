@@ -12,10 +12,12 @@
 
 set(HK_GUARD_OUT ${PROJECT_BINARY_DIR})
 
-add_library(heapkit_guard_preload SHARED ${PROJECT_SOURCE_DIR}/shim/guard_malloc.c)
+add_library(heapkit_guard_preload SHARED ${PROJECT_SOURCE_DIR}/shim/guard_malloc.c
+  ${PROJECT_SOURCE_DIR}/shim/guard_twin.c ${PROJECT_SOURCE_DIR}/tools/guard_isolate.c)
 set_target_properties(heapkit_guard_preload PROPERTIES OUTPUT_NAME heapkit-guard
   LIBRARY_OUTPUT_DIRECTORY ${HK_GUARD_OUT})
-target_include_directories(heapkit_guard_preload PRIVATE ${PROJECT_SOURCE_DIR}/shim ${PROJECT_SOURCE_DIR}/src)
+target_include_directories(heapkit_guard_preload PRIVATE ${PROJECT_SOURCE_DIR}/shim ${PROJECT_SOURCE_DIR}/src
+  ${PROJECT_SOURCE_DIR}/tools)
 target_link_libraries(heapkit_guard_preload PRIVATE heapkit heapkit_warnings)
 target_compile_definitions(heapkit_guard_preload PRIVATE _GNU_SOURCE)
 # The static library is linked whole into the preload; keep its symbols
@@ -29,7 +31,8 @@ if(CMAKE_C_COMPILER_ID MATCHES "GNU|Clang" AND NOT WIN32)
   target_link_options(heapkit_guard_preload PRIVATE -static-libgcc)
 endif()
 
-add_executable(heapkit_tool ${PROJECT_SOURCE_DIR}/tools/heapkit.c ${PROJECT_SOURCE_DIR}/tools/guard_sides.c)
+add_executable(heapkit_tool ${PROJECT_SOURCE_DIR}/tools/heapkit.c ${PROJECT_SOURCE_DIR}/tools/guard_sides.c
+  ${PROJECT_SOURCE_DIR}/tools/guard_isolate.c)
 set_target_properties(heapkit_tool PROPERTIES OUTPUT_NAME heapkit RUNTIME_OUTPUT_DIRECTORY ${HK_GUARD_OUT})
 target_link_libraries(heapkit_tool PRIVATE heapkit_warnings)
 target_include_directories(heapkit_tool PRIVATE ${PROJECT_SOURCE_DIR}/shim) # options.h: the option table
@@ -245,7 +248,7 @@ if(BUILD_TESTING AND HEAPKIT_BUILD_TESTS AND NOT HEAPKIT_SANITIZE)
   endif()
   # Real programs with the tool's defaults (tests/guard_programs.sh): the same
   # output as without the guard, no report; the second run's writes isolated.
-  foreach(prog python3 perl lua sqlite git cc1 isolation no_isolation addr2line stdin terminal)
+  foreach(prog python3 perl lua sqlite git cc1 isolation no_isolation addr2line stdin terminal twin)
     add_test(NAME guard_programs.${prog}
       COMMAND sh ${PROJECT_SOURCE_DIR}/tests/guard_programs.sh $<TARGET_FILE:heapkit_tool> ${prog}
         ${PROJECT_BINARY_DIR}/guard_programs/${prog})

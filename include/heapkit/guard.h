@@ -136,7 +136,8 @@ enum {
     HK_GUARD_FAST_REUSE = 1u << 25          /* for a run that only looks before blocks (side START): a freed
                                                block's pages stay accessible and its slot is reused next (no
                                                quarantine, no protection change at free or reuse), padding is
-                                               neither painted nor checked; guard pages fault as always */
+                                               neither painted nor checked, a block on fresh pages is left
+                                               zero (not filled); guard pages fault as always */
 };
 
 /* Defaults, used where the desc field is zero. */
@@ -305,6 +306,16 @@ size_t hk_guard_leaks(hk_guard *g, hk_guard_leak_mode mode, size_t *bytes);
 void hk_guard_fork_prepare(hk_guard *g);
 void hk_guard_fork_parent(hk_guard *g);
 void hk_guard_fork_child(hk_guard *g);
+
+/* Turns g into the heap of `heapkit guard`'s second run from now on: new
+ * blocks sit against the leading guard page, with HK_GUARD_FAST_REUSE (a
+ * freed block's slot is reused at once, padding neither painted nor
+ * checked) and no quarantine; blocks made before keep their place, and a
+ * freed one joins the fast path too. For a process forked to become that
+ * run (the preload's constructor). Takes the lock; O(1) but for one
+ * madvise probe. Cannot fail: where the kernel lacks MADV_GUARD_INSTALL
+ * the new slots are mappings of their own, as in the first run. */
+void hk_guard_lead_from_now(hk_guard *g);
 
 /* Number of reports this instance made (errors, faults, leaks). O(1). */
 uint64_t hk_guard_report_count(const hk_guard *g);
