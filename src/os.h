@@ -62,6 +62,18 @@ HK__HIDDEN size_t hk_os_alloc_granularity(void);
  * Returns NULL on failure (or when the failure point fires). */
 HK__HIDDEN void *hk_os_reserve(size_t size);
 
+/* Reserves `size` bytes of address space (rounded up to pages) readable and
+ * writable at once, where the OS gives a page its memory at its first touch
+ * and charges nothing before (Linux: MAP_NORESERVE under the default
+ * overcommit policy): no commit is ever needed in it, so taking more of it
+ * makes no system call (an mprotect takes the process's address-space lock
+ * for writing and waits for the page faults of every other thread in the
+ * same mapping). NULL where the OS has no such thing (Windows, or strict
+ * overcommit accounting refusing the size) or when the failure point
+ * fires: the caller then reserves and commits. Release with
+ * hk_os_release. Thread-safe. */
+HK__HIDDEN void *hk_os_reserve_rw(size_t size);
+
 /* Makes [p, p+size) readable and writable (page-aligned range inside a
  * reservation). Fresh pages read as zero. HK_ERR_NOMEM when the OS (or the
  * failure point) refuses, HK_ERR_INVALID for a bad range. */

@@ -50,6 +50,13 @@ static bool round_pages(size_t size, size_t *out) {
     return size != 0 && hk_size_align(size, hk_os_page_size(), out);
 }
 
+void *hk_os_reserve_rw(size_t size) {
+    size_t len;
+    if (!round_pages(size, &len) || hk_os_fail_now()) return NULL;
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
 void *hk_os_reserve(size_t size) {
     size_t len;
     if (!round_pages(size, &len) || hk_os_fail_now()) return NULL;

@@ -80,6 +80,11 @@ void *hk_os_reserve(size_t size) {
     return VirtualAlloc(NULL, len, MEM_RESERVE, PAGE_NOACCESS);
 }
 
+void *hk_os_reserve_rw(size_t size) {
+    (void)size; /* committed memory is charged when committed: reserve, then commit */
+    return NULL;
+}
+
 void *hk_os_alloc(size_t size) {
     size_t len;
     if (!round_pages(size, &len) || hk_os_fail_now()) return NULL;

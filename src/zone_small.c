@@ -179,6 +179,13 @@ static void *zs_gpop(zs_space *sp, uint32_t *list) {
     return (void *)(sp->lo + ((uintptr_t)(n - 1u) << ZS_RUN_LOG2));
 }
 
+/* Makes [p, p + n) of the space's reservations usable: a commit, or
+ * nothing in a lazy space but the failure point (an acquisition). */
+static hk_result zs_commit(const zs_space *sp, void *p, size_t n) {
+    if (!sp->lazy) return hk_os_commit(p, n);
+    return hk_os_fail_now() ? HK_ERR_NOMEM : HK_OK;
+}
+
 /* The clean granules: a stack of granule numbers beside the space (their
  * pages, all of them, are given back, so nothing can be linked through
  * them), committed a page at a time as it grows. 0 when the stack has no
@@ -187,7 +194,7 @@ static int zs_clean_push(zs_space *sp, void *g) {
     size_t need = (sp->nclean + 1) * sizeof(uint32_t);
     if (need > sp->cs_commit) {
         size_t pg = hk_os_page_size();
-        if (need > sp->cs_size || hk_os_commit((unsigned char *)sp->cstack + sp->cs_commit, pg) != HK_OK)
+        if (need > sp->cs_size || zs_commit(sp, (unsigned char *)sp->cstack + sp->cs_commit, pg) != HK_OK)
             return 0;
         sp->cs_commit += pg;
     }
@@ -242,11 +249,11 @@ static zs_run *zs_granule_take(zs_space *sp, unsigned c) {
     size_t need = (sp->bump + 1) << ZS_META_LOG2;
     if (need > sp->meta_commit) {
         size_t pg = hk_os_page_size() > ZS_META ? hk_os_page_size() : ZS_META;
-        if (need > sp->meta_size || hk_os_commit(sp->meta + sp->meta_commit, pg) != HK_OK) return NULL;
+        if (need > sp->meta_size || zs_commit(sp, sp->meta + sp->meta_commit, pg) != HK_OK) return NULL;
         sp->meta_commit += pg;
     }
     g = (unsigned char *)(sp->lo + (sp->bump << ZS_RUN_LOG2));
-    if (hk_os_commit(g, ZS_RUN) != HK_OK) return NULL;
+    if (zs_commit(sp, g, ZS_RUN) != HK_OK) return NULL;
     if (sp->prefault) (void)hk_os_prefault(g, ZS_RUN);
     zs_run *r = zs_run_at(sp, sp->bump << ZS_RUN_LOG2);
     r->base = (unsigned char *)g;
@@ -694,21 +701,33 @@ hk_result hk__zs_space_init(zs_space *sp, size_t span, hk__reporter *rep) {
     span = (span + ZS_RUN - 1) & ~(ZS_RUN - 1);
     /* one granule more, to start on a ZS_RUN boundary */
     size_t os = span + ZS_RUN;
-    unsigned char *base = hk_os_reserve(os);
-    if (!base) return HK_ERR_NOMEM;
-    sp->os_base = base;
-    sp->os_size = os;
-    sp->lo = ((uintptr_t)base + ZS_RUN - 1) & ~(uintptr_t)(ZS_RUN - 1);
-    sp->span = span;
-    sp->cs_size =
-        ((span >> ZS_RUN_LOG2) * sizeof(uint32_t) + hk_os_page_size() - 1) & ~(hk_os_page_size() - 1);
-    sp->cstack = hk_os_reserve(sp->cs_size);
-    sp->meta_size =
-        (((span >> ZS_RUN_LOG2) << ZS_META_LOG2) + hk_os_page_size() - 1) & ~(hk_os_page_size() - 1);
-    sp->meta = sp->cstack ? hk_os_reserve(sp->meta_size) : NULL;
+    size_t pg = hk_os_page_size();
+    size_t cs_size = ((span >> ZS_RUN_LOG2) * sizeof(uint32_t) + pg - 1) & ~(pg - 1);
+    size_t meta_size = (((span >> ZS_RUN_LOG2) << ZS_META_LOG2) + pg - 1) & ~(pg - 1);
+    /* readable and writable from the start where the OS allows it, so that
+     * a granule taken makes no system call; else reserved and committed as
+     * used. Both ways as the three reservations go. */
+    for (int lazy = 1; lazy >= 0; lazy--) {
+        void *(*reserve)(size_t) = lazy ? hk_os_reserve_rw : hk_os_reserve;
+        unsigned char *base = reserve(os);
+        uint32_t *cstack = base ? reserve(cs_size) : NULL;
+        unsigned char *meta = cstack ? reserve(meta_size) : NULL;
+        if (meta) {
+            sp->os_base = base;
+            sp->os_size = os;
+            sp->lo = ((uintptr_t)base + ZS_RUN - 1) & ~(uintptr_t)(ZS_RUN - 1);
+            sp->span = span;
+            sp->cs_size = cs_size;
+            sp->cstack = cstack;
+            sp->meta_size = meta_size;
+            sp->meta = meta;
+            sp->lazy = lazy;
+            break;
+        }
+        if (cstack) hk_os_release(cstack, cs_size);
+        if (base) hk_os_release(base, os);
+    }
     if (!sp->meta) {
-        if (sp->cstack) hk_os_release(sp->cstack, sp->cs_size);
-        hk_os_release(base, os);
         memset(sp, 0, sizeof *sp);
         return HK_ERR_NOMEM;
     }

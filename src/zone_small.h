@@ -227,8 +227,11 @@ typedef struct zs_space {
     size_t cs_size, cs_commit;
     uint64_t epoch_ns, next_epoch; /* next_epoch: atomic */
     int prefault;                  /* fault a fresh granule's pages in when it is taken */
-    size_t runs;                   /* atomic: granules that heaps hold (runs and spares) */
-    uint64_t made;                 /* atomic: runs made (laid out for a class) since the space's init */
+    /* the reservations are readable and writable from the start
+     * (hk_os_reserve_rw): taking a granule or a table page commits nothing */
+    int lazy;
+    size_t runs;   /* atomic: granules that heaps hold (runs and spares) */
+    uint64_t made; /* atomic: runs made (laid out for a class) since the space's init */
     void *os_base;
     size_t os_size;
     hk__reporter *rep;
