@@ -25,7 +25,6 @@ set(HK_WIN32_SKIPPED_CASES
   "core:os_fault_callbacks:forks a child to fault in (Windows has no fork); test_fault_exit covers the handler there"
   "core:os_stop_world_single_then_threaded:counts on no thread but main at start (Windows and Wine start threads of their own)"
   "core:os_fast_stacks_match_backtrace:compares with glibc's backtrace() (execinfo.h); Windows captures exactly with RtlCaptureStackBackTrace"
-  "core:os_fast_stacks_shared_after_fork:fork() (Windows has no fork; the learned walker table is shared with forked processes only)"
   "guard_fault:guard_fault_reports:forks a child per fault (no fork); test_fault_exit runs the same faults in child processes"
   "guard_fault:guard_fast_reuse:the second run of heapkit guard (fork per fault, and the tool itself, are POSIX-only)"
   "guard_reports:guard_reserve_shrinks_under_address_space_limit:setrlimit(RLIMIT_AS) and fork (no address-space limit on Windows)"

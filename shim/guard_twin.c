@@ -32,7 +32,6 @@
 #define _GNU_SOURCE 1
 #include "guard_twin.h"
 #include "guard_isolate.h"
-#include "os.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -204,7 +203,6 @@ int hk__twin_start(hk_guard *g, int log_fd, char **envp) {
 #if HK_TWIN_CAN
     if (can) {
         fflush(NULL);
-        (void)hk_os_stack_share(); /* both runs learn each call path once */
         hk_guard_fork_prepare(g);
         pid = twin_clone(tid);
         if (pid == 0) {

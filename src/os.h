@@ -301,16 +301,6 @@ HK__HIDDEN int hk_os_stop_world(hk_os_world_fn fn, void *user);
 HK__HIDDEN int hk_os_stack_capture(void **frames, int max, int skip, unsigned flags);
 HK__HIDDEN void hk_os_stack_init(void);
 
-/* POSIX x86-64: puts the frame sizes learned so far (and all learned
- * later) in memory shared with the processes this one forks from now on,
- * so that a forked copy running the same code learns each call path once
- * for both (`heapkit guard`'s two runs). An entry is used only where the
- * code before its return address is still what it was learned on (a
- * library loaded after the fork may sit elsewhere in one of them). Call
- * with one thread, before fork; idempotent. HK_ERR_NOMEM when the OS
- * refuses the mapping (nothing changed), HK_ERR_UNSUPPORTED elsewhere. */
-HK__HIDDEN hk_result hk_os_stack_share(void);
-
 /* The lowest address of the stack allocation holding sp, for hosts that
  * show one stack as several regions (Windows: VirtualQuery reports its
  * committed pages as separate regions; the allocation base bounds them

@@ -35,7 +35,6 @@
 
 #include <execinfo.h>
 #include <setjmp.h>
-#include <sys/mman.h>
 
 /* The escape point of the exact unwind in progress on this thread, or NULL. */
 static _Thread_local sigjmp_buf *os_stack_escape __attribute__((tls_model("initial-exec")));
@@ -62,11 +61,10 @@ void hk_os_stack_init(void) {}
 #define UW_DIST     0x1fffffffu
 typedef struct uw_entry {
     uintptr_t ip;
-    uint32_t val;  /* UW_VALID | flags | distance */
-    uint32_t code; /* the 4 bytes before ip (the call's end) when learned: see hk_os_stack_share */
+    uint32_t val; /* UW_VALID | flags | distance */
+    uint32_t pad;
 } uw_entry;
 static _Alignas(4096) uw_entry uw_table[UW_SLOTS];
-static int uw_shared; /* the table is shared with forked processes (hk_os_stack_share) */
 static _Thread_local uintptr_t uw_stack_hi __attribute__((tls_model("initial-exec")));
 
 /* A return address's first home is in the group of its 64 KiB of code: the
@@ -92,30 +90,12 @@ static inline uint32_t uw_next(uint32_t i, int second) {
     return (i & ~(UW_GROUP - 1)) | ((i + 1) & (UW_GROUP - 1));
 }
 
-/* The 4 bytes before a return address: the end of the call instruction. */
-static inline uint32_t uw_code(uintptr_t ip) {
-    uint32_t c;
-    memcpy(&c, (const void *)(ip - 4), sizeof c);
-    return c;
-}
-
-/* Entries count only for the code they were learned on: with the table
- * shared by forked processes (hk_os_stack_share), one of them may have
- * other code at the same address (a library loaded after the fork). Read
- * only once an entry for ip exists: ip was then a return address here or
- * in a process sharing the table. */
 static uint32_t uw_lookup(uintptr_t ip) {
     for (int second = 0; second < 2; second++) {
         uint32_t i = uw_home(ip, second);
         for (uint32_t k = 0; k < UW_PROBES; k++, i = uw_next(i, second)) {
             uintptr_t e = __atomic_load_n(&uw_table[i].ip, __ATOMIC_ACQUIRE);
-            if (e == ip) {
-                uint32_t v = __atomic_load_n(&uw_table[i].val, __ATOMIC_ACQUIRE);
-                if (uw_shared && v && !(v & (UW_TERMINAL | UW_DYNAMIC)) &&
-                    __atomic_load_n(&uw_table[i].code, __ATOMIC_RELAXED) != uw_code(ip))
-                    return 0;
-                return v;
-            }
+            if (e == ip) return __atomic_load_n(&uw_table[i].val, __ATOMIC_ACQUIRE);
             if (e == 0) return 0;
         }
     }
@@ -125,8 +105,6 @@ static uint32_t uw_lookup(uintptr_t ip) {
 static void uw_learn(uintptr_t ip, uint32_t dist, uint32_t flags) {
     if (ip == 0) return;
     uint32_t v = UW_VALID | flags | (dist > UW_DIST ? UW_DIST : dist);
-    /* an outermost frame may have no unwind information (a wild pc): its code is not read */
-    uint32_t code = (flags & UW_TERMINAL) ? 0 : uw_code(ip);
     if (dist > UW_DIST) v |= UW_DYNAMIC;
     for (int second = 0; second < 2; second++) {
         uint32_t i = uw_home(ip, second);
@@ -136,7 +114,6 @@ static void uw_learn(uintptr_t ip, uint32_t dist, uint32_t flags) {
                 uintptr_t zero = 0;
                 if (__atomic_compare_exchange_n(&uw_table[i].ip, &zero, ip, false, __ATOMIC_ACQ_REL,
                                                 __ATOMIC_ACQUIRE)) {
-                    __atomic_store_n(&uw_table[i].code, code, __ATOMIC_RELAXED);
                     __atomic_store_n(&uw_table[i].val, v, __ATOMIC_RELEASE);
                     return;
                 }
@@ -145,8 +122,6 @@ static void uw_learn(uintptr_t ip, uint32_t dist, uint32_t flags) {
             if (e != ip) continue;
             uint32_t old = __atomic_load_n(&uw_table[i].val, __ATOMIC_ACQUIRE);
             if (old == 0) return; /* another thread is storing it */
-            uint32_t ec = __atomic_load_n(&uw_table[i].code, __ATOMIC_RELAXED);
-            if (ec && code && ec != code) return; /* another process's code */
             uint32_t nv = old;
             if ((flags & UW_TERMINAL) != (old & UW_TERMINAL))
                 nv |= UW_DYNAMIC; /* outermost or not? */
@@ -216,23 +191,6 @@ static HK__NOINLINE int uw_exact(void **frames, int max, int skip) {
     return st.n;
 }
 
-hk_result hk_os_stack_share(void) {
-    if (uw_shared) return HK_OK;
-    size_t size = sizeof uw_table, page = 4096;
-    unsigned char *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED) return HK_ERR_NOMEM;
-    unsigned char in[sizeof uw_table / 4096];
-    if (mincore(uw_table, size, in) != 0) memset(in, 1, sizeof in);
-    for (size_t k = 0; k < size / page; k++) /* the groups learned so far: the others are zero */
-        if (in[k] & 1) memcpy(m + k * page, (const unsigned char *)uw_table + k * page, page);
-    uw_shared = 1; /* before the move: lookups check the code from now on */
-    if (mremap(m, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)uw_table) == MAP_FAILED) {
-        munmap(m, size);
-        return HK_ERR_NOMEM;
-    }
-    return HK_OK;
-}
-
 __attribute__((no_sanitize_address)) HK__NOINLINE int hk_os_stack_capture(void **frames, int max, int skip,
                                                                           unsigned flags) {
     if (max <= 0 || !frames) return 0;
@@ -272,8 +230,6 @@ static HK__NOINLINE int os_backtrace_skip(void **frames, int max, int skip) {
     for (int i = skip + 1; i < got && n < max; i++) frames[n++] = tmp[i];
     return n;
 }
-
-hk_result hk_os_stack_share(void) { return HK_ERR_UNSUPPORTED; } /* nothing learned to share */
 
 HK__NOINLINE int hk_os_stack_capture(void **frames, int max, int skip, unsigned flags) {
     (void)flags;

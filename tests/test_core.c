@@ -446,44 +446,6 @@ HKT_TEST(os_fast_stacks_match_backtrace) {
     CHECK_EQ(tbad, 0);
 }
 
-/* The walker's table shared with a forked child (hk_os_stack_share, what
- * `heapkit guard`'s two runs do): what the child learns the parent uses,
- * and both still get backtrace()'s frames. */
-static int uw_rounds(int from) {
-    uw_snap s;
-    int bad = 0;
-    for (int i = from; i < from + 300; i++) {
-        memset(&s, 0, sizeof s);
-        switch (i % 4) {
-        case 0: uw_path_a(&s); break;
-        case 1: uw_path_b(&s); break;
-        case 2: uw_rec(&s, i % 9, 0); break;
-        default: uw_rec(&s, i % 5, 1 + (i * 53) % 2000); break;
-        }
-        bad += !uw_same(&s);
-    }
-    return bad;
-}
-
-HKT_TEST(os_fast_stacks_shared_after_fork) {
-    hk_result r = hk_os_stack_share();
-    if (r == HK_ERR_UNSUPPORTED) {
-        printf("    no learned walker here: nothing to share\n");
-        return;
-    }
-    CHECK_EQ(r, HK_OK);
-    CHECK_EQ(hk_os_stack_share(), HK_OK); /* idempotent */
-    fflush(stdout);
-    pid_t pid = fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) _exit(uw_rounds(1000) ? 1 : 0); /* learns paths the parent has not walked */
-    int st = 0;
-    waitpid(pid, &st, 0);
-    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    CHECK_EQ(uw_rounds(1000), 0); /* on what the child learned */
-    CHECK_EQ(uw_rounds(5000), 0);
-}
-
 /* ---- faults ------------------------------------------------------------------------ */
 
 /* A registered callback sees every fault: the address, the access type and
