@@ -518,8 +518,8 @@ int hk_os_symbolize_lines_missing(void) {
 }
 
 int hk_os_symbolize_lines_slow(void) {
-    return sym_dw_wanted && sym_dw_tried && !sym_dw_ok && __atomic_load_n(&sym_a2l_looked, __ATOMIC_ACQUIRE) &&
-           sym_a2l_path[0];
+    return sym_dw_wanted && sym_dw_tried && !sym_dw_ok &&
+           __atomic_load_n(&sym_a2l_looked, __ATOMIC_ACQUIRE) && sym_a2l_path[0];
 }
 
 void *hk_os_find_function(const char *name) {
