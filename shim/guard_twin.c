@@ -160,17 +160,7 @@ static void twin_become(hk_guard *g, int log_fd, const twin_spec *t, off_t in_of
     hk_guard_lead_from_now(g);
     /* the second run's settings for its own children (the tool set each
      * variable for the first run: replaced in place) */
-    setenv("HEAPKIT_GUARD_SIDE", "start", 1);
-    setenv("HEAPKIT_GUARD_LOG", log, 1);
-    setenv("HEAPKIT_GUARD_LEAKS", "0", 1);
-    setenv("HEAPKIT_GUARD_QUARANTINE", "0", 1);
-    setenv("HEAPKIT_GUARD_FAST_REUSE", "1", 1);
-    /* no display, session bus or sound server: a graphical program's
-     * second run ends at start-up instead of opening a second window */
-    unsetenv("DISPLAY");
-    unsetenv("WAYLAND_DISPLAY");
-    unsetenv("XDG_RUNTIME_DIR");
-    unsetenv("DBUS_SESSION_BUS_ADDRESS");
+    hk__iso_second_env(log);
     setenv("HEAPKIT_GUARD_TWIN", "0:second", 1); /* spent; says (to tests) which run this is */
     char c = hk__iso_isolate(t->dir, stage);
     if (c == 'i') /* what the program inherited past standard error is not the second run's */

@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -109,6 +110,18 @@ static int sides_no_network(void) {
 #else
     return -1; /* no filter written for this architecture: not isolated */
 #endif
+}
+
+void hk__iso_second_env(const char *log) {
+    setenv("HEAPKIT_GUARD_SIDE", "start", 1);
+    setenv("HEAPKIT_GUARD_LOG", log, 1);
+    setenv("HEAPKIT_GUARD_LEAKS", "0", 1);
+    setenv("HEAPKIT_GUARD_QUARANTINE", "0", 1);
+    setenv("HEAPKIT_GUARD_FAST_REUSE", "1", 1);
+    unsetenv("DISPLAY");
+    unsetenv("WAYLAND_DISPLAY");
+    unsetenv("XDG_RUNTIME_DIR");
+    unsetenv("DBUS_SESSION_BUS_ADDRESS");
 }
 
 void hk__iso_cloexec_from(int from) {

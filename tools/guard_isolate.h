@@ -25,6 +25,15 @@
  * microseconds of system calls; allocates nothing. */
 HK__ISO_HIDDEN char hk__iso_isolate(const char *dir, const char *stage);
 
+/* Sets the second run's variables, which its own children inherit: the
+ * guard page before each block (HEAPKIT_GUARD_SIDE=start), its log, no
+ * leak check, no quarantine, fast reuse; and takes away the display, the
+ * session bus and the sound server's directory, so that a graphical
+ * program's second run ends at start-up instead of opening a second
+ * window. Used by the tool's second run and by the one forked from the
+ * first run (shim/guard_twin.c). */
+HK__ISO_HIDDEN void hk__iso_second_env(const char *log);
+
 /* Marks every descriptor from `from` on close-on-exec. */
 HK__ISO_HIDDEN void hk__iso_cloexec_from(int from);
 

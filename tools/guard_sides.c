@@ -218,18 +218,11 @@ static pid_t sides_start(char **argv, const sides_run_spec *sp) {
     pid_t pid = fork();
     if (pid != 0) return pid;
     sigprocmask(SIG_SETMASK, &sides_program_mask, NULL);
-    setenv("HEAPKIT_GUARD_SIDE", sp->side, 1);
-    setenv("HEAPKIT_GUARD_LOG", sp->log, 1);
     if (sp->second) {
-        setenv("HEAPKIT_GUARD_LEAKS", "0", 1);
-        setenv("HEAPKIT_GUARD_QUARANTINE", "0", 1);
-        setenv("HEAPKIT_GUARD_FAST_REUSE", "1", 1);
-        /* no display, no session bus or sound server: a graphical program's
-         * second run ends at start-up instead of opening a second window */
-        unsetenv("DISPLAY");
-        unsetenv("WAYLAND_DISPLAY");
-        unsetenv("XDG_RUNTIME_DIR");
-        unsetenv("DBUS_SESSION_BUS_ADDRESS");
+        hk__iso_second_env(sp->log); /* its side is "start" */
+    } else {
+        setenv("HEAPKIT_GUARD_SIDE", sp->side, 1);
+        setenv("HEAPKIT_GUARD_LOG", sp->log, 1);
     }
     if (sp->in == -2) {
         int nul0 = open("/dev/null", O_RDONLY | O_CLOEXEC);
