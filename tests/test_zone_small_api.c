@@ -179,11 +179,15 @@ HKT_TEST(realloc_in_place_moved_and_misused) {
     REQUIRE(q && q != p);
     for (int k = 0; k < 60; k++) CHECK_EQ(q[k], k);
     CHECK_EQ(errs.count, 0);
-    unsigned char *big = hk_zone_realloc(z, q, 9000); /* to a TLSF block */
+    unsigned char *big = hk_zone_realloc(z, q, SMALL_MAX + 1000); /* to a TLSF block */
     REQUIRE(big);
+    hk_block_info bi;
+    CHECK_EQ(hk_zone_where(z, big, &bi), HK_OK);
+    CHECK(bi.overhead > 0); /* a header: TLSF */
     for (int k = 0; k < 60; k++) CHECK_EQ(big[k], k);
     unsigned char *back = hk_zone_realloc(z, big, 24); /* a TLSF block shrinks in place */
     REQUIRE(back);
+    CHECK(back == big);
     for (int k = 0; k < 24; k++) CHECK_EQ(back[k], k);
     /* realloc of a freed small block: reported, NULL, nothing changed */
     unsigned char *f = hk_zone_alloc(z, 32);
