@@ -36,8 +36,8 @@
  *     then reads ZS_RQUEUED again, and when a collection cleared it
  *     meanwhile, counts itself and queues the run if its bit still waits
  *     (zs_requeue). So rpend == 0 means no remote bit is set but by a free
- *     that races with the reader's: stats read the bitmap only when rpend
- *     or the queued mark is not 0.
+ *     that races with the reader's: stats, and the owner's free, read the
+ *     bitmap only when rpend is not 0.
  *  6. A heap's run is its class's cur (state ZS_CUR), on its class's partial
  *     list (ZS_PARTIAL: it has a free or uncarved slot), or full (ZS_FULL:
  *     none, on no list). A run whose last used slot is freed, other than a
@@ -54,8 +54,8 @@
  *     and a freer reads the mark after its push (so a push the collection
  *     missed sees the mark), counts itself, and collects under the zone's
  *     lock when the batch is full. Stats count waiting frees (remote bits
- *     set) as frees: they read the bitmaps of the runs whose rpend or
- *     queued mark says some may be set.
+ *     set) as frees: they read the bitmaps of the runs whose rpend says
+ *     some may be set.
  * 10. A granule's remote bitmap is never poisoned for ASan and its words
  *     are read and written atomically (a free granule's first word is its
  *     dirty-list link), so stats may read any of them.
@@ -134,7 +134,6 @@ static void zs_run_format(zs_run *r, unsigned c, uint64_t secret) {
     r->free = r->base;
     r->secret = (secret & ~(uint64_t)(ZS_RUN - 1)) | ((uint64_t)1 << 63);
     r->key = (uint64_t)(uintptr_t)r->base ^ r->secret;
-    r->queued = 0;
     /* the colour: slot 0 of the runs of neighbouring granules start on
      * different cache lines of a page, so that the slots a program uses
      * most (each run's first ones) do not all fall into the same few sets
@@ -514,7 +513,6 @@ size_t hk__zs_collect(zs_heap *h) {
         zs_run *next = s->rnext;
         /* unqueue before reading the bits (invariant 5): a freer that sets a
          * bit after our exchange of it queues the run again */
-        __atomic_store_n(&s->queued, 0, __ATOMIC_RELAXED); /* before the flag: a new queueing sets it after */
         __atomic_fetch_and(&s->rpend, ~ZS_RQUEUED, __ATOMIC_SEQ_CST);
         got += zs_collect_run(h, s);
         if (zs_used(s) == 0 && s->state == ZS_PARTIAL && zs_run_quiet(s)) {
@@ -569,7 +567,6 @@ static hk_result zs_double(zs_space *sp, zs_heap *h, zs_run *r, void *p, const c
 static void zs_queue(zs_run *r, zs_heap *owner) {
     if (__atomic_load_n(&r->rpend, __ATOMIC_SEQ_CST) & ZS_RQUEUED) return;
     if (__atomic_fetch_or(&r->rpend, ZS_RQUEUED, __ATOMIC_SEQ_CST) & ZS_RQUEUED) return;
-    __atomic_store_n(&r->queued, 1, __ATOMIC_RELAXED);
     zs_run *top = __atomic_load_n(&owner->rstack, __ATOMIC_RELAXED);
     do r->rnext = top;
     while (!__atomic_compare_exchange_n(&owner->rstack, &top, r, 1, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
@@ -764,7 +761,6 @@ static size_t zs_collect_all(zs_heap *h) {
     zs_run *s = __atomic_exchange_n(&h->rstack, NULL, __ATOMIC_SEQ_CST);
     while (s) {
         zs_run *next = s->rnext; /* before the unqueue: a freer may queue s again at once */
-        __atomic_store_n(&s->queued, 0, __ATOMIC_RELAXED);
         __atomic_fetch_and(&s->rpend, ~ZS_RQUEUED, __ATOMIC_SEQ_CST);
         s = next;
     }
@@ -805,7 +801,6 @@ size_t hk__zs_heap_take_spare(zs_heap *h) {
 void hk__zs_heap_fork_reset(zs_heap *h) {
     zs_collect_all(h); /* the stack emptied, every bitmap read */
     for (zs_run *r = h->all; r; r = r->all_next) {
-        __atomic_store_n(&r->queued, 0, __ATOMIC_RELAXED);
         __atomic_store_n(&r->rpend, 0, __ATOMIC_RELAXED);
     }
 }

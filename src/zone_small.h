@@ -151,12 +151,9 @@ typedef struct zs_run {
     struct zs_heap *heap;
     unsigned char *base; /* the granule (fixed for the entry) */
     /* atomic: ZS_RQUEUED (on the stack, or about to be) plus the remote
-     * freers between their bit and their queueing (the low 32 bits) */
+     * freers between their bit and their queueing (the low 32 bits); not 0
+     * while a remote free may wait in the bitmap (the owner's free reads it) */
     uint64_t rpend;
-    /* atomic: 1 from the queueing of the run by a remote free (after its
-     * ZS_RQUEUED) to the collection that unqueues it (before it clears
-     * ZS_RQUEUED): the owner's free reads this word, not rpend */
-    uint32_t queued;
     /* the low 32 bits of slot 0's address (base + ZS_FIRST + the run's
      * colour, zs_run_format): a free's offset from slot 0 is the low 32
      * bits of its pointer minus org, one subtraction */
@@ -311,7 +308,7 @@ size_t hk__zs_heap_free_all(zs_heap *h);
 size_t hk__zs_heap_shrink(zs_heap *h);
 /* In a fork's child, before anything else touches h: the threads that
  * were between setting a remote bit and queueing its run are gone, so
- * every run's in-flight count and queued flag are dropped after every
+ * every run's in-flight count and queued flag (rpend) are dropped after every
  * waiting remote free of h is collected. O(runs of h). */
 void hk__zs_heap_fork_reset(zs_heap *h);
 /* Gives h's spare granule back to the space (any thread: an atomic
@@ -485,7 +482,7 @@ static inline int zs_free_odd(const zs_heap *h, zs_run *r, const void *p) {
     if (HK__UNLIKELY(o >= ZS_LOAD(r->limit)) || HK__UNLIKELY((uint32_t)q >= 65536u) ||
         HK__UNLIKELY(r->heap != h))
         return 1;
-    if (HK__UNLIKELY(ZS_LOAD(r->queued) != 0)) {
+    if (HK__UNLIKELY(ZS_LOAD(r->rpend) != 0)) {
         /* remote frees wait: is this one of them? */
         uint32_t i = (uint32_t)(q >> 32);
         if ((__atomic_load_n(zs_rbits(r) + (i >> 6), __ATOMIC_RELAXED) >> (i & 63u)) & 1u) return 1;

@@ -20,7 +20,7 @@ void hk__zs_sum_runs(const zs_space *sp, uint64_t *slots, uint64_t *bytes) {
         if (!__atomic_load_n(&r->heap, __ATOMIC_ACQUIRE)) continue;
         uint32_t u = zs_used(r);
         /* less the remote frees waiting (invariants 5 and 10) */
-        if (__atomic_load_n(&r->rpend, __ATOMIC_ACQUIRE) || __atomic_load_n(&r->queued, __ATOMIC_ACQUIRE)) {
+        if (__atomic_load_n(&r->rpend, __ATOMIC_ACQUIRE)) {
             uint32_t w = 0;
             const uint64_t *rb = zs_rbits(r);
             for (unsigned k = 0; k < ZS_WORDS; k++)
@@ -100,8 +100,6 @@ static hk_result zs_check_run(const zs_heap *h, zs_run *r, hk__reporter *rep) {
         if (x & fr[w]) return zs_bad(rep, r, "a remote free of a slot on the free list");
     }
     int nfree_ok = r->free == r->base ? nfree == 0 : nfree > 0;
-    if (!r->queued != !(__atomic_load_n(&r->rpend, __ATOMIC_RELAXED) & ZS_RQUEUED))
-        return zs_bad(rep, r, "its queued mark disagrees with its collection-stack flag");
     if (!nfree_ok) return zs_bad(rep, r, "free list head disagrees with its length");
     const zs_cls *c = &h->cls[cls];
     if (r->state == ZS_CUR    ? c->cur != r
@@ -114,14 +112,24 @@ static hk_result zs_check_run(const zs_heap *h, zs_run *r, hk__reporter *rep) {
 }
 
 hk_result hk__zs_check_heap(const zs_heap *h, hk__reporter *rep, size_t *granules) {
-    size_t nparts = 0, nruns = 0;
+    size_t nparts = 0, nruns = 0, flagged = 0;
+    const zs_run *lone = NULL;
     for (zs_run *r = h->all; r; r = r->all_next) {
         hk_result res = zs_check_run(h, r, rep);
         if (res != HK_OK) return res;
         nparts += r->state == ZS_PARTIAL;
         nruns++;
         if (nruns > h->sp->runs) return zs_bad(rep, r, "the heap's run list is longer than the space's runs");
+        /* flagged as queued with no freer in flight to push it: it must be
+         * on the collection stack (invariant 5) */
+        uint64_t pend = __atomic_load_n(&r->rpend, __ATOMIC_ACQUIRE);
+        if ((pend & ZS_RQUEUED) && !(uint32_t)pend) flagged++, lone = r;
     }
+    size_t stacked = 0; /* pushes racing with this walk only lengthen it */
+    for (const zs_run *s = __atomic_load_n(&h->rstack, __ATOMIC_ACQUIRE); s && stacked <= nruns; s = s->rnext)
+        stacked++;
+    if (flagged > stacked)
+        return zs_bad(rep, lone, "flagged as queued but not on its heap's collection stack");
     size_t listed = 0;
     for (unsigned c = 0; c < ZS_NCLS; c++) {
         const zs_run *cur = h->cls[c].cur;
