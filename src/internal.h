@@ -113,6 +113,14 @@ void hk__assert_fail(const char *expr, const char *file, int line);
 #ifdef HK__ASAN
 #include <sanitizer/asan_interface.h>
 #endif
+/* A function ASan does not check: the allocator's own reads and writes of
+ * words inside poisoned free space. Only in ASan builds, where GCC and
+ * clang then call it rather than inline it into checked code. */
+#ifdef HK__ASAN
+#define HK__NO_ASAN __attribute__((no_sanitize_address))
+#else
+#define HK__NO_ASAN
+#endif
 
 #if !defined(HK_NO_VALGRIND) && defined(__has_include)
 #if __has_include(<valgrind/memcheck.h>)

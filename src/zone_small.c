@@ -46,7 +46,7 @@
  *     it. A run on a collection stack never goes back. Every run of a heap
  *     is on its `all` list.
  *  7. Every free slot is poisoned for ASan; its first 8 bytes are touched
- *     only through zs_word / zs_link.
+ *     only through zs_word / zs_link, which ASan does not check.
  *  9. h->direct[k] == h->cls[zs_cls_of(8k)].cur for every k (zs_set_cur).
  *  8. An abandoned heap (its thread gone) has fewer than ZS_ORPHAN_BATCH
  *     frees waiting once a free into it is done: the abandonment zeroes
@@ -492,7 +492,6 @@ static size_t zs_collect_run(zs_heap *h, zs_run *r) {
             if (HK__UNLIKELY(zs_maybe_link(r, zs_word(p))) && zs_on_list(r, p)) {
                 /* invariant 4's exception: freed by its owner and by
                  * another thread at once; it stays on the list once */
-                hk__asan_poison(p, sizeof(void *));
                 zs_report(h->sp, h, HK_ERR_DOUBLE_FREE, HK_EK_DOUBLE_FREE, p, r->stride,
                           "free(%p): block %p (%u bytes, in a small-block run) was freed by its owner and by "
                           "another thread at once",
@@ -612,14 +611,11 @@ hk_result hk__zs_free_slow(zs_space *sp, zs_heap *h, zs_run *r, void *p, const c
     if ((uint64_t)i * r->stride >= __atomic_load_n(&r->limit, __ATOMIC_RELAXED)) /* i >= bump, from line 0 */
         return zs_double(sp, h, r, p, op, " (never allocated)");
     uint64_t m = (uint64_t)1 << (i & 63u), *rw = zs_rbits(r) + (i >> 6);
-    int maybe = zs_maybe_link(r, zs_word_used(p));
+    int maybe = zs_maybe_link(r, zs_word(p));
     if (owner == h) {
         if (__atomic_load_n(rw, __ATOMIC_RELAXED) & m)
             return zs_double(sp, h, r, p, op, " (freed by another thread, not collected yet)");
-        if (maybe && zs_on_list(r, p)) {
-            hk__asan_poison(p, sizeof(void *));
-            return zs_double(sp, h, r, p, op, "");
-        }
+        if (maybe && zs_on_list(r, p)) return zs_double(sp, h, r, p, op, "");
         /* a used slot whose first word only looked like a link */
         zs_push(h, r, p);
         hk__zs_settle(h, r);
@@ -631,10 +627,7 @@ hk_result hk__zs_free_slow(zs_space *sp, zs_heap *h, zs_run *r, void *p, const c
      * write). Its owner's list cannot be searched from here:
      * a first word that may be a link is taken for one (a used block's
      * data passes that test with odds of 2^-47 per free) */
-    if (maybe) {
-        hk__asan_poison(p, sizeof(void *));
-        return zs_double(sp, h, r, p, op, "");
-    }
+    if (maybe) return zs_double(sp, h, r, p, op, "");
     /* poisoned while still the freer's: once its bit is set, its owner may
      * collect it and hand it out again at once */
     hk__asan_poison(p, r->stride);
@@ -680,12 +673,10 @@ size_t hk__zs_usable(const zs_heap *h, zs_run *r, const void *p) {
     if (!owner || i == UINT32_MAX ||
         ((__atomic_load_n(zs_rbits(r) + (i >> 6), __ATOMIC_RELAXED) >> (i & 63u)) & 1u))
         return 0;
-    if (zs_maybe_link(r, zs_word_used(p))) {
+    if (zs_maybe_link(r, zs_word(p))) {
         /* free, or a used block whose first word looks like a link: only
          * the owner can search the list; anyone else takes it for free */
-        int is_free = owner != h || zs_on_list(r, (const unsigned char *)p);
-        if (is_free) hk__asan_poison(p, sizeof(void *));
-        if (is_free) return 0;
+        if (owner != h || zs_on_list(r, (const unsigned char *)p)) return 0;
     }
     return r->stride;
 }

@@ -417,23 +417,18 @@ static inline void zs_set_state(zs_run *r, uint32_t state) {
 /* Makes r class c's current run in h (and the direct entries of c). */
 void hk__zs_set_cur(zs_heap *h, unsigned c, zs_run *r);
 
-/* A free slot's link (atomic relaxed: a remote freer of a block freed
- * already may read it while the owner writes it; plain moves on x86).
- * zs_word makes the 8 bytes accessible to the sanitizers first (the slot
- * is free); zs_word_used reads a slot that should be used (ASan: a freed
- * one is poisoned, so it unpoisons; the slow path poisons again). */
-static inline uint64_t zs_word(const void *u) {
-    hk__asan_unpoison(u, sizeof(void *));
+/* A slot's first word: a free slot's link, or a used slot's data that a
+ * free reads to tell the two apart. Atomic relaxed (a remote freer of a
+ * block freed already may read it while the owner writes it; plain moves
+ * on x86), and not checked by ASan: a free slot stays poisoned, and the
+ * shadow is not touched here, because a remote freer's unpoison, then read,
+ * would race with the owner's poisoning of the same slot (a double free
+ * from two threads at once, reported, must not fault the checker). */
+static inline HK__NO_ASAN uint64_t zs_word(const void *u) {
     return __atomic_load_n((const uint64_t *)u, __ATOMIC_RELAXED);
 }
-static inline uint64_t zs_word_used(const void *u) {
-    hk__asan_unpoison(u, sizeof(void *));
-    return __atomic_load_n((const uint64_t *)u, __ATOMIC_RELAXED);
-}
-static inline void zs_link(void *u, uint64_t w) {
-    hk__asan_unpoison(u, sizeof(void *));
+static inline HK__NO_ASAN void zs_link(void *u, uint64_t w) {
     __atomic_store_n((uint64_t *)u, w, __ATOMIC_RELAXED);
-    hk__asan_poison(u, sizeof(void *));
 }
 /* Whether first word w of a slot of run r may be a free-list link. */
 static inline int zs_maybe_link(const zs_run *r, uint64_t w) { return (w ^ r->secret) < ZS_RUN; }
@@ -441,7 +436,7 @@ static inline int zs_maybe_link(const zs_run *r, uint64_t w) { return (w ^ r->se
 /* Pops a slot of run r (its free list not empty) for h. */
 static inline void *zs_pop(zs_heap *h, zs_run *r, unsigned char *u) {
     r->free = (unsigned char *)(uintptr_t)(zs_word(u) ^ r->key);
-    *(uint64_t *)u = 0; /* no link left behind: a free reads this word */
+    zs_link(u, 0); /* no link left behind: a free reads this word */
     ZS_USED_SET(r, r->used + 1);
     hk__asan_unpoison(u, r->stride);
 #ifdef HK__TSAN
@@ -487,7 +482,7 @@ static inline int zs_free_odd(const zs_heap *h, zs_run *r, const void *p) {
         uint32_t i = (uint32_t)(q >> 32);
         if ((__atomic_load_n(zs_rbits(r) + (i >> 6), __ATOMIC_RELAXED) >> (i & 63u)) & 1u) return 1;
     }
-    return zs_maybe_link(r, zs_word_used(p));
+    return zs_maybe_link(r, zs_word(p));
 }
 
 /* Frees p, a pointer into granule r (zs_run_of), for heap h (the calling

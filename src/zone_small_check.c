@@ -63,7 +63,6 @@ static hk_result zs_free_set(zs_run *r, uint32_t bump, uint64_t *fr, uint32_t *n
         fr[i >> 6] |= (uint64_t)1 << (i & 63u);
         n++;
         uint64_t w = zs_word(p);
-        hk__asan_poison(p, sizeof(void *));
         p = (unsigned char *)(uintptr_t)(w ^ r->key);
     }
     *nfree = n;

@@ -138,12 +138,35 @@ static void *free_all_main(void *v) {
     return NULL;
 }
 
+/* Counts the reports, and those made at a collection ("at once"): a
+ * double free whose two frees raced both returned HK_OK. */
+typedef struct race_errors {
+    hkt_errors e;
+    int at_once;
+} race_errors;
+static void race_on_error(const hk_error *e, void *user) {
+    race_errors *r = user;
+    if (strstr(e->message, "at once")) r->at_once++;
+    hkt_on_error(e, &r->e);
+}
+
 /* The blocks' owner and another thread free the same blocks at once: each
- * block is freed once and its second free reported once (at the latest
- * when the owner collects the other thread's frees); check passes. */
+ * block is freed once and its second free reported once. Where the owner's
+ * free and the other thread's overlap, neither sees the other (the owner's
+ * free takes no atomic), both return HK_OK, and the owner's collection of
+ * the other thread's free finds the block on its list and reports it then
+ * (zone_small.c, invariant 4): so the frees that failed plus the reports
+ * made at the collection are exactly one per block. check passes. */
 HKT_TEST(owner_and_other_thread_free_same_blocks_reported_once) {
-    hkt_errors errs = {0};
-    hk_zone *z = mk_thr(&errs);
+    race_errors errs = {0};
+    hkt_errors_reset(&errs.e);
+    errs.e.quiet = 1;
+    hk_zone *z = hk_zone_create(&(hk_zone_desc){.size = 1 << 20,
+                                                .grow_size = 1 << 20,
+                                                .flags = HK_ZONE_THREADS,
+                                                .name = "thr",
+                                                .on_error = race_on_error,
+                                                .error_user = &errs});
     REQUIRE(z != NULL);
     static void *b[DBL];
     for (int i = 0; i < DBL; i++) REQUIRE((b[i] = hk_zone_alloc(z, (size_t)(8 + i % 500))) != NULL);
@@ -155,9 +178,9 @@ HKT_TEST(owner_and_other_thread_free_same_blocks_reported_once) {
     free_all_main(&mine);
     pthread_join(t, NULL);
     (void)hk_zone_trim(z); /* the owner collects what the other thread freed */
-    CHECK_EQ(mine.ok + other.ok, DBL);
-    CHECK_EQ(errs.count, DBL);
-    CHECK_EQ(errs.last_kind, HK_EK_DOUBLE_FREE);
+    CHECK_EQ(mine.ok + other.ok - errs.at_once, DBL);
+    CHECK_EQ(errs.e.count, DBL);
+    CHECK_EQ(errs.e.last_kind, HK_EK_DOUBLE_FREE);
     CHECK_EQ(live_of(z), 0);
     CHECK_EQ(hk_zone_check(z), HK_OK);
     pthread_barrier_destroy(&bar);
