@@ -391,6 +391,9 @@ static void zs_partial_unlink(zs_cls *c, zs_run *r) {
 
 void hk__zs_poll(zs_heap *h) {
     zs_space *sp = h->sp;
+    /* remote frees wait at most until here (hk__zs_alloc_slow) */
+    if (__atomic_load_n(&h->rstack, __ATOMIC_RELAXED) && zs_alloc_count(h) - h->collect_ac >= ZS_COLLECT_GAP)
+        hk__zs_collect(h);
     uint32_t left = sp->poll ? sp->poll(sp->poll_user, h) : UINT32_MAX;
     if (!left) left = 1;
     /* the count so far is alloc_base - poll_left (0 when the countdown ran out) */
@@ -508,6 +511,7 @@ static size_t zs_collect_run(zs_heap *h, zs_run *r) {
 size_t hk__zs_collect(zs_heap *h) {
     zs_run *s = __atomic_exchange_n(&h->rstack, NULL, __ATOMIC_SEQ_CST);
     size_t got = 0;
+    h->collect_ac = zs_alloc_count(h);
     while (s) {
         zs_run *next = s->rnext;
         /* unqueue before reading the bits (invariant 5): a freer that sets a
@@ -533,13 +537,26 @@ void hk__zs_set_cur(zs_heap *h, unsigned c, zs_run *r) {
 void *hk__zs_alloc_slow(zs_heap *h, unsigned c) {
     zs_cls *cl = &h->cls[c];
     zs_run *r = cl->cur;
-    if (__atomic_load_n(&h->rstack, __ATOMIC_RELAXED)) hk__zs_collect(h);
-    if (r != &hk__zs_empty_run && r->free == r->base && !zs_carve(r)) {
-        /* cur is exhausted: full until a free comes back */
-        zs_set_state(r, ZS_FULL);
-        hk__zs_set_cur(h, c, r = &hk__zs_empty_run);
+    /* Remote frees are collected lazily: those of the current run when it
+     * runs dry (it stays queued; the stack's collection finds its bits
+     * gone), the whole stack when the class has no partial run left or
+     * ZS_COLLECT_GAP allocations after the last time (here or at the
+     * poll). A run stays queued meanwhile, so that more of its remote frees
+     * find it queued and take the one-write path (server at 2 threads:
+     * half of them found their run unqueued when every slow path collected
+     * the stack). */
+    if (r != &hk__zs_empty_run && r->free == r->base) {
+        if (__atomic_load_n(&r->rpend, __ATOMIC_RELAXED) & ZS_RQUEUED) (void)zs_collect_run(h, r);
+        if (r->free == r->base && !zs_carve(r)) {
+            /* cur is exhausted: full until a free comes back */
+            zs_set_state(r, ZS_FULL);
+            hk__zs_set_cur(h, c, r = &hk__zs_empty_run);
+        }
     }
     if (r == &hk__zs_empty_run) {
+        if (__atomic_load_n(&h->rstack, __ATOMIC_RELAXED) &&
+            (!cl->partial || zs_alloc_count(h) - h->collect_ac >= ZS_COLLECT_GAP))
+            hk__zs_collect(h);
         r = cl->partial;
         if (r) {
             zs_partial_unlink(cl, r);

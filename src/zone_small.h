@@ -29,7 +29,9 @@
  * allocates from it and frees into its free list. Another thread's free
  * sets the slot's bit in the run's remote bitmap (one atomic or) and, the
  * first time, queues the run on its heap's collection stack; the owner
- * collects queued runs when a class runs dry (hk__zs_collect). The owner's
+ * collects a dry current run's own, and the queued runs when a class has
+ * no partial run left or ZS_COLLECT_GAP allocations after the last time
+ * (hk__zs_alloc_slow, hk__zs_poll). The owner's
  * own alloc and free take no atomic read-modify-write.
  */
 #ifndef HEAPKIT_ZONE_SMALL_H
@@ -57,6 +59,8 @@
 #define ZS_TAIL_POLL    8u      /* settling frees between two calls of the space's poll from them */
 #define ZS_CARVE_MAX    16u     /* slots one carve puts on a run's list at most (a bound on its work) */
 #define ZS_ORPHAN_BATCH 64u     /* frees waiting in an abandoned heap before a freer collects them */
+#define ZS_COLLECT_GAP                                                                                       \
+    1024u /* allocations between two collections of a heap's stack that no empty class asked for */
 
 /* Slot sizes: 8-byte steps to 64 bytes, then 8 classes per doubling (a
  * step of at most 12.5% of the class below). A slot is aligned to the
@@ -256,22 +260,27 @@ typedef struct zs_heap {
     zs_space *sp;
     /* Allocations since the heap was made: alloc_base - poll_left
      * (zs_alloc_count; stats derive the frees, the runs' used counts being
-     * the blocks live). poll_left counts down to the space's poll. */
+     * the blocks live). poll_left counts down to the space's poll; the
+     * owner writes it on every allocation, tail_left on some frees. */
+    uint32_t poll_left; /* allocations until the space's poll (atomic stores under TSan) */
+    uint32_t tail_left; /* settling frees until the next poll from them */
     uint64_t alloc_base;
-    zs_run *all;    /* every run of the heap */
-    zs_run *rstack; /* atomic: runs with remote frees to collect */
-    /* atomic: frees into it since its last collection while it is
-     * abandoned (invariant 8 of zone_small.c) */
-    uint64_t orphan_frees;
-    uint64_t secret;           /* the next run's secret comes from it */
-    uint32_t poll_left;        /* allocations until the space's poll (atomic stores under TSan) */
-    uint32_t tail_left;        /* settling frees until the next poll from them */
+    zs_run *all;         /* every run of the heap */
+    uint64_t secret;     /* the next run's secret comes from it */
+    uint64_t collect_ac; /* zs_alloc_count at the last collection of rstack */
+    /* rarely written: 48 bytes that, with the 40 above, keep what other
+     * threads' frees touch (below) off the line the owner writes on every
+     * call: a remote free reads `abandoned` and may push on `rstack` */
     uint64_t poll_ns, poll_ac; /* the poll's own state: its last clock read, and alloc count then */
     zs_run *spare;             /* atomic: one empty granule kept for the next run, or NULL */
     struct zs_heap *next;      /* the zone's list of heaps */
-    int abandoned;             /* atomic: its thread is gone; the next one adopts it */
-    int locked;                /* used only under the zone's lock (reports take no lock) */
     size_t os_size;            /* bytes of the heap's own mapping (0: embedded) */
+    int locked;                /* used only under the zone's lock (reports take no lock) */
+    int abandoned;             /* atomic: its thread is gone; the next one adopts it */
+    zs_run *rstack;            /* atomic: runs with remote frees to collect */
+    /* atomic: frees into it since its last collection while it is
+     * abandoned (invariant 8 of zone_small.c) */
+    uint64_t orphan_frees;
 } zs_heap;
 
 extern zs_run hk__zs_empty_run;
@@ -317,8 +326,10 @@ size_t hk__zs_heap_take_spare(zs_heap *h);
 
 /* ---- slow paths --------------------------------------------------------------- */
 
-/* Class c's current run has no free slot: collects remote frees, then takes
- * a partial run, carves, or makes a new run. A slot, or NULL when no
+/* Class c's current run has no free slot: collects its remote frees, or
+ * carves; else takes a partial run (collecting the heap's remote frees
+ * first when the class has none, or ZS_COLLECT_GAP allocations after the
+ * last collection), or makes a new run. A slot, or NULL when no
  * granule can be had. O(1) but for the collection (O(bitmap words) per
  * queued run). */
 void *hk__zs_alloc_slow(zs_heap *h, unsigned c);

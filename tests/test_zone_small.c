@@ -241,6 +241,140 @@ HKT_TEST(zone_small_remote_free_collected) {
     hk__zs_space_fini(&f.sp);
 }
 
+/* The slot of p in its run (for the tests below). */
+static zs_run *fix_run(zs_fix *f, const void *p) { return zs_run_of(&f->sp, p); }
+
+/* Remote frees are collected lazily: a dry current run takes back its own
+ * (staying queued); the stack is collected only when the class has no
+ * partial run to go on with, so a run freed into meanwhile stays queued and
+ * its later remote frees find it so; what was collected is reused before
+ * any new run is made. */
+HKT_TEST(zone_small_collection_waits_for_a_dry_class) {
+    zs_fix f;
+    fix_init(&f, (size_t)16 << 20);
+    zs_heap other;
+    hk__zs_heap_init(&other, &f.sp);
+    /* two full runs (their slot counts vary with their colour) and 300
+     * blocks of a third, the current one */
+    enum { NMAX = 3 * ZS_SLOTS };
+    void **ps = malloc(NMAX * sizeof *ps);
+    REQUIRE(ps != NULL);
+    int N = 0, nruns = 0, ncur = 0;
+    zs_run *last = NULL;
+    while (ncur < 300) {
+        REQUIRE(N < NMAX && (ps[N] = zs_alloc(&f.h, 64)) != NULL);
+        if (fix_run(&f, ps[N]) != last) last = fix_run(&f, ps[N]), nruns++, ncur = 0;
+        ncur += nruns == 3;
+        N++;
+    }
+    zs_run *r0 = fix_run(&f, ps[0]), *cur = f.h.cls[zs_cls_of(64)].cur;
+    REQUIRE(cur == last && r0 != cur);
+    (void)hk__zs_collect(&f.h); /* ZS_COLLECT_GAP allocations from here on */
+    /* the owner frees one block of r0 (partial now); another heap frees
+     * ten others of r0 and five of the current run */
+    CHECK_EQ(fix_free(&f, &f.h, ps[0]), HK_OK);
+    ps[0] = NULL;
+    for (int k = 1; k <= 10; k++) CHECK_EQ(fix_free(&f, &other, ps[k]), HK_OK);
+    int freed_cur = 0;
+    for (int k = N - 1; k >= 0 && freed_cur < 5; k--)
+        if (ps[k] && fix_run(&f, ps[k]) == cur) {
+            CHECK_EQ(fix_free(&f, &other, ps[k]), HK_OK);
+            ps[k] = NULL;
+            freed_cur++;
+        }
+    for (int k = 1; k <= 10; k++) ps[k] = NULL;
+    CHECK(f.h.rstack != NULL);
+    uint64_t made = f.sp.made;
+    /* use up the current run (its uncarved slots, then its own five) */
+    static void *got[ZS_SLOTS + 1];
+    int ng = 0;
+    while (ng < (int)ZS_SLOTS + 1) {
+        void *q = zs_alloc(&f.h, 64);
+        REQUIRE(q != NULL);
+        got[ng++] = q;
+        if (fix_run(&f, q) != cur) break;
+    }
+    /* the first block not from the current run is r0's one partial slot,
+     * taken without collecting the stack */
+    CHECK(fix_run(&f, got[ng - 1]) == r0);
+    CHECK(f.h.rstack != NULL);
+    CHECK_EQ(f.sp.made, made);
+    CHECK_EQ(fix_check(&f), HK_OK);
+    /* r0, current now, dry again: its own ten come back (it stays queued) */
+    for (int k = 0; k < 10; k++) {
+        void *q = zs_alloc(&f.h, 64);
+        REQUIRE(q != NULL);
+        CHECK(fix_run(&f, q) == r0);
+        ps[1 + k] = q;
+    }
+    CHECK(f.h.rstack != NULL);
+    CHECK_EQ(f.sp.made, made);
+    CHECK_EQ(fix_check(&f), HK_OK);
+    /* three frees into the old current run (full): r0 dry with no partial
+     * run left collects the stack, and they come back before a new run */
+    for (int k = 0; k < 3; k++) CHECK_EQ(fix_free(&f, &other, got[k]), HK_OK);
+    for (int k = 0; k < 3; k++) {
+        void *q = zs_alloc(&f.h, 64);
+        REQUIRE(q != NULL);
+        CHECK(fix_run(&f, q) == cur);
+        got[k] = q;
+    }
+    CHECK(f.h.rstack == NULL);
+    CHECK_EQ(f.sp.made, made);
+    CHECK_EQ(fix_check(&f), HK_OK);
+    for (int k = 0; k < ng; k++) CHECK_EQ(fix_free(&f, &f.h, got[k]), HK_OK);
+    for (int k = 0; k < N; k++)
+        if (ps[k]) CHECK_EQ(fix_free(&f, &f.h, ps[k]), HK_OK);
+    CHECK_EQ(f.errs.count, 0);
+    CHECK_EQ(hk__zs_heap_fini(&f.h), 0);
+    CHECK_EQ(hk__zs_heap_fini(&other), 0);
+    free(ps);
+    hk__zs_space_fini(&f.sp);
+}
+
+static uint32_t fix_poll_64(void *user, zs_heap *h) {
+    (void)user;
+    (void)h;
+    return 64;
+}
+
+/* Remote frees into a class the owner no longer uses wait at most
+ * ZS_COLLECT_GAP allocations: the poll collects them then, and the run they
+ * emptied goes back to the space. */
+HKT_TEST(zone_small_collection_at_the_poll_after_the_gap) {
+    zs_fix f;
+    fix_init(&f, (size_t)16 << 20);
+    f.sp.poll = fix_poll_64;
+    zs_heap other;
+    hk__zs_heap_init(&other, &f.sp);
+    enum { N = 2000 };
+    void **ps = malloc(N * sizeof *ps);
+    REQUIRE(ps != NULL);
+    for (int k = 0; k < N; k++) REQUIRE((ps[k] = zs_alloc(&f.h, 256)) != NULL);
+    size_t runs = f.sp.runs;
+    /* the 16-byte class's run, made now: a class with no run collects */
+    void *small[ZS_COLLECT_GAP + 128];
+    int n = 0;
+    REQUIRE((small[n++] = zs_alloc(&f.h, 16)) != NULL);
+    (void)hk__zs_collect(&f.h); /* the gap counts from here */
+    for (int k = 0; k < N; k++) CHECK_EQ(fix_free(&f, &other, ps[k]), HK_OK);
+    CHECK(f.h.rstack != NULL);
+    for (; n < (int)ZS_COLLECT_GAP - 128; n++) REQUIRE((small[n] = zs_alloc(&f.h, 16)) != NULL);
+    CHECK(f.h.rstack != NULL); /* not yet */
+    for (; n < (int)ZS_COLLECT_GAP + 128; n++) REQUIRE((small[n] = zs_alloc(&f.h, 16)) != NULL);
+    CHECK(f.h.rstack == NULL);
+    CHECK(runs >= 8);
+    CHECK(f.sp.runs <= 3); /* the 256-byte runs emptied went back but the current one (and a spare) */
+    CHECK_EQ(fix_live(&f, NULL), (uint64_t)n);
+    CHECK_EQ(fix_check(&f), HK_OK);
+    for (int k = 0; k < n; k++) CHECK_EQ(fix_free(&f, &f.h, small[k]), HK_OK);
+    CHECK_EQ(f.errs.count, 0);
+    CHECK_EQ(hk__zs_heap_fini(&f.h), 0);
+    CHECK_EQ(hk__zs_heap_fini(&other), 0);
+    free(ps);
+    hk__zs_space_fini(&f.sp);
+}
+
 /* A remote free cut short by a fork (its thread gone in the child): one
  * with its bit set, the run's flag set and its in-flight count taken, but
  * the run never pushed. The child's reset collects the block and lets the
