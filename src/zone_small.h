@@ -59,8 +59,7 @@
 #define ZS_TAIL_POLL    8u      /* settling frees between two calls of the space's poll from them */
 #define ZS_CARVE_MAX    16u     /* slots one carve puts on a run's list at most (a bound on its work) */
 #define ZS_ORPHAN_BATCH 64u     /* frees waiting in an abandoned heap before a freer collects them */
-#define ZS_COLLECT_GAP                                                                                       \
-    1024u /* allocations between two collections of a heap's stack that no empty class asked for */
+#define ZS_COLLECT_GAP  1024u   /* allocations after which a heap's stack is collected unasked */
 
 /* Slot sizes: 8-byte steps to 64 bytes, then 8 classes per doubling (a
  * step of at most 12.5% of the class below). A slot is aligned to the
