@@ -53,8 +53,10 @@
  * take no lock and no atomic read-modify-write on the thread's own blocks;
  * a block freed by another thread sets its bit in its run's remote bitmap
  * (one atomic or, still checked) and goes back to its heap's free lists
- * when the owner next runs short of blocks of that class (or calls
- * hk_zone_trim; a misuse found there is reported then). Every other path
+ * when the owner next runs short of blocks in that run or that class, or
+ * at the latest about 5,000 of the owner's allocations later (its first
+ * poll once 1,024 have passed; or when it calls hk_zone_trim; a misuse
+ * found there is reported then). Every other path
  * takes the zone's lock (the hooks, or the zone's own mutex). alloc*,
  * calloc, realloc, free, usable_size, owns, tag, change_tag, stats and
  * get_info may run concurrently from any threads; free_tags, purge, check,
