@@ -161,7 +161,7 @@ static void twin_become(hk_guard *g, int log_fd, const twin_spec *t, off_t in_of
     /* the second run's settings for its own children (the tool set each
      * variable for the first run: replaced in place) */
     hk__iso_second_env(log);
-    setenv("HEAPKIT_GUARD_TWIN", "0:second", 1); /* spent; says (to tests) which run this is */
+    hk__iso_put("HEAPKIT_GUARD_TWIN=0:second"); /* spent; says (to tests) which run this is */
     char c = hk__iso_isolate(t->dir, stage);
     if (c == 'i') /* what the program inherited past standard error is not the second run's */
         for (int k = 0; k < t->nfds; k++)

@@ -34,6 +34,11 @@ HK__ISO_HIDDEN char hk__iso_isolate(const char *dir, const char *stage);
  * first run (shim/guard_twin.c). */
 HK__ISO_HIDDEN void hk__iso_second_env(const char *log);
 
+/* Sets the variable "NAME=value" `text` names, pointing its environ
+ * entry at `text` (which must live as long as the process) when it has
+ * one: no allocation (setenv when the name is absent). */
+HK__ISO_HIDDEN void hk__iso_put(const char *text);
+
 /* Marks every descriptor from `from` on close-on-exec. */
 HK__ISO_HIDDEN void hk__iso_cloexec_from(int from);
 
