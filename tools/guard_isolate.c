@@ -188,6 +188,10 @@ char hk__iso_isolate(const char *dir, const char *stage) {
     char cwd[PATH_MAX];
     if (!getcwd(cwd, sizeof cwd)) return 'o';
     if (mount(dir, dir, NULL, MS_BIND, NULL) != 0) return 'o';
+    /* the layers on a tmpfs of this namespace's own: they go with it, and
+     * the tool has nothing but an empty directory to remove (on failure,
+     * in stage itself, which the tool then removes) */
+    (void)mount("heapkit-guard", stage, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0700");
     /* the working directory, unless /tmp holds it (the /tmp overlay covers
      * it) or it holds /tmp (the root: left read-only) */
     int cwd_in_tmp = strcmp(cwd, "/tmp") == 0 || strncmp(cwd, "/tmp/", 5) == 0;
