@@ -138,6 +138,7 @@ measure() {
         awk -F, '$3 == "task-clock" {c = $1} $3 == "duration_time" {w = $1 / 1e6}
             END {if (c == "") print "fail"; else print c, w}'
 }
+load0=$(cut -d' ' -f1-3 /proc/loadavg)
 for r in $(seq "$rounds"); do
     for p in $progs; do
         for t in $tools; do
@@ -164,4 +165,5 @@ for p in $progs; do
     echo
 done
 echo
-echo "(each cell: CPU time / wall time, ms; median over $rounds rounds of the mean of the runs)"
+echo "(each cell: CPU time / wall time, ms; median over $rounds rounds of the mean of the runs;"
+echo " load average $load0 at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end)"
