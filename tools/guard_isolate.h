@@ -14,7 +14,8 @@
 /* In the process that is to become the second run (single-threaded: the
  * user namespace needs it): a mount namespace (and a user namespace when
  * not root) where the working directory and /tmp are overlays whose upper
- * layers are in `stage` (on /dev/shm: a tmpfs outside both), every other
+ * layers are on a tmpfs mounted over `stage` in that namespace (in `stage`
+ * itself, on /dev/shm, if the tmpfs is refused), every other
  * mount is read-only (writes fail with EROFS instead of happening twice)
  * but `dir` (the logs, a bind mount of its own), and no network (a seccomp
  * filter: no internet or packet socket, connect, bind, sendto with an

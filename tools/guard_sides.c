@@ -11,10 +11,14 @@
  *
  * The two runs go side by side when the second can be isolated: it runs in
  * a mount namespace of its own (a user namespace too when not root) where
- * the working directory and /tmp are overlays whose upper layers are on
- * /dev/shm, so its writes there never reach the first run or the user,
- * every other mount is read-only, descriptors past 2 it would inherit are
- * closed, and a seccomp filter keeps it off the network (sides_no_network).
+ * the working directory and /tmp are overlays whose upper layers are on a
+ * tmpfs of that namespace's own, so its writes there never reach the first
+ * run or the user, every other mount is read-only, descriptors past 2 it
+ * would inherit are closed, and a seccomp filter keeps it off the network
+ * (tools/guard_isolate.c). A forked second run's namespace is then kept by
+ * a holder process (sides_holder), which also removes the tool's
+ * directory once the tool is done with it: the namespace's teardown is on
+ * nobody's path.
  * When that cannot be set up (no namespaces, no overlayfs, no read-only
  * remount, no filter, no /dev/shm, or HEAPKIT_GUARD_ISOLATE=0), the
  * default runs the program once and says so in one line; --sides both
