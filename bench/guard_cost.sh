@@ -15,7 +15,9 @@
 # previous default's shape), default (both sides, second run isolated),
 # noiso (`--no-isolate`: the default where isolation is unavailable: one
 # run and a note), efence (Electric Fence), duma, valgrind (memcheck, real
-# programs: one round of one run). ASan needs the program rebuilt: it is
+# programs: one round of one run), base (the default of another build's
+# tool, GUARD_BASE=/path/to/heapkit: a change measured against the build
+# before it, in the same rounds). ASan needs the program rebuilt: it is
 # measured on the corpus only (bench/guard_peers.sh).
 set -u
 build=$(cd "${1:?usage: guard_cost.sh BUILD_DIR [ROUNDS] [RUNS] [small|real|all]}" && pwd)
@@ -122,6 +124,7 @@ measure() {
     trailing) pre=("$tool" guard --sides trailing $noleaks --) ;;
     default) pre=("$tool" guard $noleaks --) ;;
     noiso) pre=("$tool" guard --no-isolate $noleaks --) ;;
+    base) [ -x "${GUARD_BASE:-}" ] || { echo "missing"; return; }; pre=("$GUARD_BASE" guard $noleaks --) ;;
     efence) [ -z "$efence" ] && { echo "missing"; return; }; lib=$efence ;;
     duma) [ -z "$duma" ] && { echo "missing"; return; }; lib=$duma ;;
     valgrind) command -v valgrind >/dev/null || { echo "missing"; return; }; pre=(valgrind -q --error-exitcode=99) ;;

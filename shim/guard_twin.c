@@ -67,32 +67,12 @@ typedef struct twin_spec {
     char dir[PATH_MAX];
 } twin_spec;
 
-/* One record to the tool: a letter and a pid (one packet), with the
- * descriptor `pass` (SCM_RIGHTS) when it is not -1. */
-static void twin_tell(int fd, char what, pid_t pid, int pass) {
+/* One record to the tool: a letter and a pid (one packet). */
+static void twin_tell(int fd, char what, pid_t pid) {
     int32_t rec[2] = {(int32_t)(unsigned char)what, (int32_t)pid};
-    struct iovec iov = {rec, sizeof rec};
-    union {
-        struct cmsghdr h;
-        char b[CMSG_SPACE(sizeof(int))];
-    } ctl;
-    struct msghdr m;
-    memset(&m, 0, sizeof m);
-    m.msg_iov = &iov;
-    m.msg_iovlen = 1;
-    if (pass >= 0) {
-        memset(&ctl, 0, sizeof ctl);
-        m.msg_control = ctl.b;
-        m.msg_controllen = sizeof ctl.b;
-        struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &pass, sizeof pass);
-    }
     ssize_t w;
     do { /* a socket: a tool that is gone means EPIPE, not SIGPIPE for the program */
-        w = sendmsg(fd, &m, MSG_NOSIGNAL);
+        w = send(fd, rec, sizeof rec, MSG_NOSIGNAL);
     } while (w < 0 && errno == EINTR);
 }
 
@@ -192,12 +172,7 @@ static void twin_become(hk_guard *g, int log_fd, const twin_spec *t, off_t in_of
     if (c == 'i') /* what the program inherited past standard error is not the second run's */
         for (int k = 0; k < t->nfds; k++)
             if (t->fds[k] != log_fd && t->fds[k] != t->ready) close(t->fds[k]);
-    /* isolated: the tool gets the mount namespace, and a process of its
-     * own holds it past this run's end, so that this run's exit does not
-     * wait for the namespace's unmounts */
-    int ns = c == 'i' ? open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC) : -1;
-    twin_tell(t->ready, c, getpid(), ns);
-    if (ns >= 0) close(ns);
+    twin_tell(t->ready, c, getpid());
     close(t->ready);
     if (c != 'i') _exit(0); /* not isolated: no second run (the tool says so) */
 }
@@ -238,7 +213,7 @@ int hk__twin_start(hk_guard *g, int log_fd, char **envp) {
     (void)tid;
     (void)in_off;
 #endif
-    twin_tell(t.ready, pid > 0 ? 'F' : 'T', pid > 0 ? pid : 0, -1);
+    twin_tell(t.ready, pid > 0 ? 'F' : 'T', pid > 0 ? pid : 0);
     close(t.ready);
     if (t.in_kind == 'p') close(t.in_fd);
     return 0;

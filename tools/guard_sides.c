@@ -15,10 +15,7 @@
  * tmpfs of that namespace's own, so its writes there never reach the first
  * run or the user, every other mount is read-only, descriptors past 2 it
  * would inherit are closed, and a seccomp filter keeps it off the network
- * (tools/guard_isolate.c). A forked second run's namespace is then kept by
- * a holder process (sides_holder), which also removes the tool's
- * directory once the tool is done with it: the namespace's teardown is on
- * nobody's path.
+ * (tools/guard_isolate.c).
  * When that cannot be set up (no namespaces, no overlayfs, no read-only
  * remount, no filter, no /dev/shm, or HEAPKIT_GUARD_ISOLATE=0), the
  * default runs the program once and says so in one line; --sides both
@@ -107,60 +104,6 @@ static void sides_rm_tree(const char *dir) {
     if (rmdir(dir) == 0 || errno == ENOENT) return; /* root may remove what mode 0 guards */
     nftw(dir, sides_open_up, 16, FTW_PHYS);
     nftw(dir, sides_rm_one, 16, FTW_PHYS | FTW_DEPTH);
-}
-
-/* Closes every descriptor but a and b. */
-static void sides_close_but(int a, int b) {
-    if (a > b) {
-        int t = a;
-        a = b;
-        b = t;
-    }
-#if defined(SYS_close_range)
-    if ((a == 0 || syscall(SYS_close_range, 0u, (unsigned)a - 1, 0u) == 0) &&
-        (b == a + 1 || syscall(SYS_close_range, (unsigned)a + 1, (unsigned)b - 1, 0u) == 0) &&
-        syscall(SYS_close_range, (unsigned)b + 1, ~0u, 0u) == 0)
-        return;
-#endif
-    long max = sysconf(_SC_OPEN_MAX);
-    if (max < 0 || max > 65536) max = 65536;
-    for (int fd = 0; fd < (int)max; fd++)
-        if (fd != a && fd != b) close(fd);
-}
-
-/* The holder: a process that keeps the isolated second run's mount
- * namespace (ns) past that run's end, then removes the tool's directory.
- * Tearing the namespace down unmounts its copies of every mount, which
- * waits for an RCU grace period (0.1 ms on an idle machine, milliseconds
- * on a busy one), and removing a directory that is a mount point in a
- * live namespace does the same: both happen here, after the tool has read
- * the logs and closed *hold (or ended), off the path of the runs and the
- * tool. It holds no other descriptor and ignores the terminal's signals.
- * Returns its pid, or -1 (the caller then does both itself). */
-static pid_t sides_holder(int ns, const char *dir, const char *stage, int *hold) {
-    int h[2];
-    if (pipe2(h, O_CLOEXEC) != 0) return -1;
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        static const int quiet[] = {SIGINT, SIGQUIT, SIGHUP, SIGTSTP, SIGPIPE};
-        for (size_t k = 0; k < sizeof quiet / sizeof quiet[0]; k++) signal(quiet[k], SIG_IGN);
-        sides_close_but(ns, h[0]);
-        char b;
-        ssize_t r;
-        while ((r = read(h[0], &b, 1)) > 0 || (r < 0 && errno == EINTR)) {
-        }
-        close(ns);
-        if (rmdir(stage) != 0 || rmdir(dir) != 0) sides_rm_tree(dir);
-        _exit(0);
-    }
-    close(h[0]);
-    if (pid < 0) {
-        close(h[1]);
-        return -1;
-    }
-    *hold = h[1];
-    return pid;
 }
 
 typedef struct sides_run_spec {
@@ -568,7 +511,6 @@ typedef struct sides_ctl {
     char reply;        /* the verdict: hk__iso_isolate's letter ('s' none yet; 'x' the second run never
                           said) */
     int forked;        /* a twin: the first run said 'F' */
-    int ns;            /* the isolated twin's mount namespace, for the holder (-1: none) */
     char **argv;
     sides_run_spec *lead; /* for the second run the tool starts itself */
 } sides_ctl;
@@ -601,31 +543,8 @@ static void sides_start_lead(sides_ctl *c) {
  * the loop must watch the first run's end (the second run waits for it). */
 static int sides_heard(sides_ctl *c) {
     int32_t rec[2] = {0, 0};
-    struct iovec iov = {rec, sizeof rec};
-    union {
-        struct cmsghdr h;
-        char b[CMSG_SPACE(sizeof(int))];
-    } cb;
-    struct msghdr m;
-    memset(&m, 0, sizeof m);
-    m.msg_iov = &iov;
-    m.msg_iovlen = 1;
-    m.msg_control = cb.b;
-    m.msg_controllen = sizeof cb.b;
-    ssize_t got = recvmsg(c->ready, &m, MSG_CMSG_CLOEXEC);
-    if (got < 0 && errno == ENOTSOCK) { /* a pipe: a second run the tool started */
-        m.msg_controllen = 0;
-        got = read(c->ready, rec, sizeof rec);
-    }
+    ssize_t got = read(c->ready, rec, sizeof rec);
     if (got < 0 && errno == EINTR) return 0;
-    struct cmsghdr *cm = got > 0 ? CMSG_FIRSTHDR(&m) : NULL;
-    if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
-        cm->cmsg_len == CMSG_LEN(sizeof(int))) {
-        int fd;
-        memcpy(&fd, CMSG_DATA(cm), sizeof fd);
-        if (c->ns >= 0) close(c->ns);
-        c->ns = fd; /* the second run's mount namespace (shim/guard_twin.c) */
-    }
     char what = got == (ssize_t)sizeof rec ? (char)rec[0] : 0;
     if (c->twin && what) {
         if (what == 'T') { /* it did not fork: the tool starts the second run */
@@ -853,14 +772,13 @@ int hk_guard_sides_both(char **argv, int by_default) {
             go[0] = go[1] = -1;
         }
     }
-    int killed = 0, skipped = 0, hold = -1;
-    pid_t holder = -1;
+    int killed = 0, skipped = 0;
     sigset_t chld, old_mask;
     sigemptyset(&chld);
     sigaddset(&chld, SIGCHLD);
     sigprocmask(SIG_BLOCK, &chld, &old_mask);
     sides_program_mask = old_mask;
-    sides_ctl ctl = {ready[0], go[1], -1, -1, &st[0], 0, by_default, twin, -1, 's', 0, -1, argv, &lead};
+    sides_ctl ctl = {ready[0], go[1], -1, -1, &st[0], 0, by_default, twin, -1, 's', 0, argv, &lead};
     if (side_by_side) {
         /* the second run sets its namespaces up (some milliseconds) while
          * the first runs */
@@ -882,10 +800,6 @@ int hk_guard_sides_both(char **argv, int by_default) {
         ign.sa_handler = SIG_IGN;
         sigaction(SIGPIPE, &ign, &old_pipe);
         sides_pump(f, &ctl);
-        if (ctl.ns >= 0) { /* the second run is isolated and running: its namespace goes to the holder */
-            holder = sides_holder(ctl.ns, dir, stage, &hold);
-            close(ctl.ns);
-        }
         sigaction(SIGPIPE, &old_pipe, NULL);
         if (ctl.in2 >= 0) close(ctl.in2);
         if (!ctl.p1_done) st[0] = sides_wait(ctl.p1);
@@ -916,10 +830,7 @@ int hk_guard_sides_both(char **argv, int by_default) {
     }
     /* the second run's layers were on a tmpfs of its own namespace: an
      * empty stage is left, unless that mount failed */
-    if (holder > 0)
-        close(hold); /* the holder removes the directory */
-    else if (rmdir(stage) != 0 || rmdir(dir) != 0)
-        sides_rm_tree(dir);
+    if (rmdir(stage) != 0 || rmdir(dir) != 0) sides_rm_tree(dir);
     FILE *out = sides_out();
     sides_notes(out, text[0], NULL);
     sides_notes(out, text[1], text[0]);
