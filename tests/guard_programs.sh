@@ -21,8 +21,8 @@ rm -rf "$work"
 mkdir -p "$work/plain" "$work/guard"
 cd "$work" || exit 1
 
-# gone DIR: DIR disappears within 5 s (the tool's directory: the holder
-# process removes it just after the tool ends)
+# gone DIR: DIR no longer exists (the tool's temporary directory; up to
+# 5 s allowed)
 gone() {
     n=0
     while [ -e "$1" ] && [ $n -lt 50 ]; do sleep 0.1; n=$((n + 1)); done
