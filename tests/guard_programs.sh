@@ -424,6 +424,9 @@ int main(int argc, char **argv) {
     printf("variable %s\n", t ? t : "unset");
     if (second || (argc > 1 && strcmp(argv[1], "always") == 0)) printf("%d\n", before_start(v) != 0);
     if (k) printf("%ld\n", v[k]); /* k = -1: before the block */
+    char c;
+    if (argc > 1 && strcmp(argv[1], "eof") == 0 && read(0, &c, 1) == 0) /* the end of its standard input */
+        printf("%d\n", before_start(v) != 0);
     free(v);
     (void)idle;
     return 0;
@@ -448,6 +451,8 @@ C
     printf '0\n-1\n' >two
     { read -r skip; "$tool" guard -- ./tw read; } <two >/dev/null 2>e.err
     under e.err "standard input a file at an offset"
+    "$tool" guard -- ./tw eof </dev/null >/dev/null 2>h.err # a character device: the second run keeps it
+    under h.err "standard input /dev/null"
     # a thread already running at start: the tool starts the second run (no variable), which still checks
     LD_PRELOAD=$PWD/libth.so "$tool" guard -- ./tw </dev/null >/dev/null 2>f.err \
         || { echo "FAIL: a thread at start:"; cat f.err; exit 1; }
