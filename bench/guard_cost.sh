@@ -15,7 +15,9 @@
 # previous default's shape), default (both sides, second run isolated),
 # noiso (`--no-isolate`: the default where isolation is unavailable: one
 # run and a note), efence (Electric Fence), duma, valgrind (memcheck, real
-# programs: one round of one run). ASan needs the program rebuilt: it is
+# programs: one round of one run), base (the default of another build's
+# tool, GUARD_BASE=/path/to/heapkit: a change measured against the build
+# before it, in the same rounds). ASan needs the program rebuilt: it is
 # measured on the corpus only (bench/guard_peers.sh).
 set -u
 build=$(cd "${1:?usage: guard_cost.sh BUILD_DIR [ROUNDS] [RUNS] [small|real|all]}" && pwd)
@@ -122,6 +124,7 @@ measure() {
     trailing) pre=("$tool" guard --sides trailing $noleaks --) ;;
     default) pre=("$tool" guard $noleaks --) ;;
     noiso) pre=("$tool" guard --no-isolate $noleaks --) ;;
+    base) [ -x "${GUARD_BASE:-}" ] || { echo "missing"; return; }; pre=("$GUARD_BASE" guard $noleaks --) ;;
     efence) [ -z "$efence" ] && { echo "missing"; return; }; lib=$efence ;;
     duma) [ -z "$duma" ] && { echo "missing"; return; }; lib=$duma ;;
     valgrind) command -v valgrind >/dev/null || { echo "missing"; return; }; pre=(valgrind -q --error-exitcode=99) ;;
@@ -138,6 +141,7 @@ measure() {
         awk -F, '$3 == "task-clock" {c = $1} $3 == "duration_time" {w = $1 / 1e6}
             END {if (c == "") print "fail"; else print c, w}'
 }
+load0=$(cut -d' ' -f1-3 /proc/loadavg)
 for r in $(seq "$rounds"); do
     for p in $progs; do
         for t in $tools; do
@@ -164,4 +168,5 @@ for p in $progs; do
     echo
 done
 echo
-echo "(each cell: CPU time / wall time, ms; median over $rounds rounds of the mean of the runs)"
+echo "(each cell: CPU time / wall time, ms; median over $rounds rounds of the mean of the runs;"
+echo " load average $load0 at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end)"

@@ -7,7 +7,8 @@
  * The tool sets HEAPKIT_GUARD_TWIN for the first run to
  * "READY:IN:TOOL:FDS:DIR": READY the descriptor of the socket the
  * tool reads records from; IN the second run's standard input ('f' the same
- * file, opened again at the offset the first run starts from; 'n'
+ * file, opened again at the offset the first run starts from; 'k' the
+ * same descriptor (a character device such as /dev/null: no offset); 'n'
  * /dev/null; 'pN' the pipe on descriptor N the tool feeds); TOOL the
  * tool's pid; FDS the descriptors the program inherited past standard
  * error ("-": none), which the second run closes; DIR the tool's
@@ -104,7 +105,8 @@ static int twin_parse(const char *v, twin_spec *t) {
     if (*p++ != ':' || strlen(p) + 32 >= sizeof t->dir) return 0;
     memcpy(t->dir, p, strlen(p) + 1);
     return t->ready > 2 && t->tool > 1 && t->dir[0] == '/' &&
-           (t->in_kind == 'f' || t->in_kind == 'n' || (t->in_kind == 'p' && t->in_fd > 2));
+           (t->in_kind == 'f' || t->in_kind == 'k' || t->in_kind == 'n' ||
+            (t->in_kind == 'p' && t->in_fd > 2));
 }
 
 static void twin_onto(const char *path, int flags, int to) {
@@ -144,11 +146,15 @@ static void twin_become(hk_guard *g, int log_fd, const twin_spec *t, off_t in_of
     } else if (t->in_kind == 'p') {
         dup2(t->in_fd, 0);
         close(t->in_fd);
-    } else {
+    } else if (t->in_kind == 'n') {
         twin_onto("/dev/null", O_RDONLY, 0);
     }
-    twin_onto("/dev/null", O_WRONLY, 1);
-    twin_onto("/dev/null", O_WRONLY, 2);
+    int nul = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (nul >= 0) { /* standard output and error: the targets lose close-on-exec */
+        dup2(nul, 1);
+        dup2(nul, 2);
+        if (nul > 2) close(nul);
+    }
     char log[PATH_MAX + 32], stage[PATH_MAX + 32];
     snprintf(log, sizeof log, "%s/leading.log", t->dir);
     snprintf(stage, sizeof stage, "%s/stage", t->dir);
@@ -161,7 +167,7 @@ static void twin_become(hk_guard *g, int log_fd, const twin_spec *t, off_t in_of
     /* the second run's settings for its own children (the tool set each
      * variable for the first run: replaced in place) */
     hk__iso_second_env(log);
-    setenv("HEAPKIT_GUARD_TWIN", "0:second", 1); /* spent; says (to tests) which run this is */
+    hk__iso_put("HEAPKIT_GUARD_TWIN=0:second"); /* spent; says (to tests) which run this is */
     char c = hk__iso_isolate(t->dir, stage);
     if (c == 'i') /* what the program inherited past standard error is not the second run's */
         for (int k = 0; k < t->nfds; k++)

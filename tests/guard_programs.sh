@@ -21,6 +21,14 @@ rm -rf "$work"
 mkdir -p "$work/plain" "$work/guard"
 cd "$work" || exit 1
 
+# gone DIR: DIR no longer exists (the tool's temporary directory; up to
+# 5 s allowed)
+gone() {
+    n=0
+    while [ -e "$1" ] && [ $n -lt 50 ]; do sleep 0.1; n=$((n + 1)); done
+    [ ! -e "$1" ] || { echo "FAIL: $1 left behind:"; ls -laR "$1"; exit 1; }
+}
+
 need() { command -v "$1" >/dev/null 2>&1 || { echo "SKIP: $1 not installed (.ci/install-deps.sh installs it)"; exit 77; }; }
 
 # both [guard options --] CMD...: runs CMD in plain/ and under `heapkit
@@ -214,8 +222,8 @@ int main(void) {
 }
 C
     cc -o n n.c -include stdlib.h || exit 1
-    (cd guard && "$tool" guard -- sh -c "echo line >> f; echo line >> $tmpf; echo line >> ../outside/f; echo line >&3" \
-        </dev/null 3>>"$work/outside/fd") || exit 1
+    (cd guard && "$tool" guard -- sh -c "echo line >> f; echo line >> $tmpf; echo line >> ../outside/f; echo line >&3; \
+        echo \"\$HEAPKIT_GUARD_LOG\" >> logs" </dev/null 3>>"$work/outside/fd") || exit 1
     lines=$(cat guard/f | wc -l)
     tlines=$(cat "$tmpf" | wc -l)
     olines=$(cat outside/f | wc -l)
@@ -224,6 +232,33 @@ C
     echo "working directory: $lines line(s), /tmp: $tlines, elsewhere: $olines, inherited descriptor: $flines"
     [ "$lines" = 1 ] && [ "$tlines" = 1 ] && [ "$olines" = 1 ] && [ "$flines" = 1 ] \
         || { echo "FAIL: the second run's writes reached the files"; exit 1; }
+    # only the first run's log path was written; the tool's directory (the
+    # logs; the second run's layers were on a tmpfs of its own namespace)
+    # goes, and no mount of the second run's is left in ours
+    [ "$(wc -l <guard/logs)" = 1 ] || { echo "FAIL: logs:"; cat guard/logs; exit 1; }
+    gone "$(dirname "$(cat guard/logs)")"
+    if grep -q heapkit-guard /proc/self/mountinfo; then
+        echo "FAIL: the second run's mounts are in ours:"; grep heapkit-guard /proc/self/mountinfo; exit 1
+    fi
+    # the same with a second run that writes files and under-reads (a
+    # report: the logs are read before the directory goes)
+    cat >u.c <<'C'
+#include <stdio.h>
+#include <stdlib.h>
+int main(void) {
+    long *v = malloc(4 * sizeof *v);
+    FILE *f = fopen("made", "a");
+    if (f) fclose(f);
+    int r = (int)v[-1];
+    free(v);
+    return r & 0;
+}
+C
+    cc -g -O0 -o u u.c || exit 1
+    (cd guard && HEAPKIT_GUARD_LOG= "$tool" guard -- ../u </dev/null 2>../u.err)
+    grep -q "heap underflow (read of 8 bytes)" u.err || { echo "FAIL: no under-read report:"; cat u.err; exit 1; }
+    [ -e guard/made ] || { echo "FAIL: the first run's file is missing"; exit 1; }
+    echo "second run's directory removed, no mount of its left; its under-read reported"
     "$tool" guard --sides both -- ./n </dev/null >n.out 2>&1
     grep -q "side end: inet socket ok" n.out && grep -q "side start: inet socket Permission denied" n.out \
         && grep -q "side start: connect Permission denied" n.out && grep -q "side end: connect No such file" n.out \
@@ -234,8 +269,13 @@ no_isolation)
     # where the second run cannot be isolated (--no-isolate says so), the
     # default runs the program once and says in one line what is not
     # checked; --sides both runs it twice all the same and says so
-    (cd guard && "$tool" guard --no-isolate -- sh -c 'echo line >> f' </dev/null 2>../one.err) || exit 1
+    (cd guard && "$tool" guard --no-isolate -- sh -c 'echo line >> f; echo "$HEAPKIT_GUARD_LOG" > logs' \
+        </dev/null 2>../one.err) || exit 1
     [ "$(cat guard/f | wc -l)" = 1 ] || { echo "FAIL: the default ran twice without isolation"; exit 1; }
+    gone "$(dirname "$(cat guard/logs)")"
+    (cd guard && HEAPKIT_GUARD_ISOLATE=0 "$tool" guard -- sh -c 'echo line >> g' </dev/null 2>../zero.err) || exit 1
+    [ "$(cat guard/g | wc -l)" = 1 ] && grep -q "could not be isolated (HEAPKIT_GUARD_ISOLATE=0)" zero.err \
+        || { echo "FAIL: HEAPKIT_GUARD_ISOLATE=0:"; cat guard/g zero.err; exit 1; }
     [ "$(grep -c 'heapkit guard:' one.err)" = 1 ] && grep -q "under-reads not checked: .* could not be isolated" one.err \
         || { echo "FAIL: no note (or more than one line):"; cat one.err; exit 1; }
     rm -f guard/f
@@ -384,6 +424,9 @@ int main(int argc, char **argv) {
     printf("variable %s\n", t ? t : "unset");
     if (second || (argc > 1 && strcmp(argv[1], "always") == 0)) printf("%d\n", before_start(v) != 0);
     if (k) printf("%ld\n", v[k]); /* k = -1: before the block */
+    char c;
+    if (argc > 1 && strcmp(argv[1], "eof") == 0 && read(0, &c, 1) == 0) /* the end of its standard input */
+        printf("%d\n", before_start(v) != 0);
     free(v);
     (void)idle;
     return 0;
@@ -408,6 +451,8 @@ C
     printf '0\n-1\n' >two
     { read -r skip; "$tool" guard -- ./tw read; } <two >/dev/null 2>e.err
     under e.err "standard input a file at an offset"
+    "$tool" guard -- ./tw eof </dev/null >/dev/null 2>h.err # a character device: the second run keeps it
+    under h.err "standard input /dev/null"
     # a thread already running at start: the tool starts the second run (no variable), which still checks
     LD_PRELOAD=$PWD/libth.so "$tool" guard -- ./tw </dev/null >/dev/null 2>f.err \
         || { echo "FAIL: a thread at start:"; cat f.err; exit 1; }

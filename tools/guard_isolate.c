@@ -112,12 +112,34 @@ static int sides_no_network(void) {
 #endif
 }
 
+extern char **environ;
+
+/* Sets the variable that `text` ("NAME=value", which must outlive the
+ * process's use of it) names: in place of its entry in environ when there
+ * is one (no allocation: in the second run forked from the first, every
+ * allocation is a guarded block's system calls), else with setenv. */
+void hk__iso_put(const char *text) {
+    size_t len = (size_t)(strchr(text, '=') - text) + 1;
+    for (char **e = environ; e && *e; e++)
+        if (strncmp(*e, text, len) == 0) {
+            *e = (char *)(uintptr_t)text;
+            return;
+        }
+    char name[64];
+    if (len > sizeof name) return;
+    memcpy(name, text, len - 1);
+    name[len - 1] = 0;
+    setenv(name, text + len, 1);
+}
+
 void hk__iso_second_env(const char *log) {
-    setenv("HEAPKIT_GUARD_SIDE", "start", 1);
-    setenv("HEAPKIT_GUARD_LOG", log, 1);
-    setenv("HEAPKIT_GUARD_LEAKS", "0", 1);
-    setenv("HEAPKIT_GUARD_QUARANTINE", "0", 1);
-    setenv("HEAPKIT_GUARD_FAST_REUSE", "1", 1);
+    static char log_var[PATH_MAX + 32];
+    snprintf(log_var, sizeof log_var, "HEAPKIT_GUARD_LOG=%s", log);
+    hk__iso_put("HEAPKIT_GUARD_SIDE=start");
+    hk__iso_put(log_var);
+    hk__iso_put("HEAPKIT_GUARD_LEAKS=0");
+    hk__iso_put("HEAPKIT_GUARD_QUARANTINE=0");
+    hk__iso_put("HEAPKIT_GUARD_FAST_REUSE=1");
     unsetenv("DISPLAY");
     unsetenv("WAYLAND_DISPLAY");
     unsetenv("XDG_RUNTIME_DIR");
@@ -166,6 +188,10 @@ char hk__iso_isolate(const char *dir, const char *stage) {
     char cwd[PATH_MAX];
     if (!getcwd(cwd, sizeof cwd)) return 'o';
     if (mount(dir, dir, NULL, MS_BIND, NULL) != 0) return 'o';
+    /* the layers on a tmpfs of this namespace's own: they go with it, and
+     * the tool has nothing but an empty directory to remove (on failure,
+     * in stage itself, which the tool then removes) */
+    (void)mount("heapkit-guard", stage, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0700");
     /* the working directory, unless /tmp holds it (the /tmp overlay covers
      * it) or it holds /tmp (the root: left read-only) */
     int cwd_in_tmp = strcmp(cwd, "/tmp") == 0 || strncmp(cwd, "/tmp/", 5) == 0;

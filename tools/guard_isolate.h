@@ -14,7 +14,8 @@
 /* In the process that is to become the second run (single-threaded: the
  * user namespace needs it): a mount namespace (and a user namespace when
  * not root) where the working directory and /tmp are overlays whose upper
- * layers are in `stage` (on /dev/shm: a tmpfs outside both), every other
+ * layers are on a tmpfs mounted over `stage` in that namespace (in `stage`
+ * itself, on /dev/shm, if the tmpfs is refused), every other
  * mount is read-only (writes fail with EROFS instead of happening twice)
  * but `dir` (the logs, a bind mount of its own), and no network (a seccomp
  * filter: no internet or packet socket, connect, bind, sendto with an
@@ -33,6 +34,11 @@ HK__ISO_HIDDEN char hk__iso_isolate(const char *dir, const char *stage);
  * window. Used by the tool's second run and by the one forked from the
  * first run (shim/guard_twin.c). */
 HK__ISO_HIDDEN void hk__iso_second_env(const char *log);
+
+/* Sets the variable "NAME=value" `text` names, pointing its environ
+ * entry at `text` (which must live as long as the process) when it has
+ * one: no allocation (setenv when the name is absent). */
+HK__ISO_HIDDEN void hk__iso_put(const char *text);
 
 /* Marks every descriptor from `from` on close-on-exec. */
 HK__ISO_HIDDEN void hk__iso_cloexec_from(int from);

@@ -11,10 +11,11 @@
  *
  * The two runs go side by side when the second can be isolated: it runs in
  * a mount namespace of its own (a user namespace too when not root) where
- * the working directory and /tmp are overlays whose upper layers are on
- * /dev/shm, so its writes there never reach the first run or the user,
- * every other mount is read-only, descriptors past 2 it would inherit are
- * closed, and a seccomp filter keeps it off the network (sides_no_network).
+ * the working directory and /tmp are overlays whose upper layers are on a
+ * tmpfs of that namespace's own, so its writes there never reach the first
+ * run or the user, every other mount is read-only, descriptors past 2 it
+ * would inherit are closed, and a seccomp filter keeps it off the network
+ * (tools/guard_isolate.c).
  * When that cannot be set up (no namespaces, no overlayfs, no read-only
  * remount, no filter, no /dev/shm, or HEAPKIT_GUARD_ISOLATE=0), the
  * default runs the program once and says so in one line; --sides both
@@ -122,7 +123,8 @@ typedef struct sides_run_spec {
                         take the user's keys) and killed if the tool dies */
     int twin_ready;  /* the first run forks the second (shim/guard_twin.c), which says how it went on
                         this write end (-1: no twin) */
-    char twin_in;    /* the second run's standard input: 'f' the file again, 'n' /dev/null, 'p' twin_pipe */
+    char twin_in;    /* the second run's standard input: 'f' the file again, 'k' the same (a character
+                        device: no offset), 'n' /dev/null, 'p' twin_pipe */
     int twin_pipe;   /* the read end of the second run's standard input pipe (twin_in 'p') */
     off_t in_at;     /* a file on standard input: the offset to open it again at (-1: where it is) */
 } sides_run_spec;
@@ -758,7 +760,7 @@ int hk_guard_sides_both(char **argv, int by_default) {
         if (twin) {
             trail.dir = dir;
             trail.twin_ready = ready[1];
-            trail.twin_in = pumped ? 'p' : tty_solo ? 'n' : 'f';
+            trail.twin_in = pumped ? 'p' : tty_solo ? 'n' : S_ISCHR(in_st.st_mode) ? 'k' : 'f';
             trail.twin_pipe = pumped ? in2[0] : -1;
             if (in_file) { /* the first run reads the tool's own; a second run the tool starts opens it
                               again where the first started */
@@ -826,7 +828,9 @@ int hk_guard_sides_both(char **argv, int by_default) {
         if (text[k]) got[k] = sides_split(text[k], n, k, reps, &nr);
         unlink(log[k]);
     }
-    sides_rm_tree(dir);
+    /* the second run's layers were on a tmpfs of its own namespace: an
+     * empty stage is left, unless that mount failed */
+    if (rmdir(stage) != 0 || rmdir(dir) != 0) sides_rm_tree(dir);
     FILE *out = sides_out();
     sides_notes(out, text[0], NULL);
     sides_notes(out, text[1], text[0]);
