@@ -117,7 +117,8 @@ extern char **environ;
 /* Sets the variable that `text` ("NAME=value", which must outlive the
  * process's use of it) names: in place of its entry in environ when there
  * is one (no allocation: in the second run forked from the first, every
- * allocation is a guarded block's system calls), else with setenv. */
+ * allocation is a guarded block's system calls), else with putenv, which
+ * keeps `text` itself. */
 void hk__iso_put(const char *text) {
     size_t len = (size_t)(strchr(text, '=') - text) + 1;
     for (char **e = environ; e && *e; e++)
@@ -125,11 +126,7 @@ void hk__iso_put(const char *text) {
             *e = (char *)(uintptr_t)text;
             return;
         }
-    char name[64];
-    if (len > sizeof name) return;
-    memcpy(name, text, len - 1);
-    name[len - 1] = 0;
-    setenv(name, text + len, 1);
+    putenv((char *)(uintptr_t)text);
 }
 
 void hk__iso_second_env(const char *log) {

@@ -37,7 +37,7 @@ HK__ISO_HIDDEN void hk__iso_second_env(const char *log);
 
 /* Sets the variable "NAME=value" `text` names, pointing its environ
  * entry at `text` (which must live as long as the process) when it has
- * one: no allocation (setenv when the name is absent). */
+ * one: no allocation (putenv when the name is absent). */
 HK__ISO_HIDDEN void hk__iso_put(const char *text);
 
 /* Marks every descriptor from `from` on close-on-exec. */
