@@ -60,6 +60,8 @@
 #define ZS_CARVE_MAX    16u     /* slots one carve puts on a run's list at most (a bound on its work) */
 #define ZS_ORPHAN_BATCH 64u     /* frees waiting in an abandoned heap before a freer collects them */
 #define ZS_COLLECT_GAP  1024u   /* allocations after which a heap's stack is collected unasked */
+#define ZS_SPARES       4u      /* empty granules a heap keeps for its next runs */
+#define ZS_SPARE_AGE    65536u  /* a heap's allocations after which an unused spare goes back */
 
 /* Slot sizes: 8-byte steps to 64 bytes, then 8 classes per doubling (a
  * step of at most 12.5% of the class below). A slot is aligned to the
@@ -279,16 +281,23 @@ typedef struct zs_heap {
     zs_run *all;         /* every run of the heap */
     uint64_t secret;     /* the next run's secret comes from it */
     uint64_t collect_ac; /* zs_alloc_count at the last collection of rstack */
-    /* rarely written: 48 bytes that, with the 40 above, keep what other
+    /* rarely written: 88 bytes that, with the 40 above, keep what other
      * threads' frees touch (below) off the line the owner writes on every
      * call: a remote free reads `abandoned` and may push on `rstack` */
     uint64_t poll_ns, poll_ac; /* the poll's own state: its last clock read, and alloc count then */
-    zs_run *spare;             /* atomic: one empty granule kept for the next run, or NULL */
-    struct zs_heap *next;      /* the zone's list of heaps */
-    size_t os_size;            /* bytes of the heap's own mapping (0: embedded) */
-    int locked;                /* used only under the zone's lock (reports take no lock) */
-    int abandoned;             /* atomic: its thread is gone; the next one adopts it */
-    zs_run *rstack;            /* atomic: runs with remote frees to collect */
+    /* atomic: empty granules kept for the next runs (NULL: none); the
+     * owner puts them there and takes them, trim may take any (an atomic
+     * exchange). spare_tag[i]: the class of spare i's last run (low 8
+     * bits) and the heap's allocation count, in 256s, when it became a
+     * spare (the owner's own words: it reads them, not the granule's
+     * header, which trim may hand to another heap meanwhile). */
+    zs_run *spare[ZS_SPARES];
+    uint32_t spare_tag[ZS_SPARES];
+    struct zs_heap *next; /* the zone's list of heaps */
+    size_t os_size;       /* bytes of the heap's own mapping (0: embedded) */
+    int locked;           /* used only under the zone's lock (reports take no lock) */
+    int abandoned;        /* atomic: its thread is gone; the next one adopts it */
+    zs_run *rstack;       /* atomic: runs with remote frees to collect */
     /* atomic: frees into it since its last collection while it is
      * abandoned (invariant 8 of zone_small.c) */
     uint64_t orphan_frees;

@@ -144,11 +144,15 @@ hk_result hk__zs_check_heap(const zs_heap *h, hk__reporter *rep, size_t *granule
     for (unsigned k = 0; k <= ZS_DIRECT_MAX / 8u; k++)
         if (h->direct[k] != h->cls[zs_cls_of(8u * k)].cur)
             return zs_bad(rep, h->direct[k], "a direct entry is not its class's current run");
-    zs_run *spare = __atomic_load_n(&h->spare, __ATOMIC_ACQUIRE);
-    if (spare) {
+    for (unsigned i = 0; i < ZS_SPARES; i++) {
+        zs_run *spare = __atomic_load_n(&h->spare[i], __ATOMIC_ACQUIRE);
+        if (!spare) continue;
         uintptr_t off = (uintptr_t)spare - (uintptr_t)h->sp->meta;
         if (off >= (h->sp->used >> ZS_RUN_LOG2) << ZS_META_LOG2 || (off & (ZS_META - 1)) || spare->heap)
-            return zs_bad(rep, spare, "the heap's spare is no free granule of the space");
+            return zs_bad(rep, spare, "a heap's spare is no free granule of the space");
+        for (unsigned j = 0; j < i; j++)
+            if (__atomic_load_n(&h->spare[j], __ATOMIC_RELAXED) == spare)
+                return zs_bad(rep, spare, "a granule is twice among a heap's spares");
         nruns++;
     }
     *granules += nruns;

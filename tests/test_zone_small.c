@@ -117,7 +117,7 @@ HKT_TEST(zone_small_runs_fill_and_return) {
     for (int k = 0; k < N; k += 2) REQUIRE((ps[k] = zs_alloc(&f.h, 20)) != NULL);
     CHECK_EQ(f.sp.runs, runs); /* the freed slots were reused first */
     for (int k = 0; k < N; k++) CHECK_EQ(fix_free(&f, &f.h, ps[k]), HK_OK);
-    CHECK(f.sp.runs <= 2); /* only the current run and the spare stay */
+    CHECK(f.sp.runs <= 1 + ZS_SPARES); /* only the current run and the spares stay */
     CHECK_EQ(fix_check(&f), HK_OK);
     for (int k = 0; k < N; k++) REQUIRE((ps[k] = zs_alloc(&f.h, 24)) != NULL);
     CHECK_EQ(f.sp.bump, runs); /* granules reused, none new */
@@ -254,19 +254,19 @@ HKT_TEST(zone_small_collection_waits_for_a_dry_class) {
     fix_init(&f, (size_t)16 << 20);
     zs_heap other;
     hk__zs_heap_init(&other, &f.sp);
-    /* two full runs (their slot counts vary with their colour) and 300
-     * blocks of a third, the current one */
+    /* three full runs (their slot counts vary with their colour), the last
+     * the current one */
     enum { NMAX = 3 * ZS_SLOTS };
     void **ps = malloc(NMAX * sizeof *ps);
     REQUIRE(ps != NULL);
-    int N = 0, nruns = 0, ncur = 0;
+    int N = 0, nruns = 0;
     zs_run *last = NULL;
-    while (ncur < 300) {
+    while (nruns < 3 || last->bump < last->nslots || last->free != last->base) {
         REQUIRE(N < NMAX && (ps[N] = zs_alloc(&f.h, 64)) != NULL);
-        if (fix_run(&f, ps[N]) != last) last = fix_run(&f, ps[N]), nruns++, ncur = 0;
-        ncur += nruns == 3;
+        if (fix_run(&f, ps[N]) != last) last = fix_run(&f, ps[N]), nruns++;
         N++;
     }
+    REQUIRE(nruns == 3);
     zs_run *r0 = fix_run(&f, ps[0]), *cur = f.h.cls[zs_cls_of(64)].cur;
     REQUIRE(cur == last && r0 != cur);
     (void)hk__zs_collect(&f.h); /* ZS_COLLECT_GAP allocations from here on */
@@ -285,7 +285,7 @@ HKT_TEST(zone_small_collection_waits_for_a_dry_class) {
     for (int k = 1; k <= 10; k++) ps[k] = NULL;
     CHECK(f.h.rstack != NULL);
     uint64_t made = f.sp.made;
-    /* use up the current run (its uncarved slots, then its own five) */
+    /* use up the current run (its own five) */
     static void *got[ZS_SLOTS + 1];
     int ng = 0;
     while (ng < (int)ZS_SLOTS + 1) {
@@ -364,7 +364,8 @@ HKT_TEST(zone_small_collection_at_the_poll_after_the_gap) {
     for (; n < (int)ZS_COLLECT_GAP + 128; n++) REQUIRE((small[n] = zs_alloc(&f.h, 16)) != NULL);
     CHECK(f.h.rstack == NULL);
     CHECK(runs >= 8);
-    CHECK(f.sp.runs <= 3); /* the 256-byte runs emptied went back but the current one (and a spare) */
+    CHECK(f.sp.runs <=
+          2 + ZS_SPARES); /* the 256-byte runs emptied went back but the current ones and spares */
     CHECK_EQ(fix_live(&f, NULL), (uint64_t)n);
     CHECK_EQ(fix_check(&f), HK_OK);
     for (int k = 0; k < n; k++) CHECK_EQ(fix_free(&f, &f.h, small[k]), HK_OK);
@@ -372,6 +373,167 @@ HKT_TEST(zone_small_collection_at_the_poll_after_the_gap) {
     CHECK_EQ(hk__zs_heap_fini(&f.h), 0);
     CHECK_EQ(hk__zs_heap_fini(&other), 0);
     free(ps);
+    hk__zs_space_fini(&f.sp);
+}
+
+/* When the current run's list runs dry, a partial run's freed slots are
+ * handed out before the current run is carved further: freed pages are
+ * reused before fresh ones are touched. */
+HKT_TEST(zone_small_partial_slots_before_fresh_ones) {
+    zs_fix f;
+    fix_init(&f, (size_t)16 << 20);
+    enum { NMAX = 2 * ZS_SLOTS };
+    static void *ps[NMAX];
+    int n = 0;
+    /* one full run and a second, current, run that has slots left to carve */
+    while (n < 2 || fix_run(&f, ps[n - 1]) == fix_run(&f, ps[0]))
+        REQUIRE((ps[n++] = zs_alloc(&f.h, 256)) != NULL);
+    zs_run *full = fix_run(&f, ps[0]), *cur = f.h.cls[zs_cls_of(256)].cur;
+    REQUIRE(cur == fix_run(&f, ps[n - 1]) && cur->bump < cur->nslots);
+    for (int k = 0; k < 20; k++) CHECK_EQ(fix_free(&f, &f.h, ps[k]), HK_OK);
+    while (cur->free != cur->base) REQUIRE((ps[n++] = zs_alloc(&f.h, 256)) != NULL);
+    uint32_t bump = cur->bump;
+    for (int k = 0; k < 20; k++) {
+        REQUIRE((ps[k] = zs_alloc(&f.h, 256)) != NULL);
+        CHECK(fix_run(&f, ps[k]) == full);
+    }
+    CHECK_EQ(cur->bump, bump);
+    CHECK(f.h.cls[zs_cls_of(256)].cur == full);
+    CHECK_EQ(fix_check(&f), HK_OK);
+    /* the full run used up again: the old current run is carved */
+    REQUIRE((ps[n++] = zs_alloc(&f.h, 256)) != NULL);
+    CHECK(fix_run(&f, ps[n - 1]) == cur);
+    CHECK(cur->bump > bump);
+    CHECK_EQ(fix_check(&f), HK_OK);
+    for (int k = 0; k < n; k++) CHECK_EQ(fix_free(&f, &f.h, ps[k]), HK_OK);
+    CHECK_EQ(f.errs.count, 0);
+    CHECK_EQ(hk__zs_heap_fini(&f.h), 0);
+    hk__zs_space_fini(&f.sp);
+}
+
+/* Makes class `size`'s first run of h empty while a second one is current:
+ * the first goes to h's spares. Returns it; *live gets the second run's
+ * blocks (at most ZS_SLOTS). */
+static zs_run *fix_spare_of(zs_fix *f, size_t size, void **live, int *nlive) {
+    static void *ps[2 * ZS_SLOTS];
+    int n = 0;
+    while (n < 2 || fix_run(f, ps[n - 1]) == fix_run(f, ps[0]))
+        REQUIRE((ps[n++] = zs_alloc(&f->h, size)) != NULL);
+    zs_run *first = fix_run(f, ps[0]);
+    *nlive = 0;
+    for (int k = 0; k < n; k++) {
+        if (fix_run(f, ps[k]) == first)
+            CHECK_EQ(fix_free(f, &f->h, ps[k]), HK_OK);
+        else
+            live[(*nlive)++] = ps[k];
+    }
+    return first;
+}
+
+/* Spares of a heap: the emptied runs of the last ZS_SPARES classes to let
+ * one go; a new run of such a class takes its spare without the space (the
+ * space's free granules are unchanged), one of a class that has none takes
+ * a free granule of the space (the oldest spare went there). */
+HKT_TEST(zone_small_spares_keep_their_class) {
+    zs_fix f;
+    fix_init(&f, (size_t)64 << 20);
+    static const size_t sizes[ZS_SPARES + 1] = {512, 1024, 2048, 4096, 8192};
+    static void *live[ZS_SPARES + 1][ZS_SLOTS];
+    int nlive[ZS_SPARES + 1];
+    zs_run *sp[ZS_SPARES + 1];
+    for (unsigned k = 0; k <= ZS_SPARES; k++) sp[k] = fix_spare_of(&f, sizes[k], live[k], &nlive[k]);
+    CHECK_EQ(f.sp.ndirty, 1); /* the first, evicted by the last */
+    for (unsigned k = 1; k <= ZS_SPARES; k++) {
+        int found = 0;
+        for (unsigned i = 0; i < ZS_SPARES; i++)
+            if (f.h.spare[i] == sp[k]) {
+                found++;
+                CHECK_EQ(f.h.spare_tag[i] & 0xffu, zs_cls_of(sizes[k]));
+            }
+        CHECK_EQ(found, 1);
+    }
+    CHECK_EQ(fix_check(&f), HK_OK);
+    /* class 1's current run used up: its next run is its spare */
+    uint64_t made = f.sp.made;
+    unsigned c1 = zs_cls_of(sizes[1]);
+    static void *more[2 * ZS_SLOTS];
+    int nm = 0;
+    while (f.h.cls[c1].cur == fix_run(&f, live[1][0]))
+        REQUIRE((more[nm++] = zs_alloc(&f.h, sizes[1])) != NULL);
+    CHECK(f.h.cls[c1].cur == sp[1]);
+    CHECK_EQ(f.sp.made, made + 1);
+    CHECK_EQ(f.sp.ndirty, 1);
+    for (unsigned i = 0; i < ZS_SPARES; i++) CHECK(f.h.spare[i] != sp[1]);
+    /* class 0's: from the space's free granules */
+    unsigned c0 = zs_cls_of(sizes[0]);
+    while (f.h.cls[c0].cur == fix_run(&f, live[0][0]))
+        REQUIRE((more[nm++] = zs_alloc(&f.h, sizes[0])) != NULL);
+    CHECK_EQ(f.sp.made, made + 2);
+    CHECK_EQ(f.sp.ndirty, 0);
+    CHECK_EQ(fix_check(&f), HK_OK);
+    for (int k = 0; k < nm; k++) CHECK_EQ(fix_free(&f, &f.h, more[k]), HK_OK);
+    for (unsigned k = 0; k <= ZS_SPARES; k++)
+        for (int j = 0; j < nlive[k]; j++) CHECK_EQ(fix_free(&f, &f.h, live[k][j]), HK_OK);
+    CHECK_EQ(f.errs.count, 0);
+    CHECK_EQ(hk__zs_heap_fini(&f.h), 0);
+    CHECK_EQ(f.sp.runs, 0);
+    hk__zs_space_fini(&f.sp);
+}
+
+/* A spare no run has taken for ZS_SPARE_AGE allocations goes back to the
+ * space at the heap's poll (where the decay clock can give its pages back). */
+HKT_TEST(zone_small_spares_age_at_the_poll) {
+    zs_fix f;
+    fix_init(&f, (size_t)64 << 20);
+    f.sp.poll = fix_poll_64;
+    static void *live[ZS_SLOTS];
+    int nlive;
+    zs_run *s = fix_spare_of(&f, 1024, live, &nlive);
+    void *q[8] = {0};
+    REQUIRE((q[0] = zs_alloc(&f.h, 16)) != NULL); /* its class's run */
+    size_t runs = f.sp.runs;
+    long k = 1;
+    for (; k < (long)ZS_SPARE_AGE - 512; k++) {
+        if (q[k & 7]) CHECK_EQ(fix_free(&f, &f.h, q[k & 7]), HK_OK);
+        REQUIRE((q[k & 7] = zs_alloc(&f.h, 16)) != NULL);
+    }
+    int kept = 0;
+    for (unsigned i = 0; i < ZS_SPARES; i++) kept += f.h.spare[i] == s;
+    CHECK_EQ(kept, 1); /* not yet */
+    for (; k < (long)ZS_SPARE_AGE + 512; k++) {
+        CHECK_EQ(fix_free(&f, &f.h, q[k & 7]), HK_OK);
+        REQUIRE((q[k & 7] = zs_alloc(&f.h, 16)) != NULL);
+    }
+    for (unsigned i = 0; i < ZS_SPARES; i++) CHECK(f.h.spare[i] == NULL);
+    CHECK_EQ(f.sp.runs, runs - 1);
+    CHECK_EQ(f.sp.ndirty, 1);
+    CHECK_EQ(fix_check(&f), HK_OK);
+    for (int j = 0; j < 8; j++) CHECK_EQ(fix_free(&f, &f.h, q[j]), HK_OK);
+    for (int j = 0; j < nlive; j++) CHECK_EQ(fix_free(&f, &f.h, live[j]), HK_OK);
+    CHECK_EQ(hk__zs_heap_fini(&f.h), 0);
+    hk__zs_space_fini(&f.sp);
+}
+
+/* With the space used up, a new run takes a spare of another class. */
+HKT_TEST(zone_small_spare_of_another_class_when_space_full) {
+    zs_fix f;
+    fix_init(&f, 3 * ZS_RUN);
+    static void *live[ZS_SLOTS];
+    int nlive;
+    (void)fix_spare_of(&f, 1024, live, &nlive); /* two granules */
+    void *a = zs_alloc(&f.h, 2048);             /* the third */
+    REQUIRE(a != NULL);
+    CHECK_EQ(f.sp.bump, 3);
+    void *b = zs_alloc(&f.h, 4096); /* none left but the spare */
+    CHECK(b != NULL);
+    CHECK_EQ(fix_check(&f), HK_OK);
+    CHECK(zs_alloc(&f.h, 8192) == NULL); /* nothing at all left */
+    CHECK_EQ(fix_check(&f), HK_OK);
+    CHECK_EQ(fix_free(&f, &f.h, a), HK_OK);
+    if (b) CHECK_EQ(fix_free(&f, &f.h, b), HK_OK);
+    for (int j = 0; j < nlive; j++) CHECK_EQ(fix_free(&f, &f.h, live[j]), HK_OK);
+    CHECK_EQ(f.errs.count, 0);
+    CHECK_EQ(hk__zs_heap_fini(&f.h), 0);
     hk__zs_space_fini(&f.sp);
 }
 

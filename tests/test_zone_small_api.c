@@ -283,7 +283,7 @@ HKT_TEST(trim_gives_runs_back) {
     size_t peak = runs_of(z);
     CHECK(peak >= 60);
     for (int i = 0; i < N; i++) CHECK_EQ(hk_zone_free(z, p[i]), HK_OK);
-    CHECK(runs_of(z) <= 2); /* the current run and a spare */
+    CHECK(runs_of(z) <= 5); /* the current run and the heap's spares (4) */
     CHECK(hk_zone_trim(z) > 0);
     hk_zone_info info;
     hk_zone_get_info(z, &info);

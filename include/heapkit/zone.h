@@ -363,7 +363,7 @@ hk_result hk_zone_get_info(const hk_zone *z, hk_zone_info *out);
 
 /* Gives the zone's free memory back to the OS now, keeping its address
  * space (malloc_trim). First the small-block runs: the calling thread's
- * empty runs (its current ones too) and spare, every other heap's spare
+ * empty runs (its current ones too) and spares, every other heap's spares
  * (taken atomically), the abandoned heaps' empty runs (their remote frees
  * collected first), then the pages of every free granule; then every whole
  * page of every free TLSF block (past its first 32 bytes) that is not
