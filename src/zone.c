@@ -632,24 +632,23 @@ static void *zone_realloc_impl(hk_zone *z, void *p, size_t n) {
     return q;
 }
 
-/* A lock-free zone's realloc of small block p (run r): in place when n
- * keeps it, else a new block from hk_zone_alloc with the bytes copied and p
- * freed, or NULL when none could be had (p unchanged; the alloc reported).
- * A p that is no used block is reported by the free and NULL returned. */
-static HK__NOINLINE void *zone_realloc_small(hk_zone *z, zs_run *r, void *p, size_t n) {
-    /* the calling thread's own used block (the checks of its free pass):
-     * its heap's paths, no lookup */
-    zs_heap *h = z->fast == ZONE_FAST_OWN ? &z->own : zone_tl_heap(z);
-    if (HK__LIKELY(h != NULL) && HK__LIKELY(!zs_free_odd(h, r, p))) {
-        if (zone_small_keeps(r, r->stride, n)) return p;
-        void *q = n <= ZS_MAX ? zs_alloc(h, n) : NULL;
-        if (!q) q = hk_zone_alloc(z, n); /* a TLSF block, or NULL (reported; p unchanged) */
-        if (q) {
-            memcpy(q, p, n < r->stride ? n : r->stride);
-            (void)zs_free(&z->small, h, r, p, "realloc");
-        }
-        return q;
+/* A lock-free zone's realloc of its own used small block p (run r, heap
+ * h) that n does not keep in place: a new block from h (or a TLSF block
+ * from hk_zone_alloc above ZS_MAX) with the bytes copied and p freed, or
+ * NULL (p unchanged; the alloc reported). */
+static HK__NOINLINE void *zone_realloc_small_move(hk_zone *z, zs_heap *h, zs_run *r, void *p, size_t n) {
+    void *q = n <= ZS_MAX ? zs_alloc(h, n) : NULL;
+    if (!q) q = hk_zone_alloc(z, n); /* a TLSF block, or NULL (reported; p unchanged) */
+    if (q) {
+        memcpy(q, p, n < r->stride ? n : r->stride);
+        (void)zs_free(&z->small, h, r, p, "realloc");
     }
+    return q;
+}
+
+/* The same for a p that is not the calling thread's own used block:
+ * another heap's block, or no used block (reported by the free, NULL). */
+static HK__NOINLINE void *zone_realloc_small_other(hk_zone *z, zs_run *r, void *p, size_t n) {
     size_t have = zone_small_usable(z, r, p);
     if (!have) {
         (void)zs_free(&z->small, z->threads ? hk__zone_heap_find(z) : &z->own, r, p, "realloc");
@@ -664,13 +663,9 @@ static HK__NOINLINE void *zone_realloc_small(hk_zone *z, zs_run *r, void *p, siz
     return q;
 }
 
-void *hk_zone_realloc(hk_zone *z, void *p, size_t size) {
-    if (!z) return NULL;
-    if (!p) return hk_zone_alloc(z, size);
-    if (z->fast != ZONE_FAST_NONE) {
-        zs_run *r = zs_run_of(&z->small, p);
-        if (r) return zone_realloc_small(z, r, p, size);
-    }
+/* The locked realloc: TLSF blocks, and every block of a zone without the
+ * lock-free paths. */
+static HK__NOINLINE void *zone_realloc_locked(hk_zone *z, void *p, size_t size) {
     hk__core_lock(&z->core);
     size_t old_req = 0;
     if (HK__TRACKED(&z->core) && hk__zone_is_block(z, p)) old_req = zone_requested(zone_from_user(p));
@@ -679,6 +674,31 @@ void *hk_zone_realloc(hk_zone *z, void *p, size_t size) {
     hk__core_after(&z->core);
     hk__core_unlock(&z->core);
     return q;
+}
+
+/* A lock-free zone's realloc of small block p (run r): in place when n
+ * keeps it, else moved (zone_realloc_small_move); a block the calling
+ * thread does not own, or misuse, takes zone_realloc_small_other. The
+ * in-place case saves no register: the moves are out of line. */
+static inline void *zone_realloc_small(hk_zone *z, zs_run *r, void *p, size_t n) {
+    /* the calling thread's own used block (the checks of its free pass):
+     * its heap's paths, no lookup */
+    zs_heap *h = z->fast == ZONE_FAST_OWN ? &z->own : zone_tl_heap(z);
+    if (HK__LIKELY(h != NULL) && HK__LIKELY(!zs_free_odd(h, r, p))) {
+        if (zone_small_keeps(r, r->stride, n)) return p;
+        return zone_realloc_small_move(z, h, r, p, n);
+    }
+    return zone_realloc_small_other(z, r, p, n);
+}
+
+void *hk_zone_realloc(hk_zone *z, void *p, size_t size) {
+    if (!z) return NULL;
+    if (!p) return hk_zone_alloc(z, size);
+    if (z->fast != ZONE_FAST_NONE) {
+        zs_run *r = zs_run_of(&z->small, p);
+        if (r) return zone_realloc_small(z, r, p, size);
+    }
+    return zone_realloc_locked(z, p, size);
 }
 
 /* ---- public: stats, info ------------------------------------------------------- */
