@@ -59,6 +59,10 @@
  * 10. A granule's remote bitmap is never poisoned for ASan and its words
  *     are read and written atomically (a free granule's first word is its
  *     dirty-list link), so stats may read any of them.
+ * 11. A heap's spare is a granule with a NULL heap, on no list, counted in
+ *     the space's runs; only its owner puts one in place (any thread may
+ *     take one out: an atomic exchange), and spare_tag, the owner's alone,
+ *     says its last class.
  */
 #include "zone_small.h"
 

@@ -346,10 +346,12 @@ size_t hk__zs_heap_take_spare(zs_heap *h);
 
 /* ---- slow paths --------------------------------------------------------------- */
 
-/* Class c's current run has no free slot: collects its remote frees, or
- * carves; else takes a partial run (collecting the heap's remote frees
- * first when the class has none, or ZS_COLLECT_GAP allocations after the
- * last collection), or makes a new run. A slot, or NULL when no
+/* Class c's current run has no free slot: collects its remote frees,
+ * switches to the first partial run when that one has freed slots on its
+ * list, or carves; else takes a partial run (collecting the heap's remote
+ * frees first when the class has none, or ZS_COLLECT_GAP allocations after
+ * the last collection), or makes a new run (a spare of the class, a
+ * granule of the space, a spare of another class). A slot, or NULL when no
  * granule can be had. O(1) but for the collection (O(bitmap words) per
  * queued run). */
 void *hk__zs_alloc_slow(zs_heap *h, unsigned c);
