@@ -380,7 +380,9 @@ static void zs_run_release(zs_heap *h, zs_run *r) {
         h->all = r->all_next;
     if (r->all_next) r->all_next->all_prev = r->all_prev;
     __atomic_store_n(&r->heap, NULL, __ATOMIC_RELAXED);
-    uint32_t now = (uint32_t)(zs_alloc_count(h) >> 8), oldest = 0, age = 0;
+    uint32_t now = (uint32_t)(zs_alloc_count(h) >> 8), oldest = 0, age = 0, none = 1;
+    for (unsigned i = 0; i < ZS_SPARES; i++) none &= __atomic_load_n(&h->spare[i], __ATOMIC_RELAXED) == NULL;
+    if (none) h->spare_due = now + (ZS_SPARE_AGE >> 8); /* else an older spare is due first */
     for (unsigned i = 0; i < ZS_SPARES; i++) {
         if (!__atomic_load_n(&h->spare[i], __ATOMIC_RELAXED)) {
             oldest = i;
@@ -396,19 +398,24 @@ static void zs_run_release(zs_heap *h, zs_run *r) {
 }
 
 /* Gives back the spares of h that no run has taken for ZS_SPARE_AGE
- * allocations (owner, at its poll, at most once per 256 allocations: the
- * stamps' unit): they join the space's free granules, whose pages go back
- * to the OS when they stay free. */
-static void zs_spares_age(zs_heap *h) {
-    uint32_t now = (uint32_t)(zs_alloc_count(h) >> 8);
-    if (now == h->spare_seen) return;
-    h->spare_seen = now;
+ * allocations (owner, at its poll, once spare_due has come): they join
+ * the space's free granules, whose pages go back to the OS when they stay
+ * free. Sets spare_due from the spares left. */
+static HK__NOINLINE void zs_spares_age(zs_heap *h, uint32_t now) {
+    uint32_t due = now + (1u << 30); /* none left: far off (a spare's release sets it) */
     for (unsigned i = 0; i < ZS_SPARES; i++) {
         zs_run *r = __atomic_load_n(&h->spare[i], __ATOMIC_RELAXED);
-        if (r && ((now - (h->spare_tag[i] >> 8)) & 0xffffffu) >= (ZS_SPARE_AGE >> 8) &&
-            __atomic_compare_exchange_n(&h->spare[i], &r, NULL, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
-            zs_granule_give(h->sp, r);
+        if (!r) continue;
+        /* the stamps are 24 bits of 256 allocations: differences modulo 2^24 */
+        uint32_t left = ((h->spare_tag[i] >> 8) + (ZS_SPARE_AGE >> 8) - now) & 0xffffffu;
+        if (left == 0 || left >= 0x800000u) {
+            if (__atomic_compare_exchange_n(&h->spare[i], &r, NULL, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+                zs_granule_give(h->sp, r);
+        } else if (left < due - now) {
+            due = now + left;
+        }
     }
+    h->spare_due = due;
 }
 
 static void zs_partial_push(zs_cls *c, zs_run *r) {
@@ -435,7 +442,8 @@ void hk__zs_poll(zs_heap *h) {
     zs_space *sp = h->sp;
     /* remote frees wait at most until here (hk__zs_alloc_slow) */
     if (__atomic_load_n(&h->rstack, __ATOMIC_RELAXED) && zs_collect_due(h)) hk__zs_collect(h);
-    zs_spares_age(h);
+    uint32_t now = (uint32_t)(zs_alloc_count(h) >> 8);
+    if (HK__UNLIKELY((int32_t)(now - h->spare_due) >= 0)) zs_spares_age(h, now);
     uint32_t left = sp->poll ? sp->poll(sp->poll_user, h) : UINT32_MAX;
     if (!left) left = 1;
     /* the count so far is alloc_base - poll_left (0 when the countdown ran out) */

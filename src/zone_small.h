@@ -293,7 +293,7 @@ typedef struct zs_heap {
      * header, which trim may hand to another heap meanwhile). */
     zs_run *spare[ZS_SPARES];
     uint32_t spare_tag[ZS_SPARES];
-    uint32_t spare_seen;  /* the allocation count, in 256s, at the poll that last aged the spares */
+    uint32_t spare_due; /* the allocation count, in 256s, from which the oldest spare may be due to go back */
     struct zs_heap *next; /* the zone's list of heaps */
     size_t os_size;       /* bytes of the heap's own mapping (0: embedded) */
     int locked;           /* used only under the zone's lock (reports take no lock) */
