@@ -364,8 +364,8 @@ HKT_TEST(zone_small_collection_at_the_poll_after_the_gap) {
     for (; n < (int)ZS_COLLECT_GAP + 128; n++) REQUIRE((small[n] = zs_alloc(&f.h, 16)) != NULL);
     CHECK(f.h.rstack == NULL);
     CHECK(runs >= 8);
-    CHECK(f.sp.runs <=
-          2 + ZS_SPARES); /* the 256-byte runs emptied went back but the current ones and spares */
+    /* the 256-byte runs emptied went back, but for the current ones and the spares */
+    CHECK(f.sp.runs <= 2 + ZS_SPARES);
     CHECK_EQ(fix_live(&f, NULL), (uint64_t)n);
     CHECK_EQ(fix_check(&f), HK_OK);
     for (int k = 0; k < n; k++) CHECK_EQ(fix_free(&f, &f.h, small[k]), HK_OK);
