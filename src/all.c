@@ -51,6 +51,7 @@
 #include "zone_tlsf.c"
 #include "zone_region.c"
 #include "zone_decay.c"
+#include "zone_space.c"
 #include "zone_small.c"
 #include "zone_small_check.c"
 #include "zone_heaps.c"

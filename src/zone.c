@@ -185,6 +185,7 @@ static void zone_small_init(hk_zone *z, const hk_zone_desc *desc) {
     /* a smaller space where the OS refuses the address space (an address-
      * space limit, valgrind) */
     hk_result r = HK_ERR_NOMEM;
+    hk__zs_init_tables();
     while (span >= ((size_t)16 << 20) && (r = hk__zs_space_init(&z->small, span, ZONE_REP(z))) != HK_OK)
         span /= 4;
     if (r != HK_OK) {

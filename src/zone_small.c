@@ -1,19 +1,19 @@
 /*
- * src/zone_small.c - the headerless small-block layer's runs, space and
- * slow paths (interface and fast paths: zone_small.h; stats sums, check,
- * walk and where: zone_small_check.c).
+ * src/zone_small.c - the headerless small-block layer's runs, heaps and
+ * slow paths (interface and fast paths: zone_small.h; the space of
+ * granules the runs are laid out in: zone_space.c; stats sums, check, walk
+ * and where: zone_small_check.c).
  *
  * Invariants (owners quiescent; "slot i" of run r is r->base +
  * zs_first(r) + i * stride, zs_first(r) being ZS_FIRST plus 64 times g mod
  * ZS_COLORS; r is granule g's entry of the header table, r->base = lo +
  * g * ZS_RUN):
  *
- *  1. A granule below lo + used is a run iff its header's heap is not NULL;
- *     the header table is committed for every granule below used and never
- *     given back, so any thread may read any of those headers. A header's
- *     fixed fields (stride, recip, nslots, secret, key, base) are written
- *     before the run is handed to its heap and not after while it is a run.
- *     A granule's first page (its remote bitmap) stays committed.
+ *  1. A granule below lo + used is a run iff its header's heap is not NULL
+ *     (any thread may read any of those headers and first pages:
+ *     zone_space.c invariant 1). A header's fixed fields (stride, recip,
+ *     nslots, secret, key, base) are written before the run is handed to
+ *     its heap and not after while it is a run.
  *  2. Slots at or past `bump` have never been handed out: no list holds
  *     them and their remote bits are 0. bump <= nslots, and limit ==
  *     bump * stride (a free's one compare against limit also rejects a
@@ -164,163 +164,6 @@ static void zs_run_format(zs_run *r, unsigned c, uint64_t secret) {
 #endif
 }
 
-/* The dirty lists of the space (its lock held), a granule number + 1 at
- * their heads (0: empty) and in the first word of each granule's remote
- * bitmap (its first page is never given back to the OS while dirty). */
-static uint64_t *zs_glink(const zs_space *sp, uint32_t n) {
-    return (uint64_t *)(sp->lo + ((uintptr_t)(n - 1u) << ZS_RUN_LOG2) + ZS_RBITS);
-}
-static void zs_gpush(zs_space *sp, uint32_t *list, void *g) {
-    uint32_t n = (uint32_t)(((uintptr_t)g - sp->lo) >> ZS_RUN_LOG2) + 1u;
-    __atomic_store_n(zs_glink(sp, n), (uint64_t)*list, __ATOMIC_RELAXED); /* invariant 10 */
-    *list = n;
-}
-static void *zs_gpop(zs_space *sp, uint32_t *list) {
-    uint32_t n = *list;
-    if (!n) return NULL;
-    *list = (uint32_t)__atomic_load_n(zs_glink(sp, n), __ATOMIC_RELAXED);
-    return (void *)(sp->lo + ((uintptr_t)(n - 1u) << ZS_RUN_LOG2));
-}
-
-/* Makes [p, p + n) of the space's reservations usable: a commit, or
- * nothing in a lazy space but the failure point (an acquisition). */
-static hk_result zs_commit(const zs_space *sp, void *p, size_t n) {
-    if (!sp->lazy) return hk_os_commit(p, n);
-    return hk_os_fail_now() ? HK_ERR_NOMEM : HK_OK;
-}
-
-/* The clean granules: a stack of granule numbers beside the space (their
- * pages, all of them, are given back, so nothing can be linked through
- * them), committed a page at a time as it grows. 0 when the stack has no
- * room (the granule then stays dirty). */
-static int zs_clean_push(zs_space *sp, void *g) {
-    size_t need = (sp->nclean + 1) * sizeof(uint32_t);
-    if (need > sp->cs_commit) {
-        size_t pg = hk_os_page_size();
-        if (need > sp->cs_size || zs_commit(sp, (unsigned char *)sp->cstack + sp->cs_commit, pg) != HK_OK)
-            return 0;
-        sp->cs_commit += pg;
-    }
-    size_t pg = hk_os_page_size();
-    if (pg < ZS_RUN) (void)hk_os_unback(g, ZS_RUN);
-    sp->cstack[sp->nclean] = (uint32_t)(((uintptr_t)g - sp->lo) >> ZS_RUN_LOG2);
-    __atomic_store_n(&sp->nclean, sp->nclean + 1, __ATOMIC_RELAXED);
-    return 1;
-}
-static void *zs_clean_pop(zs_space *sp) {
-    if (!sp->nclean) return NULL;
-    __atomic_store_n(&sp->nclean, sp->nclean - 1, __ATOMIC_RELAXED);
-    return (void *)(sp->lo + ((uintptr_t)sp->cstack[sp->nclean] << ZS_RUN_LOG2));
-}
-
-/* The dirty list of class c's granules: the classes of 8 KiB and more
- * share one (their slots cover most of a granule's pages anyway), so a
- * list's number fits a 64-bit mask. */
-static unsigned zs_dcls(unsigned c) { return c < ZS_NDIRTY - 1u ? c : ZS_NDIRTY - 1u; }
-_Static_assert(ZS_NDIRTY <= 64u, "a bit of a 64-bit mask per dirty list");
-
-/* A dirty granule for a run of class c (space lock held), or NULL: of
- * class c, this epoch's first; else of the nearest class above c, else
- * below (a run of another class may touch pages the last one did not, or
- * leave resident ones it does not use). O(1). */
-static void *zs_dirty_take(zs_space *sp, unsigned c) {
-    c = zs_dcls(c);
-    for (unsigned k = 0; k < 2; k++) {
-        unsigned e = k ? !sp->young : sp->young;
-        uint64_t m = sp->dmask[e];
-        if (!m) continue;
-        uint64_t up = m & (~(uint64_t)0 << c);
-        unsigned d = up ? (unsigned)__builtin_ctzll(up) : 63u - (unsigned)__builtin_clzll(m);
-        void *g = zs_gpop(sp, &sp->dirty[e][d]);
-        if (!sp->dirty[e][d]) sp->dmask[e] &= ~((uint64_t)1 << d);
-        __atomic_store_n(&sp->ndirty, sp->ndirty - 1, __ATOMIC_RELAXED);
-        return g;
-    }
-    return NULL;
-}
-
-/* A granule for a run of class c (space lock held): a dirty one (its pages
- * still resident: no page fault), a clean one, else a fresh one committed
- * (and faulted in with `prefault`). */
-static zs_run *zs_granule_take(zs_space *sp, unsigned c) {
-    void *g = zs_dirty_take(sp, c);
-    if (g) return zs_run_at(sp, (uintptr_t)g - sp->lo);
-    if ((g = zs_clean_pop(sp)) != NULL) return zs_run_at(sp, (uintptr_t)g - sp->lo);
-    if (sp->bump >= sp->span >> ZS_RUN_LOG2) return NULL;
-    /* its header's entry first (the table is committed a page at a time
-     * and never given back, so any entry below used can be read) */
-    size_t need = (sp->bump + 1) << ZS_META_LOG2;
-    if (need > sp->meta_commit) {
-        size_t pg = hk_os_page_size() > ZS_META ? hk_os_page_size() : ZS_META;
-        if (need > sp->meta_size || zs_commit(sp, sp->meta + sp->meta_commit, pg) != HK_OK) return NULL;
-        sp->meta_commit += pg;
-    }
-    g = (unsigned char *)(sp->lo + (sp->bump << ZS_RUN_LOG2));
-    if (zs_commit(sp, g, ZS_RUN) != HK_OK) return NULL;
-    if (sp->prefault) (void)hk_os_prefault(g, ZS_RUN);
-    zs_run *r = zs_run_at(sp, sp->bump << ZS_RUN_LOG2);
-    r->base = (unsigned char *)g;
-    sp->bump++;
-    __atomic_store_n(&sp->used, sp->bump << ZS_RUN_LOG2, __ATOMIC_RELEASE);
-    return r;
-}
-
-/* Gives back the pages of every granule of the dirty lists of epoch e,
- * which join the clean ones (lock held; one that finds no room stays
- * dirty, in this epoch's list of its class). Returns the granules cleaned.
- * O(classes with a dirty granule + granules). */
-static size_t zs_clean_epoch(zs_space *sp, unsigned e) {
-    size_t n = 0;
-    uint64_t keep = 0;
-    for (uint64_t m = sp->dmask[e]; m; m &= m - 1) {
-        unsigned c = (unsigned)__builtin_ctzll(m);
-        void *g;
-        while ((g = zs_gpop(sp, &sp->dirty[e][c])) != NULL) {
-            if (zs_clean_push(sp, g)) {
-                n++;
-                continue;
-            }
-            zs_gpush(sp, &sp->dirty[sp->young][c], g);
-            if (e == sp->young) {
-                keep |= (uint64_t)1 << c; /* where it was: the next trim tries again */
-                break;
-            }
-            sp->dmask[sp->young] |= (uint64_t)1 << c;
-        }
-    }
-    sp->dmask[e] = keep;
-    __atomic_store_n(&sp->ndirty, sp->ndirty - n, __ATOMIC_RELAXED);
-    return n;
-}
-
-void hk__zs_space_age(zs_space *sp, uint64_t now) {
-    if (!sp->epoch_ns || now < __atomic_load_n(&sp->next_epoch, __ATOMIC_RELAXED)) return;
-    hk_os_mutex_lock(&sp->mx);
-    if (now >= sp->next_epoch) {
-        /* the epoch before ends: its granules go back; this one's age */
-        zs_clean_epoch(sp, !sp->young);
-        sp->young = !sp->young;
-        __atomic_store_n(&sp->next_epoch, now + sp->epoch_ns, __ATOMIC_RELAXED);
-    }
-    hk_os_mutex_unlock(&sp->mx);
-}
-
-size_t hk__zs_space_trim(zs_space *sp) {
-    hk_os_mutex_lock(&sp->mx);
-    size_t n = zs_clean_epoch(sp, !sp->young) + zs_clean_epoch(sp, sp->young);
-    hk_os_mutex_unlock(&sp->mx);
-    return n;
-}
-
-/* Puts granule r (no run) on this epoch's dirty list of its last class
- * (space lock held). */
-static void zs_dirty_put(zs_space *sp, zs_run *r) {
-    unsigned d = zs_dcls(zs_rcls(r));
-    zs_gpush(sp, &sp->dirty[sp->young][d], r->base);
-    sp->dmask[sp->young] |= (uint64_t)1 << d;
-    __atomic_store_n(&sp->ndirty, sp->ndirty + 1, __ATOMIC_RELAXED);
-}
-
 /* Takes a spare of h whose last run was of class c (any class: c ==
  * ZS_NCLS), or NULL. Owner; a spare trim takes meanwhile is skipped. */
 static zs_run *zs_spare_take(zs_heap *h, unsigned c) {
@@ -339,13 +182,7 @@ static zs_run *zs_spare_take(zs_heap *h, unsigned c) {
 static zs_run *zs_run_new(zs_heap *h, unsigned c) {
     zs_space *sp = h->sp;
     zs_run *r = zs_spare_take(h, c);
-    if (!r) {
-        hk_os_mutex_lock(&sp->mx);
-        r = zs_granule_take(sp, c);
-        if (r) __atomic_store_n(&sp->runs, sp->runs + 1, __ATOMIC_RELAXED);
-        hk_os_mutex_unlock(&sp->mx);
-        if (!r && !(r = zs_spare_take(h, ZS_NCLS))) return NULL;
-    }
+    if (!r && !(r = hk__zs_granule_take(sp, c)) && !(r = zs_spare_take(h, ZS_NCLS))) return NULL;
     hk__asan_unpoison(r->base, ZS_RUN);
     zs_run_format(r, c, zs_mix(&h->secret));
     hk__asan_poison(r->base + ZS_FIRST, ZS_RUN - ZS_FIRST);
@@ -356,19 +193,6 @@ static zs_run *zs_run_new(zs_heap *h, unsigned c) {
     __atomic_store_n(&r->heap, h, __ATOMIC_RELEASE);
     __atomic_fetch_add(&sp->made, 1, __ATOMIC_RELAXED);
     return r;
-}
-
-/* Gives granule r (no run, no heap's spare) back to the space, dirty: its
- * pages go back to the OS when it stays free (hk__zs_space_age) or by
- * hk__zs_space_trim, not at once: a program that frees its small blocks
- * at the end of a frame and allocates them again in the next finds them
- * resident. Its header stays for racing frees to read. */
-static void zs_granule_give(zs_space *sp, zs_run *r) {
-    hk__asan_poison(r->base + ZS_FIRST, ZS_RUN - ZS_FIRST); /* the bitmap stays readable (invariant 10) */
-    hk_os_mutex_lock(&sp->mx);
-    zs_dirty_put(sp, r);
-    __atomic_store_n(&sp->runs, sp->runs - 1, __ATOMIC_RELAXED);
-    hk_os_mutex_unlock(&sp->mx);
 }
 
 /* Ends empty run r (on no class list): one of its heap's spares, in a free
@@ -394,7 +218,7 @@ static void zs_run_release(zs_heap *h, zs_run *r) {
     }
     h->spare_tag[oldest] = now << 8 | zs_rcls(r);
     zs_run *old = __atomic_exchange_n(&h->spare[oldest], r, __ATOMIC_ACQ_REL);
-    if (old) zs_granule_give(h->sp, old);
+    if (old) hk__zs_granule_give(h->sp, old);
 }
 
 /* Gives back the spares of h that no run has taken for ZS_SPARE_AGE
@@ -410,7 +234,7 @@ static HK__NOINLINE void zs_spares_age(zs_heap *h, uint32_t now) {
         uint32_t left = ((h->spare_tag[i] >> 8) + (ZS_SPARE_AGE >> 8) - now) & 0xffffffu;
         if (left == 0 || left >= 0x800000u) {
             if (__atomic_compare_exchange_n(&h->spare[i], &r, NULL, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
-                zs_granule_give(h->sp, r);
+                hk__zs_granule_give(h->sp, r);
         } else if (left < due - now) {
             due = now + left;
         }
@@ -763,60 +587,7 @@ size_t hk__zs_usable(const zs_heap *h, zs_run *r, const void *p) {
     return r->stride;
 }
 
-/* ---- space and heaps --------------------------------------------------------------- */
-
-hk_result hk__zs_space_init(zs_space *sp, size_t span, hk__reporter *rep) {
-    hk__zs_init_tables();
-    memset(sp, 0, sizeof *sp);
-    span = (span + ZS_RUN - 1) & ~(ZS_RUN - 1);
-    /* one granule more, to start on a ZS_RUN boundary */
-    size_t os = span + ZS_RUN;
-    size_t pg = hk_os_page_size();
-    size_t cs_size = ((span >> ZS_RUN_LOG2) * sizeof(uint32_t) + pg - 1) & ~(pg - 1);
-    size_t meta_size = (((span >> ZS_RUN_LOG2) << ZS_META_LOG2) + pg - 1) & ~(pg - 1);
-    /* readable and writable from the start where the OS allows it, so that
-     * a granule taken makes no system call; else reserved and committed as
-     * used. Both ways as the three reservations go. */
-    for (int lazy = 1; lazy >= 0; lazy--) {
-        void *(*reserve)(size_t) = lazy ? hk_os_reserve_rw : hk_os_reserve;
-        unsigned char *base = reserve(os);
-        uint32_t *cstack = base ? reserve(cs_size) : NULL;
-        unsigned char *meta = cstack ? reserve(meta_size) : NULL;
-        if (meta) {
-            sp->os_base = base;
-            sp->os_size = os;
-            sp->lo = ((uintptr_t)base + ZS_RUN - 1) & ~(uintptr_t)(ZS_RUN - 1);
-            sp->span = span;
-            sp->cs_size = cs_size;
-            sp->cstack = cstack;
-            sp->meta_size = meta_size;
-            sp->meta = meta;
-            sp->lazy = lazy;
-            break;
-        }
-        if (cstack) hk_os_release(cstack, cs_size);
-        if (base) hk_os_release(base, os);
-    }
-    if (!sp->meta) {
-        memset(sp, 0, sizeof *sp);
-        return HK_ERR_NOMEM;
-    }
-    sp->rep = rep;
-    hk_os_mutex_init(&sp->mx);
-    return HK_OK;
-}
-
-void hk__zs_space_fini(zs_space *sp) {
-    if (!sp->os_base) return;
-    hk_os_mutex_destroy(&sp->mx);
-    /* poisoning outlives the mapping: whoever maps these addresses next
-     * must find them clean */
-    hk__asan_unpoison((void *)sp->lo, sp->used);
-    hk_os_release(sp->cstack, sp->cs_size);
-    hk_os_release(sp->meta, sp->meta_size);
-    hk_os_release(sp->os_base, sp->os_size);
-    memset(sp, 0, sizeof *sp);
-}
+/* ---- heaps ------------------------------------------------------------------------ */
 
 void hk__zs_heap_init(zs_heap *h, zs_space *sp) {
     memset(h, 0, sizeof *h);
@@ -869,7 +640,7 @@ size_t hk__zs_heap_take_spare(zs_heap *h) {
     for (unsigned i = 0; i < ZS_SPARES; i++) {
         zs_run *r = __atomic_exchange_n(&h->spare[i], NULL, __ATOMIC_ACQUIRE);
         if (!r) continue;
-        zs_granule_give(h->sp, r);
+        hk__zs_granule_give(h->sp, r);
         n++;
     }
     return n;

@@ -106,7 +106,8 @@ static const uint16_t zs_stride_tab[ZS_NCLS] = {
 #endif
 
 /* Class of a request by (n + 7) / 8, n <= ZS_MAX (one load; 0 -> class 0).
- * Filled by hk__zs_init_tables (idempotent, called by every space init). */
+ * Filled by hk__zs_init_tables (idempotent: zone.c calls it before each
+ * space's init). */
 extern uint8_t hk__zs_cls_tab[ZS_MAX / 8u + 1u];
 void hk__zs_init_tables(void);
 static inline unsigned zs_cls_of(size_t n) { return hk__zs_cls_tab[(n + 7u) >> 3]; }
@@ -310,7 +311,7 @@ extern zs_run hk__zs_empty_run;
  * to the slow path, which takes it for NULL). Never written. */
 extern zs_heap hk__zs_none_heap;
 
-/* ---- the space and heaps (zone_small.c) ------------------------------------- */
+/* ---- the space (zone_space.c) ------------------------------------------------ */
 
 /* Reserves `span` bytes (rounded to granules) for runs. HK_ERR_NOMEM when
  * the OS refuses. rep: where misuse goes. O(1). */
@@ -324,6 +325,22 @@ void hk__zs_space_age(zs_space *sp, uint64_t now);
 /* Gives back the pages of every free granule now. Returns the granules
  * cleaned. Any thread. */
 size_t hk__zs_space_trim(zs_space *sp);
+/* A granule for a new run of class c, counted among the granules heaps
+ * hold (its header's base set; the caller formats it), or NULL when the
+ * space has none left or the OS refuses a commit: a dirty one of class c
+ * (its pages resident), else of the nearest class, else a clean one, else
+ * a fresh one. Takes the space's lock. O(1). */
+zs_run *hk__zs_granule_take(zs_space *sp, unsigned c);
+/* Gives granule r (no run any more, no heap's spare) back to the space,
+ * dirty: its pages go back to the OS when it stays free (hk__zs_space_age)
+ * or by hk__zs_space_trim, not at once, so that a program that frees its
+ * small blocks at the end of a frame and allocates them again in the next
+ * finds them resident. Its header stays for racing frees to read. Takes
+ * the space's lock. O(1). */
+void hk__zs_granule_give(zs_space *sp, zs_run *r);
+
+/* ---- heaps (zone_small.c) ------------------------------------------------------ */
+
 void hk__zs_heap_init(zs_heap *h, zs_space *sp);
 /* Collects, then gives back every empty run and the spare; returns the
  * slots still used. */

@@ -20,6 +20,7 @@ static void fix_init(zs_fix *f, size_t span) {
     memset(f, 0, sizeof *f);
     f->errs.quiet = 1;
     hk__reporter_init(&f->rep, "zone", "small", hkt_on_error, &f->errs, 0);
+    hk__zs_init_tables();
     REQUIRE(hk__zs_space_init(&f->sp, span, &f->rep) == HK_OK);
     hk__zs_heap_init(&f->h, &f->sp);
 }
