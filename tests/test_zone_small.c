@@ -45,6 +45,16 @@ static hk_result fix_free(zs_fix *f, zs_heap *h, void *p) {
     return zs_free(&f->sp, h, r, p, "free");
 }
 
+/* The end of a test that freed every block: no misuse reported, no slot
+ * left used, every granule back in the space once the heap is done, and
+ * the space released. */
+static void fix_done(zs_fix *f) {
+    CHECK_EQ(f->errs.count, 0);
+    CHECK_EQ(hk__zs_heap_fini(&f->h), 0);
+    CHECK_EQ(f->sp.runs, 0);
+    hk__zs_space_fini(&f->sp);
+}
+
 HKT_TEST(zone_small_classes_dense_and_aligned) {
     hk__zs_init_tables();
     for (size_t n = 1; n <= ZS_MAX; n++) {
@@ -93,10 +103,7 @@ HKT_TEST(zone_small_alloc_free_every_class) {
     CHECK_EQ(fix_live(&f, &bytes), 0);
     CHECK_EQ(bytes, 0);
     CHECK_EQ(fix_check(&f), HK_OK);
-    CHECK_EQ(f.errs.count, 0);
-    CHECK_EQ(hk__zs_heap_fini(&f.h), 0);
-    CHECK_EQ(f.sp.runs, 0);
-    hk__zs_space_fini(&f.sp);
+    fix_done(&f);
 }
 
 /* Many runs of one class: full runs become partial when a slot comes back,
@@ -407,9 +414,7 @@ HKT_TEST(zone_small_partial_slots_before_fresh_ones) {
     CHECK(cur->bump > bump);
     CHECK_EQ(fix_check(&f), HK_OK);
     for (int k = 0; k < n; k++) CHECK_EQ(fix_free(&f, &f.h, ps[k]), HK_OK);
-    CHECK_EQ(f.errs.count, 0);
-    CHECK_EQ(hk__zs_heap_fini(&f.h), 0);
-    hk__zs_space_fini(&f.sp);
+    fix_done(&f);
 }
 
 /* Makes class `size`'s first run of h empty while a second one is current:
@@ -475,10 +480,7 @@ HKT_TEST(zone_small_spares_keep_their_class) {
     for (int k = 0; k < nm; k++) CHECK_EQ(fix_free(&f, &f.h, more[k]), HK_OK);
     for (unsigned k = 0; k <= ZS_SPARES; k++)
         for (int j = 0; j < nlive[k]; j++) CHECK_EQ(fix_free(&f, &f.h, live[k][j]), HK_OK);
-    CHECK_EQ(f.errs.count, 0);
-    CHECK_EQ(hk__zs_heap_fini(&f.h), 0);
-    CHECK_EQ(f.sp.runs, 0);
-    hk__zs_space_fini(&f.sp);
+    fix_done(&f);
 }
 
 /* A spare no run has taken for ZS_SPARE_AGE allocations goes back to the
@@ -533,9 +535,7 @@ HKT_TEST(zone_small_spare_of_another_class_when_space_full) {
     CHECK_EQ(fix_free(&f, &f.h, a), HK_OK);
     if (b) CHECK_EQ(fix_free(&f, &f.h, b), HK_OK);
     for (int j = 0; j < nlive; j++) CHECK_EQ(fix_free(&f, &f.h, live[j]), HK_OK);
-    CHECK_EQ(f.errs.count, 0);
-    CHECK_EQ(hk__zs_heap_fini(&f.h), 0);
-    hk__zs_space_fini(&f.sp);
+    fix_done(&f);
 }
 
 /* A remote free cut short by a fork (its thread gone in the child): one
