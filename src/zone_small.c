@@ -204,9 +204,10 @@ static void zs_run_release(zs_heap *h, zs_run *r) {
         h->all = r->all_next;
     if (r->all_next) r->all_next->all_prev = r->all_prev;
     __atomic_store_n(&r->heap, NULL, __ATOMIC_RELAXED);
-    uint32_t now = (uint32_t)(zs_alloc_count(h) >> 8), oldest = 0, age = 0, none = 1;
-    for (unsigned i = 0; i < ZS_SPARES; i++) none &= __atomic_load_n(&h->spare[i], __ATOMIC_RELAXED) == NULL;
-    if (none) h->spare_due = now + (ZS_SPARE_AGE >> 8); /* else an older spare is due first */
+    uint32_t now = (uint32_t)(zs_alloc_count(h) >> 8), oldest = 0, age = 0;
+    /* spare_due is the earliest the spares may be due: this one's, or an
+     * older one's */
+    if ((int32_t)(now + (ZS_SPARE_AGE >> 8) - h->spare_due) < 0) h->spare_due = now + (ZS_SPARE_AGE >> 8);
     for (unsigned i = 0; i < ZS_SPARES; i++) {
         if (!__atomic_load_n(&h->spare[i], __ATOMIC_RELAXED)) {
             oldest = i;
